@@ -1,0 +1,170 @@
+// Package core is the core role: model routing, provider connections and
+// their secrets, API keys, machines, settings and model catalogs. It serves
+// the switchboard.core.v1 Router and Admin gRPC services.
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboardhq/switchboard/core/internal/apikey"
+	"github.com/switchboardhq/switchboard/core/internal/catalog"
+	"github.com/switchboardhq/switchboard/core/internal/grpcapi"
+	"github.com/switchboardhq/switchboard/core/internal/jobs"
+	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/secrets"
+	"github.com/switchboardhq/switchboard/internal/spine"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// defaultMachineKey is the sb_machines key naming the default machine. It is
+// not a machine id (those are 16 hex characters), so it cannot collide.
+const defaultMachineKey = "default"
+
+// Config configures core.
+type Config struct {
+	// AdminToken guards the Admin service.
+	AdminToken string
+	// SecretKey (32 bytes) seals provider secrets and keys API key checksums.
+	SecretKey []byte
+	// RequireAPIKey forces API keys on every machine (REQUIRE_API_KEY).
+	RequireAPIKey bool
+	// Replicas of core's streams and buckets.
+	Replicas int
+}
+
+// Deps are what core is built on.
+type Deps struct {
+	NATS   *nats.Conn
+	Logger *slog.Logger
+}
+
+// Core is a running core role.
+type Core struct {
+	router    *grpcapi.Router
+	admin     *grpcapi.Admin
+	defaultID string
+	log       *slog.Logger
+	stop      context.CancelFunc
+}
+
+// New prepares core: the spine's streams and buckets, the in-memory mirror of
+// its state, and the default machine.
+func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
+	if cfg.AdminToken == "" {
+		return nil, errors.New("core: admin token is required")
+	}
+	box, err := secrets.NewBox(cfg.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("core: %w", err)
+	}
+	log := deps.Logger.With("role", "core")
+	js, err := jetstream.New(deps.NATS)
+	if err != nil {
+		return nil, fmt.Errorf("core: jetstream: %w", err)
+	}
+	if err := (spine.Topology{Replicas: cfg.Replicas}).Ensure(ctx, js); err != nil {
+		return nil, fmt.Errorf("core: %w", err)
+	}
+	// The mirror lives as long as core, not as long as the start-up context.
+	life, stop := context.WithCancel(context.WithoutCancel(ctx))
+	st, err := openStore(ctx, life, js, log)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	defaultID, err := ensureDefaultMachine(ctx, st)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("core: default machine: %w", err)
+	}
+	keySecret := secrets.Derive(cfg.SecretKey, "api-key-checksum")
+	reg := provider.NewRegistry()
+	auth := grpcapi.NewAuthenticator(st, keySecret, cfg.AdminToken, cfg.RequireAPIKey, defaultID)
+	lister := catalog.NewLister(st, reg, jobs.NewPublisher(js), log)
+	c := &Core{
+		router:    grpcapi.NewRouter(auth, lister, log),
+		admin:     grpcapi.NewAdmin(auth, st, box, keySecret, reg, log),
+		defaultID: defaultID,
+		log:       log,
+		stop:      stop,
+	}
+	log.Info("core ready", "default_machine", defaultID)
+	return c, nil
+}
+
+// openStore mirrors the buckets, giving up when ctx ends but keeping the
+// mirror alive until life ends.
+func openStore(ctx, life context.Context, js jetstream.JetStream, log *slog.Logger) (*store.Store, error) {
+	type result struct {
+		st  *store.Store
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := store.Open(life, js, log)
+		done <- result{st, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("core: %w", r.err)
+		}
+		return r.st, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ensureDefaultMachine creates the default machine on first start. Replicas
+// racing at first start agree through the create-if-absent of its pointer.
+func ensureDefaultMachine(ctx context.Context, st *store.Store) (string, error) {
+	if e, ok := st.Machines.Get(defaultMachineKey); ok {
+		return e.Value.GetId(), nil
+	}
+	id, err := apikey.NewMachineID()
+	if err != nil {
+		return "", err
+	}
+	m := &busv1.Machine{Id: id, Name: "default", IsDefault: true, CreatedAt: timestamppb.Now()}
+	if err := st.Machines.Create(ctx, defaultMachineKey, m); err != nil && !errors.Is(err, store.ErrExists) {
+		return "", err
+	}
+	e, ok := st.Machines.Get(defaultMachineKey)
+	if !ok {
+		return "", errors.New("default machine pointer missing after create")
+	}
+	m = e.Value
+	if err := st.Machines.Create(ctx, m.GetId(), m); err != nil && !errors.Is(err, store.ErrExists) {
+		return "", err
+	}
+	if err := st.Settings.Create(ctx, m.GetId(), &busv1.Settings{}); err != nil && !errors.Is(err, store.ErrExists) {
+		return "", err
+	}
+	return m.GetId(), nil
+}
+
+// Register adds core's services to a gRPC server.
+func (c *Core) Register(s grpc.ServiceRegistrar) {
+	corev1.RegisterRouterServer(s, c.router)
+	corev1.RegisterAdminServer(s, c.admin)
+}
+
+// DefaultMachineID is the machine that requests without a key run as.
+func (c *Core) DefaultMachineID() string { return c.defaultID }
+
+// Run serves until ctx ends, then stops the state mirror.
+func (c *Core) Run(ctx context.Context) error {
+	<-ctx.Done()
+	c.stop()
+	return nil
+}

@@ -1,0 +1,92 @@
+package credential
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestMemoryCooldowns(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	s := NewMemoryCooldowns(clock.Now, time.Minute)
+
+	_, ok := s.Get("a", "m")
+	require.False(t, ok)
+
+	c := Cooldown{ConnectionID: "a", Model: "m", Until: clock.Now().Add(10 * time.Second), Level: 2, Reason: ReasonRateLimited, Status: 429}
+	require.NoError(t, s.Put(ctx, c))
+	got, ok := s.Get("a", "m")
+	require.True(t, ok)
+	require.Equal(t, c, got)
+	_, ok = s.Get("a", "other")
+	require.False(t, ok, "per model")
+
+	clock.Advance(30 * time.Second)
+	got, ok = s.Get("a", "m")
+	require.True(t, ok, "kept past Until for its level")
+	require.Equal(t, 2, got.Level)
+
+	clock.Advance(41 * time.Second)
+	_, ok = s.Get("a", "m")
+	require.False(t, ok, "expired after the retention")
+
+	require.NoError(t, s.Put(ctx, c))
+	require.NoError(t, s.Clear(ctx, "a", "m"))
+	_, ok = s.Get("a", "m")
+	require.False(t, ok)
+
+	require.NoError(t, s.Put(ctx, Cooldown{ConnectionID: "a", Model: "m1", Until: clock.Now().Add(time.Hour)}))
+	require.NoError(t, s.Put(ctx, Cooldown{ConnectionID: "a", Model: "m2", Until: clock.Now().Add(time.Hour)}))
+	require.NoError(t, s.Put(ctx, Cooldown{ConnectionID: "b", Model: "m1", Until: clock.Now().Add(time.Hour)}))
+	require.NoError(t, s.ClearConnection(ctx, "a"))
+	_, ok = s.Get("a", "m1")
+	require.False(t, ok)
+	_, ok = s.Get("a", "m2")
+	require.False(t, ok)
+	_, ok = s.Get("b", "m1")
+	require.True(t, ok)
+}
+
+func TestMemoryCooldownsSweepsExpired(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	s := NewMemoryCooldowns(clock.Now, time.Minute)
+	for i := range 100 {
+		require.NoError(t, s.Put(ctx, Cooldown{ConnectionID: fmt.Sprint(i), Model: "m", Until: clock.Now()}))
+	}
+	clock.Advance(2 * time.Minute)
+	for i := range 64 {
+		require.NoError(t, s.Put(ctx, Cooldown{ConnectionID: fmt.Sprint("new", i), Model: "m", Until: clock.Now()}))
+	}
+	s.mu.RLock()
+	n := len(s.m)
+	s.mu.RUnlock()
+	require.LessOrEqual(t, n, 64)
+}
+
+func TestMemoryCooldownsConcurrent(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryCooldowns(nil, 0)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				id := fmt.Sprint(i % 10)
+				switch (g + i) % 3 {
+				case 0:
+					_ = s.Put(ctx, Cooldown{ConnectionID: id, Model: "m", Until: time.Now().Add(time.Second)})
+				case 1:
+					s.Get(id, "m")
+				default:
+					_ = s.Clear(ctx, id, "m")
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

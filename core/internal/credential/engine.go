@@ -1,0 +1,385 @@
+package credential
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Strategies of [Request.Strategy].
+const (
+	// StrategyFillFirst tries the candidates in priority order (the default).
+	StrategyFillFirst = "fill-first"
+	// StrategyRoundRobin keeps the last used connection for StickyLimit
+	// consecutive requests, then moves to the least recently used one.
+	StrategyRoundRobin = "round-robin"
+	// DefaultStickyLimit is the round-robin run length when none is set.
+	DefaultStickyLimit = 3
+)
+
+// Candidate is one connection the engine may use.
+type Candidate struct {
+	// ConnectionID identifies the connection; cooldowns are keyed by it.
+	ConnectionID string
+	// Priority orders the candidates, lowest first.
+	Priority int32
+	// CanRefresh reports whether the connection has OAuth refresh material.
+	CanRefresh bool
+	// Value is the caller's own payload needed to make the call (for
+	// instance the decrypted credential); the engine never looks into it.
+	Value any
+}
+
+// Request describes one gateway request.
+type Request struct {
+	// MachineID (tenant) and Provider scope the round-robin state.
+	MachineID, Provider string
+	// Model is the upstream model; cooldowns are per (connection, model).
+	Model string
+	// Candidates are the active connections of the provider, in any order.
+	// The engine does not modify the slice.
+	Candidates []Candidate
+	// Strategy is StrategyFillFirst (default, also for unknown values) or
+	// StrategyRoundRobin.
+	Strategy string
+	// StickyLimit is the round-robin run length; zero or less means
+	// DefaultStickyLimit.
+	StickyLimit int
+}
+
+// Attempt makes one upstream call with one candidate. It returns nil on
+// success, an [*UpstreamError] (or an error wrapping one) for an HTTP error
+// answer, or any other error for network failures and timeouts. An attempt
+// that has already sent bytes to the client wraps its error with
+// [Committed]. The attempt should bound its own wait for the upstream (a
+// first-byte timeout); its deadline is a timeout, not a cancellation.
+type Attempt func(ctx context.Context, c Candidate) error
+
+// Refresher refreshes a connection's OAuth token. The engine calls it at most
+// once per candidate and request, on a 401/403 of a candidate with
+// CanRefresh, and retries that connection once with the candidate it
+// returns. Marking a connection as needing re-login when the refresh token
+// is rejected, and de-duplicating concurrent refreshes, are its business.
+type Refresher interface {
+	Refresh(ctx context.Context, c Candidate) (Candidate, error)
+}
+
+// RefreshFunc adapts a function to [Refresher].
+type RefreshFunc func(ctx context.Context, c Candidate) (Candidate, error)
+
+var _ Refresher = RefreshFunc(nil)
+
+// Refresh calls f.
+func (f RefreshFunc) Refresh(ctx context.Context, c Candidate) (Candidate, error) {
+	return f(ctx, c)
+}
+
+// Result reports how a request was served.
+type Result struct {
+	// Candidate is the candidate of the last attempt: the one that answered
+	// when Do returns no error (after a refresh, with the refreshed Value).
+	// It is the zero Candidate when no attempt was made.
+	Candidate Candidate
+	// Attempts counts the calls of the attempt function, refresh retries
+	// included.
+	Attempts int
+	// Failed lists, in order, the connections that failed with a
+	// fallback-eligible error in this request and were cooled down.
+	Failed []Failure
+}
+
+// Engine selects credentials, falls back and keeps cooldowns. It is safe for
+// concurrent use; the round-robin state lives in it, per (machine, provider).
+type Engine struct {
+	cooldowns Cooldowns
+	refresher Refresher
+	now       func() time.Time
+	log       *slog.Logger
+	rotation  rotation
+}
+
+// Option configures an [Engine].
+type Option func(*Engine)
+
+// WithRefresher sets the OAuth token refresher; without one, 401/403 fall
+// back at once.
+func WithRefresher(r Refresher) Option { return func(e *Engine) { e.refresher = r } }
+
+// WithClock sets the clock (default time.Now).
+func WithClock(now func() time.Time) Option { return func(e *Engine) { e.now = now } }
+
+// WithLogger sets the logger for fallbacks and store errors (default:
+// discard).
+func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
+
+// New returns an engine keeping its cooldowns in cooldowns; nil means a
+// [MemoryCooldowns] private to the engine.
+func New(cooldowns Cooldowns, opts ...Option) *Engine {
+	e := &Engine{}
+	for _, o := range opts {
+		o(e)
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if cooldowns == nil {
+		cooldowns = NewMemoryCooldowns(e.now, 0)
+	}
+	e.cooldowns = cooldowns
+	return e
+}
+
+// Do serves req: it tries the candidates in order with attempt until one
+// succeeds, skipping the ones cooling down for the model, and cools down the
+// ones that fail with a fallback-eligible error.
+//
+// It returns nil when a candidate succeeded; ErrNoCredentials when there are
+// no candidates; the caller's ctx.Err() as soon as the caller's context is
+// done (nothing is cooled then); the attempt's own error, unchanged, for a
+// failure that is not fallback-eligible or is [Committed]; and an
+// [*ExhaustedError] when every candidate failed or was cooling down. The
+// Result is filled in every case.
+func (e *Engine) Do(ctx context.Context, req Request, attempt Attempt) (Result, error) {
+	var res Result
+	if len(req.Candidates) == 0 {
+		return res, ErrNoCredentials
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+
+	// Up to eight candidates are ordered on the stack.
+	var buf [8]Candidate
+	order := append(buf[:0], req.Candidates...)
+	slices.SortStableFunc(order, byPriority)
+	roundRobin := req.Strategy == StrategyRoundRobin
+	var key rotationKey
+	if roundRobin {
+		key = rotationKey{req.MachineID, req.Provider}
+		e.rotation.arrange(key, order, stickyLimit(req.StickyLimit))
+	}
+
+	var t tally
+	t.allRateLimited = true
+	for i, c := range order {
+		if seen(order[:i], c.ConnectionID) {
+			continue
+		}
+		prev, hasPrev := e.cooldowns.Get(c.ConnectionID, req.Model)
+		if hasPrev && prev.Until.After(e.now()) {
+			t.add(prev.Until, prev.Reason)
+			continue
+		}
+		if roundRobin {
+			e.rotation.use(key, c.ConnectionID, order)
+		}
+		f, until, done, err := e.try(ctx, req, c, attempt, &res, prev, hasPrev)
+		if done {
+			return res, err
+		}
+		t.add(until, f.Reason)
+		if up := upstream(f.Err); up != nil {
+			t.last = up
+		}
+		t.tried = true
+	}
+	return res, e.exhausted(req, &t)
+}
+
+// try serves the request with one candidate, refreshing its token once on
+// 401/403. done reports that Do must return err; otherwise the candidate
+// failed with f, was cooled down until until, and the next one is due.
+func (e *Engine) try(ctx context.Context, req Request, c Candidate, attempt Attempt, res *Result,
+	prev Cooldown, hasPrev bool) (f Failure, until time.Time, done bool, err error) {
+	cur, refreshed := c, false
+	for {
+		res.Attempts++
+		res.Candidate = cur
+		aerr := attempt(ctx, cur)
+		if aerr == nil {
+			if hasPrev {
+				e.clear(ctx, c.ConnectionID, req.Model)
+			}
+			return Failure{}, time.Time{}, true, nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return Failure{}, time.Time{}, true, cerr
+		}
+		f = Classify(aerr, e.now())
+		f.ConnectionID = c.ConnectionID
+		if !f.Fallback {
+			return f, time.Time{}, true, aerr
+		}
+		if f.Reason == ReasonAuth && !f.Committed && !refreshed && cur.CanRefresh && e.refresher != nil {
+			refreshed = true
+			next, rerr := e.refresher.Refresh(ctx, cur)
+			if rerr == nil {
+				cur = next
+				continue
+			}
+			if cerr := ctx.Err(); cerr != nil {
+				return Failure{}, time.Time{}, true, cerr
+			}
+			f.Err = fmt.Errorf("%w (token refresh failed: %w)", aerr, rerr)
+		}
+		until = e.cool(ctx, req, &f, prev, hasPrev)
+		res.Failed = append(res.Failed, f)
+		if f.Committed {
+			return f, until, true, aerr
+		}
+		return f, until, false, nil
+	}
+}
+
+// cool records the cooldown f deserves and returns its end. A rate-limit
+// failure without an upstream hint backs off by the connection's level.
+func (e *Engine) cool(ctx context.Context, req Request, f *Failure, prev Cooldown, hasPrev bool) time.Time {
+	level := 0
+	if f.Reason.RateLimited() {
+		level = 1
+		if hasPrev && prev.Reason.RateLimited() {
+			level = min(prev.Level+1, maxLevel)
+		}
+		if f.RetryAfter == 0 {
+			f.Cooldown = backoff(level)
+		}
+	}
+	cd := Cooldown{
+		ConnectionID: f.ConnectionID,
+		Model:        req.Model,
+		Until:        e.now().Add(f.Cooldown),
+		Level:        level,
+		Reason:       f.Reason,
+		Status:       f.Status,
+		Message:      describe(f),
+	}
+	// The record must outlive a client that hangs up right now.
+	if err := e.cooldowns.Put(context.WithoutCancel(ctx), cd); err != nil {
+		e.log.WarnContext(ctx, "credential: storing cooldown failed",
+			"connection", f.ConnectionID, "model", req.Model, "error", err)
+	}
+	e.log.InfoContext(ctx, "credential: connection failed, cooling down",
+		"machine", req.MachineID, "provider", req.Provider, "model", req.Model,
+		"connection", f.ConnectionID, "reason", string(f.Reason), "status", f.Status,
+		"cooldown", f.Cooldown, "level", level, "committed", f.Committed)
+	return cd.Until
+}
+
+// clear removes a cooldown after a success.
+func (e *Engine) clear(ctx context.Context, connectionID, model string) {
+	if err := e.cooldowns.Clear(context.WithoutCancel(ctx), connectionID, model); err != nil {
+		e.log.WarnContext(ctx, "credential: clearing cooldown failed",
+			"connection", connectionID, "model", model, "error", err)
+	}
+}
+
+// tally accumulates, over the candidates of one request, what the outcome
+// needs when none succeeds.
+type tally struct {
+	allRateLimited bool      // every candidate skipped or failed for rate limits/quota
+	tried          bool      // at least one attempt was made
+	earliest       time.Time // earliest cooldown end among the candidates
+	last           *UpstreamError
+}
+
+func (t *tally) add(until time.Time, r Reason) {
+	if !r.RateLimited() {
+		t.allRateLimited = false
+	}
+	if t.earliest.IsZero() || until.Before(t.earliest) {
+		t.earliest = until
+	}
+}
+
+// exhausted builds the outcome error when no candidate served the request.
+func (e *Engine) exhausted(req Request, t *tally) *ExhaustedError {
+	scope := "[" + req.Provider + "/" + req.Model + "] "
+	switch {
+	case t.allRateLimited:
+		wait := retryAfter(t.earliest, e.now())
+		return &ExhaustedError{
+			Status: 429, Code: CodeRateLimited, RetryAfter: wait, Last: t.last,
+			Message: scope + "all credentials are rate limited (reset after " + wait.String() + ")",
+		}
+	case !t.tried:
+		wait := retryAfter(t.earliest, e.now())
+		return &ExhaustedError{
+			Status: 503, Code: CodeCoolingDown, RetryAfter: wait,
+			Message: scope + "all credentials are cooling down (reset after " + wait.String() + ")",
+		}
+	case t.last != nil:
+		return &ExhaustedError{
+			Status: t.last.Status, Code: CodeUpstreamError, Last: t.last,
+			Message: scope + "all credentials failed; last upstream answer " + statusText(t.last.Status),
+		}
+	default:
+		return &ExhaustedError{
+			Status: 502, Code: CodeUpstreamUnreachable,
+			Message: scope + "no upstream answered (network errors or timeouts)",
+		}
+	}
+}
+
+// retryAfter is the time until until, rounded up to whole seconds, at least
+// one second.
+func retryAfter(until, now time.Time) time.Duration {
+	d := until.Sub(now)
+	return max(time.Second, (d + time.Second - 1).Truncate(time.Second))
+}
+
+// describe is a secret-free summary of a failure: network error texts may
+// carry URLs with keys in them, upstream bodies may echo credentials.
+func describe(f *Failure) string {
+	var b strings.Builder
+	b.WriteString(string(f.Reason))
+	if f.Status != 0 {
+		b.WriteString(": upstream answered ")
+		b.WriteString(statusText(f.Status))
+	}
+	if f.Committed {
+		b.WriteString(" (after the response started)")
+	}
+	return b.String()
+}
+
+// upstream returns the upstream HTTP error err carries, if any.
+func upstream(err error) *UpstreamError {
+	var up *UpstreamError
+	if errors.As(err, &up) && up != nil && up.Status > 0 {
+		return up
+	}
+	return nil
+}
+
+// byPriority orders candidates by ascending priority, then connection id.
+func byPriority(a, b Candidate) int {
+	if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ConnectionID, b.ConnectionID)
+}
+
+// seen reports whether id occurs in cs.
+func seen(cs []Candidate, id string) bool {
+	for i := range cs {
+		if cs[i].ConnectionID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func stickyLimit(n int) int {
+	if n <= 0 {
+		return DefaultStickyLimit
+	}
+	return n
+}

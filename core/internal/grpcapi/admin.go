@@ -1,0 +1,522 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboardhq/switchboard/core/internal/apikey"
+	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/secrets"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// MDHTTPCode is response metadata asking the HTTP gateway for a status other
+// than 200 (201 for creations).
+const MDHTTPCode = "x-http-code"
+
+// Caveman levels (decisions.md).
+var cavemanLevels = map[string]bool{"lite": true, "full": true, "ultra": true, "wenyan-lite": true, "wenyan": true, "wenyan-ultra": true}
+
+// Admin implements corev1.AdminServer.
+type Admin struct {
+	corev1.UnimplementedAdminServer
+
+	auth      *Authenticator
+	store     *store.Store
+	box       *secrets.Box
+	keySecret []byte
+	registry  *provider.Registry
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+var _ corev1.AdminServer = (*Admin)(nil)
+
+// NewAdmin returns the Admin service.
+func NewAdmin(auth *Authenticator, st *store.Store, box *secrets.Box, keySecret []byte, reg *provider.Registry, log *slog.Logger) *Admin {
+	return &Admin{auth: auth, store: st, box: box, keySecret: keySecret, registry: reg, log: log, now: time.Now}
+}
+
+func created(ctx context.Context) {
+	_ = grpc.SetHeader(ctx, metadata.Pairs(MDHTTPCode, "201"))
+}
+
+var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func validURL(raw string, schemes ...string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	for _, s := range schemes {
+		if u.Scheme == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Admin) validData(d *corev1.ProviderSpecificData, spec provider.Spec) error {
+	if d.GetBaseUrl() != "" && !validURL(d.GetBaseUrl(), "http", "https") {
+		return invalidParam("providerSpecificData.baseUrl", "invalid_base_url", "baseUrl must be an http(s) URL")
+	}
+	if spec.Family != "" && d.GetBaseUrl() == "" {
+		return missingParam("providerSpecificData.baseUrl")
+	}
+	if d.GetPrefix() != "" && !prefixPattern.MatchString(d.GetPrefix()) {
+		return invalidParam("providerSpecificData.prefix", "invalid_prefix", "prefix must be 1-64 letters, digits, '.', '_' or '-'")
+	}
+	if d.GetProxyUrl() != "" && !validURL(d.GetProxyUrl(), "http", "https", "socks5", "socks5h") {
+		return invalidParam("providerSpecificData.proxyUrl", "invalid_proxy_url", "proxyUrl must be an http(s) or socks5 URL")
+	}
+	for _, m := range d.GetEnabledModels() {
+		if m == "" {
+			return invalidParam("providerSpecificData.enabledModels", "invalid_value", "enabledModels must not hold empty ids")
+		}
+	}
+	return nil
+}
+
+// CreateConnection stores a new connection.
+func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnectionRequest) (*corev1.CreateConnectionResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetProvider() == "" {
+		return nil, missingParam("provider")
+	}
+	spec, ok := a.registry.Lookup(req.GetProvider())
+	if !ok {
+		return nil, invalidParam("provider", "unknown_provider", fmt.Sprintf("unknown provider '%s'", req.GetProvider()))
+	}
+	if req.GetName() == "" {
+		return nil, missingParam("name")
+	}
+	if err := a.validData(req.GetProviderSpecificData(), spec); err != nil {
+		return nil, err
+	}
+	if o := req.GetOauth(); o != nil && o.GetTokenUrl() != "" && !validURL(o.GetTokenUrl(), "http", "https") {
+		return nil, invalidParam("oauth.tokenUrl", "invalid_value", "oauth.tokenUrl must be an http(s) URL")
+	}
+	now := timestamppb.New(a.now())
+	c := &busv1.Connection{
+		Id:        uuid.NewString(),
+		MachineId: machineID,
+		Provider:  req.GetProvider(),
+		Name:      req.GetName(),
+		Priority:  1,
+		IsActive:  true,
+		Data: &busv1.ProviderData{
+			BaseUrl:       req.GetProviderSpecificData().GetBaseUrl(),
+			Prefix:        req.GetProviderSpecificData().GetPrefix(),
+			EnabledModels: req.GetProviderSpecificData().GetEnabledModels(),
+			ProxyUrl:      req.GetProviderSpecificData().GetProxyUrl(),
+		},
+		CreatedAt: now,
+		UpdatedAt: now,
+	}
+	if req.Priority != nil {
+		c.Priority = req.GetPriority()
+	}
+	if req.IsActive != nil {
+		c.IsActive = req.GetIsActive()
+	}
+	sec := &busv1.Secrets{ApiKey: req.GetApiKey()}
+	if o := req.GetOauth(); o != nil {
+		sec.AccessToken, sec.RefreshToken = o.GetAccessToken(), o.GetRefreshToken()
+		c.Oauth = &busv1.OAuthState{TokenUrl: o.GetTokenUrl(), ClientId: o.GetClientId(), ExpiresAt: o.GetExpiresAt()}
+	}
+	if err := a.seal(c, sec); err != nil {
+		return nil, err
+	}
+	if err := a.store.Connections.Create(ctx, store.ConnectionKey(machineID, c.Id), c); err != nil {
+		return nil, a.storeError(err)
+	}
+	a.log.Info("connection created", "machine", machineID, "connection", c.Id, "provider", c.Provider)
+	created(ctx)
+	return &corev1.CreateConnectionResponse{Connection: a.view(c)}, nil
+}
+
+func (a *Admin) seal(c *busv1.Connection, sec *busv1.Secrets) error {
+	plain, err := proto.Marshal(sec)
+	if err != nil {
+		return internal("encode secrets")
+	}
+	sealed, err := a.box.Seal(plain, []byte(c.GetId()))
+	if err != nil {
+		return internal("seal secrets")
+	}
+	c.SealedSecrets = sealed
+	return nil
+}
+
+func (a *Admin) open(c *busv1.Connection) (*busv1.Secrets, error) {
+	sec := &busv1.Secrets{}
+	if len(c.GetSealedSecrets()) == 0 {
+		return sec, nil
+	}
+	plain, err := a.box.Open(c.GetSealedSecrets(), []byte(c.GetId()))
+	if err != nil {
+		a.log.Error("connection secrets cannot be opened", "connection", c.GetId(), "err", err)
+		return nil, internal("connection secrets cannot be opened")
+	}
+	if err := proto.Unmarshal(plain, sec); err != nil {
+		return nil, internal("connection secrets cannot be decoded")
+	}
+	return sec, nil
+}
+
+// view is the public projection of a connection: never a secret.
+func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
+	v := &corev1.Connection{
+		Id:        c.GetId(),
+		MachineId: c.GetMachineId(),
+		Provider:  c.GetProvider(),
+		Name:      c.GetName(),
+		Priority:  c.GetPriority(),
+		IsActive:  c.GetIsActive(),
+		ProviderSpecificData: &corev1.ProviderSpecificData{
+			BaseUrl:       c.GetData().GetBaseUrl(),
+			Prefix:        c.GetData().GetPrefix(),
+			EnabledModels: c.GetData().GetEnabledModels(),
+			ProxyUrl:      redactURL(c.GetData().GetProxyUrl()),
+		},
+		AuthType:     "apikey",
+		NeedsRelogin: c.GetOauth().GetNeedsRelogin(),
+		ExpiresAt:    c.GetOauth().GetExpiresAt(),
+		CreatedAt:    c.GetCreatedAt(),
+		UpdatedAt:    c.GetUpdatedAt(),
+	}
+	if c.GetOauth() != nil {
+		v.AuthType = "oauth"
+	}
+	if sec, err := a.open(c); err == nil {
+		v.HasApiKey = sec.GetApiKey() != ""
+		v.HasAccessToken = sec.GetAccessToken() != ""
+	}
+	return v
+}
+
+// redactURL hides a password in a proxy URL.
+func redactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Redacted()
+}
+
+func (a *Admin) connection(machineID, id string) (store.Entry[*busv1.Connection], error) {
+	if id == "" {
+		return store.Entry[*busv1.Connection]{}, missingParam("id")
+	}
+	e, ok := a.store.Connections.Get(store.ConnectionKey(machineID, id))
+	if !ok {
+		return e, notFound("connection_not_found", fmt.Sprintf("no connection with id '%s'", id))
+	}
+	return e, nil
+}
+
+func (a *Admin) storeError(err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("not_found", "not found")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	a.log.Error("store write failed", "err", err)
+	return statusError(codes.Unavailable, "store_unavailable", "state store unavailable, try again")
+}
+
+// ListConnections lists the machine's connections.
+func (a *Admin) ListConnections(ctx context.Context, _ *corev1.ListConnectionsRequest) (*corev1.ListConnectionsResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conns := a.store.MachineConnections(machineID)
+	out := &corev1.ListConnectionsResponse{Connections: make([]*corev1.Connection, 0, len(conns))}
+	for _, c := range conns {
+		out.Connections = append(out.Connections, a.view(c))
+	}
+	return out, nil
+}
+
+// GetConnection returns one connection.
+func (a *Admin) GetConnection(ctx context.Context, req *corev1.GetConnectionRequest) (*corev1.GetConnectionResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := a.connection(machineID, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.GetConnectionResponse{Connection: a.view(e.Value)}, nil
+}
+
+// UpdateConnection changes the fields the request carries.
+func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnectionRequest) (*corev1.UpdateConnectionResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := a.connection(machineID, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if req.Name != nil && req.GetName() == "" {
+		return nil, invalidParam("name", "invalid_value", "name must not be empty")
+	}
+	patch := req.GetProviderSpecificData()
+	var enabled []string
+	if patch.GetEnabledModels() != nil {
+		for _, v := range patch.GetEnabledModels().GetValues() {
+			if _, ok := v.GetKind().(*structpb.Value_StringValue); !ok || v.GetStringValue() == "" {
+				return nil, invalidParam("providerSpecificData.enabledModels", "invalid_value", "enabledModels must be a list of model ids")
+			}
+			enabled = append(enabled, v.GetStringValue())
+		}
+	}
+	spec, _ := a.registry.Lookup(cur.Value.GetProvider())
+	next, err := a.store.Connections.Modify(ctx, store.ConnectionKey(machineID, req.GetId()), func(c *busv1.Connection) error {
+		if req.Name != nil {
+			c.Name = req.GetName()
+		}
+		if req.Priority != nil {
+			c.Priority = req.GetPriority()
+		}
+		if req.IsActive != nil {
+			c.IsActive = req.GetIsActive()
+		}
+		if c.Data == nil {
+			c.Data = &busv1.ProviderData{}
+		}
+		if patch.BaseUrl != nil {
+			c.Data.BaseUrl = patch.GetBaseUrl()
+		}
+		if patch.Prefix != nil {
+			c.Data.Prefix = patch.GetPrefix()
+		}
+		if patch.ProxyUrl != nil {
+			c.Data.ProxyUrl = patch.GetProxyUrl()
+		}
+		if patch.GetEnabledModels() != nil {
+			c.Data.EnabledModels = enabled
+		}
+		if err := a.validData(&corev1.ProviderSpecificData{
+			BaseUrl: c.Data.BaseUrl, Prefix: c.Data.Prefix, EnabledModels: c.Data.EnabledModels, ProxyUrl: c.Data.ProxyUrl,
+		}, spec); err != nil {
+			return err
+		}
+		if req.ApiKey != nil {
+			sec, err := a.open(c)
+			if err != nil {
+				return err
+			}
+			sec.ApiKey = req.GetApiKey()
+			if err := a.seal(c, sec); err != nil {
+				return err
+			}
+		}
+		c.UpdatedAt = timestamppb.New(a.now())
+		return nil
+	})
+	if err != nil {
+		if _, ok := status.FromError(err); ok {
+			return nil, err
+		}
+		return nil, a.storeError(err)
+	}
+	return &corev1.UpdateConnectionResponse{Connection: a.view(next)}, nil
+}
+
+// DeleteConnection removes a connection and its catalog.
+func (a *Admin) DeleteConnection(ctx context.Context, req *corev1.DeleteConnectionRequest) (*corev1.DeleteConnectionResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.connection(machineID, req.GetId()); err != nil {
+		return nil, err
+	}
+	key := store.ConnectionKey(machineID, req.GetId())
+	if err := a.store.Connections.Delete(ctx, key); err != nil {
+		return nil, a.storeError(err)
+	}
+	if err := a.store.Catalogs.Delete(ctx, key); err != nil {
+		a.log.Warn("catalog of a deleted connection left behind", "connection", req.GetId(), "err", err)
+	}
+	a.log.Info("connection deleted", "machine", machineID, "connection", req.GetId())
+	return &corev1.DeleteConnectionResponse{Id: req.GetId(), Deleted: true}, nil
+}
+
+// CreateAPIKey issues a key; the raw key is returned this once.
+func (a *Admin) CreateAPIKey(ctx context.Context, req *corev1.CreateAPIKeyRequest) (*corev1.CreateAPIKeyResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetName() == "" {
+		return nil, missingParam("name")
+	}
+	for range 8 {
+		keyID, err := apikey.NewKeyID()
+		if err != nil {
+			return nil, internal("generate key")
+		}
+		raw := apikey.Format(a.keySecret, machineID, keyID)
+		k := &busv1.APIKey{Id: keyID, MachineId: machineID, Name: req.GetName(), CreatedAt: timestamppb.New(a.now())}
+		err = a.store.Keys.Create(ctx, apikey.Hash(raw), k)
+		if errors.Is(err, store.ErrExists) {
+			continue
+		}
+		if err != nil {
+			return nil, a.storeError(err)
+		}
+		a.log.Info("api key created", "machine", machineID, "key_id", keyID)
+		created(ctx)
+		return &corev1.CreateAPIKeyResponse{Key: raw, Id: keyID, Name: k.Name, MachineId: machineID, CreatedAt: k.CreatedAt}, nil
+	}
+	return nil, internal("could not allocate a unique key id")
+}
+
+func (a *Admin) keysOf(machineID string) map[string]*busv1.APIKey {
+	out := make(map[string]*busv1.APIKey)
+	a.store.Keys.Range(func(hash string, e store.Entry[*busv1.APIKey]) bool {
+		if e.Value.GetMachineId() == machineID {
+			out[hash] = e.Value
+		}
+		return true
+	})
+	return out
+}
+
+// ListAPIKeys lists the machine's keys without the raw keys.
+func (a *Admin) ListAPIKeys(ctx context.Context, _ *corev1.ListAPIKeysRequest) (*corev1.ListAPIKeysResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &corev1.ListAPIKeysResponse{Keys: []*corev1.APIKey{}}
+	for _, k := range a.keysOf(machineID) {
+		out.Keys = append(out.Keys, &corev1.APIKey{Id: k.GetId(), Name: k.GetName(), MachineId: k.GetMachineId(), CreatedAt: k.GetCreatedAt()})
+	}
+	sortKeys(out.Keys)
+	return out, nil
+}
+
+// DeleteAPIKey revokes a key.
+func (a *Admin) DeleteAPIKey(ctx context.Context, req *corev1.DeleteAPIKeyRequest) (*corev1.DeleteAPIKeyResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetId() == "" {
+		return nil, missingParam("id")
+	}
+	for hash, k := range a.keysOf(machineID) {
+		if k.GetId() == req.GetId() {
+			if err := a.store.Keys.Delete(ctx, hash); err != nil {
+				return nil, a.storeError(err)
+			}
+			a.log.Info("api key revoked", "machine", machineID, "key_id", k.GetId())
+			return &corev1.DeleteAPIKeyResponse{Id: k.GetId(), Deleted: true}, nil
+		}
+	}
+	return nil, notFound("key_not_found", fmt.Sprintf("no API key with id '%s'", req.GetId()))
+}
+
+func (a *Admin) settingsView(machineID string) *corev1.Settings {
+	s := a.store.MachineSettings(machineID)
+	v := &corev1.Settings{
+		RequireApiKey:   a.auth.KeysRequired(machineID),
+		CavemanEnabled:  s.GetCavemanEnabled(),
+		CavemanLevel:    s.GetCavemanLevel(),
+		RoutingStrategy: s.GetRoutingStrategy(),
+		StickyLimit:     s.GetStickyLimit(),
+	}
+	if v.CavemanLevel == "" {
+		v.CavemanLevel = "full"
+	}
+	if v.RoutingStrategy == "" {
+		v.RoutingStrategy = "fill-first"
+	}
+	if v.StickyLimit == 0 {
+		v.StickyLimit = 3
+	}
+	return v
+}
+
+// GetSettings returns the machine's settings.
+func (a *Admin) GetSettings(ctx context.Context, _ *corev1.GetSettingsRequest) (*corev1.GetSettingsResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.GetSettingsResponse{Settings: a.settingsView(machineID)}, nil
+}
+
+// UpdateSettings changes the settings the request carries.
+func (a *Admin) UpdateSettings(ctx context.Context, req *corev1.UpdateSettingsRequest) (*corev1.UpdateSettingsResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.CavemanLevel != nil && !cavemanLevels[req.GetCavemanLevel()] {
+		return nil, invalidParam("cavemanLevel", "invalid_value", "cavemanLevel must be one of lite, full, ultra, wenyan-lite, wenyan, wenyan-ultra")
+	}
+	if req.RoutingStrategy != nil && req.GetRoutingStrategy() != "fill-first" && req.GetRoutingStrategy() != "round-robin" {
+		return nil, invalidParam("routingStrategy", "invalid_value", "routingStrategy must be fill-first or round-robin")
+	}
+	if req.StickyLimit != nil && (req.GetStickyLimit() < 1 || req.GetStickyLimit() > 1000) {
+		return nil, invalidParam("stickyLimit", "invalid_value", "stickyLimit must be between 1 and 1000")
+	}
+	if _, ok := a.store.Settings.Get(machineID); !ok {
+		if err := a.store.Settings.Create(ctx, machineID, &busv1.Settings{}); err != nil && !errors.Is(err, store.ErrExists) {
+			return nil, a.storeError(err)
+		}
+	}
+	_, err = a.store.Settings.Modify(ctx, machineID, func(s *busv1.Settings) error {
+		if req.RequireApiKey != nil {
+			s.RequireApiKey = req.GetRequireApiKey()
+		}
+		if req.CavemanEnabled != nil {
+			s.CavemanEnabled = req.GetCavemanEnabled()
+		}
+		if req.CavemanLevel != nil {
+			s.CavemanLevel = req.GetCavemanLevel()
+		}
+		if req.RoutingStrategy != nil {
+			s.RoutingStrategy = req.GetRoutingStrategy()
+		}
+		if req.StickyLimit != nil {
+			s.StickyLimit = req.GetStickyLimit()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, a.storeError(err)
+	}
+	return &corev1.UpdateSettingsResponse{Settings: a.settingsView(machineID)}, nil
+}

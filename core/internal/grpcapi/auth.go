@@ -1,0 +1,115 @@
+package grpcapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/switchboardhq/switchboard/core/internal/apikey"
+	"github.com/switchboardhq/switchboard/core/internal/store"
+)
+
+// Metadata keys core reads.
+const (
+	// MDMachine names the machine an admin call acts on.
+	MDMachine = "x-switchboard-machine"
+	// MDPathMachine carries the machine id of a legacy /{machineId}/v1/...
+	// route; the edge sets it, and the key must belong to that machine.
+	MDPathMachine = "x-switchboard-path-machine"
+)
+
+// Principal is the caller of a Router call.
+type Principal struct {
+	MachineID string
+	// KeyID is the API key's id; empty when the request carried no key.
+	KeyID string
+}
+
+// Authenticator resolves callers: gateway API keys to machines, and the admin
+// token.
+type Authenticator struct {
+	store      *store.Store
+	keySecret  []byte
+	adminToken []byte
+	// requireKey forces API keys on every machine (REQUIRE_API_KEY).
+	requireKey bool
+	defaultID  string
+}
+
+// NewAuthenticator returns an Authenticator over the store.
+func NewAuthenticator(st *store.Store, keySecret []byte, adminToken string, requireKey bool, defaultMachineID string) *Authenticator {
+	return &Authenticator{
+		store:      st,
+		keySecret:  keySecret,
+		adminToken: []byte(adminToken),
+		requireKey: requireKey,
+		defaultID:  defaultMachineID,
+	}
+}
+
+func mdGetter(ctx context.Context) func(string) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return func(name string) string {
+		if v := md.Get(name); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+}
+
+// Gateway resolves the caller of a gateway call from its API key. Without a
+// key the call runs as the default machine, unless that machine (or the
+// process) requires keys. A key that is sent is always checked.
+func (a *Authenticator) Gateway(ctx context.Context) (Principal, error) {
+	get := mdGetter(ctx)
+	raw := apikey.FromHeaders(get)
+	pathMachine := get(MDPathMachine)
+	if pathMachine != "" && !apikey.ValidMachineID(pathMachine) {
+		return Principal{}, invalidParam("machineId", "invalid_machine_id", "machine id in the path must be 16 lowercase hex characters")
+	}
+	if raw == "" {
+		if pathMachine != "" {
+			return Principal{}, unauthenticated("missing_api_key", "an API key is required on this route (Authorization: Bearer <key>)")
+		}
+		if a.KeysRequired(a.defaultID) {
+			return Principal{}, unauthenticated("missing_api_key", "an API key is required (Authorization: Bearer <key>)")
+		}
+		return Principal{MachineID: a.defaultID}, nil
+	}
+	if _, err := apikey.Parse(a.keySecret, raw); err != nil {
+		return Principal{}, unauthenticated("invalid_api_key", "invalid API key")
+	}
+	e, ok := a.store.Keys.Get(apikey.Hash(raw))
+	if !ok {
+		return Principal{}, unauthenticated("invalid_api_key", "invalid API key")
+	}
+	k := e.Value
+	if pathMachine != "" && k.GetMachineId() != pathMachine {
+		return Principal{}, unauthenticated("invalid_api_key", "the API key does not belong to this machine")
+	}
+	return Principal{MachineID: k.GetMachineId(), KeyID: k.GetId()}, nil
+}
+
+// KeysRequired reports whether a machine's gateway routes need an API key.
+func (a *Authenticator) KeysRequired(machineID string) bool {
+	return a.requireKey || a.store.MachineSettings(machineID).GetRequireApiKey()
+}
+
+// Admin checks the admin token and resolves the machine the call acts on.
+func (a *Authenticator) Admin(ctx context.Context) (machineID string, err error) {
+	get := mdGetter(ctx)
+	token, ok := strings.CutPrefix(get("authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), a.adminToken) != 1 {
+		return "", unauthenticated("invalid_admin_token", "a valid admin token is required (Authorization: Bearer <admin token>)")
+	}
+	id := get(MDMachine)
+	if id == "" {
+		return a.defaultID, nil
+	}
+	if _, ok := a.store.Machines.Get(id); !ok {
+		return "", notFound("machine_not_found", "no machine with id '"+id+"'")
+	}
+	return id, nil
+}

@@ -1,0 +1,52 @@
+package grpcapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/switchboardhq/switchboard/core/internal/catalog"
+	"github.com/switchboardhq/switchboard/internal/provider"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// MDCatalogFetch marks a request made by another instance's catalog fetch
+// (the loop-breaker of decisions.md): it is never answered with models that
+// would need a fetch of their own.
+const MDCatalogFetch = "x-switchboard-catalog-fetch"
+
+// Router implements corev1.RouterServer.
+type Router struct {
+	corev1.UnimplementedRouterServer
+
+	auth    *Authenticator
+	catalog *catalog.Lister
+	log     *slog.Logger
+}
+
+var _ corev1.RouterServer = (*Router)(nil)
+
+// NewRouter returns the Router service.
+func NewRouter(auth *Authenticator, lister *catalog.Lister, log *slog.Logger) *Router {
+	return &Router{auth: auth, catalog: lister, log: log}
+}
+
+// ListModels lists the models the caller's machine can reach.
+func (r *Router) ListModels(ctx context.Context, req *corev1.ListModelsRequest) (*corev1.ListModelsResponse, error) {
+	p, err := r.auth.Gateway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetKind() != "" && !provider.ValidKind(req.GetKind()) {
+		return nil, notFound("unknown_kind", fmt.Sprintf("unknown model kind '%s'", req.GetKind()))
+	}
+	models := r.catalog.List(ctx, p.MachineID, catalog.Options{
+		Kind:    req.GetKind(),
+		NoFetch: mdGetter(ctx)(MDCatalogFetch) != "",
+	})
+	out := &corev1.ListModelsResponse{Object: "list", Data: make([]*corev1.ModelEntry, len(models))}
+	for i, m := range models {
+		out.Data[i] = &corev1.ModelEntry{Id: m.ID, Object: "model", OwnedBy: m.OwnedBy, Kind: m.Kind}
+	}
+	return out, nil
+}

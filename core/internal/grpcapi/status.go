@@ -1,0 +1,58 @@
+// Package grpcapi is core's gRPC surface: the Router and Admin services, the
+// authentication of their callers, and the one mapping from domain errors to
+// gRPC status.
+package grpcapi
+
+import (
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrorDomain is the errdetails.ErrorInfo domain of core's errors.
+const ErrorDomain = "switchboard.core"
+
+// Metadata keys of errdetails.ErrorInfo that the edge reads.
+const (
+	// MetaParam names the request parameter at fault.
+	MetaParam = "param"
+	// MetaHTTPStatus carries an upstream status to pass through.
+	MetaHTTPStatus = "http_status"
+)
+
+// statusError builds a status whose ErrorInfo reason is the stable snake_case
+// code clients see as the OpenAI error "code".
+func statusError(code codes.Code, reason, msg string, meta ...string) error {
+	info := &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}
+	if len(meta) > 0 {
+		info.Metadata = make(map[string]string, len(meta)/2)
+		for i := 0; i+1 < len(meta); i += 2 {
+			info.Metadata[meta[i]] = meta[i+1]
+		}
+	}
+	st, err := status.New(code, msg).WithDetails(info)
+	if err != nil {
+		return status.Error(code, msg)
+	}
+	return st.Err()
+}
+
+func invalidParam(param, reason, msg string) error {
+	return statusError(codes.InvalidArgument, reason, msg, MetaParam, param)
+}
+
+func missingParam(param string) error {
+	return invalidParam(param, "missing_required_parameter", "missing required parameter: '"+param+"'")
+}
+
+func notFound(reason, msg string) error {
+	return statusError(codes.NotFound, reason, msg)
+}
+
+func unauthenticated(reason, msg string) error {
+	return statusError(codes.Unauthenticated, reason, msg)
+}
+
+func internal(msg string) error {
+	return statusError(codes.Internal, "internal_error", msg)
+}

@@ -1,0 +1,45 @@
+// Package jobs publishes core's work to the SB_JOBS queue, de-duplicated by
+// message id so a burst of requests enqueues one job.
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboardhq/switchboard/internal/spine"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+// Publisher enqueues jobs.
+type Publisher struct {
+	js  jetstream.JetStream
+	now func() time.Time
+}
+
+// NewPublisher returns a Publisher on js.
+func NewPublisher(js jetstream.JetStream) *Publisher {
+	return &Publisher{js: js, now: time.Now}
+}
+
+// CatalogRefresh asks for a connection's model list. Jobs with the same
+// dedupKey within the de-duplication window are one job.
+func (p *Publisher) CatalogRefresh(ctx context.Context, machineID, connectionID, dedupKey string) error {
+	job := &busv1.CatalogRefreshJob{MachineId: machineID, ConnectionId: connectionID, RequestedAt: timestamppb.New(p.now())}
+	return p.publish(ctx, spine.SubjectCatalogRefresh+"."+connectionID, "catalog_refresh."+connectionID+"."+dedupKey, job)
+}
+
+func (p *Publisher) publish(ctx context.Context, subject, msgID string, m proto.Message) error {
+	data, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if _, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID)); err != nil {
+		return fmt.Errorf("publish %s: %w", subject, err)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboardhq/switchboard/internal/spine"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+// Store holds core's buckets, each mirrored in memory.
+type Store struct {
+	Machines    *Bucket[*busv1.Machine]
+	Connections *Bucket[*busv1.Connection]
+	Keys        *Bucket[*busv1.APIKey]
+	Settings    *Bucket[*busv1.Settings]
+	Catalogs    *Bucket[*busv1.Catalog]
+}
+
+// Open mirrors core's buckets, which must exist (spine.Topology.Ensure).
+func Open(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Store, error) {
+	var s Store
+	var err error
+	if s.Machines, err = open(ctx, js, spine.BucketMachines, func() *busv1.Machine { return new(busv1.Machine) }, log); err != nil {
+		return nil, err
+	}
+	if s.Connections, err = open(ctx, js, spine.BucketConnections, func() *busv1.Connection { return new(busv1.Connection) }, log); err != nil {
+		return nil, err
+	}
+	if s.Keys, err = open(ctx, js, spine.BucketKeys, func() *busv1.APIKey { return new(busv1.APIKey) }, log); err != nil {
+		return nil, err
+	}
+	if s.Settings, err = open(ctx, js, spine.BucketSettings, func() *busv1.Settings { return new(busv1.Settings) }, log); err != nil {
+		return nil, err
+	}
+	if s.Catalogs, err = open(ctx, js, spine.BucketCatalogs, func() *busv1.Catalog { return new(busv1.Catalog) }, log); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func open[T proto.Message](ctx context.Context, js jetstream.JetStream, name string, newT func() T, log *slog.Logger) (*Bucket[T], error) {
+	kv, err := js.KeyValue(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", name, err)
+	}
+	return OpenBucket(ctx, kv, newT, log)
+}
+
+// ConnectionKey is the key of a connection in its bucket (also used for
+// catalogs).
+func ConnectionKey(machineID, connectionID string) string {
+	return machineID + "." + connectionID
+}
+
+// MachineConnections returns a machine's connections ordered by priority,
+// then creation, then id.
+func (s *Store) MachineConnections(machineID string) []*busv1.Connection {
+	prefix := machineID + "."
+	var out []*busv1.Connection
+	s.Connections.Range(func(key string, e Entry[*busv1.Connection]) bool {
+		if strings.HasPrefix(key, prefix) {
+			out = append(out, e.Value)
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b *busv1.Connection) int {
+		return cmp.Or(
+			cmp.Compare(a.GetPriority(), b.GetPriority()),
+			a.GetCreatedAt().AsTime().Compare(b.GetCreatedAt().AsTime()),
+			cmp.Compare(a.GetId(), b.GetId()),
+		)
+	})
+	return out
+}
+
+// MachineSettings returns a machine's settings, or zero settings.
+func (s *Store) MachineSettings(machineID string) *busv1.Settings {
+	if e, ok := s.Settings.Get(machineID); ok {
+		return e.Value
+	}
+	return &busv1.Settings{}
+}

@@ -1,0 +1,128 @@
+// Package edge is the edge role: the OpenAI-compatible HTTP routes and the
+// admin API, translated to core's gRPC services by grpc-gateway and by custom
+// handlers where the wire format needs it. The edge holds no state.
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/switchboardhq/switchboard/edge/internal/gateway"
+	"github.com/switchboardhq/switchboard/edge/internal/openai"
+)
+
+// DefaultMaxBodyBytes caps JSON request bodies.
+const DefaultMaxBodyBytes = 4 << 20
+
+// Config configures the edge.
+type Config struct {
+	// HTTPAddr is the listen address; port 0 picks a free port.
+	HTTPAddr        string
+	ShutdownTimeout time.Duration
+	MaxBodyBytes    int64
+}
+
+// Deps are the services the edge fronts.
+type Deps struct {
+	// Core is a connection to core's gRPC services.
+	Core   grpc.ClientConnInterface
+	Logger *slog.Logger
+}
+
+// Edge is a running edge role.
+type Edge struct {
+	cfg  Config
+	ln   net.Listener
+	srv  *http.Server
+	log  *slog.Logger
+	core grpc.ClientConnInterface
+}
+
+// New builds the edge and binds its listener.
+func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 15 * time.Second
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	e := &Edge{cfg: cfg, log: deps.Logger.With("role", "edge"), core: deps.Core}
+	gw, err := gateway.New(ctx, deps.Core, addUpstream)
+	if err != nil {
+		return nil, fmt.Errorf("edge: gateway: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", e.readyz)
+	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("edge: listen: %w", err)
+	}
+	e.ln = ln
+	e.srv = &http.Server{
+		Handler:           overhead(cors(mux)),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	return e, nil
+}
+
+// Addr is the address the edge listens on.
+func (e *Edge) Addr() string { return e.ln.Addr().String() }
+
+// Run serves until ctx ends, then drains in-flight requests for at most the
+// shutdown timeout.
+func (e *Edge) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- e.srv.Serve(e.ln) }()
+	e.log.Info("edge listening", "addr", "http://"+e.Addr())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("edge: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := e.srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("edge: shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// readyz answers 200 once the services the edge fronts answer health checks.
+func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	h := healthpb.NewHealthClient(e.core)
+	resp, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: "switchboard.core.v1.Router"})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		openai.NewProblem(http.StatusServiceUnavailable, "not_ready", "core is not ready", "").Write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+func tooLarge(w http.ResponseWriter, limit int64) {
+	openai.NewProblem(http.StatusRequestEntityTooLarge, "request_too_large",
+		"request body is larger than "+strconv.FormatInt(limit, 10)+" bytes", "").Write(w)
+}

@@ -1,0 +1,157 @@
+// Package openai holds the edge's OpenAI wire conventions: the error body
+// every /v1 and /api route answers with, and the one mapping from gRPC status
+// to it.
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrorBody is OpenAI's error response: {"error": {...}}.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// Error is the inner object of ErrorBody. Param and Code are null when unset,
+// as OpenAI sends them.
+type Error struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// TypeForStatus is the OpenAI error type of an HTTP status (decisions.md).
+func TypeForStatus(code int) string {
+	switch {
+	case code == http.StatusBadRequest, code == http.StatusRequestEntityTooLarge,
+		code == http.StatusUnprocessableEntity, code == http.StatusMethodNotAllowed,
+		code == http.StatusUnsupportedMediaType, code == http.StatusConflict:
+		return "invalid_request_error"
+	case code == http.StatusUnauthorized:
+		return "authentication_error"
+	case code == http.StatusForbidden:
+		return "permission_error"
+	case code == http.StatusNotFound:
+		return "not_found_error"
+	case code == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case code == http.StatusBadGateway, code == http.StatusServiceUnavailable, code == http.StatusGatewayTimeout:
+		return "api_error"
+	case code >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// Problem is a rendered error: status, body and the headers that go with it.
+type Problem struct {
+	Status     int
+	Body       ErrorBody
+	RetryAfter time.Duration
+}
+
+// NewProblem builds a Problem; param may be empty.
+func NewProblem(httpStatus int, code, message, param string) Problem {
+	p := Problem{Status: httpStatus, Body: ErrorBody{Error: Error{Message: message, Type: TypeForStatus(httpStatus)}}}
+	if code != "" {
+		p.Body.Error.Code = &code
+	}
+	if param != "" {
+		p.Body.Error.Param = &param
+	}
+	return p
+}
+
+// Write sends the problem.
+func (p Problem) Write(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if p.RetryAfter > 0 {
+		secs := int64((p.RetryAfter + time.Second - 1) / time.Second)
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p.Body)
+}
+
+// FromError maps an error of a gRPC call to core or billing to the OpenAI
+// shape: the status from the gRPC code (or the upstream status core passes
+// through), the code from ErrorInfo's reason, the param and Retry-After from
+// the details. Internal errors are masked.
+func FromError(err error) Problem {
+	st := status.Convert(err)
+	httpStatus := HTTPStatus(st.Code())
+	var code, param string
+	var retry time.Duration
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			code = d.GetReason()
+			param = d.GetMetadata()["param"]
+			if s, err := strconv.Atoi(d.GetMetadata()["http_status"]); err == nil && s >= 400 && s <= 599 {
+				httpStatus = s
+			}
+		case *errdetails.RetryInfo:
+			retry = d.GetRetryDelay().AsDuration()
+		}
+	}
+	msg := st.Message()
+	switch st.Code() {
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		if code == "" {
+			msg, code = "internal error", "internal_error"
+		}
+	case codes.Unavailable:
+		if code == "" {
+			msg, code = "service unavailable, try again", "service_unavailable"
+		}
+	case codes.Canceled:
+		if code == "" {
+			code = "canceled"
+		}
+	case codes.DeadlineExceeded:
+		if code == "" {
+			code = "timeout"
+		}
+	}
+	p := NewProblem(httpStatus, code, msg, param)
+	p.RetryAfter = retry
+	return p
+}
+
+// HTTPStatus maps a gRPC code to an HTTP status.
+func HTTPStatus(c codes.Code) int {
+	switch c {
+	case codes.OK:
+		return http.StatusOK
+	case codes.InvalidArgument, codes.OutOfRange, codes.FailedPrecondition:
+		return http.StatusBadRequest
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.AlreadyExists, codes.Aborted:
+		return http.StatusConflict
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Canceled:
+		return 499
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}

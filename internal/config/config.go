@@ -1,0 +1,257 @@
+// Package config reads the process configuration: environment variables, each
+// mirrored by a command-line flag (a flag wins), validated all at once so an
+// operator sees every problem in one run.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboardhq/switchboard/internal/secrets"
+)
+
+// Config is the configuration of one switchboard process.
+type Config struct {
+	HTTPAddr    string
+	GRPCAddr    string
+	DataDir     string
+	NATSURL     string
+	NATSReplica int
+	CoreAddr    string
+	BillingAddr string
+	AdminToken  string
+	SecretKey   string
+
+	RequireAPIKey bool
+
+	JWTSecret string
+	JWKSURL   string
+
+	StripeSecretKey     string
+	StripeWebhookSecret string
+	StripeAPIBase       string
+
+	PublicURL string
+
+	LogLevel        slog.Level
+	LogFormat       string
+	ShutdownTimeout time.Duration
+}
+
+// setting is one configuration value: its environment variable, flag and
+// default, and where it lands once validated.
+type setting struct {
+	env, flag, def, usage string
+	secret                bool
+	raw                   string
+}
+
+type settings struct {
+	list []*setting
+}
+
+func (s *settings) add(env, flagName, def, usage string, secret bool) *setting {
+	st := &setting{env: env, flag: flagName, def: def, usage: usage, secret: secret}
+	s.list = append(s.list, st)
+	return st
+}
+
+// Load reads the configuration of the named command from args (the flags
+// after the subcommand) and getenv. Every invalid value is reported in one
+// joined error. flag.ErrHelp is returned as is when -h was asked.
+func Load(command string, args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+	var s settings
+	httpAddr := s.add("SWITCHBOARD_HTTP_ADDR", "http-addr", "127.0.0.1:8080", "edge HTTP listen address", false)
+	grpcAddr := s.add("SWITCHBOARD_GRPC_ADDR", "grpc-addr", "127.0.0.1:9090", "core and billing gRPC listen address", false)
+	dataDir := s.add("SWITCHBOARD_DATA_DIR", "data-dir", "./data", "embedded NATS store and generated keys", false)
+	natsURL := s.add("SWITCHBOARD_NATS_URL", "nats-url", "", "external NATS URL(s), comma separated; empty runs an embedded server", true)
+	replicas := s.add("SWITCHBOARD_NATS_REPLICAS", "nats-replicas", "1", "replicas of streams and buckets (3 on a cluster)", false)
+	coreAddr := s.add("SWITCHBOARD_CORE_ADDR", "core-addr", "", "where edge and workers reach core (default: the gRPC listener)", false)
+	billingAddr := s.add("SWITCHBOARD_BILLING_ADDR", "billing-addr", "", "where edge reaches billing (default: the gRPC listener)", false)
+	adminToken := s.add("SWITCHBOARD_ADMIN_TOKEN", "admin-token", "", "admin bearer token (generated into the data directory when empty)", true)
+	secretKey := s.add("SWITCHBOARD_SECRET_KEY", "secret-key", "", "base64 32-byte key for secrets at rest (generated when empty)", true)
+	requireKey := s.add("REQUIRE_API_KEY", "require-api-key", "false", "gateway routes need an API key", false)
+	jwtSecret := s.add("SWITCHBOARD_JWT_SECRET", "jwt-secret", "", "HS256 secret of GraphQL user tokens", true)
+	jwksURL := s.add("SWITCHBOARD_JWKS_URL", "jwks-url", "", "JWKS URL of GraphQL user tokens", false)
+	stripeKey := s.add("STRIPE_SECRET_KEY", "stripe-secret-key", "", "Stripe secret key; billing is off without it", true)
+	stripeHook := s.add("STRIPE_WEBHOOK_SECRET", "stripe-webhook-secret", "", "Stripe webhook signing secret", true)
+	stripeBase := s.add("STRIPE_API_BASE", "stripe-api-base", "", "Stripe API base URL (for stripe-mock or a proxy)", false)
+	publicURL := s.add("SWITCHBOARD_PUBLIC_URL", "public-url", "", "public base URL for checkout and portal return links (default http://<http-addr>)", false)
+	logLevel := s.add("SWITCHBOARD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", false)
+	logFormat := s.add("SWITCHBOARD_LOG_FORMAT", "log-format", "text", "text or json", false)
+	shutdown := s.add("SWITCHBOARD_SHUTDOWN_TIMEOUT", "shutdown-timeout", "15s", "how long a graceful shutdown drains in-flight requests", false)
+
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	fs.SetOutput(usage)
+	for _, st := range s.list {
+		st.raw = st.def
+		if v, ok := lookup(getenv, st.env); ok {
+			st.raw = v
+		}
+		def := st.raw
+		if st.secret && def != "" {
+			def = "(set)"
+		}
+		fs.Func(st.flag, fmt.Sprintf("%s [$%s] (default %q)", st.usage, st.env, def), func(v string) error {
+			st.raw = v
+			return nil
+		})
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+
+	var errs []error
+	c := Config{
+		HTTPAddr:            httpAddr.raw,
+		GRPCAddr:            grpcAddr.raw,
+		DataDir:             dataDir.raw,
+		NATSURL:             natsURL.raw,
+		CoreAddr:            coreAddr.raw,
+		BillingAddr:         billingAddr.raw,
+		AdminToken:          adminToken.raw,
+		SecretKey:           secretKey.raw,
+		JWTSecret:           jwtSecret.raw,
+		JWKSURL:             jwksURL.raw,
+		StripeSecretKey:     stripeKey.raw,
+		StripeWebhookSecret: stripeHook.raw,
+		StripeAPIBase:       stripeBase.raw,
+		PublicURL:           publicURL.raw,
+		LogFormat:           logFormat.raw,
+	}
+	check := func(st *setting, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s (--%s): %w", st.env, st.flag, err))
+		}
+	}
+	check(httpAddr, validAddr(c.HTTPAddr))
+	check(grpcAddr, validAddr(c.GRPCAddr))
+	if c.CoreAddr != "" {
+		check(coreAddr, validAddr(c.CoreAddr))
+	}
+	if c.BillingAddr != "" {
+		check(billingAddr, validAddr(c.BillingAddr))
+	}
+	if c.DataDir == "" {
+		check(dataDir, errors.New("must not be empty"))
+	}
+	check(natsURL, validNATSURL(c.NATSURL))
+	n, err := strconv.Atoi(replicas.raw)
+	if err == nil && (n < 1 || n > 5) {
+		err = errors.New("must be between 1 and 5")
+	}
+	c.NATSReplica = n
+	check(replicas, err)
+	if c.SecretKey != "" {
+		_, err := secrets.ParseKey(c.SecretKey)
+		check(secretKey, err)
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		check(adminToken, errors.New("must be at least 16 characters"))
+	}
+	c.RequireAPIKey, err = strconv.ParseBool(requireKey.raw)
+	check(requireKey, err)
+	if c.JWKSURL != "" {
+		check(jwksURL, validHTTPURL(c.JWKSURL))
+	}
+	if c.StripeAPIBase != "" {
+		check(stripeBase, validHTTPURL(c.StripeAPIBase))
+	}
+	if c.PublicURL != "" {
+		check(publicURL, validHTTPURL(c.PublicURL))
+	} else {
+		c.PublicURL = "http://" + c.HTTPAddr
+	}
+	check(logLevel, c.LogLevel.UnmarshalText([]byte(logLevel.raw)))
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		check(logFormat, errors.New(`must be "text" or "json"`))
+	}
+	c.ShutdownTimeout, err = time.ParseDuration(shutdown.raw)
+	if err == nil && c.ShutdownTimeout <= 0 {
+		err = errors.New("must be positive")
+	}
+	check(shutdown, err)
+
+	switch command {
+	case "core", "worker":
+		if c.NATSURL == "" {
+			errs = append(errs, fmt.Errorf("SWITCHBOARD_NATS_URL (--nats-url): the %s role runs against an external NATS server and needs its URL", command))
+		}
+	}
+	if c.CoreAddr == "" {
+		c.CoreAddr = c.GRPCAddr
+	}
+	if c.BillingAddr == "" {
+		c.BillingAddr = c.GRPCAddr
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+func lookup(getenv func(string) string, key string) (string, bool) {
+	v := getenv(key)
+	return v, v != ""
+}
+
+func validAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("not a host:port address: %q", addr)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("bad host in %q", addr)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("bad port in %q", addr)
+	}
+	return nil
+}
+
+func validNATSURL(list string) error {
+	if list == "" {
+		return nil
+	}
+	for _, raw := range strings.Split(list, ",") {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil || u.Host == "" {
+			return errors.New("not a list of nats:// URLs")
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("unsupported scheme %q", u.Scheme)
+		}
+	}
+	return nil
+}
+
+func validHTTPURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("not an http(s) URL: %q", raw)
+	}
+	return nil
+}
+
+// Logger builds the process logger from the configuration.
+func (c Config) Logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,341 @@
+// Package node assembles one switchboard process: the roles it runs, the NATS
+// connection they share (an embedded server in one-process mode), and the
+// gRPC server core listens on.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/switchboardhq/switchboard/core"
+	"github.com/switchboardhq/switchboard/edge"
+	"github.com/switchboardhq/switchboard/internal/config"
+	"github.com/switchboardhq/switchboard/internal/secrets"
+	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/workers"
+)
+
+// Role is one of the roles a process can run.
+type Role string
+
+const (
+	RoleCore   Role = "core"
+	RoleEdge   Role = "edge"
+	RoleWorker Role = "worker"
+)
+
+// AllRoles is what `serve` runs.
+var AllRoles = []Role{RoleCore, RoleEdge, RoleWorker}
+
+// Files generated into the data directory when not configured.
+const (
+	SecretKeyFile  = "secret.key"
+	AdminTokenFile = "admin.token"
+)
+
+// Node is a started process.
+type Node struct {
+	cfg   config.Config
+	log   *slog.Logger
+	roles []Role
+
+	embedded *spine.Embedded
+	nc       *nats.Conn
+
+	grpcServer *grpc.Server
+	grpcLn     net.Listener
+	memLn      *bufconn.Listener
+	health     *health.Server
+	conns      []*grpc.ClientConn
+
+	core    *core.Core
+	edge    *edge.Edge
+	workers *workers.Workers
+
+	// AdminTokenPath is where a generated admin token was written (empty
+	// when the token came from the configuration).
+	AdminTokenPath string
+}
+
+// Start brings up the given roles. With no external NATS URL it starts an
+// embedded nats-server. On error everything already opened is closed.
+func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Role) (n *Node, err error) {
+	n = &Node{cfg: cfg, log: log, roles: roles}
+	defer func() {
+		if err != nil {
+			n.close()
+			n = nil
+		}
+	}()
+	needs := func(r Role) bool { return slices.Contains(roles, r) }
+
+	if needs(RoleCore) || needs(RoleWorker) {
+		if err := n.connectNATS(); err != nil {
+			return nil, err
+		}
+	}
+	adminToken, err := n.adminToken(needs(RoleCore))
+	if err != nil && (needs(RoleCore) || needs(RoleWorker)) {
+		return nil, err
+	}
+
+	if needs(RoleCore) {
+		secretKey, err := n.secretKey()
+		if err != nil {
+			return nil, err
+		}
+		n.core, err = core.New(ctx, core.Config{
+			AdminToken:    adminToken,
+			SecretKey:     secretKey,
+			RequireAPIKey: cfg.RequireAPIKey,
+			Replicas:      cfg.NATSReplica,
+		}, core.Deps{NATS: n.nc, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		if err := n.listenGRPC(); err != nil {
+			return nil, err
+		}
+		n.core.Register(n.grpcServer)
+		n.health.SetServingStatus("switchboard.core.v1.Router", healthpb.HealthCheckResponse_SERVING)
+		n.health.SetServingStatus("switchboard.core.v1.Admin", healthpb.HealthCheckResponse_SERVING)
+		reflection.Register(n.grpcServer)
+	}
+
+	var coreConn grpc.ClientConnInterface
+	if needs(RoleEdge) || needs(RoleWorker) {
+		coreConn, err = n.dial(cfg.CoreAddr, needs(RoleCore))
+		if err != nil {
+			return nil, err
+		}
+	}
+	if needs(RoleWorker) {
+		n.workers, err = workers.New(ctx, workers.Config{AdminToken: adminToken, Replicas: cfg.NATSReplica},
+			workers.Deps{NATS: n.nc, Core: coreConn, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if needs(RoleEdge) {
+		n.edge, err = edge.New(ctx, edge.Config{HTTPAddr: cfg.HTTPAddr, ShutdownTimeout: cfg.ShutdownTimeout},
+			edge.Deps{Core: coreConn, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+func (n *Node) connectNATS() error {
+	var err error
+	if n.cfg.NATSURL != "" {
+		n.nc, err = spine.Connect(n.cfg.NATSURL, "switchboard", n.log)
+		return err
+	}
+	n.embedded, err = spine.StartEmbedded(spine.EmbeddedConfig{DataDir: n.cfg.DataDir, Logger: n.log})
+	if err != nil {
+		return err
+	}
+	n.nc, err = n.embedded.Connect("switchboard", n.log)
+	return err
+}
+
+// adminToken is the configured token, else the one in the data directory,
+// generated there when create is set.
+func (n *Node) adminToken(create bool) (string, error) {
+	if n.cfg.AdminToken != "" {
+		return n.cfg.AdminToken, nil
+	}
+	path := filepath.Join(n.cfg.DataDir, AdminTokenFile)
+	if !create {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", errors.New("SWITCHBOARD_ADMIN_TOKEN is not set and no generated token is in the data directory")
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	b, created, err := secrets.LoadOrCreate(path, secrets.NewToken)
+	if err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	if created {
+		n.log.Info("generated an admin token", "file", path)
+	}
+	n.AdminTokenPath = path
+	return string(b), nil
+}
+
+func (n *Node) secretKey() ([]byte, error) {
+	text := []byte(n.cfg.SecretKey)
+	if len(text) == 0 {
+		path := filepath.Join(n.cfg.DataDir, SecretKeyFile)
+		var created bool
+		var err error
+		text, created, err = secrets.LoadOrCreate(path, secrets.NewKeyText)
+		if err != nil {
+			return nil, fmt.Errorf("secret key: %w", err)
+		}
+		if created {
+			n.log.Info("generated a secret key for secrets at rest", "file", path)
+		}
+	}
+	return secrets.ParseKey(string(text))
+}
+
+func (n *Node) listenGRPC() error {
+	ln, err := net.Listen("tcp", n.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("grpc listen: %w", err)
+	}
+	n.grpcLn = ln
+	n.memLn = bufconn.Listen(1 << 20)
+	n.grpcServer = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	n.health = health.NewServer()
+	healthpb.RegisterHealthServer(n.grpcServer, n.health)
+	return nil
+}
+
+// dial connects to a role's gRPC services: in process when this process
+// serves them, else over the network.
+func (n *Node) dial(addr string, local bool) (*grpc.ClientConn, error) {
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+	}
+	target := addr
+	if local {
+		target = "passthrough:///in-process"
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return n.memLn.DialContext(ctx)
+		}))
+	}
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	n.conns = append(n.conns, conn)
+	return conn, nil
+}
+
+// HTTPAddr is the edge's listen address.
+func (n *Node) HTTPAddr() string {
+	if n.edge == nil {
+		return ""
+	}
+	return n.edge.Addr()
+}
+
+// GRPCAddr is core's gRPC listen address.
+func (n *Node) GRPCAddr() string {
+	if n.grpcLn == nil {
+		return ""
+	}
+	return n.grpcLn.Addr().String()
+}
+
+// DefaultMachineID is core's default machine (empty without core).
+func (n *Node) DefaultMachineID() string {
+	if n.core == nil {
+		return ""
+	}
+	return n.core.DefaultMachineID()
+}
+
+// Run runs the roles until ctx ends or one fails, then shuts down in order:
+// the edge drains its requests and the workers their jobs while core still
+// answers, then core and the gRPC server stop, then NATS.
+func (n *Node) Run(ctx context.Context) error {
+	defer n.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	back, backCtx := errgroup.WithContext(context.WithoutCancel(ctx))
+	backCtx, stopBack := context.WithCancel(backCtx)
+	defer stopBack()
+	if n.core != nil {
+		back.Go(func() error { return n.core.Run(backCtx) })
+		back.Go(func() error { return serveGRPC(n.grpcServer, n.grpcLn) })
+		back.Go(func() error { return serveGRPC(n.grpcServer, n.memLn) })
+		n.log.Info("grpc listening", "addr", n.GRPCAddr())
+	}
+	var front errgroup.Group
+	run := func(f func(context.Context) error) {
+		front.Go(func() error {
+			err := f(ctx)
+			cancel()
+			return err
+		})
+	}
+	if n.edge != nil {
+		run(n.edge.Run)
+	}
+	if n.workers != nil {
+		run(n.workers.Run)
+	}
+	if n.edge == nil && n.workers == nil {
+		run(func(ctx context.Context) error { <-ctx.Done(); return nil })
+	}
+	// A back-end failure (the gRPC listener) stops the front too.
+	go func() {
+		select {
+		case <-backCtx.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	frontErr := front.Wait()
+	if n.health != nil {
+		n.health.Shutdown()
+	}
+	stopBack()
+	if n.grpcServer != nil {
+		stopped := make(chan struct{})
+		go func() { n.grpcServer.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(n.cfg.ShutdownTimeout):
+			n.grpcServer.Stop()
+		}
+	}
+	backErr := back.Wait()
+	return errors.Join(frontErr, backErr)
+}
+
+func serveGRPC(s *grpc.Server, ln net.Listener) error {
+	if err := s.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("grpc serve: %w", err)
+	}
+	return nil
+}
+
+// close releases connections and the embedded server.
+func (n *Node) close() {
+	for _, c := range n.conns {
+		_ = c.Close()
+	}
+	if n.grpcServer != nil {
+		n.grpcServer.Stop()
+	}
+	if n.nc != nil {
+		n.nc.Close()
+	}
+	if n.embedded != nil {
+		n.embedded.Shutdown()
+	}
+}

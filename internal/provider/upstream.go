@@ -1,0 +1,36 @@
+package provider
+
+import (
+	"net/http"
+	"strings"
+)
+
+// BaseURL is the upstream address of a connection: its override, else the
+// provider's default, normalised (no trailing slash; an Anthropic-style base
+// loses a trailing /messages).
+func (s Spec) BaseURL(override string) string {
+	base := override
+	if base == "" {
+		base = s.DefaultBaseURL
+	}
+	base = strings.TrimRight(base, "/")
+	if s.Format == FormatAnthropic {
+		base = strings.TrimSuffix(base, "/messages")
+	}
+	return base
+}
+
+// Authorize sets the credential headers of the provider's auth style.
+func (s Spec) Authorize(h http.Header, credential string) {
+	switch s.Auth {
+	case AuthXAPIKey:
+		if credential != "" {
+			h.Set("x-api-key", credential)
+		}
+		h.Set("anthropic-version", AnthropicVersion)
+	default:
+		if credential != "" {
+			h.Set("Authorization", "Bearer "+credential)
+		}
+	}
+}

@@ -1,0 +1,357 @@
+package secrets
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func testKey(t *testing.T, fill byte) []byte {
+	t.Helper()
+	return bytes.Repeat([]byte{fill}, KeySize)
+}
+
+func newTestBox(t *testing.T, fill byte) *Box {
+	t.Helper()
+	b, err := NewBox(testKey(t, fill))
+	require.NoError(t, err)
+	return b
+}
+
+func TestBoxRoundTrip(t *testing.T) {
+	box := newTestBox(t, 7)
+	tests := []struct {
+		name      string
+		plaintext []byte
+		aad       []byte
+	}{
+		{"empty", nil, nil},
+		{"short", []byte("hello"), nil},
+		{"with aad", []byte("provider-api-key"), []byte("provider:openai")},
+		{"binary", bytes.Repeat([]byte{0, 0xff}, 1000), []byte{0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sealed, err := box.Seal(tt.plaintext, tt.aad)
+			require.NoError(t, err)
+			assert.Len(t, sealed, len(tt.plaintext)+overhead)
+			assert.Equal(t, version1, sealed[0])
+
+			got, err := box.Open(sealed, tt.aad)
+			require.NoError(t, err)
+			assert.Equal(t, string(tt.plaintext), string(got))
+		})
+	}
+}
+
+func TestBoxSealUsesFreshNonce(t *testing.T) {
+	box := newTestBox(t, 7)
+	a, err := box.Seal([]byte("same"), nil)
+	require.NoError(t, err)
+	b, err := box.Seal([]byte("same"), nil)
+	require.NoError(t, err)
+	assert.NotEqual(t, a[1:1+nonceSize], b[1:1+nonceSize])
+	assert.NotEqual(t, a, b)
+}
+
+func TestBoxTamperDetection(t *testing.T) {
+	box := newTestBox(t, 7)
+	plaintext := []byte("a secret value")
+	aad := []byte("row-42")
+	sealed, err := box.Seal(plaintext, aad)
+	require.NoError(t, err)
+
+	ctStart := 1 + nonceSize
+	tagStart := len(sealed) - tagSize
+	classes := []struct {
+		name       string
+		start, end int
+	}{
+		{"version", 0, 1},
+		{"nonce", 1, ctStart},
+		{"ciphertext", ctStart, tagStart},
+		{"tag", tagStart, len(sealed)},
+	}
+	for _, c := range classes {
+		t.Run(c.name, func(t *testing.T) {
+			require.Less(t, c.start, c.end)
+			for i := c.start; i < c.end; i++ {
+				for _, mask := range []byte{0x01, 0x80} {
+					tampered := bytes.Clone(sealed)
+					tampered[i] ^= mask
+					_, err := box.Open(tampered, aad)
+					require.ErrorIsf(t, err, ErrTampered, "byte %d mask %#x", i, mask)
+				}
+			}
+		})
+	}
+
+	t.Run("truncated", func(t *testing.T) {
+		for n := 0; n < len(sealed); n++ {
+			_, err := box.Open(sealed[:n], aad)
+			require.ErrorIsf(t, err, ErrTampered, "length %d", n)
+		}
+	})
+
+	t.Run("extended", func(t *testing.T) {
+		_, err := box.Open(append(bytes.Clone(sealed), 0), aad)
+		require.ErrorIs(t, err, ErrTampered)
+	})
+
+	t.Run("wrong aad", func(t *testing.T) {
+		for _, wrong := range [][]byte{nil, []byte("row-43"), []byte("row-42 ")} {
+			_, err := box.Open(sealed, wrong)
+			require.ErrorIs(t, err, ErrTampered)
+		}
+	})
+
+	t.Run("wrong key", func(t *testing.T) {
+		_, err := newTestBox(t, 8).Open(sealed, aad)
+		require.ErrorIs(t, err, ErrTampered)
+	})
+
+	t.Run("error does not leak plaintext", func(t *testing.T) {
+		_, err := newTestBox(t, 8).Open(sealed, aad)
+		require.Error(t, err)
+		assert.NotContains(t, err.Error(), string(plaintext))
+	})
+
+	// The original must still open after all of the above.
+	got, err := box.Open(sealed, aad)
+	require.NoError(t, err)
+	assert.Equal(t, plaintext, got)
+}
+
+func TestNewBoxKeySize(t *testing.T) {
+	for _, n := range []int{0, 16, 24, 31, 33, 64} {
+		_, err := NewBox(make([]byte, n))
+		assert.Errorf(t, err, "key size %d", n)
+	}
+	_, err := NewBox(make([]byte, KeySize))
+	assert.NoError(t, err)
+}
+
+func TestParseKey(t *testing.T) {
+	key := make([]byte, KeySize)
+	for i := range key {
+		// Include bytes that map to '+', '/', '-' and '_' in base64.
+		key[i] = byte(i*37 + 0xf8)
+	}
+	good := []struct {
+		name string
+		in   string
+	}{
+		{"std padded", base64.StdEncoding.EncodeToString(key)},
+		{"std raw", base64.RawStdEncoding.EncodeToString(key)},
+		{"url padded", base64.URLEncoding.EncodeToString(key)},
+		{"url raw", base64.RawURLEncoding.EncodeToString(key)},
+		{"surrounding whitespace", "  " + base64.StdEncoding.EncodeToString(key) + "\n"},
+	}
+	require.NotEqual(t, good[0].in, good[2].in, "test key should exercise alphabet differences")
+	for _, tt := range good {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseKey(tt.in)
+			require.NoError(t, err)
+			assert.Equal(t, key, got)
+		})
+	}
+
+	bad := []struct {
+		name string
+		in   string
+	}{
+		{"empty", ""},
+		{"whitespace", "   \n"},
+		{"short", base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("s"), 31))},
+		{"long", base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("l"), 33))},
+		{"16 bytes", base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), 16))},
+		{"not base64", "this is definitely not base64 key material!!"},
+		{"mixed alphabets", strings.Replace(base64.StdEncoding.EncodeToString(key), "A", "-", 1) + "/"},
+		{"hex", strings.Repeat("ab", KeySize)},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseKey(tt.in)
+			require.Error(t, err)
+			assert.Nil(t, got)
+			if trimmed := strings.TrimSpace(tt.in); trimmed != "" {
+				assert.NotContains(t, err.Error(), trimmed, "error must not echo the input")
+			}
+		})
+	}
+}
+
+func TestDerive(t *testing.T) {
+	master := testKey(t, 1)
+	a := Derive(master, "api-key-checksum")
+	b := Derive(master, "provider-credentials")
+	assert.Len(t, a, 32)
+	assert.Len(t, b, 32)
+	assert.NotEqual(t, a, b, "distinct purposes must give distinct keys")
+	assert.NotEqual(t, master, a)
+	assert.Equal(t, a, Derive(master, "api-key-checksum"), "derivation must be deterministic")
+	assert.NotEqual(t, a, Derive(testKey(t, 2), "api-key-checksum"), "distinct masters must give distinct keys")
+
+	// Derived keys are usable as Box keys.
+	_, err := NewBox(a)
+	assert.NoError(t, err)
+}
+
+func TestNewKeyText(t *testing.T) {
+	text, err := NewKeyText()
+	require.NoError(t, err)
+	assert.Len(t, text, 44)
+	key, err := ParseKey(string(text))
+	require.NoError(t, err)
+	assert.Len(t, key, KeySize)
+
+	other, err := NewKeyText()
+	require.NoError(t, err)
+	assert.NotEqual(t, text, other)
+}
+
+func TestNewToken(t *testing.T) {
+	tok, err := NewToken()
+	require.NoError(t, err)
+	s := string(tok)
+	require.True(t, strings.HasPrefix(s, TokenPrefix), "token %q lacks prefix", s)
+	body := strings.TrimPrefix(s, TokenPrefix)
+	assert.Len(t, body, 43)
+	raw, err := base64.RawURLEncoding.DecodeString(body)
+	require.NoError(t, err)
+	assert.Len(t, raw, 32)
+
+	other, err := NewToken()
+	require.NoError(t, err)
+	assert.NotEqual(t, tok, other)
+}
+
+func TestLoadOrCreate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nested", "state")
+	path := filepath.Join(dir, "master.key")
+
+	calls := 0
+	gen := func() ([]byte, error) {
+		calls++
+		return NewKeyText()
+	}
+
+	first, created, err := LoadOrCreate(path, gen)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, 1, calls)
+	_, err = ParseKey(string(first))
+	require.NoError(t, err)
+
+	if runtime.GOOS != "windows" {
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+		di, err := os.Stat(dir)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o700), di.Mode().Perm())
+	}
+
+	onDisk, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, string(first)+"\n", string(onDisk))
+
+	second, created, err := LoadOrCreate(path, gen)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, 1, calls, "generate must not be called when the file exists")
+	assert.Equal(t, first, second)
+
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "temporary files must be cleaned up")
+}
+
+func TestLoadOrCreateExistingFileTrimmed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(path, []byte("sbadm_abc \r\n\n"), 0o600))
+	data, created, err := LoadOrCreate(path, func() ([]byte, error) {
+		t.Fatal("generate must not be called")
+		return nil, nil
+	})
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, "sbadm_abc", string(data))
+}
+
+func TestLoadOrCreateErrors(t *testing.T) {
+	t.Run("generate fails", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "key")
+		boom := errors.New("boom")
+		_, created, err := LoadOrCreate(path, func() ([]byte, error) { return nil, boom })
+		require.ErrorIs(t, err, boom)
+		assert.False(t, created)
+		_, statErr := os.Stat(path)
+		assert.ErrorIs(t, statErr, os.ErrNotExist)
+	})
+	t.Run("generate returns empty", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "key")
+		_, _, err := LoadOrCreate(path, func() ([]byte, error) { return []byte("\n"), nil })
+		require.Error(t, err)
+		_, statErr := os.Stat(path)
+		assert.ErrorIs(t, statErr, os.ErrNotExist)
+	})
+	t.Run("existing file empty", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "key")
+		require.NoError(t, os.WriteFile(path, []byte(" \n"), 0o600))
+		_, _, err := LoadOrCreate(path, NewKeyText)
+		require.Error(t, err)
+	})
+	t.Run("path is a directory", func(t *testing.T) {
+		_, _, err := LoadOrCreate(t.TempDir(), NewKeyText)
+		require.Error(t, err)
+	})
+}
+
+func TestLoadOrCreateRace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared", "token")
+	const n = 16
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		results = make([][]byte, n)
+		created = make([]bool, n)
+		errs    = make([]error, n)
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i], created[i], errs[i] = LoadOrCreate(path, NewToken)
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	winners := 0
+	for i := range n {
+		require.NoError(t, errs[i])
+		assert.Equal(t, string(results[0]), string(results[i]))
+		if created[i] {
+			winners++
+		}
+	}
+	assert.Equal(t, 1, winners, "exactly one caller must create the file")
+
+	onDisk, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, string(results[0])+"\n", string(onDisk))
+
+	entries, err := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "temporary files must be cleaned up")
+}

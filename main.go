@@ -1,0 +1,98 @@
+// Command switchboard is an OpenAI-compatible model gateway. With no
+// arguments (or "serve") it runs every role in one process with an embedded
+// NATS server; "core", "edge" and "worker" run one role each against an
+// external NATS cluster.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/switchboardhq/switchboard/internal/config"
+	"github.com/switchboardhq/switchboard/internal/node"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `switchboard: an OpenAI-compatible model gateway
+
+usage: switchboard [command] [flags]
+
+commands:
+  serve     every role in one process with an embedded NATS server (default)
+  core      the core role (routing, credentials, catalogs) on SWITCHBOARD_NATS_URL
+  edge      the HTTP edge, reaching core at SWITCHBOARD_CORE_ADDR
+  worker    the job workers on SWITCHBOARD_NATS_URL
+  version   print the version
+
+Run "switchboard <command> -h" for the flags; each mirrors an environment variable.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	command := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		command, args = args[0], args[1:]
+	}
+	var roles []node.Role
+	switch command {
+	case "serve":
+		roles = node.AllRoles
+	case "core":
+		roles = []node.Role{node.RoleCore}
+	case "edge":
+		roles = []node.Role{node.RoleEdge}
+	case "worker":
+		roles = []node.Role{node.RoleWorker}
+	case "version":
+		fmt.Fprintln(stdout, "switchboard", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", command, usage)
+		return 2
+	}
+	cfg, err := config.Load(command, args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard: invalid configuration:\n%v\n", err)
+		return 2
+	}
+	log := cfg.Logger(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	n, err := node.Start(ctx, cfg, log, roles...)
+	if err != nil {
+		log.Error("start failed", "err", err)
+		return 1
+	}
+	if addr := n.HTTPAddr(); addr != "" {
+		fmt.Fprintf(stdout, "switchboard %s: OpenAI-compatible API at http://%s/v1\n", version, addr)
+	}
+	if addr := n.GRPCAddr(); addr != "" {
+		fmt.Fprintf(stdout, "switchboard %s: gRPC (core) at %s\n", version, addr)
+	}
+	if n.AdminTokenPath != "" {
+		fmt.Fprintf(stdout, "switchboard %s: admin token in %s\n", version, n.AdminTokenPath)
+	}
+	if err := n.Run(ctx); err != nil {
+		log.Error("stopped with an error", "err", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}

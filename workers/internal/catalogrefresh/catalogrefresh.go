@@ -1,0 +1,188 @@
+// Package catalogrefresh fetches a connection's live model list from its
+// upstream's /models route and hands it to core.
+package catalogrefresh
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboardhq/switchboard/internal/provider"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// FetchTimeout bounds the upstream call (interface section 8).
+const FetchTimeout = 5 * time.Second
+
+// LoopHeader marks our own catalog fetches, so an instance that is asked by
+// another instance never fetches on its behalf (decisions.md).
+const LoopHeader = "X-Switchboard-Catalog-Fetch"
+
+// maxListing caps the size of an upstream model list.
+const maxListing = 16 << 20
+
+// Admin is the part of core's admin API a refresh needs.
+type Admin interface {
+	GetConnectionCredentials(ctx context.Context, in *corev1.GetConnectionCredentialsRequest, opts ...grpc.CallOption) (*corev1.GetConnectionCredentialsResponse, error)
+	PutCatalog(ctx context.Context, in *corev1.PutCatalogRequest, opts ...grpc.CallOption) (*corev1.PutCatalogResponse, error)
+}
+
+// Refresher handles catalog-refresh jobs.
+type Refresher struct {
+	admin      Admin
+	adminToken string
+	registry   *provider.Registry
+	client     *http.Client
+	log        *slog.Logger
+}
+
+// New returns a Refresher.
+func New(admin Admin, adminToken string, reg *provider.Registry, client *http.Client, log *slog.Logger) *Refresher {
+	return &Refresher{admin: admin, adminToken: adminToken, registry: reg, client: client, log: log}
+}
+
+// Handle performs one job. A failed upstream fetch is recorded on the
+// catalog (the listing then goes on without it) and is not an error; an
+// error means the job should be retried.
+func (r *Refresher) Handle(ctx context.Context, job *busv1.CatalogRefreshJob) error {
+	ctx = metadata.AppendToOutgoingContext(ctx,
+		"authorization", "Bearer "+r.adminToken,
+		"x-switchboard-machine", job.GetMachineId())
+	creds, err := r.admin.GetConnectionCredentials(ctx, &corev1.GetConnectionCredentialsRequest{ConnectionId: job.GetConnectionId()})
+	if err != nil {
+		if isNotFound(err) {
+			return nil // the connection is gone; nothing to do
+		}
+		return fmt.Errorf("credentials of %s: %w", job.GetConnectionId(), err)
+	}
+	conn := creds.GetConnection()
+	spec, ok := r.registry.Lookup(conn.GetProvider())
+	if !ok || !spec.Listing {
+		return nil
+	}
+	credential := creds.GetApiKey()
+	if credential == "" {
+		credential = creds.GetAccessToken()
+	}
+	start := time.Now()
+	models, ferr := r.Fetch(ctx, spec, spec.BaseURL(conn.GetProviderSpecificData().GetBaseUrl()), credential)
+	put := &corev1.PutCatalogRequest{ConnectionId: job.GetConnectionId(), Models: models}
+	if ferr != nil {
+		r.log.Warn("catalog fetch failed", "connection", job.GetConnectionId(), "provider", conn.GetProvider(), "err", ferr)
+		put = &corev1.PutCatalogRequest{ConnectionId: job.GetConnectionId(), Error: ferr.Error()}
+	} else {
+		r.log.Info("catalog fetched", "connection", job.GetConnectionId(), "models", len(models), "took", time.Since(start))
+	}
+	if _, err := r.admin.PutCatalog(ctx, put); err != nil && !isNotFound(err) {
+		return fmt.Errorf("store catalog of %s: %w", job.GetConnectionId(), err)
+	}
+	return nil
+}
+
+// Fetch reads GET {base}/models. Error texts never carry the credential.
+func (r *Refresher) Fetch(ctx context.Context, spec provider.Spec, base, credential string) ([]*busv1.Model, error) {
+	ctx, cancel := context.WithTimeout(ctx, FetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
+	if err != nil {
+		return nil, fmt.Errorf("bad base URL")
+	}
+	spec.Authorize(req.Header, credential)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set(LoopHeader, "1")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("upstream did not answer within %s", FetchTimeout)
+		}
+		return nil, fmt.Errorf("upstream unreachable")
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxListing))
+	if err != nil {
+		return nil, fmt.Errorf("reading upstream listing: %w", ctx.Err())
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("upstream answered %d", resp.StatusCode)
+	}
+	return Parse(body)
+}
+
+// listedModel is one entry of an upstream listing, in any of the shapes
+// providers use.
+type listedModel struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Model string `json:"model"`
+	Kind  string `json:"kind"`
+	Type  string `json:"type"`
+}
+
+// Parse reads a model listing: a bare array, or an object whose data, models
+// or results array holds entries; an entry is a string or an object naming
+// the model by id, name or model.
+func Parse(body []byte) ([]*busv1.Model, error) {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		var obj struct {
+			Data    []json.RawMessage `json:"data"`
+			Models  []json.RawMessage `json:"models"`
+			Results []json.RawMessage `json:"results"`
+		}
+		if err := json.Unmarshal(body, &obj); err != nil {
+			return nil, errors.New("upstream listing is not JSON")
+		}
+		switch {
+		case obj.Data != nil:
+			raw = obj.Data
+		case obj.Models != nil:
+			raw = obj.Models
+		default:
+			raw = obj.Results
+		}
+	}
+	out := make([]*busv1.Model, 0, len(raw))
+	seen := make(map[string]bool, len(raw))
+	for _, item := range raw {
+		var m listedModel
+		if err := json.Unmarshal(item, &m); err != nil {
+			var s string
+			if json.Unmarshal(item, &s) != nil {
+				continue
+			}
+			m.ID = s
+		}
+		id := strings.TrimSpace(firstNonEmpty(m.ID, m.Model, m.Name))
+		if id == "" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		out = append(out, &busv1.Model{Id: id, Name: m.Name, Kind: m.Kind, Type: m.Type})
+	}
+	return out, nil
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func isNotFound(err error) bool {
+	return status.Code(err) == codes.NotFound
+}

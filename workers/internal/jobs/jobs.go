@@ -1,0 +1,105 @@
+// Package jobs consumes the SB_JOBS work queue: each job is handled by one
+// worker of the fleet, acknowledged only once done, and redelivered with
+// backoff when its handler fails or its worker dies.
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboardhq/switchboard/internal/spine"
+)
+
+// Consumer is one durable consumer of a job subject.
+type Consumer[T proto.Message] struct {
+	// Durable is the consumer name, shared by every worker of the fleet.
+	Durable string
+	// Subject filters the jobs (e.g. "sb.jobs.catalog_refresh.>").
+	Subject string
+	// New returns an empty job message.
+	New func() T
+	// Handle performs a job; an error redelivers it later.
+	Handle func(ctx context.Context, job T) error
+	// Concurrency bounds the jobs handled at once.
+	Concurrency int
+	// Timeout bounds one handling.
+	Timeout time.Duration
+	// MaxDeliver bounds the attempts of one job.
+	MaxDeliver int
+}
+
+// Run consumes until ctx ends, then stops taking jobs and waits for the ones
+// in flight.
+func (c Consumer[T]) Run(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 10
+	}
+	log = log.With("consumer", c.Durable)
+	cons, err := js.CreateOrUpdateConsumer(ctx, spine.StreamJobs, jetstream.ConsumerConfig{
+		Durable:       c.Durable,
+		FilterSubject: c.Subject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.Timeout + 10*time.Second,
+		MaxDeliver:    c.MaxDeliver,
+		MaxAckPending: c.Concurrency * 4,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", c.Durable, err)
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, c.Concurrency)
+	// Handlers outlive a cancelled ctx so that jobs in flight finish.
+	work := context.WithoutCancel(ctx)
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c.handle(work, msg, log)
+		}()
+	}, jetstream.PullMaxMessages(c.Concurrency))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", c.Durable, err)
+	}
+	<-ctx.Done()
+	cc.Stop()
+	wg.Wait()
+	return nil
+}
+
+func (c Consumer[T]) handle(ctx context.Context, msg jetstream.Msg, log *slog.Logger) {
+	job := c.New()
+	if err := proto.Unmarshal(msg.Data(), job); err != nil {
+		log.Error("undecodable job dropped", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	err := c.Handle(hctx, job)
+	cancel()
+	if err == nil {
+		if err := msg.DoubleAck(ctx); err != nil {
+			log.Warn("job ack not confirmed", "subject", msg.Subject(), "err", err)
+		}
+		return
+	}
+	attempt := uint64(1)
+	if md, mdErr := msg.Metadata(); mdErr == nil {
+		attempt = md.NumDelivered
+	}
+	delay := time.Duration(1<<min(attempt, 6)) * time.Second
+	log.Warn("job failed, will retry", "subject", msg.Subject(), "attempt", attempt, "retry_in", delay, "err", err)
+	_ = msg.NakWithDelay(delay)
+}
