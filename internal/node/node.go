@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -18,10 +19,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/switchboardhq/switchboard/core"
@@ -206,7 +209,11 @@ func (n *Node) listenGRPC() error {
 	}
 	n.grpcLn = ln
 	n.memLn = bufconn.Listen(1 << 20)
-	n.grpcServer = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	n.grpcServer = grpc.NewServer(
+		grpc.MaxRecvMsgSize(64<<20),
+		grpc.ChainUnaryInterceptor(recoverUnary(n.log)),
+		grpc.ChainStreamInterceptor(recoverStream(n.log)),
+	)
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpcServer, n.health)
 	return nil
@@ -337,5 +344,31 @@ func (n *Node) close() {
 	}
 	if n.embedded != nil {
 		n.embedded.Shutdown()
+	}
+}
+
+// recoverUnary turns a panicking handler into an internal error instead of a
+// dead process.
+func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("panic in grpc handler", "method", info.FullMethod, "panic", p, "stack", string(debug.Stack()))
+				err = status.Error(codes.Internal, "internal error")
+			}
+		}()
+		return handler(ctx, req)
+	}
+}
+
+func recoverStream(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("panic in grpc handler", "method", info.FullMethod, "panic", p, "stack", string(debug.Stack()))
+				err = status.Error(codes.Internal, "internal error")
+			}
+		}()
+		return handler(srv, ss)
 	}
 }

@@ -289,6 +289,9 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 		return nil, invalidParam("name", "invalid_value", "name must not be empty")
 	}
 	patch := req.GetProviderSpecificData()
+	if patch == nil {
+		patch = &corev1.ProviderSpecificDataPatch{}
+	}
 	var enabled []string
 	if patch.GetEnabledModels() != nil {
 		for _, v := range patch.GetEnabledModels().GetValues() {

@@ -79,7 +79,9 @@ func (p Problem) Write(w http.ResponseWriter) {
 		h.Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
 	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p.Body)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(p.Body)
 }
 
 // FromError maps an error of a gRPC call to core or billing to the OpenAI

@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/internal/spine"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+func newBucket(t *testing.T) (jetstream.KeyValue, func() *Bucket[*busv1.Settings]) {
+	t.Helper()
+	e, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(e.Shutdown)
+	nc, err := e.Connect("test", nil)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "test"})
+	require.NoError(t, err)
+	open := func() *Bucket[*busv1.Settings] {
+		b, err := OpenBucket(ctx, kv, func() *busv1.Settings { return new(busv1.Settings) }, slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		return b
+	}
+	return kv, open
+}
+
+// Two mirrors of one bucket (two core replicas) see each other's writes, and
+// a writer reads its own write at once.
+func TestMirrorsFollowEachOther(t *testing.T) {
+	_, open := newBucket(t)
+	a, b := open(), open()
+	ctx := context.Background()
+	require.NoError(t, a.Create(ctx, "m1", &busv1.Settings{CavemanLevel: "lite"}))
+	got, ok := a.Get("m1")
+	require.True(t, ok, "read your own write")
+	assert.Equal(t, "lite", got.Value.GetCavemanLevel())
+
+	require.Eventually(t, func() bool { _, ok := b.Get("m1"); return ok }, timeout, tick)
+	assert.ErrorIs(t, b.Create(ctx, "m1", &busv1.Settings{}), ErrExists)
+
+	require.NoError(t, b.Delete(ctx, "m1"))
+	require.Eventually(t, func() bool { _, ok := a.Get("m1"); return !ok }, timeout, tick)
+}
+
+// Concurrent read-modify-writes from two replicas lose no update.
+func TestModifyIsCompareAndSwap(t *testing.T) {
+	_, open := newBucket(t)
+	a, b := open(), open()
+	ctx := context.Background()
+	require.NoError(t, a.Create(ctx, "counter", &busv1.Settings{}))
+	require.Eventually(t, func() bool { _, ok := b.Get("counter"); return ok }, timeout, tick)
+
+	const each = 20
+	var wg sync.WaitGroup
+	for _, bucket := range []*Bucket[*busv1.Settings]{a, b} {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range each {
+					_, err := bucket.Modify(ctx, "counter", func(s *busv1.Settings) error {
+						s.StickyLimit++
+						return nil
+					})
+					assert.NoError(t, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		e, _ := a.Get("counter")
+		return e.Value.GetStickyLimit() == 4*each
+	}, timeout, tick)
+	_, err := a.Modify(ctx, "missing", func(*busv1.Settings) error { return nil })
+	assert.ErrorIs(t, err, ErrNotFound)
+}
+
+// A mirror opened later starts from the bucket's current contents.
+func TestOpenLoadsExistingState(t *testing.T) {
+	kv, open := newBucket(t)
+	_, err := kv.Put(context.Background(), "m2", mustMarshal(t, &busv1.Settings{RoutingStrategy: "round-robin"}))
+	require.NoError(t, err)
+	b := open()
+	e, ok := b.Get("m2")
+	require.True(t, ok)
+	assert.Equal(t, "round-robin", e.Value.GetRoutingStrategy())
+}

@@ -1,0 +1,89 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+func withDetails(t *testing.T, c codes.Code, msg string, details ...*errdetails.ErrorInfo) *status.Status {
+	st := status.New(c, msg)
+	for _, d := range details {
+		var err error
+		st, err = st.WithDetails(d)
+		require.NoError(t, err)
+	}
+	return st
+}
+
+func TestFromError(t *testing.T) {
+	cases := []struct {
+		name   string
+		err    error
+		status int
+		typ    string
+		code   string
+		param  string
+	}{
+		{"invalid argument with reason", withDetails(t, codes.InvalidArgument, "missing model", &errdetails.ErrorInfo{Reason: "missing_required_parameter", Metadata: map[string]string{"param": "model"}}).Err(),
+			400, "invalid_request_error", "missing_required_parameter", "model"},
+		{"unauthenticated", withDetails(t, codes.Unauthenticated, "bad key", &errdetails.ErrorInfo{Reason: "invalid_api_key"}).Err(),
+			401, "authentication_error", "invalid_api_key", ""},
+		{"not found", status.Error(codes.NotFound, "x"), 404, "not_found_error", "", ""},
+		{"rate limited", withDetails(t, codes.ResourceExhausted, "slow down", &errdetails.ErrorInfo{Reason: "rate_limited"}).Err(),
+			429, "rate_limit_error", "rate_limited", ""},
+		{"upstream status passed through", withDetails(t, codes.FailedPrecondition, "context too long", &errdetails.ErrorInfo{Reason: "upstream_error", Metadata: map[string]string{"http_status": "422"}}).Err(),
+			422, "invalid_request_error", "upstream_error", ""},
+		{"internal masked", status.Error(codes.Internal, "pq: password=hunter2"), 500, "server_error", "internal_error", ""},
+		{"unavailable", status.Error(codes.Unavailable, "connection refused 10.0.0.1"), 503, "api_error", "service_unavailable", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := FromError(tc.err)
+			rec := httptest.NewRecorder()
+			p.Write(rec)
+			assert.Equal(t, tc.status, rec.Code)
+			var body struct {
+				Error struct {
+					Message string  `json:"message"`
+					Type    string  `json:"type"`
+					Code    *string `json:"code"`
+					Param   *string `json:"param"`
+				} `json:"error"`
+			}
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+			assert.Equal(t, tc.typ, body.Error.Type)
+			if tc.code == "" {
+				assert.Nil(t, body.Error.Code)
+			} else {
+				require.NotNil(t, body.Error.Code)
+				assert.Equal(t, tc.code, *body.Error.Code)
+			}
+			if tc.param != "" {
+				require.NotNil(t, body.Error.Param)
+				assert.Equal(t, tc.param, *body.Error.Param)
+			}
+			assert.NotContains(t, rec.Body.String(), "hunter2")
+			assert.NotContains(t, rec.Body.String(), "10.0.0.1")
+		})
+	}
+}
+
+func TestRetryAfterRoundsUp(t *testing.T) {
+	st := status.New(codes.ResourceExhausted, "all rate limited")
+	st, err := st.WithDetails(&errdetails.ErrorInfo{Reason: "rate_limited"}, &errdetails.RetryInfo{RetryDelay: durationpb.New(1500 * time.Millisecond)})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	FromError(st.Err()).Write(rec)
+	assert.Equal(t, http.StatusTooManyRequests, rec.Code)
+	assert.Equal(t, "2", rec.Header().Get("Retry-After"))
+}
