@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,9 +17,15 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/apikey"
 	"github.com/switchboardhq/switchboard/core/internal/catalog"
+	"github.com/switchboardhq/switchboard/core/internal/dispatch"
+	"github.com/switchboardhq/switchboard/core/internal/embeddings"
 	"github.com/switchboardhq/switchboard/core/internal/grpcapi"
 	"github.com/switchboardhq/switchboard/core/internal/jobs"
+	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/core/internal/upstream"
+	"github.com/switchboardhq/switchboard/core/internal/usage"
+	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/spine"
@@ -52,6 +59,7 @@ type Deps struct {
 type Core struct {
 	router    *grpcapi.Router
 	admin     *grpcapi.Admin
+	usage     *usage.Publisher
 	defaultID string
 	log       *slog.Logger
 	stop      context.CancelFunc
@@ -90,10 +98,16 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 	keySecret := secrets.Derive(cfg.SecretKey, "api-key-checksum")
 	reg := provider.NewRegistry()
 	auth := grpcapi.NewAuthenticator(st, keySecret, cfg.AdminToken, cfg.RequireAPIKey, defaultID)
-	lister := catalog.NewLister(st, reg, jobs.NewPublisher(js), log)
+	jobPub := jobs.NewPublisher(js)
+	lister := catalog.NewLister(st, reg, jobPub, log)
+	v := vault.New(box)
+	cooldowns := store.NewCooldowns(st.Cooldowns)
+	disp := dispatch.New(st, routing.NewResolver(st, reg), cooldowns, jobPub, v, upstream.NewClients(upstream.DefaultTimeouts), log)
+	use := usage.NewPublisher(js, log)
 	c := &Core{
-		router:    grpcapi.NewRouter(auth, lister, log),
-		admin:     grpcapi.NewAdmin(auth, st, box, keySecret, reg, log),
+		router:    grpcapi.NewRouter(auth, lister, embeddings.New(disp), use, log),
+		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, keySecret, reg, log),
+		usage:     use,
 		defaultID: defaultID,
 		log:       log,
 		stop:      stop,
@@ -162,9 +176,10 @@ func (c *Core) Register(s grpc.ServiceRegistrar) {
 // DefaultMachineID is the machine that requests without a key run as.
 func (c *Core) DefaultMachineID() string { return c.defaultID }
 
-// Run serves until ctx ends, then stops the state mirror.
+// Run serves until ctx ends, then publishes the usage events still
+// buffered and stops the state mirror.
 func (c *Core) Run(ctx context.Context) error {
-	<-ctx.Done()
+	c.usage.Run(ctx, 10*time.Second)
 	c.stop()
 	return nil
 }

@@ -18,10 +18,11 @@ import (
 
 	"github.com/switchboardhq/switchboard/edge/internal/gateway"
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 // DefaultMaxBodyBytes caps JSON request bodies.
-const DefaultMaxBodyBytes = 4 << 20
+const DefaultMaxBodyBytes = 32 << 20
 
 // Config configures the edge.
 type Config struct {
@@ -66,6 +67,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", e.readyz)
+	emb := &openai.Embeddings{
+		Router:   corev1.NewRouterClient(deps.Core),
+		Upstream: func(r *http.Request, us int64) { addUpstream(r.Context(), us) },
+	}
+	mux.Handle("POST /v1/embeddings", limitBody(cfg.MaxBodyBytes, emb))
+	mux.Handle("POST /{machineId}/v1/embeddings", limitBody(cfg.MaxBodyBytes, emb))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

@@ -63,6 +63,12 @@ func TestMessages(t *testing.T) {
 		anthropicHeaders...)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	requireSameShape(t, decode(t, fixture(t, "anthropic/messages_multi_turn.json")), decode(t, body))
+	// messages.json is the same answer with the shorter usage of early 2025.
+	older, ours := decode(t, fixture(t, "anthropic/messages.json")).(map[string]any), decode(t, body).(map[string]any)
+	requireSameShape(t, older["usage"].(map[string]any)["input_tokens"], ours["usage"].(map[string]any)["input_tokens"])
+	delete(older, "usage")
+	delete(ours, "usage")
+	requireSameShape(t, older, ours)
 
 	var got struct {
 		Model   string `json:"model"`

@@ -246,7 +246,7 @@ func (s *Server) streamChat(o *output, a *chatAnswer, includeUsage, obfuscate bo
 	cs := &chatStream{o: o, prefix: p, buf: make([]byte, 0, 512), usageNull: includeUsage, obfuscate: obfuscate}
 	var usage []byte
 	if includeUsage || s.cfg.usageInFinish {
-		usage = a.appendUsage(nil)
+		usage = a.appendUsage(make([]byte, 0, 320))
 	}
 
 	o.startStream("text/event-stream; charset=utf-8", true)

@@ -1,5 +1,7 @@
 package upstreamtest
 
+import "strings"
+
 // provider identifies the API dialect of a route; it selects the error shape.
 type provider uint8
 
@@ -11,7 +13,7 @@ const (
 
 // providerOf reports which provider's API path belongs to.
 func providerOf(path string) provider {
-	if path == pathMessages || (len(path) > len(pathMessages) && path[:len(pathMessages)+1] == pathMessages+"/") {
+	if path == PathMessages || strings.HasPrefix(path, PathMessages+"/") {
 		return providerAnthropic
 	}
 	return providerOpenAI

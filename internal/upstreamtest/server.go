@@ -23,8 +23,6 @@ const (
 	PathSpeech          = "/v1/audio/speech"
 )
 
-const pathMessages = PathMessages
-
 // Request is a request received by the fake, as recorded by
 // [Server.Requests].
 type Request struct {
@@ -90,7 +88,8 @@ func WithoutRecording() Option {
 // WithRequestHook calls fn with every request when it is received, before
 // it is answered, on the handler's goroutine. It lets tests wait for a
 // request without polling (for example by sending on a buffered channel).
-// fn must not block until the response has been received by the client.
+// fn must not block until the response has been received by the client, nor
+// modify the request (its header and body are shared with Requests).
 func WithRequestHook(fn func(Request)) Option {
 	return func(c *config) { c.hook = fn }
 }
@@ -157,11 +156,14 @@ func NewServer(opts ...Option) *Server {
 // "http://127.0.0.1:1234/v1".
 func (s *Server) URL() string { return s.ts.URL + "/v1" }
 
-// Close releases hanging and stalled requests (their connections are
-// dropped) and shuts the server down. It is safe to call more than once.
+// Close releases hanging, stalled and delayed requests, drops every client
+// connection and shuts the server down, waiting for its handlers to return.
+// It is safe to call more than once.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		close(s.done)
+		// Also unblock handlers writing to clients that stopped reading.
+		s.ts.CloseClientConnections()
 		s.ts.Close()
 	})
 }
@@ -265,7 +267,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case faultStatus:
 		h := w.Header()
 		for k, v := range f.header {
-			h[k] = v
+			h[k] = append([]string(nil), v...)
 		}
 		o.send(f.status[o.prov], "", f.body[o.prov])
 		return

@@ -14,14 +14,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/apikey"
 	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/provider"
-	"github.com/switchboardhq/switchboard/internal/secrets"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -39,7 +38,8 @@ type Admin struct {
 
 	auth      *Authenticator
 	store     *store.Store
-	box       *secrets.Box
+	vault     *vault.Vault
+	cooldowns *store.Cooldowns
 	keySecret []byte
 	registry  *provider.Registry
 	log       *slog.Logger
@@ -49,8 +49,8 @@ type Admin struct {
 var _ corev1.AdminServer = (*Admin)(nil)
 
 // NewAdmin returns the Admin service.
-func NewAdmin(auth *Authenticator, st *store.Store, box *secrets.Box, keySecret []byte, reg *provider.Registry, log *slog.Logger) *Admin {
-	return &Admin{auth: auth, store: st, box: box, keySecret: keySecret, registry: reg, log: log, now: time.Now}
+func NewAdmin(auth *Authenticator, st *store.Store, v *vault.Vault, cooldowns *store.Cooldowns, keySecret []byte, reg *provider.Registry, log *slog.Logger) *Admin {
+	return &Admin{auth: auth, store: st, vault: v, cooldowns: cooldowns, keySecret: keySecret, registry: reg, log: log, now: time.Now}
 }
 
 func created(ctx context.Context) {
@@ -155,30 +155,18 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 }
 
 func (a *Admin) seal(c *busv1.Connection, sec *busv1.Secrets) error {
-	plain, err := proto.Marshal(sec)
-	if err != nil {
-		return internal("encode secrets")
-	}
-	sealed, err := a.box.Seal(plain, []byte(c.GetId()))
-	if err != nil {
+	if err := a.vault.Seal(c, sec); err != nil {
+		a.log.Error("sealing connection secrets failed", "connection", c.GetId(), "err", err)
 		return internal("seal secrets")
 	}
-	c.SealedSecrets = sealed
 	return nil
 }
 
 func (a *Admin) open(c *busv1.Connection) (*busv1.Secrets, error) {
-	sec := &busv1.Secrets{}
-	if len(c.GetSealedSecrets()) == 0 {
-		return sec, nil
-	}
-	plain, err := a.box.Open(c.GetSealedSecrets(), []byte(c.GetId()))
+	sec, err := a.vault.Open(c)
 	if err != nil {
-		a.log.Error("connection secrets cannot be opened", "connection", c.GetId(), "err", err)
+		a.log.Error("opening connection secrets failed", "connection", c.GetId(), "err", err)
 		return nil, internal("connection secrets cannot be opened")
-	}
-	if err := proto.Unmarshal(plain, sec); err != nil {
-		return nil, internal("connection secrets cannot be decoded")
 	}
 	return sec, nil
 }

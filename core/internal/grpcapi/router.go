@@ -6,7 +6,9 @@ import (
 	"log/slog"
 
 	"github.com/switchboardhq/switchboard/core/internal/catalog"
+	"github.com/switchboardhq/switchboard/core/internal/embeddings"
 	"github.com/switchboardhq/switchboard/internal/provider"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -15,20 +17,31 @@ import (
 // would need a fetch of their own.
 const MDCatalogFetch = "x-switchboard-catalog-fetch"
 
+// MDUpstreamUs is response metadata: microseconds spent waiting on
+// upstreams, which the edge leaves out of its overhead figure.
+const MDUpstreamUs = "x-switchboard-upstream-us"
+
+// UsageRecorder takes usage events without waiting on the bus.
+type UsageRecorder interface {
+	Record(*busv1.UsageEvent)
+}
+
 // Router implements corev1.RouterServer.
 type Router struct {
 	corev1.UnimplementedRouterServer
 
-	auth    *Authenticator
-	catalog *catalog.Lister
-	log     *slog.Logger
+	auth       *Authenticator
+	catalog    *catalog.Lister
+	embeddings *embeddings.Service
+	usage      UsageRecorder
+	log        *slog.Logger
 }
 
 var _ corev1.RouterServer = (*Router)(nil)
 
 // NewRouter returns the Router service.
-func NewRouter(auth *Authenticator, lister *catalog.Lister, log *slog.Logger) *Router {
-	return &Router{auth: auth, catalog: lister, log: log}
+func NewRouter(auth *Authenticator, lister *catalog.Lister, emb *embeddings.Service, usage UsageRecorder, log *slog.Logger) *Router {
+	return &Router{auth: auth, catalog: lister, embeddings: emb, usage: usage, log: log}
 }
 
 // ListModels lists the models the caller's machine can reach.

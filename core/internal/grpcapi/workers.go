@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/store"
@@ -70,4 +71,78 @@ func (a *Admin) PutCatalog(ctx context.Context, req *corev1.PutCatalogRequest) (
 		return nil, a.storeError(err)
 	}
 	return &corev1.PutCatalogResponse{Count: int32(len(cat.Models))}, nil
+}
+
+// ClearCooldowns lets a connection serve every model again at once.
+func (a *Admin) ClearCooldowns(ctx context.Context, req *corev1.ClearCooldownsRequest) (*corev1.ClearCooldownsResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.connection(machineID, req.GetId()); err != nil {
+		return nil, err
+	}
+	n, err := a.cooldowns.ClearConnection(ctx, req.GetId())
+	if err != nil {
+		return nil, a.storeError(err)
+	}
+	a.log.Info("cooldowns cleared", "machine", machineID, "connection", req.GetId(), "count", n)
+	return &corev1.ClearCooldownsResponse{Id: req.GetId(), Cleared: int32(n)}, nil
+}
+
+// StoreTokens writes a worker's refresh result with compare-and-swap on the
+// token generation: of two refreshes racing, one is stored.
+func (a *Admin) StoreTokens(ctx context.Context, req *corev1.StoreTokensRequest) (*corev1.StoreTokensResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.connection(machineID, req.GetConnectionId()); err != nil {
+		return nil, err
+	}
+	stored := false
+	next, err := a.store.Connections.Modify(ctx, store.ConnectionKey(machineID, req.GetConnectionId()), func(c *busv1.Connection) error {
+		stored = false
+		if c.Oauth == nil {
+			c.Oauth = &busv1.OAuthState{}
+		}
+		if c.Oauth.GetGeneration() != req.GetGeneration() {
+			return nil // a newer refresh already landed
+		}
+		if req.GetError() != "" || req.GetNeedsRelogin() {
+			c.Oauth.LastError = req.GetError()
+			c.Oauth.NeedsRelogin = req.GetNeedsRelogin()
+			c.UpdatedAt = timestamppb.New(a.now())
+			stored = true
+			return nil
+		}
+		sec, err := a.open(c)
+		if err != nil {
+			return err
+		}
+		sec.AccessToken = req.GetAccessToken()
+		if req.GetRefreshToken() != "" {
+			sec.RefreshToken = req.GetRefreshToken()
+		}
+		if err := a.seal(c, sec); err != nil {
+			return err
+		}
+		c.Oauth.ExpiresAt = req.GetExpiresAt()
+		c.Oauth.Generation++
+		c.Oauth.NeedsRelogin = false
+		c.Oauth.LastError = ""
+		c.UpdatedAt = timestamppb.New(a.now())
+		stored = true
+		return nil
+	})
+	if err != nil {
+		if _, ok := status.FromError(err); ok {
+			return nil, err
+		}
+		return nil, a.storeError(err)
+	}
+	if stored {
+		a.log.Info("tokens stored", "connection", req.GetConnectionId(), "generation", next.GetOauth().GetGeneration(), "needs_relogin", next.GetOauth().GetNeedsRelogin())
+	}
+	return &corev1.StoreTokensResponse{Generation: next.GetOauth().GetGeneration(), Stored: stored}, nil
 }

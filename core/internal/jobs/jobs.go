@@ -43,3 +43,11 @@ func (p *Publisher) publish(ctx context.Context, subject, msgID string, m proto.
 	}
 	return nil
 }
+
+// TokenRefresh asks for a connection's OAuth tokens to be refreshed. Jobs for
+// the same connection and token generation are one job, so a burst of 401s
+// causes one refresh.
+func (p *Publisher) TokenRefresh(ctx context.Context, machineID, connectionID string, generation uint64) error {
+	job := &busv1.TokenRefreshJob{MachineId: machineID, ConnectionId: connectionID, Generation: generation, RequestedAt: timestamppb.New(p.now())}
+	return p.publish(ctx, spine.SubjectTokenRefresh+"."+connectionID, fmt.Sprintf("token_refresh.%s.%d", connectionID, generation), job)
+}

@@ -22,6 +22,7 @@ type Store struct {
 	Keys        *Bucket[*busv1.APIKey]
 	Settings    *Bucket[*busv1.Settings]
 	Catalogs    *Bucket[*busv1.Catalog]
+	Cooldowns   *Bucket[*busv1.Cooldown]
 }
 
 // Open mirrors core's buckets, which must exist (spine.Topology.Ensure).
@@ -41,6 +42,9 @@ func Open(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Store
 		return nil, err
 	}
 	if s.Catalogs, err = open(ctx, js, spine.BucketCatalogs, func() *busv1.Catalog { return new(busv1.Catalog) }, log); err != nil {
+		return nil, err
+	}
+	if s.Cooldowns, err = open(ctx, js, spine.BucketCooldowns, func() *busv1.Cooldown { return new(busv1.Cooldown) }, log); err != nil {
 		return nil, err
 	}
 	return &s, nil

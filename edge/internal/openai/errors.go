@@ -56,6 +56,9 @@ type Problem struct {
 	Status     int
 	Body       ErrorBody
 	RetryAfter time.Duration
+	// Raw, when set, is an upstream's OpenAI-shaped error body, passed
+	// through instead of Body.
+	Raw []byte
 }
 
 // NewProblem builds a Problem; param may be empty.
@@ -79,6 +82,10 @@ func (p Problem) Write(w http.ResponseWriter) {
 		h.Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
 	w.WriteHeader(p.Status)
+	if p.Raw != nil {
+		_, _ = w.Write(p.Raw)
+		return
+	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(p.Body)
@@ -91,7 +98,7 @@ func (p Problem) Write(w http.ResponseWriter) {
 func FromError(err error) Problem {
 	st := status.Convert(err)
 	httpStatus := HTTPStatus(st.Code())
-	var code, param string
+	var code, param, upstreamBody string
 	var retry time.Duration
 	for _, d := range st.Details() {
 		switch d := d.(type) {
@@ -101,6 +108,7 @@ func FromError(err error) Problem {
 			if s, err := strconv.Atoi(d.GetMetadata()["http_status"]); err == nil && s >= 400 && s <= 599 {
 				httpStatus = s
 			}
+			upstreamBody = d.GetMetadata()["upstream_body"]
 		case *errdetails.RetryInfo:
 			retry = d.GetRetryDelay().AsDuration()
 		}
@@ -126,7 +134,21 @@ func FromError(err error) Problem {
 	}
 	p := NewProblem(httpStatus, code, msg, param)
 	p.RetryAfter = retry
+	if upstreamBody != "" && isOpenAIError([]byte(upstreamBody)) {
+		p.Raw = []byte(upstreamBody)
+	}
 	return p
+}
+
+// isOpenAIError reports whether an upstream body is already an OpenAI error
+// object, which is then passed through as the upstream wrote it.
+func isOpenAIError(b []byte) bool {
+	var e struct {
+		Error *struct {
+			Message *string `json:"message"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(b, &e) == nil && e.Error != nil && e.Error.Message != nil
 }
 
 // HTTPStatus maps a gRPC code to an HTTP status.

@@ -156,6 +156,186 @@ func (x *TokenRefreshJob) GetRequestedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// UsageEvent records one gateway request. Published on sb.usage.<machine_id>
+// with the request id as message id.
+type UsageEvent struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	MachineId string                 `protobuf:"bytes,2,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	// key_id is empty for requests without an API key.
+	KeyId    string `protobuf:"bytes,3,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	Provider string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	// connection_id is the connection that answered (or the last one tried).
+	ConnectionId string `protobuf:"bytes,5,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	// model is the upstream model id.
+	Model string `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	// endpoint is the route, e.g. "embeddings" or "chat.completions".
+	Endpoint         string `protobuf:"bytes,7,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	PromptTokens     int64  `protobuf:"varint,8,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens int64  `protobuf:"varint,9,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	TotalTokens      int64  `protobuf:"varint,10,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	CachedTokens     int64  `protobuf:"varint,11,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	ReasoningTokens  int64  `protobuf:"varint,12,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
+	// status is the HTTP status the client got.
+	Status    int32 `protobuf:"varint,13,opt,name=status,proto3" json:"status,omitempty"`
+	LatencyMs int64 `protobuf:"varint,14,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// attempts counts the connections tried.
+	Attempts      int32                  `protobuf:"varint,15,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=time,proto3" json:"time,omitempty"`
+	ErrorCode     string                 `protobuf:"bytes,17,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageEvent) Reset() {
+	*x = UsageEvent{}
+	mi := &file_switchboard_bus_v1_jobs_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageEvent) ProtoMessage() {}
+
+func (x *UsageEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_bus_v1_jobs_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
+func (*UsageEvent) Descriptor() ([]byte, []int) {
+	return file_switchboard_bus_v1_jobs_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *UsageEvent) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetMachineId() string {
+	if x != nil {
+		return x.MachineId
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetConnectionId() string {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetCompletionTokens() int64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetTotalTokens() int64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetCachedTokens() int64 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetReasoningTokens() int64 {
+	if x != nil {
+		return x.ReasoningTokens
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetLatencyMs() int64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *UsageEvent) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
 var File_switchboard_bus_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
@@ -173,7 +353,31 @@ const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12=\n" +
-	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAtBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
+	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\xbb\x04\n" +
+	"\n" +
+	"UsageEvent\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
+	"\n" +
+	"machine_id\x18\x02 \x01(\tR\tmachineId\x12\x15\n" +
+	"\x06key_id\x18\x03 \x01(\tR\x05keyId\x12\x1a\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\x12#\n" +
+	"\rconnection_id\x18\x05 \x01(\tR\fconnectionId\x12\x14\n" +
+	"\x05model\x18\x06 \x01(\tR\x05model\x12\x1a\n" +
+	"\bendpoint\x18\a \x01(\tR\bendpoint\x12#\n" +
+	"\rprompt_tokens\x18\b \x01(\x03R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\t \x01(\x03R\x10completionTokens\x12!\n" +
+	"\ftotal_tokens\x18\n" +
+	" \x01(\x03R\vtotalTokens\x12#\n" +
+	"\rcached_tokens\x18\v \x01(\x03R\fcachedTokens\x12)\n" +
+	"\x10reasoning_tokens\x18\f \x01(\x03R\x0freasoningTokens\x12\x16\n" +
+	"\x06status\x18\r \x01(\x05R\x06status\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\x0e \x01(\x03R\tlatencyMs\x12\x1a\n" +
+	"\battempts\x18\x0f \x01(\x05R\battempts\x12.\n" +
+	"\x04time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x11 \x01(\tR\terrorCodeBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
 
 var (
 	file_switchboard_bus_v1_jobs_proto_rawDescOnce sync.Once
@@ -187,20 +391,22 @@ func file_switchboard_bus_v1_jobs_proto_rawDescGZIP() []byte {
 	return file_switchboard_bus_v1_jobs_proto_rawDescData
 }
 
-var file_switchboard_bus_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_switchboard_bus_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_switchboard_bus_v1_jobs_proto_goTypes = []any{
 	(*CatalogRefreshJob)(nil),     // 0: switchboard.bus.v1.CatalogRefreshJob
 	(*TokenRefreshJob)(nil),       // 1: switchboard.bus.v1.TokenRefreshJob
-	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	(*UsageEvent)(nil),            // 2: switchboard.bus.v1.UsageEvent
+	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
 }
 var file_switchboard_bus_v1_jobs_proto_depIdxs = []int32{
-	2, // 0: switchboard.bus.v1.CatalogRefreshJob.requested_at:type_name -> google.protobuf.Timestamp
-	2, // 1: switchboard.bus.v1.TokenRefreshJob.requested_at:type_name -> google.protobuf.Timestamp
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 0: switchboard.bus.v1.CatalogRefreshJob.requested_at:type_name -> google.protobuf.Timestamp
+	3, // 1: switchboard.bus.v1.TokenRefreshJob.requested_at:type_name -> google.protobuf.Timestamp
+	3, // 2: switchboard.bus.v1.UsageEvent.time:type_name -> google.protobuf.Timestamp
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_bus_v1_jobs_proto_init() }
@@ -214,7 +420,7 @@ func file_switchboard_bus_v1_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_bus_v1_jobs_proto_rawDesc), len(file_switchboard_bus_v1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

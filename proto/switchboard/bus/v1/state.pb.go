@@ -787,6 +787,101 @@ func (x *Model) GetDimensions() int32 {
 	return 0
 }
 
+// Cooldown keeps a connection from being used for one model until a time.
+// Stored in sb_cooldowns under "<connection_id>.<base64url(model)>".
+type Cooldown struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ConnectionId string                 `protobuf:"bytes,1,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	Model        string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	Until        *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=until,proto3" json:"until,omitempty"`
+	// level counts consecutive rate-limit failures (exponential backoff).
+	Level         int32  `protobuf:"varint,4,opt,name=level,proto3" json:"level,omitempty"`
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Status        int32  `protobuf:"varint,6,opt,name=status,proto3" json:"status,omitempty"`
+	Message       string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cooldown) Reset() {
+	*x = Cooldown{}
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cooldown) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cooldown) ProtoMessage() {}
+
+func (x *Cooldown) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cooldown.ProtoReflect.Descriptor instead.
+func (*Cooldown) Descriptor() ([]byte, []int) {
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Cooldown) GetConnectionId() string {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return ""
+}
+
+func (x *Cooldown) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Cooldown) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *Cooldown) GetLevel() int32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
+func (x *Cooldown) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Cooldown) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *Cooldown) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_switchboard_bus_v1_state_proto protoreflect.FileDescriptor
 
 const file_switchboard_bus_v1_state_proto_rawDesc = "" +
@@ -870,7 +965,15 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\x0econtext_window\x18\a \x01(\x05R\rcontextWindow\x12\x1e\n" +
 	"\n" +
 	"dimensions\x18\b \x01(\x05R\n" +
-	"dimensionsBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
+	"dimensions\"\xd7\x01\n" +
+	"\bCooldown\x12#\n" +
+	"\rconnection_id\x18\x01 \x01(\tR\fconnectionId\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x120\n" +
+	"\x05until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x14\n" +
+	"\x05level\x18\x04 \x01(\x05R\x05level\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06status\x18\x06 \x01(\x05R\x06status\x12\x18\n" +
+	"\amessage\x18\a \x01(\tR\amessageBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
 
 var (
 	file_switchboard_bus_v1_state_proto_rawDescOnce sync.Once
@@ -884,7 +987,7 @@ func file_switchboard_bus_v1_state_proto_rawDescGZIP() []byte {
 	return file_switchboard_bus_v1_state_proto_rawDescData
 }
 
-var file_switchboard_bus_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_switchboard_bus_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_switchboard_bus_v1_state_proto_goTypes = []any{
 	(*Machine)(nil),               // 0: switchboard.bus.v1.Machine
 	(*Connection)(nil),            // 1: switchboard.bus.v1.Connection
@@ -895,24 +998,26 @@ var file_switchboard_bus_v1_state_proto_goTypes = []any{
 	(*Settings)(nil),              // 6: switchboard.bus.v1.Settings
 	(*Catalog)(nil),               // 7: switchboard.bus.v1.Catalog
 	(*Model)(nil),                 // 8: switchboard.bus.v1.Model
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*Cooldown)(nil),              // 9: switchboard.bus.v1.Cooldown
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_switchboard_bus_v1_state_proto_depIdxs = []int32{
-	9,  // 0: switchboard.bus.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	10, // 0: switchboard.bus.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 1: switchboard.bus.v1.Connection.data:type_name -> switchboard.bus.v1.ProviderData
 	4,  // 2: switchboard.bus.v1.Connection.oauth:type_name -> switchboard.bus.v1.OAuthState
-	9,  // 3: switchboard.bus.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 4: switchboard.bus.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
-	9,  // 5: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 6: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	10, // 3: switchboard.bus.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	10, // 4: switchboard.bus.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 5: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 6: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
 	8,  // 7: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
-	9,  // 8: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
-	9,  // 9: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	10, // 8: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
+	10, // 9: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 10: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_bus_v1_state_proto_init() }
@@ -926,7 +1031,7 @@ func file_switchboard_bus_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_bus_v1_state_proto_rawDesc), len(file_switchboard_bus_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

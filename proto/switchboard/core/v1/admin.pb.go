@@ -2040,6 +2040,253 @@ func (x *PutCatalogResponse) GetCount() int32 {
 	return 0
 }
 
+type ClearCooldownsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearCooldownsRequest) Reset() {
+	*x = ClearCooldownsRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearCooldownsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearCooldownsRequest) ProtoMessage() {}
+
+func (x *ClearCooldownsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearCooldownsRequest.ProtoReflect.Descriptor instead.
+func (*ClearCooldownsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ClearCooldownsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ClearCooldownsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Cleared       int32                  `protobuf:"varint,2,opt,name=cleared,proto3" json:"cleared,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearCooldownsResponse) Reset() {
+	*x = ClearCooldownsResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearCooldownsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearCooldownsResponse) ProtoMessage() {}
+
+func (x *ClearCooldownsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearCooldownsResponse.ProtoReflect.Descriptor instead.
+func (*ClearCooldownsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ClearCooldownsResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ClearCooldownsResponse) GetCleared() int32 {
+	if x != nil {
+		return x.Cleared
+	}
+	return 0
+}
+
+type StoreTokensRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ConnectionId string                 `protobuf:"bytes,1,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	// generation is the token generation the refresh started from; a write
+	// against an older generation changes nothing.
+	Generation  uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	AccessToken string `protobuf:"bytes,3,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
+	// refresh_token, when empty, keeps the stored one.
+	RefreshToken string                 `protobuf:"bytes,4,opt,name=refresh_token,json=refreshToken,proto3" json:"refresh_token,omitempty"`
+	ExpiresAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// error, when set, records a refresh that failed for good (invalid_grant):
+	// the connection then needs a new login and routing skips it.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	NeedsRelogin  bool   `protobuf:"varint,7,opt,name=needs_relogin,json=needsRelogin,proto3" json:"needs_relogin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreTokensRequest) Reset() {
+	*x = StoreTokensRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreTokensRequest) ProtoMessage() {}
+
+func (x *StoreTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreTokensRequest.ProtoReflect.Descriptor instead.
+func (*StoreTokensRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *StoreTokensRequest) GetConnectionId() string {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return ""
+}
+
+func (x *StoreTokensRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *StoreTokensRequest) GetAccessToken() string {
+	if x != nil {
+		return x.AccessToken
+	}
+	return ""
+}
+
+func (x *StoreTokensRequest) GetRefreshToken() string {
+	if x != nil {
+		return x.RefreshToken
+	}
+	return ""
+}
+
+func (x *StoreTokensRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *StoreTokensRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *StoreTokensRequest) GetNeedsRelogin() bool {
+	if x != nil {
+		return x.NeedsRelogin
+	}
+	return false
+}
+
+type StoreTokensResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation is the connection's token generation after the call.
+	Generation uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// stored is false when the refresh was stale (another one won).
+	Stored        bool `protobuf:"varint,2,opt,name=stored,proto3" json:"stored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreTokensResponse) Reset() {
+	*x = StoreTokensResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreTokensResponse) ProtoMessage() {}
+
+func (x *StoreTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreTokensResponse.ProtoReflect.Descriptor instead.
+func (*StoreTokensResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *StoreTokensResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *StoreTokensResponse) GetStored() bool {
+	if x != nil {
+		return x.Stored
+	}
+	return false
+}
+
 var File_switchboard_core_v1_admin_proto protoreflect.FileDescriptor
 
 const file_switchboard_core_v1_admin_proto_rawDesc = "" +
@@ -2213,7 +2460,28 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\x06models\x18\x02 \x03(\v2\x19.switchboard.bus.v1.ModelR\x06models\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\"*\n" +
 	"\x12PutCatalogResponse\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x05R\x05count2\xdf\v\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\"'\n" +
+	"\x15ClearCooldownsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"B\n" +
+	"\x16ClearCooldownsResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\acleared\x18\x02 \x01(\x05R\acleared\"\x97\x02\n" +
+	"\x12StoreTokensRequest\x12#\n" +
+	"\rconnection_id\x18\x01 \x01(\tR\fconnectionId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12!\n" +
+	"\faccess_token\x18\x03 \x01(\tR\vaccessToken\x12#\n" +
+	"\rrefresh_token\x18\x04 \x01(\tR\frefreshToken\x129\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12#\n" +
+	"\rneeds_relogin\x18\a \x01(\bR\fneedsRelogin\"M\n" +
+	"\x13StoreTokensResponse\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12\x16\n" +
+	"\x06stored\x18\x02 \x01(\bR\x06stored2\xac\r\n" +
 	"\x05Admin\x12o\n" +
 	"\x10CreateConnection\x12,.switchboard.core.v1.CreateConnectionRequest\x1a-.switchboard.core.v1.CreateConnectionResponse\x12l\n" +
 	"\x0fListConnections\x12+.switchboard.core.v1.ListConnectionsRequest\x1a,.switchboard.core.v1.ListConnectionsResponse\x12f\n" +
@@ -2227,7 +2495,9 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\x0eUpdateSettings\x12*.switchboard.core.v1.UpdateSettingsRequest\x1a+.switchboard.core.v1.UpdateSettingsResponse\x12f\n" +
 	"\rCreateMachine\x12).switchboard.core.v1.CreateMachineRequest\x1a*.switchboard.core.v1.CreateMachineResponse\x12c\n" +
 	"\fListMachines\x12(.switchboard.core.v1.ListMachinesRequest\x1a).switchboard.core.v1.ListMachinesResponse\x12\x87\x01\n" +
-	"\x18GetConnectionCredentials\x124.switchboard.core.v1.GetConnectionCredentialsRequest\x1a5.switchboard.core.v1.GetConnectionCredentialsResponse\x12]\n" +
+	"\x18GetConnectionCredentials\x124.switchboard.core.v1.GetConnectionCredentialsRequest\x1a5.switchboard.core.v1.GetConnectionCredentialsResponse\x12i\n" +
+	"\x0eClearCooldowns\x12*.switchboard.core.v1.ClearCooldownsRequest\x1a+.switchboard.core.v1.ClearCooldownsResponse\x12`\n" +
+	"\vStoreTokens\x12'.switchboard.core.v1.StoreTokensRequest\x1a(.switchboard.core.v1.StoreTokensResponse\x12]\n" +
 	"\n" +
 	"PutCatalog\x12&.switchboard.core.v1.PutCatalogRequest\x1a'.switchboard.core.v1.PutCatalogResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
 
@@ -2243,7 +2513,7 @@ func file_switchboard_core_v1_admin_proto_rawDescGZIP() []byte {
 	return file_switchboard_core_v1_admin_proto_rawDescData
 }
 
-var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_switchboard_core_v1_admin_proto_goTypes = []any{
 	(*Connection)(nil),                       // 0: switchboard.core.v1.Connection
 	(*ProviderSpecificData)(nil),             // 1: switchboard.core.v1.ProviderSpecificData
@@ -2280,67 +2550,76 @@ var file_switchboard_core_v1_admin_proto_goTypes = []any{
 	(*GetConnectionCredentialsResponse)(nil), // 32: switchboard.core.v1.GetConnectionCredentialsResponse
 	(*PutCatalogRequest)(nil),                // 33: switchboard.core.v1.PutCatalogRequest
 	(*PutCatalogResponse)(nil),               // 34: switchboard.core.v1.PutCatalogResponse
-	(*timestamppb.Timestamp)(nil),            // 35: google.protobuf.Timestamp
-	(*structpb.ListValue)(nil),               // 36: google.protobuf.ListValue
-	(*v1.Model)(nil),                         // 37: switchboard.bus.v1.Model
+	(*ClearCooldownsRequest)(nil),            // 35: switchboard.core.v1.ClearCooldownsRequest
+	(*ClearCooldownsResponse)(nil),           // 36: switchboard.core.v1.ClearCooldownsResponse
+	(*StoreTokensRequest)(nil),               // 37: switchboard.core.v1.StoreTokensRequest
+	(*StoreTokensResponse)(nil),              // 38: switchboard.core.v1.StoreTokensResponse
+	(*timestamppb.Timestamp)(nil),            // 39: google.protobuf.Timestamp
+	(*structpb.ListValue)(nil),               // 40: google.protobuf.ListValue
+	(*v1.Model)(nil),                         // 41: switchboard.bus.v1.Model
 }
 var file_switchboard_core_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: switchboard.core.v1.Connection.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	35, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
-	35, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	35, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
-	35, // 4: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
+	39, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
+	39, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	39, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	39, // 4: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 5: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
 	2,  // 6: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
 	0,  // 7: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
 	0,  // 8: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
 	0,  // 9: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
 	10, // 10: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
-	36, // 11: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
+	40, // 11: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
 	0,  // 12: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	35, // 13: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	35, // 14: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
+	39, // 13: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	39, // 14: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
 	14, // 15: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
 	21, // 16: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
 	21, // 17: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	35, // 18: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	39, // 18: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
 	26, // 19: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
 	26, // 20: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
 	0,  // 21: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
-	37, // 22: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
-	3,  // 23: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
-	5,  // 24: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
-	7,  // 25: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
-	9,  // 26: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
-	12, // 27: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
-	15, // 28: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
-	17, // 29: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
-	19, // 30: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
-	22, // 31: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
-	24, // 32: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
-	27, // 33: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
-	29, // 34: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
-	31, // 35: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
-	33, // 36: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
-	4,  // 37: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
-	6,  // 38: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
-	8,  // 39: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
-	11, // 40: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
-	13, // 41: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
-	16, // 42: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
-	18, // 43: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
-	20, // 44: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
-	23, // 45: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
-	25, // 46: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
-	28, // 47: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
-	30, // 48: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
-	32, // 49: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
-	34, // 50: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
-	37, // [37:51] is the sub-list for method output_type
-	23, // [23:37] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	41, // 22: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
+	39, // 23: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 24: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
+	5,  // 25: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
+	7,  // 26: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
+	9,  // 27: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
+	12, // 28: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
+	15, // 29: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
+	17, // 30: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
+	19, // 31: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
+	22, // 32: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
+	24, // 33: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
+	27, // 34: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
+	29, // 35: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
+	31, // 36: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
+	35, // 37: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
+	37, // 38: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
+	33, // 39: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
+	4,  // 40: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
+	6,  // 41: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
+	8,  // 42: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
+	11, // 43: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
+	13, // 44: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
+	16, // 45: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
+	18, // 46: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
+	20, // 47: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
+	23, // 48: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
+	25, // 49: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
+	28, // 50: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
+	30, // 51: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
+	32, // 52: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
+	36, // 53: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
+	38, // 54: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
+	34, // 55: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
+	40, // [40:56] is the sub-list for method output_type
+	24, // [24:40] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_admin_proto_init() }
@@ -2358,7 +2637,7 @@ func file_switchboard_core_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_admin_proto_rawDesc), len(file_switchboard_core_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

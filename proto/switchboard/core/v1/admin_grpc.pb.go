@@ -32,6 +32,8 @@ const (
 	Admin_CreateMachine_FullMethodName            = "/switchboard.core.v1.Admin/CreateMachine"
 	Admin_ListMachines_FullMethodName             = "/switchboard.core.v1.Admin/ListMachines"
 	Admin_GetConnectionCredentials_FullMethodName = "/switchboard.core.v1.Admin/GetConnectionCredentials"
+	Admin_ClearCooldowns_FullMethodName           = "/switchboard.core.v1.Admin/ClearCooldowns"
+	Admin_StoreTokens_FullMethodName              = "/switchboard.core.v1.Admin/StoreTokens"
 	Admin_PutCatalog_FullMethodName               = "/switchboard.core.v1.Admin/PutCatalog"
 )
 
@@ -60,6 +62,11 @@ type AdminClient interface {
 	// GetConnectionCredentials returns a connection's plaintext secrets. It is
 	// for workers and has no HTTP route.
 	GetConnectionCredentials(ctx context.Context, in *GetConnectionCredentialsRequest, opts ...grpc.CallOption) (*GetConnectionCredentialsResponse, error)
+	// ClearCooldowns lets a connection be used again at once, for every model.
+	ClearCooldowns(ctx context.Context, in *ClearCooldownsRequest, opts ...grpc.CallOption) (*ClearCooldownsResponse, error)
+	// StoreTokens writes a refreshed token set (or a refresh failure) back to
+	// an OAuth connection. It is for workers and has no HTTP route.
+	StoreTokens(ctx context.Context, in *StoreTokensRequest, opts ...grpc.CallOption) (*StoreTokensResponse, error)
 	// PutCatalog stores a connection's fetched model list. It is for workers
 	// and has no HTTP route.
 	PutCatalog(ctx context.Context, in *PutCatalogRequest, opts ...grpc.CallOption) (*PutCatalogResponse, error)
@@ -203,6 +210,26 @@ func (c *adminClient) GetConnectionCredentials(ctx context.Context, in *GetConne
 	return out, nil
 }
 
+func (c *adminClient) ClearCooldowns(ctx context.Context, in *ClearCooldownsRequest, opts ...grpc.CallOption) (*ClearCooldownsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClearCooldownsResponse)
+	err := c.cc.Invoke(ctx, Admin_ClearCooldowns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) StoreTokens(ctx context.Context, in *StoreTokensRequest, opts ...grpc.CallOption) (*StoreTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StoreTokensResponse)
+	err := c.cc.Invoke(ctx, Admin_StoreTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) PutCatalog(ctx context.Context, in *PutCatalogRequest, opts ...grpc.CallOption) (*PutCatalogResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PutCatalogResponse)
@@ -238,6 +265,11 @@ type AdminServer interface {
 	// GetConnectionCredentials returns a connection's plaintext secrets. It is
 	// for workers and has no HTTP route.
 	GetConnectionCredentials(context.Context, *GetConnectionCredentialsRequest) (*GetConnectionCredentialsResponse, error)
+	// ClearCooldowns lets a connection be used again at once, for every model.
+	ClearCooldowns(context.Context, *ClearCooldownsRequest) (*ClearCooldownsResponse, error)
+	// StoreTokens writes a refreshed token set (or a refresh failure) back to
+	// an OAuth connection. It is for workers and has no HTTP route.
+	StoreTokens(context.Context, *StoreTokensRequest) (*StoreTokensResponse, error)
 	// PutCatalog stores a connection's fetched model list. It is for workers
 	// and has no HTTP route.
 	PutCatalog(context.Context, *PutCatalogRequest) (*PutCatalogResponse, error)
@@ -289,6 +321,12 @@ func (UnimplementedAdminServer) ListMachines(context.Context, *ListMachinesReque
 }
 func (UnimplementedAdminServer) GetConnectionCredentials(context.Context, *GetConnectionCredentialsRequest) (*GetConnectionCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetConnectionCredentials not implemented")
+}
+func (UnimplementedAdminServer) ClearCooldowns(context.Context, *ClearCooldownsRequest) (*ClearCooldownsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClearCooldowns not implemented")
+}
+func (UnimplementedAdminServer) StoreTokens(context.Context, *StoreTokensRequest) (*StoreTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StoreTokens not implemented")
 }
 func (UnimplementedAdminServer) PutCatalog(context.Context, *PutCatalogRequest) (*PutCatalogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PutCatalog not implemented")
@@ -548,6 +586,42 @@ func _Admin_GetConnectionCredentials_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ClearCooldowns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClearCooldownsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ClearCooldowns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ClearCooldowns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ClearCooldowns(ctx, req.(*ClearCooldownsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_StoreTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StoreTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).StoreTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_StoreTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).StoreTokens(ctx, req.(*StoreTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_PutCatalog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PutCatalogRequest)
 	if err := dec(in); err != nil {
@@ -624,6 +698,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetConnectionCredentials",
 			Handler:    _Admin_GetConnectionCredentials_Handler,
+		},
+		{
+			MethodName: "ClearCooldowns",
+			Handler:    _Admin_ClearCooldowns_Handler,
+		},
+		{
+			MethodName: "StoreTokens",
+			Handler:    _Admin_StoreTokens_Handler,
 		},
 		{
 			MethodName: "PutCatalog",

@@ -191,6 +191,333 @@ func (x *ModelEntry) GetKind() string {
 	return ""
 }
 
+type CreateEmbeddingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// model is "<prefix-or-provider>/<model>", an alias, or a bare model id.
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// Exactly one of texts and tokens is set.
+	Texts  []string     `protobuf:"bytes,2,rep,name=texts,proto3" json:"texts,omitempty"`
+	Tokens []*TokenList `protobuf:"bytes,3,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// dimensions, when set, asks for shorter vectors.
+	Dimensions *int32 `protobuf:"varint,4,opt,name=dimensions,proto3,oneof" json:"dimensions,omitempty"`
+	User       string `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`
+	// encoding_format is "float" (default) or "base64": the format of raw_json.
+	EncodingFormat string `protobuf:"bytes,6,opt,name=encoding_format,json=encodingFormat,proto3" json:"encoding_format,omitempty"`
+	// raw_json asks for the upstream's body as is when it already has the
+	// OpenAI shape in encoding_format (the HTTP edge passes it through);
+	// otherwise vectors come decoded in data.
+	RawJson       bool `protobuf:"varint,7,opt,name=raw_json,json=rawJson,proto3" json:"raw_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateEmbeddingsRequest) Reset() {
+	*x = CreateEmbeddingsRequest{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateEmbeddingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateEmbeddingsRequest) ProtoMessage() {}
+
+func (x *CreateEmbeddingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateEmbeddingsRequest.ProtoReflect.Descriptor instead.
+func (*CreateEmbeddingsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CreateEmbeddingsRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *CreateEmbeddingsRequest) GetTexts() []string {
+	if x != nil {
+		return x.Texts
+	}
+	return nil
+}
+
+func (x *CreateEmbeddingsRequest) GetTokens() []*TokenList {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *CreateEmbeddingsRequest) GetDimensions() int32 {
+	if x != nil && x.Dimensions != nil {
+		return *x.Dimensions
+	}
+	return 0
+}
+
+func (x *CreateEmbeddingsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *CreateEmbeddingsRequest) GetEncodingFormat() string {
+	if x != nil {
+		return x.EncodingFormat
+	}
+	return ""
+}
+
+func (x *CreateEmbeddingsRequest) GetRawJson() bool {
+	if x != nil {
+		return x.RawJson
+	}
+	return false
+}
+
+type TokenList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        []int64                `protobuf:"varint,1,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenList) Reset() {
+	*x = TokenList{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenList) ProtoMessage() {}
+
+func (x *TokenList) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenList.ProtoReflect.Descriptor instead.
+func (*TokenList) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TokenList) GetTokens() []int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type CreateEmbeddingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// model is the model that answered, as the upstream names it.
+	Model string           `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Data  []*Embedding     `protobuf:"bytes,2,rep,name=data,proto3" json:"data,omitempty"`
+	Usage *EmbeddingsUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	// json is the OpenAI-shaped response body, set instead of data when the
+	// request asked for raw_json.
+	Json []byte `protobuf:"bytes,4,opt,name=json,proto3" json:"json,omitempty"`
+	// connection_id is the connection that answered.
+	ConnectionId  string `protobuf:"bytes,5,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateEmbeddingsResponse) Reset() {
+	*x = CreateEmbeddingsResponse{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateEmbeddingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateEmbeddingsResponse) ProtoMessage() {}
+
+func (x *CreateEmbeddingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateEmbeddingsResponse.ProtoReflect.Descriptor instead.
+func (*CreateEmbeddingsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CreateEmbeddingsResponse) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *CreateEmbeddingsResponse) GetData() []*Embedding {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *CreateEmbeddingsResponse) GetUsage() *EmbeddingsUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *CreateEmbeddingsResponse) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+func (x *CreateEmbeddingsResponse) GetConnectionId() string {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return ""
+}
+
+type Embedding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Vector        []float32              `protobuf:"fixed32,2,rep,packed,name=vector,proto3" json:"vector,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Embedding) Reset() {
+	*x = Embedding{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Embedding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Embedding) ProtoMessage() {}
+
+func (x *Embedding) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Embedding.ProtoReflect.Descriptor instead.
+func (*Embedding) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Embedding) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Embedding) GetVector() []float32 {
+	if x != nil {
+		return x.Vector
+	}
+	return nil
+}
+
+type EmbeddingsUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PromptTokens  int64                  `protobuf:"varint,1,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	TotalTokens   int64                  `protobuf:"varint,2,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbeddingsUsage) Reset() {
+	*x = EmbeddingsUsage{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbeddingsUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbeddingsUsage) ProtoMessage() {}
+
+func (x *EmbeddingsUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbeddingsUsage.ProtoReflect.Descriptor instead.
+func (*EmbeddingsUsage) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *EmbeddingsUsage) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *EmbeddingsUsage) GetTotalTokens() int64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
 var File_switchboard_core_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchboard_core_v1_router_proto_rawDesc = "" +
@@ -206,10 +533,36 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x1a\n" +
 	"\bowned_by\x18\x03 \x01(\tR\bowned_by\x12\x12\n" +
-	"\x04kind\x18\x04 \x01(\tR\x04kind2g\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\"\x89\x02\n" +
+	"\x17CreateEmbeddingsRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
+	"\x05texts\x18\x02 \x03(\tR\x05texts\x126\n" +
+	"\x06tokens\x18\x03 \x03(\v2\x1e.switchboard.core.v1.TokenListR\x06tokens\x12#\n" +
+	"\n" +
+	"dimensions\x18\x04 \x01(\x05H\x00R\n" +
+	"dimensions\x88\x01\x01\x12\x12\n" +
+	"\x04user\x18\x05 \x01(\tR\x04user\x12'\n" +
+	"\x0fencoding_format\x18\x06 \x01(\tR\x0eencodingFormat\x12\x19\n" +
+	"\braw_json\x18\a \x01(\bR\arawJsonB\r\n" +
+	"\v_dimensions\"#\n" +
+	"\tTokenList\x12\x16\n" +
+	"\x06tokens\x18\x01 \x03(\x03R\x06tokens\"\xd9\x01\n" +
+	"\x18CreateEmbeddingsResponse\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x122\n" +
+	"\x04data\x18\x02 \x03(\v2\x1e.switchboard.core.v1.EmbeddingR\x04data\x12:\n" +
+	"\x05usage\x18\x03 \x01(\v2$.switchboard.core.v1.EmbeddingsUsageR\x05usage\x12\x12\n" +
+	"\x04json\x18\x04 \x01(\fR\x04json\x12#\n" +
+	"\rconnection_id\x18\x05 \x01(\tR\fconnectionId\"9\n" +
+	"\tEmbedding\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x16\n" +
+	"\x06vector\x18\x02 \x03(\x02R\x06vector\"Y\n" +
+	"\x0fEmbeddingsUsage\x12#\n" +
+	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12!\n" +
+	"\ftotal_tokens\x18\x02 \x01(\x03R\vtotalTokens2\xd8\x01\n" +
 	"\x06Router\x12]\n" +
 	"\n" +
-	"ListModels\x12&.switchboard.core.v1.ListModelsRequest\x1a'.switchboard.core.v1.ListModelsResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
+	"ListModels\x12&.switchboard.core.v1.ListModelsRequest\x1a'.switchboard.core.v1.ListModelsResponse\x12o\n" +
+	"\x10CreateEmbeddings\x12,.switchboard.core.v1.CreateEmbeddingsRequest\x1a-.switchboard.core.v1.CreateEmbeddingsResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
 
 var (
 	file_switchboard_core_v1_router_proto_rawDescOnce sync.Once
@@ -223,21 +576,31 @@ func file_switchboard_core_v1_router_proto_rawDescGZIP() []byte {
 	return file_switchboard_core_v1_router_proto_rawDescData
 }
 
-var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_switchboard_core_v1_router_proto_goTypes = []any{
-	(*ListModelsRequest)(nil),  // 0: switchboard.core.v1.ListModelsRequest
-	(*ListModelsResponse)(nil), // 1: switchboard.core.v1.ListModelsResponse
-	(*ModelEntry)(nil),         // 2: switchboard.core.v1.ModelEntry
+	(*ListModelsRequest)(nil),        // 0: switchboard.core.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 1: switchboard.core.v1.ListModelsResponse
+	(*ModelEntry)(nil),               // 2: switchboard.core.v1.ModelEntry
+	(*CreateEmbeddingsRequest)(nil),  // 3: switchboard.core.v1.CreateEmbeddingsRequest
+	(*TokenList)(nil),                // 4: switchboard.core.v1.TokenList
+	(*CreateEmbeddingsResponse)(nil), // 5: switchboard.core.v1.CreateEmbeddingsResponse
+	(*Embedding)(nil),                // 6: switchboard.core.v1.Embedding
+	(*EmbeddingsUsage)(nil),          // 7: switchboard.core.v1.EmbeddingsUsage
 }
 var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	2, // 0: switchboard.core.v1.ListModelsResponse.data:type_name -> switchboard.core.v1.ModelEntry
-	0, // 1: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
-	1, // 2: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	4, // 1: switchboard.core.v1.CreateEmbeddingsRequest.tokens:type_name -> switchboard.core.v1.TokenList
+	6, // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
+	7, // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
+	0, // 4: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
+	3, // 5: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
+	1, // 6: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
+	5, // 7: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
+	6, // [6:8] is the sub-list for method output_type
+	4, // [4:6] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_router_proto_init() }
@@ -245,13 +608,14 @@ func file_switchboard_core_v1_router_proto_init() {
 	if File_switchboard_core_v1_router_proto != nil {
 		return
 	}
+	file_switchboard_core_v1_router_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_router_proto_rawDesc), len(file_switchboard_core_v1_router_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Router_ListModels_FullMethodName = "/switchboard.core.v1.Router/ListModels"
+	Router_ListModels_FullMethodName       = "/switchboard.core.v1.Router/ListModels"
+	Router_CreateEmbeddings_FullMethodName = "/switchboard.core.v1.Router/CreateEmbeddings"
 )
 
 // RouterClient is the client API for Router service.
@@ -35,6 +36,9 @@ const (
 type RouterClient interface {
 	// ListModels lists the models the caller's machine can reach.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
+	// CreateEmbeddings embeds texts or token arrays with the model's provider,
+	// falling back across the machine's connections.
+	CreateEmbeddings(ctx context.Context, in *CreateEmbeddingsRequest, opts ...grpc.CallOption) (*CreateEmbeddingsResponse, error)
 }
 
 type routerClient struct {
@@ -55,6 +59,16 @@ func (c *routerClient) ListModels(ctx context.Context, in *ListModelsRequest, op
 	return out, nil
 }
 
+func (c *routerClient) CreateEmbeddings(ctx context.Context, in *CreateEmbeddingsRequest, opts ...grpc.CallOption) (*CreateEmbeddingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateEmbeddingsResponse)
+	err := c.cc.Invoke(ctx, Router_CreateEmbeddings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RouterServer is the server API for Router service.
 // All implementations must embed UnimplementedRouterServer
 // for forward compatibility.
@@ -68,6 +82,9 @@ func (c *routerClient) ListModels(ctx context.Context, in *ListModelsRequest, op
 type RouterServer interface {
 	// ListModels lists the models the caller's machine can reach.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
+	// CreateEmbeddings embeds texts or token arrays with the model's provider,
+	// falling back across the machine's connections.
+	CreateEmbeddings(context.Context, *CreateEmbeddingsRequest) (*CreateEmbeddingsResponse, error)
 	mustEmbedUnimplementedRouterServer()
 }
 
@@ -80,6 +97,9 @@ type UnimplementedRouterServer struct{}
 
 func (UnimplementedRouterServer) ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
+}
+func (UnimplementedRouterServer) CreateEmbeddings(context.Context, *CreateEmbeddingsRequest) (*CreateEmbeddingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateEmbeddings not implemented")
 }
 func (UnimplementedRouterServer) mustEmbedUnimplementedRouterServer() {}
 func (UnimplementedRouterServer) testEmbeddedByValue()                {}
@@ -120,6 +140,24 @@ func _Router_ListModels_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Router_CreateEmbeddings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateEmbeddingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RouterServer).CreateEmbeddings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Router_CreateEmbeddings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RouterServer).CreateEmbeddings(ctx, req.(*CreateEmbeddingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Router_ServiceDesc is the grpc.ServiceDesc for Router service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -130,6 +168,10 @@ var Router_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListModels",
 			Handler:    _Router_ListModels_Handler,
+		},
+		{
+			MethodName: "CreateEmbeddings",
+			Handler:    _Router_CreateEmbeddings_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,164 @@
+// Package dispatch sends a gateway request to its upstream: it resolves the
+// model to the machine's connections, opens their credentials, and lets the
+// credential engine try them in order, refreshing OAuth tokens through the
+// workers when an upstream rejects one.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/switchboardhq/switchboard/core/internal/credential"
+	"github.com/switchboardhq/switchboard/core/internal/routing"
+	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/core/internal/upstream"
+	"github.com/switchboardhq/switchboard/core/internal/vault"
+	"github.com/switchboardhq/switchboard/internal/provider"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+// ErrUnsupportedProvider is returned when the model's provider does not
+// offer the capability.
+var ErrUnsupportedProvider = errors.New("provider does not support this capability")
+
+// Conn is one connection ready to call: its record, its credential and the
+// HTTP client for its upstream.
+type Conn struct {
+	Connection *busv1.Connection
+	Spec       provider.Spec
+	// BaseURL is the upstream address, normalised.
+	BaseURL string
+	// Credential is the API key, else the OAuth access token.
+	Credential string
+	Client     *http.Client
+}
+
+// Authorize sets the connection's credential on an upstream request.
+func (c *Conn) Authorize(h http.Header) { c.Spec.Authorize(h, c.Credential) }
+
+// Scrub removes the connection's credential from text that may be shown to
+// a client (an upstream error body that echoes the key).
+func (c *Conn) Scrub(b []byte) []byte {
+	if len(c.Credential) < 8 || !strings.Contains(string(b), c.Credential) {
+		return b
+	}
+	return []byte(strings.ReplaceAll(string(b), c.Credential, "[redacted]"))
+}
+
+// Call makes one upstream call for the resolved target with one connection;
+// see credential.Attempt for what it returns.
+type Call func(ctx context.Context, t routing.Target, c *Conn) error
+
+// Request is a gateway request to dispatch.
+type Request struct {
+	MachineID string
+	Model     string
+	// Supports filters the providers that offer the capability.
+	Supports func(provider.Spec) bool
+}
+
+// Result tells who answered.
+type Result struct {
+	Target   routing.Target
+	Conn     *Conn
+	Attempts int
+}
+
+// Dispatcher dispatches requests.
+type Dispatcher struct {
+	store    *store.Store
+	resolver *routing.Resolver
+	engine   *credential.Engine
+	vault    *vault.Vault
+	clients  *upstream.Clients
+	log      *slog.Logger
+
+	jobs        TokenJobs
+	refreshWait time.Duration
+}
+
+// TokenJobs enqueues token refreshes.
+type TokenJobs interface {
+	TokenRefresh(ctx context.Context, machineID, connectionID string, generation uint64) error
+}
+
+// New returns a Dispatcher. Token refreshes go to jobs; nil disables them.
+func New(st *store.Store, resolver *routing.Resolver, cooldowns credential.Cooldowns, jobs TokenJobs,
+	v *vault.Vault, clients *upstream.Clients, log *slog.Logger) *Dispatcher {
+	d := &Dispatcher{
+		store:       st,
+		resolver:    resolver,
+		vault:       v,
+		clients:     clients,
+		jobs:        jobs,
+		refreshWait: RefreshWait,
+		log:         log,
+	}
+	opts := []credential.Option{credential.WithLogger(log)}
+	if jobs != nil {
+		opts = append(opts, credential.WithRefresher(d))
+	}
+	d.engine = credential.New(cooldowns, opts...)
+	return d
+}
+
+// Do resolves the request's model and tries its connections with call.
+func (d *Dispatcher) Do(ctx context.Context, req Request, call Call) (Result, error) {
+	t, err := d.resolver.Resolve(req.MachineID, req.Model)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Target: t}
+	if req.Supports != nil && !req.Supports(t.Spec) {
+		return res, ErrUnsupportedProvider
+	}
+	cands := make([]credential.Candidate, 0, len(t.Connections))
+	for _, c := range t.Connections {
+		conn, err := d.Prepare(c, t.Spec)
+		if err != nil {
+			d.log.Error("connection skipped", "connection", c.GetId(), "err", err)
+			continue
+		}
+		cands = append(cands, credential.Candidate{
+			ConnectionID: c.GetId(),
+			Priority:     c.GetPriority(),
+			CanRefresh:   c.GetOauth().GetTokenUrl() != "",
+			Value:        conn,
+		})
+	}
+	settings := d.store.MachineSettings(req.MachineID)
+	r, err := d.engine.Do(ctx, credential.Request{
+		MachineID:   req.MachineID,
+		Provider:    t.Spec.ID,
+		Model:       t.Model,
+		Candidates:  cands,
+		Strategy:    settings.GetRoutingStrategy(),
+		StickyLimit: int(settings.GetStickyLimit()),
+	}, func(ctx context.Context, c credential.Candidate) error {
+		return call(ctx, t, c.Value.(*Conn))
+	})
+	res.Attempts = r.Attempts
+	if v, ok := r.Candidate.Value.(*Conn); ok {
+		res.Conn = v
+	}
+	return res, err
+}
+
+// Prepare opens a connection's credential and picks its client.
+func (d *Dispatcher) Prepare(c *busv1.Connection, spec provider.Spec) (*Conn, error) {
+	sec, err := d.vault.Open(c)
+	if err != nil {
+		return nil, err
+	}
+	base := spec.BaseURL(c.GetData().GetBaseUrl())
+	client, err := d.clients.For(base, c.GetData().GetProxyUrl())
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", c.GetId(), err)
+	}
+	return &Conn{Connection: c, Spec: spec, BaseURL: base, Credential: vault.Credential(sec), Client: client}, nil
+}

@@ -1,0 +1,159 @@
+// Package embeddings serves /v1/embeddings: it builds the upstream request,
+// sends it through the dispatcher, and returns the upstream's body untouched
+// when it already has the shape the client asked for, or normalised to
+// OpenAI's shape when it does not.
+package embeddings
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/switchboardhq/switchboard/core/internal/credential"
+	"github.com/switchboardhq/switchboard/core/internal/dispatch"
+	"github.com/switchboardhq/switchboard/core/internal/routing"
+	"github.com/switchboardhq/switchboard/internal/provider"
+)
+
+// Encoding formats (interface 2.2).
+const (
+	FormatFloat  = "float"
+	FormatBase64 = "base64"
+)
+
+// maxResponse caps an upstream embeddings body (2048 inputs x 3072 floats as
+// JSON text is about 120 MiB).
+const maxResponse = 256 << 20
+
+// Request is an embeddings request after validation.
+type Request struct {
+	Model string
+	// Exactly one of Texts and Tokens is set.
+	Texts      []string
+	Tokens     [][]int64
+	Dimensions *int32
+	User       string
+	// Format is the encoding the client wants.
+	Format string
+	// JSON asks for the OpenAI-shaped body instead of decoded vectors.
+	JSON bool
+}
+
+// Response is the answer.
+type Response struct {
+	// Model is the model that answered, as the upstream names it.
+	Model        string
+	Vectors      [][]float32
+	PromptTokens int64
+	TotalTokens  int64
+	// Body is the OpenAI-shaped body (when the request asked for JSON).
+	Body []byte
+	// Upstream is the time spent waiting on upstreams.
+	Upstream time.Duration
+}
+
+// Supports reports whether a provider offers embeddings (interface 4.2,
+// embeddings rule 1).
+func Supports(spec provider.Spec) bool {
+	return spec.ID == "openai" || spec.ID == "openrouter" || spec.Family == provider.FamilyOpenAICompatible
+}
+
+// Service creates embeddings.
+type Service struct {
+	d *dispatch.Dispatcher
+}
+
+// New returns a Service.
+func New(d *dispatch.Dispatcher) *Service { return &Service{d: d} }
+
+type upstreamRequest struct {
+	Model          string `json:"model"`
+	Input          any    `json:"input"`
+	EncodingFormat string `json:"encoding_format"`
+	Dimensions     *int32 `json:"dimensions,omitempty"`
+	User           string `json:"user,omitempty"`
+}
+
+// Create embeds the request's input.
+func (s *Service) Create(ctx context.Context, machineID string, req Request) (Response, dispatch.Result, error) {
+	want := req.Format
+	if want == "" {
+		want = FormatFloat
+	}
+	// A gRPC caller gets vectors: base64 is the cheaper wire format to decode.
+	ask := want
+	if !req.JSON {
+		ask = FormatBase64
+	}
+	var input any = req.Texts
+	if req.Tokens != nil {
+		input = req.Tokens
+	}
+	var out Response
+	res, err := s.d.Do(ctx, dispatch.Request{MachineID: machineID, Model: req.Model, Supports: Supports},
+		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
+			body, err := json.Marshal(upstreamRequest{Model: t.Model, Input: input, EncodingFormat: ask, Dimensions: req.Dimensions, User: req.User})
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			raw, err := post(ctx, c, body)
+			out.Upstream += time.Since(start)
+			if err != nil {
+				return err
+			}
+			return out.fill(raw, want, req.JSON)
+		})
+	return out, res, err
+}
+
+// post sends the body to {base}/embeddings and returns a 2xx body; an error
+// answer is a *credential.UpstreamError.
+func post(ctx context.Context, c *dispatch.Conn, body []byte) ([]byte, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/embeddings", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	c.Authorize(hreq.Header)
+	resp, err := c.Client.Do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		return nil, &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: c.Scrub(raw)}
+	}
+	return raw, nil
+}
+
+// fill reads an upstream's success body into the response. A body that is
+// not an embeddings list is the upstream's fault (502), so the next
+// connection gets the request.
+func (r *Response) fill(raw []byte, want string, asJSON bool) error {
+	if asJSON && hasShape(raw, want) {
+		r.Body = raw
+		r.PromptTokens, r.TotalTokens = peekUsage(raw)
+		r.Model = peekModel(raw)
+		return nil
+	}
+	d, err := decode(raw)
+	if err != nil {
+		return &credential.UpstreamError{Status: http.StatusBadGateway, Body: []byte(`{"error":{"message":"upstream returned an invalid embeddings body","type":"api_error","code":"bad_upstream_response"}}`)}
+	}
+	r.Model, r.PromptTokens, r.TotalTokens = d.model, d.promptTokens, d.totalTokens
+	if asJSON {
+		r.Body = encode(d, want)
+		return nil
+	}
+	r.Vectors = d.vectors
+	return nil
+}

@@ -1,0 +1,158 @@
+// Package routing resolves the model a request names to a provider, the
+// upstream model id, and the machine's connections that can serve it.
+package routing
+
+import (
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/internal/provider"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+// ErrModelNotFound is returned for a model no connection of the machine
+// serves and no known provider names.
+var ErrModelNotFound = errors.New("model not found")
+
+// ErrNoCredentials is returned when the model names a known provider for
+// which the machine has no usable connection.
+var ErrNoCredentials = errors.New("no credentials")
+
+// Target is where a request goes.
+type Target struct {
+	Spec provider.Spec
+	// Alias is the public prefix the request used.
+	Alias string
+	// Model is the upstream model id.
+	Model string
+	// Connections can serve the model, in priority order.
+	Connections []*busv1.Connection
+}
+
+// Resolver resolves models against a machine's connections.
+type Resolver struct {
+	store    *store.Store
+	registry *provider.Registry
+}
+
+// NewResolver returns a Resolver.
+func NewResolver(st *store.Store, reg *provider.Registry) *Resolver {
+	return &Resolver{store: st, registry: reg}
+}
+
+// Resolve maps a model string to a target. The forms are
+// "<prefix>/<model>" where prefix is a connection's prefix, its provider's
+// alias or its provider id; and a bare model id that one of the machine's
+// connections lists.
+func (r *Resolver) Resolve(machineID, model string) (Target, error) {
+	if model == "" {
+		return Target{}, ErrModelNotFound
+	}
+	conns := r.store.MachineConnections(machineID)
+	if prefix, rest, ok := strings.Cut(model, "/"); ok && rest != "" {
+		if t, found, err := r.byPrefix(conns, prefix, rest); found || err != nil {
+			return t, err
+		}
+	}
+	return r.byListing(conns, model)
+}
+
+// usable reports whether a connection may take requests.
+func usable(c *busv1.Connection) bool {
+	return c.GetIsActive() && !c.GetOauth().GetNeedsRelogin()
+}
+
+func (r *Resolver) alias(c *busv1.Connection, spec provider.Spec) string {
+	if p := c.GetData().GetPrefix(); p != "" {
+		return p
+	}
+	return spec.Alias
+}
+
+// serves reports whether a connection may be asked for a model: a
+// connection with enabled models serves only those.
+func serves(c *busv1.Connection, model string) bool {
+	enabled := c.GetData().GetEnabledModels()
+	return len(enabled) == 0 || slices.Contains(enabled, model)
+}
+
+func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Target, bool, error) {
+	var t Target
+	known := false
+	for _, c := range conns {
+		spec, ok := r.registry.Lookup(c.GetProvider())
+		if !ok {
+			continue
+		}
+		alias := r.alias(c, spec)
+		if alias != prefix && c.GetProvider() != prefix {
+			continue
+		}
+		known = true
+		if !usable(c) || !serves(c, model) {
+			continue
+		}
+		if len(t.Connections) == 0 {
+			t = Target{Spec: spec, Alias: prefix, Model: model}
+		} else if c.GetProvider() != t.Spec.ID {
+			continue // one provider per target; the first by priority wins
+		}
+		t.Connections = append(t.Connections, c)
+	}
+	if len(t.Connections) > 0 {
+		return t, true, nil
+	}
+	if known {
+		return Target{}, true, ErrNoCredentials
+	}
+	// A registry provider the machine has no connection for.
+	if spec, ok := r.registry.Lookup(prefix); ok && spec.Family == "" {
+		return Target{}, true, ErrNoCredentials
+	}
+	return Target{}, false, nil
+}
+
+// byListing finds the first connection, by priority, whose model list holds
+// the id, and every connection of the same provider and alias.
+func (r *Resolver) byListing(conns []*busv1.Connection, model string) (Target, error) {
+	for _, c := range conns {
+		if !usable(c) {
+			continue
+		}
+		spec, ok := r.registry.Lookup(c.GetProvider())
+		if !ok || !r.lists(c, spec, model) {
+			continue
+		}
+		alias := r.alias(c, spec)
+		t := Target{Spec: spec, Alias: alias, Model: model}
+		for _, o := range conns {
+			if usable(o) && o.GetProvider() == c.GetProvider() && r.alias(o, spec) == alias && serves(o, model) {
+				t.Connections = append(t.Connections, o)
+			}
+		}
+		return t, nil
+	}
+	return Target{}, ErrModelNotFound
+}
+
+// lists reports whether a connection's model list holds the id.
+func (r *Resolver) lists(c *busv1.Connection, spec provider.Spec, model string) bool {
+	if enabled := c.GetData().GetEnabledModels(); len(enabled) > 0 {
+		return slices.Contains(enabled, model)
+	}
+	for _, m := range spec.Models {
+		if m.ID == model {
+			return true
+		}
+	}
+	if e, ok := r.store.Catalogs.Get(store.ConnectionKey(c.GetMachineId(), c.GetId())); ok {
+		for _, m := range e.Value.GetModels() {
+			if m.GetId() == model {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboardhq/switchboard/core/internal/credential"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+// Cooldowns is the credential engine's cooldown store over the sb_cooldowns
+// bucket: every core replica reads its own mirror and sees the others'
+// writes. The bucket forgets records an hour after their last write, which
+// is the retention the engine needs for its backoff levels.
+type Cooldowns struct {
+	b *Bucket[*busv1.Cooldown]
+}
+
+var _ credential.Cooldowns = (*Cooldowns)(nil)
+
+// NewCooldowns returns the store over the bucket.
+func NewCooldowns(b *Bucket[*busv1.Cooldown]) *Cooldowns { return &Cooldowns{b: b} }
+
+// cooldownKey is "<connection>.<base64url(model)>": model ids hold
+// characters a KV key may not.
+func cooldownKey(connectionID, model string) string {
+	return connectionID + "." + base64.RawURLEncoding.EncodeToString([]byte(model))
+}
+
+// Get returns the record of a connection for a model.
+func (c *Cooldowns) Get(connectionID, model string) (credential.Cooldown, bool) {
+	e, ok := c.b.Get(cooldownKey(connectionID, model))
+	if !ok {
+		return credential.Cooldown{}, false
+	}
+	v := e.Value
+	return credential.Cooldown{
+		ConnectionID: v.GetConnectionId(),
+		Model:        v.GetModel(),
+		Until:        v.GetUntil().AsTime(),
+		Level:        int(v.GetLevel()),
+		Reason:       credential.Reason(v.GetReason()),
+		Status:       int(v.GetStatus()),
+		Message:      v.GetMessage(),
+	}, true
+}
+
+// Put stores a record.
+func (c *Cooldowns) Put(ctx context.Context, cd credential.Cooldown) error {
+	return c.b.Put(ctx, cooldownKey(cd.ConnectionID, cd.Model), &busv1.Cooldown{
+		ConnectionId: cd.ConnectionID,
+		Model:        cd.Model,
+		Until:        timestamppb.New(cd.Until),
+		Level:        int32(cd.Level),
+		Reason:       string(cd.Reason),
+		Status:       int32(cd.Status),
+		Message:      cd.Message,
+	})
+}
+
+// Clear removes a record.
+func (c *Cooldowns) Clear(ctx context.Context, connectionID, model string) error {
+	return c.b.Delete(ctx, cooldownKey(connectionID, model))
+}
+
+// ClearConnection removes every record of a connection and returns how many
+// there were.
+func (c *Cooldowns) ClearConnection(ctx context.Context, connectionID string) (int, error) {
+	var keys []string
+	prefix := connectionID + "."
+	c.b.Range(func(key string, _ Entry[*busv1.Cooldown]) bool {
+		if strings.HasPrefix(key, prefix) {
+			keys = append(keys, key)
+		}
+		return true
+	})
+	for _, k := range keys {
+		if err := c.b.Delete(ctx, k); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
+}

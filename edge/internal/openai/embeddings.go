@@ -1,0 +1,174 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// Embeddings serves POST /v1/embeddings and POST /{machineId}/v1/embeddings.
+type Embeddings struct {
+	Router corev1.RouterClient
+	// Upstream records time core spent waiting upstream (for the overhead
+	// header).
+	Upstream func(r *http.Request, us int64)
+}
+
+func (h *Embeddings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			NewProblem(http.StatusRequestEntityTooLarge, "request_too_large", "request body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", "").Write(w)
+			return
+		}
+		NewProblem(http.StatusBadRequest, "invalid_body", "could not read the request body", "").Write(w)
+		return
+	}
+	req, p := ParseEmbeddings(body)
+	if p != nil {
+		p.Write(w)
+		return
+	}
+	req.RawJson = true
+	ctx, id := Outgoing(r)
+	var header metadata.MD
+	resp, err := h.Router.CreateEmbeddings(ctx, req, grpc.Header(&header))
+	if v := header.Get("x-switchboard-upstream-us"); len(v) > 0 && h.Upstream != nil {
+		if us, perr := strconv.ParseInt(v[0], 10, 64); perr == nil {
+			h.Upstream(r, us)
+		}
+	}
+	w.Header().Set("X-Request-Id", id)
+	if err != nil {
+		FromError(err).Write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(resp.GetJson())))
+	_, _ = w.Write(resp.GetJson())
+}
+
+// embeddingsBody is the request body with each member kept raw, so every
+// type error gets its own message.
+type embeddingsBody struct {
+	Model          json.RawMessage `json:"model"`
+	Input          json.RawMessage `json:"input"`
+	EncodingFormat json.RawMessage `json:"encoding_format"`
+	Dimensions     json.RawMessage `json:"dimensions"`
+	User           json.RawMessage `json:"user"`
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+// ParseEmbeddings validates an embeddings body (interface 2.2 and 7) and
+// returns the gRPC request, or the 400 to answer.
+func ParseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
+	bad := func(code, msg, param string) (*corev1.CreateEmbeddingsRequest, *Problem) {
+		p := NewProblem(http.StatusBadRequest, code, msg, param)
+		return nil, &p
+	}
+	var b embeddingsBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return bad("invalid_json", "the request body is not valid JSON", "")
+	}
+	req := &corev1.CreateEmbeddingsRequest{}
+	if isNull(b.Model) {
+		return bad("missing_required_parameter", "you must provide a model parameter", "model")
+	}
+	if json.Unmarshal(b.Model, &req.Model) != nil || req.Model == "" {
+		return bad("invalid_type", "'model' must be a non-empty string", "model")
+	}
+	if isNull(b.Input) {
+		return bad("missing_required_parameter", "you must provide an input parameter", "input")
+	}
+	if p := parseInput(b.Input, req); p != nil {
+		return nil, p
+	}
+	if !isNull(b.EncodingFormat) {
+		var f string
+		if json.Unmarshal(b.EncodingFormat, &f) != nil || (f != "float" && f != "base64") {
+			return bad("invalid_value", "'encoding_format' must be 'float' or 'base64'", "encoding_format")
+		}
+		req.EncodingFormat = f
+	} else {
+		req.EncodingFormat = "float"
+	}
+	if !isNull(b.Dimensions) {
+		var d int32
+		if json.Unmarshal(b.Dimensions, &d) != nil || d < 1 {
+			return bad("invalid_value", "'dimensions' must be a positive integer", "dimensions")
+		}
+		req.Dimensions = &d
+	}
+	if !isNull(b.User) && json.Unmarshal(b.User, &req.User) != nil {
+		return bad("invalid_type", "'user' must be a string", "user")
+	}
+	return req, nil
+}
+
+// parseInput accepts a string, an array of strings, an array of token ids,
+// or an array of token arrays.
+func parseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Problem {
+	bad := func(code, msg string) *Problem {
+		p := NewProblem(http.StatusBadRequest, code, msg, "input")
+		return &p
+	}
+	const shape = "'input' must be a string, an array of strings, an array of token ids, or an array of token arrays"
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if s == "" {
+			return bad("invalid_value", "'input' must not be empty")
+		}
+		req.Texts = []string{s}
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return bad("invalid_type", shape)
+	}
+	if len(items) == 0 {
+		return bad("invalid_value", "'input' must not be an empty array")
+	}
+	switch bytes.TrimSpace(items[0])[0] {
+	case '"':
+		req.Texts = make([]string, len(items))
+		for i, it := range items {
+			if json.Unmarshal(it, &req.Texts[i]) != nil {
+				return bad("invalid_type", shape)
+			}
+			if req.Texts[i] == "" {
+				return bad("invalid_value", "'input' must not hold empty strings")
+			}
+		}
+	case '[':
+		req.Tokens = make([]*corev1.TokenList, len(items))
+		for i, it := range items {
+			var toks []int64
+			if json.Unmarshal(it, &toks) != nil {
+				return bad("invalid_type", shape)
+			}
+			if len(toks) == 0 {
+				return bad("invalid_value", "'input' must not hold empty token arrays")
+			}
+			req.Tokens[i] = &corev1.TokenList{Tokens: toks}
+		}
+	default:
+		var toks []int64
+		if json.Unmarshal(raw, &toks) != nil {
+			return bad("invalid_type", shape)
+		}
+		req.Tokens = []*corev1.TokenList{{Tokens: toks}}
+	}
+	return nil
+}

@@ -1,0 +1,33 @@
+package openai
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/metadata"
+)
+
+// forwarded are the request headers a gateway call hands to core.
+var forwarded = []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "X-Switchboard-Token-Saver", "X-9router-Token-Saver"}
+
+// Outgoing returns ctx with the request's credentials and identity as gRPC
+// metadata: the API key headers, a request id (the client's X-Request-Id or
+// a new one), and the machine id of a legacy /{machineId}/v1/... path.
+func Outgoing(r *http.Request) (context.Context, string) {
+	md := make(metadata.MD, 4)
+	for _, h := range forwarded {
+		if v := r.Header.Get(h); v != "" {
+			md.Set(h, v)
+		}
+	}
+	id := r.Header.Get("X-Request-Id")
+	if id == "" || len(id) > 128 {
+		id = uuid.NewString()
+	}
+	md.Set("x-request-id", id)
+	if m := r.PathValue("machineId"); m != "" {
+		md.Set("x-switchboard-path-machine", m)
+	}
+	return metadata.NewOutgoingContext(r.Context(), md), id
+}
