@@ -47,6 +47,9 @@ type Config struct {
 	RequireAPIKey bool
 	// Replicas of core's streams and buckets.
 	Replicas int
+	// FirstByteTimeout bounds the wait for an upstream's response headers
+	// (zero: upstream.DefaultTimeouts).
+	FirstByteTimeout time.Duration
 }
 
 // Deps are what core is built on.
@@ -102,7 +105,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 	lister := catalog.NewLister(st, reg, jobPub, log)
 	v := vault.New(box)
 	cooldowns := store.NewCooldowns(st.Cooldowns)
-	disp := dispatch.New(st, routing.NewResolver(st, reg), cooldowns, jobPub, v, upstream.NewClients(upstream.DefaultTimeouts), log)
+	disp := dispatch.New(st, routing.NewResolver(st, reg), cooldowns, jobPub, v, upstream.NewClients(timeouts(cfg)), log)
 	use := usage.NewPublisher(js, log)
 	c := &Core{
 		router:    grpcapi.NewRouter(auth, lister, embeddings.New(disp), use, log),
@@ -182,4 +185,12 @@ func (c *Core) Run(ctx context.Context) error {
 	c.usage.Run(ctx, 10*time.Second)
 	c.stop()
 	return nil
+}
+
+func timeouts(cfg Config) upstream.Timeouts {
+	t := upstream.DefaultTimeouts
+	if cfg.FirstByteTimeout > 0 {
+		t.FirstByte = cfg.FirstByteTimeout
+	}
+	return t
 }

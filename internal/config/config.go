@@ -41,6 +41,10 @@ type Config struct {
 
 	PublicURL string
 
+	// FirstByteTimeout bounds the wait for an upstream's response headers;
+	// past it the next connection is tried.
+	FirstByteTimeout time.Duration
+
 	LogLevel        slog.Level
 	LogFormat       string
 	ShutdownTimeout time.Duration
@@ -87,6 +91,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	publicURL := s.add("SWITCHBOARD_PUBLIC_URL", "public-url", "", "public base URL for checkout and portal return links (default http://<http-addr>)", false)
 	logLevel := s.add("SWITCHBOARD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", false)
 	logFormat := s.add("SWITCHBOARD_LOG_FORMAT", "log-format", "text", "text or json", false)
+	firstByte := s.add("SWITCHBOARD_FIRST_BYTE_TIMEOUT", "first-byte-timeout", "120s", "how long an upstream may take to start answering before the next connection is tried", false)
 	shutdown := s.add("SWITCHBOARD_SHUTDOWN_TIMEOUT", "shutdown-timeout", "15s", "how long a graceful shutdown drains in-flight requests", false)
 
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
@@ -177,6 +182,11 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		check(logFormat, errors.New(`must be "text" or "json"`))
 	}
+	c.FirstByteTimeout, err = time.ParseDuration(firstByte.raw)
+	if err == nil && c.FirstByteTimeout <= 0 {
+		err = errors.New("must be positive")
+	}
+	check(firstByte, err)
 	c.ShutdownTimeout, err = time.ParseDuration(shutdown.raw)
 	if err == nil && c.ShutdownTimeout <= 0 {
 		err = errors.New("must be positive")

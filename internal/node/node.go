@@ -105,10 +105,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			return nil, err
 		}
 		n.core, err = core.New(ctx, core.Config{
-			AdminToken:    adminToken,
-			SecretKey:     secretKey,
-			RequireAPIKey: cfg.RequireAPIKey,
-			Replicas:      cfg.NATSReplica,
+			AdminToken:       adminToken,
+			SecretKey:        secretKey,
+			RequireAPIKey:    cfg.RequireAPIKey,
+			Replicas:         cfg.NATSReplica,
+			FirstByteTimeout: cfg.FirstByteTimeout,
 		}, core.Deps{NATS: n.nc, Logger: log})
 		if err != nil {
 			return nil, err
@@ -240,6 +241,9 @@ func (n *Node) dial(addr string, local bool) (*grpc.ClientConn, error) {
 	n.conns = append(n.conns, conn)
 	return conn, nil
 }
+
+// NATS is the process's NATS connection (nil for an edge-only process).
+func (n *Node) NATS() *nats.Conn { return n.nc }
 
 // HTTPAddr is the edge's listen address.
 func (n *Node) HTTPAddr() string {

@@ -43,8 +43,10 @@ func Config(dataDir string) config.Config {
 		NATSReplica:     1,
 		PublicURL:       "http://127.0.0.1",
 		ShutdownTimeout: 5 * time.Second,
-		LogLevel:        slog.LevelWarn,
-		LogFormat:       "text",
+		// Short, so a silent upstream fails over quickly in tests.
+		FirstByteTimeout: 2 * time.Second,
+		LogLevel:         slog.LevelWarn,
+		LogFormat:        "text",
 	}
 }
 

@@ -56,6 +56,9 @@ func (c Consumer[T]) Run(ctx context.Context, js jetstream.JetStream, log *slog.
 		MaxAckPending: c.Concurrency * 4,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return fmt.Errorf("consumer %s: %w", c.Durable, err)
 	}
 	var wg sync.WaitGroup

@@ -1,0 +1,70 @@
+package openai
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseEmbeddingsInputs(t *testing.T) {
+	req, p := ParseEmbeddings([]byte(`{"model":"m","input":"one"}`))
+	require.Nil(t, p)
+	assert.Equal(t, []string{"one"}, req.GetTexts())
+	assert.Equal(t, "float", req.GetEncodingFormat(), "float is the default")
+
+	req, p = ParseEmbeddings([]byte(`{"model":"m","input":["a","b"],"encoding_format":"base64","dimensions":256,"user":"u"}`))
+	require.Nil(t, p)
+	assert.Equal(t, []string{"a", "b"}, req.GetTexts())
+	assert.Equal(t, "base64", req.GetEncodingFormat())
+	assert.EqualValues(t, 256, req.GetDimensions())
+	assert.Equal(t, "u", req.GetUser())
+
+	req, p = ParseEmbeddings([]byte(`{"model":"m","input":[1,2,3]}`))
+	require.Nil(t, p)
+	require.Len(t, req.GetTokens(), 1)
+	assert.Equal(t, []int64{1, 2, 3}, req.GetTokens()[0].GetTokens())
+
+	req, p = ParseEmbeddings([]byte(`{"model":"m","input":[[1],[2,3]],"encoding_format":null}`))
+	require.Nil(t, p)
+	require.Len(t, req.GetTokens(), 2)
+	assert.Equal(t, "float", req.GetEncodingFormat())
+}
+
+// FuzzParseEmbeddings: any body either parses into a request with a model
+// and exactly one kind of input, or is refused with a 400 in the OpenAI
+// shape; nothing panics.
+func FuzzParseEmbeddings(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","input":"x"}`, `{"model":"m","input":["a","b"]}`, `{"model":"m","input":[1,2]}`,
+		`{"model":"m","input":[[1],[2]]}`, `{"model":"m","input":[[]]}`, `{"model":"m","input":["",1]}`,
+		`{"model":"m","input":"x","encoding_format":"base64","dimensions":3}`, `[]`, `null`, `{"model":null}`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, p := ParseEmbeddings(body)
+		if p != nil {
+			if req != nil {
+				t.Fatal("both a request and a problem")
+			}
+			if p.Status != 400 || p.Body.Error.Type != "invalid_request_error" || p.Body.Error.Code == nil {
+				t.Fatalf("bad problem %+v", p)
+			}
+			if _, err := json.Marshal(p.Body); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if req.GetModel() == "" {
+			t.Fatal("accepted without a model")
+		}
+		if (len(req.GetTexts()) > 0) == (len(req.GetTokens()) > 0) {
+			t.Fatalf("accepted with texts=%d tokens=%d", len(req.GetTexts()), len(req.GetTokens()))
+		}
+		if f := req.GetEncodingFormat(); f != "float" && f != "base64" {
+			t.Fatalf("accepted encoding %q", f)
+		}
+	})
+}
