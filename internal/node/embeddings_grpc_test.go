@@ -1,0 +1,107 @@
+package node_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboardhq/switchboard/internal/node"
+	"github.com/switchboardhq/switchboard/internal/node/nodetest"
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// Internal services call Router.CreateEmbeddings with typed inputs and get
+// packed float vectors, with the same auth and errors as HTTP clients.
+func TestEmbeddingsOverGRPC(t *testing.T) {
+	p := newPair(t)
+	key := p.sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "svc"}).JSON["key"].(string)
+	conn, err := grpc.NewClient(p.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	router := corev1.NewRouterClient(conn)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+
+	resp, err := router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"alpha", "beta"}})
+	require.NoError(t, err)
+	require.Len(t, resp.GetData(), 2)
+	for i, in := range []string{"alpha", "beta"} {
+		assert.Equal(t, upstreamtest.Vector(in, embedDims), resp.GetData()[i].GetVector())
+	}
+	assert.Equal(t, p.primaryID, resp.GetConnectionId())
+	assert.Positive(t, resp.GetUsage().GetPromptTokens())
+	assert.Empty(t, resp.GetJson(), "typed callers get vectors, not JSON")
+
+	_, err = router.CreateEmbeddings(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer sk-wrong"),
+		&corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"x"}})
+	assert.Equal(t, codes.Unauthenticated, status.Code(err))
+
+	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+
+	p.primary.SetDefault(pathEmbed, upstreamtest.RateLimited("20"))
+	p.fallback.SetDefault(pathEmbed, upstreamtest.RateLimited("9"))
+	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"x"}})
+	st := status.Convert(err)
+	assert.Equal(t, codes.ResourceExhausted, st.Code())
+	var reason string
+	var retry time.Duration
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			reason = d.GetReason()
+		case *errdetails.RetryInfo:
+			retry = d.GetRetryDelay().AsDuration()
+		}
+	}
+	assert.Equal(t, "rate_limited", reason)
+	assert.True(t, retry >= time.Second && retry <= 9*time.Second, "retry %s", retry)
+}
+
+// Cooldowns live in KV: a connection cooled through one core replica is
+// skipped by the other.
+func TestCooldownsAreSharedAcrossCoreReplicas(t *testing.T) {
+	natsURL := nodetest.StartNATS(t)
+	secret := "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	edges := make([]*nodetest.Instance, 2)
+	for i := range edges {
+		cfg := nodetest.Config(t.TempDir())
+		cfg.NATSURL, cfg.SecretKey = natsURL, secret
+		core := nodetest.Start(t, cfg, node.RoleCore)
+		ecfg := nodetest.Config(t.TempDir())
+		ecfg.CoreAddr = core.Node.GRPCAddr()
+		edges[i] = nodetest.Start(t, ecfg, node.RoleEdge)
+	}
+	primary := upstreamtest.New(t, upstreamtest.WithEmbeddingDims(embedDims))
+	fallback := upstreamtest.New(t, upstreamtest.WithEmbeddingDims(embedDims))
+	edges[0].CreateConnection(t, map[string]any{"provider": "openai", "name": "p", "apiKey": "a", "priority": 1,
+		"providerSpecificData": map[string]any{"baseUrl": primary.URL()}})
+	edges[0].CreateConnection(t, map[string]any{"provider": "openai", "name": "f", "apiKey": "b", "priority": 2,
+		"providerSpecificData": map[string]any{"baseUrl": fallback.URL()}})
+	body := map[string]any{"model": embedModel, "input": "x"}
+	// The second replica sees the connections through its own mirror.
+	require.Eventually(t, func() bool {
+		return edges[1].Do(t, http.MethodPost, pathEmbed, body).Status == http.StatusOK
+	}, 5*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1, primary.Count(pathEmbed))
+
+	primary.Enqueue(pathEmbed, upstreamtest.RateLimited("600"))
+	require.Equal(t, http.StatusOK, edges[0].Do(t, http.MethodPost, pathEmbed, body).Status)
+	require.Equal(t, 2, primary.Count(pathEmbed))
+	require.Eventually(t, func() bool {
+		before := fallback.Count(pathEmbed)
+		r := edges[1].Do(t, http.MethodPost, pathEmbed, body)
+		return r.Status == http.StatusOK && fallback.Count(pathEmbed) == before+1
+	}, 5*time.Second, 20*time.Millisecond)
+	assert.Equal(t, 2, primary.Count(pathEmbed), "the other replica skips the cooled primary")
+}
