@@ -13,7 +13,7 @@ $(BUF):
 
 generate: $(BUF)
 	$(BUF) generate
-	@if [ -f edge/internal/graphql/gqlgen.yml ]; then cd edge/internal/graphql && go tool gqlgen generate --config gqlgen.yml; fi
+	cd edge/internal/graphql && go tool gqlgen
 
 lint: $(BUF)
 	$(BUF) lint

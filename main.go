@@ -12,8 +12,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
+	"github.com/switchboardhq/switchboard/edge"
 	"github.com/switchboardhq/switchboard/internal/config"
 	"github.com/switchboardhq/switchboard/internal/node"
 )
@@ -28,8 +32,10 @@ usage: switchboard [command] [flags]
 commands:
   serve     every role in one process with an embedded NATS server (default)
   core      the core role (routing, credentials, catalogs) on SWITCHBOARD_NATS_URL
-  edge      the HTTP edge, reaching core at SWITCHBOARD_CORE_ADDR
+  billing   the billing role (Stripe, subscriptions, invoices) on SWITCHBOARD_NATS_URL
+  edge      the HTTP edge, reaching core at SWITCHBOARD_CORE_ADDR and billing at SWITCHBOARD_BILLING_ADDR
   worker    the job workers on SWITCHBOARD_NATS_URL
+  token     mint a development GraphQL user token: token --user U --email E
   version   print the version
 
 Run "switchboard <command> -h" for the flags; each mirrors an environment variable.
@@ -50,6 +56,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		roles = node.AllRoles
 	case "core":
 		roles = []node.Role{node.RoleCore}
+	case "billing":
+		roles = []node.Role{node.RoleBilling}
+	case "token":
+		return mintToken(args, getenv, stdout, stderr)
 	case "edge":
 		roles = []node.Role{node.RoleEdge}
 	case "worker":
@@ -95,4 +105,49 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// mintToken prints a development user token signed with the configured
+// SWITCHBOARD_JWT_SECRET, else the secret `serve` generated in the data
+// directory.
+func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	user := fs.String("user", "", "user id (the token's sub)")
+	email := fs.String("email", "", "user email")
+	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime of the token")
+	dataDir := fs.String("data-dir", or(getenv("SWITCHBOARD_DATA_DIR"), "./data"), "data directory holding the generated secret [$SWITCHBOARD_DATA_DIR]")
+	secret := fs.String("jwt-secret", getenv("SWITCHBOARD_JWT_SECRET"), "HS256 secret [$SWITCHBOARD_JWT_SECRET]")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *user == "" || *email == "" {
+		fmt.Fprintln(stderr, "switchboard token: --user and --email are required")
+		return 2
+	}
+	if *secret == "" {
+		b, err := os.ReadFile(filepath.Join(*dataDir, node.JWTSecretFile))
+		if err != nil {
+			fmt.Fprintf(stderr, "switchboard token: SWITCHBOARD_JWT_SECRET is not set and %s has no generated secret (run `switchboard serve` once)\n", *dataDir)
+			return 1
+		}
+		*secret = strings.TrimSpace(string(b))
+	}
+	tok, err := edge.MintDevToken(*secret, *user, *email, *ttl)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard token: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, tok)
+	return 0
+}
+
+func or(v, def string) string {
+	if v != "" {
+		return v
+	}
+	return def
 }

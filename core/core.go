@@ -4,6 +4,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,12 +24,12 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/jobs"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/core/internal/store"
-	"github.com/switchboardhq/switchboard/core/internal/upstream"
 	"github.com/switchboardhq/switchboard/core/internal/usage"
 	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -50,6 +51,9 @@ type Config struct {
 	// FirstByteTimeout bounds the wait for an upstream's response headers
 	// (zero: upstream.DefaultTimeouts).
 	FirstByteTimeout time.Duration
+	// CatalogScanEvery is how often live catalogs near their expiry are
+	// queued for a fetch (zero: every minute).
+	CatalogScanEvery time.Duration
 }
 
 // Deps are what core is built on.
@@ -63,6 +67,8 @@ type Core struct {
 	router    *grpcapi.Router
 	admin     *grpcapi.Admin
 	usage     *usage.Publisher
+	lister    *catalog.Lister
+	scanEvery time.Duration
 	defaultID string
 	log       *slog.Logger
 	stop      context.CancelFunc
@@ -108,8 +114,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 	disp := dispatch.New(st, routing.NewResolver(st, reg), cooldowns, jobPub, v, upstream.NewClients(timeouts(cfg)), log)
 	use := usage.NewPublisher(js, log)
 	c := &Core{
+		scanEvery: cmp.Or(cfg.CatalogScanEvery, time.Minute),
+		lister:    lister,
 		router:    grpcapi.NewRouter(auth, lister, embeddings.New(disp), use, log),
-		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, keySecret, reg, log),
+		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, lister, keySecret, reg, log),
 		usage:     use,
 		defaultID: defaultID,
 		log:       log,
@@ -182,15 +190,42 @@ func (c *Core) DefaultMachineID() string { return c.defaultID }
 // Run serves until ctx ends, then publishes the usage events still
 // buffered and stops the state mirror.
 func (c *Core) Run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.refreshCatalogs(ctx)
+	}()
 	c.usage.Run(ctx, 10*time.Second)
+	<-done
 	c.stop()
 	return nil
 }
 
-func timeouts(cfg Config) upstream.Timeouts {
-	t := upstream.DefaultTimeouts
-	if cfg.FirstByteTimeout > 0 {
-		t.FirstByte = cfg.FirstByteTimeout
+// CatalogLead is how long before a live catalog expires that it is fetched
+// again, so listings rarely wait for one.
+const CatalogLead = 10 * time.Minute
+
+// refreshCatalogs enqueues fetches of live catalogs about to expire until
+// ctx ends.
+func (c *Core) refreshCatalogs(ctx context.Context) {
+	t := time.NewTicker(c.scanEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if n := c.lister.RefreshExpiring(ctx, CatalogLead); n > 0 {
+				c.log.Debug("catalog refreshes enqueued", "count", n)
+			}
+		case <-ctx.Done():
+			return
+		}
 	}
-	return t
+}
+
+func timeouts(cfg Config) upstream.Options {
+	o := upstream.Gateway
+	if cfg.FirstByteTimeout > 0 {
+		o.FirstByte = cfg.FirstByteTimeout
+	}
+	return o
 }

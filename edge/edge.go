@@ -30,22 +30,28 @@ type Config struct {
 	HTTPAddr        string
 	ShutdownTimeout time.Duration
 	MaxBodyBytes    int64
+	// Billing configures the GraphQL and webhook routes (mounted when
+	// Deps.Billing is set).
+	Billing BillingConfig
 }
 
 // Deps are the services the edge fronts.
 type Deps struct {
 	// Core is a connection to core's gRPC services.
-	Core   grpc.ClientConnInterface
-	Logger *slog.Logger
+	Core grpc.ClientConnInterface
+	// Billing is a connection to billing's gRPC service (optional).
+	Billing grpc.ClientConnInterface
+	Logger  *slog.Logger
 }
 
 // Edge is a running edge role.
 type Edge struct {
-	cfg  Config
-	ln   net.Listener
-	srv  *http.Server
-	log  *slog.Logger
-	core grpc.ClientConnInterface
+	cfg     Config
+	ln      net.Listener
+	srv     *http.Server
+	log     *slog.Logger
+	core    grpc.ClientConnInterface
+	billing grpc.ClientConnInterface
 }
 
 // New builds the edge and binds its listener.
@@ -56,7 +62,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	e := &Edge{cfg: cfg, log: deps.Logger.With("role", "edge"), core: deps.Core}
+	e := &Edge{cfg: cfg, log: deps.Logger.With("role", "edge"), core: deps.Core, billing: deps.Billing}
 	gw, err := gateway.New(ctx, deps.Core, addUpstream)
 	if err != nil {
 		return nil, fmt.Errorf("edge: gateway: %w", err)
@@ -74,6 +80,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	mux.Handle("POST /v1/embeddings", limitBody(cfg.MaxBodyBytes, emb))
 	mux.Handle("POST /{machineId}/v1/embeddings", limitBody(cfg.MaxBodyBytes, emb))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
+	if deps.Billing != nil {
+		if err := mountBilling(mux, deps.Billing, cfg.Billing, e.log); err != nil {
+			return nil, err
+		}
+	}
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -119,11 +130,22 @@ func (e *Edge) Run(ctx context.Context) error {
 func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	h := healthpb.NewHealthClient(e.core)
-	resp, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: "switchboard.core.v1.Router"})
-	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		openai.NewProblem(http.StatusServiceUnavailable, "not_ready", "core is not ready", "").Write(w)
-		return
+	checks := []struct {
+		name, service string
+		conn          grpc.ClientConnInterface
+	}{
+		{"core", "switchboard.core.v1.Router", e.core},
+		{"billing", "switchboard.billing.v1.Billing", e.billing},
+	}
+	for _, c := range checks {
+		if c.conn == nil {
+			continue
+		}
+		resp, err := healthpb.NewHealthClient(c.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: c.service})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			openai.NewProblem(http.StatusServiceUnavailable, "not_ready", c.name+" is not ready", "").Write(w)
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("ready\n"))

@@ -1,6 +1,6 @@
 // Package workers is the workers role: it takes jobs from the SB_JOBS queue
-// (catalog refresh now; token refresh and usage roll-ups as they arrive) and
-// writes results back through core's admin API.
+// (catalog and token refresh now; usage roll-ups as they arrive) and writes
+// results back through core's admin API.
 package workers
 
 import (
@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,6 +21,7 @@ import (
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 	"github.com/switchboardhq/switchboard/workers/internal/catalogrefresh"
 	"github.com/switchboardhq/switchboard/workers/internal/jobs"
+	"github.com/switchboardhq/switchboard/workers/internal/tokenrefresh"
 )
 
 // Config configures the workers.
@@ -47,6 +46,7 @@ type Deps struct {
 type Workers struct {
 	js      jetstream.JetStream
 	catalog *catalogrefresh.Refresher
+	tokens  *tokenrefresh.Refresher
 	cfg     Config
 	log     *slog.Logger
 }
@@ -64,10 +64,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Workers, error) {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
 	log := deps.Logger.With("role", "worker")
-	client := &http.Client{Transport: upstreamTransport()}
+	admin := corev1.NewAdminClient(deps.Core)
 	return &Workers{
 		js:      js,
-		catalog: catalogrefresh.New(corev1.NewAdminClient(deps.Core), cfg.AdminToken, provider.NewRegistry(), client, log),
+		catalog: catalogrefresh.New(admin, cfg.AdminToken, provider.NewRegistry(), catalogrefresh.NewClients(), log),
+		tokens:  tokenrefresh.New(admin, cfg.AdminToken, tokenrefresh.NewClients(), log),
 		cfg:     cfg,
 		log:     log,
 	}, nil
@@ -86,20 +87,16 @@ func (w *Workers) Run(ctx context.Context) error {
 			Timeout:     catalogrefresh.FetchTimeout + 10*time.Second,
 		}.Run(ctx, w.js, w.log)
 	})
+	g.Go(func() error {
+		return jobs.Consumer[*busv1.TokenRefreshJob]{
+			Durable:     "token-refresh",
+			Subject:     spine.SubjectTokenRefresh + ".>",
+			New:         func() *busv1.TokenRefreshJob { return new(busv1.TokenRefreshJob) },
+			Handle:      w.tokens.Handle,
+			Concurrency: w.cfg.Concurrency,
+			Timeout:     tokenrefresh.JobTimeout,
+		}.Run(ctx, w.js, w.log)
+	})
 	w.log.Info("workers running")
 	return g.Wait()
-}
-
-// upstreamTransport is the transport for upstream calls made by workers.
-func upstreamTransport() *http.Transport {
-	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   8,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: 10 * time.Second,
-	}
 }

@@ -44,6 +44,8 @@ type Config struct {
 	// FirstByteTimeout bounds the wait for an upstream's response headers;
 	// past it the next connection is tried.
 	FirstByteTimeout time.Duration
+	// CatalogScanEvery is how often live catalogs near expiry are refreshed.
+	CatalogScanEvery time.Duration
 
 	LogLevel        slog.Level
 	LogFormat       string
@@ -92,6 +94,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	logLevel := s.add("SWITCHBOARD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", false)
 	logFormat := s.add("SWITCHBOARD_LOG_FORMAT", "log-format", "text", "text or json", false)
 	firstByte := s.add("SWITCHBOARD_FIRST_BYTE_TIMEOUT", "first-byte-timeout", "120s", "how long an upstream may take to start answering before the next connection is tried", false)
+	catalogScan := s.add("SWITCHBOARD_CATALOG_SCAN_INTERVAL", "catalog-scan-interval", "1m", "how often live model catalogs near their one-hour expiry are fetched again", false)
 	shutdown := s.add("SWITCHBOARD_SHUTDOWN_TIMEOUT", "shutdown-timeout", "15s", "how long a graceful shutdown drains in-flight requests", false)
 
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
@@ -187,6 +190,11 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		err = errors.New("must be positive")
 	}
 	check(firstByte, err)
+	c.CatalogScanEvery, err = time.ParseDuration(catalogScan.raw)
+	if err == nil && c.CatalogScanEvery <= 0 {
+		err = errors.New("must be positive")
+	}
+	check(catalogScan, err)
 	c.ShutdownTimeout, err = time.ParseDuration(shutdown.raw)
 	if err == nil && c.ShutdownTimeout <= 0 {
 		err = errors.New("must be positive")
@@ -194,7 +202,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	check(shutdown, err)
 
 	switch command {
-	case "core", "worker":
+	case "core", "worker", "billing":
 		if c.NATSURL == "" {
 			errs = append(errs, fmt.Errorf("SWITCHBOARD_NATS_URL (--nats-url): the %s role runs against an external NATS server and needs its URL", command))
 		}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboardhq/switchboard/internal/node/nodetest"
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -101,8 +102,11 @@ func TestAdminRejectsBadConnections(t *testing.T) {
 
 func TestAdminConnectionLifecycle(t *testing.T) {
 	sb := nodetest.Serve(t, t.TempDir())
+	// OpenRouter's live catalog, from a fake of its /models.
+	up := upstreamtest.New(t, upstreamtest.WithModels("openai/gpt-4o-mini", "meta-llama/llama-3.1-8b-instruct"))
 	id := sb.CreateConnection(t, map[string]any{
 		"provider": "openrouter", "name": "or", "apiKey": "sk-or-secret-value", "priority": 2,
+		"providerSpecificData": map[string]any{"baseUrl": up.URL()},
 	})
 	get := sb.Admin(t, http.MethodGet, "/api/providers/"+id, nil)
 	require.Equal(t, http.StatusOK, get.Status)
@@ -124,7 +128,8 @@ func TestAdminConnectionLifecycle(t *testing.T) {
 
 	patch = sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"isActive": true})
 	require.Equal(t, http.StatusOK, patch.Status)
-	assert.Contains(t, sb.ModelIDs(t), "router/openai/gpt-4o-mini", "the prefix replaces the provider in ids")
+	assert.ElementsMatch(t, []string{"router/openai/gpt-4o-mini", "router/meta-llama/llama-3.1-8b-instruct"}, sb.ModelIDs(t),
+		"the live catalog, with the prefix in place of the provider in ids")
 
 	bad := sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"providerSpecificData": map[string]any{"baseUrl": "nope"}})
 	assert.Equal(t, http.StatusBadRequest, bad.Status)

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/switchboardhq/switchboard/billing"
 	"github.com/switchboardhq/switchboard/core"
 	"github.com/switchboardhq/switchboard/edge"
 	"github.com/switchboardhq/switchboard/internal/config"
@@ -39,19 +40,26 @@ import (
 type Role string
 
 const (
-	RoleCore   Role = "core"
-	RoleEdge   Role = "edge"
-	RoleWorker Role = "worker"
+	RoleCore    Role = "core"
+	RoleBilling Role = "billing"
+	RoleEdge    Role = "edge"
+	RoleWorker  Role = "worker"
 )
 
 // AllRoles is what `serve` runs.
-var AllRoles = []Role{RoleCore, RoleEdge, RoleWorker}
+var AllRoles = []Role{RoleCore, RoleBilling, RoleEdge, RoleWorker}
 
 // Files generated into the data directory when not configured.
 const (
 	SecretKeyFile  = "secret.key"
 	AdminTokenFile = "admin.token"
+	// JWTSecretFile holds the HS256 secret of GraphQL user tokens that
+	// `serve` generates when no user-token configuration is given, so
+	// `switchboard token` can mint development tokens.
+	JWTSecretFile = "jwt.secret"
 )
+
+const billingHealth = "switchboard.billing.v1.Billing"
 
 // Node is a started process.
 type Node struct {
@@ -69,6 +77,7 @@ type Node struct {
 	conns      []*grpc.ClientConn
 
 	core    *core.Core
+	billing *billing.Billing
 	edge    *edge.Edge
 	workers *workers.Workers
 
@@ -89,7 +98,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 	}()
 	needs := func(r Role) bool { return slices.Contains(roles, r) }
 
-	if needs(RoleCore) || needs(RoleWorker) {
+	if needs(RoleCore) || needs(RoleWorker) || needs(RoleBilling) {
 		if err := n.connectNATS(); err != nil {
 			return nil, err
 		}
@@ -110,6 +119,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			RequireAPIKey:    cfg.RequireAPIKey,
 			Replicas:         cfg.NATSReplica,
 			FirstByteTimeout: cfg.FirstByteTimeout,
+			CatalogScanEvery: cfg.CatalogScanEvery,
 		}, core.Deps{NATS: n.nc, Logger: log})
 		if err != nil {
 			return nil, err
@@ -120,6 +130,25 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		n.core.Register(n.grpcServer)
 		n.health.SetServingStatus("switchboard.core.v1.Router", healthpb.HealthCheckResponse_SERVING)
 		n.health.SetServingStatus("switchboard.core.v1.Admin", healthpb.HealthCheckResponse_SERVING)
+	}
+	if needs(RoleBilling) {
+		n.billing, err = billing.New(ctx, billing.Config{
+			StripeSecretKey:     cfg.StripeSecretKey,
+			StripeWebhookSecret: cfg.StripeWebhookSecret,
+			StripeAPIBase:       cfg.StripeAPIBase,
+			PublicURL:           cfg.PublicURL,
+			Replicas:            cfg.NATSReplica,
+		}, billing.Deps{NATS: n.nc, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		if err := n.listenGRPC(); err != nil {
+			return nil, err
+		}
+		n.billing.Register(n.grpcServer)
+		n.health.SetServingStatus(billingHealth, healthpb.HealthCheckResponse_SERVING)
+	}
+	if n.grpcServer != nil {
 		reflection.Register(n.grpcServer)
 	}
 
@@ -138,8 +167,25 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		}
 	}
 	if needs(RoleEdge) {
-		n.edge, err = edge.New(ctx, edge.Config{HTTPAddr: cfg.HTTPAddr, ShutdownTimeout: cfg.ShutdownTimeout},
-			edge.Deps{Core: coreConn, Logger: log})
+		// An edge without a billing address (only when built without the
+		// configuration's defaults) serves no billing routes.
+		var billingConn grpc.ClientConnInterface
+		if needs(RoleBilling) || cfg.BillingAddr != "" {
+			c, err := n.dial(cfg.BillingAddr, needs(RoleBilling))
+			if err != nil {
+				return nil, err
+			}
+			billingConn = c
+		}
+		jwtSecret, err := n.jwtSecret(needs(RoleBilling))
+		if err != nil {
+			return nil, err
+		}
+		n.edge, err = edge.New(ctx, edge.Config{
+			HTTPAddr:        cfg.HTTPAddr,
+			ShutdownTimeout: cfg.ShutdownTimeout,
+			Billing:         edge.BillingConfig{JWTSecret: jwtSecret, JWKSURL: cfg.JWKSURL, Dev: loopback(cfg.HTTPAddr)},
+		}, edge.Deps{Core: coreConn, Billing: billingConn, Logger: log})
 		if err != nil {
 			return nil, err
 		}
@@ -203,7 +249,41 @@ func (n *Node) secretKey() ([]byte, error) {
 	return secrets.ParseKey(string(text))
 }
 
+// jwtSecret is the configured user-token secret; with neither a secret nor
+// a JWKS URL configured, one process running everything uses (and creates)
+// the secret in its data directory.
+func (n *Node) jwtSecret(create bool) (string, error) {
+	if n.cfg.JWTSecret != "" || n.cfg.JWKSURL != "" || !create {
+		return n.cfg.JWTSecret, nil
+	}
+	path := filepath.Join(n.cfg.DataDir, JWTSecretFile)
+	b, created, err := secrets.LoadOrCreate(path, secrets.NewKeyText)
+	if err != nil {
+		return "", fmt.Errorf("user token secret: %w", err)
+	}
+	if created {
+		n.log.Info("generated a secret for GraphQL user tokens; mint one with `switchboard token`", "file", path)
+	}
+	return string(b), nil
+}
+
+// loopback reports whether an address listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func (n *Node) listenGRPC() error {
+	if n.grpcServer != nil {
+		return nil
+	}
 	ln, err := net.Listen("tcp", n.cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("grpc listen: %w", err)
@@ -281,6 +361,11 @@ func (n *Node) Run(ctx context.Context) error {
 	defer stopBack()
 	if n.core != nil {
 		back.Go(func() error { return n.core.Run(backCtx) })
+	}
+	if n.billing != nil {
+		back.Go(func() error { return n.billing.Run(backCtx) })
+	}
+	if n.grpcServer != nil {
 		back.Go(func() error { return serveGRPC(n.grpcServer, n.grpcLn) })
 		back.Go(func() error { return serveGRPC(n.grpcServer, n.memLn) })
 		n.log.Info("grpc listening", "addr", n.GRPCAddr())
@@ -325,6 +410,9 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}
 	backErr := back.Wait()
+	if n.billing != nil {
+		n.billing.Close()
+	}
 	return errors.Join(frontErr, backErr)
 }
 

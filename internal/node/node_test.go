@@ -102,8 +102,13 @@ func TestSplitModeListsModels(t *testing.T) {
 	workerCfg.CoreAddr = coreAddr
 	nodetest.Start(t, workerCfg, node.RoleWorker)
 
+	billingCfg := nodetest.Config(t.TempDir())
+	billingCfg.NATSURL = natsURL
+	billingNode := nodetest.Start(t, billingCfg, node.RoleBilling)
+
 	edgeCfg := nodetest.Config(t.TempDir())
 	edgeCfg.CoreAddr = coreAddr
+	edgeCfg.BillingAddr = billingNode.Node.GRPCAddr()
 	edgeNode := nodetest.Start(t, edgeCfg, node.RoleEdge)
 
 	edgeNode.CreateConnection(t, map[string]any{
@@ -113,7 +118,11 @@ func TestSplitModeListsModels(t *testing.T) {
 	assert.Equal(t, []string{"openai-compatible-lab/qwen2.5-coder"}, edgeNode.ModelIDs(t))
 	assert.Equal(t, 1, up.Count("/v1/models"))
 	ready := edgeNode.Do(t, http.MethodGet, "/readyz", nil)
-	assert.Equal(t, http.StatusOK, ready.Status)
+	assert.Equal(t, http.StatusOK, ready.Status, "%s", ready.Body)
+	// The edge reaches billing over the network too: without Stripe it says so.
+	gql := edgeNode.Do(t, http.MethodPost, "/graphql", map[string]any{"query": "{ prices { plan } }"})
+	assert.Equal(t, http.StatusOK, gql.Status)
+	assert.Contains(t, string(gql.Body), "BILLING_NOT_CONFIGURED")
 }
 
 // Interface 4.2 rule 5: a failing or silent upstream leaves its models out

@@ -1,12 +1,16 @@
 // Package provider is the static registry of upstream providers: where each
-// one lives, how it authenticates, which wire format it speaks and which
-// models it serves. It has no side effects and is shared by core and workers.
+// one lives, how it authenticates, which wire format it speaks, which kinds
+// of model it serves and which models it is known to serve. It has no side
+// effects and no mutable package state, and is shared by core and workers.
+//
+// The package is split by concern:
+//
+//	provider.go   the types: Spec, Model and their constants
+//	kind.go       model kinds and how a record's kind is read
+//	registry.go   Registry, Lookup and the compatible families
+//	providers.go  the built-in providers, one Spec per provider
+//	upstream.go   per-request helpers: base URL and credential headers
 package provider
-
-import (
-	"regexp"
-	"strings"
-)
 
 // Model kinds (interface section 1).
 const (
@@ -19,18 +23,13 @@ const (
 	KindMusic     = "music"
 )
 
-// Kinds lists every model kind.
-var Kinds = []string{KindLLM, KindImage, KindTTS, KindSTT, KindEmbedding, KindVideo, KindMusic}
-
-// ValidKind reports whether k is a model kind.
-func ValidKind(k string) bool {
-	for _, x := range Kinds {
-		if x == k {
-			return true
-		}
-	}
-	return false
-}
+// Modalities of a model's input and output.
+const (
+	ModalityText  = "text"
+	ModalityImage = "image"
+	ModalityAudio = "audio"
+	ModalityVideo = "video"
+)
 
 // Format is the wire format an upstream speaks.
 type Format string
@@ -61,13 +60,22 @@ const AnthropicVersion = "2023-06-01"
 
 // Model is a model a provider serves.
 type Model struct {
-	ID            string
-	Name          string
-	Kind          string
-	Input         []string
-	Output        []string
+	// ID is the model id exactly as the provider publishes it.
+	ID   string
+	Name string
+	// Kind is one of Kinds.
+	Kind string
+	// Input and Output are the modalities (Modality*) the model takes and
+	// produces. Output is empty for embedding models, whose output is a
+	// vector.
+	Input  []string
+	Output []string
+	// ContextWindow is the maximum number of input tokens (for LLMs, input
+	// plus output), 0 when not meaningful or not known. Figures are the
+	// provider's public ones and approximate.
 	ContextWindow int
-	Dimensions    int
+	// Dimensions is the default length of an embedding model's vectors.
+	Dimensions int
 }
 
 // Spec describes one provider.
@@ -82,126 +90,26 @@ type Spec struct {
 	DefaultBaseURL string
 	Auth           Auth
 	Format         Format
+	// Kinds lists the model kinds the provider serves.
+	Kinds []string
 	// Listing is true when GET {BaseURL}/models lists the models live.
 	Listing bool
-	// Models is the static model list.
+	// LiveCatalog is true when /v1/models shows the provider's live list
+	// (fetched with the connection's credential, kept an hour) instead of
+	// the static Models (interface 4.2 rule 7). The compatible families
+	// always list live.
+	LiveCatalog bool
+	// Models is the static model list: representative models, not the
+	// provider's whole catalogue (Listing gives that where there is one).
 	Models []Model
 }
 
-// Registry maps provider ids to their specs.
-type Registry struct {
-	specs map[string]Spec
-}
-
-// NewRegistry returns the registry of known providers.
-func NewRegistry() *Registry {
-	specs := []Spec{
-		{
-			ID: "openai", Alias: "openai", DefaultBaseURL: "https://api.openai.com/v1",
-			Auth: AuthBearer, Format: FormatOpenAI,
-			Models: []Model{
-				{ID: "gpt-4.1", Kind: KindLLM, Input: []string{"text", "image"}, Output: []string{"text"}, ContextWindow: 1047576},
-				{ID: "gpt-4.1-mini", Kind: KindLLM, Input: []string{"text", "image"}, Output: []string{"text"}, ContextWindow: 1047576},
-				{ID: "gpt-4o", Kind: KindLLM, Input: []string{"text", "image"}, Output: []string{"text"}, ContextWindow: 128000},
-				{ID: "gpt-4o-mini", Kind: KindLLM, Input: []string{"text", "image"}, Output: []string{"text"}, ContextWindow: 128000},
-				{ID: "o4-mini", Kind: KindLLM, Input: []string{"text", "image"}, Output: []string{"text"}, ContextWindow: 200000},
-				{ID: "text-embedding-3-small", Kind: KindEmbedding, Input: []string{"text"}, Dimensions: 1536},
-				{ID: "text-embedding-3-large", Kind: KindEmbedding, Input: []string{"text"}, Dimensions: 3072},
-				{ID: "text-embedding-ada-002", Kind: KindEmbedding, Input: []string{"text"}, Dimensions: 1536},
-				{ID: "whisper-1", Kind: KindSTT, Input: []string{"audio"}, Output: []string{"text"}},
-				{ID: "gpt-4o-transcribe", Kind: KindSTT, Input: []string{"audio"}, Output: []string{"text"}},
-				{ID: "tts-1", Kind: KindTTS, Input: []string{"text"}, Output: []string{"audio"}},
-				{ID: "gpt-4o-mini-tts", Kind: KindTTS, Input: []string{"text"}, Output: []string{"audio"}},
-				{ID: "gpt-image-1", Kind: KindImage, Input: []string{"text", "image"}, Output: []string{"image"}},
-			},
-		},
-		{
-			ID: "openrouter", Alias: "openrouter", DefaultBaseURL: "https://openrouter.ai/api/v1",
-			Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
-			Models: []Model{
-				{ID: "openai/gpt-4o-mini", Kind: KindLLM, Input: []string{"text", "image"}, Output: []string{"text"}, ContextWindow: 128000},
-				{ID: "anthropic/claude-sonnet-4", Kind: KindLLM, Input: []string{"text", "image"}, Output: []string{"text"}, ContextWindow: 200000},
-				{ID: "openai/text-embedding-3-small", Kind: KindEmbedding, Input: []string{"text"}, Dimensions: 1536},
-			},
-		},
-	}
-	r := &Registry{specs: make(map[string]Spec, len(specs))}
-	for _, s := range specs {
-		r.specs[s.ID] = s
-	}
-	return r
-}
-
-// Lookup returns the spec of a connection's provider id. Compatible family
-// ids ("openai-compatible-<suffix>") get a spec of their family with no
-// default base URL and no static models.
-func (r *Registry) Lookup(id string) (Spec, bool) {
-	if s, ok := r.specs[id]; ok {
-		return s, true
-	}
-	switch family, _ := Family(id); family {
-	case FamilyOpenAICompatible:
-		return Spec{ID: id, Alias: id, Family: family, Auth: AuthBearer, Format: FormatOpenAI, Listing: true}, true
-	case FamilyAnthropicCompatible:
-		return Spec{ID: id, Alias: id, Family: family, Auth: AuthXAPIKey, Format: FormatAnthropic, Listing: true}, true
-	}
-	return Spec{}, false
-}
-
-// IDs lists the registry's provider ids (not the compatible families).
-func (r *Registry) IDs() []string {
-	out := make([]string, 0, len(r.specs))
-	for id := range r.specs {
-		out = append(out, id)
-	}
-	return out
-}
-
-// Family splits a compatible provider id into its family and suffix; family
-// is empty for other ids.
-func Family(id string) (family, suffix string) {
-	for _, f := range []string{FamilyOpenAICompatible, FamilyAnthropicCompatible} {
-		if s, ok := strings.CutPrefix(id, f+"-"); ok && s != "" {
-			return f, s
+// Serves reports whether the provider serves models of kind k.
+func (s Spec) Serves(k string) bool {
+	for _, x := range s.Kinds {
+		if x == k {
+			return true
 		}
 	}
-	return "", ""
-}
-
-var uuidSuffix = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
-// CrossInstance reports whether a compatible provider id ends in a UUID,
-// which marks an upstream / cross-instance connection (interface 2.3).
-func CrossInstance(id string) bool {
-	family, suffix := Family(id)
-	return family != "" && uuidSuffix.MatchString(suffix)
-}
-
-// GuessKind guesses a model's kind from its id when no record says.
-func GuessKind(id string) string {
-	s := strings.ToLower(id)
-	switch {
-	case strings.Contains(s, "embed"):
-		return KindEmbedding
-	case strings.Contains(s, "whisper"), strings.Contains(s, "transcribe"), strings.Contains(s, "stt"):
-		return KindSTT
-	case strings.Contains(s, "tts"), strings.Contains(s, "speech"), strings.Contains(s, "voice"):
-		return KindTTS
-	case strings.Contains(s, "image"), strings.Contains(s, "dall-e"), strings.Contains(s, "flux"),
-		strings.Contains(s, "sdxl"), strings.Contains(s, "stable-diffusion"):
-		return KindImage
-	}
-	return KindLLM
-}
-
-// KindOf reads a model record's kind: kind first, then the older type field,
-// then a guess from the id (interface 2.3, rule 8).
-func KindOf(kind, typ, id string) string {
-	if ValidKind(kind) {
-		return kind
-	}
-	if ValidKind(typ) {
-		return typ
-	}
-	return GuessKind(id)
+	return false
 }

@@ -1,11 +1,13 @@
 // Package catalog builds a machine's model listing from its connections: the
-// registry's static models, a connection's enabled models, and the live
-// catalogs that workers fetch from compatible upstreams.
+// registry's static models, a connection's enabled models, the live catalogs
+// that workers fetch from upstreams, and the machine's aliases and combos,
+// less its disabled models.
 package catalog
 
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,6 +20,12 @@ import (
 // (interface section 8).
 const FetchWait = 5 * time.Second
 
+// Owners of entries that are not a connection's models.
+const (
+	OwnerCombo = "combo"
+	OwnerAlias = "alias"
+)
+
 // Refresher enqueues catalog fetches.
 type Refresher interface {
 	CatalogRefresh(ctx context.Context, machineID, connectionID, dedupKey string) error
@@ -25,10 +33,18 @@ type Refresher interface {
 
 // Model is one listed model.
 type Model struct {
-	// ID is "<prefix-or-provider>/<model>".
+	// ID is "<prefix-or-provider>/<model>", an alias or a combo name.
 	ID      string
 	OwnedBy string
 	Kind    string
+	// Provider is the provider id of the connection serving it (empty for a
+	// combo).
+	Provider      string
+	Name          string
+	ContextWindow int
+	Dimensions    int
+	Input         []string
+	Output        []string
 }
 
 // Lister answers model listings.
@@ -56,28 +72,66 @@ type Options struct {
 	NoFetch bool
 }
 
-// List returns the models machineID can reach. A compatible connection
-// whose live catalog is missing or stale gets a refresh job; List waits up to
+// List returns the models machineID can reach: combos first, then each
+// active connection's models by priority, then aliases. A connection whose
+// live catalog is missing or stale gets a refresh job; List waits up to
 // FetchWait for those, then answers without the ones still missing.
 func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Model {
 	conns := l.activeConnections(machineID)
 	if !opts.NoFetch {
-		if pending := l.requestMissing(ctx, conns); len(pending) > 0 {
-			l.awaitCatalogs(ctx, pending)
+		if pending := l.requestMissing(ctx, conns, false); len(pending) > 0 {
+			l.Await(ctx, pending)
 		}
 	}
-	seen := make(map[string]bool)
-	var out []Model
-	add := func(m Model) {
-		if opts.Kind != "" && m.Kind != opts.Kind {
-			return
+	models := l.connectionModels(machineID, conns)
+	byID := make(map[string]Model, len(models))
+	for _, m := range models {
+		if _, ok := byID[m.ID]; !ok {
+			byID[m.ID] = m
 		}
-		if seen[m.ID] {
+	}
+	settings := l.store.MachineSettings(machineID)
+	var out []Model
+	seen := make(map[string]bool, len(models))
+	add := func(m Model) {
+		if seen[m.ID] || (opts.Kind != "" && m.Kind != opts.Kind) {
 			return
 		}
 		seen[m.ID] = true
 		out = append(out, m)
 	}
+	for _, c := range settings.GetCombos() {
+		kind := provider.KindLLM
+		if len(c.GetModels()) > 0 {
+			if m, ok := byID[c.GetModels()[0]]; ok {
+				kind = m.Kind
+			} else if target, ok := byID[settings.GetAliases()[c.GetModels()[0]]]; ok {
+				kind = target.Kind
+			}
+		}
+		add(Model{ID: c.GetName(), OwnedBy: OwnerCombo, Kind: kind, Name: c.GetName()})
+	}
+	for _, m := range models {
+		add(m)
+	}
+	for _, name := range sortedKeys(settings.GetAliases()) {
+		if target, ok := byID[settings.GetAliases()[name]]; ok {
+			a := target
+			a.ID, a.OwnedBy, a.Name = name, OwnerAlias, name
+			add(a)
+		}
+	}
+	return out
+}
+
+// connectionModels lists every active connection's models, less the
+// machine's disabled ones.
+func (l *Lister) connectionModels(machineID string, conns []*busv1.Connection) []Model {
+	var disabled map[string]*busv1.ModelIDs
+	if e, ok := l.store.Disabled.Get(machineID); ok {
+		disabled = e.Value.GetAliases()
+	}
+	var out []Model
 	for _, c := range conns {
 		spec, ok := l.registry.Lookup(c.GetProvider())
 		if !ok {
@@ -87,36 +141,57 @@ func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Mod
 		if alias == "" {
 			alias = spec.Alias
 		}
+		off := disabled[alias].GetIds()
 		static := make(map[string]provider.Model, len(spec.Models))
 		for _, m := range spec.Models {
 			static[m.ID] = m
 		}
-		kindOf := func(id string) string {
-			if m, ok := static[id]; ok {
-				return provider.KindOf(m.Kind, "", id)
+		add := func(id, kind, typ string) {
+			if slices.Contains(off, id) {
+				return
 			}
-			return provider.GuessKind(id)
+			m := Model{ID: alias + "/" + id, OwnedBy: alias, Provider: spec.ID, Name: id}
+			if s, ok := static[id]; ok {
+				m.Kind = provider.KindOf(s.Kind, "", id)
+				if s.Name != "" {
+					m.Name = s.Name
+				}
+				m.ContextWindow, m.Dimensions, m.Input, m.Output = s.ContextWindow, s.Dimensions, s.Input, s.Output
+			} else {
+				m.Kind = provider.KindOf(kind, typ, id)
+			}
+			out = append(out, m)
 		}
 		switch {
 		case len(c.GetData().GetEnabledModels()) > 0:
 			for _, id := range c.GetData().GetEnabledModels() {
-				add(Model{ID: alias + "/" + id, OwnedBy: alias, Kind: kindOf(id)})
+				add(id, "", "")
 			}
-		case spec.Family != "":
-			cat, ok := l.fresh(c)
-			if !ok {
-				continue
-			}
-			for _, m := range cat.GetModels() {
-				add(Model{ID: alias + "/" + m.GetId(), OwnedBy: alias, Kind: provider.KindOf(m.GetKind(), m.GetType(), m.GetId())})
+		case l.live(spec):
+			if cat, ok := l.fresh(c); ok && cat.GetError() == "" {
+				for _, m := range cat.GetModels() {
+					add(m.GetId(), m.GetKind(), m.GetType())
+				}
+			} else if spec.Family == "" {
+				// A registry provider whose live list is unavailable still
+				// has its static one.
+				for _, m := range spec.Models {
+					add(m.ID, m.Kind, "")
+				}
 			}
 		default:
 			for _, m := range spec.Models {
-				add(Model{ID: alias + "/" + m.ID, OwnedBy: alias, Kind: provider.KindOf(m.Kind, "", m.ID)})
+				add(m.ID, m.Kind, "")
 			}
 		}
 	}
 	return out
+}
+
+// live reports whether a provider's models come from a live catalog: the
+// compatible families always, registry providers when they publish one.
+func (l *Lister) live(spec provider.Spec) bool {
+	return spec.Family != "" || spec.LiveCatalog
 }
 
 func (l *Lister) activeConnections(machineID string) []*busv1.Connection {
@@ -130,11 +205,11 @@ func (l *Lister) activeConnections(machineID string) []*busv1.Connection {
 	return out
 }
 
-// needsFetch reports whether a connection's models come from a live catalog
-// that may be fetched (interface 4.2 rules 4 and 6).
-func (l *Lister) needsFetch(c *busv1.Connection) bool {
+// Fetchable reports whether a connection's models come from a live catalog
+// that may be fetched (interface 4.2 rules 4, 6 and 7).
+func (l *Lister) Fetchable(c *busv1.Connection) bool {
 	spec, ok := l.registry.Lookup(c.GetProvider())
-	return ok && spec.Family != "" && len(c.GetData().GetEnabledModels()) == 0 && !provider.CrossInstance(c.GetProvider())
+	return ok && l.live(spec) && len(c.GetData().GetEnabledModels()) == 0 && !provider.CrossInstance(c.GetProvider())
 }
 
 // fresh returns the connection's stored catalog if it has not expired.
@@ -146,15 +221,20 @@ func (l *Lister) fresh(c *busv1.Connection) (*busv1.Catalog, bool) {
 	return e.Value, true
 }
 
+// Pending is a set of catalog fetches being waited for: catalog key to the
+// revision the wait started from.
+type Pending map[string]uint64
+
 // requestMissing enqueues a refresh for every fetchable connection without a
-// fresh catalog and returns their keys.
-func (l *Lister) requestMissing(ctx context.Context, conns []*busv1.Connection) map[string]bool {
-	var pending map[string]bool
+// fresh catalog (every given connection when force is set) and returns what
+// to wait for.
+func (l *Lister) requestMissing(ctx context.Context, conns []*busv1.Connection, force bool) Pending {
+	var pending Pending
 	for _, c := range conns {
-		if !l.needsFetch(c) {
+		if !force && !l.Fetchable(c) {
 			continue
 		}
-		if _, ok := l.fresh(c); ok {
+		if _, ok := l.fresh(c); ok && !force {
 			continue
 		}
 		key := store.ConnectionKey(c.GetMachineId(), c.GetId())
@@ -163,26 +243,43 @@ func (l *Lister) requestMissing(ctx context.Context, conns []*busv1.Connection) 
 		if e, ok := l.store.Catalogs.Get(key); ok {
 			rev = e.Revision
 		}
-		if err := l.refresher.CatalogRefresh(ctx, c.GetMachineId(), c.GetId(), strconv.FormatUint(rev, 10)); err != nil {
+		dedup := strconv.FormatUint(rev, 10)
+		if force {
+			dedup = "forced." + strconv.FormatInt(l.now().UnixNano(), 10)
+		}
+		if err := l.refresher.CatalogRefresh(ctx, c.GetMachineId(), c.GetId(), dedup); err != nil {
 			l.log.Warn("catalog refresh not enqueued", "connection", c.GetId(), "err", err)
 			continue
 		}
 		if pending == nil {
-			pending = make(map[string]bool)
+			pending = make(Pending)
 		}
-		pending[key] = true
+		pending[key] = rev
 	}
 	return pending
 }
 
-// awaitCatalogs waits until every pending catalog is fresh, at most FetchWait.
-func (l *Lister) awaitCatalogs(ctx context.Context, pending map[string]bool) {
+// Refresh forces a fetch of one connection's catalog and waits for it, at
+// most FetchWait. It reports whether a new catalog arrived.
+func (l *Lister) Refresh(ctx context.Context, c *busv1.Connection) (*busv1.Catalog, bool) {
+	pending := l.requestMissing(ctx, []*busv1.Connection{c}, true)
+	l.Await(ctx, pending)
+	if len(pending) > 0 {
+		return nil, false
+	}
+	e, ok := l.store.Catalogs.Get(store.ConnectionKey(c.GetMachineId(), c.GetId()))
+	return e.Value, ok
+}
+
+// Await waits until every pending catalog has a newer, unexpired revision,
+// at most FetchWait; the ones that arrived are removed from pending.
+func (l *Lister) Await(ctx context.Context, pending Pending) {
 	timer := time.NewTimer(l.wait)
 	defer timer.Stop()
 	for {
 		changed := l.store.Catalogs.Changed()
-		for key := range pending {
-			if e, ok := l.store.Catalogs.Get(key); ok && l.now().Before(e.Value.GetExpiresAt().AsTime()) {
+		for key, rev := range pending {
+			if e, ok := l.store.Catalogs.Get(key); ok && e.Revision > rev && l.now().Before(e.Value.GetExpiresAt().AsTime()) {
 				delete(pending, key)
 			}
 		}
@@ -197,4 +294,40 @@ func (l *Lister) awaitCatalogs(ctx context.Context, pending map[string]bool) {
 			return
 		}
 	}
+}
+
+// RefreshExpiring enqueues fetches for live catalogs that expire within
+// lead, so listings rarely wait. Jobs are de-duplicated per catalog
+// revision, so every core replica may run it.
+func (l *Lister) RefreshExpiring(ctx context.Context, lead time.Duration) int {
+	var due []*busv1.Connection
+	horizon := l.now().Add(lead)
+	l.store.Connections.Range(func(_ string, e store.Entry[*busv1.Connection]) bool {
+		c := e.Value
+		if !c.GetIsActive() || !l.Fetchable(c) {
+			return true
+		}
+		if cat, ok := l.store.Catalogs.Get(store.ConnectionKey(c.GetMachineId(), c.GetId())); ok && cat.Value.GetExpiresAt().AsTime().Before(horizon) {
+			due = append(due, c)
+		}
+		return true
+	})
+	n := 0
+	for _, c := range due {
+		key := store.ConnectionKey(c.GetMachineId(), c.GetId())
+		e, _ := l.store.Catalogs.Get(key)
+		if err := l.refresher.CatalogRefresh(ctx, c.GetMachineId(), c.GetId(), strconv.FormatUint(e.Revision, 10)); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/core/internal/store"
-	"github.com/switchboardhq/switchboard/core/internal/upstream"
 	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
@@ -107,12 +107,37 @@ func New(st *store.Store, resolver *routing.Resolver, cooldowns credential.Coold
 	return d
 }
 
-// Do resolves the request's model and tries its connections with call.
+// Do resolves the request's model and tries its connections with call. A
+// combo's models are tried in turn while their connections are exhausted;
+// an error that is the request's own (a 400 passed through, a committed
+// stream) ends the walk at once.
 func (d *Dispatcher) Do(ctx context.Context, req Request, call Call) (Result, error) {
-	t, err := d.resolver.Resolve(req.MachineID, req.Model)
+	targets, err := d.resolver.ResolveAll(req.MachineID, req.Model)
 	if err != nil {
 		return Result{}, err
 	}
+	var res Result
+	attempts := 0
+	for i, t := range targets {
+		res, err = d.doTarget(ctx, req, t, call)
+		attempts += res.Attempts
+		res.Attempts = attempts
+		if err == nil || i == len(targets)-1 || !nextModel(err) {
+			return res, err
+		}
+		d.log.Debug("combo model exhausted, trying the next", "model", t.Alias+"/"+t.Model, "err", err)
+	}
+	return res, err
+}
+
+// nextModel reports whether a combo may go on to its next model after err.
+func nextModel(err error) bool {
+	var exhausted *credential.ExhaustedError
+	return errors.As(err, &exhausted) || errors.Is(err, credential.ErrNoCredentials) ||
+		errors.Is(err, ErrUnsupportedProvider) || errors.Is(err, routing.ErrNoCredentials)
+}
+
+func (d *Dispatcher) doTarget(ctx context.Context, req Request, t routing.Target, call Call) (Result, error) {
 	res := Result{Target: t}
 	if req.Supports != nil && !req.Supports(t.Spec) {
 		return res, ErrUnsupportedProvider

@@ -30,6 +30,7 @@ func (d *Dispatcher) Refresh(ctx context.Context, c credential.Candidate) (crede
 	cur := conn.Connection
 	gen := cur.GetOauth().GetGeneration()
 	key := store.ConnectionKey(cur.GetMachineId(), cur.GetId())
+	start, _ := d.store.Connections.Get(key)
 	if err := d.jobs.TokenRefresh(ctx, cur.GetMachineId(), cur.GetId(), gen); err != nil {
 		return c, fmt.Errorf("enqueue token refresh: %w", err)
 	}
@@ -43,6 +44,11 @@ func (d *Dispatcher) Refresh(ctx context.Context, c credential.Candidate) (crede
 		}
 		if e.Value.GetOauth().GetNeedsRelogin() {
 			return c, ErrNeedsRelogin
+		}
+		// A refresh that failed without needing a new login is recorded at
+		// the same generation: no point waiting for it.
+		if e.Revision != start.Revision && e.Value.GetOauth().GetLastError() != "" && e.Value.GetOauth().GetGeneration() == gen {
+			return c, errors.New("token refresh failed")
 		}
 		if e.Value.GetOauth().GetGeneration() > gen {
 			next, err := d.Prepare(e.Value, conn.Spec)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/apikey"
+	"github.com/switchboardhq/switchboard/core/internal/catalog"
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/provider"
@@ -40,6 +41,7 @@ type Admin struct {
 	store     *store.Store
 	vault     *vault.Vault
 	cooldowns *store.Cooldowns
+	lister    *catalog.Lister
 	keySecret []byte
 	registry  *provider.Registry
 	log       *slog.Logger
@@ -49,8 +51,8 @@ type Admin struct {
 var _ corev1.AdminServer = (*Admin)(nil)
 
 // NewAdmin returns the Admin service.
-func NewAdmin(auth *Authenticator, st *store.Store, v *vault.Vault, cooldowns *store.Cooldowns, keySecret []byte, reg *provider.Registry, log *slog.Logger) *Admin {
-	return &Admin{auth: auth, store: st, vault: v, cooldowns: cooldowns, keySecret: keySecret, registry: reg, log: log, now: time.Now}
+func NewAdmin(auth *Authenticator, st *store.Store, v *vault.Vault, cooldowns *store.Cooldowns, lister *catalog.Lister, keySecret []byte, reg *provider.Registry, log *slog.Logger) *Admin {
+	return &Admin{auth: auth, store: st, vault: v, cooldowns: cooldowns, lister: lister, keySecret: keySecret, registry: reg, log: log, now: time.Now}
 }
 
 func created(ctx context.Context) {
@@ -483,12 +485,7 @@ func (a *Admin) UpdateSettings(ctx context.Context, req *corev1.UpdateSettingsRe
 	if req.StickyLimit != nil && (req.GetStickyLimit() < 1 || req.GetStickyLimit() > 1000) {
 		return nil, invalidParam("stickyLimit", "invalid_value", "stickyLimit must be between 1 and 1000")
 	}
-	if _, ok := a.store.Settings.Get(machineID); !ok {
-		if err := a.store.Settings.Create(ctx, machineID, &busv1.Settings{}); err != nil && !errors.Is(err, store.ErrExists) {
-			return nil, a.storeError(err)
-		}
-	}
-	_, err = a.store.Settings.Modify(ctx, machineID, func(s *busv1.Settings) error {
+	err = a.modifySettings(ctx, machineID, func(s *busv1.Settings) {
 		if req.RequireApiKey != nil {
 			s.RequireApiKey = req.GetRequireApiKey()
 		}
@@ -504,7 +501,6 @@ func (a *Admin) UpdateSettings(ctx context.Context, req *corev1.UpdateSettingsRe
 		if req.StickyLimit != nil {
 			s.StickyLimit = req.GetStickyLimit()
 		}
-		return nil
 	})
 	if err != nil {
 		return nil, a.storeError(err)

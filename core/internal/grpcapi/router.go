@@ -63,3 +63,45 @@ func (r *Router) ListModels(ctx context.Context, req *corev1.ListModelsRequest) 
 	}
 	return out, nil
 }
+
+// endpoints are the routes that serve each kind.
+var endpoints = map[string]string{
+	provider.KindLLM:       "/v1/chat/completions",
+	provider.KindEmbedding: "/v1/embeddings",
+	provider.KindTTS:       "/v1/audio/speech",
+	provider.KindSTT:       "/v1/audio/transcriptions",
+	provider.KindImage:     "/v1/images/generations",
+}
+
+// GetModelInfo describes one model of the caller's listing.
+func (r *Router) GetModelInfo(ctx context.Context, req *corev1.GetModelInfoRequest) (*corev1.GetModelInfoResponse, error) {
+	p, err := r.auth.Gateway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetId() == "" {
+		return nil, missingParam("id")
+	}
+	if req.GetKind() != "" && !provider.ValidKind(req.GetKind()) {
+		return nil, invalidParam("kind", "invalid_value", fmt.Sprintf("unknown model kind '%s'", req.GetKind()))
+	}
+	for _, m := range r.catalog.List(ctx, p.MachineID, catalog.Options{Kind: req.GetKind(), NoFetch: mdGetter(ctx)(MDCatalogFetch) != ""}) {
+		if m.ID != req.GetId() {
+			continue
+		}
+		out := &corev1.GetModelInfoResponse{
+			Id: m.ID, Name: m.Name, Kind: m.Kind, OwnedBy: m.OwnedBy, Endpoint: endpoints[m.Kind],
+			InputModalities: m.Input, OutputModalities: m.Output, Provider: m.Provider,
+		}
+		if m.ContextWindow > 0 {
+			cw := int32(m.ContextWindow)
+			out.ContextWindow = &cw
+		}
+		if m.Dimensions > 0 {
+			d := int32(m.Dimensions)
+			out.Dimensions = &d
+		}
+		return out, nil
+	}
+	return nil, notFound("model_not_found", fmt.Sprintf("the model '%s' does not exist or no connection of this machine serves it", req.GetId()))
+}

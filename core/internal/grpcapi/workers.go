@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -41,6 +42,7 @@ func (a *Admin) GetConnectionCredentials(ctx context.Context, req *corev1.GetCon
 		TokenUrl:     c.GetOauth().GetTokenUrl(),
 		ClientId:     c.GetOauth().GetClientId(),
 		Generation:   c.GetOauth().GetGeneration(),
+		ProxyUrl:     c.GetData().GetProxyUrl(),
 	}, nil
 }
 
@@ -63,6 +65,7 @@ func (a *Admin) PutCatalog(ctx context.Context, req *corev1.PutCatalogRequest) (
 	}
 	if req.GetError() != "" {
 		cat.Error = req.GetError()
+		cat.Status = req.GetStatus()
 		cat.ExpiresAt = timestamppb.New(now.Add(CatalogErrorTTL))
 	} else {
 		cat.Models = req.GetModels()
@@ -100,12 +103,12 @@ func (a *Admin) StoreTokens(ctx context.Context, req *corev1.StoreTokensRequest)
 	if _, err := a.connection(machineID, req.GetConnectionId()); err != nil {
 		return nil, err
 	}
+	if e, _ := a.store.Connections.Get(store.ConnectionKey(machineID, req.GetConnectionId())); e.Value.GetOauth() == nil {
+		return nil, statusError(codes.FailedPrecondition, "not_oauth", "the connection has no OAuth tokens to refresh")
+	}
 	stored := false
 	next, err := a.store.Connections.Modify(ctx, store.ConnectionKey(machineID, req.GetConnectionId()), func(c *busv1.Connection) error {
 		stored = false
-		if c.Oauth == nil {
-			c.Oauth = &busv1.OAuthState{}
-		}
 		if c.Oauth.GetGeneration() != req.GetGeneration() {
 			return nil // a newer refresh already landed
 		}

@@ -42,11 +42,57 @@ func NewResolver(st *store.Store, reg *provider.Registry) *Resolver {
 	return &Resolver{store: st, registry: reg}
 }
 
-// Resolve maps a model string to a target. The forms are
-// "<prefix>/<model>" where prefix is a connection's prefix, its provider's
-// alias or its provider id; and a bare model id that one of the machine's
-// connections lists.
+// maxAliasDepth bounds alias chains (an alias naming another alias).
+const maxAliasDepth = 4
+
+// ResolveAll maps a model string to the targets to try in order: the models
+// of a combo, or the one target of any other model.
+func (r *Resolver) ResolveAll(machineID, model string) ([]Target, error) {
+	settings := r.store.MachineSettings(machineID)
+	for _, c := range settings.GetCombos() {
+		if c.GetName() != model {
+			continue
+		}
+		var out []Target
+		var firstErr error
+		for _, m := range c.GetModels() {
+			t, err := r.Resolve(machineID, m)
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			out = append(out, t)
+		}
+		if len(out) == 0 {
+			if firstErr == nil {
+				firstErr = ErrModelNotFound
+			}
+			return nil, firstErr
+		}
+		return out, nil
+	}
+	t, err := r.Resolve(machineID, model)
+	if err != nil {
+		return nil, err
+	}
+	return []Target{t}, nil
+}
+
+// Resolve maps a model string to a target. The forms are a machine alias
+// (resolved to its target); "<prefix>/<model>" where prefix is a
+// connection's prefix, its provider's alias or its provider id; and a bare
+// model id that one of the machine's connections lists.
 func (r *Resolver) Resolve(machineID, model string) (Target, error) {
+	aliases := r.store.MachineSettings(machineID).GetAliases()
+	for range maxAliasDepth {
+		target, ok := aliases[model]
+		if !ok {
+			break
+		}
+		model = target
+	}
 	if model == "" {
 		return Target{}, ErrModelNotFound
 	}

@@ -23,6 +23,7 @@ type Store struct {
 	Settings    *Bucket[*busv1.Settings]
 	Catalogs    *Bucket[*busv1.Catalog]
 	Cooldowns   *Bucket[*busv1.Cooldown]
+	Disabled    *Bucket[*busv1.DisabledModels]
 }
 
 // Open mirrors core's buckets, which must exist (spine.Topology.Ensure).
@@ -42,6 +43,9 @@ func Open(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Store
 		return nil, err
 	}
 	if s.Catalogs, err = open(ctx, js, spine.BucketCatalogs, func() *busv1.Catalog { return new(busv1.Catalog) }, log); err != nil {
+		return nil, err
+	}
+	if s.Disabled, err = open(ctx, js, spine.BucketDisabledModels, func() *busv1.DisabledModels { return new(busv1.DisabledModels) }, log); err != nil {
 		return nil, err
 	}
 	if s.Cooldowns, err = open(ctx, js, spine.BucketCooldowns, func() *busv1.Cooldown { return new(busv1.Cooldown) }, log); err != nil {
@@ -91,4 +95,12 @@ func (s *Store) MachineSettings(machineID string) *busv1.Settings {
 		return e.Value
 	}
 	return &busv1.Settings{}
+}
+
+// DisabledIDs returns a machine's disabled model ids of one alias.
+func (s *Store) DisabledIDs(machineID, alias string) []string {
+	if e, ok := s.Disabled.Get(machineID); ok {
+		return e.Value.GetAliases()[alias].GetIds()
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -44,13 +45,18 @@ type Refresher struct {
 	admin      Admin
 	adminToken string
 	registry   *provider.Registry
-	client     *http.Client
+	clients    *upstream.Clients
 	log        *slog.Logger
 }
 
+// NewClients returns the clients catalog fetches go through.
+func NewClients() *upstream.Clients {
+	return upstream.NewClients(upstream.Options{Connect: FetchTimeout, FirstByte: FetchTimeout, IdlePerHost: 4})
+}
+
 // New returns a Refresher.
-func New(admin Admin, adminToken string, reg *provider.Registry, client *http.Client, log *slog.Logger) *Refresher {
-	return &Refresher{admin: admin, adminToken: adminToken, registry: reg, client: client, log: log}
+func New(admin Admin, adminToken string, reg *provider.Registry, clients *upstream.Clients, log *slog.Logger) *Refresher {
+	return &Refresher{admin: admin, adminToken: adminToken, registry: reg, clients: clients, log: log}
 }
 
 // Handle performs one job. A failed upstream fetch is recorded on the
@@ -77,11 +83,15 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.CatalogRefreshJob) er
 		credential = creds.GetAccessToken()
 	}
 	start := time.Now()
-	models, ferr := r.Fetch(ctx, spec, spec.BaseURL(conn.GetProviderSpecificData().GetBaseUrl()), credential)
+	models, ferr := r.Fetch(ctx, spec, spec.BaseURL(conn.GetProviderSpecificData().GetBaseUrl()), creds.GetProxyUrl(), credential)
 	put := &corev1.PutCatalogRequest{ConnectionId: job.GetConnectionId(), Models: models}
 	if ferr != nil {
 		r.log.Warn("catalog fetch failed", "connection", job.GetConnectionId(), "provider", conn.GetProvider(), "err", ferr)
 		put = &corev1.PutCatalogRequest{ConnectionId: job.GetConnectionId(), Error: ferr.Error()}
+		var se *StatusError
+		if errors.As(ferr, &se) {
+			put.Status = int32(se.Status)
+		}
 	} else {
 		r.log.Info("catalog fetched", "connection", job.GetConnectionId(), "models", len(models), "took", time.Since(start))
 	}
@@ -91,10 +101,15 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.CatalogRefreshJob) er
 	return nil
 }
 
-// Fetch reads GET {base}/models. Error texts never carry the credential.
-func (r *Refresher) Fetch(ctx context.Context, spec provider.Spec, base, credential string) ([]*busv1.Model, error) {
+// Fetch reads GET {base}/models through the connection's proxy. Error texts
+// never carry the credential.
+func (r *Refresher) Fetch(ctx context.Context, spec provider.Spec, base, proxyURL, credential string) ([]*busv1.Model, error) {
 	ctx, cancel := context.WithTimeout(ctx, FetchTimeout)
 	defer cancel()
+	client, err := r.clients.For(base, proxyURL)
+	if err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
 	if err != nil {
 		return nil, fmt.Errorf("bad base URL")
@@ -102,7 +117,7 @@ func (r *Refresher) Fetch(ctx context.Context, spec provider.Spec, base, credent
 	spec.Authorize(req.Header, credential)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set(LoopHeader, "1")
-	resp, err := r.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("upstream did not answer within %s", FetchTimeout)
@@ -115,10 +130,15 @@ func (r *Refresher) Fetch(ctx context.Context, spec provider.Spec, base, credent
 		return nil, fmt.Errorf("reading upstream listing: %w", ctx.Err())
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("upstream answered %d", resp.StatusCode)
+		return nil, &StatusError{Status: resp.StatusCode}
 	}
 	return Parse(body)
 }
+
+// StatusError is an upstream's refusal to list its models.
+type StatusError struct{ Status int }
+
+func (e *StatusError) Error() string { return fmt.Sprintf("upstream answered %d", e.Status) }
 
 // listedModel is one entry of an upstream listing, in any of the shapes
 // providers use.

@@ -526,7 +526,11 @@ type Settings struct {
 	RoutingStrategy string `protobuf:"bytes,4,opt,name=routing_strategy,json=routingStrategy,proto3" json:"routing_strategy,omitempty"`
 	// sticky_limit is how many consecutive requests round-robin keeps a
 	// connection before moving on.
-	StickyLimit   int32 `protobuf:"varint,5,opt,name=sticky_limit,json=stickyLimit,proto3" json:"sticky_limit,omitempty"`
+	StickyLimit int32 `protobuf:"varint,5,opt,name=sticky_limit,json=stickyLimit,proto3" json:"sticky_limit,omitempty"`
+	// aliases map a public model name to "<prefix>/<model>".
+	Aliases map[string]string `protobuf:"bytes,6,rep,name=aliases,proto3" json:"aliases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// combos are named, ordered model lists tried in turn.
+	Combos        []*Combo `protobuf:"bytes,7,rep,name=combos,proto3" json:"combos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,6 +600,165 @@ func (x *Settings) GetStickyLimit() int32 {
 	return 0
 }
 
+func (x *Settings) GetAliases() map[string]string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+func (x *Settings) GetCombos() []*Combo {
+	if x != nil {
+		return x.Combos
+	}
+	return nil
+}
+
+// Combo is a named list of models; a request for the combo tries them in
+// order until one answers.
+type Combo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Models        []string               `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Combo) Reset() {
+	*x = Combo{}
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Combo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Combo) ProtoMessage() {}
+
+func (x *Combo) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Combo.ProtoReflect.Descriptor instead.
+func (*Combo) Descriptor() ([]byte, []int) {
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Combo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Combo) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+// DisabledModels are a machine's models hidden from its listings, by the
+// alias that appears in model ids. Stored in sb_disabled_models under the
+// machine id.
+type DisabledModels struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Aliases       map[string]*ModelIDs   `protobuf:"bytes,1,rep,name=aliases,proto3" json:"aliases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisabledModels) Reset() {
+	*x = DisabledModels{}
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisabledModels) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisabledModels) ProtoMessage() {}
+
+func (x *DisabledModels) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisabledModels.ProtoReflect.Descriptor instead.
+func (*DisabledModels) Descriptor() ([]byte, []int) {
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DisabledModels) GetAliases() map[string]*ModelIDs {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+type ModelIDs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelIDs) Reset() {
+	*x = ModelIDs{}
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelIDs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelIDs) ProtoMessage() {}
+
+func (x *ModelIDs) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelIDs.ProtoReflect.Descriptor instead.
+func (*ModelIDs) Descriptor() ([]byte, []int) {
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ModelIDs) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
 // Catalog is a connection's live model list, fetched upstream by a worker.
 // Stored in sb_catalogs under "<machine_id>.<connection_id>".
 type Catalog struct {
@@ -607,14 +770,16 @@ type Catalog struct {
 	// expires_at is when the catalog should be fetched again.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// error is set when the fetch failed; models is then empty.
-	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// status is the upstream's HTTP status when the fetch failed with one.
+	Status        int32 `protobuf:"varint,7,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Catalog) Reset() {
 	*x = Catalog{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +791,7 @@ func (x *Catalog) String() string {
 func (*Catalog) ProtoMessage() {}
 
 func (x *Catalog) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +804,7 @@ func (x *Catalog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Catalog.ProtoReflect.Descriptor instead.
 func (*Catalog) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Catalog) GetMachineId() string {
@@ -684,6 +849,13 @@ func (x *Catalog) GetError() string {
 	return ""
 }
 
+func (x *Catalog) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
 // Model is one model record of a provider or catalog.
 type Model struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -703,7 +875,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +887,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +900,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Model) GetId() string {
@@ -805,7 +977,7 @@ type Cooldown struct {
 
 func (x *Cooldown) Reset() {
 	*x = Cooldown{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +989,7 @@ func (x *Cooldown) String() string {
 func (*Cooldown) ProtoMessage() {}
 
 func (x *Cooldown) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1002,7 @@ func (x *Cooldown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cooldown.ProtoReflect.Descriptor instead.
 func (*Cooldown) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Cooldown) GetConnectionId() string {
@@ -938,13 +1110,28 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"machine_id\x18\x02 \x01(\tR\tmachineId\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x129\n" +
 	"\n" +
-	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xce\x01\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x82\x03\n" +
 	"\bSettings\x12&\n" +
 	"\x0frequire_api_key\x18\x01 \x01(\bR\rrequireApiKey\x12'\n" +
 	"\x0fcaveman_enabled\x18\x02 \x01(\bR\x0ecavemanEnabled\x12#\n" +
 	"\rcaveman_level\x18\x03 \x01(\tR\fcavemanLevel\x12)\n" +
 	"\x10routing_strategy\x18\x04 \x01(\tR\x0froutingStrategy\x12!\n" +
-	"\fsticky_limit\x18\x05 \x01(\x05R\vstickyLimit\"\x8c\x02\n" +
+	"\fsticky_limit\x18\x05 \x01(\x05R\vstickyLimit\x12C\n" +
+	"\aaliases\x18\x06 \x03(\v2).switchboard.bus.v1.Settings.AliasesEntryR\aaliases\x121\n" +
+	"\x06combos\x18\a \x03(\v2\x19.switchboard.bus.v1.ComboR\x06combos\x1a:\n" +
+	"\fAliasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"3\n" +
+	"\x05Combo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06models\x18\x02 \x03(\tR\x06models\"\xb5\x01\n" +
+	"\x0eDisabledModels\x12I\n" +
+	"\aaliases\x18\x01 \x03(\v2/.switchboard.bus.v1.DisabledModels.AliasesEntryR\aaliases\x1aX\n" +
+	"\fAliasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x122\n" +
+	"\x05value\x18\x02 \x01(\v2\x1c.switchboard.bus.v1.ModelIDsR\x05value:\x028\x01\"\x1c\n" +
+	"\bModelIDs\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\"\xa4\x02\n" +
 	"\aCatalog\x12\x1d\n" +
 	"\n" +
 	"machine_id\x18\x01 \x01(\tR\tmachineId\x12#\n" +
@@ -954,7 +1141,8 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"fetched_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tfetchedAt\x129\n" +
 	"\n" +
 	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"\xf2\x01\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12\x16\n" +
+	"\x06status\x18\a \x01(\x05R\x06status\"\xf2\x01\n" +
 	"\x05Model\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -987,7 +1175,7 @@ func file_switchboard_bus_v1_state_proto_rawDescGZIP() []byte {
 	return file_switchboard_bus_v1_state_proto_rawDescData
 }
 
-var file_switchboard_bus_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_switchboard_bus_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_switchboard_bus_v1_state_proto_goTypes = []any{
 	(*Machine)(nil),               // 0: switchboard.bus.v1.Machine
 	(*Connection)(nil),            // 1: switchboard.bus.v1.Connection
@@ -996,28 +1184,37 @@ var file_switchboard_bus_v1_state_proto_goTypes = []any{
 	(*OAuthState)(nil),            // 4: switchboard.bus.v1.OAuthState
 	(*APIKey)(nil),                // 5: switchboard.bus.v1.APIKey
 	(*Settings)(nil),              // 6: switchboard.bus.v1.Settings
-	(*Catalog)(nil),               // 7: switchboard.bus.v1.Catalog
-	(*Model)(nil),                 // 8: switchboard.bus.v1.Model
-	(*Cooldown)(nil),              // 9: switchboard.bus.v1.Cooldown
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*Combo)(nil),                 // 7: switchboard.bus.v1.Combo
+	(*DisabledModels)(nil),        // 8: switchboard.bus.v1.DisabledModels
+	(*ModelIDs)(nil),              // 9: switchboard.bus.v1.ModelIDs
+	(*Catalog)(nil),               // 10: switchboard.bus.v1.Catalog
+	(*Model)(nil),                 // 11: switchboard.bus.v1.Model
+	(*Cooldown)(nil),              // 12: switchboard.bus.v1.Cooldown
+	nil,                           // 13: switchboard.bus.v1.Settings.AliasesEntry
+	nil,                           // 14: switchboard.bus.v1.DisabledModels.AliasesEntry
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
 }
 var file_switchboard_bus_v1_state_proto_depIdxs = []int32{
-	10, // 0: switchboard.bus.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	15, // 0: switchboard.bus.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 1: switchboard.bus.v1.Connection.data:type_name -> switchboard.bus.v1.ProviderData
 	4,  // 2: switchboard.bus.v1.Connection.oauth:type_name -> switchboard.bus.v1.OAuthState
-	10, // 3: switchboard.bus.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	10, // 4: switchboard.bus.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 5: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 6: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	8,  // 7: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
-	10, // 8: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
-	10, // 9: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 10: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	15, // 3: switchboard.bus.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	15, // 4: switchboard.bus.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 5: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 6: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	13, // 7: switchboard.bus.v1.Settings.aliases:type_name -> switchboard.bus.v1.Settings.AliasesEntry
+	7,  // 8: switchboard.bus.v1.Settings.combos:type_name -> switchboard.bus.v1.Combo
+	14, // 9: switchboard.bus.v1.DisabledModels.aliases:type_name -> switchboard.bus.v1.DisabledModels.AliasesEntry
+	11, // 10: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
+	15, // 11: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
+	15, // 12: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 13: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
+	9,  // 14: switchboard.bus.v1.DisabledModels.AliasesEntry.value:type_name -> switchboard.bus.v1.ModelIDs
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_bus_v1_state_proto_init() }
@@ -1031,7 +1228,7 @@ func file_switchboard_bus_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_bus_v1_state_proto_rawDesc), len(file_switchboard_bus_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

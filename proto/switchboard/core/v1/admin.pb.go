@@ -1844,14 +1844,17 @@ func (x *GetConnectionCredentialsRequest) GetConnectionId() string {
 }
 
 type GetConnectionCredentialsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Connection    *Connection            `protobuf:"bytes,1,opt,name=connection,proto3" json:"connection,omitempty"`
-	ApiKey        string                 `protobuf:"bytes,2,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
-	AccessToken   string                 `protobuf:"bytes,3,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
-	RefreshToken  string                 `protobuf:"bytes,4,opt,name=refresh_token,json=refreshToken,proto3" json:"refresh_token,omitempty"`
-	TokenUrl      string                 `protobuf:"bytes,5,opt,name=token_url,json=tokenUrl,proto3" json:"token_url,omitempty"`
-	ClientId      string                 `protobuf:"bytes,6,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	Generation    uint64                 `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Connection   *Connection            `protobuf:"bytes,1,opt,name=connection,proto3" json:"connection,omitempty"`
+	ApiKey       string                 `protobuf:"bytes,2,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	AccessToken  string                 `protobuf:"bytes,3,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
+	RefreshToken string                 `protobuf:"bytes,4,opt,name=refresh_token,json=refreshToken,proto3" json:"refresh_token,omitempty"`
+	TokenUrl     string                 `protobuf:"bytes,5,opt,name=token_url,json=tokenUrl,proto3" json:"token_url,omitempty"`
+	ClientId     string                 `protobuf:"bytes,6,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Generation   uint64                 `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
+	// proxy_url is the connection's proxy, with its password (the view in
+	// connection redacts it).
+	ProxyUrl      string `protobuf:"bytes,8,opt,name=proxy_url,json=proxyUrl,proto3" json:"proxy_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1935,12 +1938,21 @@ func (x *GetConnectionCredentialsResponse) GetGeneration() uint64 {
 	return 0
 }
 
+func (x *GetConnectionCredentialsResponse) GetProxyUrl() string {
+	if x != nil {
+		return x.ProxyUrl
+	}
+	return ""
+}
+
 type PutCatalogRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	ConnectionId string                 `protobuf:"bytes,1,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
 	Models       []*v1.Model            `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
 	// error, when set, records a failed fetch; models are then ignored.
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// status is the upstream's HTTP status of a failed fetch, if it answered.
+	Status        int32 `protobuf:"varint,4,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1994,6 +2006,13 @@ func (x *PutCatalogRequest) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *PutCatalogRequest) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
 }
 
 type PutCatalogResponse struct {
@@ -2287,6 +2306,859 @@ func (x *StoreTokensResponse) GetStored() bool {
 	return false
 }
 
+type GetDisabledModelsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider_alias, when set, narrows the answer to one alias.
+	ProviderAlias string `protobuf:"bytes,1,opt,name=provider_alias,json=providerAlias,proto3" json:"provider_alias,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDisabledModelsRequest) Reset() {
+	*x = GetDisabledModelsRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDisabledModelsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDisabledModelsRequest) ProtoMessage() {}
+
+func (x *GetDisabledModelsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDisabledModelsRequest.ProtoReflect.Descriptor instead.
+func (*GetDisabledModelsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetDisabledModelsRequest) GetProviderAlias() string {
+	if x != nil {
+		return x.ProviderAlias
+	}
+	return ""
+}
+
+type GetDisabledModelsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// disabled maps each alias to its disabled model ids.
+	Disabled map[string]*structpb.ListValue `protobuf:"bytes,1,rep,name=disabled,proto3" json:"disabled,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ids are the disabled ids of provider_alias, when it was given.
+	Ids           []string `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDisabledModelsResponse) Reset() {
+	*x = GetDisabledModelsResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDisabledModelsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDisabledModelsResponse) ProtoMessage() {}
+
+func (x *GetDisabledModelsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDisabledModelsResponse.ProtoReflect.Descriptor instead.
+func (*GetDisabledModelsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GetDisabledModelsResponse) GetDisabled() map[string]*structpb.ListValue {
+	if x != nil {
+		return x.Disabled
+	}
+	return nil
+}
+
+func (x *GetDisabledModelsResponse) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type AddDisabledModelsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProviderAlias string                 `protobuf:"bytes,1,opt,name=provider_alias,json=providerAlias,proto3" json:"provider_alias,omitempty"`
+	Ids           []string               `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddDisabledModelsRequest) Reset() {
+	*x = AddDisabledModelsRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddDisabledModelsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddDisabledModelsRequest) ProtoMessage() {}
+
+func (x *AddDisabledModelsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddDisabledModelsRequest.ProtoReflect.Descriptor instead.
+func (*AddDisabledModelsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *AddDisabledModelsRequest) GetProviderAlias() string {
+	if x != nil {
+		return x.ProviderAlias
+	}
+	return ""
+}
+
+func (x *AddDisabledModelsRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type AddDisabledModelsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Success       bool                   `protobuf:"varint,1,opt,name=success,proto3" json:"success,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddDisabledModelsResponse) Reset() {
+	*x = AddDisabledModelsResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddDisabledModelsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddDisabledModelsResponse) ProtoMessage() {}
+
+func (x *AddDisabledModelsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddDisabledModelsResponse.ProtoReflect.Descriptor instead.
+func (*AddDisabledModelsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *AddDisabledModelsResponse) GetSuccess() bool {
+	if x != nil {
+		return x.Success
+	}
+	return false
+}
+
+type RemoveDisabledModelsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProviderAlias string                 `protobuf:"bytes,1,opt,name=provider_alias,json=providerAlias,proto3" json:"provider_alias,omitempty"`
+	// id, when set, removes one id; otherwise the whole alias.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveDisabledModelsRequest) Reset() {
+	*x = RemoveDisabledModelsRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveDisabledModelsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveDisabledModelsRequest) ProtoMessage() {}
+
+func (x *RemoveDisabledModelsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveDisabledModelsRequest.ProtoReflect.Descriptor instead.
+func (*RemoveDisabledModelsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *RemoveDisabledModelsRequest) GetProviderAlias() string {
+	if x != nil {
+		return x.ProviderAlias
+	}
+	return ""
+}
+
+func (x *RemoveDisabledModelsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveDisabledModelsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Success       bool                   `protobuf:"varint,1,opt,name=success,proto3" json:"success,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveDisabledModelsResponse) Reset() {
+	*x = RemoveDisabledModelsResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveDisabledModelsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveDisabledModelsResponse) ProtoMessage() {}
+
+func (x *RemoveDisabledModelsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveDisabledModelsResponse.ProtoReflect.Descriptor instead.
+func (*RemoveDisabledModelsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RemoveDisabledModelsResponse) GetSuccess() bool {
+	if x != nil {
+		return x.Success
+	}
+	return false
+}
+
+type GetAliasesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAliasesRequest) Reset() {
+	*x = GetAliasesRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAliasesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAliasesRequest) ProtoMessage() {}
+
+func (x *GetAliasesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAliasesRequest.ProtoReflect.Descriptor instead.
+func (*GetAliasesRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{45}
+}
+
+type GetAliasesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// aliases map a public model name to "<prefix>/<model>".
+	Aliases       map[string]string `protobuf:"bytes,1,rep,name=aliases,proto3" json:"aliases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAliasesResponse) Reset() {
+	*x = GetAliasesResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAliasesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAliasesResponse) ProtoMessage() {}
+
+func (x *GetAliasesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAliasesResponse.ProtoReflect.Descriptor instead.
+func (*GetAliasesResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *GetAliasesResponse) GetAliases() map[string]string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+type PutAliasesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Aliases       map[string]string      `protobuf:"bytes,1,rep,name=aliases,proto3" json:"aliases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutAliasesRequest) Reset() {
+	*x = PutAliasesRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutAliasesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutAliasesRequest) ProtoMessage() {}
+
+func (x *PutAliasesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutAliasesRequest.ProtoReflect.Descriptor instead.
+func (*PutAliasesRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *PutAliasesRequest) GetAliases() map[string]string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+type PutAliasesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Aliases       map[string]string      `protobuf:"bytes,1,rep,name=aliases,proto3" json:"aliases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutAliasesResponse) Reset() {
+	*x = PutAliasesResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutAliasesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutAliasesResponse) ProtoMessage() {}
+
+func (x *PutAliasesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutAliasesResponse.ProtoReflect.Descriptor instead.
+func (*PutAliasesResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *PutAliasesResponse) GetAliases() map[string]string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+type Combo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Models        []string               `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Combo) Reset() {
+	*x = Combo{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Combo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Combo) ProtoMessage() {}
+
+func (x *Combo) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Combo.ProtoReflect.Descriptor instead.
+func (*Combo) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *Combo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Combo) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+type GetCombosRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCombosRequest) Reset() {
+	*x = GetCombosRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCombosRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCombosRequest) ProtoMessage() {}
+
+func (x *GetCombosRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCombosRequest.ProtoReflect.Descriptor instead.
+func (*GetCombosRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{50}
+}
+
+type GetCombosResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Combos        []*Combo               `protobuf:"bytes,1,rep,name=combos,proto3" json:"combos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCombosResponse) Reset() {
+	*x = GetCombosResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCombosResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCombosResponse) ProtoMessage() {}
+
+func (x *GetCombosResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCombosResponse.ProtoReflect.Descriptor instead.
+func (*GetCombosResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *GetCombosResponse) GetCombos() []*Combo {
+	if x != nil {
+		return x.Combos
+	}
+	return nil
+}
+
+type PutCombosRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Combos        []*Combo               `protobuf:"bytes,1,rep,name=combos,proto3" json:"combos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutCombosRequest) Reset() {
+	*x = PutCombosRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutCombosRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutCombosRequest) ProtoMessage() {}
+
+func (x *PutCombosRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutCombosRequest.ProtoReflect.Descriptor instead.
+func (*PutCombosRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *PutCombosRequest) GetCombos() []*Combo {
+	if x != nil {
+		return x.Combos
+	}
+	return nil
+}
+
+type PutCombosResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Combos        []*Combo               `protobuf:"bytes,1,rep,name=combos,proto3" json:"combos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutCombosResponse) Reset() {
+	*x = PutCombosResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutCombosResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutCombosResponse) ProtoMessage() {}
+
+func (x *PutCombosResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutCombosResponse.ProtoReflect.Descriptor instead.
+func (*PutCombosResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *PutCombosResponse) GetCombos() []*Combo {
+	if x != nil {
+		return x.Combos
+	}
+	return nil
+}
+
+type ListConnectionModelsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConnectionModelsRequest) Reset() {
+	*x = ListConnectionModelsRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConnectionModelsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConnectionModelsRequest) ProtoMessage() {}
+
+func (x *ListConnectionModelsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConnectionModelsRequest.ProtoReflect.Descriptor instead.
+func (*ListConnectionModelsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ListConnectionModelsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ConnectionModel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectionModel) Reset() {
+	*x = ConnectionModel{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionModel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionModel) ProtoMessage() {}
+
+func (x *ConnectionModel) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionModel.ProtoReflect.Descriptor instead.
+func (*ConnectionModel) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ConnectionModel) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConnectionModel) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConnectionModel) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+type ListConnectionModelsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Provider      string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	ConnectionId  string                 `protobuf:"bytes,2,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	Models        []*ConnectionModel     `protobuf:"bytes,3,rep,name=models,proto3" json:"models,omitempty"`
+	Warning       string                 `protobuf:"bytes,4,opt,name=warning,proto3" json:"warning,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConnectionModelsResponse) Reset() {
+	*x = ListConnectionModelsResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConnectionModelsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConnectionModelsResponse) ProtoMessage() {}
+
+func (x *ListConnectionModelsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConnectionModelsResponse.ProtoReflect.Descriptor instead.
+func (*ListConnectionModelsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ListConnectionModelsResponse) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ListConnectionModelsResponse) GetConnectionId() string {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return ""
+}
+
+func (x *ListConnectionModelsResponse) GetModels() []*ConnectionModel {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *ListConnectionModelsResponse) GetWarning() string {
+	if x != nil {
+		return x.Warning
+	}
+	return ""
+}
+
 var File_switchboard_core_v1_admin_proto protoreflect.FileDescriptor
 
 const file_switchboard_core_v1_admin_proto_rawDesc = "" +
@@ -2442,7 +3314,7 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\x14ListMachinesResponse\x128\n" +
 	"\bmachines\x18\x01 \x03(\v2\x1c.switchboard.core.v1.MachineR\bmachines\"F\n" +
 	"\x1fGetConnectionCredentialsRequest\x12#\n" +
-	"\rconnection_id\x18\x01 \x01(\tR\fconnectionId\"\x9e\x02\n" +
+	"\rconnection_id\x18\x01 \x01(\tR\fconnectionId\"\xbb\x02\n" +
 	" GetConnectionCredentialsResponse\x12?\n" +
 	"\n" +
 	"connection\x18\x01 \x01(\v2\x1f.switchboard.core.v1.ConnectionR\n" +
@@ -2454,11 +3326,13 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\tclient_id\x18\x06 \x01(\tR\bclientId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\a \x01(\x04R\n" +
-	"generation\"\x81\x01\n" +
+	"generation\x12\x1b\n" +
+	"\tproxy_url\x18\b \x01(\tR\bproxyUrl\"\x99\x01\n" +
 	"\x11PutCatalogRequest\x12#\n" +
 	"\rconnection_id\x18\x01 \x01(\tR\fconnectionId\x121\n" +
 	"\x06models\x18\x02 \x03(\v2\x19.switchboard.bus.v1.ModelR\x06models\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"*\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x16\n" +
+	"\x06status\x18\x04 \x01(\x05R\x06status\"*\n" +
 	"\x12PutCatalogResponse\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\"'\n" +
 	"\x15ClearCooldownsRequest\x12\x0e\n" +
@@ -2481,7 +3355,62 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12\x16\n" +
-	"\x06stored\x18\x02 \x01(\bR\x06stored2\xac\r\n" +
+	"\x06stored\x18\x02 \x01(\bR\x06stored\"A\n" +
+	"\x18GetDisabledModelsRequest\x12%\n" +
+	"\x0eprovider_alias\x18\x01 \x01(\tR\rproviderAlias\"\xe0\x01\n" +
+	"\x19GetDisabledModelsResponse\x12X\n" +
+	"\bdisabled\x18\x01 \x03(\v2<.switchboard.core.v1.GetDisabledModelsResponse.DisabledEntryR\bdisabled\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\x1aW\n" +
+	"\rDisabledEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.google.protobuf.ListValueR\x05value:\x028\x01\"S\n" +
+	"\x18AddDisabledModelsRequest\x12%\n" +
+	"\x0eprovider_alias\x18\x01 \x01(\tR\rproviderAlias\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\"5\n" +
+	"\x19AddDisabledModelsResponse\x12\x18\n" +
+	"\asuccess\x18\x01 \x01(\bR\asuccess\"T\n" +
+	"\x1bRemoveDisabledModelsRequest\x12%\n" +
+	"\x0eprovider_alias\x18\x01 \x01(\tR\rproviderAlias\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"8\n" +
+	"\x1cRemoveDisabledModelsResponse\x12\x18\n" +
+	"\asuccess\x18\x01 \x01(\bR\asuccess\"\x13\n" +
+	"\x11GetAliasesRequest\"\xa0\x01\n" +
+	"\x12GetAliasesResponse\x12N\n" +
+	"\aaliases\x18\x01 \x03(\v24.switchboard.core.v1.GetAliasesResponse.AliasesEntryR\aaliases\x1a:\n" +
+	"\fAliasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x01\n" +
+	"\x11PutAliasesRequest\x12M\n" +
+	"\aaliases\x18\x01 \x03(\v23.switchboard.core.v1.PutAliasesRequest.AliasesEntryR\aaliases\x1a:\n" +
+	"\fAliasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa0\x01\n" +
+	"\x12PutAliasesResponse\x12N\n" +
+	"\aaliases\x18\x01 \x03(\v24.switchboard.core.v1.PutAliasesResponse.AliasesEntryR\aaliases\x1a:\n" +
+	"\fAliasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"3\n" +
+	"\x05Combo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06models\x18\x02 \x03(\tR\x06models\"\x12\n" +
+	"\x10GetCombosRequest\"G\n" +
+	"\x11GetCombosResponse\x122\n" +
+	"\x06combos\x18\x01 \x03(\v2\x1a.switchboard.core.v1.ComboR\x06combos\"F\n" +
+	"\x10PutCombosRequest\x122\n" +
+	"\x06combos\x18\x01 \x03(\v2\x1a.switchboard.core.v1.ComboR\x06combos\"G\n" +
+	"\x11PutCombosResponse\x122\n" +
+	"\x06combos\x18\x01 \x03(\v2\x1a.switchboard.core.v1.ComboR\x06combos\"-\n" +
+	"\x1bListConnectionModelsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"I\n" +
+	"\x0fConnectionModel\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\"\xb7\x01\n" +
+	"\x1cListConnectionModelsResponse\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12#\n" +
+	"\rconnection_id\x18\x02 \x01(\tR\fconnectionId\x12<\n" +
+	"\x06models\x18\x03 \x03(\v2$.switchboard.core.v1.ConnectionModelR\x06models\x12\x18\n" +
+	"\awarning\x18\x04 \x01(\tR\awarning2\x84\x14\n" +
 	"\x05Admin\x12o\n" +
 	"\x10CreateConnection\x12,.switchboard.core.v1.CreateConnectionRequest\x1a-.switchboard.core.v1.CreateConnectionResponse\x12l\n" +
 	"\x0fListConnections\x12+.switchboard.core.v1.ListConnectionsRequest\x1a,.switchboard.core.v1.ListConnectionsResponse\x12f\n" +
@@ -2492,7 +3421,17 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\vListAPIKeys\x12'.switchboard.core.v1.ListAPIKeysRequest\x1a(.switchboard.core.v1.ListAPIKeysResponse\x12c\n" +
 	"\fDeleteAPIKey\x12(.switchboard.core.v1.DeleteAPIKeyRequest\x1a).switchboard.core.v1.DeleteAPIKeyResponse\x12`\n" +
 	"\vGetSettings\x12'.switchboard.core.v1.GetSettingsRequest\x1a(.switchboard.core.v1.GetSettingsResponse\x12i\n" +
-	"\x0eUpdateSettings\x12*.switchboard.core.v1.UpdateSettingsRequest\x1a+.switchboard.core.v1.UpdateSettingsResponse\x12f\n" +
+	"\x0eUpdateSettings\x12*.switchboard.core.v1.UpdateSettingsRequest\x1a+.switchboard.core.v1.UpdateSettingsResponse\x12r\n" +
+	"\x11GetDisabledModels\x12-.switchboard.core.v1.GetDisabledModelsRequest\x1a..switchboard.core.v1.GetDisabledModelsResponse\x12r\n" +
+	"\x11AddDisabledModels\x12-.switchboard.core.v1.AddDisabledModelsRequest\x1a..switchboard.core.v1.AddDisabledModelsResponse\x12{\n" +
+	"\x14RemoveDisabledModels\x120.switchboard.core.v1.RemoveDisabledModelsRequest\x1a1.switchboard.core.v1.RemoveDisabledModelsResponse\x12]\n" +
+	"\n" +
+	"GetAliases\x12&.switchboard.core.v1.GetAliasesRequest\x1a'.switchboard.core.v1.GetAliasesResponse\x12]\n" +
+	"\n" +
+	"PutAliases\x12&.switchboard.core.v1.PutAliasesRequest\x1a'.switchboard.core.v1.PutAliasesResponse\x12Z\n" +
+	"\tGetCombos\x12%.switchboard.core.v1.GetCombosRequest\x1a&.switchboard.core.v1.GetCombosResponse\x12Z\n" +
+	"\tPutCombos\x12%.switchboard.core.v1.PutCombosRequest\x1a&.switchboard.core.v1.PutCombosResponse\x12{\n" +
+	"\x14ListConnectionModels\x120.switchboard.core.v1.ListConnectionModelsRequest\x1a1.switchboard.core.v1.ListConnectionModelsResponse\x12f\n" +
 	"\rCreateMachine\x12).switchboard.core.v1.CreateMachineRequest\x1a*.switchboard.core.v1.CreateMachineResponse\x12c\n" +
 	"\fListMachines\x12(.switchboard.core.v1.ListMachinesRequest\x1a).switchboard.core.v1.ListMachinesResponse\x12\x87\x01\n" +
 	"\x18GetConnectionCredentials\x124.switchboard.core.v1.GetConnectionCredentialsRequest\x1a5.switchboard.core.v1.GetConnectionCredentialsResponse\x12i\n" +
@@ -2513,7 +3452,7 @@ func file_switchboard_core_v1_admin_proto_rawDescGZIP() []byte {
 	return file_switchboard_core_v1_admin_proto_rawDescData
 }
 
-var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_switchboard_core_v1_admin_proto_goTypes = []any{
 	(*Connection)(nil),                       // 0: switchboard.core.v1.Connection
 	(*ProviderSpecificData)(nil),             // 1: switchboard.core.v1.ProviderSpecificData
@@ -2554,72 +3493,119 @@ var file_switchboard_core_v1_admin_proto_goTypes = []any{
 	(*ClearCooldownsResponse)(nil),           // 36: switchboard.core.v1.ClearCooldownsResponse
 	(*StoreTokensRequest)(nil),               // 37: switchboard.core.v1.StoreTokensRequest
 	(*StoreTokensResponse)(nil),              // 38: switchboard.core.v1.StoreTokensResponse
-	(*timestamppb.Timestamp)(nil),            // 39: google.protobuf.Timestamp
-	(*structpb.ListValue)(nil),               // 40: google.protobuf.ListValue
-	(*v1.Model)(nil),                         // 41: switchboard.bus.v1.Model
+	(*GetDisabledModelsRequest)(nil),         // 39: switchboard.core.v1.GetDisabledModelsRequest
+	(*GetDisabledModelsResponse)(nil),        // 40: switchboard.core.v1.GetDisabledModelsResponse
+	(*AddDisabledModelsRequest)(nil),         // 41: switchboard.core.v1.AddDisabledModelsRequest
+	(*AddDisabledModelsResponse)(nil),        // 42: switchboard.core.v1.AddDisabledModelsResponse
+	(*RemoveDisabledModelsRequest)(nil),      // 43: switchboard.core.v1.RemoveDisabledModelsRequest
+	(*RemoveDisabledModelsResponse)(nil),     // 44: switchboard.core.v1.RemoveDisabledModelsResponse
+	(*GetAliasesRequest)(nil),                // 45: switchboard.core.v1.GetAliasesRequest
+	(*GetAliasesResponse)(nil),               // 46: switchboard.core.v1.GetAliasesResponse
+	(*PutAliasesRequest)(nil),                // 47: switchboard.core.v1.PutAliasesRequest
+	(*PutAliasesResponse)(nil),               // 48: switchboard.core.v1.PutAliasesResponse
+	(*Combo)(nil),                            // 49: switchboard.core.v1.Combo
+	(*GetCombosRequest)(nil),                 // 50: switchboard.core.v1.GetCombosRequest
+	(*GetCombosResponse)(nil),                // 51: switchboard.core.v1.GetCombosResponse
+	(*PutCombosRequest)(nil),                 // 52: switchboard.core.v1.PutCombosRequest
+	(*PutCombosResponse)(nil),                // 53: switchboard.core.v1.PutCombosResponse
+	(*ListConnectionModelsRequest)(nil),      // 54: switchboard.core.v1.ListConnectionModelsRequest
+	(*ConnectionModel)(nil),                  // 55: switchboard.core.v1.ConnectionModel
+	(*ListConnectionModelsResponse)(nil),     // 56: switchboard.core.v1.ListConnectionModelsResponse
+	nil,                                      // 57: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	nil,                                      // 58: switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	nil,                                      // 59: switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	nil,                                      // 60: switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	(*timestamppb.Timestamp)(nil),            // 61: google.protobuf.Timestamp
+	(*structpb.ListValue)(nil),               // 62: google.protobuf.ListValue
+	(*v1.Model)(nil),                         // 63: switchboard.bus.v1.Model
 }
 var file_switchboard_core_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: switchboard.core.v1.Connection.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	39, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
-	39, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	39, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
-	39, // 4: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
+	61, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
+	61, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	61, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	61, // 4: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 5: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
 	2,  // 6: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
 	0,  // 7: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
 	0,  // 8: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
 	0,  // 9: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
 	10, // 10: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
-	40, // 11: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
+	62, // 11: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
 	0,  // 12: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	39, // 13: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	39, // 14: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
+	61, // 13: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	61, // 14: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
 	14, // 15: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
 	21, // 16: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
 	21, // 17: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	39, // 18: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	61, // 18: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
 	26, // 19: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
 	26, // 20: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
 	0,  // 21: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
-	41, // 22: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
-	39, // 23: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 24: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
-	5,  // 25: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
-	7,  // 26: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
-	9,  // 27: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
-	12, // 28: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
-	15, // 29: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
-	17, // 30: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
-	19, // 31: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
-	22, // 32: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
-	24, // 33: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
-	27, // 34: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
-	29, // 35: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
-	31, // 36: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
-	35, // 37: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
-	37, // 38: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
-	33, // 39: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
-	4,  // 40: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
-	6,  // 41: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
-	8,  // 42: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
-	11, // 43: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
-	13, // 44: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
-	16, // 45: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
-	18, // 46: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
-	20, // 47: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
-	23, // 48: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
-	25, // 49: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
-	28, // 50: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
-	30, // 51: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
-	32, // 52: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
-	36, // 53: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
-	38, // 54: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
-	34, // 55: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
-	40, // [40:56] is the sub-list for method output_type
-	24, // [24:40] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	63, // 22: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
+	61, // 23: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
+	57, // 24: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	58, // 25: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	59, // 26: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	60, // 27: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	49, // 28: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	49, // 29: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
+	49, // 30: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	55, // 31: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
+	62, // 32: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
+	3,  // 33: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
+	5,  // 34: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
+	7,  // 35: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
+	9,  // 36: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
+	12, // 37: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
+	15, // 38: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
+	17, // 39: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
+	19, // 40: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
+	22, // 41: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
+	24, // 42: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
+	39, // 43: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
+	41, // 44: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
+	43, // 45: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
+	45, // 46: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
+	47, // 47: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
+	50, // 48: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
+	52, // 49: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
+	54, // 50: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
+	27, // 51: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
+	29, // 52: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
+	31, // 53: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
+	35, // 54: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
+	37, // 55: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
+	33, // 56: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
+	4,  // 57: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
+	6,  // 58: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
+	8,  // 59: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
+	11, // 60: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
+	13, // 61: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
+	16, // 62: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
+	18, // 63: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
+	20, // 64: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
+	23, // 65: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
+	25, // 66: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
+	40, // 67: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
+	42, // 68: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
+	44, // 69: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
+	46, // 70: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
+	48, // 71: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
+	51, // 72: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
+	53, // 73: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
+	56, // 74: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
+	28, // 75: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
+	30, // 76: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
+	32, // 77: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
+	36, // 78: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
+	38, // 79: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
+	34, // 80: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
+	57, // [57:81] is the sub-list for method output_type
+	33, // [33:57] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_admin_proto_init() }
@@ -2637,7 +3623,7 @@ func file_switchboard_core_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_admin_proto_rawDesc), len(file_switchboard_core_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,14 @@ const (
 	Admin_DeleteAPIKey_FullMethodName             = "/switchboard.core.v1.Admin/DeleteAPIKey"
 	Admin_GetSettings_FullMethodName              = "/switchboard.core.v1.Admin/GetSettings"
 	Admin_UpdateSettings_FullMethodName           = "/switchboard.core.v1.Admin/UpdateSettings"
+	Admin_GetDisabledModels_FullMethodName        = "/switchboard.core.v1.Admin/GetDisabledModels"
+	Admin_AddDisabledModels_FullMethodName        = "/switchboard.core.v1.Admin/AddDisabledModels"
+	Admin_RemoveDisabledModels_FullMethodName     = "/switchboard.core.v1.Admin/RemoveDisabledModels"
+	Admin_GetAliases_FullMethodName               = "/switchboard.core.v1.Admin/GetAliases"
+	Admin_PutAliases_FullMethodName               = "/switchboard.core.v1.Admin/PutAliases"
+	Admin_GetCombos_FullMethodName                = "/switchboard.core.v1.Admin/GetCombos"
+	Admin_PutCombos_FullMethodName                = "/switchboard.core.v1.Admin/PutCombos"
+	Admin_ListConnectionModels_FullMethodName     = "/switchboard.core.v1.Admin/ListConnectionModels"
 	Admin_CreateMachine_FullMethodName            = "/switchboard.core.v1.Admin/CreateMachine"
 	Admin_ListMachines_FullMethodName             = "/switchboard.core.v1.Admin/ListMachines"
 	Admin_GetConnectionCredentials_FullMethodName = "/switchboard.core.v1.Admin/GetConnectionCredentials"
@@ -57,6 +65,15 @@ type AdminClient interface {
 	DeleteAPIKey(ctx context.Context, in *DeleteAPIKeyRequest, opts ...grpc.CallOption) (*DeleteAPIKeyResponse, error)
 	GetSettings(ctx context.Context, in *GetSettingsRequest, opts ...grpc.CallOption) (*GetSettingsResponse, error)
 	UpdateSettings(ctx context.Context, in *UpdateSettingsRequest, opts ...grpc.CallOption) (*UpdateSettingsResponse, error)
+	GetDisabledModels(ctx context.Context, in *GetDisabledModelsRequest, opts ...grpc.CallOption) (*GetDisabledModelsResponse, error)
+	AddDisabledModels(ctx context.Context, in *AddDisabledModelsRequest, opts ...grpc.CallOption) (*AddDisabledModelsResponse, error)
+	RemoveDisabledModels(ctx context.Context, in *RemoveDisabledModelsRequest, opts ...grpc.CallOption) (*RemoveDisabledModelsResponse, error)
+	GetAliases(ctx context.Context, in *GetAliasesRequest, opts ...grpc.CallOption) (*GetAliasesResponse, error)
+	PutAliases(ctx context.Context, in *PutAliasesRequest, opts ...grpc.CallOption) (*PutAliasesResponse, error)
+	GetCombos(ctx context.Context, in *GetCombosRequest, opts ...grpc.CallOption) (*GetCombosResponse, error)
+	PutCombos(ctx context.Context, in *PutCombosRequest, opts ...grpc.CallOption) (*PutCombosResponse, error)
+	// ListConnectionModels lists a connection's upstream models, fetched now.
+	ListConnectionModels(ctx context.Context, in *ListConnectionModelsRequest, opts ...grpc.CallOption) (*ListConnectionModelsResponse, error)
 	CreateMachine(ctx context.Context, in *CreateMachineRequest, opts ...grpc.CallOption) (*CreateMachineResponse, error)
 	ListMachines(ctx context.Context, in *ListMachinesRequest, opts ...grpc.CallOption) (*ListMachinesResponse, error)
 	// GetConnectionCredentials returns a connection's plaintext secrets. It is
@@ -180,6 +197,86 @@ func (c *adminClient) UpdateSettings(ctx context.Context, in *UpdateSettingsRequ
 	return out, nil
 }
 
+func (c *adminClient) GetDisabledModels(ctx context.Context, in *GetDisabledModelsRequest, opts ...grpc.CallOption) (*GetDisabledModelsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDisabledModelsResponse)
+	err := c.cc.Invoke(ctx, Admin_GetDisabledModels_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) AddDisabledModels(ctx context.Context, in *AddDisabledModelsRequest, opts ...grpc.CallOption) (*AddDisabledModelsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddDisabledModelsResponse)
+	err := c.cc.Invoke(ctx, Admin_AddDisabledModels_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RemoveDisabledModels(ctx context.Context, in *RemoveDisabledModelsRequest, opts ...grpc.CallOption) (*RemoveDisabledModelsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveDisabledModelsResponse)
+	err := c.cc.Invoke(ctx, Admin_RemoveDisabledModels_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) GetAliases(ctx context.Context, in *GetAliasesRequest, opts ...grpc.CallOption) (*GetAliasesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetAliasesResponse)
+	err := c.cc.Invoke(ctx, Admin_GetAliases_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) PutAliases(ctx context.Context, in *PutAliasesRequest, opts ...grpc.CallOption) (*PutAliasesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutAliasesResponse)
+	err := c.cc.Invoke(ctx, Admin_PutAliases_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) GetCombos(ctx context.Context, in *GetCombosRequest, opts ...grpc.CallOption) (*GetCombosResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCombosResponse)
+	err := c.cc.Invoke(ctx, Admin_GetCombos_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) PutCombos(ctx context.Context, in *PutCombosRequest, opts ...grpc.CallOption) (*PutCombosResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutCombosResponse)
+	err := c.cc.Invoke(ctx, Admin_PutCombos_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListConnectionModels(ctx context.Context, in *ListConnectionModelsRequest, opts ...grpc.CallOption) (*ListConnectionModelsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConnectionModelsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListConnectionModels_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) CreateMachine(ctx context.Context, in *CreateMachineRequest, opts ...grpc.CallOption) (*CreateMachineResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateMachineResponse)
@@ -260,6 +357,15 @@ type AdminServer interface {
 	DeleteAPIKey(context.Context, *DeleteAPIKeyRequest) (*DeleteAPIKeyResponse, error)
 	GetSettings(context.Context, *GetSettingsRequest) (*GetSettingsResponse, error)
 	UpdateSettings(context.Context, *UpdateSettingsRequest) (*UpdateSettingsResponse, error)
+	GetDisabledModels(context.Context, *GetDisabledModelsRequest) (*GetDisabledModelsResponse, error)
+	AddDisabledModels(context.Context, *AddDisabledModelsRequest) (*AddDisabledModelsResponse, error)
+	RemoveDisabledModels(context.Context, *RemoveDisabledModelsRequest) (*RemoveDisabledModelsResponse, error)
+	GetAliases(context.Context, *GetAliasesRequest) (*GetAliasesResponse, error)
+	PutAliases(context.Context, *PutAliasesRequest) (*PutAliasesResponse, error)
+	GetCombos(context.Context, *GetCombosRequest) (*GetCombosResponse, error)
+	PutCombos(context.Context, *PutCombosRequest) (*PutCombosResponse, error)
+	// ListConnectionModels lists a connection's upstream models, fetched now.
+	ListConnectionModels(context.Context, *ListConnectionModelsRequest) (*ListConnectionModelsResponse, error)
 	CreateMachine(context.Context, *CreateMachineRequest) (*CreateMachineResponse, error)
 	ListMachines(context.Context, *ListMachinesRequest) (*ListMachinesResponse, error)
 	// GetConnectionCredentials returns a connection's plaintext secrets. It is
@@ -312,6 +418,30 @@ func (UnimplementedAdminServer) GetSettings(context.Context, *GetSettingsRequest
 }
 func (UnimplementedAdminServer) UpdateSettings(context.Context, *UpdateSettingsRequest) (*UpdateSettingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateSettings not implemented")
+}
+func (UnimplementedAdminServer) GetDisabledModels(context.Context, *GetDisabledModelsRequest) (*GetDisabledModelsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDisabledModels not implemented")
+}
+func (UnimplementedAdminServer) AddDisabledModels(context.Context, *AddDisabledModelsRequest) (*AddDisabledModelsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddDisabledModels not implemented")
+}
+func (UnimplementedAdminServer) RemoveDisabledModels(context.Context, *RemoveDisabledModelsRequest) (*RemoveDisabledModelsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveDisabledModels not implemented")
+}
+func (UnimplementedAdminServer) GetAliases(context.Context, *GetAliasesRequest) (*GetAliasesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAliases not implemented")
+}
+func (UnimplementedAdminServer) PutAliases(context.Context, *PutAliasesRequest) (*PutAliasesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutAliases not implemented")
+}
+func (UnimplementedAdminServer) GetCombos(context.Context, *GetCombosRequest) (*GetCombosResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCombos not implemented")
+}
+func (UnimplementedAdminServer) PutCombos(context.Context, *PutCombosRequest) (*PutCombosResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutCombos not implemented")
+}
+func (UnimplementedAdminServer) ListConnectionModels(context.Context, *ListConnectionModelsRequest) (*ListConnectionModelsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConnectionModels not implemented")
 }
 func (UnimplementedAdminServer) CreateMachine(context.Context, *CreateMachineRequest) (*CreateMachineResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateMachine not implemented")
@@ -532,6 +662,150 @@ func _Admin_UpdateSettings_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_GetDisabledModels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDisabledModelsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetDisabledModels(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetDisabledModels_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetDisabledModels(ctx, req.(*GetDisabledModelsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_AddDisabledModels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddDisabledModelsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AddDisabledModels(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AddDisabledModels_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AddDisabledModels(ctx, req.(*AddDisabledModelsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RemoveDisabledModels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveDisabledModelsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RemoveDisabledModels(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RemoveDisabledModels_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RemoveDisabledModels(ctx, req.(*RemoveDisabledModelsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_GetAliases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAliasesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetAliases(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetAliases_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetAliases(ctx, req.(*GetAliasesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_PutAliases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutAliasesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PutAliases(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PutAliases_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PutAliases(ctx, req.(*PutAliasesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_GetCombos_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCombosRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetCombos(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetCombos_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetCombos(ctx, req.(*GetCombosRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_PutCombos_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutCombosRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PutCombos(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PutCombos_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PutCombos(ctx, req.(*PutCombosRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListConnectionModels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConnectionModelsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListConnectionModels(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListConnectionModels_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListConnectionModels(ctx, req.(*ListConnectionModelsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_CreateMachine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateMachineRequest)
 	if err := dec(in); err != nil {
@@ -686,6 +960,38 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateSettings",
 			Handler:    _Admin_UpdateSettings_Handler,
+		},
+		{
+			MethodName: "GetDisabledModels",
+			Handler:    _Admin_GetDisabledModels_Handler,
+		},
+		{
+			MethodName: "AddDisabledModels",
+			Handler:    _Admin_AddDisabledModels_Handler,
+		},
+		{
+			MethodName: "RemoveDisabledModels",
+			Handler:    _Admin_RemoveDisabledModels_Handler,
+		},
+		{
+			MethodName: "GetAliases",
+			Handler:    _Admin_GetAliases_Handler,
+		},
+		{
+			MethodName: "PutAliases",
+			Handler:    _Admin_PutAliases_Handler,
+		},
+		{
+			MethodName: "GetCombos",
+			Handler:    _Admin_GetCombos_Handler,
+		},
+		{
+			MethodName: "PutCombos",
+			Handler:    _Admin_PutCombos_Handler,
+		},
+		{
+			MethodName: "ListConnectionModels",
+			Handler:    _Admin_ListConnectionModels_Handler,
 		},
 		{
 			MethodName: "CreateMachine",

@@ -122,10 +122,11 @@ func (x *ListModelsResponse) GetData() []*ModelEntry {
 
 type ModelEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// id is "<prefix-or-provider>/<model>".
+	// id is "<prefix-or-provider>/<model>", an alias or a combo name.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// object is always "model".
-	Object  string `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	Object string `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// owned_by is the connection's public alias, "alias" or "combo".
 	OwnedBy string `protobuf:"bytes,3,opt,name=owned_by,proto3" json:"owned_by,omitempty"`
 	// kind is one of llm, image, tts, stt, embedding, video, music.
 	Kind          string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
@@ -191,6 +192,179 @@ func (x *ModelEntry) GetKind() string {
 	return ""
 }
 
+type GetModelInfoRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is a model id as /v1/models lists it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// kind picks among models of the same id.
+	Kind          string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetModelInfoRequest) Reset() {
+	*x = GetModelInfoRequest{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetModelInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetModelInfoRequest) ProtoMessage() {}
+
+func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetModelInfoRequest.ProtoReflect.Descriptor instead.
+func (*GetModelInfoRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetModelInfoRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GetModelInfoRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+// GetModelInfoResponse describes a model; unknown figures are left out.
+type GetModelInfoResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Kind    string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	OwnedBy string                 `protobuf:"bytes,4,opt,name=owned_by,proto3" json:"owned_by,omitempty"`
+	// endpoint is the route that serves the model's kind.
+	Endpoint         string   `protobuf:"bytes,5,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	ContextWindow    *int32   `protobuf:"varint,6,opt,name=context_window,json=contextWindow,proto3,oneof" json:"context_window,omitempty"`
+	Dimensions       *int32   `protobuf:"varint,7,opt,name=dimensions,proto3,oneof" json:"dimensions,omitempty"`
+	InputModalities  []string `protobuf:"bytes,8,rep,name=input_modalities,json=inputModalities,proto3" json:"input_modalities,omitempty"`
+	OutputModalities []string `protobuf:"bytes,9,rep,name=output_modalities,json=outputModalities,proto3" json:"output_modalities,omitempty"`
+	// provider is the provider id of the connection serving it.
+	Provider      string `protobuf:"bytes,10,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetModelInfoResponse) Reset() {
+	*x = GetModelInfoResponse{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetModelInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetModelInfoResponse) ProtoMessage() {}
+
+func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetModelInfoResponse.ProtoReflect.Descriptor instead.
+func (*GetModelInfoResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetModelInfoResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GetModelInfoResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetModelInfoResponse) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *GetModelInfoResponse) GetOwnedBy() string {
+	if x != nil {
+		return x.OwnedBy
+	}
+	return ""
+}
+
+func (x *GetModelInfoResponse) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *GetModelInfoResponse) GetContextWindow() int32 {
+	if x != nil && x.ContextWindow != nil {
+		return *x.ContextWindow
+	}
+	return 0
+}
+
+func (x *GetModelInfoResponse) GetDimensions() int32 {
+	if x != nil && x.Dimensions != nil {
+		return *x.Dimensions
+	}
+	return 0
+}
+
+func (x *GetModelInfoResponse) GetInputModalities() []string {
+	if x != nil {
+		return x.InputModalities
+	}
+	return nil
+}
+
+func (x *GetModelInfoResponse) GetOutputModalities() []string {
+	if x != nil {
+		return x.OutputModalities
+	}
+	return nil
+}
+
+func (x *GetModelInfoResponse) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
 type CreateEmbeddingsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// model is "<prefix-or-provider>/<model>", an alias, or a bare model id.
@@ -213,7 +387,7 @@ type CreateEmbeddingsRequest struct {
 
 func (x *CreateEmbeddingsRequest) Reset() {
 	*x = CreateEmbeddingsRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[3]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -225,7 +399,7 @@ func (x *CreateEmbeddingsRequest) String() string {
 func (*CreateEmbeddingsRequest) ProtoMessage() {}
 
 func (x *CreateEmbeddingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[3]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -238,7 +412,7 @@ func (x *CreateEmbeddingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEmbeddingsRequest.ProtoReflect.Descriptor instead.
 func (*CreateEmbeddingsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{3}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateEmbeddingsRequest) GetModel() string {
@@ -299,7 +473,7 @@ type TokenList struct {
 
 func (x *TokenList) Reset() {
 	*x = TokenList{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[4]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +485,7 @@ func (x *TokenList) String() string {
 func (*TokenList) ProtoMessage() {}
 
 func (x *TokenList) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[4]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +498,7 @@ func (x *TokenList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenList.ProtoReflect.Descriptor instead.
 func (*TokenList) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{4}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TokenList) GetTokens() []int64 {
@@ -351,7 +525,7 @@ type CreateEmbeddingsResponse struct {
 
 func (x *CreateEmbeddingsResponse) Reset() {
 	*x = CreateEmbeddingsResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[5]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +537,7 @@ func (x *CreateEmbeddingsResponse) String() string {
 func (*CreateEmbeddingsResponse) ProtoMessage() {}
 
 func (x *CreateEmbeddingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[5]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +550,7 @@ func (x *CreateEmbeddingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEmbeddingsResponse.ProtoReflect.Descriptor instead.
 func (*CreateEmbeddingsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{5}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateEmbeddingsResponse) GetModel() string {
@@ -424,7 +598,7 @@ type Embedding struct {
 
 func (x *Embedding) Reset() {
 	*x = Embedding{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[6]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +610,7 @@ func (x *Embedding) String() string {
 func (*Embedding) ProtoMessage() {}
 
 func (x *Embedding) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[6]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +623,7 @@ func (x *Embedding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Embedding.ProtoReflect.Descriptor instead.
 func (*Embedding) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{6}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Embedding) GetIndex() int32 {
@@ -476,7 +650,7 @@ type EmbeddingsUsage struct {
 
 func (x *EmbeddingsUsage) Reset() {
 	*x = EmbeddingsUsage{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[7]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +662,7 @@ func (x *EmbeddingsUsage) String() string {
 func (*EmbeddingsUsage) ProtoMessage() {}
 
 func (x *EmbeddingsUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[7]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +675,7 @@ func (x *EmbeddingsUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbeddingsUsage.ProtoReflect.Descriptor instead.
 func (*EmbeddingsUsage) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EmbeddingsUsage) GetPromptTokens() int64 {
@@ -533,7 +707,26 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x1a\n" +
 	"\bowned_by\x18\x03 \x01(\tR\bowned_by\x12\x12\n" +
-	"\x04kind\x18\x04 \x01(\tR\x04kind\"\x89\x02\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\"9\n" +
+	"\x13GetModelInfoRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\"\xed\x02\n" +
+	"\x14GetModelInfoResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x1a\n" +
+	"\bowned_by\x18\x04 \x01(\tR\bowned_by\x12\x1a\n" +
+	"\bendpoint\x18\x05 \x01(\tR\bendpoint\x12*\n" +
+	"\x0econtext_window\x18\x06 \x01(\x05H\x00R\rcontextWindow\x88\x01\x01\x12#\n" +
+	"\n" +
+	"dimensions\x18\a \x01(\x05H\x01R\n" +
+	"dimensions\x88\x01\x01\x12)\n" +
+	"\x10input_modalities\x18\b \x03(\tR\x0finputModalities\x12+\n" +
+	"\x11output_modalities\x18\t \x03(\tR\x10outputModalities\x12\x1a\n" +
+	"\bprovider\x18\n" +
+	" \x01(\tR\bproviderB\x11\n" +
+	"\x0f_context_windowB\r\n" +
+	"\v_dimensions\"\x89\x02\n" +
 	"\x17CreateEmbeddingsRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x05texts\x18\x02 \x03(\tR\x05texts\x126\n" +
@@ -558,11 +751,12 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x06vector\x18\x02 \x03(\x02R\x06vector\"Y\n" +
 	"\x0fEmbeddingsUsage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12!\n" +
-	"\ftotal_tokens\x18\x02 \x01(\x03R\vtotalTokens2\xd8\x01\n" +
+	"\ftotal_tokens\x18\x02 \x01(\x03R\vtotalTokens2\xbd\x02\n" +
 	"\x06Router\x12]\n" +
 	"\n" +
 	"ListModels\x12&.switchboard.core.v1.ListModelsRequest\x1a'.switchboard.core.v1.ListModelsResponse\x12o\n" +
-	"\x10CreateEmbeddings\x12,.switchboard.core.v1.CreateEmbeddingsRequest\x1a-.switchboard.core.v1.CreateEmbeddingsResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
+	"\x10CreateEmbeddings\x12,.switchboard.core.v1.CreateEmbeddingsRequest\x1a-.switchboard.core.v1.CreateEmbeddingsResponse\x12c\n" +
+	"\fGetModelInfo\x12(.switchboard.core.v1.GetModelInfoRequest\x1a).switchboard.core.v1.GetModelInfoResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
 
 var (
 	file_switchboard_core_v1_router_proto_rawDescOnce sync.Once
@@ -576,28 +770,32 @@ func file_switchboard_core_v1_router_proto_rawDescGZIP() []byte {
 	return file_switchboard_core_v1_router_proto_rawDescData
 }
 
-var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_switchboard_core_v1_router_proto_goTypes = []any{
 	(*ListModelsRequest)(nil),        // 0: switchboard.core.v1.ListModelsRequest
 	(*ListModelsResponse)(nil),       // 1: switchboard.core.v1.ListModelsResponse
 	(*ModelEntry)(nil),               // 2: switchboard.core.v1.ModelEntry
-	(*CreateEmbeddingsRequest)(nil),  // 3: switchboard.core.v1.CreateEmbeddingsRequest
-	(*TokenList)(nil),                // 4: switchboard.core.v1.TokenList
-	(*CreateEmbeddingsResponse)(nil), // 5: switchboard.core.v1.CreateEmbeddingsResponse
-	(*Embedding)(nil),                // 6: switchboard.core.v1.Embedding
-	(*EmbeddingsUsage)(nil),          // 7: switchboard.core.v1.EmbeddingsUsage
+	(*GetModelInfoRequest)(nil),      // 3: switchboard.core.v1.GetModelInfoRequest
+	(*GetModelInfoResponse)(nil),     // 4: switchboard.core.v1.GetModelInfoResponse
+	(*CreateEmbeddingsRequest)(nil),  // 5: switchboard.core.v1.CreateEmbeddingsRequest
+	(*TokenList)(nil),                // 6: switchboard.core.v1.TokenList
+	(*CreateEmbeddingsResponse)(nil), // 7: switchboard.core.v1.CreateEmbeddingsResponse
+	(*Embedding)(nil),                // 8: switchboard.core.v1.Embedding
+	(*EmbeddingsUsage)(nil),          // 9: switchboard.core.v1.EmbeddingsUsage
 }
 var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	2, // 0: switchboard.core.v1.ListModelsResponse.data:type_name -> switchboard.core.v1.ModelEntry
-	4, // 1: switchboard.core.v1.CreateEmbeddingsRequest.tokens:type_name -> switchboard.core.v1.TokenList
-	6, // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
-	7, // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
+	6, // 1: switchboard.core.v1.CreateEmbeddingsRequest.tokens:type_name -> switchboard.core.v1.TokenList
+	8, // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
+	9, // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
 	0, // 4: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
-	3, // 5: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
-	1, // 6: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
-	5, // 7: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
+	5, // 5: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
+	3, // 6: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
+	1, // 7: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
+	7, // 8: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
+	4, // 9: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
+	7, // [7:10] is the sub-list for method output_type
+	4, // [4:7] is the sub-list for method input_type
 	4, // [4:4] is the sub-list for extension type_name
 	4, // [4:4] is the sub-list for extension extendee
 	0, // [0:4] is the sub-list for field type_name
@@ -608,14 +806,15 @@ func file_switchboard_core_v1_router_proto_init() {
 	if File_switchboard_core_v1_router_proto != nil {
 		return
 	}
-	file_switchboard_core_v1_router_proto_msgTypes[3].OneofWrappers = []any{}
+	file_switchboard_core_v1_router_proto_msgTypes[4].OneofWrappers = []any{}
+	file_switchboard_core_v1_router_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_router_proto_rawDesc), len(file_switchboard_core_v1_router_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

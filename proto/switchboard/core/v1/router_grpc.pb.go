@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Router_ListModels_FullMethodName       = "/switchboard.core.v1.Router/ListModels"
 	Router_CreateEmbeddings_FullMethodName = "/switchboard.core.v1.Router/CreateEmbeddings"
+	Router_GetModelInfo_FullMethodName     = "/switchboard.core.v1.Router/GetModelInfo"
 )
 
 // RouterClient is the client API for Router service.
@@ -39,6 +40,8 @@ type RouterClient interface {
 	// CreateEmbeddings embeds texts or token arrays with the model's provider,
 	// falling back across the machine's connections.
 	CreateEmbeddings(ctx context.Context, in *CreateEmbeddingsRequest, opts ...grpc.CallOption) (*CreateEmbeddingsResponse, error)
+	// GetModelInfo describes one model the caller's machine can reach.
+	GetModelInfo(ctx context.Context, in *GetModelInfoRequest, opts ...grpc.CallOption) (*GetModelInfoResponse, error)
 }
 
 type routerClient struct {
@@ -69,6 +72,16 @@ func (c *routerClient) CreateEmbeddings(ctx context.Context, in *CreateEmbedding
 	return out, nil
 }
 
+func (c *routerClient) GetModelInfo(ctx context.Context, in *GetModelInfoRequest, opts ...grpc.CallOption) (*GetModelInfoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetModelInfoResponse)
+	err := c.cc.Invoke(ctx, Router_GetModelInfo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RouterServer is the server API for Router service.
 // All implementations must embed UnimplementedRouterServer
 // for forward compatibility.
@@ -85,6 +98,8 @@ type RouterServer interface {
 	// CreateEmbeddings embeds texts or token arrays with the model's provider,
 	// falling back across the machine's connections.
 	CreateEmbeddings(context.Context, *CreateEmbeddingsRequest) (*CreateEmbeddingsResponse, error)
+	// GetModelInfo describes one model the caller's machine can reach.
+	GetModelInfo(context.Context, *GetModelInfoRequest) (*GetModelInfoResponse, error)
 	mustEmbedUnimplementedRouterServer()
 }
 
@@ -100,6 +115,9 @@ func (UnimplementedRouterServer) ListModels(context.Context, *ListModelsRequest)
 }
 func (UnimplementedRouterServer) CreateEmbeddings(context.Context, *CreateEmbeddingsRequest) (*CreateEmbeddingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateEmbeddings not implemented")
+}
+func (UnimplementedRouterServer) GetModelInfo(context.Context, *GetModelInfoRequest) (*GetModelInfoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetModelInfo not implemented")
 }
 func (UnimplementedRouterServer) mustEmbedUnimplementedRouterServer() {}
 func (UnimplementedRouterServer) testEmbeddedByValue()                {}
@@ -158,6 +176,24 @@ func _Router_CreateEmbeddings_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Router_GetModelInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetModelInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RouterServer).GetModelInfo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Router_GetModelInfo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RouterServer).GetModelInfo(ctx, req.(*GetModelInfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Router_ServiceDesc is the grpc.ServiceDesc for Router service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -172,6 +208,10 @@ var Router_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateEmbeddings",
 			Handler:    _Router_CreateEmbeddings_Handler,
+		},
+		{
+			MethodName: "GetModelInfo",
+			Handler:    _Router_GetModelInfo_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,230 @@
+// Package billingtest runs a complete billing role for tests: an embedded
+// NATS server, billing with the stateful fake Stripe of paymentstest, and a
+// gRPC connection to it over an in-memory listener. Tests outside billing
+// (the edge's GraphQL) drive the fake through Harness.Stripe.
+package billingtest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	stripewebhook "github.com/stripe/stripe-go/v76/webhook"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboardhq/switchboard/billing"
+	"github.com/switchboardhq/switchboard/billing/internal/payments/paymentstest"
+	"github.com/switchboardhq/switchboard/internal/spine"
+	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
+)
+
+// WebhookSecret is the webhook signing secret of a Harness.
+const WebhookSecret = "whsec_billingtest"
+
+// Options tune a Harness.
+type Options struct {
+	// NoConsumer leaves the event consumer stopped (StartConsumer starts it).
+	NoConsumer bool
+	// MaxDeliver and RetryBackoff tune retries (defaults: 4, 10ms).
+	MaxDeliver   int
+	RetryBackoff []time.Duration
+	// Unconfigured starts billing without Stripe.
+	Unconfigured bool
+	Logger       *slog.Logger
+}
+
+// Harness is a running billing role with a fake Stripe.
+type Harness struct {
+	t       testing.TB
+	opts    Options
+	Stripe  *paymentstest.Fake
+	NATS    *nats.Conn
+	Conn    *grpc.ClientConn
+	Billing *billing.Billing
+
+	server *grpc.Server
+	ln     *bufconn.Listener
+
+	mu      sync.Mutex
+	stopRun context.CancelFunc
+	runDone chan struct{}
+}
+
+// Start runs billing for the test; everything stops at the test's end.
+func Start(t testing.TB, opts Options) *Harness {
+	t.Helper()
+	if opts.MaxDeliver == 0 {
+		opts.MaxDeliver = 4
+	}
+	if opts.RetryBackoff == nil {
+		opts.RetryBackoff = []time.Duration{10 * time.Millisecond}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	emb, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("billingtest: nats: %v", err)
+	}
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect("billingtest", opts.Logger)
+	if err != nil {
+		t.Fatalf("billingtest: nats connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	h := &Harness{t: t, opts: opts, Stripe: paymentstest.New(), NATS: nc}
+	h.Billing = h.newBilling()
+	h.server = grpc.NewServer()
+	h.Billing.Register(h.server)
+	h.ln = bufconn.Listen(1 << 20)
+	go func() { _ = h.server.Serve(h.ln) }()
+	t.Cleanup(h.server.Stop)
+	h.Conn, err = grpc.NewClient("passthrough:///billing",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return h.ln.DialContext(ctx) }))
+	if err != nil {
+		t.Fatalf("billingtest: dial: %v", err)
+	}
+	t.Cleanup(func() { _ = h.Conn.Close() })
+	t.Cleanup(h.Billing.Close)
+	t.Cleanup(h.StopConsumer)
+	if !opts.NoConsumer {
+		h.StartConsumer()
+	}
+	return h
+}
+
+func (h *Harness) newBilling() *billing.Billing {
+	cfg := billing.Config{
+		StripeWebhookSecret: WebhookSecret,
+		PublicURL:           "https://switchboard.test",
+		ReconcileInterval:   -1,
+		MaxDeliver:          h.opts.MaxDeliver,
+		RetryBackoff:        h.opts.RetryBackoff,
+	}
+	deps := billing.Deps{NATS: h.NATS, Logger: h.opts.Logger, Payments: h.Stripe}
+	if h.opts.Unconfigured {
+		cfg, deps = billing.Config{}, billing.Deps{Logger: h.opts.Logger}
+	}
+	b, err := billing.New(context.Background(), cfg, deps)
+	if err != nil {
+		h.t.Fatalf("billingtest: billing.New: %v", err)
+	}
+	return b
+}
+
+// StartConsumer starts applying events (billing's Run); after
+// StopConsumer it starts again where the durable consumer stopped.
+func (h *Harness) StartConsumer() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopRun != nil {
+		return
+	}
+	b := h.Billing
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := b.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			h.t.Errorf("billingtest: billing.Run: %v", err)
+		}
+	}()
+	h.stopRun, h.runDone = cancel, done
+}
+
+// StopConsumer stops applying events and waits until the consumer drained.
+func (h *Harness) StopConsumer() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopRun == nil {
+		return
+	}
+	h.stopRun()
+	<-h.runDone
+	h.stopRun = nil
+}
+
+// Sign signs a payload as Stripe would now.
+func Sign(payload []byte) string {
+	return SignAt(payload, time.Now())
+}
+
+// SignAt signs a payload with a chosen timestamp.
+func SignAt(payload []byte, at time.Time) string {
+	return stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{
+		Payload: payload, Secret: WebhookSecret, Timestamp: at,
+	}).Header
+}
+
+// Changes of the fake's invoices and subscriptions, for Harness.Stripe's
+// UpdateInvoice and SetSubscription (callable from outside billing).
+var (
+	FinalizeInvoice  = paymentstest.FinalizeInvoice
+	PayInvoice       = paymentstest.PayInvoice
+	FailPayment      = paymentstest.FailPayment
+	FailFinalization = paymentstest.FailFinalization
+	VoidInvoice      = paymentstest.VoidInvoice
+	EndSubscription  = paymentstest.EndSubscription
+	// Unavailable is a Stripe outage error for Harness.Stripe.FailNext.
+	Unavailable = paymentstest.Unavailable
+)
+
+// Operation names of Harness.Stripe.FailNext.
+const (
+	OpGetSubscription = paymentstest.OpGetSubscription
+	OpGetInvoice      = paymentstest.OpGetInvoice
+	OpCreateCheckout  = paymentstest.OpCreateCheckout
+	OpCreatePortal    = paymentstest.OpCreatePortal
+	OpCreateCustomer  = paymentstest.OpCreateCustomer
+)
+
+// DeadEvent is an event kept after it kept failing.
+type DeadEvent struct {
+	EventID, Type, Error string
+	Deliveries           uint64
+}
+
+// DeadEvents lists the events in the dead-letter bucket.
+func (h *Harness) DeadEvents() []DeadEvent {
+	h.t.Helper()
+	js, err := jetstream.New(h.NATS)
+	if err != nil {
+		h.t.Fatalf("billingtest: %v", err)
+	}
+	kv, err := js.KeyValue(context.Background(), "sb_billing_dead")
+	if err != nil {
+		h.t.Fatalf("billingtest: %v", err)
+	}
+	keys, err := kv.ListKeys(context.Background())
+	if err != nil {
+		h.t.Fatalf("billingtest: %v", err)
+	}
+	var out []DeadEvent
+	for k := range keys.Keys() {
+		e, err := kv.Get(context.Background(), k)
+		if err != nil {
+			continue
+		}
+		var ev billingv1.DeadEvent
+		if proto.Unmarshal(e.Value(), &ev) == nil {
+			out = append(out, DeadEvent{EventID: ev.GetEventId(), Type: ev.GetType(), Error: ev.GetError(), Deliveries: ev.GetDeliveries()})
+		}
+	}
+	return out
+}
+
+// BadRequestError is Stripe refusing a request, for Harness.Stripe.FailNext.
+var BadRequestError = paymentsError(400, "invalid_request_error", "refused by the fake")
+
+// MovePeriod shifts a subscription's current period by d.
+var MovePeriod = paymentstest.MovePeriod

@@ -1,0 +1,615 @@
+// Package account is a user's billing account: their Stripe customer,
+// subscriptions and invoices. It holds the flows (checkout, portal, cancel,
+// resume, change of cycle) with their guards, and the sync that copies
+// Stripe's objects into billing's buckets.
+package account
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboardhq/switchboard/billing/internal/payments"
+	"github.com/switchboardhq/switchboard/billing/internal/store"
+	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
+)
+
+// Config configures the flows.
+type Config struct {
+	// PublicURL is the base of checkout success/cancel and portal return
+	// links.
+	PublicURL string
+	// PriceCacheTTL is how long the price list is kept; 0 means 5 minutes.
+	PriceCacheTTL time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// User is the signed-in user a call acts for.
+type User struct {
+	ID    string
+	Email string
+}
+
+// Service runs the flows against a payment provider and the store.
+type Service struct {
+	pay payments.Provider
+	st  *store.Store
+	cfg Config
+	log *slog.Logger
+
+	priceMu      sync.Mutex
+	prices       []payments.Price
+	pricesExpire time.Time
+}
+
+// New returns a Service.
+func New(pay payments.Provider, st *store.Store, cfg Config, log *slog.Logger) *Service {
+	if cfg.PriceCacheTTL <= 0 {
+		cfg.PriceCacheTTL = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
+	return &Service{pay: pay, st: st, cfg: cfg, log: log}
+}
+
+// idempotencyKey derives the Stripe idempotency key of one write. With a
+// client key the same call gives the same key, so a retried mutation
+// returns Stripe's first answer; without one each call gets a fresh key
+// (stripe-go reuses it for its own retries).
+func idempotencyKey(userID, op, clientKey string, parts ...string) string {
+	if clientKey == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		return "sb-" + op + "-" + hex.EncodeToString(b[:])
+	}
+	h := sha256.New()
+	for _, p := range append([]string{userID, op, clientKey}, parts...) {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return "sb-" + op + "-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// providerError turns a payment provider failure into a user-facing error,
+// logging the detail.
+func (s *Service) providerError(op string, err error, fallback *Error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	s.log.Warn("stripe call failed", "op", op, "err", err)
+	var api *payments.APIError
+	if errors.As(err, &api) && (api.Status == 0 || api.Status >= 500 || api.Status == 429) {
+		return ErrProviderUnavailable
+	}
+	if fallback != nil {
+		return fallback
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// Current is the user's current subscription: the newest one that has not
+// ended, else the newest one; nil when the user never subscribed.
+func (s *Service) Current(userID string) *billingv1.SubscriptionRecord {
+	all := s.st.Subscriptions(userID)
+	for _, r := range all {
+		if !ended(r.GetSubscription().GetStatus()) {
+			return r
+		}
+	}
+	if len(all) > 0 {
+		return all[0]
+	}
+	return nil
+}
+
+// Invoices pages through a user's invoices, newest first.
+func (s *Service) Invoices(userID string, take, skip int) ([]*billingv1.Invoice, int) {
+	recs, total := s.st.Invoices(userID, take, skip)
+	out := make([]*billingv1.Invoice, len(recs))
+	for i, r := range recs {
+		out[i] = r.GetInvoice()
+	}
+	return out, total
+}
+
+// customer returns the user's Stripe customer id, creating the customer on
+// first use (one per user id, never matched by email).
+func (s *Service) customer(ctx context.Context, u User) (string, error) {
+	if rec, ok := s.st.CustomerByUser(u.ID); ok {
+		return rec.GetCustomerId(), nil
+	}
+	// The key is fixed per user, so concurrent first checkouts create one
+	// customer at Stripe.
+	c, err := s.pay.CreateCustomer(ctx, u.ID, u.Email, idempotencyKey(u.ID, "customer", "user", u.ID))
+	if err != nil {
+		return "", s.providerError("create customer", err, ErrCheckoutFailed)
+	}
+	rec, err := s.st.LinkCustomer(ctx, &billingv1.CustomerRecord{UserId: u.ID, CustomerId: c.ID, Email: u.Email})
+	if err != nil {
+		return "", fmt.Errorf("link customer: %w", err)
+	}
+	return rec.GetCustomerId(), nil
+}
+
+// allPrices lists the prices of every plan and cycle, cached briefly.
+func (s *Service) allPrices(ctx context.Context) ([]payments.Price, error) {
+	s.priceMu.Lock()
+	defer s.priceMu.Unlock()
+	if s.prices != nil && s.cfg.Now().Before(s.pricesExpire) {
+		return s.prices, nil
+	}
+	var keys []string
+	for _, p := range Plans {
+		for r := range recurringNames {
+			keys = append(keys, LookupKey(p, r))
+		}
+	}
+	prices, err := s.pay.ListPrices(ctx, keys)
+	if err != nil {
+		return nil, s.providerError("list prices", err, nil)
+	}
+	if prices == nil {
+		prices = []payments.Price{}
+	}
+	s.prices = prices
+	s.pricesExpire = s.cfg.Now().Add(s.cfg.PriceCacheTTL)
+	return prices, nil
+}
+
+func (s *Service) price(ctx context.Context, plan billingv1.Plan, recurring billingv1.Recurring) (payments.Price, error) {
+	prices, err := s.allPrices(ctx)
+	if err != nil {
+		return payments.Price{}, err
+	}
+	key := LookupKey(plan, recurring)
+	for _, p := range prices {
+		if p.LookupKey == key {
+			return p, nil
+		}
+	}
+	return payments.Price{}, ErrPriceNotFound
+}
+
+// Prices are the public prices, one entry per plan that has any.
+func (s *Service) Prices(ctx context.Context) ([]*billingv1.Price, error) {
+	prices, err := s.allPrices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*billingv1.Price
+	for _, plan := range Plans {
+		var entry *billingv1.Price
+		for _, p := range prices {
+			pl, r, ok := ParseLookupKey(p.LookupKey)
+			if !ok || pl != plan {
+				continue
+			}
+			if entry == nil {
+				entry = &billingv1.Price{Type: "fixed", Plan: plan, Currency: p.Currency}
+			}
+			if r == billingv1.Recurring_RECURRING_MONTHLY {
+				entry.Amount, entry.HasAmount = p.UnitAmount, true
+			} else {
+				entry.YearlyAmount, entry.HasYearlyAmount = p.UnitAmount, true
+			}
+		}
+		if entry != nil {
+			out = append(out, entry)
+		}
+	}
+	return out, nil
+}
+
+// Checkout creates a checkout session and returns its URL.
+func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, recurring billingv1.Recurring, clientKey string) (string, error) {
+	if recurring == billingv1.Recurring_RECURRING_UNSPECIFIED {
+		return "", BadRequest("recurring is required")
+	}
+	if plan == billingv1.Plan_PLAN_UNSPECIFIED {
+		plan = billingv1.Plan_PLAN_PRO
+	}
+	if cur := s.Current(u.ID); cur != nil && entitled(cur.GetSubscription().GetStatus()) {
+		return "", ErrSubscriptionExists
+	}
+	price, err := s.price(ctx, plan, recurring)
+	if err != nil {
+		return "", err
+	}
+	customerID, err := s.customer(ctx, u)
+	if err != nil {
+		return "", err
+	}
+	sess, err := s.pay.CreateCheckoutSession(ctx, payments.CheckoutParams{
+		CustomerID: customerID,
+		UserID:     u.ID,
+		PriceID:    price.ID,
+		SuccessURL: s.cfg.PublicURL + "/billing/success?session_id={CHECKOUT_SESSION_ID}",
+		CancelURL:  s.cfg.PublicURL + "/billing/cancel",
+	}, idempotencyKey(u.ID, "checkout", clientKey, price.ID))
+	if err != nil {
+		return "", s.providerError("create checkout session", err, ErrCheckoutFailed)
+	}
+	if sess.URL == "" {
+		return "", ErrCheckoutFailed
+	}
+	return sess.URL, nil
+}
+
+// Portal creates a billing portal session and returns its URL.
+func (s *Service) Portal(ctx context.Context, u User, clientKey string) (string, error) {
+	rec, ok := s.st.CustomerByUser(u.ID)
+	if !ok {
+		return "", ErrNoCustomer
+	}
+	url, err := s.pay.CreatePortalSession(ctx, rec.GetCustomerId(), s.cfg.PublicURL+"/billing",
+		idempotencyKey(u.ID, "portal", clientKey))
+	if err != nil {
+		return "", s.providerError("create portal session", err, ErrPortalFailed)
+	}
+	if url == "" {
+		return "", ErrPortalFailed
+	}
+	return url, nil
+}
+
+// Cancel cancels the current subscription at the end of its period. A
+// scheduled change of cycle is dropped from Stripe (a schedule-managed
+// subscription cannot be canceled directly) and remembered, so resuming
+// schedules it again.
+func (s *Service) Cancel(ctx context.Context, u User, clientKey string) (*billingv1.SubscriptionRecord, error) {
+	rec := s.Current(u.ID)
+	if rec == nil {
+		return nil, ErrNoSubscription
+	}
+	sub := rec.GetSubscription()
+	if ended(sub.GetStatus()) || rec.GetCancelAtPeriodEnd() {
+		return nil, ErrCanceled
+	}
+	restore := sub.GetPendingRecurring()
+	if rec.GetScheduleId() != "" {
+		if err := s.pay.ReleaseSchedule(ctx, rec.GetScheduleId(), idempotencyKey(u.ID, "release", clientKey, rec.GetScheduleId())); err != nil {
+			return nil, s.providerError("release schedule", err, nil)
+		}
+	}
+	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), true, idempotencyKey(u.ID, "cancel", clientKey, sub.GetId())); err != nil {
+		return nil, s.providerError("cancel subscription", err, nil)
+	}
+	return s.SyncSubscription(ctx, sub.GetId(), func(r *billingv1.SubscriptionRecord) {
+		if restore != billingv1.Recurring_RECURRING_UNSPECIFIED {
+			r.RestoreRecurring = restore
+		}
+	})
+}
+
+// Resume undoes a cancellation before the period ends.
+func (s *Service) Resume(ctx context.Context, u User, clientKey string) (*billingv1.SubscriptionRecord, error) {
+	rec := s.Current(u.ID)
+	if rec == nil {
+		return nil, ErrNoSubscription
+	}
+	sub := rec.GetSubscription()
+	if ended(sub.GetStatus()) || (sub.GetEnd() != nil && !sub.GetEnd().AsTime().After(s.cfg.Now())) {
+		return nil, ErrExpired
+	}
+	if !rec.GetCancelAtPeriodEnd() {
+		return nil, ErrNotCanceled
+	}
+	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), false, idempotencyKey(u.ID, "resume", clientKey, sub.GetId())); err != nil {
+		return nil, s.providerError("resume subscription", err, nil)
+	}
+	if restore := rec.GetRestoreRecurring(); restore != billingv1.Recurring_RECURRING_UNSPECIFIED && restore != sub.GetRecurring() {
+		price, err := s.price(ctx, sub.GetPlan(), restore)
+		if err == nil {
+			_, err = s.pay.ScheduleChange(ctx, sub.GetId(), "", price.ID, idempotencyKey(u.ID, "reschedule", clientKey, sub.GetId(), price.ID))
+		}
+		if err != nil {
+			// The resume itself went through; the user can ask for the
+			// change again.
+			s.log.Warn("could not restore a scheduled change of cycle", "subscription", sub.GetId(), "err", err)
+		}
+	}
+	return s.SyncSubscription(ctx, sub.GetId(), func(r *billingv1.SubscriptionRecord) {
+		r.RestoreRecurring = billingv1.Recurring_RECURRING_UNSPECIFIED
+	})
+}
+
+// ChangeRecurring switches the cycle at the end of the current period
+// through a subscription schedule (no proration). Asking for the current
+// cycle while a change is scheduled releases the schedule.
+func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.Recurring, clientKey string) (*billingv1.SubscriptionRecord, error) {
+	if target == billingv1.Recurring_RECURRING_UNSPECIFIED {
+		return nil, BadRequest("recurring is required")
+	}
+	rec := s.Current(u.ID)
+	if rec == nil {
+		return nil, ErrNoSubscription
+	}
+	sub := rec.GetSubscription()
+	if ended(sub.GetStatus()) || rec.GetCancelAtPeriodEnd() {
+		return nil, ErrCanceled
+	}
+	pending := sub.GetPendingRecurring()
+	switch {
+	case pending != billingv1.Recurring_RECURRING_UNSPECIFIED && target == pending:
+		return nil, ErrSameRecurring
+	case pending != billingv1.Recurring_RECURRING_UNSPECIFIED && target == sub.GetRecurring():
+		if err := s.pay.ReleaseSchedule(ctx, rec.GetScheduleId(), idempotencyKey(u.ID, "release", clientKey, rec.GetScheduleId())); err != nil {
+			return nil, s.providerError("release schedule", err, nil)
+		}
+		return s.SyncSubscription(ctx, sub.GetId(), nil)
+	case target == sub.GetRecurring():
+		return nil, ErrSameRecurring
+	}
+	price, err := s.price(ctx, sub.GetPlan(), target)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.pay.ScheduleChange(ctx, sub.GetId(), rec.GetScheduleId(), price.ID,
+		idempotencyKey(u.ID, "schedule", clientKey, sub.GetId(), price.ID)); err != nil {
+		return nil, s.providerError("schedule change", err, nil)
+	}
+	return s.SyncSubscription(ctx, sub.GetId(), nil)
+}
+
+// ErrForeignCustomer is returned when a Stripe object belongs to a customer
+// switchboard did not create (no metadata.user_id): it is not ours to show.
+var ErrForeignCustomer = errors.New("customer has no switchboard user")
+
+// userFor resolves a Stripe customer to its user.
+func (s *Service) userFor(ctx context.Context, customerID string) (string, error) {
+	if customerID == "" {
+		return "", ErrForeignCustomer
+	}
+	if rec, ok := s.st.UserByCustomer(customerID); ok {
+		return rec.GetUserId(), nil
+	}
+	c, err := s.pay.GetCustomer(ctx, customerID)
+	if err != nil {
+		return "", fmt.Errorf("get customer %s: %w", customerID, err)
+	}
+	if c.UserID == "" {
+		return "", ErrForeignCustomer
+	}
+	rec, err := s.st.LinkCustomer(ctx, &billingv1.CustomerRecord{UserId: c.UserID, CustomerId: c.ID, Email: c.Email})
+	if err != nil {
+		return "", err
+	}
+	if rec.GetCustomerId() != c.ID {
+		// The user already has another customer: both stay linked back to
+		// the user, the first one remains the user's customer.
+		s.log.Warn("user has a second stripe customer", "customer", c.ID, "kept", rec.GetCustomerId())
+	}
+	return c.UserID, nil
+}
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// SyncCheckoutSession applies a completed checkout: it links the customer
+// and syncs the new subscription.
+func (s *Service) SyncCheckoutSession(ctx context.Context, sessionID string) error {
+	sess, err := s.pay.GetCheckoutSession(ctx, sessionID)
+	if err != nil {
+		return fmt.Errorf("get checkout session: %w", err)
+	}
+	if _, err := s.userFor(ctx, sess.CustomerID); err != nil {
+		return err
+	}
+	if sess.SubscriptionID == "" {
+		return nil
+	}
+	_, err = s.SyncSubscription(ctx, sess.SubscriptionID, nil)
+	return err
+}
+
+// SyncSubscription re-reads a subscription (and its schedule) from Stripe
+// and stores it with compare-and-swap; a read older than the stored one is
+// dropped. mutate, when set, adjusts the record before it is written.
+func (s *Service) SyncSubscription(ctx context.Context, id string, mutate func(*billingv1.SubscriptionRecord)) (*billingv1.SubscriptionRecord, error) {
+	fetchedAt := s.cfg.Now()
+	sub, err := s.pay.GetSubscription(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("get subscription %s: %w", id, err)
+	}
+	userID, err := s.userFor(ctx, sub.CustomerID)
+	if err != nil {
+		return nil, err
+	}
+	var pending billingv1.Recurring
+	var changesAt time.Time
+	if sub.ScheduleID != "" {
+		sch, err := s.pay.GetSchedule(ctx, sub.ScheduleID)
+		if err != nil {
+			return nil, fmt.Errorf("get schedule %s: %w", sub.ScheduleID, err)
+		}
+		for _, ph := range sch.Phases {
+			if ph.LookupKey == sub.LookupKey || ph.Start.Before(sub.CurrentPeriodEnd) {
+				continue
+			}
+			if _, r, ok := ParseLookupKey(ph.LookupKey); ok {
+				pending, changesAt = r, ph.Start
+				break
+			}
+		}
+	}
+	plan, recurring, _ := ParseLookupKey(sub.LookupKey)
+	status := subscriptionStatuses[sub.Status]
+	now := s.cfg.Now()
+	return s.st.UpsertSubscription(ctx, userID, sub.ID, func(rec *billingv1.SubscriptionRecord, ok bool) error {
+		if ok && rec.GetSyncedAt().AsTime().After(fetchedAt) {
+			return store.ErrSkip
+		}
+		v := &billingv1.Subscription{
+			Id:                 sub.ID,
+			Plan:               plan,
+			Recurring:          recurring,
+			Status:             status,
+			Start:              ts(sub.CurrentPeriodStart),
+			End:                ts(sub.CurrentPeriodEnd),
+			TrialStart:         ts(sub.TrialStart),
+			TrialEnd:           ts(sub.TrialEnd),
+			CanceledAt:         ts(sub.CanceledAt),
+			CreatedAt:          ts(sub.Created),
+			UpdatedAt:          timestamppb.New(now),
+			PendingRecurring:   pending,
+			RecurringChangesAt: ts(changesAt),
+		}
+		if entitled(status) && !sub.CancelAtPeriodEnd {
+			v.NextBillAt = ts(sub.CurrentPeriodEnd)
+		}
+		if v.CreatedAt == nil {
+			v.CreatedAt = timestamppb.New(now)
+		}
+		rec.UserId = userID
+		rec.CustomerId = sub.CustomerID
+		rec.Subscription = v
+		rec.ScheduleId = sub.ScheduleID
+		rec.CancelAtPeriodEnd = sub.CancelAtPeriodEnd
+		rec.SyncedAt = timestamppb.New(fetchedAt)
+		if ended(status) || !sub.CancelAtPeriodEnd {
+			rec.RestoreRecurring = billingv1.Recurring_RECURRING_UNSPECIFIED
+		}
+		if mutate != nil {
+			mutate(rec)
+		}
+		return nil
+	})
+}
+
+// MarkSubscriptionEnded marks a subscription Stripe no longer knows as
+// canceled, keeping it.
+func (s *Service) MarkSubscriptionEnded(ctx context.Context, id string) error {
+	var owner string
+	s.st.AllSubscriptions(func(r *billingv1.SubscriptionRecord) bool {
+		if r.GetSubscription().GetId() == id {
+			owner = r.GetUserId()
+			return false
+		}
+		return true
+	})
+	if owner == "" {
+		return nil
+	}
+	now := s.cfg.Now()
+	_, err := s.st.UpsertSubscription(ctx, owner, id, func(rec *billingv1.SubscriptionRecord, ok bool) error {
+		if !ok {
+			return store.ErrSkip
+		}
+		sub := rec.GetSubscription()
+		sub.Status = billingv1.SubscriptionStatus_SUBSCRIPTION_STATUS_CANCELED
+		sub.NextBillAt = nil
+		if sub.CanceledAt == nil {
+			sub.CanceledAt = timestamppb.New(now)
+		}
+		sub.UpdatedAt = timestamppb.New(now)
+		rec.RestoreRecurring = billingv1.Recurring_RECURRING_UNSPECIFIED
+		return nil
+	})
+	return err
+}
+
+// LastPaymentError is the text shown for an invoice's last failure: the
+// card error's message, a generic text for other payment errors, or the
+// finalization error's message.
+func LastPaymentError(inv *payments.Invoice) string {
+	switch {
+	case inv.PaymentError != nil && inv.PaymentError.Type == "card_error":
+		if inv.PaymentError.Message == "" {
+			return "Failed to pay"
+		}
+		return inv.PaymentError.Message
+	case inv.PaymentError != nil:
+		return "Internal Payment error"
+	case inv.FinalizationError != nil:
+		if inv.FinalizationError.Message == "" {
+			return "Failed to finalize the invoice"
+		}
+		return inv.FinalizationError.Message
+	}
+	return ""
+}
+
+// SyncInvoice re-reads an invoice from Stripe and stores it.
+func (s *Service) SyncInvoice(ctx context.Context, id string) (*billingv1.InvoiceRecord, error) {
+	fetchedAt := s.cfg.Now()
+	inv, err := s.pay.GetInvoice(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("get invoice %s: %w", id, err)
+	}
+	userID, err := s.userFor(ctx, inv.CustomerID)
+	if err != nil {
+		return nil, err
+	}
+	plan, recurring, _ := ParseLookupKey(inv.LookupKey)
+	now := s.cfg.Now()
+	return s.st.UpsertInvoice(ctx, userID, inv.ID, func(rec *billingv1.InvoiceRecord, ok bool) error {
+		if ok && rec.GetSyncedAt().AsTime().After(fetchedAt) {
+			return store.ErrSkip
+		}
+		rec.UserId = userID
+		rec.CustomerId = inv.CustomerID
+		rec.SubscriptionId = inv.SubscriptionID
+		rec.SyncedAt = timestamppb.New(fetchedAt)
+		created := ts(inv.Created)
+		if created == nil {
+			created = timestamppb.New(now)
+		}
+		rec.Invoice = &billingv1.Invoice{
+			Id:               inv.ID,
+			Plan:             plan,
+			Recurring:        recurring,
+			Currency:         strings.ToLower(inv.Currency),
+			Amount:           inv.Total,
+			Status:           invoiceStatuses[inv.Status],
+			Reason:           inv.BillingReason,
+			LastPaymentError: LastPaymentError(inv),
+			Link:             inv.HostedURL,
+			CreatedAt:        created,
+			UpdatedAt:        timestamppb.New(now),
+		}
+		return nil
+	})
+}
+
+// Reconcile re-reads every subscription that has not ended.
+func (s *Service) Reconcile(ctx context.Context) (int, error) {
+	var ids []string
+	s.st.AllSubscriptions(func(r *billingv1.SubscriptionRecord) bool {
+		if !ended(r.GetSubscription().GetStatus()) {
+			ids = append(ids, r.GetSubscription().GetId())
+		}
+		return true
+	})
+	var errs []error
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		if _, err := s.SyncSubscription(ctx, id, nil); err != nil {
+			if errors.Is(err, payments.ErrNotFound) {
+				err = s.MarkSubscriptionEnded(ctx, id)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return len(ids), errors.Join(errs...)
+}

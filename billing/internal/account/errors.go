@@ -1,0 +1,41 @@
+package account
+
+import "net/http"
+
+// Error is a failure a user can act on: a stable code (decisions.md), the
+// HTTP status a front end shows, and a message fit for users.
+type Error struct {
+	Code    string
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is matches errors by code, so a copy with another message still matches.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// The errors of the billing flows.
+var (
+	ErrNotConfigured       = &Error{"BILLING_NOT_CONFIGURED", http.StatusServiceUnavailable, "billing is not configured on this server"}
+	ErrUnauthenticated     = &Error{"UNAUTHENTICATED", http.StatusUnauthorized, "sign in first"}
+	ErrSubscriptionExists  = &Error{"SUBSCRIPTION_ALREADY_EXISTS", http.StatusConflict, "You already have a subscription"}
+	ErrNoSubscription      = &Error{"SUBSCRIPTION_NOT_EXISTS", http.StatusNotFound, "You do not have any subscription"}
+	ErrCanceled            = &Error{"SUBSCRIPTION_HAS_BEEN_CANCELED", http.StatusBadRequest, "Your subscription has already been canceled"}
+	ErrNotCanceled         = &Error{"SUBSCRIPTION_HAS_NOT_BEEN_CANCELED", http.StatusBadRequest, "Your subscription has not been canceled"}
+	ErrExpired             = &Error{"SUBSCRIPTION_EXPIRED", http.StatusBadRequest, "Your subscription is expired, please checkout again."}
+	ErrSameRecurring       = &Error{"SAME_SUBSCRIPTION_RECURRING", http.StatusBadRequest, "Your subscription is already billed on this cycle"}
+	ErrNoCustomer          = &Error{"CUSTOMER_NOT_FOUND", http.StatusNotFound, "You have no billing account yet: check out first"}
+	ErrPortalFailed        = &Error{"CUSTOMER_PORTAL_CREATE_FAILED", http.StatusBadGateway, "Failed to create customer portal"}
+	ErrCheckoutFailed      = &Error{"FAILED_TO_CHECKOUT", http.StatusBadGateway, "Failed to create checkout session"}
+	ErrPriceNotFound       = &Error{"PRICE_NOT_FOUND", http.StatusBadRequest, "This plan is not for sale"}
+	ErrProviderUnavailable = &Error{"PAYMENT_PROVIDER_UNAVAILABLE", http.StatusBadGateway, "The payment provider could not be reached, please try again"}
+)
+
+// BadRequest is an invalid argument.
+func BadRequest(msg string) *Error {
+	return &Error{"BAD_REQUEST", http.StatusBadRequest, msg}
+}

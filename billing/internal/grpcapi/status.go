@@ -1,0 +1,100 @@
+// Package grpcapi is billing's gRPC surface: the switchboard.billing.v1
+// Billing service, and the one mapping from billing's errors to gRPC status.
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboardhq/switchboard/billing/internal/account"
+	"github.com/switchboardhq/switchboard/billing/internal/webhook"
+)
+
+// ErrorDomain is the errdetails.ErrorInfo domain of billing's errors.
+const ErrorDomain = "switchboard.billing"
+
+// MetaHTTPStatus is the ErrorInfo metadata key of the HTTP status a front
+// end should answer with.
+const MetaHTTPStatus = "http_status"
+
+// Codes of webhook intake failures.
+const (
+	CodeInvalidSignature  = "INVALID_SIGNATURE"
+	CodeStaleSignature    = "STALE_SIGNATURE"
+	CodeUnsupportedAPI    = "UNSUPPORTED_API_VERSION"
+	CodeMalformedEvent    = "MALFORMED_EVENT"
+	CodeEventNotStored    = "EVENT_NOT_STORED"
+	CodeInternal          = "INTERNAL_SERVER_ERROR"
+	CodeWebhookNotEnabled = "BILLING_NOT_CONFIGURED"
+)
+
+func statusError(code codes.Code, reason, msg string, httpStatus int) error {
+	info := &errdetails.ErrorInfo{
+		Reason:   reason,
+		Domain:   ErrorDomain,
+		Metadata: map[string]string{MetaHTTPStatus: strconv.Itoa(httpStatus)},
+	}
+	st, err := status.New(code, msg).WithDetails(info)
+	if err != nil {
+		return status.Error(code, msg)
+	}
+	return st.Err()
+}
+
+// toStatus maps an error of the billing flows to a gRPC status. Errors that
+// are not billing's own are logged and masked.
+func toStatus(ctx context.Context, log *slog.Logger, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *account.Error
+	if errors.As(err, &e) {
+		return statusError(grpcCode(e), e.Code, e.Message, e.Status)
+	}
+	switch {
+	case errors.Is(err, webhook.ErrNotConfigured):
+		return statusError(codes.FailedPrecondition, CodeWebhookNotEnabled, "stripe webhooks are not configured on this server", http.StatusServiceUnavailable)
+	case errors.Is(err, webhook.ErrBadSignature):
+		return statusError(codes.InvalidArgument, CodeInvalidSignature, err.Error(), http.StatusBadRequest)
+	case errors.Is(err, webhook.ErrStale):
+		return statusError(codes.InvalidArgument, CodeStaleSignature, err.Error(), http.StatusBadRequest)
+	case errors.Is(err, webhook.ErrAPIVersion):
+		return statusError(codes.InvalidArgument, CodeUnsupportedAPI, err.Error(), http.StatusBadRequest)
+	case errors.Is(err, webhook.ErrMalformed):
+		return statusError(codes.InvalidArgument, CodeMalformedEvent, "webhook event is malformed", http.StatusBadRequest)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		if ctx.Err() != nil {
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	log.Error("billing call failed", "op", op, "err", err)
+	return statusError(codes.Internal, CodeInternal, "internal error", http.StatusInternalServerError)
+}
+
+func grpcCode(e *account.Error) codes.Code {
+	switch e.Status {
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
+	case http.StatusNotFound:
+		return codes.NotFound
+	case http.StatusConflict:
+		return codes.AlreadyExists
+	case http.StatusBadGateway:
+		return codes.Unavailable
+	case http.StatusServiceUnavailable:
+		return codes.FailedPrecondition
+	case http.StatusBadRequest:
+		if e.Code == "BAD_REQUEST" {
+			return codes.InvalidArgument
+		}
+		return codes.FailedPrecondition
+	}
+	return codes.Unknown
+}

@@ -1,0 +1,401 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/client"
+)
+
+// StripeConfig configures the Stripe client.
+type StripeConfig struct {
+	// SecretKey is the API key (sk_...).
+	SecretKey string
+	// APIBase replaces https://api.stripe.com (stripe-mock, a proxy).
+	APIBase string
+	// Timeout bounds each HTTP call; 0 means 30 seconds.
+	Timeout time.Duration
+	// MaxNetworkRetries is how often stripe-go retries a failed call (with
+	// the same idempotency key); 0 means 2.
+	MaxNetworkRetries int64
+	Logger            *slog.Logger
+}
+
+// Stripe is the Provider backed by the Stripe API through stripe-go, with a
+// client of its own (never the global stripe.Key).
+type Stripe struct {
+	api *client.API
+}
+
+var _ Provider = (*Stripe)(nil)
+
+// NewStripe builds a Stripe client from cfg.
+func NewStripe(cfg StripeConfig) (*Stripe, error) {
+	if cfg.SecretKey == "" {
+		return nil, errors.New("payments: stripe secret key is empty")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.MaxNetworkRetries <= 0 {
+		cfg.MaxNetworkRetries = 2
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	httpClient := &http.Client{Timeout: cfg.Timeout}
+	backend := func(kind stripe.SupportedBackend, url string) stripe.Backend {
+		bc := &stripe.BackendConfig{
+			HTTPClient:        httpClient,
+			MaxNetworkRetries: stripe.Int64(cfg.MaxNetworkRetries),
+			LeveledLogger:     slogLogger{logger.With("component", "stripe")},
+		}
+		if url != "" {
+			bc.URL = stripe.String(url)
+		}
+		return stripe.GetBackendWithConfig(kind, bc)
+	}
+	base := strings.TrimSuffix(cfg.APIBase, "/")
+	backends := &stripe.Backends{
+		API:     backend(stripe.APIBackend, base),
+		Connect: backend(stripe.ConnectBackend, ""),
+		Uploads: backend(stripe.UploadsBackend, ""),
+	}
+	return &Stripe{api: client.New(cfg.SecretKey, backends)}, nil
+}
+
+func params(ctx context.Context, idempotencyKey string) stripe.Params {
+	p := stripe.Params{Context: ctx}
+	if idempotencyKey != "" {
+		p.SetIdempotencyKey(idempotencyKey)
+	}
+	return p
+}
+
+// CreateCustomer implements Customers.
+func (s *Stripe) CreateCustomer(ctx context.Context, userID, email, idempotencyKey string) (*Customer, error) {
+	p := &stripe.CustomerParams{Params: params(ctx, idempotencyKey)}
+	if email != "" {
+		p.Email = stripe.String(email)
+	}
+	p.AddMetadata("user_id", userID)
+	c, err := s.api.Customers.New(p)
+	if err != nil {
+		return nil, convertError(err)
+	}
+	return customerFrom(c), nil
+}
+
+// GetCustomer implements Customers.
+func (s *Stripe) GetCustomer(ctx context.Context, id string) (*Customer, error) {
+	c, err := s.api.Customers.Get(id, &stripe.CustomerParams{Params: params(ctx, "")})
+	if err != nil {
+		return nil, convertError(err)
+	}
+	return customerFrom(c), nil
+}
+
+func customerFrom(c *stripe.Customer) *Customer {
+	return &Customer{ID: c.ID, Email: c.Email, UserID: c.Metadata["user_id"]}
+}
+
+// ListPrices implements Checkout.
+func (s *Stripe) ListPrices(ctx context.Context, lookupKeys []string) ([]Price, error) {
+	p := &stripe.PriceListParams{Active: stripe.Bool(true)}
+	p.Context = ctx
+	p.LookupKeys = stripe.StringSlice(lookupKeys)
+	it := s.api.Prices.List(p)
+	var out []Price
+	for it.Next() {
+		pr := it.Price()
+		out = append(out, Price{ID: pr.ID, LookupKey: pr.LookupKey, Currency: string(pr.Currency), UnitAmount: pr.UnitAmount})
+	}
+	if err := it.Err(); err != nil {
+		return nil, convertError(err)
+	}
+	return out, nil
+}
+
+// CreateCheckoutSession implements Checkout.
+func (s *Stripe) CreateCheckoutSession(ctx context.Context, cp CheckoutParams, idempotencyKey string) (*CheckoutSession, error) {
+	p := &stripe.CheckoutSessionParams{
+		Params:            params(ctx, idempotencyKey),
+		Mode:              stripe.String(string(stripe.CheckoutSessionModeSubscription)),
+		Customer:          stripe.String(cp.CustomerID),
+		ClientReferenceID: stripe.String(cp.UserID),
+		LineItems: []*stripe.CheckoutSessionLineItemParams{
+			{Price: stripe.String(cp.PriceID), Quantity: stripe.Int64(1)},
+		},
+		SuccessURL:          stripe.String(cp.SuccessURL),
+		CancelURL:           stripe.String(cp.CancelURL),
+		AllowPromotionCodes: stripe.Bool(true),
+		CustomerUpdate: &stripe.CheckoutSessionCustomerUpdateParams{
+			Address: stripe.String("auto"),
+			Name:    stripe.String("auto"),
+		},
+		TaxIDCollection: &stripe.CheckoutSessionTaxIDCollectionParams{Enabled: stripe.Bool(true)},
+		SubscriptionData: &stripe.CheckoutSessionSubscriptionDataParams{
+			Metadata: map[string]string{"user_id": cp.UserID},
+		},
+	}
+	cs, err := s.api.CheckoutSessions.New(p)
+	if err != nil {
+		return nil, convertError(err)
+	}
+	return checkoutFrom(cs), nil
+}
+
+// GetCheckoutSession implements Checkout.
+func (s *Stripe) GetCheckoutSession(ctx context.Context, id string) (*CheckoutSession, error) {
+	cs, err := s.api.CheckoutSessions.Get(id, &stripe.CheckoutSessionParams{Params: params(ctx, "")})
+	if err != nil {
+		return nil, convertError(err)
+	}
+	return checkoutFrom(cs), nil
+}
+
+func checkoutFrom(cs *stripe.CheckoutSession) *CheckoutSession {
+	out := &CheckoutSession{ID: cs.ID, URL: cs.URL, ClientReferenceID: cs.ClientReferenceID, Status: string(cs.Status)}
+	if cs.Customer != nil {
+		out.CustomerID = cs.Customer.ID
+	}
+	if cs.Subscription != nil {
+		out.SubscriptionID = cs.Subscription.ID
+	}
+	return out
+}
+
+// CreatePortalSession implements Checkout.
+func (s *Stripe) CreatePortalSession(ctx context.Context, customerID, returnURL, idempotencyKey string) (string, error) {
+	p := &stripe.BillingPortalSessionParams{
+		Params:    params(ctx, idempotencyKey),
+		Customer:  stripe.String(customerID),
+		ReturnURL: stripe.String(returnURL),
+	}
+	ps, err := s.api.BillingPortalSessions.New(p)
+	if err != nil {
+		return "", convertError(err)
+	}
+	return ps.URL, nil
+}
+
+// GetSubscription implements Subscriptions.
+func (s *Stripe) GetSubscription(ctx context.Context, id string) (*Subscription, error) {
+	sub, err := s.api.Subscriptions.Get(id, &stripe.SubscriptionParams{Params: params(ctx, "")})
+	if err != nil {
+		return nil, convertError(err)
+	}
+	return subscriptionFrom(sub), nil
+}
+
+// SetCancelAtPeriodEnd implements Subscriptions.
+func (s *Stripe) SetCancelAtPeriodEnd(ctx context.Context, id string, cancel bool, idempotencyKey string) (*Subscription, error) {
+	sub, err := s.api.Subscriptions.Update(id, &stripe.SubscriptionParams{
+		Params:            params(ctx, idempotencyKey),
+		CancelAtPeriodEnd: stripe.Bool(cancel),
+	})
+	if err != nil {
+		return nil, convertError(err)
+	}
+	return subscriptionFrom(sub), nil
+}
+
+func subscriptionFrom(sub *stripe.Subscription) *Subscription {
+	out := &Subscription{
+		ID:                 sub.ID,
+		Status:             string(sub.Status),
+		CurrentPeriodStart: unix(sub.CurrentPeriodStart),
+		CurrentPeriodEnd:   unix(sub.CurrentPeriodEnd),
+		TrialStart:         unix(sub.TrialStart),
+		TrialEnd:           unix(sub.TrialEnd),
+		CanceledAt:         unix(sub.CanceledAt),
+		CancelAtPeriodEnd:  sub.CancelAtPeriodEnd,
+		Created:            unix(sub.Created),
+	}
+	if sub.Customer != nil {
+		out.CustomerID = sub.Customer.ID
+	}
+	if sub.Schedule != nil {
+		out.ScheduleID = sub.Schedule.ID
+	}
+	if sub.Items != nil && len(sub.Items.Data) > 0 && sub.Items.Data[0].Price != nil {
+		out.PriceID = sub.Items.Data[0].Price.ID
+		out.LookupKey = sub.Items.Data[0].Price.LookupKey
+	}
+	return out
+}
+
+// GetSchedule implements Subscriptions.
+func (s *Stripe) GetSchedule(ctx context.Context, id string) (*Schedule, error) {
+	p := &stripe.SubscriptionScheduleParams{Params: params(ctx, "")}
+	p.AddExpand("phases.items.price")
+	sch, err := s.api.SubscriptionSchedules.Get(id, p)
+	if err != nil {
+		return nil, convertError(err)
+	}
+	return scheduleFrom(sch), nil
+}
+
+// ScheduleChange implements Subscriptions: a schedule whose first phase is
+// the current price until the period ends and whose second phase is the new
+// price, released afterwards, nothing prorated.
+func (s *Stripe) ScheduleChange(ctx context.Context, subscriptionID, scheduleID, newPriceID, idempotencyKey string) (*Schedule, error) {
+	var sch *stripe.SubscriptionSchedule
+	var err error
+	if scheduleID == "" {
+		sch, err = s.api.SubscriptionSchedules.New(&stripe.SubscriptionScheduleParams{
+			Params:           params(ctx, idempotencyKey+"/create"),
+			FromSubscription: stripe.String(subscriptionID),
+		})
+	} else {
+		sch, err = s.api.SubscriptionSchedules.Get(scheduleID, &stripe.SubscriptionScheduleParams{Params: params(ctx, "")})
+	}
+	if err != nil {
+		return nil, convertError(err)
+	}
+	var current *stripe.SubscriptionSchedulePhase
+	if len(sch.Phases) > 0 {
+		current = sch.Phases[0]
+		if sch.CurrentPhase != nil {
+			for _, ph := range sch.Phases {
+				if ph.StartDate == sch.CurrentPhase.StartDate {
+					current = ph
+				}
+			}
+		}
+	}
+	if current == nil || len(current.Items) == 0 || current.Items[0].Price == nil {
+		return nil, &APIError{Message: "subscription schedule has no current phase"}
+	}
+	phases := []*stripe.SubscriptionSchedulePhaseParams{
+		{
+			Items: []*stripe.SubscriptionSchedulePhaseItemParams{
+				{Price: stripe.String(current.Items[0].Price.ID), Quantity: stripe.Int64(1)},
+			},
+			StartDate: stripe.Int64(current.StartDate),
+			EndDate:   stripe.Int64(current.EndDate),
+		},
+		{
+			Items: []*stripe.SubscriptionSchedulePhaseItemParams{
+				{Price: stripe.String(newPriceID), Quantity: stripe.Int64(1)},
+			},
+			Iterations: stripe.Int64(1),
+		},
+	}
+	up := &stripe.SubscriptionScheduleParams{
+		Params:            params(ctx, idempotencyKey+"/phases"),
+		Phases:            phases,
+		EndBehavior:       stripe.String(string(stripe.SubscriptionScheduleEndBehaviorRelease)),
+		ProrationBehavior: stripe.String("none"),
+	}
+	up.AddExpand("phases.items.price")
+	sch, err = s.api.SubscriptionSchedules.Update(sch.ID, up)
+	if err != nil {
+		return nil, convertError(err)
+	}
+	return scheduleFrom(sch), nil
+}
+
+// ReleaseSchedule implements Subscriptions.
+func (s *Stripe) ReleaseSchedule(ctx context.Context, scheduleID, idempotencyKey string) error {
+	_, err := s.api.SubscriptionSchedules.Release(scheduleID, &stripe.SubscriptionScheduleReleaseParams{
+		Params: params(ctx, idempotencyKey),
+	})
+	return convertError(err)
+}
+
+func scheduleFrom(sch *stripe.SubscriptionSchedule) *Schedule {
+	out := &Schedule{ID: sch.ID, Status: string(sch.Status)}
+	if sch.Subscription != nil {
+		out.SubscriptionID = sch.Subscription.ID
+	}
+	for _, ph := range sch.Phases {
+		p := Phase{Start: unix(ph.StartDate), End: unix(ph.EndDate)}
+		if len(ph.Items) > 0 && ph.Items[0].Price != nil {
+			p.PriceID = ph.Items[0].Price.ID
+			p.LookupKey = ph.Items[0].Price.LookupKey
+		}
+		out.Phases = append(out.Phases, p)
+	}
+	return out
+}
+
+// GetInvoice implements Invoices.
+func (s *Stripe) GetInvoice(ctx context.Context, id string) (*Invoice, error) {
+	p := &stripe.InvoiceParams{Params: params(ctx, "")}
+	p.AddExpand("payment_intent")
+	inv, err := s.api.Invoices.Get(id, p)
+	if err != nil {
+		return nil, convertError(err)
+	}
+	out := &Invoice{
+		ID:            inv.ID,
+		Status:        string(inv.Status),
+		Currency:      string(inv.Currency),
+		Total:         inv.Total,
+		BillingReason: string(inv.BillingReason),
+		HostedURL:     inv.HostedInvoiceURL,
+		AttemptCount:  inv.AttemptCount,
+		Created:       unix(inv.Created),
+	}
+	if inv.Customer != nil {
+		out.CustomerID = inv.Customer.ID
+	}
+	if inv.Subscription != nil {
+		out.SubscriptionID = inv.Subscription.ID
+	}
+	if inv.Lines != nil {
+		for _, l := range inv.Lines.Data {
+			if l.Price != nil && l.Price.LookupKey != "" {
+				out.LookupKey = l.Price.LookupKey
+				break
+			}
+		}
+	}
+	if inv.PaymentIntent != nil && inv.PaymentIntent.LastPaymentError != nil {
+		e := inv.PaymentIntent.LastPaymentError
+		out.PaymentError = &Error{Type: string(e.Type), Message: e.Msg}
+	}
+	if inv.LastFinalizationError != nil {
+		e := inv.LastFinalizationError
+		out.FinalizationError = &Error{Type: string(e.Type), Message: e.Msg}
+	}
+	return out, nil
+}
+
+func unix(sec int64) time.Time {
+	if sec == 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, 0).UTC()
+}
+
+// convertError turns stripe-go errors into ErrNotFound or *APIError.
+func convertError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *stripe.Error
+	if errors.As(err, &se) {
+		if se.HTTPStatusCode == http.StatusNotFound || se.Code == stripe.ErrorCodeResourceMissing {
+			return fmt.Errorf("%w: %s", ErrNotFound, se.Msg)
+		}
+		return &APIError{Status: se.HTTPStatusCode, Type: string(se.Type), Code: string(se.Code), Message: se.Msg}
+	}
+	return &APIError{Message: err.Error()}
+}
+
+// slogLogger adapts slog to stripe-go's leveled logger.
+type slogLogger struct{ log *slog.Logger }
+
+func (l slogLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l slogLogger) Infof(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l slogLogger) Warnf(format string, v ...any)  { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l slogLogger) Errorf(format string, v ...any) { l.log.Warn(fmt.Sprintf(format, v...)) }

@@ -1,0 +1,328 @@
+// Package store is billing's state: JetStream key-value buckets mirrored into
+// memory by watchers (customers, subscriptions, invoices), plus the processed
+// and dead-lettered webhook events read straight from their buckets.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrNotFound is returned for a key the bucket does not hold.
+var ErrNotFound = errors.New("not found")
+
+// ErrExists is returned by Create for a key the bucket already holds.
+var ErrExists = errors.New("already exists")
+
+// ErrConflict is returned when a compare-and-swap lost to another writer too
+// many times.
+var ErrConflict = errors.New("concurrent update")
+
+// Entry is a decoded value with the revision it was stored at.
+type Entry[T proto.Message] struct {
+	Value    T
+	Revision uint64
+}
+
+// Bucket mirrors one key-value bucket of protobuf values in memory. Values
+// handed out are shared: callers must not modify them (Modify hands out a
+// copy).
+type Bucket[T proto.Message] struct {
+	kv    jetstream.KeyValue
+	newT  func() T
+	log   *slog.Logger
+	ready chan struct{}
+
+	mu      sync.RWMutex
+	entries map[string]Entry[T]
+	rev     uint64
+	changed chan struct{}
+}
+
+// OpenBucket starts mirroring kv and returns once the current contents are in
+// memory. The mirror stays fresh until ctx ends.
+func OpenBucket[T proto.Message](ctx context.Context, kv jetstream.KeyValue, newT func() T, log *slog.Logger) (*Bucket[T], error) {
+	b := &Bucket[T]{
+		kv:      kv,
+		newT:    newT,
+		log:     log.With("bucket", kv.Bucket()),
+		ready:   make(chan struct{}),
+		entries: make(map[string]Entry[T]),
+		changed: make(chan struct{}),
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", kv.Bucket(), err)
+	}
+	go b.follow(ctx, w)
+	select {
+	case <-b.ready:
+		return b, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (b *Bucket[T]) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				close(b.ready)
+				continue
+			}
+			b.apply(e)
+		}
+	}
+}
+
+func (b *Bucket[T]) apply(e jetstream.KeyValueEntry) {
+	var (
+		v   T
+		del = e.Operation() != jetstream.KeyValuePut
+	)
+	if !del {
+		v = b.newT()
+		if err := proto.Unmarshal(e.Value(), v); err != nil {
+			b.log.Error("undecodable value ignored", "key", e.Key(), "revision", e.Revision(), "err", err)
+			del = true
+		}
+	}
+	b.mu.Lock()
+	if del {
+		delete(b.entries, e.Key())
+	} else {
+		b.entries[e.Key()] = Entry[T]{Value: v, Revision: e.Revision()}
+	}
+	if e.Revision() > b.rev {
+		b.rev = e.Revision()
+	}
+	close(b.changed)
+	b.changed = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// Get returns the value under key.
+func (b *Bucket[T]) Get(key string) (Entry[T], bool) {
+	b.mu.RLock()
+	e, ok := b.entries[key]
+	b.mu.RUnlock()
+	return e, ok
+}
+
+// Range calls fn for every entry, in no order, until fn returns false. fn
+// must not write to the bucket.
+func (b *Bucket[T]) Range(fn func(key string, e Entry[T]) bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for k, e := range b.entries {
+		if !fn(k, e) {
+			return
+		}
+	}
+}
+
+// Changed returns a channel closed at the next change of the mirror.
+func (b *Bucket[T]) Changed() <-chan struct{} {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.changed
+}
+
+// Create stores v under a key that must not exist yet.
+func (b *Bucket[T]) Create(ctx context.Context, key string, v T) error {
+	data, err := proto.Marshal(v)
+	if err != nil {
+		return err
+	}
+	rev, err := b.kv.Create(ctx, key, data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", key, err)
+	}
+	return b.await(ctx, rev)
+}
+
+// Put stores v under key, whatever was there.
+func (b *Bucket[T]) Put(ctx context.Context, key string, v T) error {
+	data, err := proto.Marshal(v)
+	if err != nil {
+		return err
+	}
+	rev, err := b.kv.Put(ctx, key, data)
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return b.await(ctx, rev)
+}
+
+// Delete removes key. Deleting a missing key is not an error.
+func (b *Bucket[T]) Delete(ctx context.Context, key string) error {
+	if err := b.kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	// The delete marker's revision is not returned; wait for the mirror to
+	// drop the key instead.
+	for {
+		ch := b.Changed()
+		if _, ok := b.Get(key); !ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Modify applies fn to a copy of the value under key and stores the result
+// with compare-and-swap, retrying when another writer got there first. fn may
+// be called more than once and must not have side effects.
+func (b *Bucket[T]) Modify(ctx context.Context, key string, fn func(T) error) (T, error) {
+	var zero T
+	for range 16 {
+		cur, ok := b.Get(key)
+		if !ok {
+			return zero, ErrNotFound
+		}
+		next := proto.Clone(cur.Value).(T)
+		if err := fn(next); err != nil {
+			return zero, err
+		}
+		data, err := proto.Marshal(next)
+		if err != nil {
+			return zero, err
+		}
+		rev, err := b.kv.Update(ctx, key, data, cur.Revision)
+		if err != nil {
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+				// Someone else wrote first: wait until the mirror has it, then retry.
+				if err := b.awaitChange(ctx, key, cur.Revision); err != nil {
+					return zero, err
+				}
+				continue
+			}
+			return zero, fmt.Errorf("update %s: %w", key, err)
+		}
+		return next, b.await(ctx, rev)
+	}
+	return zero, ErrConflict
+}
+
+// await blocks until the mirror has seen revision rev, so a caller reads its
+// own writes.
+func (b *Bucket[T]) await(ctx context.Context, rev uint64) error {
+	for {
+		b.mu.RLock()
+		seen, ch := b.rev, b.changed
+		b.mu.RUnlock()
+		if seen >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// awaitChange blocks until key's revision in the mirror differs from rev.
+func (b *Bucket[T]) awaitChange(ctx context.Context, key string, rev uint64) error {
+	for {
+		ch := b.Changed()
+		if e, ok := b.Get(key); !ok || e.Revision != rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ErrSkip, returned by an Upsert function, leaves the stored value as it is.
+var ErrSkip = errors.New("skip")
+
+// Upsert stores fn's result under key with compare-and-swap: fn gets a copy
+// of the current value (ok true) or a new zero value (ok false) to fill.
+// Lost races are retried; fn may run more than once and must not have side
+// effects. When fn returns ErrSkip nothing is written and the current value
+// is returned.
+func (b *Bucket[T]) Upsert(ctx context.Context, key string, fn func(v T, ok bool) error) (T, error) {
+	var zero T
+	for range 16 {
+		cur, ok := b.Get(key)
+		var next T
+		if ok {
+			next = proto.Clone(cur.Value).(T)
+		} else {
+			next = b.newT()
+		}
+		if err := fn(next, ok); err != nil {
+			if errors.Is(err, ErrSkip) {
+				if ok {
+					return cur.Value, nil
+				}
+				return zero, ErrNotFound
+			}
+			return zero, err
+		}
+		data, err := proto.Marshal(next)
+		if err != nil {
+			return zero, err
+		}
+		var rev uint64
+		if ok {
+			rev, err = b.kv.Update(ctx, key, data, cur.Revision)
+		} else {
+			rev, err = b.kv.Create(ctx, key, data)
+		}
+		if err != nil {
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+				if ok {
+					if err := b.awaitChange(ctx, key, cur.Revision); err != nil {
+						return zero, err
+					}
+				} else if err := b.awaitPresent(ctx, key); err != nil {
+					return zero, err
+				}
+				continue
+			}
+			return zero, fmt.Errorf("upsert %s: %w", key, err)
+		}
+		return next, b.await(ctx, rev)
+	}
+	return zero, ErrConflict
+}
+
+// awaitPresent blocks until key is in the mirror.
+func (b *Bucket[T]) awaitPresent(ctx context.Context, key string) error {
+	for {
+		ch := b.Changed()
+		if _, ok := b.Get(key); ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

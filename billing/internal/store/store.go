@@ -1,0 +1,280 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
+)
+
+// Buckets owned by billing.
+const (
+	BucketCustomers     = "sb_billing_customers"
+	BucketSubscriptions = "sb_billing_subscriptions"
+	BucketInvoices      = "sb_billing_invoices"
+	BucketEvents        = "sb_billing_events"
+	BucketDead          = "sb_billing_dead"
+)
+
+// EventMemory is how long a processed event id is remembered; Stripe retries
+// a delivery for three days.
+const EventMemory = 30 * 24 * time.Hour
+
+// Buckets are billing's bucket definitions with the given replicas.
+func Buckets(replicas int) []jetstream.KeyValueConfig {
+	if replicas < 1 {
+		replicas = 1
+	}
+	return []jetstream.KeyValueConfig{
+		{Bucket: BucketCustomers, Description: "billing: user <-> Stripe customer", History: 1, Replicas: replicas},
+		{Bucket: BucketSubscriptions, Description: "billing: subscriptions by user, past revisions kept", History: 16, Replicas: replicas},
+		{Bucket: BucketInvoices, Description: "billing: invoices by user", History: 1, Replicas: replicas},
+		{Bucket: BucketEvents, Description: "billing: processed Stripe event ids", History: 1, TTL: EventMemory, Replicas: replicas},
+		{Bucket: BucketDead, Description: "billing: Stripe events that kept failing", History: 1, Replicas: replicas},
+	}
+}
+
+// Store holds billing's buckets.
+type Store struct {
+	customers     *Bucket[*billingv1.CustomerRecord]
+	subscriptions *Bucket[*billingv1.SubscriptionRecord]
+	invoices      *Bucket[*billingv1.InvoiceRecord]
+	events        jetstream.KeyValue
+	dead          jetstream.KeyValue
+}
+
+// Open mirrors billing's buckets, which must exist. The mirrors stay fresh
+// until ctx ends.
+func Open(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Store, error) {
+	var s Store
+	var err error
+	if s.customers, err = open(ctx, js, BucketCustomers, func() *billingv1.CustomerRecord { return new(billingv1.CustomerRecord) }, log); err != nil {
+		return nil, err
+	}
+	if s.subscriptions, err = open(ctx, js, BucketSubscriptions, func() *billingv1.SubscriptionRecord { return new(billingv1.SubscriptionRecord) }, log); err != nil {
+		return nil, err
+	}
+	if s.invoices, err = open(ctx, js, BucketInvoices, func() *billingv1.InvoiceRecord { return new(billingv1.InvoiceRecord) }, log); err != nil {
+		return nil, err
+	}
+	if s.events, err = js.KeyValue(ctx, BucketEvents); err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", BucketEvents, err)
+	}
+	if s.dead, err = js.KeyValue(ctx, BucketDead); err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", BucketDead, err)
+	}
+	return &s, nil
+}
+
+func open[T proto.Message](ctx context.Context, js jetstream.JetStream, name string, newT func() T, log *slog.Logger) (*Bucket[T], error) {
+	kv, err := js.KeyValue(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", name, err)
+	}
+	return OpenBucket(ctx, kv, newT, log)
+}
+
+// userKey encodes a user id (any JWT subject) into key-safe characters.
+func userKey(userID string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(userID))
+}
+
+// validToken reports whether s can be one token of a bucket key (Stripe ids
+// are; anything else is refused rather than written).
+func validToken(s string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrBadID is returned for an id that cannot be a key.
+var ErrBadID = errors.New("id is not a valid key")
+
+// CustomerByUser returns the user's Stripe customer link.
+func (s *Store) CustomerByUser(userID string) (*billingv1.CustomerRecord, bool) {
+	e, ok := s.customers.Get("user." + userKey(userID))
+	return e.Value, ok
+}
+
+// UserByCustomer returns the link of a Stripe customer.
+func (s *Store) UserByCustomer(customerID string) (*billingv1.CustomerRecord, bool) {
+	if !validToken(customerID) {
+		return nil, false
+	}
+	e, ok := s.customers.Get("stripe." + customerID)
+	return e.Value, ok
+}
+
+// LinkCustomer stores a user <-> customer link in both directions. When the
+// user already has a customer, that link is kept and returned.
+func (s *Store) LinkCustomer(ctx context.Context, rec *billingv1.CustomerRecord) (*billingv1.CustomerRecord, error) {
+	if !validToken(rec.GetCustomerId()) {
+		return nil, ErrBadID
+	}
+	if rec.CreatedAt == nil {
+		rec.CreatedAt = timestamppb.Now()
+	}
+	if err := s.customers.Create(ctx, "user."+userKey(rec.GetUserId()), rec); err != nil {
+		if !errors.Is(err, ErrExists) {
+			return nil, err
+		}
+		cur, ok := s.CustomerByUser(rec.GetUserId())
+		if !ok {
+			return nil, ErrConflict
+		}
+		rec = cur
+	}
+	// The reverse link is idempotent: it always names the same user.
+	if err := s.customers.Put(ctx, "stripe."+rec.GetCustomerId(), rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// UpsertSubscription changes a user's subscription record with
+// compare-and-swap.
+func (s *Store) UpsertSubscription(ctx context.Context, userID, subscriptionID string, fn func(rec *billingv1.SubscriptionRecord, ok bool) error) (*billingv1.SubscriptionRecord, error) {
+	if !validToken(subscriptionID) {
+		return nil, ErrBadID
+	}
+	return s.subscriptions.Upsert(ctx, userKey(userID)+"."+subscriptionID, fn)
+}
+
+// Subscriptions returns a user's subscriptions, newest first.
+func (s *Store) Subscriptions(userID string) []*billingv1.SubscriptionRecord {
+	prefix := userKey(userID) + "."
+	var out []*billingv1.SubscriptionRecord
+	s.subscriptions.Range(func(key string, e Entry[*billingv1.SubscriptionRecord]) bool {
+		if strings.HasPrefix(key, prefix) {
+			out = append(out, e.Value)
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b *billingv1.SubscriptionRecord) int {
+		return cmp.Or(
+			b.GetSubscription().GetCreatedAt().AsTime().Compare(a.GetSubscription().GetCreatedAt().AsTime()),
+			strings.Compare(b.GetSubscription().GetId(), a.GetSubscription().GetId()),
+		)
+	})
+	return out
+}
+
+// AllSubscriptions calls fn for every subscription record until it returns
+// false.
+func (s *Store) AllSubscriptions(fn func(*billingv1.SubscriptionRecord) bool) {
+	s.subscriptions.Range(func(_ string, e Entry[*billingv1.SubscriptionRecord]) bool {
+		return fn(e.Value)
+	})
+}
+
+// UpsertInvoice changes a user's invoice record with compare-and-swap.
+func (s *Store) UpsertInvoice(ctx context.Context, userID, invoiceID string, fn func(rec *billingv1.InvoiceRecord, ok bool) error) (*billingv1.InvoiceRecord, error) {
+	if !validToken(invoiceID) {
+		return nil, ErrBadID
+	}
+	return s.invoices.Upsert(ctx, userKey(userID)+"."+invoiceID, fn)
+}
+
+// Invoices returns one page of a user's invoices, newest first, and how
+// many the user has.
+func (s *Store) Invoices(userID string, take, skip int) ([]*billingv1.InvoiceRecord, int) {
+	prefix := userKey(userID) + "."
+	var all []*billingv1.InvoiceRecord
+	s.invoices.Range(func(key string, e Entry[*billingv1.InvoiceRecord]) bool {
+		if strings.HasPrefix(key, prefix) {
+			all = append(all, e.Value)
+		}
+		return true
+	})
+	slices.SortFunc(all, func(a, b *billingv1.InvoiceRecord) int {
+		return cmp.Or(
+			b.GetInvoice().GetCreatedAt().AsTime().Compare(a.GetInvoice().GetCreatedAt().AsTime()),
+			strings.Compare(b.GetInvoice().GetId(), a.GetInvoice().GetId()),
+		)
+	})
+	total := len(all)
+	if skip >= total {
+		return nil, total
+	}
+	all = all[skip:]
+	if take < len(all) {
+		all = all[:take]
+	}
+	return all, total
+}
+
+// Processed reports whether an event was already applied.
+func (s *Store) Processed(ctx context.Context, eventID string) (bool, error) {
+	if !validToken(eventID) {
+		return false, ErrBadID
+	}
+	_, err := s.events.Get(ctx, eventID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// MarkProcessed remembers that an event was applied.
+func (s *Store) MarkProcessed(ctx context.Context, eventID, eventType string) error {
+	if !validToken(eventID) {
+		return ErrBadID
+	}
+	data, err := proto.Marshal(&billingv1.ProcessedEvent{Type: eventType, ProcessedAt: timestamppb.Now()})
+	if err != nil {
+		return err
+	}
+	_, err = s.events.Put(ctx, eventID, data)
+	return err
+}
+
+// PutDead keeps an event that kept failing.
+func (s *Store) PutDead(ctx context.Context, ev *billingv1.DeadEvent) error {
+	key := ev.GetEventId()
+	if !validToken(key) {
+		key = fmt.Sprintf("invalid_%d", time.Now().UnixNano())
+	}
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	_, err = s.dead.Put(ctx, key, data)
+	return err
+}
+
+// DeadEvents returns the events kept for inspection.
+func (s *Store) DeadEvents(ctx context.Context) ([]*billingv1.DeadEvent, error) {
+	lister, err := s.dead.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*billingv1.DeadEvent
+	for key := range lister.Keys() {
+		e, err := s.dead.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		ev := new(billingv1.DeadEvent)
+		if proto.Unmarshal(e.Value(), ev) == nil {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}

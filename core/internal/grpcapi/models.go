@@ -1,0 +1,253 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/internal/provider"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// GetDisabledModels lists the machine's disabled models, all or one alias's.
+func (a *Admin) GetDisabledModels(ctx context.Context, req *corev1.GetDisabledModelsRequest) (*corev1.GetDisabledModelsResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &corev1.GetDisabledModelsResponse{Disabled: map[string]*structpb.ListValue{}, Ids: []string{}}
+	e, ok := a.store.Disabled.Get(machineID)
+	if !ok {
+		return out, nil
+	}
+	for alias, ids := range e.Value.GetAliases() {
+		if req.GetProviderAlias() != "" && alias != req.GetProviderAlias() {
+			continue
+		}
+		list := &structpb.ListValue{}
+		for _, id := range ids.GetIds() {
+			list.Values = append(list.Values, structpb.NewStringValue(id))
+		}
+		out.Disabled[alias] = list
+		if alias == req.GetProviderAlias() {
+			out.Ids = ids.GetIds()
+		}
+	}
+	return out, nil
+}
+
+// AddDisabledModels merges ids into an alias's disabled set.
+func (a *Admin) AddDisabledModels(ctx context.Context, req *corev1.AddDisabledModelsRequest) (*corev1.AddDisabledModelsResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetProviderAlias() == "" {
+		return nil, missingParam("providerAlias")
+	}
+	if len(req.GetIds()) == 0 {
+		return nil, missingParam("ids")
+	}
+	for _, id := range req.GetIds() {
+		if id == "" {
+			return nil, invalidParam("ids", "invalid_value", "ids must not hold empty strings")
+		}
+	}
+	err = a.modifyDisabled(ctx, machineID, func(d *busv1.DisabledModels) {
+		cur := d.Aliases[req.GetProviderAlias()]
+		if cur == nil {
+			cur = &busv1.ModelIDs{}
+			d.Aliases[req.GetProviderAlias()] = cur
+		}
+		for _, id := range req.GetIds() {
+			if !slices.Contains(cur.Ids, id) {
+				cur.Ids = append(cur.Ids, id)
+			}
+		}
+	})
+	if err != nil {
+		return nil, a.storeError(err)
+	}
+	return &corev1.AddDisabledModelsResponse{Success: true}, nil
+}
+
+// RemoveDisabledModels re-enables one id or a whole alias.
+func (a *Admin) RemoveDisabledModels(ctx context.Context, req *corev1.RemoveDisabledModelsRequest) (*corev1.RemoveDisabledModelsResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetProviderAlias() == "" {
+		return nil, missingParam("providerAlias")
+	}
+	err = a.modifyDisabled(ctx, machineID, func(d *busv1.DisabledModels) {
+		if req.GetId() == "" {
+			delete(d.Aliases, req.GetProviderAlias())
+			return
+		}
+		if cur := d.Aliases[req.GetProviderAlias()]; cur != nil {
+			cur.Ids = slices.DeleteFunc(cur.Ids, func(id string) bool { return id == req.GetId() })
+			if len(cur.Ids) == 0 {
+				delete(d.Aliases, req.GetProviderAlias())
+			}
+		}
+	})
+	if err != nil {
+		return nil, a.storeError(err)
+	}
+	return &corev1.RemoveDisabledModelsResponse{Success: true}, nil
+}
+
+func (a *Admin) modifyDisabled(ctx context.Context, machineID string, fn func(*busv1.DisabledModels)) error {
+	if _, ok := a.store.Disabled.Get(machineID); !ok {
+		if err := a.store.Disabled.Create(ctx, machineID, &busv1.DisabledModels{}); err != nil && !errors.Is(err, store.ErrExists) {
+			return err
+		}
+	}
+	_, err := a.store.Disabled.Modify(ctx, machineID, func(d *busv1.DisabledModels) error {
+		if d.Aliases == nil {
+			d.Aliases = map[string]*busv1.ModelIDs{}
+		}
+		fn(d)
+		return nil
+	})
+	return err
+}
+
+var modelNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$`)
+
+// GetAliases returns the machine's model aliases.
+func (a *Admin) GetAliases(ctx context.Context, _ *corev1.GetAliasesRequest) (*corev1.GetAliasesResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for k, v := range a.store.MachineSettings(machineID).GetAliases() {
+		out[k] = v
+	}
+	return &corev1.GetAliasesResponse{Aliases: out}, nil
+}
+
+// PutAliases replaces the machine's model aliases.
+func (a *Admin) PutAliases(ctx context.Context, req *corev1.PutAliasesRequest) (*corev1.PutAliasesResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for name, target := range req.GetAliases() {
+		if !modelNamePattern.MatchString(name) || !modelNamePattern.MatchString(target) {
+			return nil, invalidParam("aliases", "invalid_value", fmt.Sprintf("alias %q -> %q: names and targets are model ids", name, target))
+		}
+		if name == target {
+			return nil, invalidParam("aliases", "invalid_value", fmt.Sprintf("alias %q names itself", name))
+		}
+	}
+	if err := a.modifySettings(ctx, machineID, func(s *busv1.Settings) { s.Aliases = req.GetAliases() }); err != nil {
+		return nil, a.storeError(err)
+	}
+	return &corev1.PutAliasesResponse{Aliases: req.GetAliases()}, nil
+}
+
+// GetCombos returns the machine's combos.
+func (a *Admin) GetCombos(ctx context.Context, _ *corev1.GetCombosRequest) (*corev1.GetCombosResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &corev1.GetCombosResponse{Combos: []*corev1.Combo{}}
+	for _, c := range a.store.MachineSettings(machineID).GetCombos() {
+		out.Combos = append(out.Combos, &corev1.Combo{Name: c.GetName(), Models: c.GetModels()})
+	}
+	return out, nil
+}
+
+// PutCombos replaces the machine's combos.
+func (a *Admin) PutCombos(ctx context.Context, req *corev1.PutCombosRequest) (*corev1.PutCombosResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	combos := make([]*busv1.Combo, 0, len(req.GetCombos()))
+	for _, c := range req.GetCombos() {
+		if !modelNamePattern.MatchString(c.GetName()) {
+			return nil, invalidParam("combos", "invalid_value", fmt.Sprintf("combo name %q is not a model id", c.GetName()))
+		}
+		if seen[c.GetName()] {
+			return nil, invalidParam("combos", "invalid_value", fmt.Sprintf("combo %q is named twice", c.GetName()))
+		}
+		seen[c.GetName()] = true
+		if len(c.GetModels()) == 0 {
+			return nil, invalidParam("combos", "invalid_value", fmt.Sprintf("combo %q has no models", c.GetName()))
+		}
+		for _, m := range c.GetModels() {
+			if !modelNamePattern.MatchString(m) || m == c.GetName() {
+				return nil, invalidParam("combos", "invalid_value", fmt.Sprintf("combo %q: %q is not a usable model id", c.GetName(), m))
+			}
+		}
+		combos = append(combos, &busv1.Combo{Name: c.GetName(), Models: c.GetModels()})
+	}
+	if err := a.modifySettings(ctx, machineID, func(s *busv1.Settings) { s.Combos = combos }); err != nil {
+		return nil, a.storeError(err)
+	}
+	return &corev1.PutCombosResponse{Combos: req.GetCombos()}, nil
+}
+
+func (a *Admin) modifySettings(ctx context.Context, machineID string, fn func(*busv1.Settings)) error {
+	if _, ok := a.store.Settings.Get(machineID); !ok {
+		if err := a.store.Settings.Create(ctx, machineID, &busv1.Settings{}); err != nil && !errors.Is(err, store.ErrExists) {
+			return err
+		}
+	}
+	_, err := a.store.Settings.Modify(ctx, machineID, func(s *busv1.Settings) error {
+		fn(s)
+		return nil
+	})
+	return err
+}
+
+// ListConnectionModels fetches a connection's model list from its upstream
+// now (through a worker, so proxy and credentials apply as everywhere).
+func (a *Admin) ListConnectionModels(ctx context.Context, req *corev1.ListConnectionModelsRequest) (*corev1.ListConnectionModelsResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := a.connection(machineID, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	c := e.Value
+	spec, ok := a.registry.Lookup(c.GetProvider())
+	if !ok || !spec.Listing {
+		return nil, invalidParam("id", "no_model_listing", fmt.Sprintf("provider '%s' has no model listing", c.GetProvider()))
+	}
+	cat, ok := a.lister.Refresh(ctx, c)
+	if !ok {
+		return nil, statusError(codes.DeadlineExceeded, "upstream_timeout", "the upstream did not list its models in time",
+			MetaHTTPStatus, strconv.Itoa(http.StatusGatewayTimeout))
+	}
+	if cat.GetError() != "" {
+		st := int(cat.GetStatus())
+		if st < 400 {
+			st = http.StatusBadGateway
+		}
+		return nil, statusError(codeForHTTP(st), "upstream_error", "listing the upstream's models failed: "+cat.GetError(),
+			MetaHTTPStatus, strconv.Itoa(st))
+	}
+	out := &corev1.ListConnectionModelsResponse{Provider: c.GetProvider(), ConnectionId: c.GetId(), Models: []*corev1.ConnectionModel{}}
+	for _, m := range cat.GetModels() {
+		out.Models = append(out.Models, &corev1.ConnectionModel{Id: m.GetId(), Name: m.GetName(), Kind: provider.KindOf(m.GetKind(), m.GetType(), m.GetId())})
+	}
+	return out, nil
+}

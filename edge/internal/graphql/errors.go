@@ -1,0 +1,124 @@
+package graphql
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	gql "github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboardhq/switchboard/edge/internal/userauth"
+)
+
+// billingErrorDomain is the ErrorInfo domain of billing's typed errors.
+const billingErrorDomain = "switchboard.billing"
+
+// Codes the edge itself produces.
+const (
+	CodeUnauthenticated    = "UNAUTHENTICATED"
+	CodeForbidden          = "FORBIDDEN"
+	CodeInternal           = "INTERNAL_SERVER_ERROR"
+	CodeBillingUnavailable = "BILLING_UNAVAILABLE"
+)
+
+// Error is a GraphQL error with a stable code and an HTTP-like status,
+// rendered as `extensions { code, status }`.
+type Error struct {
+	Code    string
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func unauthenticated(cause error) error {
+	msg := "You must sign in first to access this resource."
+	if errors.Is(cause, userauth.ErrInvalidToken) {
+		msg = "The bearer token is invalid or expired."
+	} else if errors.Is(cause, userauth.ErrNotConfigured) {
+		msg = "User sign-in is not configured on this server."
+	}
+	return &Error{Code: CodeUnauthenticated, Status: http.StatusUnauthorized, Message: msg}
+}
+
+func forbidden() error {
+	return &Error{Code: CodeForbidden, Status: http.StatusForbidden, Message: "You can only read your own billing data."}
+}
+
+// fromStatus maps a gRPC error of billing: its typed errors keep their code,
+// status and message; anything else is masked.
+func fromStatus(st *status.Status) (*Error, bool) {
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.GetDomain() != billingErrorDomain {
+			continue
+		}
+		httpStatus, err := strconv.Atoi(info.GetMetadata()["http_status"])
+		if err != nil || httpStatus == 0 {
+			httpStatus = http.StatusInternalServerError
+		}
+		if httpStatus >= 500 && info.GetReason() == CodeInternal {
+			return &Error{Code: CodeInternal, Status: httpStatus, Message: "An internal error occurred."}, true
+		}
+		return &Error{Code: info.GetReason(), Status: httpStatus, Message: st.Message()}, true
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return &Error{Code: CodeBillingUnavailable, Status: http.StatusServiceUnavailable, Message: "Billing is unavailable, please try again."}, false
+	case codes.Canceled:
+		return &Error{Code: "CANCELED", Status: 499, Message: "The request was canceled."}, false
+	}
+	return &Error{Code: CodeInternal, Status: http.StatusInternalServerError, Message: "An internal error occurred."}, false
+}
+
+// errorPresenter renders resolver errors with extensions {code, status}.
+// GraphQL's own errors (parse, validation) keep their gqlgen form.
+func errorPresenter(log *slog.Logger) gql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		gerr := gql.DefaultErrorPresenter(ctx, err)
+		var e *Error
+		if !errors.As(err, &e) {
+			if st, ok := status.FromError(unwrapAll(err)); ok {
+				var typed bool
+				e, typed = fromStatus(st)
+				if !typed {
+					log.Warn("billing call failed", "path", gerr.Path.String(), "code", st.Code().String(), "err", st.Message())
+				}
+			} else if _, isGQL := err.(*gqlerror.Error); isGQL && gerr.Extensions != nil {
+				return gerr
+			} else {
+				log.Error("graphql resolver failed", "path", gerr.Path.String(), "err", err)
+				e = &Error{Code: CodeInternal, Status: http.StatusInternalServerError, Message: "An internal error occurred."}
+			}
+		}
+		gerr.Message = e.Message
+		gerr.Extensions = map[string]any{"code": e.Code, "status": e.Status}
+		return gerr
+	}
+}
+
+// unwrapAll returns the innermost error of a gqlerror wrapping.
+func unwrapAll(err error) error {
+	for {
+		var g *gqlerror.Error
+		if errors.As(err, &g) && g.Err != nil && g.Err != err {
+			err = g.Err
+			continue
+		}
+		return err
+	}
+}
+
+// recoverFunc masks panics of resolvers.
+func recoverFunc(log *slog.Logger) gql.RecoverFunc {
+	return func(ctx context.Context, p any) error {
+		log.Error("graphql resolver panicked", "panic", p)
+		return &Error{Code: CodeInternal, Status: http.StatusInternalServerError, Message: "An internal error occurred."}
+	}
+}

@@ -1,0 +1,176 @@
+// Package userauth authenticates the signed-in users of the GraphQL surface:
+// JWT bearer tokens signed with an HS256 secret (SWITCHBOARD_JWT_SECRET) or
+// with keys published at a JWKS URL (SWITCHBOARD_JWKS_URL). The token's `sub`
+// is the user id and `email` the user's email.
+package userauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// User is an authenticated user.
+type User struct {
+	ID    string
+	Email string
+}
+
+// Errors of Verify.
+var (
+	ErrNoToken       = errors.New("no bearer token")
+	ErrInvalidToken  = errors.New("invalid token")
+	ErrNotConfigured = errors.New("user authentication is not configured")
+)
+
+// Claims are the claims switchboard reads.
+type Claims struct {
+	Email string `json:"email,omitempty"`
+	jwt.RegisteredClaims
+}
+
+// Verifier checks tokens.
+type Verifier struct {
+	secret []byte
+	jwks   *JWKS
+	leeway time.Duration
+}
+
+// Config configures a Verifier: a secret, a JWKS URL, or both (a token with
+// an HS256 header is checked with the secret, others against the JWKS).
+type Config struct {
+	Secret  string
+	JWKSURL string
+	// HTTPClient fetches the JWKS; nil means a client with a 10s timeout.
+	HTTPClient *http.Client
+}
+
+// New returns a Verifier. With neither a secret nor a JWKS URL every token
+// is refused with ErrNotConfigured.
+func New(cfg Config) *Verifier {
+	v := &Verifier{leeway: 30 * time.Second}
+	if cfg.Secret != "" {
+		v.secret = []byte(cfg.Secret)
+	}
+	if cfg.JWKSURL != "" {
+		client := cfg.HTTPClient
+		if client == nil {
+			client = &http.Client{Timeout: 10 * time.Second}
+		}
+		v.jwks = NewJWKS(cfg.JWKSURL, client)
+	}
+	return v
+}
+
+// Configured reports whether any key source is set.
+func (v *Verifier) Configured() bool { return v.secret != nil || v.jwks != nil }
+
+// BearerToken extracts the token of an "Authorization: Bearer <token>"
+// header value.
+func BearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// Verify checks a token's signature, expiry and subject.
+func (v *Verifier) Verify(ctx context.Context, token string) (User, error) {
+	if token == "" {
+		return User{}, ErrNoToken
+	}
+	if !v.Configured() {
+		return User{}, ErrNotConfigured
+	}
+	var claims Claims
+	_, err := jwt.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
+		if t.Method.Alg() == jwt.SigningMethodHS256.Alg() {
+			if v.secret == nil {
+				return nil, errors.New("hs256 tokens are not accepted")
+			}
+			return v.secret, nil
+		}
+		if v.jwks == nil {
+			return nil, fmt.Errorf("%s tokens are not accepted", t.Method.Alg())
+		}
+		kid, _ := t.Header["kid"].(string)
+		return v.jwks.Key(ctx, kid, t.Method.Alg())
+	},
+		jwt.WithValidMethods([]string{"HS256", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(v.leeway),
+	)
+	if err != nil {
+		return User{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	if claims.Subject == "" {
+		return User{}, fmt.Errorf("%w: no subject", ErrInvalidToken)
+	}
+	return User{ID: claims.Subject, Email: claims.Email}, nil
+}
+
+// Mint signs an HS256 token for a user, valid for ttl (development tokens).
+func Mint(secret, userID, email string, ttl time.Duration) (string, error) {
+	if secret == "" {
+		return "", errors.New("a JWT secret is required")
+	}
+	if userID == "" {
+		return "", errors.New("a user id is required")
+	}
+	if ttl <= 0 {
+		return "", errors.New("ttl must be positive")
+	}
+	now := time.Now()
+	claims := Claims{
+		Email: email,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   userID,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+			Issuer:    "switchboard",
+		},
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
+}
+
+type ctxKey struct{}
+
+// result is what the middleware learned about a request's user.
+type result struct {
+	user User
+	err  error
+}
+
+// WithResult stores an authentication outcome in ctx.
+func WithResult(ctx context.Context, u User, err error) context.Context {
+	return context.WithValue(ctx, ctxKey{}, result{u, err})
+}
+
+// FromContext returns the request's user, or why there is none.
+func FromContext(ctx context.Context) (User, error) {
+	r, ok := ctx.Value(ctxKey{}).(result)
+	if !ok {
+		return User{}, ErrNoToken
+	}
+	return r.user, r.err
+}
+
+// Middleware authenticates the request's bearer token, if any, and stores
+// the outcome for FromContext. It never rejects: fields that need a user do.
+func (v *Verifier) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var u User
+		err := ErrNoToken
+		if token, ok := BearerToken(r.Header.Get("Authorization")); ok {
+			u, err = v.Verify(r.Context(), token)
+		}
+		next.ServeHTTP(w, r.WithContext(WithResult(r.Context(), u, err)))
+	})
+}

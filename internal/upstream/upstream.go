@@ -1,0 +1,133 @@
+// Package upstream holds the HTTP clients that call providers: one tuned
+// transport per upstream origin and proxy, kept alive and reused, so a busy
+// gateway keeps warm connections to each provider. Core and the workers
+// share it.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"golang.org/x/net/proxy"
+)
+
+// Options tune a set of clients.
+type Options struct {
+	// Connect bounds dialing and the TLS handshake.
+	Connect time.Duration
+	// FirstByte bounds the wait for the response headers.
+	FirstByte time.Duration
+	// IdlePerHost is how many idle connections are kept per origin.
+	IdlePerHost int
+	// NoRedirects answers a redirect instead of following it (a token
+	// endpoint must not send a refresh token elsewhere).
+	NoRedirects bool
+}
+
+// Gateway suits model APIs: quick to connect, slow to think, many requests
+// in flight to one origin.
+var Gateway = Options{Connect: 10 * time.Second, FirstByte: 120 * time.Second, IdlePerHost: 256}
+
+// maxClients bounds the clients kept; past it they are all dropped.
+const maxClients = 1024
+
+// Clients hands out one client per (origin, proxy). It is safe for
+// concurrent use.
+type Clients struct {
+	opts    Options
+	mu      sync.Mutex
+	clients map[clientKey]*http.Client
+}
+
+type clientKey struct{ origin, proxy string }
+
+// NewClients returns an empty set of clients.
+func NewClients(o Options) *Clients {
+	if o.Connect <= 0 {
+		o.Connect = Gateway.Connect
+	}
+	if o.IdlePerHost <= 0 {
+		o.IdlePerHost = 8
+	}
+	return &Clients{opts: o, clients: make(map[clientKey]*http.Client)}
+}
+
+// For returns the client for calls to baseURL through proxyURL: an http,
+// https, socks5 or socks5h URL; empty means the standard proxy environment
+// variables. Errors never hold the proxy URL, which may carry a password.
+func (c *Clients) For(baseURL, proxyURL string) (*http.Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Host == "" {
+		return nil, errors.New("invalid upstream URL")
+	}
+	key := clientKey{origin: u.Scheme + "://" + u.Host, proxy: proxyURL}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl, ok := c.clients[key]; ok {
+		return cl, nil
+	}
+	tr, err := c.transport(proxyURL)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.clients) >= maxClients {
+		for k, cl := range c.clients {
+			cl.CloseIdleConnections()
+			delete(c.clients, k)
+		}
+	}
+	cl := &http.Client{Transport: tr}
+	if c.opts.NoRedirects {
+		cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	c.clients[key] = cl
+	return cl, nil
+}
+
+func (c *Clients) transport(proxyURL string) (*http.Transport, error) {
+	dialer := &net.Dialer{Timeout: c.opts.Connect, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          4 * c.opts.IdlePerHost,
+		MaxIdleConnsPerHost:   c.opts.IdlePerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   c.opts.Connect,
+		ResponseHeaderTimeout: c.opts.FirstByte,
+		ExpectContinueTimeout: time.Second,
+	}
+	if proxyURL == "" {
+		return tr, nil
+	}
+	pu, err := url.Parse(proxyURL)
+	if err != nil || pu.Host == "" {
+		return nil, errors.New("invalid proxy URL")
+	}
+	switch pu.Scheme {
+	case "http", "https":
+		tr.Proxy = http.ProxyURL(pu)
+	case "socks5", "socks5h":
+		d, err := proxy.FromURL(pu, dialer)
+		if err != nil {
+			return nil, errors.New("invalid socks proxy URL")
+		}
+		cd, ok := d.(proxy.ContextDialer)
+		if !ok {
+			return nil, errors.New("socks proxy cannot dial with a context")
+		}
+		tr.Proxy = nil
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return cd.DialContext(ctx, network, addr)
+		}
+	default:
+		return nil, fmt.Errorf("unsupported proxy scheme %q", pu.Scheme)
+	}
+	return tr, nil
+}

@@ -1,0 +1,247 @@
+package tokenrefresh
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// GrantTimeout bounds one call to a token endpoint.
+const GrantTimeout = 10 * time.Second
+
+// maxAnswer caps the size of a token endpoint's answer.
+const maxAnswer = 1 << 20
+
+// Tokens are a token endpoint's successful answer.
+type Tokens struct {
+	AccessToken string
+	// RefreshToken is the rotated refresh token; empty when the endpoint
+	// did not send one (the old one stays valid).
+	RefreshToken string
+	// ExpiresIn is the access token's lifetime; zero when not given.
+	ExpiresIn time.Duration
+}
+
+// Error is a token endpoint's refusal: its HTTP status and OAuth error code.
+// Its text never holds a token.
+type Error struct {
+	Status int
+	// Code is the OAuth "error" code (RFC 6749 section 5.2), e.g.
+	// "invalid_grant"; empty when the answer named none.
+	Code string
+	// Reason says what was wrong with an answer that is not an OAuth error.
+	Reason string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("token endpoint answered ")
+	b.WriteString(strconv.Itoa(e.Status))
+	if e.Code != "" {
+		b.WriteString(" (")
+		b.WriteString(e.Code)
+		b.WriteString(")")
+	}
+	if e.Reason != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Reason)
+	}
+	return b.String()
+}
+
+// reloginCodes are the OAuth error codes that mean the refresh token is gone
+// for good: only a new login helps. invalid_grant is RFC 6749's; the
+// refresh_token_* codes are OpenAI's (Codex), which answers them in an error
+// object.
+var reloginCodes = map[string]bool{
+	"invalid_grant":             true,
+	"refresh_token_reused":      true,
+	"refresh_token_expired":     true,
+	"refresh_token_invalidated": true,
+}
+
+// Relogin reports whether the refresh token was refused for good.
+func (e *Error) Relogin() bool {
+	return reloginCodes[e.Code] && !e.Temporary()
+}
+
+// Temporary reports whether the same request may succeed later: rate limits,
+// timeouts, server errors and garbled success answers.
+func (e *Error) Temporary() bool {
+	switch {
+	case e.Status == http.StatusTooManyRequests, e.Status == http.StatusRequestTimeout, e.Status >= 500:
+		return true
+	case e.Status >= 200 && e.Status < 300:
+		// A 2xx without tokens is a broken answer (a captive portal, a
+		// proxy's page), unless it names an OAuth error as some
+		// providers' 200s do.
+		return e.Code == ""
+	}
+	return false
+}
+
+// Grant performs the refresh-token grant (RFC 6749 section 6) at tokenURL
+// with client. clientID is sent when not empty. The error is an [*Error]
+// when the endpoint answered, another error when it could not be reached.
+func Grant(ctx context.Context, client *http.Client, tokenURL, refreshToken, clientID string) (Tokens, error) {
+	ctx, cancel := context.WithTimeout(ctx, GrantTimeout)
+	defer cancel()
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refreshToken}}
+	if clientID != "" {
+		form.Set("client_id", clientID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return Tokens{}, errors.New("invalid token URL")
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return Tokens{}, unreachable(ctx, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return Tokens{}, unreachable(ctx, err)
+	}
+	return ParseAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), body)
+}
+
+// unreachable describes a failed exchange without its URL.
+func unreachable(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("token endpoint did not answer within %s", GrantTimeout)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("token endpoint unreachable: %w", err)
+}
+
+// answer is a token endpoint's JSON answer, success and error fields alike.
+type answer struct {
+	AccessToken  string     `json:"access_token"`
+	RefreshToken string     `json:"refresh_token"`
+	ExpiresIn    seconds    `json:"expires_in"`
+	Error        errorField `json:"error"`
+}
+
+// seconds reads a lifetime sent as a number or as a string of digits.
+type seconds int64
+
+func (s *seconds) UnmarshalJSON(b []byte) error {
+	var n json.Number
+	if len(b) > 0 && b[0] == '"' {
+		var str string
+		if err := json.Unmarshal(b, &str); err != nil {
+			return err
+		}
+		n = json.Number(strings.TrimSpace(str))
+	} else if err := json.Unmarshal(b, &n); err != nil {
+		return nil // null, or a shape we do not read: no lifetime
+	}
+	f, err := n.Float64()
+	if err != nil || f <= 0 || f > float64(10*365*24*3600) {
+		*s = 0
+		return nil
+	}
+	*s = seconds(f)
+	return nil
+}
+
+// errorField reads "error" as RFC 6749's string, or as the object some
+// providers send ({"code": ..., "type": ..., "message": ...}).
+type errorField string
+
+func (e *errorField) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*e = errorField(s)
+		return nil
+	}
+	var o struct {
+		Code any    `json:"code"`
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(b, &o) == nil {
+		if c, ok := o.Code.(string); ok && c != "" {
+			*e = errorField(c)
+		} else {
+			*e = errorField(o.Type)
+		}
+	}
+	return nil
+}
+
+// ParseAnswer reads a token endpoint's answer: its status, Content-Type and
+// body. Errors never quote the body, which may echo a token.
+func ParseAnswer(status int, contentType string, body []byte) (Tokens, error) {
+	a, ok := decode(contentType, body)
+	code := cleanCode(string(a.Error))
+	switch {
+	case code != "":
+		return Tokens{}, &Error{Status: status, Code: code}
+	case status < 200 || status > 299:
+		return Tokens{}, &Error{Status: status}
+	case !ok:
+		return Tokens{}, &Error{Status: status, Reason: "not a token answer"}
+	case a.AccessToken == "":
+		return Tokens{}, &Error{Status: status, Reason: "no access_token in the answer"}
+	}
+	return Tokens{
+		AccessToken:  a.AccessToken,
+		RefreshToken: a.RefreshToken,
+		ExpiresIn:    time.Duration(a.ExpiresIn) * time.Second,
+	}, nil
+}
+
+// decode reads a JSON answer, or a form-encoded one (some endpoints ignore
+// Accept: application/json).
+func decode(contentType string, body []byte) (answer, bool) {
+	var a answer
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '{' {
+		if json.Unmarshal(body, &a) == nil {
+			return a, true
+		}
+		return answer{}, false
+	}
+	if mt, _, _ := mime.ParseMediaType(contentType); mt == "application/x-www-form-urlencoded" {
+		v, err := url.ParseQuery(string(body))
+		if err != nil {
+			return answer{}, false
+		}
+		a.AccessToken, a.RefreshToken, a.Error = v.Get("access_token"), v.Get("refresh_token"), errorField(v.Get("error"))
+		if s := v.Get("expires_in"); s != "" {
+			_ = a.ExpiresIn.UnmarshalJSON([]byte(strconv.Quote(s)))
+		}
+		return a, true
+	}
+	return answer{}, false
+}
+
+// cleanCode keeps an error code fit to store and log: short, and made of the
+// characters RFC 6749 allows in codes that identifiers use.
+func cleanCode(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return "unknown_error"
+		}
+	}
+	return s
+}

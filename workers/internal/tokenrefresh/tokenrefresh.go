@@ -1,0 +1,200 @@
+// Package tokenrefresh refreshes a connection's OAuth tokens: it takes the
+// refresh material from core, performs the refresh-token grant (RFC 6749
+// section 6) at the provider's token endpoint through the connection's
+// proxy, and writes the new tokens back to core with compare-and-swap on the
+// token generation. A refresh token the provider refused for good marks the
+// connection as needing a new login.
+package tokenrefresh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboardhq/switchboard/internal/upstream"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// JobTimeout bounds one job: reading the material, the grant, and storing
+// the result with its retries.
+const JobTimeout = GrantTimeout + 20*time.Second
+
+// storeAttempts bounds the attempts to hand new tokens to core: once the
+// provider has rotated the refresh token, losing the answer means a new
+// login, so a blip on the way back is worth a few retries.
+const storeAttempts = 4
+
+// Admin is the part of core's admin API a refresh needs.
+type Admin interface {
+	GetConnectionCredentials(ctx context.Context, in *corev1.GetConnectionCredentialsRequest, opts ...grpc.CallOption) (*corev1.GetConnectionCredentialsResponse, error)
+	StoreTokens(ctx context.Context, in *corev1.StoreTokensRequest, opts ...grpc.CallOption) (*corev1.StoreTokensResponse, error)
+}
+
+var _ Admin = (corev1.AdminClient)(nil)
+
+// Refresher handles token-refresh jobs.
+type Refresher struct {
+	admin      Admin
+	adminToken string
+	clients    *upstream.Clients
+	log        *slog.Logger
+	now        func() time.Time
+	// storeBackoff is the first pause between StoreTokens attempts.
+	storeBackoff time.Duration
+}
+
+// NewClients returns the clients token grants go through: no redirects
+// (they would carry the refresh token elsewhere), a few idle connections.
+func NewClients() *upstream.Clients {
+	return upstream.NewClients(upstream.Options{Connect: 5 * time.Second, FirstByte: GrantTimeout, IdlePerHost: 2, NoRedirects: true})
+}
+
+// New returns a Refresher that reaches token endpoints with clients.
+func New(admin Admin, adminToken string, clients *upstream.Clients, log *slog.Logger) *Refresher {
+	return &Refresher{
+		admin:        admin,
+		adminToken:   adminToken,
+		clients:      clients,
+		log:          log,
+		now:          time.Now,
+		storeBackoff: 250 * time.Millisecond,
+	}
+}
+
+// Handle performs one job. It returns nil when the job is done: tokens
+// stored, a refusal recorded, or nothing to do (the connection is gone, or
+// another refresh already moved its generation on). An error means a retry
+// may succeed (the endpoint or core was unreachable, rate limited or
+// failing), and the job should be redelivered.
+func (r *Refresher) Handle(ctx context.Context, job *busv1.TokenRefreshJob) error {
+	ctx = metadata.AppendToOutgoingContext(ctx,
+		"authorization", "Bearer "+r.adminToken,
+		"x-switchboard-machine", job.GetMachineId())
+	id := job.GetConnectionId()
+	creds, err := r.admin.GetConnectionCredentials(ctx, &corev1.GetConnectionCredentialsRequest{ConnectionId: id})
+	if err != nil {
+		if status.Code(err) == codes.NotFound {
+			return nil // the connection is gone
+		}
+		return fmt.Errorf("credentials of %s: %w", id, err)
+	}
+	conn := creds.GetConnection()
+	gen := creds.GetGeneration()
+	log := r.log.With("connection", id, "machine", job.GetMachineId(), "generation", gen)
+	switch {
+	case conn.GetAuthType() != "oauth":
+		log.Debug("token refresh skipped: not an OAuth connection")
+		return nil
+	case job.GetGeneration() < gen:
+		log.Debug("token refresh skipped: already refreshed", "job_generation", job.GetGeneration())
+		return nil
+	case conn.GetNeedsRelogin():
+		log.Debug("token refresh skipped: connection needs a new login")
+		return nil
+	case creds.GetRefreshToken() == "":
+		return r.refused(ctx, log, id, gen, "no refresh token is stored; sign in again")
+	case creds.GetTokenUrl() == "":
+		return r.refused(ctx, log, id, gen, "no token URL is configured; sign in again")
+	}
+
+	client, err := r.clients.For(creds.GetTokenUrl(), creds.GetProxyUrl())
+	if err != nil {
+		// A broken proxy setting fails every retry alike: record it.
+		return r.failed(ctx, log, id, gen, "token refresh not attempted: "+err.Error())
+	}
+	start := r.now()
+	tokens, err := Grant(ctx, client, creds.GetTokenUrl(), creds.GetRefreshToken(), creds.GetClientId())
+	if err != nil {
+		var oe *Error
+		switch {
+		case errors.As(err, &oe) && oe.Relogin():
+			return r.refused(ctx, log, id, gen, "refresh token refused: "+oe.Error()+"; sign in again")
+		case errors.As(err, &oe) && !oe.Temporary():
+			return r.failed(ctx, log, id, gen, "token refresh failed: "+oe.Error())
+		}
+		return fmt.Errorf("refresh %s: %w", id, err)
+	}
+
+	req := &corev1.StoreTokensRequest{
+		ConnectionId: id,
+		Generation:   gen,
+		AccessToken:  tokens.AccessToken,
+		RefreshToken: tokens.RefreshToken, // empty keeps the stored one
+	}
+	if tokens.ExpiresIn > 0 {
+		req.ExpiresAt = timestamppb.New(start.Add(tokens.ExpiresIn))
+	}
+	res, err := r.store(ctx, req)
+	if err != nil {
+		if status.Code(err) == codes.NotFound {
+			return nil
+		}
+		log.Error("refreshed tokens could not be stored", "err", err)
+		return fmt.Errorf("store tokens of %s: %w", id, err)
+	}
+	if !res.GetStored() {
+		log.Info("refreshed tokens dropped: another refresh won", "current_generation", res.GetGeneration())
+		return nil
+	}
+	log.Info("tokens refreshed", "new_generation", res.GetGeneration(),
+		"rotated", tokens.RefreshToken != "", "expires_in", tokens.ExpiresIn, "took", r.now().Sub(start))
+	return nil
+}
+
+// refused marks the connection as needing a new login, with a secret-free
+// reason.
+func (r *Refresher) refused(ctx context.Context, log *slog.Logger, id string, gen uint64, reason string) error {
+	log.Warn("token refresh refused, connection needs a new login", "reason", reason)
+	return r.record(ctx, &corev1.StoreTokensRequest{ConnectionId: id, Generation: gen, Error: reason, NeedsRelogin: true})
+}
+
+// failed records a refresh failure that a retry would repeat, leaving the
+// connection in use.
+func (r *Refresher) failed(ctx context.Context, log *slog.Logger, id string, gen uint64, reason string) error {
+	log.Warn("token refresh failed", "reason", reason)
+	return r.record(ctx, &corev1.StoreTokensRequest{ConnectionId: id, Generation: gen, Error: reason})
+}
+
+func (r *Refresher) record(ctx context.Context, req *corev1.StoreTokensRequest) error {
+	if _, err := r.store(ctx, req); err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("record refresh failure of %s: %w", req.GetConnectionId(), err)
+	}
+	return nil
+}
+
+// store calls StoreTokens, retrying while core is unavailable.
+func (r *Refresher) store(ctx context.Context, req *corev1.StoreTokensRequest) (*corev1.StoreTokensResponse, error) {
+	wait := r.storeBackoff
+	for attempt := 1; ; attempt++ {
+		res, err := r.admin.StoreTokens(ctx, req)
+		if err == nil || attempt == storeAttempts || !retryable(err) {
+			return res, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
+
+// retryable reports whether a failed call to core may succeed if repeated.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Aborted, codes.ResourceExhausted, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
