@@ -116,7 +116,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 	c := &Core{
 		scanEvery: cmp.Or(cfg.CatalogScanEvery, time.Minute),
 		lister:    lister,
-		router:    grpcapi.NewRouter(auth, lister, embeddings.New(disp), use, log),
+		router: grpcapi.NewRouter(grpcapi.RouterDeps{
+			Auth:       auth,
+			Catalog:    lister,
+			Embeddings: embeddings.New(disp),
+			Usage:      use,
+			Log:        log,
+		}),
 		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, lister, keySecret, reg, log),
 		usage:     use,
 		defaultID: defaultID,

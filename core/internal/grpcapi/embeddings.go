@@ -2,19 +2,12 @@ package grpcapi
 
 import (
 	"context"
-	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/embeddings"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -26,7 +19,7 @@ const MDRequestID = "x-request-id"
 // CreateEmbeddings embeds texts or token arrays.
 func (r *Router) CreateEmbeddings(ctx context.Context, req *corev1.CreateEmbeddingsRequest) (*corev1.CreateEmbeddingsResponse, error) {
 	start := time.Now()
-	p, err := r.auth.Gateway(ctx)
+	p, err := r.Auth.Gateway(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -47,10 +40,10 @@ func (r *Router) CreateEmbeddings(ctx context.Context, req *corev1.CreateEmbeddi
 			in.Tokens[i] = t.GetTokens()
 		}
 	}
-	out, res, err := r.embeddings.Create(ctx, p.MachineID, in)
+	out, res, err := r.Embeddings.Create(ctx, p.MachineID, in)
 	_ = grpc.SetHeader(ctx, metadata.Pairs(MDUpstreamUs, strconv.FormatInt(out.Upstream.Microseconds(), 10)))
-	err = gatewayError(r.log, err, req.GetModel())
-	r.record(ctx, p, res, "embeddings", start, err, out.PromptTokens, out.TotalTokens)
+	err = gatewayError(r.Log, err, req.GetModel())
+	r.record(ctx, p, res, start, err, &busv1.UsageEvent{Endpoint: "embeddings", PromptTokens: out.PromptTokens, TotalTokens: out.TotalTokens})
 	if err != nil {
 		return nil, err
 	}
@@ -96,77 +89,4 @@ func validEmbeddings(req *corev1.CreateEmbeddingsRequest) error {
 		return invalidParam("dimensions", "invalid_value", "dimensions must be a positive integer")
 	}
 	return nil
-}
-
-// record publishes the request's usage event, off the request path.
-func (r *Router) record(ctx context.Context, p Principal, res dispatch.Result, endpoint string, start time.Time, err error, prompt, total int64) {
-	id := mdGetter(ctx)(MDRequestID)
-	if id == "" {
-		id = uuid.NewString()
-	}
-	ev := &busv1.UsageEvent{
-		RequestId:    id,
-		MachineId:    p.MachineID,
-		KeyId:        p.KeyID,
-		Provider:     res.Target.Spec.ID,
-		Model:        res.Target.Model,
-		Endpoint:     endpoint,
-		PromptTokens: prompt,
-		TotalTokens:  total,
-		Status:       int32(httpStatusOf(err)),
-		LatencyMs:    time.Since(start).Milliseconds(),
-		Attempts:     int32(res.Attempts),
-		Time:         timestamppb.New(start),
-	}
-	if res.Conn != nil {
-		ev.ConnectionId = res.Conn.Connection.GetId()
-	}
-	if err != nil {
-		ev.PromptTokens, ev.TotalTokens = 0, 0
-		ev.ErrorCode = reasonOf(err)
-	}
-	r.usage.Record(ev)
-}
-
-func reasonOf(err error) string {
-	for _, d := range status.Convert(err).Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			return info.GetReason()
-		}
-	}
-	return status.Code(err).String()
-}
-
-// httpStatusOf is the HTTP status the edge answers for err.
-func httpStatusOf(err error) int {
-	if err == nil {
-		return http.StatusOK
-	}
-	st := status.Convert(err)
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			if s, err := strconv.Atoi(info.GetMetadata()[MetaHTTPStatus]); err == nil {
-				return s
-			}
-		}
-	}
-	switch st.Code() {
-	case codes.InvalidArgument, codes.FailedPrecondition:
-		return http.StatusBadRequest
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Canceled:
-		return 499
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
 }

@@ -29,31 +29,35 @@ type UsageRecorder interface {
 // Router implements corev1.RouterServer.
 type Router struct {
 	corev1.UnimplementedRouterServer
+	RouterDeps
+}
 
-	auth       *Authenticator
-	catalog    *catalog.Lister
-	embeddings *embeddings.Service
-	usage      UsageRecorder
-	log        *slog.Logger
+// RouterDeps are the services behind the Router's calls.
+type RouterDeps struct {
+	Auth       *Authenticator
+	Catalog    *catalog.Lister
+	Embeddings *embeddings.Service
+	Usage      UsageRecorder
+	Log        *slog.Logger
 }
 
 var _ corev1.RouterServer = (*Router)(nil)
 
 // NewRouter returns the Router service.
-func NewRouter(auth *Authenticator, lister *catalog.Lister, emb *embeddings.Service, usage UsageRecorder, log *slog.Logger) *Router {
-	return &Router{auth: auth, catalog: lister, embeddings: emb, usage: usage, log: log}
+func NewRouter(deps RouterDeps) *Router {
+	return &Router{RouterDeps: deps}
 }
 
 // ListModels lists the models the caller's machine can reach.
 func (r *Router) ListModels(ctx context.Context, req *corev1.ListModelsRequest) (*corev1.ListModelsResponse, error) {
-	p, err := r.auth.Gateway(ctx)
+	p, err := r.Auth.Gateway(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if req.GetKind() != "" && !provider.ValidKind(req.GetKind()) {
 		return nil, notFound("unknown_kind", fmt.Sprintf("unknown model kind '%s'", req.GetKind()))
 	}
-	models := r.catalog.List(ctx, p.MachineID, catalog.Options{
+	models := r.Catalog.List(ctx, p.MachineID, catalog.Options{
 		Kind:    req.GetKind(),
 		NoFetch: mdGetter(ctx)(MDCatalogFetch) != "",
 	})
@@ -75,7 +79,7 @@ var endpoints = map[string]string{
 
 // GetModelInfo describes one model of the caller's listing.
 func (r *Router) GetModelInfo(ctx context.Context, req *corev1.GetModelInfoRequest) (*corev1.GetModelInfoResponse, error) {
-	p, err := r.auth.Gateway(ctx)
+	p, err := r.Auth.Gateway(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +89,7 @@ func (r *Router) GetModelInfo(ctx context.Context, req *corev1.GetModelInfoReque
 	if req.GetKind() != "" && !provider.ValidKind(req.GetKind()) {
 		return nil, invalidParam("kind", "invalid_value", fmt.Sprintf("unknown model kind '%s'", req.GetKind()))
 	}
-	for _, m := range r.catalog.List(ctx, p.MachineID, catalog.Options{Kind: req.GetKind(), NoFetch: mdGetter(ctx)(MDCatalogFetch) != ""}) {
+	for _, m := range r.Catalog.List(ctx, p.MachineID, catalog.Options{Kind: req.GetKind(), NoFetch: mdGetter(ctx)(MDCatalogFetch) != ""}) {
 		if m.ID != req.GetId() {
 			continue
 		}

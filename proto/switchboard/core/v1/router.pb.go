@@ -692,6 +692,685 @@ func (x *EmbeddingsUsage) GetTotalTokens() int64 {
 	return 0
 }
 
+type ChatCompletionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// body is the OpenAI chat completions request, JSON, as the client sent
+	// it; core swaps the model and credentials and translates it where the
+	// upstream speaks another format.
+	Body          []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChatCompletionsRequest) Reset() {
+	*x = ChatCompletionsRequest{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChatCompletionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChatCompletionsRequest) ProtoMessage() {}
+
+func (x *ChatCompletionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChatCompletionsRequest.ProtoReflect.Descriptor instead.
+func (*ChatCompletionsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ChatCompletionsRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+type ChatCompletionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ChatCompletionsResponse_Chunk
+	//	*ChatCompletionsResponse_Completion
+	Event         isChatCompletionsResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChatCompletionsResponse) Reset() {
+	*x = ChatCompletionsResponse{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChatCompletionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChatCompletionsResponse) ProtoMessage() {}
+
+func (x *ChatCompletionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChatCompletionsResponse.ProtoReflect.Descriptor instead.
+func (*ChatCompletionsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ChatCompletionsResponse) GetEvent() isChatCompletionsResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *ChatCompletionsResponse) GetChunk() []byte {
+	if x != nil {
+		if x, ok := x.Event.(*ChatCompletionsResponse_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+func (x *ChatCompletionsResponse) GetCompletion() []byte {
+	if x != nil {
+		if x, ok := x.Event.(*ChatCompletionsResponse_Completion); ok {
+			return x.Completion
+		}
+	}
+	return nil
+}
+
+type isChatCompletionsResponse_Event interface {
+	isChatCompletionsResponse_Event()
+}
+
+type ChatCompletionsResponse_Chunk struct {
+	// chunk is one chat.completion.chunk JSON of a streaming answer.
+	Chunk []byte `protobuf:"bytes,1,opt,name=chunk,proto3,oneof"`
+}
+
+type ChatCompletionsResponse_Completion struct {
+	// completion is the chat.completion JSON of a non-streaming answer.
+	Completion []byte `protobuf:"bytes,2,opt,name=completion,proto3,oneof"`
+}
+
+func (*ChatCompletionsResponse_Chunk) isChatCompletionsResponse_Event() {}
+
+func (*ChatCompletionsResponse_Completion) isChatCompletionsResponse_Event() {}
+
+type TranscribeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*TranscribeRequest_Options
+	//	*TranscribeRequest_Audio
+	Part          isTranscribeRequest_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TranscribeRequest) Reset() {
+	*x = TranscribeRequest{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TranscribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TranscribeRequest) ProtoMessage() {}
+
+func (x *TranscribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TranscribeRequest.ProtoReflect.Descriptor instead.
+func (*TranscribeRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TranscribeRequest) GetPart() isTranscribeRequest_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *TranscribeRequest) GetOptions() *TranscribeOptions {
+	if x != nil {
+		if x, ok := x.Part.(*TranscribeRequest_Options); ok {
+			return x.Options
+		}
+	}
+	return nil
+}
+
+func (x *TranscribeRequest) GetAudio() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*TranscribeRequest_Audio); ok {
+			return x.Audio
+		}
+	}
+	return nil
+}
+
+type isTranscribeRequest_Part interface {
+	isTranscribeRequest_Part()
+}
+
+type TranscribeRequest_Options struct {
+	Options *TranscribeOptions `protobuf:"bytes,1,opt,name=options,proto3,oneof"`
+}
+
+type TranscribeRequest_Audio struct {
+	Audio []byte `protobuf:"bytes,2,opt,name=audio,proto3,oneof"`
+}
+
+func (*TranscribeRequest_Options) isTranscribeRequest_Part() {}
+
+func (*TranscribeRequest_Audio) isTranscribeRequest_Part() {}
+
+type TranscribeOptions struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Model    string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Filename string                 `protobuf:"bytes,2,opt,name=filename,proto3" json:"filename,omitempty"`
+	// content_type is the audio's media type, e.g. audio/wav.
+	ContentType string `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	Language    string `protobuf:"bytes,4,opt,name=language,proto3" json:"language,omitempty"`
+	Prompt      string `protobuf:"bytes,5,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// response_format is json (default), text, srt, verbose_json or vtt.
+	ResponseFormat         string   `protobuf:"bytes,6,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
+	Temperature            *float32 `protobuf:"fixed32,7,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	TimestampGranularities []string `protobuf:"bytes,8,rep,name=timestamp_granularities,json=timestampGranularities,proto3" json:"timestamp_granularities,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *TranscribeOptions) Reset() {
+	*x = TranscribeOptions{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TranscribeOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TranscribeOptions) ProtoMessage() {}
+
+func (x *TranscribeOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TranscribeOptions.ProtoReflect.Descriptor instead.
+func (*TranscribeOptions) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TranscribeOptions) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *TranscribeOptions) GetFilename() string {
+	if x != nil {
+		return x.Filename
+	}
+	return ""
+}
+
+func (x *TranscribeOptions) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *TranscribeOptions) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *TranscribeOptions) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *TranscribeOptions) GetResponseFormat() string {
+	if x != nil {
+		return x.ResponseFormat
+	}
+	return ""
+}
+
+func (x *TranscribeOptions) GetTemperature() float32 {
+	if x != nil && x.Temperature != nil {
+		return *x.Temperature
+	}
+	return 0
+}
+
+func (x *TranscribeOptions) GetTimestampGranularities() []string {
+	if x != nil {
+		return x.TimestampGranularities
+	}
+	return nil
+}
+
+type TranscribeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// body is the upstream's answer as it sent it (OpenAI-compatible
+	// upstreams), or {"text": ...} for other formats.
+	Body          []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	ContentType   string `protobuf:"bytes,2,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TranscribeResponse) Reset() {
+	*x = TranscribeResponse{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TranscribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TranscribeResponse) ProtoMessage() {}
+
+func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TranscribeResponse.ProtoReflect.Descriptor instead.
+func (*TranscribeResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TranscribeResponse) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *TranscribeResponse) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+type SpeechRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// body is the OpenAI speech request JSON (model, input, voice,
+	// response_format, speed).
+	Body          []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpeechRequest) Reset() {
+	*x = SpeechRequest{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpeechRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpeechRequest) ProtoMessage() {}
+
+func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpeechRequest.ProtoReflect.Descriptor instead.
+func (*SpeechRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SpeechRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+type SpeechResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*SpeechResponse_ContentType
+	//	*SpeechResponse_Audio
+	Part          isSpeechResponse_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpeechResponse) Reset() {
+	*x = SpeechResponse{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpeechResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpeechResponse) ProtoMessage() {}
+
+func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpeechResponse.ProtoReflect.Descriptor instead.
+func (*SpeechResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SpeechResponse) GetPart() isSpeechResponse_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *SpeechResponse) GetContentType() string {
+	if x != nil {
+		if x, ok := x.Part.(*SpeechResponse_ContentType); ok {
+			return x.ContentType
+		}
+	}
+	return ""
+}
+
+func (x *SpeechResponse) GetAudio() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*SpeechResponse_Audio); ok {
+			return x.Audio
+		}
+	}
+	return nil
+}
+
+type isSpeechResponse_Part interface {
+	isSpeechResponse_Part()
+}
+
+type SpeechResponse_ContentType struct {
+	// content_type comes first, once.
+	ContentType string `protobuf:"bytes,1,opt,name=content_type,json=contentType,proto3,oneof"`
+}
+
+type SpeechResponse_Audio struct {
+	Audio []byte `protobuf:"bytes,2,opt,name=audio,proto3,oneof"`
+}
+
+func (*SpeechResponse_ContentType) isSpeechResponse_Part() {}
+
+func (*SpeechResponse_Audio) isSpeechResponse_Part() {}
+
+type ListVoicesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Provider      string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	Lang          string                 `protobuf:"bytes,2,opt,name=lang,proto3" json:"lang,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVoicesRequest) Reset() {
+	*x = ListVoicesRequest{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVoicesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVoicesRequest) ProtoMessage() {}
+
+func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVoicesRequest.ProtoReflect.Descriptor instead.
+func (*ListVoicesRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListVoicesRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ListVoicesRequest) GetLang() string {
+	if x != nil {
+		return x.Lang
+	}
+	return ""
+}
+
+type Voice struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Lang   string                 `protobuf:"bytes,3,opt,name=lang,proto3" json:"lang,omitempty"`
+	Gender string                 `protobuf:"bytes,4,opt,name=gender,proto3" json:"gender,omitempty"`
+	// model is usable as the model of /v1/audio/speech.
+	Model         string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Voice) Reset() {
+	*x = Voice{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Voice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Voice) ProtoMessage() {}
+
+func (x *Voice) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Voice.ProtoReflect.Descriptor instead.
+func (*Voice) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Voice) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Voice) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Voice) GetLang() string {
+	if x != nil {
+		return x.Lang
+	}
+	return ""
+}
+
+func (x *Voice) GetGender() string {
+	if x != nil {
+		return x.Gender
+	}
+	return ""
+}
+
+func (x *Voice) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+type ListVoicesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Object        string                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	Data          []*Voice               `protobuf:"bytes,2,rep,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVoicesResponse) Reset() {
+	*x = ListVoicesResponse{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVoicesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVoicesResponse) ProtoMessage() {}
+
+func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVoicesResponse.ProtoReflect.Descriptor instead.
+func (*ListVoicesResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListVoicesResponse) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *ListVoicesResponse) GetData() []*Voice {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_switchboard_core_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchboard_core_v1_router_proto_rawDesc = "" +
@@ -751,12 +1430,61 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x06vector\x18\x02 \x03(\x02R\x06vector\"Y\n" +
 	"\x0fEmbeddingsUsage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12!\n" +
-	"\ftotal_tokens\x18\x02 \x01(\x03R\vtotalTokens2\xbd\x02\n" +
+	"\ftotal_tokens\x18\x02 \x01(\x03R\vtotalTokens\",\n" +
+	"\x16ChatCompletionsRequest\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\"\\\n" +
+	"\x17ChatCompletionsResponse\x12\x16\n" +
+	"\x05chunk\x18\x01 \x01(\fH\x00R\x05chunk\x12 \n" +
+	"\n" +
+	"completion\x18\x02 \x01(\fH\x00R\n" +
+	"completionB\a\n" +
+	"\x05event\"w\n" +
+	"\x11TranscribeRequest\x12B\n" +
+	"\aoptions\x18\x01 \x01(\v2&.switchboard.core.v1.TranscribeOptionsH\x00R\aoptions\x12\x16\n" +
+	"\x05audio\x18\x02 \x01(\fH\x00R\x05audioB\x06\n" +
+	"\x04part\"\xb5\x02\n" +
+	"\x11TranscribeOptions\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
+	"\bfilename\x18\x02 \x01(\tR\bfilename\x12!\n" +
+	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12\x1a\n" +
+	"\blanguage\x18\x04 \x01(\tR\blanguage\x12\x16\n" +
+	"\x06prompt\x18\x05 \x01(\tR\x06prompt\x12'\n" +
+	"\x0fresponse_format\x18\x06 \x01(\tR\x0eresponseFormat\x12%\n" +
+	"\vtemperature\x18\a \x01(\x02H\x00R\vtemperature\x88\x01\x01\x127\n" +
+	"\x17timestamp_granularities\x18\b \x03(\tR\x16timestampGranularitiesB\x0e\n" +
+	"\f_temperature\"K\n" +
+	"\x12TranscribeResponse\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\x12!\n" +
+	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\"#\n" +
+	"\rSpeechRequest\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\"U\n" +
+	"\x0eSpeechResponse\x12#\n" +
+	"\fcontent_type\x18\x01 \x01(\tH\x00R\vcontentType\x12\x16\n" +
+	"\x05audio\x18\x02 \x01(\fH\x00R\x05audioB\x06\n" +
+	"\x04part\"C\n" +
+	"\x11ListVoicesRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
+	"\x04lang\x18\x02 \x01(\tR\x04lang\"m\n" +
+	"\x05Voice\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04lang\x18\x03 \x01(\tR\x04lang\x12\x16\n" +
+	"\x06gender\x18\x04 \x01(\tR\x06gender\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\"\\\n" +
+	"\x12ListVoicesResponse\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12.\n" +
+	"\x04data\x18\x02 \x03(\v2\x1a.switchboard.core.v1.VoiceR\x04data2\xc2\x05\n" +
 	"\x06Router\x12]\n" +
 	"\n" +
 	"ListModels\x12&.switchboard.core.v1.ListModelsRequest\x1a'.switchboard.core.v1.ListModelsResponse\x12o\n" +
 	"\x10CreateEmbeddings\x12,.switchboard.core.v1.CreateEmbeddingsRequest\x1a-.switchboard.core.v1.CreateEmbeddingsResponse\x12c\n" +
-	"\fGetModelInfo\x12(.switchboard.core.v1.GetModelInfoRequest\x1a).switchboard.core.v1.GetModelInfoResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
+	"\fGetModelInfo\x12(.switchboard.core.v1.GetModelInfoRequest\x1a).switchboard.core.v1.GetModelInfoResponse\x12n\n" +
+	"\x0fChatCompletions\x12+.switchboard.core.v1.ChatCompletionsRequest\x1a,.switchboard.core.v1.ChatCompletionsResponse0\x01\x12_\n" +
+	"\n" +
+	"Transcribe\x12&.switchboard.core.v1.TranscribeRequest\x1a'.switchboard.core.v1.TranscribeResponse(\x01\x12S\n" +
+	"\x06Speech\x12\".switchboard.core.v1.SpeechRequest\x1a#.switchboard.core.v1.SpeechResponse0\x01\x12]\n" +
+	"\n" +
+	"ListVoices\x12&.switchboard.core.v1.ListVoicesRequest\x1a'.switchboard.core.v1.ListVoicesResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
 
 var (
 	file_switchboard_core_v1_router_proto_rawDescOnce sync.Once
@@ -770,7 +1498,7 @@ func file_switchboard_core_v1_router_proto_rawDescGZIP() []byte {
 	return file_switchboard_core_v1_router_proto_rawDescData
 }
 
-var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_switchboard_core_v1_router_proto_goTypes = []any{
 	(*ListModelsRequest)(nil),        // 0: switchboard.core.v1.ListModelsRequest
 	(*ListModelsResponse)(nil),       // 1: switchboard.core.v1.ListModelsResponse
@@ -782,23 +1510,43 @@ var file_switchboard_core_v1_router_proto_goTypes = []any{
 	(*CreateEmbeddingsResponse)(nil), // 7: switchboard.core.v1.CreateEmbeddingsResponse
 	(*Embedding)(nil),                // 8: switchboard.core.v1.Embedding
 	(*EmbeddingsUsage)(nil),          // 9: switchboard.core.v1.EmbeddingsUsage
+	(*ChatCompletionsRequest)(nil),   // 10: switchboard.core.v1.ChatCompletionsRequest
+	(*ChatCompletionsResponse)(nil),  // 11: switchboard.core.v1.ChatCompletionsResponse
+	(*TranscribeRequest)(nil),        // 12: switchboard.core.v1.TranscribeRequest
+	(*TranscribeOptions)(nil),        // 13: switchboard.core.v1.TranscribeOptions
+	(*TranscribeResponse)(nil),       // 14: switchboard.core.v1.TranscribeResponse
+	(*SpeechRequest)(nil),            // 15: switchboard.core.v1.SpeechRequest
+	(*SpeechResponse)(nil),           // 16: switchboard.core.v1.SpeechResponse
+	(*ListVoicesRequest)(nil),        // 17: switchboard.core.v1.ListVoicesRequest
+	(*Voice)(nil),                    // 18: switchboard.core.v1.Voice
+	(*ListVoicesResponse)(nil),       // 19: switchboard.core.v1.ListVoicesResponse
 }
 var file_switchboard_core_v1_router_proto_depIdxs = []int32{
-	2, // 0: switchboard.core.v1.ListModelsResponse.data:type_name -> switchboard.core.v1.ModelEntry
-	6, // 1: switchboard.core.v1.CreateEmbeddingsRequest.tokens:type_name -> switchboard.core.v1.TokenList
-	8, // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
-	9, // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
-	0, // 4: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
-	5, // 5: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
-	3, // 6: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
-	1, // 7: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
-	7, // 8: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
-	4, // 9: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	2,  // 0: switchboard.core.v1.ListModelsResponse.data:type_name -> switchboard.core.v1.ModelEntry
+	6,  // 1: switchboard.core.v1.CreateEmbeddingsRequest.tokens:type_name -> switchboard.core.v1.TokenList
+	8,  // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
+	9,  // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
+	13, // 4: switchboard.core.v1.TranscribeRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
+	18, // 5: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
+	0,  // 6: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
+	5,  // 7: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
+	3,  // 8: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
+	10, // 9: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
+	12, // 10: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
+	15, // 11: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
+	17, // 12: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
+	1,  // 13: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
+	7,  // 14: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
+	4,  // 15: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
+	11, // 16: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
+	14, // 17: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
+	16, // 18: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
+	19, // 19: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
+	13, // [13:20] is the sub-list for method output_type
+	6,  // [6:13] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_router_proto_init() }
@@ -808,13 +1556,26 @@ func file_switchboard_core_v1_router_proto_init() {
 	}
 	file_switchboard_core_v1_router_proto_msgTypes[4].OneofWrappers = []any{}
 	file_switchboard_core_v1_router_proto_msgTypes[5].OneofWrappers = []any{}
+	file_switchboard_core_v1_router_proto_msgTypes[11].OneofWrappers = []any{
+		(*ChatCompletionsResponse_Chunk)(nil),
+		(*ChatCompletionsResponse_Completion)(nil),
+	}
+	file_switchboard_core_v1_router_proto_msgTypes[12].OneofWrappers = []any{
+		(*TranscribeRequest_Options)(nil),
+		(*TranscribeRequest_Audio)(nil),
+	}
+	file_switchboard_core_v1_router_proto_msgTypes[13].OneofWrappers = []any{}
+	file_switchboard_core_v1_router_proto_msgTypes[16].OneofWrappers = []any{
+		(*SpeechResponse_ContentType)(nil),
+		(*SpeechResponse_Audio)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_router_proto_rawDesc), len(file_switchboard_core_v1_router_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,10 @@ const (
 	Router_ListModels_FullMethodName       = "/switchboard.core.v1.Router/ListModels"
 	Router_CreateEmbeddings_FullMethodName = "/switchboard.core.v1.Router/CreateEmbeddings"
 	Router_GetModelInfo_FullMethodName     = "/switchboard.core.v1.Router/GetModelInfo"
+	Router_ChatCompletions_FullMethodName  = "/switchboard.core.v1.Router/ChatCompletions"
+	Router_Transcribe_FullMethodName       = "/switchboard.core.v1.Router/Transcribe"
+	Router_Speech_FullMethodName           = "/switchboard.core.v1.Router/Speech"
+	Router_ListVoices_FullMethodName       = "/switchboard.core.v1.Router/ListVoices"
 )
 
 // RouterClient is the client API for Router service.
@@ -42,6 +46,19 @@ type RouterClient interface {
 	CreateEmbeddings(ctx context.Context, in *CreateEmbeddingsRequest, opts ...grpc.CallOption) (*CreateEmbeddingsResponse, error)
 	// GetModelInfo describes one model the caller's machine can reach.
 	GetModelInfo(ctx context.Context, in *GetModelInfoRequest, opts ...grpc.CallOption) (*GetModelInfoResponse, error)
+	// ChatCompletions answers an OpenAI chat completions request. A streaming
+	// request gets one message per server-sent event as the upstream sends it;
+	// a non-streaming one gets one message with the whole completion. Fallback
+	// to another connection happens before the first message only; a failure
+	// after it ends the stream with an error status.
+	ChatCompletions(ctx context.Context, in *ChatCompletionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ChatCompletionsResponse], error)
+	// Transcribe turns speech into text. The first message carries the
+	// options, the following ones the audio in chunks.
+	Transcribe(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[TranscribeRequest, TranscribeResponse], error)
+	// Speech turns text into audio, streamed back as the upstream sends it.
+	Speech(ctx context.Context, in *SpeechRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SpeechResponse], error)
+	// ListVoices lists a provider's text-to-speech voices.
+	ListVoices(ctx context.Context, in *ListVoicesRequest, opts ...grpc.CallOption) (*ListVoicesResponse, error)
 }
 
 type routerClient struct {
@@ -82,6 +99,67 @@ func (c *routerClient) GetModelInfo(ctx context.Context, in *GetModelInfoRequest
 	return out, nil
 }
 
+func (c *routerClient) ChatCompletions(ctx context.Context, in *ChatCompletionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ChatCompletionsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Router_ServiceDesc.Streams[0], Router_ChatCompletions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ChatCompletionsRequest, ChatCompletionsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Router_ChatCompletionsClient = grpc.ServerStreamingClient[ChatCompletionsResponse]
+
+func (c *routerClient) Transcribe(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[TranscribeRequest, TranscribeResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Router_ServiceDesc.Streams[1], Router_Transcribe_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TranscribeRequest, TranscribeResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Router_TranscribeClient = grpc.ClientStreamingClient[TranscribeRequest, TranscribeResponse]
+
+func (c *routerClient) Speech(ctx context.Context, in *SpeechRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SpeechResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Router_ServiceDesc.Streams[2], Router_Speech_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SpeechRequest, SpeechResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Router_SpeechClient = grpc.ServerStreamingClient[SpeechResponse]
+
+func (c *routerClient) ListVoices(ctx context.Context, in *ListVoicesRequest, opts ...grpc.CallOption) (*ListVoicesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListVoicesResponse)
+	err := c.cc.Invoke(ctx, Router_ListVoices_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RouterServer is the server API for Router service.
 // All implementations must embed UnimplementedRouterServer
 // for forward compatibility.
@@ -100,6 +178,19 @@ type RouterServer interface {
 	CreateEmbeddings(context.Context, *CreateEmbeddingsRequest) (*CreateEmbeddingsResponse, error)
 	// GetModelInfo describes one model the caller's machine can reach.
 	GetModelInfo(context.Context, *GetModelInfoRequest) (*GetModelInfoResponse, error)
+	// ChatCompletions answers an OpenAI chat completions request. A streaming
+	// request gets one message per server-sent event as the upstream sends it;
+	// a non-streaming one gets one message with the whole completion. Fallback
+	// to another connection happens before the first message only; a failure
+	// after it ends the stream with an error status.
+	ChatCompletions(*ChatCompletionsRequest, grpc.ServerStreamingServer[ChatCompletionsResponse]) error
+	// Transcribe turns speech into text. The first message carries the
+	// options, the following ones the audio in chunks.
+	Transcribe(grpc.ClientStreamingServer[TranscribeRequest, TranscribeResponse]) error
+	// Speech turns text into audio, streamed back as the upstream sends it.
+	Speech(*SpeechRequest, grpc.ServerStreamingServer[SpeechResponse]) error
+	// ListVoices lists a provider's text-to-speech voices.
+	ListVoices(context.Context, *ListVoicesRequest) (*ListVoicesResponse, error)
 	mustEmbedUnimplementedRouterServer()
 }
 
@@ -118,6 +209,18 @@ func (UnimplementedRouterServer) CreateEmbeddings(context.Context, *CreateEmbedd
 }
 func (UnimplementedRouterServer) GetModelInfo(context.Context, *GetModelInfoRequest) (*GetModelInfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetModelInfo not implemented")
+}
+func (UnimplementedRouterServer) ChatCompletions(*ChatCompletionsRequest, grpc.ServerStreamingServer[ChatCompletionsResponse]) error {
+	return status.Error(codes.Unimplemented, "method ChatCompletions not implemented")
+}
+func (UnimplementedRouterServer) Transcribe(grpc.ClientStreamingServer[TranscribeRequest, TranscribeResponse]) error {
+	return status.Error(codes.Unimplemented, "method Transcribe not implemented")
+}
+func (UnimplementedRouterServer) Speech(*SpeechRequest, grpc.ServerStreamingServer[SpeechResponse]) error {
+	return status.Error(codes.Unimplemented, "method Speech not implemented")
+}
+func (UnimplementedRouterServer) ListVoices(context.Context, *ListVoicesRequest) (*ListVoicesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListVoices not implemented")
 }
 func (UnimplementedRouterServer) mustEmbedUnimplementedRouterServer() {}
 func (UnimplementedRouterServer) testEmbeddedByValue()                {}
@@ -194,6 +297,53 @@ func _Router_GetModelInfo_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Router_ChatCompletions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ChatCompletionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RouterServer).ChatCompletions(m, &grpc.GenericServerStream[ChatCompletionsRequest, ChatCompletionsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Router_ChatCompletionsServer = grpc.ServerStreamingServer[ChatCompletionsResponse]
+
+func _Router_Transcribe_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RouterServer).Transcribe(&grpc.GenericServerStream[TranscribeRequest, TranscribeResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Router_TranscribeServer = grpc.ClientStreamingServer[TranscribeRequest, TranscribeResponse]
+
+func _Router_Speech_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SpeechRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RouterServer).Speech(m, &grpc.GenericServerStream[SpeechRequest, SpeechResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Router_SpeechServer = grpc.ServerStreamingServer[SpeechResponse]
+
+func _Router_ListVoices_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListVoicesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RouterServer).ListVoices(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Router_ListVoices_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RouterServer).ListVoices(ctx, req.(*ListVoicesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Router_ServiceDesc is the grpc.ServiceDesc for Router service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -213,7 +363,27 @@ var Router_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "GetModelInfo",
 			Handler:    _Router_GetModelInfo_Handler,
 		},
+		{
+			MethodName: "ListVoices",
+			Handler:    _Router_ListVoices_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ChatCompletions",
+			Handler:       _Router_ChatCompletions_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Transcribe",
+			Handler:       _Router_Transcribe_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Speech",
+			Handler:       _Router_Speech_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "switchboard/core/v1/router.proto",
 }

@@ -1,0 +1,86 @@
+package grpcapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboardhq/switchboard/core/internal/dispatch"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+// record completes a request's usage event (ev carries the endpoint and
+// the token counts) and publishes it, off the request path. A failed request
+// is recorded with its status and no tokens: failed attempts are not billed.
+func (r *Router) record(ctx context.Context, p Principal, res dispatch.Result, start time.Time, err error, ev *busv1.UsageEvent) {
+	ev.RequestId = mdGetter(ctx)(MDRequestID)
+	if ev.RequestId == "" {
+		ev.RequestId = uuid.NewString()
+	}
+	ev.MachineId = p.MachineID
+	ev.KeyId = p.KeyID
+	ev.Provider = res.Target.Spec.ID
+	ev.Model = res.Target.Model
+	ev.Status = int32(httpStatusOf(err))
+	ev.LatencyMs = time.Since(start).Milliseconds()
+	ev.Attempts = int32(res.Attempts)
+	ev.Time = timestamppb.New(start)
+	if res.Conn != nil {
+		ev.ConnectionId = res.Conn.Connection.GetId()
+	}
+	if err != nil {
+		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.CachedTokens, ev.ReasoningTokens = 0, 0, 0, 0, 0
+		ev.ErrorCode = reasonOf(err)
+	}
+	r.Usage.Record(ev)
+}
+
+func reasonOf(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return status.Code(err).String()
+}
+
+// httpStatusOf is the HTTP status the edge answers for err.
+func httpStatusOf(err error) int {
+	if err == nil {
+		return http.StatusOK
+	}
+	st := status.Convert(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			if s, err := strconv.Atoi(info.GetMetadata()[MetaHTTPStatus]); err == nil {
+				return s
+			}
+		}
+	}
+	switch st.Code() {
+	case codes.InvalidArgument, codes.FailedPrecondition:
+		return http.StatusBadRequest
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Canceled:
+		return 499
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
