@@ -17,7 +17,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/apikey"
+	"github.com/switchboardhq/switchboard/core/internal/audio"
 	"github.com/switchboardhq/switchboard/core/internal/catalog"
+	"github.com/switchboardhq/switchboard/core/internal/caveman"
+	"github.com/switchboardhq/switchboard/core/internal/chat"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/embeddings"
 	"github.com/switchboardhq/switchboard/core/internal/grpcapi"
@@ -51,6 +54,12 @@ type Config struct {
 	// FirstByteTimeout bounds the wait for an upstream's response headers
 	// (zero: upstream.DefaultTimeouts).
 	FirstByteTimeout time.Duration
+	// MaxAudioBytes caps a transcription upload (zero:
+	// audio.DefaultMaxBytes).
+	MaxAudioBytes int64
+	// StallTimeout ends a started stream whose upstream went silent (zero:
+	// chat.DefaultStallTimeout).
+	StallTimeout time.Duration
 	// CatalogScanEvery is how often live catalogs near their expiry are
 	// queued for a fetch (zero: every minute).
 	CatalogScanEvery time.Duration
@@ -120,6 +129,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 			Auth:       auth,
 			Catalog:    lister,
 			Embeddings: embeddings.New(disp),
+			Chat:       chat.New(disp, chat.Options{StallTimeout: cfg.StallTimeout, FirstEventTimeout: cfg.FirstByteTimeout}),
+			Audio:      audio.New(disp, audio.Options{MaxBytes: cfg.MaxAudioBytes}),
+			Caveman:    cavemanLevel(st),
 			Usage:      use,
 			Log:        log,
 		}),
@@ -234,4 +246,21 @@ func timeouts(cfg Config) upstream.Options {
 		o.FirstByte = cfg.FirstByteTimeout
 	}
 	return o
+}
+
+// cavemanLevel resolves the terse-output level of a machine's request on a
+// connection: the machine's setting, unless the connection overrides it.
+func cavemanLevel(st *store.Store) func(machineID string, c *busv1.Connection) string {
+	return func(machineID string, c *busv1.Connection) string {
+		s := st.MachineSettings(machineID)
+		var o *caveman.Override
+		if co := c.GetData().GetCaveman(); co != nil {
+			o = &caveman.Override{Enabled: co.Enabled, Level: co.GetLevel()}
+		}
+		level, on := caveman.Resolve(s.GetCavemanEnabled(), s.GetCavemanLevel(), o)
+		if !on {
+			return ""
+		}
+		return level
+	}
 }

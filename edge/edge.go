@@ -30,6 +30,9 @@ type Config struct {
 	HTTPAddr        string
 	ShutdownTimeout time.Duration
 	MaxBodyBytes    int64
+	// MaxAudioBytes caps a transcription upload (zero:
+	// openai.DefaultMaxAudioBytes).
+	MaxAudioBytes int64
 	// Billing configures the GraphQL and webhook routes (mounted when
 	// Deps.Billing is set).
 	Billing BillingConfig
@@ -79,6 +82,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	}
 	mux.Handle("POST /v1/embeddings", limitBody(cfg.MaxBodyBytes, emb))
 	mux.Handle("POST /{machineId}/v1/embeddings", limitBody(cfg.MaxBodyBytes, emb))
+	// Transcriptions stream their upload and apply their own limit.
+	mux.Handle("POST /v1/audio/transcriptions", &openai.Transcriptions{
+		Router: corev1.NewRouterClient(deps.Core), MaxBytes: cfg.MaxAudioBytes, Upstream: emb.Upstream})
+	mux.Handle("POST /v1/audio/speech", limitBody(cfg.MaxBodyBytes, &openai.Speech{Router: corev1.NewRouterClient(deps.Core), Upstream: emb.Upstream}))
+	chat := &openai.Chat{Router: corev1.NewRouterClient(deps.Core), Upstream: emb.Upstream}
+	mux.Handle("POST /v1/chat/completions", limitBody(cfg.MaxBodyBytes, chat))
+	mux.Handle("POST /{machineId}/v1/chat/completions", limitBody(cfg.MaxBodyBytes, chat))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
 	if deps.Billing != nil {
 		if err := mountBilling(mux, deps.Billing, cfg.Billing, e.log); err != nil {

@@ -1,6 +1,6 @@
 // Package workers is the workers role: it takes jobs from the SB_JOBS queue
-// (catalog and token refresh now; usage roll-ups as they arrive) and writes
-// results back through core's admin API.
+// (catalog and token refresh) and events from the SB_USAGE stream (usage
+// roll-ups), and writes results back through core's admin API.
 package workers
 
 import (
@@ -22,6 +22,7 @@ import (
 	"github.com/switchboardhq/switchboard/workers/internal/catalogrefresh"
 	"github.com/switchboardhq/switchboard/workers/internal/jobs"
 	"github.com/switchboardhq/switchboard/workers/internal/tokenrefresh"
+	"github.com/switchboardhq/switchboard/workers/internal/usage"
 )
 
 // Config configures the workers.
@@ -47,6 +48,7 @@ type Workers struct {
 	js      jetstream.JetStream
 	catalog *catalogrefresh.Refresher
 	tokens  *tokenrefresh.Refresher
+	usage   *usage.Roller
 	cfg     Config
 	log     *slog.Logger
 }
@@ -69,6 +71,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Workers, error) {
 		js:      js,
 		catalog: catalogrefresh.New(admin, cfg.AdminToken, provider.NewRegistry(), catalogrefresh.NewClients(), log),
 		tokens:  tokenrefresh.New(admin, cfg.AdminToken, tokenrefresh.NewClients(), log),
+		usage:   usage.New(admin, cfg.AdminToken, usage.Config{}, log),
 		cfg:     cfg,
 		log:     log,
 	}, nil
@@ -97,6 +100,7 @@ func (w *Workers) Run(ctx context.Context) error {
 			Timeout:     tokenrefresh.JobTimeout,
 		}.Run(ctx, w.js, w.log)
 	})
+	g.Go(func() error { return w.usage.Run(ctx, w.js) })
 	w.log.Info("workers running")
 	return g.Wait()
 }

@@ -44,8 +44,13 @@ type Config struct {
 	// FirstByteTimeout bounds the wait for an upstream's response headers;
 	// past it the next connection is tried.
 	FirstByteTimeout time.Duration
+	// StallTimeout ends a started stream whose upstream went silent.
+	StallTimeout time.Duration
 	// CatalogScanEvery is how often live catalogs near expiry are refreshed.
 	CatalogScanEvery time.Duration
+	// MaxAudioBytes caps a transcription upload (zero: the roles' default,
+	// 25 MiB).
+	MaxAudioBytes int64
 
 	LogLevel        slog.Level
 	LogFormat       string
@@ -94,7 +99,9 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	logLevel := s.add("SWITCHBOARD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", false)
 	logFormat := s.add("SWITCHBOARD_LOG_FORMAT", "log-format", "text", "text or json", false)
 	firstByte := s.add("SWITCHBOARD_FIRST_BYTE_TIMEOUT", "first-byte-timeout", "120s", "how long an upstream may take to start answering before the next connection is tried", false)
+	stall := s.add("SWITCHBOARD_STALL_TIMEOUT", "stall-timeout", "60s", "how long a started stream may stay silent before it ends with an error", false)
 	catalogScan := s.add("SWITCHBOARD_CATALOG_SCAN_INTERVAL", "catalog-scan-interval", "1m", "how often live model catalogs near their one-hour expiry are fetched again", false)
+	maxAudio := s.add("SWITCHBOARD_MAX_AUDIO_BYTES", "max-audio-bytes", "26214400", "largest audio file /v1/audio/transcriptions accepts, in bytes", false)
 	shutdown := s.add("SWITCHBOARD_SHUTDOWN_TIMEOUT", "shutdown-timeout", "15s", "how long a graceful shutdown drains in-flight requests", false)
 
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
@@ -190,11 +197,21 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		err = errors.New("must be positive")
 	}
 	check(firstByte, err)
+	c.StallTimeout, err = time.ParseDuration(stall.raw)
+	if err == nil && c.StallTimeout <= 0 {
+		err = errors.New("must be positive")
+	}
+	check(stall, err)
 	c.CatalogScanEvery, err = time.ParseDuration(catalogScan.raw)
 	if err == nil && c.CatalogScanEvery <= 0 {
 		err = errors.New("must be positive")
 	}
 	check(catalogScan, err)
+	c.MaxAudioBytes, err = strconv.ParseInt(maxAudio.raw, 10, 64)
+	if err == nil && c.MaxAudioBytes <= 0 {
+		err = errors.New("must be a positive number of bytes")
+	}
+	check(maxAudio, err)
 	c.ShutdownTimeout, err = time.ParseDuration(shutdown.raw)
 	if err == nil && c.ShutdownTimeout <= 0 {
 		err = errors.New("must be positive")

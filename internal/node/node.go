@@ -119,7 +119,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			RequireAPIKey:    cfg.RequireAPIKey,
 			Replicas:         cfg.NATSReplica,
 			FirstByteTimeout: cfg.FirstByteTimeout,
+			MaxAudioBytes:    cfg.MaxAudioBytes,
 			CatalogScanEvery: cfg.CatalogScanEvery,
+			StallTimeout:     cfg.StallTimeout,
 		}, core.Deps{NATS: n.nc, Logger: log})
 		if err != nil {
 			return nil, err
@@ -184,6 +186,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		n.edge, err = edge.New(ctx, edge.Config{
 			HTTPAddr:        cfg.HTTPAddr,
 			ShutdownTimeout: cfg.ShutdownTimeout,
+			MaxAudioBytes:   cfg.MaxAudioBytes,
 			Billing:         edge.BillingConfig{JWTSecret: jwtSecret, JWKSURL: cfg.JWKSURL, Dev: loopback(cfg.HTTPAddr)},
 		}, edge.Deps{Core: coreConn, Billing: billingConn, Logger: log})
 		if err != nil {

@@ -37,6 +37,9 @@ type Format string
 const (
 	FormatOpenAI    Format = "openai"
 	FormatAnthropic Format = "anthropic"
+	// FormatElevenLabs is ElevenLabs' own audio API (text-to-speech, voices,
+	// speech-to-text).
+	FormatElevenLabs Format = "elevenlabs"
 )
 
 // Auth is how a credential is presented upstream.
@@ -47,6 +50,8 @@ const (
 	AuthBearer Auth = "bearer"
 	// AuthXAPIKey sends "x-api-key: <credential>" and "anthropic-version".
 	AuthXAPIKey Auth = "x-api-key"
+	// AuthXIAPIKey sends "xi-api-key: <credential>" (ElevenLabs).
+	AuthXIAPIKey Auth = "xi-api-key"
 )
 
 // Compatible provider families: ids "<family>-<suffix>".

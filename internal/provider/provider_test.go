@@ -51,10 +51,12 @@ func TestRegistryEntries(t *testing.T) {
 			assert.False(t, strings.HasSuffix(s.DefaultBaseURL, "/"), "no trailing slash")
 			assert.Equal(t, s.DefaultBaseURL, s.BaseURL(""), "the default base is already normalised")
 
-			assert.Contains(t, []Format{FormatOpenAI, FormatAnthropic}, s.Format)
-			assert.Contains(t, []Auth{AuthBearer, AuthXAPIKey}, s.Auth)
+			assert.Contains(t, []Format{FormatOpenAI, FormatAnthropic, FormatElevenLabs}, s.Format)
+			assert.Contains(t, []Auth{AuthBearer, AuthXAPIKey, AuthXIAPIKey}, s.Auth)
 			assert.Equal(t, s.Format == FormatAnthropic, s.Auth == AuthXAPIKey, "Anthropic format goes with x-api-key auth")
-			assert.True(t, s.Listing, "every built-in provider has a live listing")
+			assert.Equal(t, s.Format == FormatElevenLabs, s.Auth == AuthXIAPIKey, "ElevenLabs format goes with xi-api-key auth")
+			// ElevenLabs' model listing is not OpenAI-shaped: static list only.
+			assert.Equal(t, s.Format != FormatElevenLabs, s.Listing, "every OpenAI or Anthropic style provider has a live listing")
 
 			require.NotEmpty(t, s.Kinds)
 			for _, k := range s.Kinds {
@@ -169,7 +171,7 @@ func TestProviderShapes(t *testing.T) {
 	assert.Equal(t, "https://generativelanguage.googleapis.com/v1beta/openai", g.DefaultBaseURL)
 	assert.Equal(t, FormatOpenAI, g.Format)
 	for _, id := range r.IDs() {
-		if id == "anthropic" {
+		if id == "anthropic" || id == "elevenlabs" {
 			continue
 		}
 		s, _ := r.Lookup(id)
@@ -387,6 +389,9 @@ func TestAuthorize(t *testing.T) {
 		h = headers(id, "")
 		assert.Empty(t, h, "%s: no credential, no auth header", id)
 	}
+
+	assert.Equal(t, http.Header{"Xi-Api-Key": {"xi-1"}}, headers("elevenlabs", "xi-1"))
+	assert.Empty(t, headers("elevenlabs", ""))
 
 	for _, id := range []string{"anthropic", "anthropic-compatible-x"} {
 		h := headers(id, "sk-ant")

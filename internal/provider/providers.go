@@ -23,6 +23,7 @@ func builtinSpecs() []Spec {
 		together(),
 		fireworks(),
 		cerebras(),
+		elevenLabs(),
 	}
 }
 
@@ -218,6 +219,25 @@ func cerebras() Spec {
 		Kinds: []string{KindLLM},
 		Models: []Model{
 			chat("gpt-oss-120b", 131_072, ModalityText),
+		},
+	}
+}
+
+// elevenLabs is an audio provider spoken to in its own API: text-to-speech
+// at {base}/text-to-speech/{voice_id}/stream, voices at {base}/voices,
+// speech-to-text at {base}/speech-to-text, all with xi-api-key. Its model
+// listing does not have the OpenAI shape, so the static list is used.
+func elevenLabs() Spec {
+	return Spec{
+		ID: "elevenlabs", Alias: "elevenlabs", DefaultBaseURL: "https://api.elevenlabs.io/v1",
+		Auth: AuthXIAPIKey, Format: FormatElevenLabs,
+		Kinds: []string{KindTTS, KindSTT},
+		Models: []Model{
+			tts("eleven_multilingual_v2"),
+			tts("eleven_flash_v2_5"),
+			tts("eleven_turbo_v2_5"),
+			tts("eleven_v3"),
+			stt("scribe_v1"),
 		},
 	}
 }

@@ -23,6 +23,10 @@ func (s Spec) BaseURL(override string) string {
 // Authorize sets the credential headers of the provider's auth style.
 func (s Spec) Authorize(h http.Header, credential string) {
 	switch s.Auth {
+	case AuthXIAPIKey:
+		if credential != "" {
+			h.Set("xi-api-key", credential)
+		}
 	case AuthXAPIKey:
 		if credential != "" {
 			h.Set("x-api-key", credential)

@@ -17,6 +17,7 @@ const (
 	BucketDisabledModels = "sb_disabled_models"
 	BucketCooldowns      = "sb_cooldowns"
 	BucketCatalogs       = "sb_catalogs"
+	BucketUsageRollups   = "sb_usage_rollups"
 )
 
 // Streams and their subjects.
@@ -37,6 +38,10 @@ const (
 
 // CatalogTTL is how long a live model catalog is kept (interface section 8).
 const CatalogTTL = time.Hour
+
+// UsageRollupTTL is how long a day's usage roll-up is kept after its last
+// update: the 30-day statistics window and some margin.
+const UsageRollupTTL = 40 * 24 * time.Hour
 
 // JobDedupWindow is how long a job's message id suppresses a duplicate.
 const JobDedupWindow = 2 * time.Minute
@@ -59,6 +64,7 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 		// A cooldown lasts at most 30 minutes; the bucket forgets older ones.
 		{Bucket: BucketCooldowns, Description: "per connection and model cooldowns", History: 1, TTL: time.Hour, Replicas: r},
 		{Bucket: BucketCatalogs, Description: "live model catalogs per connection", History: 1, TTL: CatalogTTL, Replicas: r},
+		{Bucket: BucketUsageRollups, Description: "usage roll-ups per machine and UTC day", History: 1, TTL: UsageRollupTTL, Replicas: r},
 	}
 }
 

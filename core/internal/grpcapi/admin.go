@@ -84,6 +84,9 @@ func (a *Admin) validData(d *corev1.ProviderSpecificData, spec provider.Spec) er
 	if d.GetPrefix() != "" && !prefixPattern.MatchString(d.GetPrefix()) {
 		return invalidParam("providerSpecificData.prefix", "invalid_prefix", "prefix must be 1-64 letters, digits, '.', '_' or '-'")
 	}
+	if lvl := d.GetCaveman().GetLevel(); lvl != "" && !cavemanLevels[lvl] {
+		return invalidParam("providerSpecificData.caveman.level", "invalid_value", "caveman.level must be one of lite, full, ultra, wenyan-lite, wenyan, wenyan-ultra")
+	}
 	if d.GetProxyUrl() != "" && !validURL(d.GetProxyUrl(), "http", "https", "socks5", "socks5h") {
 		return invalidParam("providerSpecificData.proxyUrl", "invalid_proxy_url", "proxyUrl must be an http(s) or socks5 URL")
 	}
@@ -130,6 +133,7 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 			Prefix:        req.GetProviderSpecificData().GetPrefix(),
 			EnabledModels: req.GetProviderSpecificData().GetEnabledModels(),
 			ProxyUrl:      req.GetProviderSpecificData().GetProxyUrl(),
+			Caveman:       busCaveman(req.GetProviderSpecificData().GetCaveman()),
 		},
 		CreatedAt: now,
 		UpdatedAt: now,
@@ -187,6 +191,7 @@ func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
 			Prefix:        c.GetData().GetPrefix(),
 			EnabledModels: c.GetData().GetEnabledModels(),
 			ProxyUrl:      redactURL(c.GetData().GetProxyUrl()),
+			Caveman:       coreCaveman(c.GetData().GetCaveman()),
 		},
 		AuthType:     "apikey",
 		NeedsRelogin: c.GetOauth().GetNeedsRelogin(),
@@ -317,8 +322,12 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 		if patch.GetEnabledModels() != nil {
 			c.Data.EnabledModels = enabled
 		}
+		if patch.GetCaveman() != nil {
+			c.Data.Caveman = busCaveman(patch.GetCaveman())
+		}
 		if err := a.validData(&corev1.ProviderSpecificData{
 			BaseUrl: c.Data.BaseUrl, Prefix: c.Data.Prefix, EnabledModels: c.Data.EnabledModels, ProxyUrl: c.Data.ProxyUrl,
+			Caveman: coreCaveman(c.Data.Caveman),
 		}, spec); err != nil {
 			return err
 		}
@@ -506,4 +515,18 @@ func (a *Admin) UpdateSettings(ctx context.Context, req *corev1.UpdateSettingsRe
 		return nil, a.storeError(err)
 	}
 	return &corev1.UpdateSettingsResponse{Settings: a.settingsView(machineID)}, nil
+}
+
+func busCaveman(o *corev1.CavemanOverride) *busv1.CavemanOverride {
+	if o == nil {
+		return nil
+	}
+	return &busv1.CavemanOverride{Enabled: o.Enabled, Level: o.GetLevel()}
+}
+
+func coreCaveman(o *busv1.CavemanOverride) *corev1.CavemanOverride {
+	if o == nil {
+		return nil
+	}
+	return &corev1.CavemanOverride{Enabled: o.Enabled, Level: o.GetLevel()}
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/switchboardhq/switchboard/core/internal/chat"
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
@@ -33,9 +34,15 @@ const maxUpstreamBody = 64 << 10
 func gatewayError(log *slog.Logger, err error, model string) error {
 	var exhausted *credential.ExhaustedError
 	var up *credential.UpstreamError
+	var badReq *chat.RequestError
+	var broken *chat.StreamError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &badReq):
+		return invalidParam(badReq.Param, badReq.Code, badReq.Message)
+	case errors.As(err, &broken):
+		return statusError(codes.Unavailable, broken.Code, broken.Message, MetaHTTPStatus, strconv.Itoa(http.StatusBadGateway))
 	case errors.Is(err, routing.ErrModelNotFound):
 		return invalidParam("model", "model_not_found", fmt.Sprintf("the model '%s' does not exist or no connection of this machine serves it", model))
 	case errors.Is(err, routing.ErrNoCredentials), errors.Is(err, credential.ErrNoCredentials):

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/switchboardhq/switchboard/core/internal/audio"
 	"github.com/switchboardhq/switchboard/core/internal/catalog"
+	"github.com/switchboardhq/switchboard/core/internal/chat"
 	"github.com/switchboardhq/switchboard/core/internal/embeddings"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
@@ -37,8 +39,13 @@ type RouterDeps struct {
 	Auth       *Authenticator
 	Catalog    *catalog.Lister
 	Embeddings *embeddings.Service
-	Usage      UsageRecorder
-	Log        *slog.Logger
+	Chat       *chat.Service
+	Audio      *audio.Service
+	// Caveman returns the terse-output level of a machine's request on a
+	// connection ("" for off).
+	Caveman func(machineID string, c *busv1.Connection) string
+	Usage   UsageRecorder
+	Log     *slog.Logger
 }
 
 var _ corev1.RouterServer = (*Router)(nil)

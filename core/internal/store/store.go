@@ -24,6 +24,7 @@ type Store struct {
 	Catalogs    *Bucket[*busv1.Catalog]
 	Cooldowns   *Bucket[*busv1.Cooldown]
 	Disabled    *Bucket[*busv1.DisabledModels]
+	Rollups     *Bucket[*busv1.UsageRollup]
 }
 
 // Open mirrors core's buckets, which must exist (spine.Topology.Ensure).
@@ -49,6 +50,9 @@ func Open(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Store
 		return nil, err
 	}
 	if s.Cooldowns, err = open(ctx, js, spine.BucketCooldowns, func() *busv1.Cooldown { return new(busv1.Cooldown) }, log); err != nil {
+		return nil, err
+	}
+	if s.Rollups, err = open(ctx, js, spine.BucketUsageRollups, func() *busv1.UsageRollup { return new(busv1.UsageRollup) }, log); err != nil {
 		return nil, err
 	}
 	return &s, nil

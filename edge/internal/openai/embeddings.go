@@ -23,14 +23,8 @@ type Embeddings struct {
 }
 
 func (h *Embeddings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			NewProblem(http.StatusRequestEntityTooLarge, "request_too_large", "request body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", "").Write(w)
-			return
-		}
-		NewProblem(http.StatusBadRequest, "invalid_body", "could not read the request body", "").Write(w)
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	req, p := ParseEmbeddings(body)
@@ -55,6 +49,22 @@ func (h *Embeddings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(resp.GetJson())))
 	_, _ = w.Write(resp.GetJson())
+}
+
+// readBody reads a request body under the edge's size limit, answering the
+// error itself when it cannot.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			NewProblem(http.StatusRequestEntityTooLarge, "request_too_large", "request body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", "").Write(w)
+			return nil, false
+		}
+		NewProblem(http.StatusBadRequest, "invalid_body", "could not read the request body", "").Write(w)
+		return nil, false
+	}
+	return body, true
 }
 
 // embeddingsBody is the request body with each member kept raw, so every

@@ -4,6 +4,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -86,9 +87,17 @@ func (p Problem) Write(w http.ResponseWriter) {
 		_, _ = w.Write(p.Raw)
 		return
 	}
-	enc := json.NewEncoder(w)
+	b, _ := marshalNoEscape(p.Body)
+	_, _ = w.Write(b)
+}
+
+// marshalNoEscape encodes v as JSON without HTML escaping, newline-ended.
+func marshalNoEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(p.Body)
+	err := enc.Encode(v)
+	return buf.Bytes(), err
 }
 
 // FromError maps an error of a gRPC call to core or billing to the OpenAI

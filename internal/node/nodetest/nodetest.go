@@ -45,6 +45,7 @@ func Config(dataDir string) config.Config {
 		ShutdownTimeout: 5 * time.Second,
 		// Short, so a silent upstream fails over quickly in tests.
 		FirstByteTimeout: 2 * time.Second,
+		StallTimeout:     2 * time.Second,
 		LogLevel:         slog.LevelWarn,
 		LogFormat:        "text",
 	}

@@ -180,9 +180,13 @@ type UsageEvent struct {
 	Status    int32 `protobuf:"varint,13,opt,name=status,proto3" json:"status,omitempty"`
 	LatencyMs int64 `protobuf:"varint,14,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
 	// attempts counts the connections tried.
-	Attempts      int32                  `protobuf:"varint,15,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=time,proto3" json:"time,omitempty"`
-	ErrorCode     string                 `protobuf:"bytes,17,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	Attempts  int32                  `protobuf:"varint,15,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Time      *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=time,proto3" json:"time,omitempty"`
+	ErrorCode string                 `protobuf:"bytes,17,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	// audio_seconds is the audio duration an upstream reported (transcriptions).
+	AudioSeconds float64 `protobuf:"fixed64,18,opt,name=audio_seconds,json=audioSeconds,proto3" json:"audio_seconds,omitempty"`
+	// characters counts the input characters of a speech request.
+	Characters    int64 `protobuf:"varint,19,opt,name=characters,proto3" json:"characters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +340,20 @@ func (x *UsageEvent) GetErrorCode() string {
 	return ""
 }
 
+func (x *UsageEvent) GetAudioSeconds() float64 {
+	if x != nil {
+		return x.AudioSeconds
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetCharacters() int64 {
+	if x != nil {
+		return x.Characters
+	}
+	return 0
+}
+
 var File_switchboard_bus_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
@@ -353,7 +371,7 @@ const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12=\n" +
-	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\xbb\x04\n" +
+	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\x80\x05\n" +
 	"\n" +
 	"UsageEvent\x12\x1d\n" +
 	"\n" +
@@ -377,7 +395,11 @@ const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
 	"\battempts\x18\x0f \x01(\x05R\battempts\x12.\n" +
 	"\x04time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1d\n" +
 	"\n" +
-	"error_code\x18\x11 \x01(\tR\terrorCodeBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
+	"error_code\x18\x11 \x01(\tR\terrorCode\x12#\n" +
+	"\raudio_seconds\x18\x12 \x01(\x01R\faudioSeconds\x12\x1e\n" +
+	"\n" +
+	"characters\x18\x13 \x01(\x03R\n" +
+	"charactersBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
 
 var (
 	file_switchboard_bus_v1_jobs_proto_rawDescOnce sync.Once

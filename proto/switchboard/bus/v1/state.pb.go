@@ -234,7 +234,9 @@ type ProviderData struct {
 	// enabled_models, when set, is the exact model list of this connection.
 	EnabledModels []string `protobuf:"bytes,3,rep,name=enabled_models,json=enabledModels,proto3" json:"enabled_models,omitempty"`
 	// proxy_url is an http(s) or socks5 proxy for calls made for this connection.
-	ProxyUrl      string `protobuf:"bytes,4,opt,name=proxy_url,json=proxyUrl,proto3" json:"proxy_url,omitempty"`
+	ProxyUrl string `protobuf:"bytes,4,opt,name=proxy_url,json=proxyUrl,proto3" json:"proxy_url,omitempty"`
+	// caveman overrides the machine's terse-output setting on this connection.
+	Caveman       *CavemanOverride `protobuf:"bytes,5,opt,name=caveman,proto3" json:"caveman,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -297,6 +299,68 @@ func (x *ProviderData) GetProxyUrl() string {
 	return ""
 }
 
+func (x *ProviderData) GetCaveman() *CavemanOverride {
+	if x != nil {
+		return x.Caveman
+	}
+	return nil
+}
+
+// CavemanOverride is a connection's own terse-output setting.
+type CavemanOverride struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// enabled, when set, turns terse output on or off for this connection.
+	Enabled *bool `protobuf:"varint,1,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
+	// level, when set, replaces the machine's level.
+	Level         string `protobuf:"bytes,2,opt,name=level,proto3" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CavemanOverride) Reset() {
+	*x = CavemanOverride{}
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CavemanOverride) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CavemanOverride) ProtoMessage() {}
+
+func (x *CavemanOverride) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CavemanOverride.ProtoReflect.Descriptor instead.
+func (*CavemanOverride) Descriptor() ([]byte, []int) {
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CavemanOverride) GetEnabled() bool {
+	if x != nil && x.Enabled != nil {
+		return *x.Enabled
+	}
+	return false
+}
+
+func (x *CavemanOverride) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
 // Secrets is the plaintext of Connection.sealed_secrets.
 type Secrets struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -309,7 +373,7 @@ type Secrets struct {
 
 func (x *Secrets) Reset() {
 	*x = Secrets{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[3]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +385,7 @@ func (x *Secrets) String() string {
 func (*Secrets) ProtoMessage() {}
 
 func (x *Secrets) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[3]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +398,7 @@ func (x *Secrets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Secrets.ProtoReflect.Descriptor instead.
 func (*Secrets) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{3}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Secrets) GetApiKey() string {
@@ -375,7 +439,7 @@ type OAuthState struct {
 
 func (x *OAuthState) Reset() {
 	*x = OAuthState{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[4]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +451,7 @@ func (x *OAuthState) String() string {
 func (*OAuthState) ProtoMessage() {}
 
 func (x *OAuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[4]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +464,7 @@ func (x *OAuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuthState.ProtoReflect.Descriptor instead.
 func (*OAuthState) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{4}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *OAuthState) GetTokenUrl() string {
@@ -459,7 +523,7 @@ type APIKey struct {
 
 func (x *APIKey) Reset() {
 	*x = APIKey{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[5]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +535,7 @@ func (x *APIKey) String() string {
 func (*APIKey) ProtoMessage() {}
 
 func (x *APIKey) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[5]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +548,7 @@ func (x *APIKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use APIKey.ProtoReflect.Descriptor instead.
 func (*APIKey) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *APIKey) GetId() string {
@@ -537,7 +601,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[6]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +613,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[6]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +626,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Settings) GetRequireApiKey() bool {
@@ -626,7 +690,7 @@ type Combo struct {
 
 func (x *Combo) Reset() {
 	*x = Combo{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +702,7 @@ func (x *Combo) String() string {
 func (*Combo) ProtoMessage() {}
 
 func (x *Combo) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +715,7 @@ func (x *Combo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Combo.ProtoReflect.Descriptor instead.
 func (*Combo) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Combo) GetName() string {
@@ -680,7 +744,7 @@ type DisabledModels struct {
 
 func (x *DisabledModels) Reset() {
 	*x = DisabledModels{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +756,7 @@ func (x *DisabledModels) String() string {
 func (*DisabledModels) ProtoMessage() {}
 
 func (x *DisabledModels) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +769,7 @@ func (x *DisabledModels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisabledModels.ProtoReflect.Descriptor instead.
 func (*DisabledModels) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DisabledModels) GetAliases() map[string]*ModelIDs {
@@ -724,7 +788,7 @@ type ModelIDs struct {
 
 func (x *ModelIDs) Reset() {
 	*x = ModelIDs{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -736,7 +800,7 @@ func (x *ModelIDs) String() string {
 func (*ModelIDs) ProtoMessage() {}
 
 func (x *ModelIDs) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -749,7 +813,7 @@ func (x *ModelIDs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelIDs.ProtoReflect.Descriptor instead.
 func (*ModelIDs) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ModelIDs) GetIds() []string {
@@ -779,7 +843,7 @@ type Catalog struct {
 
 func (x *Catalog) Reset() {
 	*x = Catalog{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[10]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +855,7 @@ func (x *Catalog) String() string {
 func (*Catalog) ProtoMessage() {}
 
 func (x *Catalog) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[10]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +868,7 @@ func (x *Catalog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Catalog.ProtoReflect.Descriptor instead.
 func (*Catalog) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Catalog) GetMachineId() string {
@@ -875,7 +939,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[11]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +951,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[11]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +964,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Model) GetId() string {
@@ -977,7 +1041,7 @@ type Cooldown struct {
 
 func (x *Cooldown) Reset() {
 	*x = Cooldown{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[12]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1053,7 @@ func (x *Cooldown) String() string {
 func (*Cooldown) ProtoMessage() {}
 
 func (x *Cooldown) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[12]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1066,7 @@ func (x *Cooldown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cooldown.ProtoReflect.Descriptor instead.
 func (*Cooldown) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Cooldown) GetConnectionId() string {
@@ -1054,6 +1118,297 @@ func (x *Cooldown) GetMessage() string {
 	return ""
 }
 
+// UsageRollup is one machine's usage on one UTC day, rolled up from the
+// SB_USAGE events. Stored in sb_usage_rollups under "<machine_id>.<day>".
+type UsageRollup struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	MachineId string                 `protobuf:"bytes,1,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	// day is the UTC day, "2006-01-02".
+	Day  string      `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
+	Rows []*UsageRow `protobuf:"bytes,3,rep,name=rows,proto3" json:"rows,omitempty"`
+	// applied_floor: every SB_USAGE stream sequence at or below it counts as
+	// applied to this document (it was acknowledged by the roll-up consumer).
+	AppliedFloor uint64 `protobuf:"varint,4,opt,name=applied_floor,json=appliedFloor,proto3" json:"applied_floor,omitempty"`
+	// applied_sequences are the stream sequences above applied_floor whose
+	// events are counted here, ascending and delta-encoded: the first is
+	// absolute, each next one is the difference to its predecessor.
+	AppliedSequences []uint64               `protobuf:"varint,5,rep,packed,name=applied_sequences,json=appliedSequences,proto3" json:"applied_sequences,omitempty"`
+	UpdatedAt        *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UsageRollup) Reset() {
+	*x = UsageRollup{}
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRollup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRollup) ProtoMessage() {}
+
+func (x *UsageRollup) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRollup.ProtoReflect.Descriptor instead.
+func (*UsageRollup) Descriptor() ([]byte, []int) {
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UsageRollup) GetMachineId() string {
+	if x != nil {
+		return x.MachineId
+	}
+	return ""
+}
+
+func (x *UsageRollup) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *UsageRollup) GetRows() []*UsageRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *UsageRollup) GetAppliedFloor() uint64 {
+	if x != nil {
+		return x.AppliedFloor
+	}
+	return 0
+}
+
+func (x *UsageRollup) GetAppliedSequences() []uint64 {
+	if x != nil {
+		return x.AppliedSequences
+	}
+	return nil
+}
+
+func (x *UsageRollup) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+// UsageRow counts the requests of one UTC hour for one provider, model,
+// connection, API key and endpoint.
+type UsageRow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// hour is the UTC hour of the day, 0 to 23.
+	Hour         int32  `protobuf:"varint,1,opt,name=hour,proto3" json:"hour,omitempty"`
+	Provider     string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	Model        string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	ConnectionId string `protobuf:"bytes,4,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	// key_id is empty for requests without an API key.
+	KeyId         string         `protobuf:"bytes,5,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	Endpoint      string         `protobuf:"bytes,6,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Counters      *UsageCounters `protobuf:"bytes,7,opt,name=counters,proto3" json:"counters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageRow) Reset() {
+	*x = UsageRow{}
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRow) ProtoMessage() {}
+
+func (x *UsageRow) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
+func (*UsageRow) Descriptor() ([]byte, []int) {
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UsageRow) GetHour() int32 {
+	if x != nil {
+		return x.Hour
+	}
+	return 0
+}
+
+func (x *UsageRow) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *UsageRow) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *UsageRow) GetConnectionId() string {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return ""
+}
+
+func (x *UsageRow) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *UsageRow) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *UsageRow) GetCounters() *UsageCounters {
+	if x != nil {
+		return x.Counters
+	}
+	return nil
+}
+
+// UsageCounters are the sums of a set of usage events.
+type UsageCounters struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Requests int64                  `protobuf:"varint,1,opt,name=requests,proto3" json:"requests,omitempty"`
+	// errors counts requests answered with a status of 400 or more.
+	Errors           int64 `protobuf:"varint,2,opt,name=errors,proto3" json:"errors,omitempty"`
+	PromptTokens     int64 `protobuf:"varint,3,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens int64 `protobuf:"varint,4,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	TotalTokens      int64 `protobuf:"varint,5,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	CachedTokens     int64 `protobuf:"varint,6,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	ReasoningTokens  int64 `protobuf:"varint,7,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
+	// latency_ms is the sum of the requests' latencies.
+	LatencyMs     int64 `protobuf:"varint,8,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageCounters) Reset() {
+	*x = UsageCounters{}
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageCounters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageCounters) ProtoMessage() {}
+
+func (x *UsageCounters) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageCounters.ProtoReflect.Descriptor instead.
+func (*UsageCounters) Descriptor() ([]byte, []int) {
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *UsageCounters) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *UsageCounters) GetErrors() int64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
+func (x *UsageCounters) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *UsageCounters) GetCompletionTokens() int64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *UsageCounters) GetTotalTokens() int64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *UsageCounters) GetCachedTokens() int64 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *UsageCounters) GetReasoningTokens() int64 {
+	if x != nil {
+		return x.ReasoningTokens
+	}
+	return 0
+}
+
+func (x *UsageCounters) GetLatencyMs() int64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
 var File_switchboard_bus_v1_state_proto protoreflect.FileDescriptor
 
 const file_switchboard_bus_v1_state_proto_rawDesc = "" +
@@ -1082,12 +1437,18 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x85\x01\n" +
+	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xc4\x01\n" +
 	"\fProviderData\x12\x19\n" +
 	"\bbase_url\x18\x01 \x01(\tR\abaseUrl\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12%\n" +
 	"\x0eenabled_models\x18\x03 \x03(\tR\renabledModels\x12\x1b\n" +
-	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\"j\n" +
+	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\x12=\n" +
+	"\acaveman\x18\x05 \x01(\v2#.switchboard.bus.v1.CavemanOverrideR\acaveman\"R\n" +
+	"\x0fCavemanOverride\x12\x1d\n" +
+	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\tR\x05levelB\n" +
+	"\n" +
+	"\b_enabled\"j\n" +
 	"\aSecrets\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12!\n" +
 	"\faccess_token\x18\x02 \x01(\tR\vaccessToken\x12#\n" +
@@ -1161,7 +1522,34 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\x05level\x18\x04 \x01(\x05R\x05level\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06status\x18\x06 \x01(\x05R\x06status\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessageBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
+	"\amessage\x18\a \x01(\tR\amessage\"\xfd\x01\n" +
+	"\vUsageRollup\x12\x1d\n" +
+	"\n" +
+	"machine_id\x18\x01 \x01(\tR\tmachineId\x12\x10\n" +
+	"\x03day\x18\x02 \x01(\tR\x03day\x120\n" +
+	"\x04rows\x18\x03 \x03(\v2\x1c.switchboard.bus.v1.UsageRowR\x04rows\x12#\n" +
+	"\rapplied_floor\x18\x04 \x01(\x04R\fappliedFloor\x12+\n" +
+	"\x11applied_sequences\x18\x05 \x03(\x04R\x10appliedSequences\x129\n" +
+	"\n" +
+	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xe7\x01\n" +
+	"\bUsageRow\x12\x12\n" +
+	"\x04hour\x18\x01 \x01(\x05R\x04hour\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12#\n" +
+	"\rconnection_id\x18\x04 \x01(\tR\fconnectionId\x12\x15\n" +
+	"\x06key_id\x18\x05 \x01(\tR\x05keyId\x12\x1a\n" +
+	"\bendpoint\x18\x06 \x01(\tR\bendpoint\x12=\n" +
+	"\bcounters\x18\a \x01(\v2!.switchboard.bus.v1.UsageCountersR\bcounters\"\xa7\x02\n" +
+	"\rUsageCounters\x12\x1a\n" +
+	"\brequests\x18\x01 \x01(\x03R\brequests\x12\x16\n" +
+	"\x06errors\x18\x02 \x01(\x03R\x06errors\x12#\n" +
+	"\rprompt_tokens\x18\x03 \x01(\x03R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\x04 \x01(\x03R\x10completionTokens\x12!\n" +
+	"\ftotal_tokens\x18\x05 \x01(\x03R\vtotalTokens\x12#\n" +
+	"\rcached_tokens\x18\x06 \x01(\x03R\fcachedTokens\x12)\n" +
+	"\x10reasoning_tokens\x18\a \x01(\x03R\x0freasoningTokens\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\b \x01(\x03R\tlatencyMsBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
 
 var (
 	file_switchboard_bus_v1_state_proto_rawDescOnce sync.Once
@@ -1175,46 +1563,54 @@ func file_switchboard_bus_v1_state_proto_rawDescGZIP() []byte {
 	return file_switchboard_bus_v1_state_proto_rawDescData
 }
 
-var file_switchboard_bus_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_switchboard_bus_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_switchboard_bus_v1_state_proto_goTypes = []any{
 	(*Machine)(nil),               // 0: switchboard.bus.v1.Machine
 	(*Connection)(nil),            // 1: switchboard.bus.v1.Connection
 	(*ProviderData)(nil),          // 2: switchboard.bus.v1.ProviderData
-	(*Secrets)(nil),               // 3: switchboard.bus.v1.Secrets
-	(*OAuthState)(nil),            // 4: switchboard.bus.v1.OAuthState
-	(*APIKey)(nil),                // 5: switchboard.bus.v1.APIKey
-	(*Settings)(nil),              // 6: switchboard.bus.v1.Settings
-	(*Combo)(nil),                 // 7: switchboard.bus.v1.Combo
-	(*DisabledModels)(nil),        // 8: switchboard.bus.v1.DisabledModels
-	(*ModelIDs)(nil),              // 9: switchboard.bus.v1.ModelIDs
-	(*Catalog)(nil),               // 10: switchboard.bus.v1.Catalog
-	(*Model)(nil),                 // 11: switchboard.bus.v1.Model
-	(*Cooldown)(nil),              // 12: switchboard.bus.v1.Cooldown
-	nil,                           // 13: switchboard.bus.v1.Settings.AliasesEntry
-	nil,                           // 14: switchboard.bus.v1.DisabledModels.AliasesEntry
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*CavemanOverride)(nil),       // 3: switchboard.bus.v1.CavemanOverride
+	(*Secrets)(nil),               // 4: switchboard.bus.v1.Secrets
+	(*OAuthState)(nil),            // 5: switchboard.bus.v1.OAuthState
+	(*APIKey)(nil),                // 6: switchboard.bus.v1.APIKey
+	(*Settings)(nil),              // 7: switchboard.bus.v1.Settings
+	(*Combo)(nil),                 // 8: switchboard.bus.v1.Combo
+	(*DisabledModels)(nil),        // 9: switchboard.bus.v1.DisabledModels
+	(*ModelIDs)(nil),              // 10: switchboard.bus.v1.ModelIDs
+	(*Catalog)(nil),               // 11: switchboard.bus.v1.Catalog
+	(*Model)(nil),                 // 12: switchboard.bus.v1.Model
+	(*Cooldown)(nil),              // 13: switchboard.bus.v1.Cooldown
+	(*UsageRollup)(nil),           // 14: switchboard.bus.v1.UsageRollup
+	(*UsageRow)(nil),              // 15: switchboard.bus.v1.UsageRow
+	(*UsageCounters)(nil),         // 16: switchboard.bus.v1.UsageCounters
+	nil,                           // 17: switchboard.bus.v1.Settings.AliasesEntry
+	nil,                           // 18: switchboard.bus.v1.DisabledModels.AliasesEntry
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
 }
 var file_switchboard_bus_v1_state_proto_depIdxs = []int32{
-	15, // 0: switchboard.bus.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	19, // 0: switchboard.bus.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 1: switchboard.bus.v1.Connection.data:type_name -> switchboard.bus.v1.ProviderData
-	4,  // 2: switchboard.bus.v1.Connection.oauth:type_name -> switchboard.bus.v1.OAuthState
-	15, // 3: switchboard.bus.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	15, // 4: switchboard.bus.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
-	15, // 5: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 6: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	13, // 7: switchboard.bus.v1.Settings.aliases:type_name -> switchboard.bus.v1.Settings.AliasesEntry
-	7,  // 8: switchboard.bus.v1.Settings.combos:type_name -> switchboard.bus.v1.Combo
-	14, // 9: switchboard.bus.v1.DisabledModels.aliases:type_name -> switchboard.bus.v1.DisabledModels.AliasesEntry
-	11, // 10: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
-	15, // 11: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
-	15, // 12: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 13: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
-	9,  // 14: switchboard.bus.v1.DisabledModels.AliasesEntry.value:type_name -> switchboard.bus.v1.ModelIDs
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	5,  // 2: switchboard.bus.v1.Connection.oauth:type_name -> switchboard.bus.v1.OAuthState
+	19, // 3: switchboard.bus.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	19, // 4: switchboard.bus.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	3,  // 5: switchboard.bus.v1.ProviderData.caveman:type_name -> switchboard.bus.v1.CavemanOverride
+	19, // 6: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
+	19, // 7: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	17, // 8: switchboard.bus.v1.Settings.aliases:type_name -> switchboard.bus.v1.Settings.AliasesEntry
+	8,  // 9: switchboard.bus.v1.Settings.combos:type_name -> switchboard.bus.v1.Combo
+	18, // 10: switchboard.bus.v1.DisabledModels.aliases:type_name -> switchboard.bus.v1.DisabledModels.AliasesEntry
+	12, // 11: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
+	19, // 12: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
+	19, // 13: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
+	19, // 14: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
+	15, // 15: switchboard.bus.v1.UsageRollup.rows:type_name -> switchboard.bus.v1.UsageRow
+	19, // 16: switchboard.bus.v1.UsageRollup.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 17: switchboard.bus.v1.UsageRow.counters:type_name -> switchboard.bus.v1.UsageCounters
+	10, // 18: switchboard.bus.v1.DisabledModels.AliasesEntry.value:type_name -> switchboard.bus.v1.ModelIDs
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_bus_v1_state_proto_init() }
@@ -1222,13 +1618,14 @@ func file_switchboard_bus_v1_state_proto_init() {
 	if File_switchboard_bus_v1_state_proto != nil {
 		return
 	}
+	file_switchboard_bus_v1_state_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_bus_v1_state_proto_rawDesc), len(file_switchboard_bus_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -180,6 +180,8 @@ type ProviderSpecificData struct {
 	Prefix        string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	EnabledModels []string               `protobuf:"bytes,3,rep,name=enabled_models,json=enabledModels,proto3" json:"enabled_models,omitempty"`
 	ProxyUrl      string                 `protobuf:"bytes,4,opt,name=proxy_url,json=proxyUrl,proto3" json:"proxy_url,omitempty"`
+	// caveman overrides the machine's terse-output setting.
+	Caveman       *CavemanOverride `protobuf:"bytes,5,opt,name=caveman,proto3" json:"caveman,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -242,6 +244,65 @@ func (x *ProviderSpecificData) GetProxyUrl() string {
 	return ""
 }
 
+func (x *ProviderSpecificData) GetCaveman() *CavemanOverride {
+	if x != nil {
+		return x.Caveman
+	}
+	return nil
+}
+
+type CavemanOverride struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Enabled       *bool                  `protobuf:"varint,1,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
+	Level         string                 `protobuf:"bytes,2,opt,name=level,proto3" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CavemanOverride) Reset() {
+	*x = CavemanOverride{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CavemanOverride) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CavemanOverride) ProtoMessage() {}
+
+func (x *CavemanOverride) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CavemanOverride.ProtoReflect.Descriptor instead.
+func (*CavemanOverride) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CavemanOverride) GetEnabled() bool {
+	if x != nil && x.Enabled != nil {
+		return *x.Enabled
+	}
+	return false
+}
+
+func (x *CavemanOverride) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
 // OAuthTokens are the tokens of an OAuth connection and where to refresh them.
 type OAuthTokens struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -257,7 +318,7 @@ type OAuthTokens struct {
 
 func (x *OAuthTokens) Reset() {
 	*x = OAuthTokens{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[2]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +330,7 @@ func (x *OAuthTokens) String() string {
 func (*OAuthTokens) ProtoMessage() {}
 
 func (x *OAuthTokens) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[2]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +343,7 @@ func (x *OAuthTokens) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuthTokens.ProtoReflect.Descriptor instead.
 func (*OAuthTokens) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *OAuthTokens) GetAccessToken() string {
@@ -337,7 +398,7 @@ type CreateConnectionRequest struct {
 
 func (x *CreateConnectionRequest) Reset() {
 	*x = CreateConnectionRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[3]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +410,7 @@ func (x *CreateConnectionRequest) String() string {
 func (*CreateConnectionRequest) ProtoMessage() {}
 
 func (x *CreateConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[3]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +423,7 @@ func (x *CreateConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConnectionRequest.ProtoReflect.Descriptor instead.
 func (*CreateConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateConnectionRequest) GetProvider() string {
@@ -423,7 +484,7 @@ type CreateConnectionResponse struct {
 
 func (x *CreateConnectionResponse) Reset() {
 	*x = CreateConnectionResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[4]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -435,7 +496,7 @@ func (x *CreateConnectionResponse) String() string {
 func (*CreateConnectionResponse) ProtoMessage() {}
 
 func (x *CreateConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[4]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -448,7 +509,7 @@ func (x *CreateConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConnectionResponse.ProtoReflect.Descriptor instead.
 func (*CreateConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateConnectionResponse) GetConnection() *Connection {
@@ -466,7 +527,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[5]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +539,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[5]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +552,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 type ListConnectionsResponse struct {
@@ -503,7 +564,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[6]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +576,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[6]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +589,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -547,7 +608,7 @@ type GetConnectionRequest struct {
 
 func (x *GetConnectionRequest) Reset() {
 	*x = GetConnectionRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[7]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +620,7 @@ func (x *GetConnectionRequest) String() string {
 func (*GetConnectionRequest) ProtoMessage() {}
 
 func (x *GetConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[7]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +633,7 @@ func (x *GetConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConnectionRequest.ProtoReflect.Descriptor instead.
 func (*GetConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetConnectionRequest) GetId() string {
@@ -591,7 +652,7 @@ type GetConnectionResponse struct {
 
 func (x *GetConnectionResponse) Reset() {
 	*x = GetConnectionResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[8]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +664,7 @@ func (x *GetConnectionResponse) String() string {
 func (*GetConnectionResponse) ProtoMessage() {}
 
 func (x *GetConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[8]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +677,7 @@ func (x *GetConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConnectionResponse.ProtoReflect.Descriptor instead.
 func (*GetConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetConnectionResponse) GetConnection() *Connection {
@@ -641,7 +702,7 @@ type UpdateConnectionRequest struct {
 
 func (x *UpdateConnectionRequest) Reset() {
 	*x = UpdateConnectionRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[9]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +714,7 @@ func (x *UpdateConnectionRequest) String() string {
 func (*UpdateConnectionRequest) ProtoMessage() {}
 
 func (x *UpdateConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[9]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +727,7 @@ func (x *UpdateConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConnectionRequest.ProtoReflect.Descriptor instead.
 func (*UpdateConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateConnectionRequest) GetId() string {
@@ -719,13 +780,15 @@ type ProviderSpecificDataPatch struct {
 	Prefix        *string                `protobuf:"bytes,2,opt,name=prefix,proto3,oneof" json:"prefix,omitempty"`
 	EnabledModels *structpb.ListValue    `protobuf:"bytes,3,opt,name=enabled_models,json=enabledModels,proto3" json:"enabled_models,omitempty"`
 	ProxyUrl      *string                `protobuf:"bytes,4,opt,name=proxy_url,json=proxyUrl,proto3,oneof" json:"proxy_url,omitempty"`
+	// caveman, when present, replaces the connection's override.
+	Caveman       *CavemanOverride `protobuf:"bytes,5,opt,name=caveman,proto3" json:"caveman,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProviderSpecificDataPatch) Reset() {
 	*x = ProviderSpecificDataPatch{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[10]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +800,7 @@ func (x *ProviderSpecificDataPatch) String() string {
 func (*ProviderSpecificDataPatch) ProtoMessage() {}
 
 func (x *ProviderSpecificDataPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[10]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +813,7 @@ func (x *ProviderSpecificDataPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSpecificDataPatch.ProtoReflect.Descriptor instead.
 func (*ProviderSpecificDataPatch) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProviderSpecificDataPatch) GetBaseUrl() string {
@@ -781,6 +844,13 @@ func (x *ProviderSpecificDataPatch) GetProxyUrl() string {
 	return ""
 }
 
+func (x *ProviderSpecificDataPatch) GetCaveman() *CavemanOverride {
+	if x != nil {
+		return x.Caveman
+	}
+	return nil
+}
+
 type UpdateConnectionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Connection    *Connection            `protobuf:"bytes,1,opt,name=connection,proto3" json:"connection,omitempty"`
@@ -790,7 +860,7 @@ type UpdateConnectionResponse struct {
 
 func (x *UpdateConnectionResponse) Reset() {
 	*x = UpdateConnectionResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[11]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +872,7 @@ func (x *UpdateConnectionResponse) String() string {
 func (*UpdateConnectionResponse) ProtoMessage() {}
 
 func (x *UpdateConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[11]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +885,7 @@ func (x *UpdateConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConnectionResponse.ProtoReflect.Descriptor instead.
 func (*UpdateConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateConnectionResponse) GetConnection() *Connection {
@@ -834,7 +904,7 @@ type DeleteConnectionRequest struct {
 
 func (x *DeleteConnectionRequest) Reset() {
 	*x = DeleteConnectionRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[12]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +916,7 @@ func (x *DeleteConnectionRequest) String() string {
 func (*DeleteConnectionRequest) ProtoMessage() {}
 
 func (x *DeleteConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[12]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +929,7 @@ func (x *DeleteConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConnectionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteConnectionRequest) GetId() string {
@@ -879,7 +949,7 @@ type DeleteConnectionResponse struct {
 
 func (x *DeleteConnectionResponse) Reset() {
 	*x = DeleteConnectionResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +961,7 @@ func (x *DeleteConnectionResponse) String() string {
 func (*DeleteConnectionResponse) ProtoMessage() {}
 
 func (x *DeleteConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +974,7 @@ func (x *DeleteConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConnectionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteConnectionResponse) GetId() string {
@@ -933,7 +1003,7 @@ type APIKey struct {
 
 func (x *APIKey) Reset() {
 	*x = APIKey{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1015,7 @@ func (x *APIKey) String() string {
 func (*APIKey) ProtoMessage() {}
 
 func (x *APIKey) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1028,7 @@ func (x *APIKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use APIKey.ProtoReflect.Descriptor instead.
 func (*APIKey) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *APIKey) GetId() string {
@@ -998,7 +1068,7 @@ type CreateAPIKeyRequest struct {
 
 func (x *CreateAPIKeyRequest) Reset() {
 	*x = CreateAPIKeyRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1080,7 @@ func (x *CreateAPIKeyRequest) String() string {
 func (*CreateAPIKeyRequest) ProtoMessage() {}
 
 func (x *CreateAPIKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1093,7 @@ func (x *CreateAPIKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPIKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateAPIKeyRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateAPIKeyRequest) GetName() string {
@@ -1047,7 +1117,7 @@ type CreateAPIKeyResponse struct {
 
 func (x *CreateAPIKeyResponse) Reset() {
 	*x = CreateAPIKeyResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1129,7 @@ func (x *CreateAPIKeyResponse) String() string {
 func (*CreateAPIKeyResponse) ProtoMessage() {}
 
 func (x *CreateAPIKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1142,7 @@ func (x *CreateAPIKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPIKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateAPIKeyResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateAPIKeyResponse) GetKey() string {
@@ -1118,7 +1188,7 @@ type ListAPIKeysRequest struct {
 
 func (x *ListAPIKeysRequest) Reset() {
 	*x = ListAPIKeysRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1200,7 @@ func (x *ListAPIKeysRequest) String() string {
 func (*ListAPIKeysRequest) ProtoMessage() {}
 
 func (x *ListAPIKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1213,7 @@ func (x *ListAPIKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPIKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListAPIKeysRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 type ListAPIKeysResponse struct {
@@ -1155,7 +1225,7 @@ type ListAPIKeysResponse struct {
 
 func (x *ListAPIKeysResponse) Reset() {
 	*x = ListAPIKeysResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1237,7 @@ func (x *ListAPIKeysResponse) String() string {
 func (*ListAPIKeysResponse) ProtoMessage() {}
 
 func (x *ListAPIKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1250,7 @@ func (x *ListAPIKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPIKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListAPIKeysResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListAPIKeysResponse) GetKeys() []*APIKey {
@@ -1199,7 +1269,7 @@ type DeleteAPIKeyRequest struct {
 
 func (x *DeleteAPIKeyRequest) Reset() {
 	*x = DeleteAPIKeyRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1281,7 @@ func (x *DeleteAPIKeyRequest) String() string {
 func (*DeleteAPIKeyRequest) ProtoMessage() {}
 
 func (x *DeleteAPIKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1294,7 @@ func (x *DeleteAPIKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAPIKeyRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAPIKeyRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteAPIKeyRequest) GetId() string {
@@ -1244,7 +1314,7 @@ type DeleteAPIKeyResponse struct {
 
 func (x *DeleteAPIKeyResponse) Reset() {
 	*x = DeleteAPIKeyResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[20]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1326,7 @@ func (x *DeleteAPIKeyResponse) String() string {
 func (*DeleteAPIKeyResponse) ProtoMessage() {}
 
 func (x *DeleteAPIKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[20]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1339,7 @@ func (x *DeleteAPIKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAPIKeyResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAPIKeyResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteAPIKeyResponse) GetId() string {
@@ -1299,7 +1369,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[21]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1381,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[21]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1394,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Settings) GetRequireApiKey() bool {
@@ -1370,7 +1440,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[22]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1452,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[22]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1465,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 type GetSettingsResponse struct {
@@ -1407,7 +1477,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[23]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1489,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[23]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1502,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetSettingsResponse) GetSettings() *Settings {
@@ -1456,7 +1526,7 @@ type UpdateSettingsRequest struct {
 
 func (x *UpdateSettingsRequest) Reset() {
 	*x = UpdateSettingsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[24]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1538,7 @@ func (x *UpdateSettingsRequest) String() string {
 func (*UpdateSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[24]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1551,7 @@ func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdateSettingsRequest) GetRequireApiKey() bool {
@@ -1528,7 +1598,7 @@ type UpdateSettingsResponse struct {
 
 func (x *UpdateSettingsResponse) Reset() {
 	*x = UpdateSettingsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[25]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1610,7 @@ func (x *UpdateSettingsResponse) String() string {
 func (*UpdateSettingsResponse) ProtoMessage() {}
 
 func (x *UpdateSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[25]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1623,7 @@ func (x *UpdateSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettingsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateSettingsResponse) GetSettings() *Settings {
@@ -1575,7 +1645,7 @@ type Machine struct {
 
 func (x *Machine) Reset() {
 	*x = Machine{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[26]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1657,7 @@ func (x *Machine) String() string {
 func (*Machine) ProtoMessage() {}
 
 func (x *Machine) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[26]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1670,7 @@ func (x *Machine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Machine.ProtoReflect.Descriptor instead.
 func (*Machine) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Machine) GetId() string {
@@ -1640,7 +1710,7 @@ type CreateMachineRequest struct {
 
 func (x *CreateMachineRequest) Reset() {
 	*x = CreateMachineRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[27]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1722,7 @@ func (x *CreateMachineRequest) String() string {
 func (*CreateMachineRequest) ProtoMessage() {}
 
 func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[27]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1735,7 @@ func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineRequest.ProtoReflect.Descriptor instead.
 func (*CreateMachineRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateMachineRequest) GetName() string {
@@ -1684,7 +1754,7 @@ type CreateMachineResponse struct {
 
 func (x *CreateMachineResponse) Reset() {
 	*x = CreateMachineResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[28]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1766,7 @@ func (x *CreateMachineResponse) String() string {
 func (*CreateMachineResponse) ProtoMessage() {}
 
 func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[28]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1779,7 @@ func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineResponse.ProtoReflect.Descriptor instead.
 func (*CreateMachineResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateMachineResponse) GetMachine() *Machine {
@@ -1727,7 +1797,7 @@ type ListMachinesRequest struct {
 
 func (x *ListMachinesRequest) Reset() {
 	*x = ListMachinesRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[29]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1809,7 @@ func (x *ListMachinesRequest) String() string {
 func (*ListMachinesRequest) ProtoMessage() {}
 
 func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[29]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1822,7 @@ func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesRequest.ProtoReflect.Descriptor instead.
 func (*ListMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 type ListMachinesResponse struct {
@@ -1764,7 +1834,7 @@ type ListMachinesResponse struct {
 
 func (x *ListMachinesResponse) Reset() {
 	*x = ListMachinesResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[30]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1846,7 @@ func (x *ListMachinesResponse) String() string {
 func (*ListMachinesResponse) ProtoMessage() {}
 
 func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[30]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1859,7 @@ func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesResponse.ProtoReflect.Descriptor instead.
 func (*ListMachinesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListMachinesResponse) GetMachines() []*Machine {
@@ -1808,7 +1878,7 @@ type GetConnectionCredentialsRequest struct {
 
 func (x *GetConnectionCredentialsRequest) Reset() {
 	*x = GetConnectionCredentialsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[31]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1890,7 @@ func (x *GetConnectionCredentialsRequest) String() string {
 func (*GetConnectionCredentialsRequest) ProtoMessage() {}
 
 func (x *GetConnectionCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[31]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1903,7 @@ func (x *GetConnectionCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConnectionCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*GetConnectionCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetConnectionCredentialsRequest) GetConnectionId() string {
@@ -1861,7 +1931,7 @@ type GetConnectionCredentialsResponse struct {
 
 func (x *GetConnectionCredentialsResponse) Reset() {
 	*x = GetConnectionCredentialsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[32]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1943,7 @@ func (x *GetConnectionCredentialsResponse) String() string {
 func (*GetConnectionCredentialsResponse) ProtoMessage() {}
 
 func (x *GetConnectionCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[32]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +1956,7 @@ func (x *GetConnectionCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConnectionCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*GetConnectionCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetConnectionCredentialsResponse) GetConnection() *Connection {
@@ -1959,7 +2029,7 @@ type PutCatalogRequest struct {
 
 func (x *PutCatalogRequest) Reset() {
 	*x = PutCatalogRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[33]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2041,7 @@ func (x *PutCatalogRequest) String() string {
 func (*PutCatalogRequest) ProtoMessage() {}
 
 func (x *PutCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[33]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2054,7 @@ func (x *PutCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCatalogRequest.ProtoReflect.Descriptor instead.
 func (*PutCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PutCatalogRequest) GetConnectionId() string {
@@ -2024,7 +2094,7 @@ type PutCatalogResponse struct {
 
 func (x *PutCatalogResponse) Reset() {
 	*x = PutCatalogResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[34]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2106,7 @@ func (x *PutCatalogResponse) String() string {
 func (*PutCatalogResponse) ProtoMessage() {}
 
 func (x *PutCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[34]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2119,7 @@ func (x *PutCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCatalogResponse.ProtoReflect.Descriptor instead.
 func (*PutCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PutCatalogResponse) GetCount() int32 {
@@ -2068,7 +2138,7 @@ type ClearCooldownsRequest struct {
 
 func (x *ClearCooldownsRequest) Reset() {
 	*x = ClearCooldownsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[35]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2150,7 @@ func (x *ClearCooldownsRequest) String() string {
 func (*ClearCooldownsRequest) ProtoMessage() {}
 
 func (x *ClearCooldownsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[35]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2163,7 @@ func (x *ClearCooldownsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearCooldownsRequest.ProtoReflect.Descriptor instead.
 func (*ClearCooldownsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ClearCooldownsRequest) GetId() string {
@@ -2113,7 +2183,7 @@ type ClearCooldownsResponse struct {
 
 func (x *ClearCooldownsResponse) Reset() {
 	*x = ClearCooldownsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[36]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2195,7 @@ func (x *ClearCooldownsResponse) String() string {
 func (*ClearCooldownsResponse) ProtoMessage() {}
 
 func (x *ClearCooldownsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[36]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2208,7 @@ func (x *ClearCooldownsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearCooldownsResponse.ProtoReflect.Descriptor instead.
 func (*ClearCooldownsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ClearCooldownsResponse) GetId() string {
@@ -2175,7 +2245,7 @@ type StoreTokensRequest struct {
 
 func (x *StoreTokensRequest) Reset() {
 	*x = StoreTokensRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[37]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2257,7 @@ func (x *StoreTokensRequest) String() string {
 func (*StoreTokensRequest) ProtoMessage() {}
 
 func (x *StoreTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[37]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2270,7 @@ func (x *StoreTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreTokensRequest.ProtoReflect.Descriptor instead.
 func (*StoreTokensRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StoreTokensRequest) GetConnectionId() string {
@@ -2264,7 +2334,7 @@ type StoreTokensResponse struct {
 
 func (x *StoreTokensResponse) Reset() {
 	*x = StoreTokensResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[38]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2346,7 @@ func (x *StoreTokensResponse) String() string {
 func (*StoreTokensResponse) ProtoMessage() {}
 
 func (x *StoreTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[38]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2359,7 @@ func (x *StoreTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreTokensResponse.ProtoReflect.Descriptor instead.
 func (*StoreTokensResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StoreTokensResponse) GetGeneration() uint64 {
@@ -2316,7 +2386,7 @@ type GetDisabledModelsRequest struct {
 
 func (x *GetDisabledModelsRequest) Reset() {
 	*x = GetDisabledModelsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[39]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2398,7 @@ func (x *GetDisabledModelsRequest) String() string {
 func (*GetDisabledModelsRequest) ProtoMessage() {}
 
 func (x *GetDisabledModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[39]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2411,7 @@ func (x *GetDisabledModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDisabledModelsRequest.ProtoReflect.Descriptor instead.
 func (*GetDisabledModelsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetDisabledModelsRequest) GetProviderAlias() string {
@@ -2363,7 +2433,7 @@ type GetDisabledModelsResponse struct {
 
 func (x *GetDisabledModelsResponse) Reset() {
 	*x = GetDisabledModelsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[40]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2445,7 @@ func (x *GetDisabledModelsResponse) String() string {
 func (*GetDisabledModelsResponse) ProtoMessage() {}
 
 func (x *GetDisabledModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[40]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2458,7 @@ func (x *GetDisabledModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDisabledModelsResponse.ProtoReflect.Descriptor instead.
 func (*GetDisabledModelsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetDisabledModelsResponse) GetDisabled() map[string]*structpb.ListValue {
@@ -2415,7 +2485,7 @@ type AddDisabledModelsRequest struct {
 
 func (x *AddDisabledModelsRequest) Reset() {
 	*x = AddDisabledModelsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[41]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2497,7 @@ func (x *AddDisabledModelsRequest) String() string {
 func (*AddDisabledModelsRequest) ProtoMessage() {}
 
 func (x *AddDisabledModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[41]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2510,7 @@ func (x *AddDisabledModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDisabledModelsRequest.ProtoReflect.Descriptor instead.
 func (*AddDisabledModelsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AddDisabledModelsRequest) GetProviderAlias() string {
@@ -2466,7 +2536,7 @@ type AddDisabledModelsResponse struct {
 
 func (x *AddDisabledModelsResponse) Reset() {
 	*x = AddDisabledModelsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[42]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2548,7 @@ func (x *AddDisabledModelsResponse) String() string {
 func (*AddDisabledModelsResponse) ProtoMessage() {}
 
 func (x *AddDisabledModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[42]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2561,7 @@ func (x *AddDisabledModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDisabledModelsResponse.ProtoReflect.Descriptor instead.
 func (*AddDisabledModelsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AddDisabledModelsResponse) GetSuccess() bool {
@@ -2512,7 +2582,7 @@ type RemoveDisabledModelsRequest struct {
 
 func (x *RemoveDisabledModelsRequest) Reset() {
 	*x = RemoveDisabledModelsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[43]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2594,7 @@ func (x *RemoveDisabledModelsRequest) String() string {
 func (*RemoveDisabledModelsRequest) ProtoMessage() {}
 
 func (x *RemoveDisabledModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[43]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2607,7 @@ func (x *RemoveDisabledModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDisabledModelsRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDisabledModelsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RemoveDisabledModelsRequest) GetProviderAlias() string {
@@ -2563,7 +2633,7 @@ type RemoveDisabledModelsResponse struct {
 
 func (x *RemoveDisabledModelsResponse) Reset() {
 	*x = RemoveDisabledModelsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[44]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2645,7 @@ func (x *RemoveDisabledModelsResponse) String() string {
 func (*RemoveDisabledModelsResponse) ProtoMessage() {}
 
 func (x *RemoveDisabledModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[44]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2658,7 @@ func (x *RemoveDisabledModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDisabledModelsResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDisabledModelsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RemoveDisabledModelsResponse) GetSuccess() bool {
@@ -2606,7 +2676,7 @@ type GetAliasesRequest struct {
 
 func (x *GetAliasesRequest) Reset() {
 	*x = GetAliasesRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[45]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2688,7 @@ func (x *GetAliasesRequest) String() string {
 func (*GetAliasesRequest) ProtoMessage() {}
 
 func (x *GetAliasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[45]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2701,7 @@ func (x *GetAliasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAliasesRequest.ProtoReflect.Descriptor instead.
 func (*GetAliasesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 type GetAliasesResponse struct {
@@ -2644,7 +2714,7 @@ type GetAliasesResponse struct {
 
 func (x *GetAliasesResponse) Reset() {
 	*x = GetAliasesResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[46]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2726,7 @@ func (x *GetAliasesResponse) String() string {
 func (*GetAliasesResponse) ProtoMessage() {}
 
 func (x *GetAliasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[46]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2739,7 @@ func (x *GetAliasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAliasesResponse.ProtoReflect.Descriptor instead.
 func (*GetAliasesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetAliasesResponse) GetAliases() map[string]string {
@@ -2688,7 +2758,7 @@ type PutAliasesRequest struct {
 
 func (x *PutAliasesRequest) Reset() {
 	*x = PutAliasesRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[47]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2770,7 @@ func (x *PutAliasesRequest) String() string {
 func (*PutAliasesRequest) ProtoMessage() {}
 
 func (x *PutAliasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[47]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2783,7 @@ func (x *PutAliasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAliasesRequest.ProtoReflect.Descriptor instead.
 func (*PutAliasesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PutAliasesRequest) GetAliases() map[string]string {
@@ -2732,7 +2802,7 @@ type PutAliasesResponse struct {
 
 func (x *PutAliasesResponse) Reset() {
 	*x = PutAliasesResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[48]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +2814,7 @@ func (x *PutAliasesResponse) String() string {
 func (*PutAliasesResponse) ProtoMessage() {}
 
 func (x *PutAliasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[48]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +2827,7 @@ func (x *PutAliasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAliasesResponse.ProtoReflect.Descriptor instead.
 func (*PutAliasesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PutAliasesResponse) GetAliases() map[string]string {
@@ -2777,7 +2847,7 @@ type Combo struct {
 
 func (x *Combo) Reset() {
 	*x = Combo{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[49]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2789,7 +2859,7 @@ func (x *Combo) String() string {
 func (*Combo) ProtoMessage() {}
 
 func (x *Combo) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[49]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2802,7 +2872,7 @@ func (x *Combo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Combo.ProtoReflect.Descriptor instead.
 func (*Combo) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Combo) GetName() string {
@@ -2827,7 +2897,7 @@ type GetCombosRequest struct {
 
 func (x *GetCombosRequest) Reset() {
 	*x = GetCombosRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[50]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +2909,7 @@ func (x *GetCombosRequest) String() string {
 func (*GetCombosRequest) ProtoMessage() {}
 
 func (x *GetCombosRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[50]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +2922,7 @@ func (x *GetCombosRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCombosRequest.ProtoReflect.Descriptor instead.
 func (*GetCombosRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 type GetCombosResponse struct {
@@ -2864,7 +2934,7 @@ type GetCombosResponse struct {
 
 func (x *GetCombosResponse) Reset() {
 	*x = GetCombosResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[51]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +2946,7 @@ func (x *GetCombosResponse) String() string {
 func (*GetCombosResponse) ProtoMessage() {}
 
 func (x *GetCombosResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[51]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +2959,7 @@ func (x *GetCombosResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCombosResponse.ProtoReflect.Descriptor instead.
 func (*GetCombosResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetCombosResponse) GetCombos() []*Combo {
@@ -2908,7 +2978,7 @@ type PutCombosRequest struct {
 
 func (x *PutCombosRequest) Reset() {
 	*x = PutCombosRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[52]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +2990,7 @@ func (x *PutCombosRequest) String() string {
 func (*PutCombosRequest) ProtoMessage() {}
 
 func (x *PutCombosRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[52]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3003,7 @@ func (x *PutCombosRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCombosRequest.ProtoReflect.Descriptor instead.
 func (*PutCombosRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PutCombosRequest) GetCombos() []*Combo {
@@ -2952,7 +3022,7 @@ type PutCombosResponse struct {
 
 func (x *PutCombosResponse) Reset() {
 	*x = PutCombosResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[53]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3034,7 @@ func (x *PutCombosResponse) String() string {
 func (*PutCombosResponse) ProtoMessage() {}
 
 func (x *PutCombosResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[53]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2977,7 +3047,7 @@ func (x *PutCombosResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCombosResponse.ProtoReflect.Descriptor instead.
 func (*PutCombosResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PutCombosResponse) GetCombos() []*Combo {
@@ -2996,7 +3066,7 @@ type ListConnectionModelsRequest struct {
 
 func (x *ListConnectionModelsRequest) Reset() {
 	*x = ListConnectionModelsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[54]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3078,7 @@ func (x *ListConnectionModelsRequest) String() string {
 func (*ListConnectionModelsRequest) ProtoMessage() {}
 
 func (x *ListConnectionModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[54]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3091,7 @@ func (x *ListConnectionModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionModelsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListConnectionModelsRequest) GetId() string {
@@ -3042,7 +3112,7 @@ type ConnectionModel struct {
 
 func (x *ConnectionModel) Reset() {
 	*x = ConnectionModel{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[55]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3124,7 @@ func (x *ConnectionModel) String() string {
 func (*ConnectionModel) ProtoMessage() {}
 
 func (x *ConnectionModel) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[55]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3137,7 @@ func (x *ConnectionModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectionModel.ProtoReflect.Descriptor instead.
 func (*ConnectionModel) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ConnectionModel) GetId() string {
@@ -3103,7 +3173,7 @@ type ListConnectionModelsResponse struct {
 
 func (x *ListConnectionModelsResponse) Reset() {
 	*x = ListConnectionModelsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[56]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3185,7 @@ func (x *ListConnectionModelsResponse) String() string {
 func (*ListConnectionModelsResponse) ProtoMessage() {}
 
 func (x *ListConnectionModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[56]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3198,7 @@ func (x *ListConnectionModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionModelsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListConnectionModelsResponse) GetProvider() string {
@@ -3159,6 +3229,572 @@ func (x *ListConnectionModelsResponse) GetWarning() string {
 	return ""
 }
 
+type ApplyUsageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ack_floor is the roll-up consumer's acknowledgement floor: every SB_USAGE
+	// stream sequence at or below it was acknowledged, so already applied.
+	AckFloor      uint64        `protobuf:"varint,1,opt,name=ack_floor,json=ackFloor,proto3" json:"ack_floor,omitempty"`
+	Deltas        []*UsageDelta `protobuf:"bytes,2,rep,name=deltas,proto3" json:"deltas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyUsageRequest) Reset() {
+	*x = ApplyUsageRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyUsageRequest) ProtoMessage() {}
+
+func (x *ApplyUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyUsageRequest.ProtoReflect.Descriptor instead.
+func (*ApplyUsageRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ApplyUsageRequest) GetAckFloor() uint64 {
+	if x != nil {
+		return x.AckFloor
+	}
+	return 0
+}
+
+func (x *ApplyUsageRequest) GetDeltas() []*UsageDelta {
+	if x != nil {
+		return x.Deltas
+	}
+	return nil
+}
+
+// UsageDelta is the roll-up of some usage events of one machine and UTC day.
+type UsageDelta struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	MachineId string                 `protobuf:"bytes,1,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	// day is the UTC day, "2006-01-02".
+	Day  string         `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
+	Rows []*v1.UsageRow `protobuf:"bytes,3,rep,name=rows,proto3" json:"rows,omitempty"`
+	// sequences are the SB_USAGE stream sequences of the events rolled up.
+	Sequences     []uint64 `protobuf:"varint,4,rep,packed,name=sequences,proto3" json:"sequences,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageDelta) Reset() {
+	*x = UsageDelta{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageDelta) ProtoMessage() {}
+
+func (x *UsageDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageDelta.ProtoReflect.Descriptor instead.
+func (*UsageDelta) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *UsageDelta) GetMachineId() string {
+	if x != nil {
+		return x.MachineId
+	}
+	return ""
+}
+
+func (x *UsageDelta) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *UsageDelta) GetRows() []*v1.UsageRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *UsageDelta) GetSequences() []uint64 {
+	if x != nil {
+		return x.Sequences
+	}
+	return nil
+}
+
+type ApplyUsageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// applied counts the deltas added to the roll-ups.
+	Applied int32 `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	// duplicates counts the deltas whose events were all applied before.
+	Duplicates int32 `protobuf:"varint,2,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	// split lists the indexes of deltas that mix applied and new events; none
+	// of their events was applied: send them again, one event per delta.
+	Split         []int32 `protobuf:"varint,3,rep,packed,name=split,proto3" json:"split,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyUsageResponse) Reset() {
+	*x = ApplyUsageResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyUsageResponse) ProtoMessage() {}
+
+func (x *ApplyUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyUsageResponse.ProtoReflect.Descriptor instead.
+func (*ApplyUsageResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ApplyUsageResponse) GetApplied() int32 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *ApplyUsageResponse) GetDuplicates() int32 {
+	if x != nil {
+		return x.Duplicates
+	}
+	return 0
+}
+
+func (x *ApplyUsageResponse) GetSplit() []int32 {
+	if x != nil {
+		return x.Split
+	}
+	return nil
+}
+
+type GetUsageStatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// period is "today" (the UTC day so far, the default), "24h", "7d" or
+	// "30d" (whole UTC days up to now, today included).
+	Period        string `protobuf:"bytes,1,opt,name=period,proto3" json:"period,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageStatsRequest) Reset() {
+	*x = GetUsageStatsRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageStatsRequest) ProtoMessage() {}
+
+func (x *GetUsageStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageStatsRequest.ProtoReflect.Descriptor instead.
+func (*GetUsageStatsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *GetUsageStatsRequest) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+type GetUsageStatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Period        string                 `protobuf:"bytes,1,opt,name=period,proto3" json:"period,omitempty"`
+	From          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Totals        *UsageTotals           `protobuf:"bytes,4,opt,name=totals,proto3" json:"totals,omitempty"`
+	ByProvider    []*UsageBreakdown      `protobuf:"bytes,5,rep,name=by_provider,json=byProvider,proto3" json:"by_provider,omitempty"`
+	ByModel       []*UsageBreakdown      `protobuf:"bytes,6,rep,name=by_model,json=byModel,proto3" json:"by_model,omitempty"`
+	ByConnection  []*UsageBreakdown      `protobuf:"bytes,7,rep,name=by_connection,json=byConnection,proto3" json:"by_connection,omitempty"`
+	ByKey         []*UsageBreakdown      `protobuf:"bytes,8,rep,name=by_key,json=byKey,proto3" json:"by_key,omitempty"`
+	ByEndpoint    []*UsageBreakdown      `protobuf:"bytes,9,rep,name=by_endpoint,json=byEndpoint,proto3" json:"by_endpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageStatsResponse) Reset() {
+	*x = GetUsageStatsResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageStatsResponse) ProtoMessage() {}
+
+func (x *GetUsageStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageStatsResponse.ProtoReflect.Descriptor instead.
+func (*GetUsageStatsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *GetUsageStatsResponse) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *GetUsageStatsResponse) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *GetUsageStatsResponse) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *GetUsageStatsResponse) GetTotals() *UsageTotals {
+	if x != nil {
+		return x.Totals
+	}
+	return nil
+}
+
+func (x *GetUsageStatsResponse) GetByProvider() []*UsageBreakdown {
+	if x != nil {
+		return x.ByProvider
+	}
+	return nil
+}
+
+func (x *GetUsageStatsResponse) GetByModel() []*UsageBreakdown {
+	if x != nil {
+		return x.ByModel
+	}
+	return nil
+}
+
+func (x *GetUsageStatsResponse) GetByConnection() []*UsageBreakdown {
+	if x != nil {
+		return x.ByConnection
+	}
+	return nil
+}
+
+func (x *GetUsageStatsResponse) GetByKey() []*UsageBreakdown {
+	if x != nil {
+		return x.ByKey
+	}
+	return nil
+}
+
+func (x *GetUsageStatsResponse) GetByEndpoint() []*UsageBreakdown {
+	if x != nil {
+		return x.ByEndpoint
+	}
+	return nil
+}
+
+// UsageTotals are sums over a period. Counters are doubles so that JSON
+// carries numbers (protojson writes 64-bit integers as strings); they are
+// exact up to 2^53.
+type UsageTotals struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Requests float64                `protobuf:"fixed64,1,opt,name=requests,proto3" json:"requests,omitempty"`
+	// errors counts requests answered with a status of 400 or more.
+	Errors           float64 `protobuf:"fixed64,2,opt,name=errors,proto3" json:"errors,omitempty"`
+	PromptTokens     float64 `protobuf:"fixed64,3,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens float64 `protobuf:"fixed64,4,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	TotalTokens      float64 `protobuf:"fixed64,5,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	CachedTokens     float64 `protobuf:"fixed64,6,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	ReasoningTokens  float64 `protobuf:"fixed64,7,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
+	AvgLatencyMs     float64 `protobuf:"fixed64,8,opt,name=avg_latency_ms,json=avgLatencyMs,proto3" json:"avg_latency_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UsageTotals) Reset() {
+	*x = UsageTotals{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageTotals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageTotals) ProtoMessage() {}
+
+func (x *UsageTotals) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageTotals.ProtoReflect.Descriptor instead.
+func (*UsageTotals) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *UsageTotals) GetRequests() float64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *UsageTotals) GetErrors() float64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
+func (x *UsageTotals) GetPromptTokens() float64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *UsageTotals) GetCompletionTokens() float64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *UsageTotals) GetTotalTokens() float64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *UsageTotals) GetCachedTokens() float64 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *UsageTotals) GetReasoningTokens() float64 {
+	if x != nil {
+		return x.ReasoningTokens
+	}
+	return 0
+}
+
+func (x *UsageTotals) GetAvgLatencyMs() float64 {
+	if x != nil {
+		return x.AvgLatencyMs
+	}
+	return 0
+}
+
+// UsageBreakdown is one row of a breakdown: its key (provider, model,
+// connection id, API key id or endpoint) and the totals of that key.
+type UsageBreakdown struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// name is the connection's or API key's name, when it still exists.
+	Name             string  `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Requests         float64 `protobuf:"fixed64,3,opt,name=requests,proto3" json:"requests,omitempty"`
+	Errors           float64 `protobuf:"fixed64,4,opt,name=errors,proto3" json:"errors,omitempty"`
+	PromptTokens     float64 `protobuf:"fixed64,5,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens float64 `protobuf:"fixed64,6,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	TotalTokens      float64 `protobuf:"fixed64,7,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	CachedTokens     float64 `protobuf:"fixed64,8,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	ReasoningTokens  float64 `protobuf:"fixed64,9,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
+	AvgLatencyMs     float64 `protobuf:"fixed64,10,opt,name=avg_latency_ms,json=avgLatencyMs,proto3" json:"avg_latency_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UsageBreakdown) Reset() {
+	*x = UsageBreakdown{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageBreakdown) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageBreakdown) ProtoMessage() {}
+
+func (x *UsageBreakdown) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageBreakdown.ProtoReflect.Descriptor instead.
+func (*UsageBreakdown) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *UsageBreakdown) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UsageBreakdown) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UsageBreakdown) GetRequests() float64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *UsageBreakdown) GetErrors() float64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
+func (x *UsageBreakdown) GetPromptTokens() float64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *UsageBreakdown) GetCompletionTokens() float64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *UsageBreakdown) GetTotalTokens() float64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *UsageBreakdown) GetCachedTokens() float64 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *UsageBreakdown) GetReasoningTokens() float64 {
+	if x != nil {
+		return x.ReasoningTokens
+	}
+	return 0
+}
+
+func (x *UsageBreakdown) GetAvgLatencyMs() float64 {
+	if x != nil {
+		return x.AvgLatencyMs
+	}
+	return 0
+}
+
 var File_switchboard_core_v1_admin_proto protoreflect.FileDescriptor
 
 const file_switchboard_core_v1_admin_proto_rawDesc = "" +
@@ -3184,12 +3820,18 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x8d\x01\n" +
+	"updated_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xcd\x01\n" +
 	"\x14ProviderSpecificData\x12\x19\n" +
 	"\bbase_url\x18\x01 \x01(\tR\abaseUrl\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12%\n" +
 	"\x0eenabled_models\x18\x03 \x03(\tR\renabledModels\x12\x1b\n" +
-	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\"\xca\x01\n" +
+	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\x12>\n" +
+	"\acaveman\x18\x05 \x01(\v2$.switchboard.core.v1.CavemanOverrideR\acaveman\"R\n" +
+	"\x0fCavemanOverride\x12\x1d\n" +
+	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\tR\x05levelB\n" +
+	"\n" +
+	"\b_enabled\"\xca\x01\n" +
 	"\vOAuthTokens\x12!\n" +
 	"\faccess_token\x18\x01 \x01(\tR\vaccessToken\x12#\n" +
 	"\rrefresh_token\x18\x02 \x01(\tR\frefreshToken\x12\x1b\n" +
@@ -3233,12 +3875,13 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\b_api_keyB\v\n" +
 	"\t_priorityB\f\n" +
 	"\n" +
-	"_is_active\"\xe3\x01\n" +
+	"_is_active\"\xa3\x02\n" +
 	"\x19ProviderSpecificDataPatch\x12\x1e\n" +
 	"\bbase_url\x18\x01 \x01(\tH\x00R\abaseUrl\x88\x01\x01\x12\x1b\n" +
 	"\x06prefix\x18\x02 \x01(\tH\x01R\x06prefix\x88\x01\x01\x12A\n" +
 	"\x0eenabled_models\x18\x03 \x01(\v2\x1a.google.protobuf.ListValueR\renabledModels\x12 \n" +
-	"\tproxy_url\x18\x04 \x01(\tH\x02R\bproxyUrl\x88\x01\x01B\v\n" +
+	"\tproxy_url\x18\x04 \x01(\tH\x02R\bproxyUrl\x88\x01\x01\x12>\n" +
+	"\acaveman\x18\x05 \x01(\v2$.switchboard.core.v1.CavemanOverrideR\acavemanB\v\n" +
 	"\t_base_urlB\t\n" +
 	"\a_prefixB\f\n" +
 	"\n" +
@@ -3410,7 +4053,58 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12#\n" +
 	"\rconnection_id\x18\x02 \x01(\tR\fconnectionId\x12<\n" +
 	"\x06models\x18\x03 \x03(\v2$.switchboard.core.v1.ConnectionModelR\x06models\x12\x18\n" +
-	"\awarning\x18\x04 \x01(\tR\awarning2\x84\x14\n" +
+	"\awarning\x18\x04 \x01(\tR\awarning\"i\n" +
+	"\x11ApplyUsageRequest\x12\x1b\n" +
+	"\tack_floor\x18\x01 \x01(\x04R\backFloor\x127\n" +
+	"\x06deltas\x18\x02 \x03(\v2\x1f.switchboard.core.v1.UsageDeltaR\x06deltas\"\x8d\x01\n" +
+	"\n" +
+	"UsageDelta\x12\x1d\n" +
+	"\n" +
+	"machine_id\x18\x01 \x01(\tR\tmachineId\x12\x10\n" +
+	"\x03day\x18\x02 \x01(\tR\x03day\x120\n" +
+	"\x04rows\x18\x03 \x03(\v2\x1c.switchboard.bus.v1.UsageRowR\x04rows\x12\x1c\n" +
+	"\tsequences\x18\x04 \x03(\x04R\tsequences\"d\n" +
+	"\x12ApplyUsageResponse\x12\x18\n" +
+	"\aapplied\x18\x01 \x01(\x05R\aapplied\x12\x1e\n" +
+	"\n" +
+	"duplicates\x18\x02 \x01(\x05R\n" +
+	"duplicates\x12\x14\n" +
+	"\x05split\x18\x03 \x03(\x05R\x05split\".\n" +
+	"\x14GetUsageStatsRequest\x12\x16\n" +
+	"\x06period\x18\x01 \x01(\tR\x06period\"\x97\x04\n" +
+	"\x15GetUsageStatsResponse\x12\x16\n" +
+	"\x06period\x18\x01 \x01(\tR\x06period\x12.\n" +
+	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\x128\n" +
+	"\x06totals\x18\x04 \x01(\v2 .switchboard.core.v1.UsageTotalsR\x06totals\x12D\n" +
+	"\vby_provider\x18\x05 \x03(\v2#.switchboard.core.v1.UsageBreakdownR\n" +
+	"byProvider\x12>\n" +
+	"\bby_model\x18\x06 \x03(\v2#.switchboard.core.v1.UsageBreakdownR\abyModel\x12H\n" +
+	"\rby_connection\x18\a \x03(\v2#.switchboard.core.v1.UsageBreakdownR\fbyConnection\x12:\n" +
+	"\x06by_key\x18\b \x03(\v2#.switchboard.core.v1.UsageBreakdownR\x05byKey\x12D\n" +
+	"\vby_endpoint\x18\t \x03(\v2#.switchboard.core.v1.UsageBreakdownR\n" +
+	"byEndpoint\"\xac\x02\n" +
+	"\vUsageTotals\x12\x1a\n" +
+	"\brequests\x18\x01 \x01(\x01R\brequests\x12\x16\n" +
+	"\x06errors\x18\x02 \x01(\x01R\x06errors\x12#\n" +
+	"\rprompt_tokens\x18\x03 \x01(\x01R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\x04 \x01(\x01R\x10completionTokens\x12!\n" +
+	"\ftotal_tokens\x18\x05 \x01(\x01R\vtotalTokens\x12#\n" +
+	"\rcached_tokens\x18\x06 \x01(\x01R\fcachedTokens\x12)\n" +
+	"\x10reasoning_tokens\x18\a \x01(\x01R\x0freasoningTokens\x12$\n" +
+	"\x0eavg_latency_ms\x18\b \x01(\x01R\favgLatencyMs\"\xd5\x02\n" +
+	"\x0eUsageBreakdown\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\brequests\x18\x03 \x01(\x01R\brequests\x12\x16\n" +
+	"\x06errors\x18\x04 \x01(\x01R\x06errors\x12#\n" +
+	"\rprompt_tokens\x18\x05 \x01(\x01R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\x06 \x01(\x01R\x10completionTokens\x12!\n" +
+	"\ftotal_tokens\x18\a \x01(\x01R\vtotalTokens\x12#\n" +
+	"\rcached_tokens\x18\b \x01(\x01R\fcachedTokens\x12)\n" +
+	"\x10reasoning_tokens\x18\t \x01(\x01R\x0freasoningTokens\x12$\n" +
+	"\x0eavg_latency_ms\x18\n" +
+	" \x01(\x01R\favgLatencyMs2\xcb\x15\n" +
 	"\x05Admin\x12o\n" +
 	"\x10CreateConnection\x12,.switchboard.core.v1.CreateConnectionRequest\x1a-.switchboard.core.v1.CreateConnectionResponse\x12l\n" +
 	"\x0fListConnections\x12+.switchboard.core.v1.ListConnectionsRequest\x1a,.switchboard.core.v1.ListConnectionsResponse\x12f\n" +
@@ -3438,7 +4132,10 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\x0eClearCooldowns\x12*.switchboard.core.v1.ClearCooldownsRequest\x1a+.switchboard.core.v1.ClearCooldownsResponse\x12`\n" +
 	"\vStoreTokens\x12'.switchboard.core.v1.StoreTokensRequest\x1a(.switchboard.core.v1.StoreTokensResponse\x12]\n" +
 	"\n" +
-	"PutCatalog\x12&.switchboard.core.v1.PutCatalogRequest\x1a'.switchboard.core.v1.PutCatalogResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
+	"PutCatalog\x12&.switchboard.core.v1.PutCatalogRequest\x1a'.switchboard.core.v1.PutCatalogResponse\x12]\n" +
+	"\n" +
+	"ApplyUsage\x12&.switchboard.core.v1.ApplyUsageRequest\x1a'.switchboard.core.v1.ApplyUsageResponse\x12f\n" +
+	"\rGetUsageStats\x12).switchboard.core.v1.GetUsageStatsRequest\x1a*.switchboard.core.v1.GetUsageStatsResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
 
 var (
 	file_switchboard_core_v1_admin_proto_rawDescOnce sync.Once
@@ -3452,160 +4149,185 @@ func file_switchboard_core_v1_admin_proto_rawDescGZIP() []byte {
 	return file_switchboard_core_v1_admin_proto_rawDescData
 }
 
-var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_switchboard_core_v1_admin_proto_goTypes = []any{
 	(*Connection)(nil),                       // 0: switchboard.core.v1.Connection
 	(*ProviderSpecificData)(nil),             // 1: switchboard.core.v1.ProviderSpecificData
-	(*OAuthTokens)(nil),                      // 2: switchboard.core.v1.OAuthTokens
-	(*CreateConnectionRequest)(nil),          // 3: switchboard.core.v1.CreateConnectionRequest
-	(*CreateConnectionResponse)(nil),         // 4: switchboard.core.v1.CreateConnectionResponse
-	(*ListConnectionsRequest)(nil),           // 5: switchboard.core.v1.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),          // 6: switchboard.core.v1.ListConnectionsResponse
-	(*GetConnectionRequest)(nil),             // 7: switchboard.core.v1.GetConnectionRequest
-	(*GetConnectionResponse)(nil),            // 8: switchboard.core.v1.GetConnectionResponse
-	(*UpdateConnectionRequest)(nil),          // 9: switchboard.core.v1.UpdateConnectionRequest
-	(*ProviderSpecificDataPatch)(nil),        // 10: switchboard.core.v1.ProviderSpecificDataPatch
-	(*UpdateConnectionResponse)(nil),         // 11: switchboard.core.v1.UpdateConnectionResponse
-	(*DeleteConnectionRequest)(nil),          // 12: switchboard.core.v1.DeleteConnectionRequest
-	(*DeleteConnectionResponse)(nil),         // 13: switchboard.core.v1.DeleteConnectionResponse
-	(*APIKey)(nil),                           // 14: switchboard.core.v1.APIKey
-	(*CreateAPIKeyRequest)(nil),              // 15: switchboard.core.v1.CreateAPIKeyRequest
-	(*CreateAPIKeyResponse)(nil),             // 16: switchboard.core.v1.CreateAPIKeyResponse
-	(*ListAPIKeysRequest)(nil),               // 17: switchboard.core.v1.ListAPIKeysRequest
-	(*ListAPIKeysResponse)(nil),              // 18: switchboard.core.v1.ListAPIKeysResponse
-	(*DeleteAPIKeyRequest)(nil),              // 19: switchboard.core.v1.DeleteAPIKeyRequest
-	(*DeleteAPIKeyResponse)(nil),             // 20: switchboard.core.v1.DeleteAPIKeyResponse
-	(*Settings)(nil),                         // 21: switchboard.core.v1.Settings
-	(*GetSettingsRequest)(nil),               // 22: switchboard.core.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),              // 23: switchboard.core.v1.GetSettingsResponse
-	(*UpdateSettingsRequest)(nil),            // 24: switchboard.core.v1.UpdateSettingsRequest
-	(*UpdateSettingsResponse)(nil),           // 25: switchboard.core.v1.UpdateSettingsResponse
-	(*Machine)(nil),                          // 26: switchboard.core.v1.Machine
-	(*CreateMachineRequest)(nil),             // 27: switchboard.core.v1.CreateMachineRequest
-	(*CreateMachineResponse)(nil),            // 28: switchboard.core.v1.CreateMachineResponse
-	(*ListMachinesRequest)(nil),              // 29: switchboard.core.v1.ListMachinesRequest
-	(*ListMachinesResponse)(nil),             // 30: switchboard.core.v1.ListMachinesResponse
-	(*GetConnectionCredentialsRequest)(nil),  // 31: switchboard.core.v1.GetConnectionCredentialsRequest
-	(*GetConnectionCredentialsResponse)(nil), // 32: switchboard.core.v1.GetConnectionCredentialsResponse
-	(*PutCatalogRequest)(nil),                // 33: switchboard.core.v1.PutCatalogRequest
-	(*PutCatalogResponse)(nil),               // 34: switchboard.core.v1.PutCatalogResponse
-	(*ClearCooldownsRequest)(nil),            // 35: switchboard.core.v1.ClearCooldownsRequest
-	(*ClearCooldownsResponse)(nil),           // 36: switchboard.core.v1.ClearCooldownsResponse
-	(*StoreTokensRequest)(nil),               // 37: switchboard.core.v1.StoreTokensRequest
-	(*StoreTokensResponse)(nil),              // 38: switchboard.core.v1.StoreTokensResponse
-	(*GetDisabledModelsRequest)(nil),         // 39: switchboard.core.v1.GetDisabledModelsRequest
-	(*GetDisabledModelsResponse)(nil),        // 40: switchboard.core.v1.GetDisabledModelsResponse
-	(*AddDisabledModelsRequest)(nil),         // 41: switchboard.core.v1.AddDisabledModelsRequest
-	(*AddDisabledModelsResponse)(nil),        // 42: switchboard.core.v1.AddDisabledModelsResponse
-	(*RemoveDisabledModelsRequest)(nil),      // 43: switchboard.core.v1.RemoveDisabledModelsRequest
-	(*RemoveDisabledModelsResponse)(nil),     // 44: switchboard.core.v1.RemoveDisabledModelsResponse
-	(*GetAliasesRequest)(nil),                // 45: switchboard.core.v1.GetAliasesRequest
-	(*GetAliasesResponse)(nil),               // 46: switchboard.core.v1.GetAliasesResponse
-	(*PutAliasesRequest)(nil),                // 47: switchboard.core.v1.PutAliasesRequest
-	(*PutAliasesResponse)(nil),               // 48: switchboard.core.v1.PutAliasesResponse
-	(*Combo)(nil),                            // 49: switchboard.core.v1.Combo
-	(*GetCombosRequest)(nil),                 // 50: switchboard.core.v1.GetCombosRequest
-	(*GetCombosResponse)(nil),                // 51: switchboard.core.v1.GetCombosResponse
-	(*PutCombosRequest)(nil),                 // 52: switchboard.core.v1.PutCombosRequest
-	(*PutCombosResponse)(nil),                // 53: switchboard.core.v1.PutCombosResponse
-	(*ListConnectionModelsRequest)(nil),      // 54: switchboard.core.v1.ListConnectionModelsRequest
-	(*ConnectionModel)(nil),                  // 55: switchboard.core.v1.ConnectionModel
-	(*ListConnectionModelsResponse)(nil),     // 56: switchboard.core.v1.ListConnectionModelsResponse
-	nil,                                      // 57: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
-	nil,                                      // 58: switchboard.core.v1.GetAliasesResponse.AliasesEntry
-	nil,                                      // 59: switchboard.core.v1.PutAliasesRequest.AliasesEntry
-	nil,                                      // 60: switchboard.core.v1.PutAliasesResponse.AliasesEntry
-	(*timestamppb.Timestamp)(nil),            // 61: google.protobuf.Timestamp
-	(*structpb.ListValue)(nil),               // 62: google.protobuf.ListValue
-	(*v1.Model)(nil),                         // 63: switchboard.bus.v1.Model
+	(*CavemanOverride)(nil),                  // 2: switchboard.core.v1.CavemanOverride
+	(*OAuthTokens)(nil),                      // 3: switchboard.core.v1.OAuthTokens
+	(*CreateConnectionRequest)(nil),          // 4: switchboard.core.v1.CreateConnectionRequest
+	(*CreateConnectionResponse)(nil),         // 5: switchboard.core.v1.CreateConnectionResponse
+	(*ListConnectionsRequest)(nil),           // 6: switchboard.core.v1.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),          // 7: switchboard.core.v1.ListConnectionsResponse
+	(*GetConnectionRequest)(nil),             // 8: switchboard.core.v1.GetConnectionRequest
+	(*GetConnectionResponse)(nil),            // 9: switchboard.core.v1.GetConnectionResponse
+	(*UpdateConnectionRequest)(nil),          // 10: switchboard.core.v1.UpdateConnectionRequest
+	(*ProviderSpecificDataPatch)(nil),        // 11: switchboard.core.v1.ProviderSpecificDataPatch
+	(*UpdateConnectionResponse)(nil),         // 12: switchboard.core.v1.UpdateConnectionResponse
+	(*DeleteConnectionRequest)(nil),          // 13: switchboard.core.v1.DeleteConnectionRequest
+	(*DeleteConnectionResponse)(nil),         // 14: switchboard.core.v1.DeleteConnectionResponse
+	(*APIKey)(nil),                           // 15: switchboard.core.v1.APIKey
+	(*CreateAPIKeyRequest)(nil),              // 16: switchboard.core.v1.CreateAPIKeyRequest
+	(*CreateAPIKeyResponse)(nil),             // 17: switchboard.core.v1.CreateAPIKeyResponse
+	(*ListAPIKeysRequest)(nil),               // 18: switchboard.core.v1.ListAPIKeysRequest
+	(*ListAPIKeysResponse)(nil),              // 19: switchboard.core.v1.ListAPIKeysResponse
+	(*DeleteAPIKeyRequest)(nil),              // 20: switchboard.core.v1.DeleteAPIKeyRequest
+	(*DeleteAPIKeyResponse)(nil),             // 21: switchboard.core.v1.DeleteAPIKeyResponse
+	(*Settings)(nil),                         // 22: switchboard.core.v1.Settings
+	(*GetSettingsRequest)(nil),               // 23: switchboard.core.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),              // 24: switchboard.core.v1.GetSettingsResponse
+	(*UpdateSettingsRequest)(nil),            // 25: switchboard.core.v1.UpdateSettingsRequest
+	(*UpdateSettingsResponse)(nil),           // 26: switchboard.core.v1.UpdateSettingsResponse
+	(*Machine)(nil),                          // 27: switchboard.core.v1.Machine
+	(*CreateMachineRequest)(nil),             // 28: switchboard.core.v1.CreateMachineRequest
+	(*CreateMachineResponse)(nil),            // 29: switchboard.core.v1.CreateMachineResponse
+	(*ListMachinesRequest)(nil),              // 30: switchboard.core.v1.ListMachinesRequest
+	(*ListMachinesResponse)(nil),             // 31: switchboard.core.v1.ListMachinesResponse
+	(*GetConnectionCredentialsRequest)(nil),  // 32: switchboard.core.v1.GetConnectionCredentialsRequest
+	(*GetConnectionCredentialsResponse)(nil), // 33: switchboard.core.v1.GetConnectionCredentialsResponse
+	(*PutCatalogRequest)(nil),                // 34: switchboard.core.v1.PutCatalogRequest
+	(*PutCatalogResponse)(nil),               // 35: switchboard.core.v1.PutCatalogResponse
+	(*ClearCooldownsRequest)(nil),            // 36: switchboard.core.v1.ClearCooldownsRequest
+	(*ClearCooldownsResponse)(nil),           // 37: switchboard.core.v1.ClearCooldownsResponse
+	(*StoreTokensRequest)(nil),               // 38: switchboard.core.v1.StoreTokensRequest
+	(*StoreTokensResponse)(nil),              // 39: switchboard.core.v1.StoreTokensResponse
+	(*GetDisabledModelsRequest)(nil),         // 40: switchboard.core.v1.GetDisabledModelsRequest
+	(*GetDisabledModelsResponse)(nil),        // 41: switchboard.core.v1.GetDisabledModelsResponse
+	(*AddDisabledModelsRequest)(nil),         // 42: switchboard.core.v1.AddDisabledModelsRequest
+	(*AddDisabledModelsResponse)(nil),        // 43: switchboard.core.v1.AddDisabledModelsResponse
+	(*RemoveDisabledModelsRequest)(nil),      // 44: switchboard.core.v1.RemoveDisabledModelsRequest
+	(*RemoveDisabledModelsResponse)(nil),     // 45: switchboard.core.v1.RemoveDisabledModelsResponse
+	(*GetAliasesRequest)(nil),                // 46: switchboard.core.v1.GetAliasesRequest
+	(*GetAliasesResponse)(nil),               // 47: switchboard.core.v1.GetAliasesResponse
+	(*PutAliasesRequest)(nil),                // 48: switchboard.core.v1.PutAliasesRequest
+	(*PutAliasesResponse)(nil),               // 49: switchboard.core.v1.PutAliasesResponse
+	(*Combo)(nil),                            // 50: switchboard.core.v1.Combo
+	(*GetCombosRequest)(nil),                 // 51: switchboard.core.v1.GetCombosRequest
+	(*GetCombosResponse)(nil),                // 52: switchboard.core.v1.GetCombosResponse
+	(*PutCombosRequest)(nil),                 // 53: switchboard.core.v1.PutCombosRequest
+	(*PutCombosResponse)(nil),                // 54: switchboard.core.v1.PutCombosResponse
+	(*ListConnectionModelsRequest)(nil),      // 55: switchboard.core.v1.ListConnectionModelsRequest
+	(*ConnectionModel)(nil),                  // 56: switchboard.core.v1.ConnectionModel
+	(*ListConnectionModelsResponse)(nil),     // 57: switchboard.core.v1.ListConnectionModelsResponse
+	(*ApplyUsageRequest)(nil),                // 58: switchboard.core.v1.ApplyUsageRequest
+	(*UsageDelta)(nil),                       // 59: switchboard.core.v1.UsageDelta
+	(*ApplyUsageResponse)(nil),               // 60: switchboard.core.v1.ApplyUsageResponse
+	(*GetUsageStatsRequest)(nil),             // 61: switchboard.core.v1.GetUsageStatsRequest
+	(*GetUsageStatsResponse)(nil),            // 62: switchboard.core.v1.GetUsageStatsResponse
+	(*UsageTotals)(nil),                      // 63: switchboard.core.v1.UsageTotals
+	(*UsageBreakdown)(nil),                   // 64: switchboard.core.v1.UsageBreakdown
+	nil,                                      // 65: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	nil,                                      // 66: switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	nil,                                      // 67: switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	nil,                                      // 68: switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	(*timestamppb.Timestamp)(nil),            // 69: google.protobuf.Timestamp
+	(*structpb.ListValue)(nil),               // 70: google.protobuf.ListValue
+	(*v1.Model)(nil),                         // 71: switchboard.bus.v1.Model
+	(*v1.UsageRow)(nil),                      // 72: switchboard.bus.v1.UsageRow
 }
 var file_switchboard_core_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: switchboard.core.v1.Connection.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	61, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
-	61, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	61, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
-	61, // 4: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 5: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	2,  // 6: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
-	0,  // 7: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	0,  // 8: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
-	0,  // 9: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	10, // 10: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
-	62, // 11: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
-	0,  // 12: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	61, // 13: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	61, // 14: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
-	14, // 15: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
-	21, // 16: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	21, // 17: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	61, // 18: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
-	26, // 19: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
-	26, // 20: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
-	0,  // 21: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
-	63, // 22: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
-	61, // 23: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
-	57, // 24: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
-	58, // 25: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
-	59, // 26: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
-	60, // 27: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
-	49, // 28: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
-	49, // 29: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
-	49, // 30: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
-	55, // 31: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
-	62, // 32: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
-	3,  // 33: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
-	5,  // 34: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
-	7,  // 35: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
-	9,  // 36: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
-	12, // 37: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
-	15, // 38: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
-	17, // 39: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
-	19, // 40: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
-	22, // 41: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
-	24, // 42: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
-	39, // 43: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
-	41, // 44: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
-	43, // 45: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
-	45, // 46: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
-	47, // 47: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
-	50, // 48: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
-	52, // 49: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
-	54, // 50: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
-	27, // 51: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
-	29, // 52: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
-	31, // 53: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
-	35, // 54: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
-	37, // 55: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
-	33, // 56: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
-	4,  // 57: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
-	6,  // 58: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
-	8,  // 59: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
-	11, // 60: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
-	13, // 61: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
-	16, // 62: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
-	18, // 63: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
-	20, // 64: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
-	23, // 65: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
-	25, // 66: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
-	40, // 67: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
-	42, // 68: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
-	44, // 69: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
-	46, // 70: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
-	48, // 71: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
-	51, // 72: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
-	53, // 73: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
-	56, // 74: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
-	28, // 75: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
-	30, // 76: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
-	32, // 77: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
-	36, // 78: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
-	38, // 79: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
-	34, // 80: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
-	57, // [57:81] is the sub-list for method output_type
-	33, // [33:57] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	69, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
+	69, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	69, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 4: switchboard.core.v1.ProviderSpecificData.caveman:type_name -> switchboard.core.v1.CavemanOverride
+	69, // 5: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 6: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	3,  // 7: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
+	0,  // 8: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	0,  // 9: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
+	0,  // 10: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	11, // 11: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
+	70, // 12: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
+	2,  // 13: switchboard.core.v1.ProviderSpecificDataPatch.caveman:type_name -> switchboard.core.v1.CavemanOverride
+	0,  // 14: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	69, // 15: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	69, // 16: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
+	15, // 17: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
+	22, // 18: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
+	22, // 19: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
+	69, // 20: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	27, // 21: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
+	27, // 22: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
+	0,  // 23: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
+	71, // 24: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
+	69, // 25: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
+	65, // 26: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	66, // 27: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	67, // 28: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	68, // 29: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	50, // 30: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	50, // 31: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
+	50, // 32: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	56, // 33: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
+	59, // 34: switchboard.core.v1.ApplyUsageRequest.deltas:type_name -> switchboard.core.v1.UsageDelta
+	72, // 35: switchboard.core.v1.UsageDelta.rows:type_name -> switchboard.bus.v1.UsageRow
+	69, // 36: switchboard.core.v1.GetUsageStatsResponse.from:type_name -> google.protobuf.Timestamp
+	69, // 37: switchboard.core.v1.GetUsageStatsResponse.to:type_name -> google.protobuf.Timestamp
+	63, // 38: switchboard.core.v1.GetUsageStatsResponse.totals:type_name -> switchboard.core.v1.UsageTotals
+	64, // 39: switchboard.core.v1.GetUsageStatsResponse.by_provider:type_name -> switchboard.core.v1.UsageBreakdown
+	64, // 40: switchboard.core.v1.GetUsageStatsResponse.by_model:type_name -> switchboard.core.v1.UsageBreakdown
+	64, // 41: switchboard.core.v1.GetUsageStatsResponse.by_connection:type_name -> switchboard.core.v1.UsageBreakdown
+	64, // 42: switchboard.core.v1.GetUsageStatsResponse.by_key:type_name -> switchboard.core.v1.UsageBreakdown
+	64, // 43: switchboard.core.v1.GetUsageStatsResponse.by_endpoint:type_name -> switchboard.core.v1.UsageBreakdown
+	70, // 44: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
+	4,  // 45: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
+	6,  // 46: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
+	8,  // 47: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
+	10, // 48: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
+	13, // 49: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
+	16, // 50: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
+	18, // 51: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
+	20, // 52: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
+	23, // 53: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
+	25, // 54: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
+	40, // 55: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
+	42, // 56: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
+	44, // 57: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
+	46, // 58: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
+	48, // 59: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
+	51, // 60: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
+	53, // 61: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
+	55, // 62: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
+	28, // 63: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
+	30, // 64: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
+	32, // 65: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
+	36, // 66: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
+	38, // 67: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
+	34, // 68: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
+	58, // 69: switchboard.core.v1.Admin.ApplyUsage:input_type -> switchboard.core.v1.ApplyUsageRequest
+	61, // 70: switchboard.core.v1.Admin.GetUsageStats:input_type -> switchboard.core.v1.GetUsageStatsRequest
+	5,  // 71: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
+	7,  // 72: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
+	9,  // 73: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
+	12, // 74: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
+	14, // 75: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
+	17, // 76: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
+	19, // 77: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
+	21, // 78: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
+	24, // 79: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
+	26, // 80: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
+	41, // 81: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
+	43, // 82: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
+	45, // 83: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
+	47, // 84: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
+	49, // 85: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
+	52, // 86: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
+	54, // 87: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
+	57, // 88: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
+	29, // 89: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
+	31, // 90: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
+	33, // 91: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
+	37, // 92: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
+	39, // 93: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
+	35, // 94: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
+	60, // 95: switchboard.core.v1.Admin.ApplyUsage:output_type -> switchboard.core.v1.ApplyUsageResponse
+	62, // 96: switchboard.core.v1.Admin.GetUsageStats:output_type -> switchboard.core.v1.GetUsageStatsResponse
+	71, // [71:97] is the sub-list for method output_type
+	45, // [45:71] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_admin_proto_init() }
@@ -3613,17 +4335,18 @@ func file_switchboard_core_v1_admin_proto_init() {
 	if File_switchboard_core_v1_admin_proto != nil {
 		return
 	}
-	file_switchboard_core_v1_admin_proto_msgTypes[3].OneofWrappers = []any{}
-	file_switchboard_core_v1_admin_proto_msgTypes[9].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[2].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[4].OneofWrappers = []any{}
 	file_switchboard_core_v1_admin_proto_msgTypes[10].OneofWrappers = []any{}
-	file_switchboard_core_v1_admin_proto_msgTypes[24].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[11].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_admin_proto_rawDesc), len(file_switchboard_core_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   61,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,8 @@ const (
 	Admin_ClearCooldowns_FullMethodName           = "/switchboard.core.v1.Admin/ClearCooldowns"
 	Admin_StoreTokens_FullMethodName              = "/switchboard.core.v1.Admin/StoreTokens"
 	Admin_PutCatalog_FullMethodName               = "/switchboard.core.v1.Admin/PutCatalog"
+	Admin_ApplyUsage_FullMethodName               = "/switchboard.core.v1.Admin/ApplyUsage"
+	Admin_GetUsageStats_FullMethodName            = "/switchboard.core.v1.Admin/GetUsageStats"
 )
 
 // AdminClient is the client API for Admin service.
@@ -87,6 +89,13 @@ type AdminClient interface {
 	// PutCatalog stores a connection's fetched model list. It is for workers
 	// and has no HTTP route.
 	PutCatalog(ctx context.Context, in *PutCatalogRequest, opts ...grpc.CallOption) (*PutCatalogResponse, error)
+	// ApplyUsage adds a batch of SB_USAGE events, rolled up by the usage
+	// worker, to the usage roll-ups, each event once. It is for workers and has
+	// no HTTP route; it acts on the machines the deltas name.
+	ApplyUsage(ctx context.Context, in *ApplyUsageRequest, opts ...grpc.CallOption) (*ApplyUsageResponse, error)
+	// GetUsageStats answers a machine's usage totals and breakdowns over a
+	// period, from the roll-ups.
+	GetUsageStats(ctx context.Context, in *GetUsageStatsRequest, opts ...grpc.CallOption) (*GetUsageStatsResponse, error)
 }
 
 type adminClient struct {
@@ -337,6 +346,26 @@ func (c *adminClient) PutCatalog(ctx context.Context, in *PutCatalogRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) ApplyUsage(ctx context.Context, in *ApplyUsageRequest, opts ...grpc.CallOption) (*ApplyUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApplyUsageResponse)
+	err := c.cc.Invoke(ctx, Admin_ApplyUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) GetUsageStats(ctx context.Context, in *GetUsageStatsRequest, opts ...grpc.CallOption) (*GetUsageStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUsageStatsResponse)
+	err := c.cc.Invoke(ctx, Admin_GetUsageStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -379,6 +408,13 @@ type AdminServer interface {
 	// PutCatalog stores a connection's fetched model list. It is for workers
 	// and has no HTTP route.
 	PutCatalog(context.Context, *PutCatalogRequest) (*PutCatalogResponse, error)
+	// ApplyUsage adds a batch of SB_USAGE events, rolled up by the usage
+	// worker, to the usage roll-ups, each event once. It is for workers and has
+	// no HTTP route; it acts on the machines the deltas name.
+	ApplyUsage(context.Context, *ApplyUsageRequest) (*ApplyUsageResponse, error)
+	// GetUsageStats answers a machine's usage totals and breakdowns over a
+	// period, from the roll-ups.
+	GetUsageStats(context.Context, *GetUsageStatsRequest) (*GetUsageStatsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -460,6 +496,12 @@ func (UnimplementedAdminServer) StoreTokens(context.Context, *StoreTokensRequest
 }
 func (UnimplementedAdminServer) PutCatalog(context.Context, *PutCatalogRequest) (*PutCatalogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PutCatalog not implemented")
+}
+func (UnimplementedAdminServer) ApplyUsage(context.Context, *ApplyUsageRequest) (*ApplyUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApplyUsage not implemented")
+}
+func (UnimplementedAdminServer) GetUsageStats(context.Context, *GetUsageStatsRequest) (*GetUsageStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUsageStats not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -914,6 +956,42 @@ func _Admin_PutCatalog_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ApplyUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApplyUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ApplyUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ApplyUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ApplyUsage(ctx, req.(*ApplyUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_GetUsageStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUsageStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetUsageStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetUsageStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetUsageStats(ctx, req.(*GetUsageStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1016,6 +1094,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PutCatalog",
 			Handler:    _Admin_PutCatalog_Handler,
+		},
+		{
+			MethodName: "ApplyUsage",
+			Handler:    _Admin_ApplyUsage_Handler,
+		},
+		{
+			MethodName: "GetUsageStats",
+			Handler:    _Admin_GetUsageStats_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

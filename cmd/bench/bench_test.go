@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The quick run drives every workload through the gateway and directly, and
+// every request must succeed with the overhead header on gateway answers.
+// Timing is only printed, never asserted.
+func TestQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole service and loads it for about 2 s")
+	}
+	var progress bytes.Buffer
+	rep, err := run(context.Background(), quickOptions(), slog.New(slog.DiscardHandler), &progress)
+	require.NoError(t, err)
+	t.Log("\n" + progress.String())
+
+	require.Len(t, rep.Workloads, len(workloads()))
+	assert.Zero(t, rep.Failures, "failed requests")
+	for _, w := range rep.Workloads {
+		require.Len(t, w.Rounds, 1, w.Name)
+		for _, r := range w.Rounds {
+			for name, s := range map[string]stats{
+				"direct saturation": r.Direct.Saturation, "direct fixed-rate": r.Direct.Fixed,
+				"gateway saturation": r.Gateway.Saturation, "gateway fixed-rate": r.Gateway.Fixed,
+			} {
+				assert.Positive(t, s.Requests, "%s %s: answered requests", w.Name, name)
+				assert.Zero(t, s.NonOK, "%s %s: non-2xx (first: %s)", w.Name, name, s.FirstError)
+				assert.Zero(t, s.Transport, "%s %s: transport errors (first: %s)", w.Name, name, s.FirstError)
+			}
+			for name, s := range map[string]stats{"saturation": r.Gateway.Saturation, "fixed-rate": r.Gateway.Fixed} {
+				assert.Zero(t, s.NoOverhead, "%s gateway %s: answers without the overhead header", w.Name, name)
+				assert.Equal(t, s.Requests, s.Overheads, "%s gateway %s: every answer carries the overhead header", w.Name, name)
+			}
+		}
+		require.NotNil(t, w.Gateway.OverheadP50Us, w.Name)
+	}
+
+	// Both outputs render.
+	require.NoError(t, rep.writeTable(io.Discard))
+	var out bytes.Buffer
+	require.NoError(t, rep.writeJSON(&out))
+	assert.True(t, json.Valid(out.Bytes()))
+}
+
+func TestFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-rate", "0"}, {"-concurrency", "0"}, {"-duration", "-1s"}, {"-rounds", "0"}, {"extra"}, {"-nope"},
+	} {
+		assert.Equal(t, exitSetup, runMain(args, io.Discard, io.Discard), "%q", args)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	xs := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for p, want := range map[int]int64{50: 5, 90: 9, 99: 10, 100: 10, 1: 1} {
+		assert.Equal(t, want, percentile(xs, p), "p%d", p)
+	}
+	assert.Zero(t, percentile([]int64(nil), 50))
+	assert.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
+}

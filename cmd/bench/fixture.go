@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/switchboardhq/switchboard/internal/config"
+	"github.com/switchboardhq/switchboard/internal/node"
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+)
+
+// profileLabel is the profiler label that tells the load client, the fake
+// upstream and the gateway apart in a CPU profile.
+const profileLabel = "bench"
+
+// Names the fixture gives to what it creates.
+const (
+	connectionName = "bench"
+	upstreamKey    = "sk-bench"
+	upstreamModel  = "text-embedding-3-small"
+	gatewayModel   = "openai/" + upstreamModel
+)
+
+// fixture is the system under test: a fake upstream and a switchboard
+// process serving every role, both in this process on loopback.
+type fixture struct {
+	upstream   *upstreamtest.Server
+	gatewayURL string // http://127.0.0.1:port
+	apiKey     string // a gateway API key of the default machine
+
+	cancel  context.CancelFunc
+	done    chan error
+	dataDir string
+}
+
+// startFixture starts the fake upstream and the gateway, and creates the
+// connection to the fake and an API key through the admin API.
+func startFixture(ctx context.Context, dims int, logger *slog.Logger) (f *fixture, err error) {
+	f = &fixture{}
+	defer func() {
+		if err != nil {
+			f.close()
+			f = nil
+		}
+	}()
+	// Goroutines inherit profiler labels: with -cpuprofile, `go tool pprof
+	// -tagfocus bench=gateway` shows the gateway alone.
+	pprof.Do(ctx, pprof.Labels(profileLabel, "upstream"), func(context.Context) {
+		f.upstream = upstreamtest.NewServer(upstreamtest.WithoutRecording(), upstreamtest.WithEmbeddingDims(dims))
+	})
+	if err := requireLoopback(f.upstream.URL()); err != nil {
+		return nil, err
+	}
+
+	f.dataDir, err = os.MkdirTemp("", "switchboard-bench-")
+	if err != nil {
+		return nil, err
+	}
+	adminToken := "bench-" + rand.Text()
+	cfg := config.Config{
+		HTTPAddr:        "127.0.0.1:0",
+		GRPCAddr:        "127.0.0.1:0",
+		DataDir:         f.dataDir,
+		AdminToken:      adminToken,
+		NATSReplica:     1,
+		PublicURL:       "http://127.0.0.1",
+		ShutdownTimeout: 5 * time.Second,
+		LogLevel:        slog.LevelWarn,
+		LogFormat:       "text",
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var n *node.Node
+	pprof.Do(runCtx, pprof.Labels(profileLabel, "gateway"), func(runCtx context.Context) {
+		n, err = node.Start(runCtx, cfg, logger, node.AllRoles...)
+		if err != nil {
+			return
+		}
+		f.done = make(chan error, 1)
+		go func() { f.done <- n.Run(runCtx) }()
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("start the gateway: %w", err)
+	}
+	f.cancel = cancel
+	f.gatewayURL = "http://" + n.HTTPAddr()
+	if err := requireLoopback(f.gatewayURL); err != nil {
+		return nil, err
+	}
+
+	admin := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	defer admin.CloseIdleConnections()
+	var conn struct {
+		Connection struct {
+			ID string `json:"id"`
+		} `json:"connection"`
+	}
+	err = f.admin(ctx, admin, adminToken, "/api/providers", map[string]any{
+		"provider": "openai", "name": connectionName, "apiKey": upstreamKey,
+		"providerSpecificData": map[string]any{"baseUrl": f.upstream.URL()},
+	}, &conn)
+	if err != nil {
+		return nil, fmt.Errorf("create the connection: %w", err)
+	}
+	if conn.Connection.ID == "" {
+		return nil, errors.New("create the connection: no id in the answer")
+	}
+	var key struct {
+		Key string `json:"key"`
+	}
+	if err := f.admin(ctx, admin, adminToken, "/api/keys", map[string]any{"name": connectionName}, &key); err != nil {
+		return nil, fmt.Errorf("create an API key: %w", err)
+	}
+	if key.Key == "" {
+		return nil, errors.New("create an API key: no key in the answer")
+	}
+	f.apiKey = key.Key
+	return f, nil
+}
+
+// admin POSTs body to an admin route and decodes the 201 answer into out.
+func (f *fixture) admin(ctx context.Context, c *http.Client, token, path string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.gatewayURL+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	return json.Unmarshal(data, out)
+}
+
+// close stops the gateway (waiting for it to drain, at most 30 s) and the
+// fake, and removes the data directory.
+func (f *fixture) close() error {
+	var err error
+	if f.cancel != nil {
+		f.cancel()
+		select {
+		case err = <-f.done:
+		case <-time.After(30 * time.Second):
+			err = errors.New("the gateway did not stop within 30s")
+		}
+	}
+	if f.upstream != nil {
+		f.upstream.Close()
+	}
+	if f.dataDir != "" {
+		err = errors.Join(err, os.RemoveAll(f.dataDir))
+	}
+	return err
+}
+
+// requireLoopback refuses to load anything but this machine.
+func requireLoopback(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	ip := net.ParseIP(u.Hostname())
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("refusing to load %s: not a loopback address", raw)
+	}
+	return nil
+}

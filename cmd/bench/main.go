@@ -1,0 +1,197 @@
+// Command bench measures what the gateway adds to a request. It starts a
+// fake OpenAI upstream and the whole service (as `switchboard serve` runs it)
+// in this process, then drives the same embeddings workloads at the upstream
+// directly and through the gateway, in interleaved rounds:
+//
+//   - a closed-loop saturation phase (-concurrency connections for
+//     -duration) gives requests per second;
+//   - an open-loop phase at a fixed -rate (for -duration) gives p50 and p99
+//     latency, and for the gateway the p50 and p99 of its own added time as
+//     it reports it in X-Switchboard-Overhead-Us.
+//
+// Figures are medians over rounds; the gateway is judged by ratios against the
+// direct calls of the same run (throughput ratio, added p50 and p99), never by
+// absolute times. Every answer that is not 2xx is counted and reported, and
+// makes the program exit with status 1.
+//
+//	go run ./cmd/bench                   # 3 rounds of 5 s per phase
+//	go run ./cmd/bench -quick            # a few seconds, for CI smoke
+//	go run ./cmd/bench -json > out.json  # machine-readable
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+	"time"
+)
+
+// options are the settings of a run.
+type options struct {
+	Duration    time.Duration // of each measured phase
+	Warmup      time.Duration // per workload and target, before the first round
+	Rate        int           // open-loop requests per second
+	Concurrency int           // closed-loop connections
+	Rounds      int
+	Dims        int
+	Quick       bool
+}
+
+// defaultOptions is a full run: about two minutes.
+func defaultOptions() options {
+	return options{
+		Duration:    5 * time.Second,
+		Warmup:      time.Second,
+		Rate:        1000,
+		Concurrency: 32,
+		Rounds:      3,
+		Dims:        1536,
+	}
+}
+
+// quickOptions is a smoke run of one to two seconds of load.
+func quickOptions() options {
+	return options{
+		Duration:    150 * time.Millisecond,
+		Warmup:      50 * time.Millisecond,
+		Rate:        500,
+		Concurrency: 8,
+		Rounds:      1,
+		Dims:        1536,
+		Quick:       true,
+	}
+}
+
+func (o options) validate() error {
+	var errs []error
+	if o.Duration <= 0 || o.Duration > 10*time.Minute {
+		errs = append(errs, errors.New("-duration must be in (0, 10m]"))
+	}
+	if o.Warmup < 0 || o.Warmup > time.Minute {
+		errs = append(errs, errors.New("-warmup must be in [0, 1m]"))
+	}
+	if o.Rate < 1 || o.Rate > 100_000 {
+		errs = append(errs, errors.New("-rate must be in [1, 100000]"))
+	}
+	if o.Concurrency < 1 || o.Concurrency > 1024 {
+		errs = append(errs, errors.New("-concurrency must be in [1, 1024]"))
+	}
+	if o.Rounds < 1 || o.Rounds > 100 {
+		errs = append(errs, errors.New("-rounds must be in [1, 100]"))
+	}
+	if o.Dims < 1 || o.Dims > 16384 {
+		errs = append(errs, errors.New("-dims must be in [1, 16384]"))
+	}
+	return errors.Join(errs...)
+}
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitErrors = 1 // the run completed but some requests failed
+	exitSetup  = 2 // bad flags, or the run could not be made
+)
+
+func main() {
+	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func runMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := defaultOptions()
+	var o options
+	fs.DurationVar(&o.Duration, "duration", def.Duration, "length of each measured phase (saturation and fixed rate, per target, per round)")
+	fs.DurationVar(&o.Warmup, "warmup", def.Warmup, "closed-loop warm-up per workload and target before the first round")
+	fs.IntVar(&o.Rate, "rate", def.Rate, "open-loop requests per second")
+	fs.IntVar(&o.Concurrency, "concurrency", def.Concurrency, "closed-loop concurrent connections")
+	fs.IntVar(&o.Rounds, "rounds", def.Rounds, "interleaved rounds (figures are medians over rounds)")
+	fs.IntVar(&o.Dims, "dims", def.Dims, "embedding vector length served by the fake upstream")
+	fs.BoolVar(&o.Quick, "quick", false, "smoke run of a few seconds (explicit flags still win)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	verbose := fs.Bool("v", false, "log the gateway's warnings and errors to stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (load client, gateway and fake upstream) to this file")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitSetup
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bench: unexpected arguments %q\n", fs.Args())
+		return exitSetup
+	}
+	if o.Quick {
+		// Quick settings fill in what was not set explicitly.
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		q := quickOptions()
+		if !set["duration"] {
+			o.Duration = q.Duration
+		}
+		if !set["warmup"] {
+			o.Warmup = q.Warmup
+		}
+		if !set["rate"] {
+			o.Rate = q.Rate
+		}
+		if !set["concurrency"] {
+			o.Concurrency = q.Concurrency
+		}
+		if !set["rounds"] {
+			o.Rounds = q.Rounds
+		}
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitSetup
+	}
+
+	logger := slog.New(slog.DiscardHandler)
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return exitSetup
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return exitSetup
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	rep, err := run(ctx, o, logger, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitSetup
+	}
+	if *asJSON {
+		err = rep.writeJSON(stdout)
+	} else {
+		err = rep.writeTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitSetup
+	}
+	if n := rep.Failures; n > 0 {
+		fmt.Fprintf(stderr, "bench: FAILED: %d requests did not get a 2xx answer (see the report)\n", n)
+		return exitErrors
+	}
+	return exitOK
+}

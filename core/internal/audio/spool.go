@@ -1,0 +1,86 @@
+package audio
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+)
+
+// DefaultSpoolMemory is how much of an upload a Spool keeps in memory before
+// it moves to a temporary file.
+const DefaultSpoolMemory = 1 << 20
+
+// ErrTooLarge is returned by Spool.Write past the spool's limit.
+var ErrTooLarge = errors.New("audio upload is larger than the limit")
+
+// Spool keeps an upload so that it can be read again from the start, once
+// per upstream attempt: in memory up to a threshold, then in a temporary
+// file that Close removes. It is not safe for concurrent writes; readers
+// made by Reader may run while no write happens.
+type Spool struct {
+	dir    string
+	memMax int
+	limit  int64
+
+	mem  []byte
+	file *os.File
+	size int64
+}
+
+// NewSpool returns a spool that keeps up to memMax bytes in memory, spills
+// the rest to a temporary file in dir (the system's when empty), and refuses
+// more than limit bytes (no limit when limit <= 0).
+func NewSpool(dir string, memMax int, limit int64) *Spool {
+	return &Spool{dir: dir, memMax: memMax, limit: limit}
+}
+
+// Write appends p; past the limit it writes nothing and returns ErrTooLarge.
+func (s *Spool) Write(p []byte) (int, error) {
+	if s.limit > 0 && s.size+int64(len(p)) > s.limit {
+		return 0, ErrTooLarge
+	}
+	if s.file == nil && len(s.mem)+len(p) <= s.memMax {
+		s.mem = append(s.mem, p...)
+		s.size += int64(len(p))
+		return len(p), nil
+	}
+	if s.file == nil {
+		f, err := os.CreateTemp(s.dir, "switchboard-audio-*")
+		if err != nil {
+			return 0, err
+		}
+		s.file = f
+	}
+	n, err := s.file.Write(p)
+	s.size += int64(n)
+	return n, err
+}
+
+// Size is the number of bytes written.
+func (s *Spool) Size() int64 { return s.size }
+
+// Spilled reports whether the spool moved to a temporary file.
+func (s *Spool) Spilled() bool { return s.file != nil }
+
+// Reader returns a reader of everything written, from the start. Each call
+// returns an independent reader.
+func (s *Spool) Reader() io.Reader {
+	head := bytes.NewReader(s.mem)
+	if s.file == nil {
+		return head
+	}
+	return io.MultiReader(head, io.NewSectionReader(s.file, 0, s.size-int64(len(s.mem))))
+}
+
+// Close releases the memory and removes the temporary file.
+func (s *Spool) Close() error {
+	s.mem = nil
+	if s.file == nil {
+		return nil
+	}
+	name := s.file.Name()
+	err := s.file.Close()
+	s.file = nil
+	return errors.Join(err, os.Remove(name))
+}

@@ -1,0 +1,236 @@
+package audio
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboardhq/switchboard/core/internal/dispatch"
+	"github.com/switchboardhq/switchboard/core/internal/routing"
+)
+
+// Transcription response formats (OpenAI's).
+var TranscriptionFormats = []string{"json", "text", "srt", "verbose_json", "vtt"}
+
+// ValidTranscriptionFormat reports whether f is a response_format of
+// /v1/audio/transcriptions (empty means json).
+func ValidTranscriptionFormat(f string) bool {
+	if f == "" {
+		return true
+	}
+	for _, x := range TranscriptionFormats {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// TranscribeRequest is a transcription request after validation; the audio
+// is in a Spool.
+type TranscribeRequest struct {
+	Model string
+	// Filename and ContentType describe the upload as the client sent it;
+	// OpenAI reads the audio format from the file name's extension.
+	Filename               string
+	ContentType            string
+	Language               string
+	Prompt                 string
+	ResponseFormat         string
+	Temperature            *float32
+	TimestampGranularities []string
+}
+
+// Transcription is the answer.
+type Transcription struct {
+	// Body and ContentType are the upstream's answer as it sent it
+	// (OpenAI-style upstreams), or {"text": ...} (other formats).
+	Body        []byte
+	ContentType string
+	// Seconds is the audio duration the upstream reported, 0 when it did not.
+	Seconds float64
+	// Upstream is the time spent waiting on upstreams.
+	Upstream time.Duration
+}
+
+// Transcribe sends the spooled audio to the model's provider, falling back
+// across connections; each attempt reads the spool from its start.
+func (s *Service) Transcribe(ctx context.Context, machineID string, req TranscribeRequest, audio *Spool) (Transcription, dispatch.Result, error) {
+	var out Transcription
+	res, err := s.d.Do(ctx, dispatch.Request{MachineID: machineID, Model: req.Model, Supports: SupportsTranscription},
+		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
+			start := time.Now()
+			defer func() { out.Upstream += time.Since(start) }()
+			if elevenLabs(t.Spec) {
+				return transcribeElevenLabs(ctx, t, c, req, audio, &out)
+			}
+			return transcribeOpenAI(ctx, t, c, req, audio, &out)
+		})
+	return out, res, err
+}
+
+// field is one form field of an upstream multipart body.
+type field struct{ name, value string }
+
+// transcribeOpenAI posts the multipart form to {base}/audio/transcriptions
+// and keeps the answer as it is.
+func transcribeOpenAI(ctx context.Context, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
+	fields := []field{{"model", t.Model}}
+	for _, f := range []field{{"language", req.Language}, {"prompt", req.Prompt}, {"response_format", req.ResponseFormat}} {
+		if f.value != "" {
+			fields = append(fields, f)
+		}
+	}
+	if req.Temperature != nil {
+		fields = append(fields, field{"temperature", strconv.FormatFloat(float64(*req.Temperature), 'g', -1, 32)})
+	}
+	for _, g := range req.TimestampGranularities {
+		fields = append(fields, field{"timestamp_granularities[]", g})
+	}
+	resp, err := postForm(ctx, c, c.BaseURL+"/audio/transcriptions", fields, req, audio)
+	if err != nil {
+		return err
+	}
+	body, err := readAll(resp)
+	if err != nil {
+		return err
+	}
+	out.Body = body
+	out.ContentType = resp.Header.Get("Content-Type")
+	if out.ContentType == "" {
+		out.ContentType = "application/json"
+	}
+	out.Seconds = reportedSeconds(out.ContentType, body)
+	return nil
+}
+
+// reportedSeconds reads the audio duration from a JSON answer: usage.seconds
+// (OpenAI's duration usage), else verbose_json's duration.
+func reportedSeconds(contentType string, body []byte) float64 {
+	if mt, _, _ := mime.ParseMediaType(contentType); mt != "application/json" {
+		return 0
+	}
+	var b struct {
+		Duration float64 `json:"duration"`
+		Usage    struct {
+			Seconds float64 `json:"seconds"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return 0
+	}
+	if b.Usage.Seconds > 0 {
+		return b.Usage.Seconds
+	}
+	return b.Duration
+}
+
+// transcribeElevenLabs posts to {base}/speech-to-text and normalises the
+// answer to {"text": ...} (or the bare text for response_format text).
+func transcribeElevenLabs(ctx context.Context, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
+	fields := []field{{"model_id", t.Model}}
+	if req.Language != "" {
+		fields = append(fields, field{"language_code", req.Language})
+	}
+	if req.Temperature != nil {
+		fields = append(fields, field{"temperature", strconv.FormatFloat(float64(*req.Temperature), 'g', -1, 32)})
+	}
+	resp, err := postForm(ctx, c, c.BaseURL+"/speech-to-text", fields, req, audio)
+	if err != nil {
+		return err
+	}
+	body, err := readAll(resp)
+	if err != nil {
+		return err
+	}
+	var b struct {
+		Text  *string `json:"text"`
+		Words []struct {
+			End float64 `json:"end"`
+		} `json:"words"`
+	}
+	if json.Unmarshal(body, &b) != nil || b.Text == nil {
+		return badUpstream("transcription")
+	}
+	if n := len(b.Words); n > 0 {
+		out.Seconds = b.Words[n-1].End
+	}
+	if req.ResponseFormat == "text" {
+		out.Body, out.ContentType = []byte(*b.Text+"\n"), "text/plain; charset=utf-8"
+		return nil
+	}
+	out.Body, _ = json.Marshal(struct {
+		Text string `json:"text"`
+	}{*b.Text})
+	out.ContentType = "application/json"
+	return nil
+}
+
+// errAbandoned ends a multipart body whose request is over.
+var errAbandoned = errors.New("upstream request finished")
+
+// postForm streams a multipart/form-data body (fields, then the file from
+// the spool) to url: the body is written on the fly through a pipe, so the
+// upload is never assembled in memory. It returns the response of a 2xx.
+func postForm(ctx context.Context, c *dispatch.Conn, url string, fields []field, req TranscribeRequest, audio *Spool) (*http.Response, error) {
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pw.CloseWithError(writeForm(mw, fields, req, audio))
+	}()
+	// The writer must be done with the spool before the attempt returns:
+	// the next attempt, or the spool's removal, follows.
+	defer func() {
+		pr.CloseWithError(errAbandoned)
+		<-done
+	}()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, pr)
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", mw.FormDataContentType())
+	hreq.Header.Set("Accept", "application/json, text/plain, */*")
+	return send(c, hreq)
+}
+
+var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\r", "", "\n", "")
+
+// writeForm writes the form and closes it; it returns the first error.
+func writeForm(mw *multipart.Writer, fields []field, req TranscribeRequest, audio *Spool) error {
+	for _, f := range fields {
+		if err := mw.WriteField(f.name, f.value); err != nil {
+			return err
+		}
+	}
+	name := req.Filename
+	if name == "" {
+		name = "audio"
+	}
+	ct := "application/octet-stream"
+	if mt, params, err := mime.ParseMediaType(req.ContentType); err == nil {
+		if s := mime.FormatMediaType(mt, params); s != "" {
+			ct = s // re-encoded: no header injection
+		}
+	}
+	h := make(textproto.MIMEHeader, 2)
+	h.Set("Content-Disposition", `form-data; name="file"; filename="`+quoteEscaper.Replace(name)+`"`)
+	h.Set("Content-Type", ct)
+	part, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(part, audio.Reader()); err != nil {
+		return err
+	}
+	return mw.Close()
+}

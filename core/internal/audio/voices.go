@@ -1,0 +1,184 @@
+package audio
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/switchboardhq/switchboard/core/internal/dispatch"
+	"github.com/switchboardhq/switchboard/core/internal/routing"
+)
+
+// VoiceProviders are the providers whose voices can be listed.
+var VoiceProviders = []string{"openai", "elevenlabs"}
+
+// ErrUnsupportedVoiceProvider is returned for a provider whose voices
+// cannot be listed.
+var ErrUnsupportedVoiceProvider = errors.New("voices are not listed for this provider")
+
+// Voice is a text-to-speech voice.
+type Voice struct {
+	ID     string
+	Name   string
+	Lang   string
+	Gender string
+	// Model is usable as the model of /v1/audio/speech.
+	Model string
+	// langs are every language the voice is known to speak ("*": any).
+	langs []string
+}
+
+// Voices are a listing.
+type Voices struct {
+	Voices []Voice
+	// Upstream is the time spent waiting on upstreams.
+	Upstream time.Duration
+}
+
+// Models whose voices are listed.
+const (
+	OpenAIVoiceModel     = "gpt-4o-mini-tts"
+	ElevenLabsVoiceModel = "eleven_multilingual_v2"
+)
+
+// LangMultilingual is the lang of voices that speak any language.
+const LangMultilingual = "multilingual"
+
+// openAIVoices are OpenAI's built-in voices (gpt-4o-mini-tts speaks every
+// one of them; tts-1 all but ballad, verse, marin and cedar). OpenAI does not
+// publish genders; these are how the voices are commonly described.
+var openAIVoices = []struct{ id, gender string }{
+	{"alloy", "neutral"}, {"ash", "male"}, {"ballad", "male"}, {"coral", "female"},
+	{"echo", "male"}, {"fable", "neutral"}, {"nova", "female"}, {"onyx", "male"},
+	{"sage", "female"}, {"shimmer", "female"}, {"verse", "male"}, {"marin", "female"},
+	{"cedar", "male"},
+}
+
+// Voices lists a provider's voices that speak lang (any when empty): the
+// fixed list for OpenAI, the account's voices (with a connection's key) for
+// ElevenLabs.
+func (s *Service) Voices(ctx context.Context, machineID, providerID, lang string) (Voices, dispatch.Result, error) {
+	var out Voices
+	var res dispatch.Result
+	var err error
+	switch providerID {
+	case "openai":
+		for _, v := range openAIVoices {
+			out.Voices = append(out.Voices, Voice{
+				ID: v.id, Name: strings.ToUpper(v.id[:1]) + v.id[1:], Lang: LangMultilingual, Gender: v.gender,
+				Model: VoiceModel("openai", OpenAIVoiceModel, v.id), langs: []string{"*"},
+			})
+		}
+	case "elevenlabs":
+		res, err = s.d.Do(ctx, dispatch.Request{MachineID: machineID, Model: "elevenlabs/" + ElevenLabsVoiceModel, Supports: elevenLabs},
+			func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
+				start := time.Now()
+				defer func() { out.Upstream += time.Since(start) }()
+				v, err := elevenLabsVoices(ctx, t, c)
+				out.Voices = v
+				return err
+			})
+	default:
+		return out, res, ErrUnsupportedVoiceProvider
+	}
+	if err != nil || lang == "" {
+		return out, res, err
+	}
+	kept := out.Voices[:0]
+	for _, v := range out.Voices {
+		if speaks(v.langs, lang) {
+			kept = append(kept, v)
+		}
+	}
+	out.Voices = kept
+	return out, res, nil
+}
+
+// speaks reports whether one of langs is lang, comparing base languages
+// ("en" matches "en-US").
+func speaks(langs []string, lang string) bool {
+	base := func(s string) string {
+		s = strings.ToLower(s)
+		if i := strings.IndexAny(s, "-_"); i > 0 {
+			return s[:i]
+		}
+		return s
+	}
+	want := base(lang)
+	for _, l := range langs {
+		if l == "*" || base(l) == want {
+			return true
+		}
+	}
+	return false
+}
+
+// elevenLabsVoices is GET {base}/voices.
+func elevenLabsVoices(ctx context.Context, t routing.Target, c *dispatch.Conn) ([]Voice, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/voices", nil)
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Accept", "application/json")
+	resp, err := send(c, hreq)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := readAll(resp)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		Voices []struct {
+			VoiceID string `json:"voice_id"`
+			Name    string `json:"name"`
+			Labels  struct {
+				Gender   string `json:"gender"`
+				Language string `json:"language"`
+			} `json:"labels"`
+			VerifiedLanguages []struct {
+				Language string `json:"language"`
+			} `json:"verified_languages"`
+			FineTuning struct {
+				Language string `json:"language"`
+			} `json:"fine_tuning"`
+		} `json:"voices"`
+	}
+	if json.Unmarshal(raw, &body) != nil || body.Voices == nil {
+		return nil, badUpstream("voice list")
+	}
+	out := make([]Voice, 0, len(body.Voices))
+	for _, v := range body.Voices {
+		if v.VoiceID == "" {
+			continue
+		}
+		var langs []string
+		for _, l := range append([]string{v.Labels.Language}, v.FineTuning.Language) {
+			if l != "" {
+				langs = append(langs, l)
+			}
+		}
+		for _, l := range v.VerifiedLanguages {
+			if l.Language != "" {
+				langs = append(langs, l.Language)
+			}
+		}
+		lang := ""
+		if len(langs) > 0 {
+			lang = langs[0]
+		}
+		out = append(out, Voice{
+			ID: v.VoiceID, Name: v.Name, Lang: lang, Gender: v.Labels.Gender,
+			Model: VoiceModel(t.Alias, ElevenLabsVoiceModel, v.VoiceID), langs: langs,
+		})
+	}
+	return out, nil
+}
+
+// SupportedVoiceProvider reports whether a provider's voices are listed.
+func SupportedVoiceProvider(id string) bool {
+	return contains(VoiceProviders, id)
+}

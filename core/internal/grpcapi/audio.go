@@ -1,0 +1,196 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/switchboardhq/switchboard/core/internal/audio"
+	"github.com/switchboardhq/switchboard/core/internal/credential"
+	"github.com/switchboardhq/switchboard/core/internal/routing"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// Transcribe turns speech into text. The stream carries one options message
+// and the audio in chunks; the options may come first or, for callers that
+// read them after the file (a multipart form whose file part comes first),
+// after the audio. The audio is spooled, bounded, so that a fallback sends
+// it again whole.
+func (r *Router) Transcribe(stream grpc.ClientStreamingServer[corev1.TranscribeRequest, corev1.TranscribeResponse]) error {
+	start := time.Now()
+	ctx := stream.Context()
+	p, err := r.Auth.Gateway(ctx)
+	if err != nil {
+		return err
+	}
+	spool := r.Audio.NewSpool()
+	defer func() {
+		if err := spool.Close(); err != nil {
+			r.Log.Error("audio spool not removed", "err", err)
+		}
+	}()
+	var opts *corev1.TranscribeOptions
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		switch part := msg.GetPart().(type) {
+		case *corev1.TranscribeRequest_Options:
+			if opts != nil {
+				return invalidParam("options", "invalid_value", "the options were sent twice")
+			}
+			opts = part.Options
+		case *corev1.TranscribeRequest_Audio:
+			if _, err := spool.Write(part.Audio); err != nil {
+				if errors.Is(err, audio.ErrTooLarge) {
+					return audioTooLarge(r.Audio.MaxBytes())
+				}
+				r.Log.Error("audio spool failed", "err", err)
+				return internal("internal error")
+			}
+		}
+	}
+	if err := validTranscription(opts, spool.Size()); err != nil {
+		return err
+	}
+	in := audio.TranscribeRequest{
+		Model:                  opts.GetModel(),
+		Filename:               opts.GetFilename(),
+		ContentType:            opts.GetContentType(),
+		Language:               opts.GetLanguage(),
+		Prompt:                 opts.GetPrompt(),
+		ResponseFormat:         opts.GetResponseFormat(),
+		Temperature:            opts.Temperature,
+		TimestampGranularities: opts.GetTimestampGranularities(),
+	}
+	out, res, err := r.Audio.Transcribe(ctx, p.MachineID, in, spool)
+	_ = grpc.SetHeader(ctx, metadata.Pairs(MDUpstreamUs, strconv.FormatInt(out.Upstream.Microseconds(), 10)))
+	err = gatewayError(r.Log, err, opts.GetModel())
+	ev := &busv1.UsageEvent{Endpoint: "audio.transcriptions"}
+	if err == nil {
+		ev.AudioSeconds = out.Seconds
+	}
+	r.record(ctx, p, res, start, err, ev)
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(&corev1.TranscribeResponse{Body: out.Body, ContentType: out.ContentType})
+}
+
+func validTranscription(opts *corev1.TranscribeOptions, size int64) error {
+	switch {
+	case opts.GetModel() == "":
+		return missingParam("model")
+	case size == 0 && opts.GetFilename() == "":
+		return missingParam("file")
+	case size == 0:
+		return invalidParam("file", "invalid_value", "the uploaded file is empty")
+	case !audio.ValidTranscriptionFormat(opts.GetResponseFormat()):
+		return invalidParam("response_format", "invalid_value",
+			"'response_format' must be one of "+strings.Join(audio.TranscriptionFormats, ", "))
+	case opts.Temperature != nil && (opts.GetTemperature() < 0 || opts.GetTemperature() > 1):
+		return invalidParam("temperature", "invalid_value", "'temperature' must be between 0 and 1")
+	}
+	for _, g := range opts.GetTimestampGranularities() {
+		if g != "word" && g != "segment" {
+			return invalidParam("timestamp_granularities", "invalid_value", "'timestamp_granularities[]' items must be 'word' or 'segment'")
+		}
+	}
+	return nil
+}
+
+// audioTooLarge is the 413 of an upload past the limit.
+func audioTooLarge(limit int64) error {
+	return statusError(codes.InvalidArgument, "request_too_large",
+		fmt.Sprintf("the audio file is larger than %d bytes", limit),
+		MetaParam, "file", MetaHTTPStatus, strconv.Itoa(http.StatusRequestEntityTooLarge))
+}
+
+// Speech turns text into audio, streamed as the upstream sends it: the
+// content type first, then the audio. A failure after the first chunk ends
+// the stream with an error status.
+func (r *Router) Speech(req *corev1.SpeechRequest, stream grpc.ServerStreamingServer[corev1.SpeechResponse]) error {
+	start := time.Now()
+	ctx := stream.Context()
+	p, err := r.Auth.Gateway(ctx)
+	if err != nil {
+		return err
+	}
+	in, err := audio.ParseSpeech(req.GetBody())
+	if err != nil {
+		return audioInvalid(err)
+	}
+	started := false
+	_, res, err := r.Audio.Speech(ctx, p.MachineID, in, func(c audio.Chunk) error {
+		if !started {
+			started = true
+			_ = stream.SetHeader(metadata.Pairs(MDUpstreamUs, strconv.FormatInt(c.Upstream.Microseconds(), 10)))
+			if err := stream.Send(&corev1.SpeechResponse{Part: &corev1.SpeechResponse_ContentType{ContentType: c.ContentType}}); err != nil {
+				return err
+			}
+		}
+		if len(c.Data) == 0 {
+			return nil
+		}
+		return stream.Send(&corev1.SpeechResponse{Part: &corev1.SpeechResponse_Audio{Audio: c.Data}})
+	})
+	err = gatewayError(r.Log, err, in.Model)
+	ev := &busv1.UsageEvent{Endpoint: "audio.speech"}
+	if err == nil {
+		ev.Characters = in.Characters()
+	}
+	r.record(ctx, p, res, start, err, ev)
+	return err
+}
+
+// audioInvalid maps a request the audio package refused.
+func audioInvalid(err error) error {
+	var inv *audio.InvalidError
+	if errors.As(err, &inv) {
+		return invalidParam(inv.Param, inv.Code, inv.Message)
+	}
+	return internal("internal error")
+}
+
+// ListVoices lists a provider's text-to-speech voices.
+func (r *Router) ListVoices(ctx context.Context, req *corev1.ListVoicesRequest) (*corev1.ListVoicesResponse, error) {
+	p, err := r.Auth.Gateway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	supported := strings.Join(audio.VoiceProviders, ", ")
+	switch {
+	case req.GetProvider() == "":
+		return nil, invalidParam("provider", "missing_required_parameter", "missing required parameter: 'provider' (one of "+supported+")")
+	case !audio.SupportedVoiceProvider(req.GetProvider()):
+		return nil, invalidParam("provider", "unsupported_provider",
+			fmt.Sprintf("voices are not listed for provider '%s'; supported providers: %s", req.GetProvider(), supported))
+	}
+	out, _, err := r.Audio.Voices(ctx, p.MachineID, req.GetProvider(), req.GetLang())
+	_ = grpc.SetHeader(ctx, metadata.Pairs(MDUpstreamUs, strconv.FormatInt(out.Upstream.Microseconds(), 10)))
+	if errors.Is(err, routing.ErrNoCredentials) || errors.Is(err, credential.ErrNoCredentials) {
+		return nil, invalidParam("provider", "no_credentials", fmt.Sprintf("no active credentials for provider '%s'", req.GetProvider()))
+	}
+	if err != nil {
+		return nil, gatewayError(r.Log, err, req.GetProvider())
+	}
+	resp := &corev1.ListVoicesResponse{Object: "list", Data: make([]*corev1.Voice, len(out.Voices))}
+	for i, v := range out.Voices {
+		resp.Data[i] = &corev1.Voice{Id: v.ID, Name: v.Name, Lang: v.Lang, Gender: v.Gender, Model: v.Model}
+	}
+	return resp, nil
+}

@@ -1,0 +1,150 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+)
+
+func addSeeds(f *testing.F, patterns ...string) {
+	f.Helper()
+	for _, p := range patterns {
+		files, err := filepath.Glob(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, file := range files {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
+}
+
+// FuzzOpenAIToAnthropicRequest: any body either translates into a request
+// Anthropic would accept the shape of, or fails with a RequestError.
+func FuzzOpenAIToAnthropicRequest(f *testing.F) {
+	addSeeds(f, "testdata/openai/*.request.json", "testdata/request/*.json")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := OpenAIToAnthropicRequest(body, "claude")
+		if err != nil {
+			if !errors.Is(err, ErrInvalidRequest) {
+				t.Fatalf("error not marked invalid request: %v", err)
+			}
+			return
+		}
+		if !json.Valid(got.Body) {
+			t.Fatalf("invalid JSON: %s", got.Body)
+		}
+		assertAnthropicInvariantsFuzz(t, got.Body)
+	})
+}
+
+// assertAnthropicInvariantsFuzz is assertAnthropicInvariants minus the
+// tool pairing, which depends on what the client sent.
+func assertAnthropicInvariantsFuzz(t *testing.T, body []byte) {
+	var req struct {
+		MaxTokens int64 `json:"max_tokens"`
+		Messages  []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if req.MaxTokens < 1 || len(req.Messages) == 0 {
+		t.Fatalf("bad max_tokens or no messages: %s", body)
+	}
+	for i, m := range req.Messages {
+		want := "user"
+		if i%2 == 1 {
+			want = "assistant"
+		}
+		if m.Role != want {
+			t.Fatalf("message %d has role %q: %s", i, m.Role, body)
+		}
+		c := bytes.TrimSpace(m.Content)
+		if len(c) == 0 || string(c) == `""` || string(c) == "[]" || string(c) == "null" {
+			t.Fatalf("message %d is empty: %s", i, body)
+		}
+	}
+}
+
+// FuzzAnthropicToOpenAIResponse: any body either becomes a chat.completion
+// the official client parses, or fails with a typed error.
+func FuzzAnthropicToOpenAIResponse(f *testing.F) {
+	addSeeds(f, "testdata/anthropic/*.json", "testdata/response/*.json")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, usage, err := AnthropicToOpenAIResponse(body, "m")
+		if err != nil {
+			var ae *AnthropicError
+			if !errors.As(err, &ae) && !errors.Is(err, ErrMalformedUpstream) {
+				t.Fatalf("untyped error: %v", err)
+			}
+			return
+		}
+		var cc openai.ChatCompletion
+		if err := json.Unmarshal(got, &cc); err != nil || !json.Valid(got) {
+			t.Fatalf("%v: %s", err, got)
+		}
+		if len(cc.Choices) != 1 || usage.PromptTokens < 0 || usage.CompletionTokens < 0 || usage.TotalTokens < usage.PromptTokens {
+			t.Fatalf("bad completion: %s", got)
+		}
+		for _, tc := range cc.Choices[0].Message.ToolCalls {
+			if !json.Valid([]byte(tc.Function.Arguments)) {
+				t.Fatalf("tool arguments are not JSON: %s", got)
+			}
+		}
+	})
+}
+
+// FuzzStreamTranslator: any event sequence (an SSE text) yields chunks the
+// official client parses and accumulates, all with one id, or a typed
+// error; a clean end closes every tool call with arguments that parse.
+func FuzzStreamTranslator(f *testing.F) {
+	addSeeds(f, "testdata/anthropic/*.txt", "testdata/stream/*.txt")
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		res, err := translateStream(parseSSE(stream), true)
+		if err != nil {
+			var ae *AnthropicError
+			if !errors.As(err, &ae) && !errors.Is(err, ErrMalformedUpstream) {
+				t.Fatalf("untyped error: %v", err)
+			}
+		}
+		acc := &openai.ChatCompletionAccumulator{}
+		var id string
+		for i, raw := range res.Chunks {
+			var c openai.ChatCompletionChunk
+			if err := json.Unmarshal(raw, &c); err != nil || !json.Valid(raw) {
+				t.Fatalf("chunk %d: %v: %s", i, err, raw)
+			}
+			if id == "" {
+				id = c.ID
+			}
+			if c.ID != id || c.Object != "chat.completion.chunk" {
+				t.Fatalf("chunk %d: id or object changed: %s", i, raw)
+			}
+			if !acc.AddChunk(c) {
+				t.Fatalf("accumulator refused chunk %d: %s", i, raw)
+			}
+		}
+		if res.Done && len(acc.Choices) > 0 {
+			for _, tc := range acc.Choices[0].Message.ToolCalls {
+				if tc.Function.Arguments == "" {
+					t.Fatalf("tool call %s ended without arguments", tc.ID)
+				}
+			}
+		}
+		if u := res.Usage; u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens < u.PromptTokens {
+			t.Fatalf("bad usage %+v", u)
+		}
+	})
+}

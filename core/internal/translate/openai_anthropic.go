@@ -1,0 +1,336 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// DefaultMaxTokens is the max_tokens sent when the client gives none
+// (Anthropic requires it; OpenAI does not).
+const DefaultMaxTokens = 4096
+
+// minThinkingBudget is Anthropic's smallest thinking budget; it is also the
+// room kept for the answer when a budget must shrink to fit max_tokens.
+const minThinkingBudget = 1024
+
+// thinkingBudget maps OpenAI's reasoning_effort to a thinking budget (0:
+// no thinking); ok is false for an unknown effort.
+func thinkingBudget(effort string) (budget int64, ok bool) {
+	switch effort {
+	case "", "none":
+		return 0, true
+	case "minimal":
+		return 1024, true
+	case "low":
+		return 2048, true
+	case "medium":
+		return 8192, true
+	case "high":
+		return 16384, true
+	case "xhigh":
+		return 32768, true
+	}
+	return 0, false
+}
+
+// placeholderUserText opens a conversation that starts with an assistant
+// turn: Anthropic refuses a first message that is not the user's.
+const placeholderUserText = "."
+
+// AnthropicRequest is a translated request.
+type AnthropicRequest struct {
+	// Body is the /v1/messages request body.
+	Body []byte
+	// Stream is the client's "stream"; the body asks Anthropic for a stream
+	// too.
+	Stream bool
+	// IncludeUsage is the client's stream_options.include_usage: whether
+	// the translated stream ends with a usage chunk.
+	IncludeUsage bool
+}
+
+// OpenAIToAnthropicRequest translates a chat.completions request body, as
+// the client sent it, into a /v1/messages body for upstreamModel (the
+// body's own model when empty). Errors match ErrInvalidRequest.
+func OpenAIToAnthropicRequest(body []byte, upstreamModel string) (AnthropicRequest, error) {
+	var in chatRequest
+	if err := json.Unmarshal(body, &in); err != nil {
+		return AnthropicRequest{}, decodeError(err)
+	}
+	out := msgRequest{Model: upstreamModel, Stream: in.Stream}
+	if out.Model == "" {
+		out.Model = in.Model
+	}
+	if out.Model == "" {
+		return AnthropicRequest{}, invalid("model", "model is required")
+	}
+	if in.N != nil && *in.N != 1 {
+		return AnthropicRequest{}, invalid("n", "only n=1 is supported by this model's provider")
+	}
+
+	if err := convertMessages(&out, in.Messages); err != nil {
+		return AnthropicRequest{}, err
+	}
+	if err := convertTools(&out, &in); err != nil {
+		return AnthropicRequest{}, err
+	}
+	format, err := responseFormat(in.ResponseFormat)
+	if err != nil {
+		return AnthropicRequest{}, err
+	}
+	if format != "" {
+		out.System = append(out.System, msgBlock{Type: "text", Text: format})
+	}
+	stops, err := stopSequences(in.Stop)
+	if err != nil {
+		return AnthropicRequest{}, err
+	}
+	out.StopSequences = stops
+	if err := samplingAndBudget(&out, &in); err != nil {
+		return AnthropicRequest{}, err
+	}
+	if user := in.User; user != "" {
+		out.Metadata = &msgMetadata{UserID: user}
+	} else if in.SafetyIdentifier != "" {
+		out.Metadata = &msgMetadata{UserID: in.SafetyIdentifier}
+	}
+
+	b, err := marshal(&out)
+	if err != nil {
+		return AnthropicRequest{}, invalid("", "cannot encode the translated request: "+err.Error())
+	}
+	return AnthropicRequest{Body: b, Stream: in.Stream, IncludeUsage: in.Stream && in.StreamOptions.IncludeUsage}, nil
+}
+
+// decodeError turns a decoding error into a client-facing one without Go
+// type names.
+func decodeError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		if typeErr.Field == "" {
+			return invalid("", "request body must be a JSON object")
+		}
+		return invalid(typeErr.Field, "unexpected JSON "+typeErr.Value)
+	}
+	return invalid("", "request body is not valid JSON")
+}
+
+// convertMessages moves system and developer messages to the top-level
+// system prompt and the rest, in order, to Anthropic turns: tool messages
+// become tool_result blocks of a user turn, consecutive turns of one role
+// are merged (Anthropic wants alternating roles), and in a user turn the
+// tool results come first (Anthropic wants them there).
+func convertMessages(out *msgRequest, messages []chatMessage) error {
+	if len(messages) == 0 {
+		return invalid("messages", "at least one message is required")
+	}
+	turns := make([]msgMessage, 0, len(messages))
+	add := func(role string, blocks []msgBlock) {
+		if len(blocks) == 0 {
+			return
+		}
+		if n := len(turns); n > 0 && turns[n-1].Role == role {
+			turns[n-1].Content = append(turns[n-1].Content, blocks...)
+			return
+		}
+		turns = append(turns, msgMessage{Role: role, Content: blocks})
+	}
+	for i := range messages {
+		m := &messages[i]
+		param := "messages[" + strconv.Itoa(i) + "]"
+		switch m.Role {
+		case "system", "developer":
+			blocks, err := textBlocks(m.Content, param+".content")
+			if err != nil {
+				return err
+			}
+			out.System = append(out.System, blocks...)
+		case "user":
+			blocks, err := userBlocks(m.Content, param+".content")
+			if err != nil {
+				return err
+			}
+			add("user", blocks)
+		case "assistant":
+			blocks, err := assistantBlocks(m, param)
+			if err != nil {
+				return err
+			}
+			add("assistant", blocks)
+		case "tool":
+			block, err := toolResult(m, param)
+			if err != nil {
+				return err
+			}
+			add("user", []msgBlock{block})
+		case "":
+			return invalid(param+".role", "role is required")
+		default:
+			return invalid(param+".role", "unsupported role "+strconv.Quote(m.Role))
+		}
+	}
+	if len(turns) == 0 {
+		if len(out.System) == 0 {
+			return invalid("messages", "at least one non-empty message is required")
+		}
+		// Only instructions: OpenAI answers them, Anthropic needs a turn to
+		// answer. They become the user's turn.
+		turns = append(turns, msgMessage{Role: "user", Content: out.System})
+		out.System = nil
+	}
+	if turns[0].Role != "user" {
+		turns = append(turns, msgMessage{})
+		copy(turns[1:], turns)
+		turns[0] = msgMessage{Role: "user", Content: msgContent{{Type: "text", Text: placeholderUserText}}}
+	}
+	for i := range turns {
+		if turns[i].Role == "user" {
+			toolResultsFirst(turns[i].Content)
+		}
+	}
+	out.Messages = turns
+	return nil
+}
+
+// toolResultsFirst moves tool_result blocks ahead of the others, keeping
+// the order within each group.
+func toolResultsFirst(blocks []msgBlock) {
+	firstOther := -1
+	for i := range blocks {
+		if blocks[i].Type != "tool_result" {
+			if firstOther < 0 {
+				firstOther = i
+			}
+			continue
+		}
+		if firstOther >= 0 { // a result after other content: rotate it into place
+			b := blocks[i]
+			copy(blocks[firstOther+1:i+1], blocks[firstOther:i])
+			blocks[firstOther] = b
+			firstOther++
+		}
+	}
+}
+
+// responseFormat turns response_format into an instruction for the system
+// prompt. Anthropic's Messages API has no JSON mode; asking for JSON in the
+// prompt keeps structured-output clients (which validate what they get)
+// working instead of failing them outright.
+func responseFormat(raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var v struct {
+		Type       string `json:"type"`
+		JSONSchema struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return "", invalid("response_format", "must be an object with a type")
+	}
+	const plain = "Respond with a single JSON object and nothing else: no prose, no code fences."
+	switch v.Type {
+	case "text":
+		return "", nil
+	case "json_object":
+		return plain, nil
+	case "json_schema":
+		var schema bytes.Buffer
+		if isNull(v.JSONSchema.Schema) || json.Compact(&schema, v.JSONSchema.Schema) != nil {
+			return plain, nil
+		}
+		return "Respond with a single JSON value that conforms to this JSON Schema, and nothing else: no prose, no code fences.\n" + schema.String(), nil
+	}
+	return "", invalid("response_format.type", "unsupported response_format type "+strconv.Quote(v.Type))
+}
+
+// stopSequences converts stop (a string or an array of strings). Empty and
+// whitespace-only sequences are dropped: Anthropic refuses the whole
+// request over them.
+func stopSequences(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if isNull(raw) {
+		return nil, nil
+	}
+	var list []string
+	if raw[0] == '"' {
+		list = []string{rawString(raw)}
+	} else if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, invalid("stop", "must be a string or an array of strings")
+	}
+	out := list[:0]
+	for _, s := range list {
+		if strings.TrimSpace(s) != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// samplingAndBudget sets max_tokens, temperature, top_p, top_k and thinking.
+func samplingAndBudget(out *msgRequest, in *chatRequest) error {
+	var maxTokens int64
+	switch {
+	case in.MaxCompletionTokens != nil:
+		if maxTokens = *in.MaxCompletionTokens; maxTokens < 1 {
+			return invalid("max_completion_tokens", "must be at least 1")
+		}
+	case in.MaxTokens != nil:
+		if maxTokens = *in.MaxTokens; maxTokens < 1 {
+			return invalid("max_tokens", "must be at least 1")
+		}
+	}
+
+	budget, ok := thinkingBudget(in.ReasoningEffort)
+	if !ok {
+		return invalid("reasoning_effort", "unknown reasoning_effort "+strconv.Quote(in.ReasoningEffort))
+	}
+	if c := out.ToolChoice; c != nil && (c.Type == "any" || c.Type == "tool") {
+		budget = 0 // Anthropic cannot think and be forced to a tool; the forced tool wins
+	}
+	if budget > 0 {
+		switch {
+		case maxTokens == 0:
+			maxTokens = budget + DefaultMaxTokens
+		case budget > maxTokens-minThinkingBudget:
+			// OpenAI's max_completion_tokens covers reasoning and answer, as
+			// Anthropic's max_tokens does: shrink the budget to leave room.
+			budget = maxTokens - minThinkingBudget
+			if budget < minThinkingBudget {
+				budget = 0
+			}
+		}
+	}
+	if maxTokens == 0 {
+		maxTokens = DefaultMaxTokens
+	}
+	out.MaxTokens = maxTokens
+
+	out.Temperature, out.TopP, out.TopK = in.Temperature, in.TopP, in.TopK
+	if t := out.Temperature; t != nil && *t > 1 {
+		one := 1.0 // OpenAI allows 0..2, Anthropic 0..1
+		out.Temperature = &one
+	}
+	if budget > 0 {
+		out.Thinking = &msgThinking{Type: "enabled", BudgetTokens: budget}
+		// With thinking on, Anthropic refuses temperature other than 1,
+		// top_k, and top_p below 0.95.
+		out.Temperature, out.TopK = nil, nil
+		if p := out.TopP; p != nil && *p < 0.95 {
+			out.TopP = nil
+		}
+	}
+	if out.Temperature != nil && out.TopP != nil {
+		// Current Claude models refuse both at once ("use only one");
+		// temperature is the knob clients mean.
+		out.TopP = nil
+	}
+	return nil
+}

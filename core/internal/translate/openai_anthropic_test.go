@@ -1,0 +1,235 @@
+package translate
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRequestGolden translates every recorded OpenAI request
+// (testdata/openai/*.request.json) and every hand-written one
+// (testdata/request/*.json); inputs named error_* must fail with a
+// RequestError.
+func TestRequestGolden(t *testing.T) {
+	files := inputs(t, "testdata/openai/*.request.json", "testdata/request/*.json")
+	for _, name := range sortedKeys(files) {
+		t.Run(name, func(t *testing.T) {
+			body, err := os.ReadFile(files[name])
+			require.NoError(t, err)
+			got, err := OpenAIToAnthropicRequest(body, "claude-sonnet-4-5-20250929")
+			golden := filepath.Join("testdata/golden/request", name+".json")
+			if strings.HasPrefix(name, "error_") || name == "chat-bad-request" {
+				require.Error(t, err)
+				require.ErrorIs(t, err, ErrInvalidRequest)
+				var re *RequestError
+				require.ErrorAs(t, err, &re)
+				goldenJSON(t, golden, map[string]any{"error": err.Error(), "param": re.Param})
+				return
+			}
+			require.NoError(t, err)
+			assertAnthropicInvariants(t, got.Body)
+			goldenJSON(t, golden, map[string]any{
+				"stream":        got.Stream,
+				"include_usage": got.IncludeUsage,
+				"body":          decodeJSON(t, got.Body),
+			})
+		})
+	}
+}
+
+// assertAnthropicInvariants checks what Anthropic enforces on any request:
+// a positive max_tokens, turns that alternate starting with the user,
+// non-empty content, tool results first in their turn, and tool_use ids
+// answered in the next turn.
+func assertAnthropicInvariants(t testing.TB, body []byte) {
+	t.Helper()
+	var req struct {
+		Model     string `json:"model"`
+		MaxTokens int64  `json:"max_tokens"`
+		Messages  []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Thinking *struct {
+			BudgetTokens int64 `json:"budget_tokens"`
+		} `json:"thinking"`
+	}
+	require.NoError(t, json.Unmarshal(body, &req), "%s", body)
+	require.NotEmpty(t, req.Model)
+	require.Positive(t, req.MaxTokens)
+	if req.Thinking != nil {
+		require.GreaterOrEqual(t, req.Thinking.BudgetTokens, int64(minThinkingBudget))
+		require.Less(t, req.Thinking.BudgetTokens, req.MaxTokens)
+	}
+	require.NotEmpty(t, req.Messages)
+	var pending map[string]bool
+	for i, m := range req.Messages {
+		want := "user"
+		if i%2 == 1 {
+			want = "assistant"
+		}
+		require.Equal(t, want, m.Role, "message %d", i)
+		var blocks []struct {
+			Type      string `json:"type"`
+			Text      string `json:"text"`
+			ID        string `json:"id"`
+			ToolUseID string `json:"tool_use_id"`
+		}
+		if m.Content[0] == '"' {
+			var s string
+			require.NoError(t, json.Unmarshal(m.Content, &s))
+			require.NotEmpty(t, s)
+		} else {
+			require.NoError(t, json.Unmarshal(m.Content, &blocks))
+			require.NotEmpty(t, blocks)
+		}
+		seenOther := false
+		answered := map[string]bool{}
+		next := map[string]bool{}
+		for _, b := range blocks {
+			switch b.Type {
+			case "tool_result":
+				require.False(t, seenOther, "message %d: tool_result after other content", i)
+				answered[b.ToolUseID] = true
+			case "tool_use":
+				next[b.ID] = true
+			case "text":
+				require.NotEmpty(t, b.Text)
+				seenOther = true
+			default:
+				seenOther = true
+			}
+		}
+		for id := range pending {
+			require.True(t, answered[id], "tool_use %s unanswered in message %d", id, i)
+		}
+		pending = next
+	}
+}
+
+func TestRequestShapes(t *testing.T) {
+	translate := func(t *testing.T, body string) map[string]any {
+		t.Helper()
+		got, err := OpenAIToAnthropicRequest([]byte(body), "")
+		require.NoError(t, err)
+		return decodeJSON(t, got.Body).(map[string]any)
+	}
+	t.Run("model from the body when no upstream model is given", func(t *testing.T) {
+		got := translate(t, `{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}`)
+		assert.Equal(t, "claude-x", got["model"])
+		assert.Equal(t, json.Number("4096"), got["max_tokens"])
+		assert.NotContains(t, got, "stream")
+	})
+	t.Run("tool results lead the merged user turn", func(t *testing.T) {
+		got := translate(t, `{"model":"m","messages":[
+			{"role":"user","content":"q"},
+			{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"f","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"a","content":"1"},
+			{"role":"user","content":"and"},
+			{"role":"tool","tool_call_id":"b","content":"2"}]}`)
+		turn := got["messages"].([]any)[2].(map[string]any)["content"].([]any)
+		var types []string
+		for _, b := range turn {
+			types = append(types, b.(map[string]any)["type"].(string)+":"+textOf(b))
+		}
+		assert.Equal(t, []string{"tool_result:a", "tool_result:b", "text:and"}, types)
+	})
+	t.Run("HTML-ish text is not escaped", func(t *testing.T) {
+		got, err := OpenAIToAnthropicRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"<a> & b"}]}`), "")
+		require.NoError(t, err)
+		assert.Contains(t, string(got.Body), `"<a> & b"`)
+	})
+	t.Run("include_usage only with stream", func(t *testing.T) {
+		got, err := OpenAIToAnthropicRequest([]byte(`{"model":"m","stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`), "")
+		require.NoError(t, err)
+		assert.False(t, got.Stream)
+		assert.False(t, got.IncludeUsage)
+	})
+}
+
+func textOf(b any) string {
+	m := b.(map[string]any)
+	if s, ok := m["tool_use_id"].(string); ok {
+		return s
+	}
+	s, _ := m["text"].(string)
+	return s
+}
+
+func TestToolResultsFirst(t *testing.T) {
+	mk := func(spec string) []msgBlock {
+		var out []msgBlock
+		for _, c := range spec {
+			if c >= 'A' && c <= 'Z' {
+				out = append(out, msgBlock{Type: "tool_result", ToolUseID: string(c)})
+			} else {
+				out = append(out, msgBlock{Type: "text", Text: string(c)})
+			}
+		}
+		return out
+	}
+	str := func(bs []msgBlock) string {
+		var s strings.Builder
+		for _, b := range bs {
+			s.WriteString(b.ToolUseID + b.Text)
+		}
+		return s.String()
+	}
+	for in, want := range map[string]string{
+		"":      "",
+		"AB":    "AB",
+		"ab":    "ab",
+		"ABab":  "ABab",
+		"aAbB":  "ABab",
+		"abAcB": "ABabc",
+		"AaB":   "ABa",
+	} {
+		blocks := mk(in)
+		toolResultsFirst(blocks)
+		assert.Equal(t, want, str(blocks), "input %q", in)
+	}
+}
+
+func TestToolID(t *testing.T) {
+	assert.Equal(t, "call_abc-1", toolID("call_abc-1"))
+	assert.Equal(t, "call_tokyo_1", toolID("call.tokyo:1"))
+	assert.Equal(t, "_____", toolID("é日本"[:5]))
+	assert.Equal(t, "", toolID(""))
+}
+
+func TestRequestErrorsAreInvalidRequest(t *testing.T) {
+	for _, body := range []string{``, `null`, `[]`, `{"messages":[{"role":"user","content":"x"}]}`, `{"model":"m","messages":[{"role":"user","content":5}]}`} {
+		_, err := OpenAIToAnthropicRequest([]byte(body), "")
+		require.Error(t, err, body)
+		assert.True(t, errors.Is(err, ErrInvalidRequest), "%q: %v", body, err)
+		assert.NotContains(t, err.Error(), "translate.", "no Go type names in %q", err.Error())
+	}
+}
+
+func TestThinkingBudget(t *testing.T) {
+	for effort, want := range map[string]int64{"": 0, "none": 0, "minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768} {
+		got, ok := thinkingBudget(effort)
+		assert.True(t, ok)
+		assert.Equal(t, want, got, effort)
+	}
+	_, ok := thinkingBudget("max")
+	assert.False(t, ok)
+}
+
+func TestMsgContentMarshal(t *testing.T) {
+	b, err := marshal(msgContent{{Type: "text", Text: "hi <there>"}})
+	require.NoError(t, err)
+	assert.Equal(t, `"hi <there>"`, string(b))
+	b, err = marshal(msgContent{{Type: "text", Text: "a", CacheControl: json.RawMessage(`{"type":"ephemeral"}`)}})
+	require.NoError(t, err)
+	if diff := cmp.Diff(decodeJSON(t, []byte(`[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}]`)), decodeJSON(t, b)); diff != "" {
+		t.Error(diff)
+	}
+}

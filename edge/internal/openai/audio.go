@@ -1,0 +1,311 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// DefaultMaxAudioBytes is the default upload limit of a transcription.
+const DefaultMaxAudioBytes = 25 << 20
+
+// Limits of the form around the audio file.
+const (
+	// audioChunk is the size of the audio messages sent to core.
+	audioChunk = 64 << 10
+	// maxFieldBytes caps one text field (a prompt is the longest).
+	maxFieldBytes = 64 << 10
+	// formSlack is what the form may add to the file: fields and part
+	// headers.
+	formSlack = 1 << 20
+)
+
+// Transcriptions serves POST /v1/audio/transcriptions: it reads the
+// multipart form as it arrives and streams the file to core in chunks, so
+// the edge never holds the upload; the other fields follow as the options.
+type Transcriptions struct {
+	Router corev1.RouterClient
+	// MaxBytes caps the file (zero: DefaultMaxAudioBytes).
+	MaxBytes int64
+	// Upstream records time core spent waiting upstream.
+	Upstream func(r *http.Request, us int64)
+}
+
+func (h *Transcriptions) limit() int64 {
+	if h.MaxBytes > 0 {
+		return h.MaxBytes
+	}
+	return DefaultMaxAudioBytes
+}
+
+func (h *Transcriptions) tooLarge() Problem {
+	return NewProblem(http.StatusRequestEntityTooLarge, "request_too_large",
+		"the audio file is larger than "+strconv.FormatInt(h.limit(), 10)+" bytes", "file")
+}
+
+func (h *Transcriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		NewProblem(http.StatusUnsupportedMediaType, "invalid_content_type",
+			"the request must be multipart/form-data with a 'file' and a 'model'", "").Write(w)
+		return
+	}
+	if r.ContentLength > h.limit()+formSlack {
+		h.tooLarge().Write(w)
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, h.limit()+formSlack)
+	ctx, id := Outgoing(r)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a stream left open is abandoned: core sends nothing upstream
+	w.Header().Set("X-Request-Id", id)
+
+	var header metadata.MD
+	var stream grpc.ClientStreamingClient[corev1.TranscribeRequest, corev1.TranscribeResponse]
+	form, p := ReadTranscriptionForm(multipart.NewReader(body, params["boundary"]), h.limit(), func(chunk []byte) *Problem {
+		if stream == nil {
+			s, err := h.Router.Transcribe(ctx, grpc.Header(&header))
+			if err != nil {
+				p := FromError(err)
+				return &p
+			}
+			stream = s
+		}
+		if err := stream.Send(&corev1.TranscribeRequest{Part: &corev1.TranscribeRequest_Audio{Audio: chunk}}); err != nil {
+			// Core ended the stream (a bad key, the size limit): its status.
+			_, err := stream.CloseAndRecv()
+			p := FromError(err)
+			return &p
+		}
+		return nil
+	})
+	if p != nil {
+		p.Write(w)
+		return
+	}
+	switch {
+	case form.Options.GetModel() == "":
+		NewProblem(http.StatusBadRequest, "missing_required_parameter", "you must provide a model parameter", "model").Write(w)
+		return
+	case !form.HasFile:
+		NewProblem(http.StatusBadRequest, "missing_required_parameter", "you must provide a file parameter", "file").Write(w)
+		return
+	case form.Size == 0:
+		NewProblem(http.StatusBadRequest, "invalid_value", "the uploaded file is empty", "file").Write(w)
+		return
+	}
+	// Sent after the file: a failed send shows in CloseAndRecv's status.
+	_ = stream.Send(&corev1.TranscribeRequest{Part: &corev1.TranscribeRequest_Options{Options: form.Options}})
+	resp, err := stream.CloseAndRecv()
+	if v := header.Get("x-switchboard-upstream-us"); len(v) > 0 && h.Upstream != nil {
+		if us, perr := strconv.ParseInt(v[0], 10, 64); perr == nil {
+			h.Upstream(r, us)
+		}
+	}
+	if err != nil {
+		FromError(err).Write(w)
+		return
+	}
+	ct := resp.GetContentType()
+	if ct == "" {
+		ct = "application/json"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.Itoa(len(resp.GetBody())))
+	_, _ = w.Write(resp.GetBody())
+}
+
+// TranscriptionForm is what ReadTranscriptionForm read.
+type TranscriptionForm struct {
+	Options *corev1.TranscribeOptions
+	HasFile bool
+	// Size is the file's size.
+	Size int64
+}
+
+// ReadTranscriptionForm reads a transcription form part by part: the file's
+// bytes go to send in chunks as they arrive (never more than limit of them),
+// the other fields into the options. It returns the form, or the problem to
+// answer. Unknown fields are ignored, as OpenAI adds some over time.
+func ReadTranscriptionForm(mr *multipart.Reader, limit int64, send func([]byte) *Problem) (TranscriptionForm, *Problem) {
+	bad := func(status int, code, msg, param string) (TranscriptionForm, *Problem) {
+		p := NewProblem(status, code, msg, param)
+		return TranscriptionForm{}, &p
+	}
+	readErr := func(err error) (TranscriptionForm, *Problem) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return bad(http.StatusRequestEntityTooLarge, "request_too_large", "the request body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", "file")
+		}
+		return bad(http.StatusBadRequest, "invalid_body", "the request body is not a well-formed multipart form", "")
+	}
+	form := TranscriptionForm{Options: &corev1.TranscribeOptions{}}
+	opts := form.Options
+	buf := make([]byte, audioChunk)
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return readErr(err)
+		}
+		name := part.FormName()
+		if name == "file" {
+			if form.HasFile {
+				return bad(http.StatusBadRequest, "invalid_value", "the form holds more than one file", "file")
+			}
+			form.HasFile = true
+			opts.Filename = part.FileName()
+			opts.ContentType = part.Header.Get("Content-Type")
+			for {
+				n, err := fill(part, buf)
+				if n > 0 {
+					form.Size += int64(n)
+					if form.Size > limit {
+						return bad(http.StatusRequestEntityTooLarge, "request_too_large",
+							"the audio file is larger than "+strconv.FormatInt(limit, 10)+" bytes", "file")
+					}
+					if p := send(buf[:n]); p != nil {
+						return TranscriptionForm{}, p
+					}
+				}
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return readErr(err)
+				}
+			}
+			continue
+		}
+		raw, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+		if err != nil {
+			return readErr(err)
+		}
+		if len(raw) > maxFieldBytes {
+			return bad(http.StatusBadRequest, "invalid_value", "the field '"+name+"' is too long", name)
+		}
+		v := string(raw)
+		switch name {
+		case "model":
+			opts.Model = v
+		case "language":
+			opts.Language = v
+		case "prompt":
+			opts.Prompt = v
+		case "response_format":
+			opts.ResponseFormat = v
+		case "temperature":
+			f, err := strconv.ParseFloat(v, 32)
+			if err != nil {
+				return bad(http.StatusBadRequest, "invalid_type", "'temperature' must be a number", "temperature")
+			}
+			t := float32(f)
+			opts.Temperature = &t
+		case "timestamp_granularities[]", "timestamp_granularities":
+			opts.TimestampGranularities = append(opts.TimestampGranularities, v)
+		}
+	}
+	return form, nil
+}
+
+// fill reads into buf until it is full or the reader ends; unlike
+// io.ReadFull it reports a clean end as io.EOF even after some bytes, and
+// passes io.ErrUnexpectedEOF (a truncated form) through.
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Speech serves POST /v1/audio/speech: the audio is written as core relays
+// it, flushed chunk by chunk, with the upstream's content type.
+type Speech struct {
+	Router corev1.RouterClient
+	// Upstream records time core spent waiting upstream.
+	Upstream func(r *http.Request, us int64)
+}
+
+func (h *Speech) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			NewProblem(http.StatusRequestEntityTooLarge, "request_too_large", "request body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", "").Write(w)
+			return
+		}
+		NewProblem(http.StatusBadRequest, "invalid_body", "could not read the request body", "").Write(w)
+		return
+	}
+	ctx, id := Outgoing(r)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w.Header().Set("X-Request-Id", id)
+	stream, err := h.Router.Speech(ctx, &corev1.SpeechRequest{Body: body})
+	if err != nil {
+		FromError(err).Write(w)
+		return
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			NewProblem(http.StatusBadGateway, "bad_upstream_response", "the upstream sent no audio", "").Write(w)
+			return
+		}
+		FromError(err).Write(w)
+		return
+	}
+	if md, err := stream.Header(); err == nil && h.Upstream != nil {
+		if v := md.Get("x-switchboard-upstream-us"); len(v) > 0 {
+			if us, perr := strconv.ParseInt(v[0], 10, 64); perr == nil {
+				h.Upstream(r, us)
+			}
+		}
+	}
+	ct := first.GetContentType()
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	write := func(b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		if _, err := w.Write(b); err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		_ = rc.Flush()
+	}
+	write(first.GetAudio())
+	_ = rc.Flush()
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			// The status line is gone: cut the response so the client sees
+			// a truncated body rather than a short file that looks whole.
+			panic(http.ErrAbortHandler)
+		}
+		write(msg.GetAudio())
+	}
+}

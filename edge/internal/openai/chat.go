@@ -1,0 +1,147 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboardhq/switchboard/internal/sse"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// KeepAliveEvery is how long a started stream may be silent before the edge
+// sends an SSE comment, so proxies between it and the client keep the
+// connection open.
+const KeepAliveEvery = 15 * time.Second
+
+// Chat serves POST /v1/chat/completions: a streamed answer is relayed event
+// by event, flushed as it arrives, never buffered whole.
+type Chat struct {
+	Router corev1.RouterClient
+	// Upstream records time core spent waiting upstream.
+	Upstream func(r *http.Request, us int64)
+}
+
+func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	ctx, id := Outgoing(r)
+	ctx, cancel := context.WithCancel(ctx)
+	// Leaving the handler (the client went away) cancels core's call, which
+	// cancels the upstream's.
+	defer cancel()
+	w.Header().Set("X-Request-Id", id)
+	stream, err := h.Router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{Body: body})
+	if err != nil {
+		FromError(err).Write(w)
+		return
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		FromError(err).Write(w)
+		return
+	}
+	if md, err := stream.Header(); err == nil && h.Upstream != nil {
+		if v := md.Get("x-switchboard-upstream-us"); len(v) > 0 {
+			if us, perr := strconv.ParseInt(v[0], 10, 64); perr == nil {
+				h.Upstream(r, us)
+			}
+		}
+	}
+	if c, ok := first.GetEvent().(*corev1.ChatCompletionsResponse_Completion); ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(c.Completion)))
+		_, _ = w.Write(c.Completion)
+		return
+	}
+	relay(w, r, first.GetChunk(), func() ([]byte, error) {
+		m, err := stream.Recv()
+		return m.GetChunk(), err
+	})
+}
+
+// relay writes a server-sent event stream: first, then whatever next yields
+// until io.EOF ([DONE]) or an error (an in-band error event the official
+// SDKs raise, never a clean close).
+func relay(w http.ResponseWriter, r *http.Request, first []byte, next func() ([]byte, error)) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	rc := http.NewResponseController(w)
+	write := func(b []byte) bool {
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !write(sse.Data(first)) {
+		return
+	}
+	type item struct {
+		data []byte
+		err  error
+	}
+	items := make(chan item, 16)
+	go func() {
+		defer close(items)
+		for {
+			data, err := next()
+			select {
+			case items <- item{data, err}:
+			case <-r.Context().Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	keepAlive := time.NewTimer(KeepAliveEvery)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case it, ok := <-items:
+			if !ok {
+				return
+			}
+			if it.err != nil {
+				if errors.Is(it.err, io.EOF) {
+					write(sse.Done)
+					return
+				}
+				if status.Code(it.err) == codes.Canceled && r.Context().Err() != nil {
+					return // the client left
+				}
+				p := FromError(it.err)
+				b := p.Raw
+				if b == nil {
+					b, _ = marshalNoEscape(p.Body)
+				}
+				write(sse.Data(bytes.TrimSpace(b)))
+				return
+			}
+			if !write(sse.Data(it.data)) {
+				return
+			}
+			keepAlive.Reset(KeepAliveEvery)
+		case <-keepAlive.C:
+			if !write(sse.KeepAlive) {
+				return
+			}
+			keepAlive.Reset(KeepAliveEvery)
+		case <-r.Context().Done():
+			return
+		}
+	}
+}

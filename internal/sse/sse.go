@@ -1,0 +1,117 @@
+// Package sse reads server-sent events as upstream model APIs send them, and
+// writes them as OpenAI's clients expect them.
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// ErrTooLarge is returned for an event larger than the reader's limit.
+var ErrTooLarge = errors.New("sse: event too large")
+
+// Event is one dispatched event.
+type Event struct {
+	// Name is the event field; empty means "message".
+	Name string
+	// Data is the event's data lines joined by "\n". It is valid until the
+	// next call to Next.
+	Data []byte
+}
+
+// Reader reads events from a stream.
+type Reader struct {
+	br   *bufio.Reader
+	max  int
+	name []byte
+	data []byte
+	line []byte
+	got  bool // the current event has at least one data line
+}
+
+// NewReader reads events of at most max bytes from r.
+func NewReader(r io.Reader, max int) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, 16<<10), max: max}
+}
+
+// Next returns the next event. It returns io.EOF at a clean end (after a
+// complete event or at the start), io.ErrUnexpectedEOF when the stream ends
+// inside an event, and the transport's error otherwise.
+func (r *Reader) Next() (Event, error) {
+	r.name, r.data, r.got = r.name[:0], r.data[:0], false
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			if errors.Is(err, io.EOF) && (r.got || len(r.name) > 0) {
+				return Event{}, io.ErrUnexpectedEOF
+			}
+			return Event{}, err
+		}
+		if len(line) == 0 {
+			if !r.got {
+				r.name = r.name[:0]
+				continue // an empty event (or stray blank line) is not dispatched
+			}
+			return Event{Name: string(r.name), Data: r.data}, nil
+		}
+		if line[0] == ':' {
+			continue // a comment (keep-alive)
+		}
+		field, value, _ := bytes.Cut(line, []byte{':'})
+		value = bytes.TrimPrefix(value, []byte{' '})
+		switch string(field) {
+		case "data":
+			if r.got {
+				r.data = append(r.data, '\n')
+			}
+			r.data = append(r.data, value...)
+			r.got = true
+		case "event":
+			r.name = append(r.name[:0], value...)
+		}
+		if len(r.data) > r.max {
+			return Event{}, ErrTooLarge
+		}
+	}
+}
+
+// readLine returns the next line without its end (\n or \r\n).
+func (r *Reader) readLine() ([]byte, error) {
+	r.line = r.line[:0]
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		r.line = append(r.line, chunk...)
+		if len(r.line) > r.max+64 {
+			return nil, ErrTooLarge
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(r.line) > 0 {
+				// A last line without its end is not a complete line.
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		line := bytes.TrimSuffix(r.line, []byte{'\n'})
+		return bytes.TrimSuffix(line, []byte{'\r'}), nil
+	}
+}
+
+// Data frames a payload as one "data:" event.
+func Data(payload []byte) []byte {
+	b := make([]byte, 0, len(payload)+8)
+	b = append(b, "data: "...)
+	b = append(b, payload...)
+	return append(b, '\n', '\n')
+}
+
+// Done is the terminal event of an OpenAI stream.
+var Done = []byte("data: [DONE]\n\n")
+
+// KeepAlive is a comment every SSE client ignores, sent during long silences
+// so proxies do not cut an idle stream.
+var KeepAlive = []byte(": keep-alive\n\n")

@@ -1,0 +1,73 @@
+package sse
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func readAll(t *testing.T, s string) ([]Event, error) {
+	t.Helper()
+	r := NewReader(strings.NewReader(s), 1<<20)
+	var out []Event
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return out, err
+		}
+		out = append(out, Event{Name: ev.Name, Data: append([]byte(nil), ev.Data...)})
+	}
+}
+
+func TestReader(t *testing.T) {
+	evs, err := readAll(t, "data: {\"a\":1}\n\n: keep-alive\n\nevent: message_start\ndata: {\"b\":2}\n\ndata: line1\ndata: line2\r\n\r\ndata:[DONE]\n\n")
+	require.NoError(t, err)
+	require.Len(t, evs, 4)
+	assert.Equal(t, `{"a":1}`, string(evs[0].Data))
+	assert.Equal(t, "message_start", evs[1].Name)
+	assert.Equal(t, "line1\nline2", string(evs[2].Data))
+	assert.Equal(t, "[DONE]", string(evs[3].Data))
+	assert.Empty(t, evs[3].Name, "the event name does not carry over")
+}
+
+func TestReaderTruncation(t *testing.T) {
+	_, err := readAll(t, "data: {\"a\":1}\n\ndata: {\"a\":")
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "a cut inside an event is not a clean end")
+	_, err = readAll(t, "data: {\"a\":1}\n\ndata: {}\n")
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	evs, err := readAll(t, "data: x\n\n")
+	require.NoError(t, err)
+	assert.Len(t, evs, 1)
+}
+
+func TestReaderLimit(t *testing.T) {
+	r := NewReader(strings.NewReader("data: "+strings.Repeat("x", 100)+"\n\n"), 10)
+	_, err := r.Next()
+	assert.ErrorIs(t, err, ErrTooLarge)
+}
+
+func FuzzReader(f *testing.F) {
+	for _, s := range []string{"data: a\n\n", "event: x\ndata: y\r\n\r\n", ": c\n\ndata:", "data: a\rdata: b\r\r", "\n\n\n", "data: [DONE]\n\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r := NewReader(strings.NewReader(s), 1<<12)
+		for range len(s) + 2 {
+			ev, err := r.Next()
+			if err != nil {
+				return
+			}
+			if len(ev.Data) > 1<<12 {
+				t.Fatal("event over the limit")
+			}
+		}
+		t.Fatal("more events than bytes")
+	})
+}

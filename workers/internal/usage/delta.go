@@ -1,0 +1,139 @@
+package usage
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// dayLayout formats a roll-up's UTC day (core's rollup.DayLayout).
+const dayLayout = "2006-01-02"
+
+// Event is a usage event with its place in the stream.
+type Event struct {
+	// Seq is the event's SB_USAGE stream sequence.
+	Seq uint64
+	// Time is when the request started (the event's time, else when it was
+	// published).
+	Time  time.Time
+	Usage *busv1.UsageEvent
+}
+
+// Group is the delta of some events and the events it sums, kept so that a
+// delta core reports as split can be sent again one event at a time.
+type Group struct {
+	Delta  *corev1.UsageDelta
+	Events []Event
+}
+
+type docKey struct{ machine, day string }
+
+type rowKey struct {
+	hour                                       int32
+	provider, model, connection, key, endpoint string
+}
+
+// Build rolls events up into one delta per machine and UTC day, each with
+// one row per hour, provider, model, connection, key and endpoint. Groups
+// are ordered by machine and day, rows by hour and dimensions. An event
+// whose sequence repeats one already seen is left out.
+func Build(events []Event) []Group {
+	docs := map[docKey]*Group{}
+	rows := map[docKey]map[rowKey]*busv1.UsageRow{}
+	seen := make(map[uint64]bool, len(events))
+	for _, e := range events {
+		if seen[e.Seq] {
+			continue
+		}
+		seen[e.Seq] = true
+		t := e.Time.UTC()
+		dk := docKey{e.Usage.GetMachineId(), t.Format(dayLayout)}
+		g := docs[dk]
+		if g == nil {
+			g = &Group{Delta: &corev1.UsageDelta{MachineId: dk.machine, Day: dk.day}}
+			docs[dk] = g
+			rows[dk] = map[rowKey]*busv1.UsageRow{}
+		}
+		g.Events = append(g.Events, e)
+		g.Delta.Sequences = append(g.Delta.Sequences, e.Seq)
+		r := RowOf(e.Usage, int32(t.Hour()))
+		rk := rowKey{r.Hour, r.Provider, r.Model, r.ConnectionId, r.KeyId, r.Endpoint}
+		if have := rows[dk][rk]; have != nil {
+			addCounters(have.Counters, r.Counters)
+			continue
+		}
+		rows[dk][rk] = r
+		g.Delta.Rows = append(g.Delta.Rows, r)
+	}
+	out := make([]Group, 0, len(docs))
+	for _, g := range docs {
+		slices.Sort(g.Delta.Sequences)
+		slices.SortFunc(g.Delta.Rows, compareRows)
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b Group) int {
+		return cmp.Or(cmp.Compare(a.Delta.MachineId, b.Delta.MachineId), cmp.Compare(a.Delta.Day, b.Delta.Day))
+	})
+	return out
+}
+
+// Split returns one group per event of g.
+func Split(g Group) []Group {
+	out := make([]Group, len(g.Events))
+	for i, e := range g.Events {
+		out[i] = Build([]Event{e})[0]
+	}
+	return out
+}
+
+// RowOf is the row one event adds to the hour of its day. A request
+// answered with a status of 400 or more is an error; failed requests carry
+// no tokens (core records them so), so failed attempts bill nobody.
+func RowOf(ev *busv1.UsageEvent, hour int32) *busv1.UsageRow {
+	c := &busv1.UsageCounters{
+		Requests:         1,
+		PromptTokens:     ev.GetPromptTokens(),
+		CompletionTokens: ev.GetCompletionTokens(),
+		TotalTokens:      ev.GetTotalTokens(),
+		CachedTokens:     ev.GetCachedTokens(),
+		ReasoningTokens:  ev.GetReasoningTokens(),
+		LatencyMs:        ev.GetLatencyMs(),
+	}
+	if ev.GetStatus() >= 400 {
+		c.Errors = 1
+	}
+	return &busv1.UsageRow{
+		Hour:         hour,
+		Provider:     ev.GetProvider(),
+		Model:        ev.GetModel(),
+		ConnectionId: ev.GetConnectionId(),
+		KeyId:        ev.GetKeyId(),
+		Endpoint:     ev.GetEndpoint(),
+		Counters:     c,
+	}
+}
+
+func addCounters(dst, src *busv1.UsageCounters) {
+	dst.Requests += src.GetRequests()
+	dst.Errors += src.GetErrors()
+	dst.PromptTokens += src.GetPromptTokens()
+	dst.CompletionTokens += src.GetCompletionTokens()
+	dst.TotalTokens += src.GetTotalTokens()
+	dst.CachedTokens += src.GetCachedTokens()
+	dst.ReasoningTokens += src.GetReasoningTokens()
+	dst.LatencyMs += src.GetLatencyMs()
+}
+
+func compareRows(a, b *busv1.UsageRow) int {
+	return cmp.Or(
+		cmp.Compare(a.GetHour(), b.GetHour()),
+		cmp.Compare(a.GetProvider(), b.GetProvider()),
+		cmp.Compare(a.GetModel(), b.GetModel()),
+		cmp.Compare(a.GetConnectionId(), b.GetConnectionId()),
+		cmp.Compare(a.GetKeyId(), b.GetKeyId()),
+		cmp.Compare(a.GetEndpoint(), b.GetEndpoint()),
+	)
+}

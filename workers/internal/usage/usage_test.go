@@ -1,0 +1,265 @@
+package usage
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboardhq/switchboard/internal/spine"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+const (
+	machineA = "0123456789abcdef"
+	machineB = "fedcba9876543210"
+	token    = "admin-token"
+)
+
+func event(seq uint64, machine string, at time.Time, conn string, status int32, prompt int64) Event {
+	return Event{Seq: seq, Time: at, Usage: &busv1.UsageEvent{
+		RequestId: fmt.Sprintf("req-%d", seq), MachineId: machine, Provider: "openai", Model: "text-embedding-3-small",
+		ConnectionId: conn, KeyId: "k1", Endpoint: "embeddings", Status: status,
+		PromptTokens: prompt, TotalTokens: prompt, LatencyMs: 10, Time: timestamppb.New(at),
+	}}
+}
+
+func TestBuild(t *testing.T) {
+	day1 := time.Date(2026, 3, 4, 9, 15, 0, 0, time.UTC)
+	day2 := time.Date(2026, 3, 5, 0, 5, 0, 0, time.UTC)
+	groups := Build([]Event{
+		event(1, machineB, day1, "c1", 200, 5),
+		event(2, machineA, day1, "c1", 200, 3),
+		event(3, machineA, day1.Add(10*time.Minute), "c1", 500, 0),
+		event(4, machineA, day1.Add(time.Hour), "c2", 200, 4),
+		event(5, machineA, day2, "c1", 200, 1),
+		event(3, machineA, day1, "c1", 500, 0), // the same event twice in a batch
+	})
+	require.Len(t, groups, 3)
+	assert.Equal(t, []string{machineA + " 2026-03-04", machineA + " 2026-03-05", machineB + " 2026-03-04"},
+		[]string{groups[0].Delta.MachineId + " " + groups[0].Delta.Day, groups[1].Delta.MachineId + " " + groups[1].Delta.Day, groups[2].Delta.MachineId + " " + groups[2].Delta.Day})
+
+	a := groups[0].Delta
+	assert.Equal(t, []uint64{2, 3, 4}, a.Sequences)
+	require.Len(t, a.Rows, 2)
+	assert.EqualValues(t, 9, a.Rows[0].Hour)
+	assert.Equal(t, "c1", a.Rows[0].ConnectionId)
+	c := a.Rows[0].Counters
+	assert.EqualValues(t, 2, c.Requests)
+	assert.EqualValues(t, 1, c.Errors, "status 500 is an error")
+	assert.EqualValues(t, 3, c.PromptTokens)
+	assert.EqualValues(t, 20, c.LatencyMs)
+	assert.EqualValues(t, 10, a.Rows[1].Hour)
+	assert.Equal(t, "c2", a.Rows[1].ConnectionId)
+	assert.Len(t, groups[0].Events, 3)
+
+	assert.EqualValues(t, 0, groups[1].Delta.Rows[0].Hour)
+
+	split := Split(groups[0])
+	require.Len(t, split, 3)
+	for _, g := range split {
+		assert.Len(t, g.Delta.Sequences, 1)
+		assert.Len(t, g.Delta.Rows, 1)
+		assert.EqualValues(t, 1, g.Delta.Rows[0].Counters.Requests)
+	}
+}
+
+// fakeCore stands in for core's ApplyUsage: it counts each stream sequence
+// once, reports split deltas as core does, and can fail on demand.
+type fakeCore struct {
+	mu sync.Mutex
+	// fail answers Unavailable without applying, this many times.
+	fail int
+	// loseReply applies, then answers Unavailable (as if the worker died
+	// before reading the answer), this many times.
+	loseReply int
+	applied   map[uint64]bool
+	totals    busv1.UsageCounters
+	calls     int
+	splits    int
+}
+
+func newFakeCore() *fakeCore { return &fakeCore{applied: map[uint64]bool{}} }
+
+func (f *fakeCore) ApplyUsage(ctx context.Context, in *corev1.ApplyUsageRequest, _ ...grpc.CallOption) (*corev1.ApplyUsageResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	md, _ := metadata.FromOutgoingContext(ctx)
+	if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+token {
+		return nil, status.Error(codes.Unauthenticated, "no admin token")
+	}
+	if f.fail > 0 {
+		f.fail--
+		return nil, status.Error(codes.Unavailable, "core is down")
+	}
+	resp := &corev1.ApplyUsageResponse{}
+	for i, d := range in.Deltas {
+		seen := 0
+		for _, s := range d.Sequences {
+			if f.applied[s] || s <= in.AckFloor {
+				seen++
+			}
+		}
+		switch {
+		case seen == len(d.Sequences):
+			resp.Duplicates++
+		case seen > 0:
+			resp.Split = append(resp.Split, int32(i))
+			f.splits++
+		default:
+			for _, s := range d.Sequences {
+				f.applied[s] = true
+			}
+			for _, r := range d.Rows {
+				addCounters(&f.totals, r.Counters)
+			}
+			resp.Applied++
+		}
+	}
+	if f.loseReply > 0 {
+		f.loseReply--
+		return nil, status.Error(codes.Unavailable, "reply lost")
+	}
+	return resp, nil
+}
+
+func (f *fakeCore) requests() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.totals.Requests
+}
+
+func TestStoreSendsSplitDeltasPerEvent(t *testing.T) {
+	core := newFakeCore()
+	core.applied[2] = true // applied before, then redelivered with new events
+	r := New(core, token, Config{}, slog.New(slog.DiscardHandler))
+	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	err := r.Store(context.Background(), 0, []Event{event(1, machineA, at, "c", 200, 1), event(2, machineA, at, "c", 200, 1), event(3, machineA, at, "c", 200, 1)}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 2, core.calls, "the mixed delta is sent again, per event")
+	assert.Equal(t, 1, core.splits)
+	assert.EqualValues(t, 2, core.requests(), "events 1 and 3 counted, 2 not twice")
+}
+
+// startNATS runs an embedded nats-server with the spine's streams.
+func startNATS(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	e, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(e.Shutdown)
+	nc, err := e.Connect("test", slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.NoError(t, spine.EnsureStreams(context.Background(), js, spine.Topology{}.Streams()...))
+	return js
+}
+
+func publish(t *testing.T, js jetstream.JetStream, evs ...Event) {
+	t.Helper()
+	for _, e := range evs {
+		data, err := proto.Marshal(e.Usage)
+		require.NoError(t, err)
+		_, err = js.Publish(context.Background(), spine.SubjectUsage+"."+e.Usage.MachineId, data, jetstream.WithMsgID(e.Usage.RequestId))
+		require.NoError(t, err)
+	}
+}
+
+func consumerSettled(t *testing.T, cons jetstream.Consumer) bool {
+	info, err := cons.Info(context.Background())
+	require.NoError(t, err)
+	return info.NumAckPending == 0 && info.NumPending == 0
+}
+
+func TestRunRollsUpEveryEventOnce(t *testing.T) {
+	js := startNATS(t)
+	core := newFakeCore()
+	core.fail = 1      // core down at first: nothing acknowledged, retried
+	core.loseReply = 1 // then stored but the answer lost: retried, not counted twice
+	r := New(core, token, Config{Batch: 7, MaxWait: 50 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	now := time.Now()
+	var evs []Event
+	for i := range 40 {
+		evs = append(evs, event(uint64(i+1), []string{machineA, machineB}[i%2], now, "c", 200, 2))
+	}
+	evs = append(evs, Event{Usage: &busv1.UsageEvent{RequestId: "bad", MachineId: "not-a-machine"}})
+	evs = append(evs, Event{Usage: &busv1.UsageEvent{RequestId: "old", MachineId: machineA, Time: timestamppb.New(now.Add(-MaxAge - time.Hour))}})
+	publish(t, js, evs...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, js) }()
+	cons, err := js.Consumer(context.Background(), spine.StreamUsage, Durable)
+	require.Eventually(t, func() bool {
+		if err != nil {
+			cons, err = js.Consumer(context.Background(), spine.StreamUsage, Durable)
+			return false
+		}
+		return core.requests() == 40 && consumerSettled(t, cons)
+	}, 20*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	assert.EqualValues(t, 40, core.requests())
+	assert.EqualValues(t, 80, core.totals.PromptTokens)
+}
+
+// A worker that dies after core stored its batch and before acknowledging
+// it: the batch is delivered again and core does not count it twice.
+func TestRedeliveryAfterAWorkerDied(t *testing.T) {
+	js := startNATS(t)
+	core := newFakeCore()
+	r := New(core, token, Config{Batch: 100, MaxWait: 50 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	now := time.Now()
+	var evs []Event
+	for i := range 10 {
+		evs = append(evs, event(uint64(i+1), machineA, now, "c", 200, 1))
+	}
+	publish(t, js, evs...)
+
+	ctx := context.Background()
+	cons, err := r.Consumer(ctx, js)
+	require.NoError(t, err)
+	// The first worker takes six events, stores them and dies.
+	batch, err := cons.Fetch(6, jetstream.FetchMaxWait(time.Second))
+	require.NoError(t, err)
+	var (
+		taken []Event
+		msgs  []jetstream.Msg
+	)
+	for m := range batch.Messages() {
+		e, err := r.decode(m)
+		require.NoError(t, err)
+		taken = append(taken, e)
+		msgs = append(msgs, m)
+	}
+	require.Len(t, taken, 6)
+	require.NoError(t, r.Store(ctx, 0, taken, nil))
+	require.EqualValues(t, 6, core.requests())
+	// Its deliveries are handed back, as their AckWait would.
+	for _, m := range msgs {
+		require.NoError(t, m.Nak())
+	}
+
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx, js) }()
+	require.Eventually(t, func() bool { return consumerSettled(t, cons) }, 20*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	assert.EqualValues(t, 10, core.requests(), "six redelivered events, counted once")
+}
