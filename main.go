@@ -36,6 +36,7 @@ commands:
   edge      the HTTP edge, reaching core at SWITCHBOARD_CORE_ADDR and billing at SWITCHBOARD_BILLING_ADDR
   worker    the job workers on SWITCHBOARD_NATS_URL
   token     mint a development GraphQL user token: token --user U --email E
+  login     sign in to an OAuth provider through a running service: login <provider>
   version   print the version
 
 Run "switchboard <command> -h" for the flags; each mirrors an environment variable.
@@ -60,6 +61,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		roles = []node.Role{node.RoleBilling}
 	case "token":
 		return mintToken(args, getenv, stdout, stderr)
+	case "login":
+		return login(args, getenv, os.Stdin, stdout, stderr)
 	case "edge":
 		roles = []node.Role{node.RoleEdge}
 	case "worker":

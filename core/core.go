@@ -25,10 +25,13 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/embeddings"
 	"github.com/switchboardhq/switchboard/core/internal/grpcapi"
 	"github.com/switchboardhq/switchboard/core/internal/jobs"
+	"github.com/switchboardhq/switchboard/core/internal/lifecycle"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/core/internal/usage"
 	"github.com/switchboardhq/switchboard/core/internal/vault"
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
+	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/spine"
@@ -63,6 +66,13 @@ type Config struct {
 	// CatalogScanEvery is how often live catalogs near their expiry are
 	// queued for a fetch (zero: every minute).
 	CatalogScanEvery time.Duration
+	// TokenScanEvery is how often OAuth connections are checked for tokens
+	// within their provider's refresh lead time (zero:
+	// lifecycle.DefaultScanEvery).
+	TokenScanEvery time.Duration
+	// OAuth overrides the OAuth login table (endpoints, client ids) of
+	// internal/oauth.
+	OAuth oauth.Overrides
 }
 
 // Deps are what core is built on.
@@ -81,6 +91,10 @@ type Core struct {
 	defaultID string
 	log       *slog.Logger
 	stop      context.CancelFunc
+
+	// tokens enqueues proactive token refreshes every tokenScanEvery.
+	tokens         *lifecycle.Scheduler
+	tokenScanEvery time.Duration
 }
 
 // New prepares core: the spine's streams and buckets, the in-memory mirror of
@@ -113,6 +127,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 		stop()
 		return nil, fmt.Errorf("core: default machine: %w", err)
 	}
+	logins, err := oauth.NewProviders(cfg.OAuth)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("core: %w", err)
+	}
 	keySecret := secrets.Derive(cfg.SecretKey, "api-key-checksum")
 	reg := provider.NewRegistry()
 	auth := grpcapi.NewAuthenticator(st, keySecret, cfg.AdminToken, cfg.RequireAPIKey, defaultID)
@@ -120,7 +139,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 	lister := catalog.NewLister(st, reg, jobPub, log)
 	v := vault.New(box)
 	cooldowns := store.NewCooldowns(st.Cooldowns)
-	disp := dispatch.New(st, routing.NewResolver(st, reg), cooldowns, jobPub, v, upstream.NewClients(timeouts(cfg)), log)
+	clients := upstream.NewClients(timeouts(cfg))
+	disp := dispatch.New(st, routing.NewResolver(st, reg), cooldowns, jobPub, v, clients, log)
 	use := usage.NewPublisher(js, log)
 	c := &Core{
 		scanEvery: cmp.Or(cfg.CatalogScanEvery, time.Minute),
@@ -135,12 +155,21 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 			Usage:      use,
 			Log:        log,
 		}),
-		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, lister, keySecret, reg, log),
+		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, lister, keySecret, reg, log).WithUpstream(clients),
 		usage:     use,
 		defaultID: defaultID,
 		log:       log,
 		stop:      stop,
 	}
+	// The same publisher as reactive refreshes: one job per connection and
+	// token generation, whichever asks first.
+	c.tokens, c.tokenScanEvery = lifecycle.New(st.Connections, reg, jobPub, log), cfg.TokenScanEvery
+	c.admin.EnableOAuth(grpcapi.OAuthDeps{
+		Providers: logins,
+		Box:       box,
+		// A token endpoint must not send codes or tokens elsewhere.
+		Clients: upstream.NewClients(upstream.Options{FirstByte: oauth.CallTimeout, NoRedirects: true}),
+	})
 	log.Info("core ready", "default_machine", defaultID)
 	return c, nil
 }
@@ -179,7 +208,7 @@ func ensureDefaultMachine(ctx context.Context, st *store.Store) (string, error) 
 		return "", err
 	}
 	m := &busv1.Machine{Id: id, Name: "default", IsDefault: true, CreatedAt: timestamppb.Now()}
-	if err := st.Machines.Create(ctx, defaultMachineKey, m); err != nil && !errors.Is(err, store.ErrExists) {
+	if err := st.Machines.Create(ctx, defaultMachineKey, m); err != nil && !errors.Is(err, kvmirror.ErrExists) {
 		return "", err
 	}
 	e, ok := st.Machines.Get(defaultMachineKey)
@@ -187,10 +216,10 @@ func ensureDefaultMachine(ctx context.Context, st *store.Store) (string, error) 
 		return "", errors.New("default machine pointer missing after create")
 	}
 	m = e.Value
-	if err := st.Machines.Create(ctx, m.GetId(), m); err != nil && !errors.Is(err, store.ErrExists) {
+	if err := st.Machines.Create(ctx, m.GetId(), m); err != nil && !errors.Is(err, kvmirror.ErrExists) {
 		return "", err
 	}
-	if err := st.Settings.Create(ctx, m.GetId(), &busv1.Settings{}); err != nil && !errors.Is(err, store.ErrExists) {
+	if err := st.Settings.Create(ctx, m.GetId(), &busv1.Settings{}); err != nil && !errors.Is(err, kvmirror.ErrExists) {
 		return "", err
 	}
 	return m.GetId(), nil
@@ -213,8 +242,14 @@ func (c *Core) Run(ctx context.Context) error {
 		defer close(done)
 		c.refreshCatalogs(ctx)
 	}()
+	tokensDone := make(chan struct{})
+	go func() {
+		defer close(tokensDone)
+		c.tokens.Run(ctx, c.tokenScanEvery)
+	}()
 	c.usage.Run(ctx, 10*time.Second)
 	<-done
+	<-tokensDone
 	c.stop()
 	return nil
 }

@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/switchboardhq/switchboard/edge/internal/clitools"
 	"github.com/switchboardhq/switchboard/edge/internal/gateway"
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -33,6 +35,12 @@ type Config struct {
 	// MaxAudioBytes caps a transcription upload (zero:
 	// openai.DefaultMaxAudioBytes).
 	MaxAudioBytes int64
+	// PublicURL is the gateway's public base URL (the desktop CLI settings
+	// route points tools at it).
+	PublicURL string
+	// CLIHomeDir is the home directory whose CLI settings files the desktop
+	// CLI settings route edits (empty: os.UserHomeDir()).
+	CLIHomeDir string
 	// Billing configures the GraphQL and webhook routes (mounted when
 	// Deps.Billing is set).
 	Billing BillingConfig
@@ -90,6 +98,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	mux.Handle("POST /v1/chat/completions", limitBody(cfg.MaxBodyBytes, chat))
 	mux.Handle("POST /{machineId}/v1/chat/completions", limitBody(cfg.MaxBodyBytes, chat))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
+	e.mountCLITools(mux, deps.Core)
 	if deps.Billing != nil {
 		if err := mountBilling(mux, deps.Billing, cfg.Billing, e.log); err != nil {
 			return nil, err
@@ -109,6 +118,29 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	return e, nil
+}
+
+// mountCLITools serves the desktop CLI settings route, which edits files in
+// the home directory of the machine the edge runs on.
+func (e *Edge) mountCLITools(mux *http.ServeMux, core grpc.ClientConnInterface) {
+	home := e.cfg.CLIHomeDir
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			e.log.Warn("no home directory: the CLI settings route is off", "err", err)
+			return
+		}
+		home = h
+	}
+	publicURL := e.cfg.PublicURL
+	if publicURL == "" {
+		publicURL = "http://" + e.cfg.HTTPAddr
+	}
+	mux.Handle(clitools.ClaudeSettingsPath, &clitools.ClaudeSettings{
+		Admin:     corev1.NewAdminClient(core),
+		PublicURL: publicURL,
+		Home:      home,
+	})
 }
 
 // Addr is the address the edge listens on.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/secrets"
 )
 
@@ -48,9 +49,20 @@ type Config struct {
 	StallTimeout time.Duration
 	// CatalogScanEvery is how often live catalogs near expiry are refreshed.
 	CatalogScanEvery time.Duration
+	// TokenScanEvery is how often OAuth tokens near expiry are refreshed.
+	TokenScanEvery time.Duration
+	// CLIHomeDir is the home directory whose ~/.claude/settings.json the
+	// desktop CLI settings route edits (empty: the user's home directory).
+	// Tests set it; it has no environment variable.
+	CLIHomeDir string
 	// MaxAudioBytes caps a transcription upload (zero: the roles' default,
 	// 25 MiB).
 	MaxAudioBytes int64
+	// OAuth overrides the OAuth login table, read from the variables
+	// SWITCHBOARD_OAUTH_<PROVIDER>_<FIELD> (internal/oauth.EnvName), e.g.
+	// SWITCHBOARD_OAUTH_QWEN_TOKEN_URL or
+	// SWITCHBOARD_OAUTH_GITHUB_COPILOT_CLIENT_ID.
+	OAuth oauth.Overrides
 
 	LogLevel        slog.Level
 	LogFormat       string
@@ -101,6 +113,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	firstByte := s.add("SWITCHBOARD_FIRST_BYTE_TIMEOUT", "first-byte-timeout", "120s", "how long an upstream may take to start answering before the next connection is tried", false)
 	stall := s.add("SWITCHBOARD_STALL_TIMEOUT", "stall-timeout", "60s", "how long a started stream may stay silent before it ends with an error", false)
 	catalogScan := s.add("SWITCHBOARD_CATALOG_SCAN_INTERVAL", "catalog-scan-interval", "1m", "how often live model catalogs near their one-hour expiry are fetched again", false)
+	tokenScan := s.add("SWITCHBOARD_TOKEN_SCAN_INTERVAL", "token-scan-interval", "1m", "how often OAuth connections are checked for tokens within their provider's refresh lead time", false)
 	maxAudio := s.add("SWITCHBOARD_MAX_AUDIO_BYTES", "max-audio-bytes", "26214400", "largest audio file /v1/audio/transcriptions accepts, in bytes", false)
 	shutdown := s.add("SWITCHBOARD_SHUTDOWN_TIMEOUT", "shutdown-timeout", "15s", "how long a graceful shutdown drains in-flight requests", false)
 
@@ -207,6 +220,11 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		err = errors.New("must be positive")
 	}
 	check(catalogScan, err)
+	c.TokenScanEvery, err = time.ParseDuration(tokenScan.raw)
+	if err == nil && c.TokenScanEvery <= 0 {
+		err = errors.New("must be positive")
+	}
+	check(tokenScan, err)
 	c.MaxAudioBytes, err = strconv.ParseInt(maxAudio.raw, 10, 64)
 	if err == nil && c.MaxAudioBytes <= 0 {
 		err = errors.New("must be a positive number of bytes")
@@ -217,6 +235,10 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		err = errors.New("must be positive")
 	}
 	check(shutdown, err)
+	c.OAuth = oauth.OverridesFromEnv(getenv)
+	if _, err := oauth.NewProviders(c.OAuth); err != nil {
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_OAUTH_*: %w", err))
+	}
 
 	switch command {
 	case "core", "worker", "billing":

@@ -90,10 +90,11 @@ type Node struct {
 // embedded nats-server. On error everything already opened is closed.
 func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Role) (n *Node, err error) {
 	n = &Node{cfg: cfg, log: log, roles: roles}
+	opened := n
 	defer func() {
 		if err != nil {
-			n.close()
-			n = nil
+			// The returns below set n to nil; close what was opened.
+			opened.close()
 		}
 	}()
 	needs := func(r Role) bool { return slices.Contains(roles, r) }
@@ -121,7 +122,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			FirstByteTimeout: cfg.FirstByteTimeout,
 			MaxAudioBytes:    cfg.MaxAudioBytes,
 			CatalogScanEvery: cfg.CatalogScanEvery,
+			TokenScanEvery:   cfg.TokenScanEvery,
 			StallTimeout:     cfg.StallTimeout,
+			OAuth:            cfg.OAuth,
 		}, core.Deps{NATS: n.nc, Logger: log})
 		if err != nil {
 			return nil, err
@@ -187,6 +190,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			HTTPAddr:        cfg.HTTPAddr,
 			ShutdownTimeout: cfg.ShutdownTimeout,
 			MaxAudioBytes:   cfg.MaxAudioBytes,
+			PublicURL:       cfg.PublicURL,
+			CLIHomeDir:      cfg.CLIHomeDir,
 			Billing:         edge.BillingConfig{JWTSecret: jwtSecret, JWKSURL: cfg.JWKSURL, Dev: loopback(cfg.HTTPAddr)},
 		}, edge.Deps{Core: coreConn, Billing: billingConn, Logger: log})
 		if err != nil {

@@ -188,3 +188,15 @@ func TestTwoInstancesPointingAtEachOther(t *testing.T) {
 	assert.Empty(t, a.ModelIDs(t))
 	assert.Empty(t, b.ModelIDs(t))
 }
+
+// A start that fails part-way closes what it opened and reports the error.
+func TestStartFailureClosesCleanly(t *testing.T) {
+	cfg := nodetest.Config(t.TempDir())
+	cfg.SecretKey = "not base64 !!"
+	n, err := node.Start(context.Background(), cfg, nodetest.Logger(), node.AllRoles...)
+	require.Error(t, err)
+	assert.Nil(t, n)
+	// The data directory's NATS store was released: a new start succeeds.
+	cfg.SecretKey = ""
+	nodetest.Start(t, cfg, node.AllRoles...)
+}

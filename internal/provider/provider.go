@@ -12,6 +12,8 @@
 //	upstream.go   per-request helpers: base URL and credential headers
 package provider
 
+import "time"
+
 // Model kinds (interface section 1).
 const (
 	KindLLM       = "llm"
@@ -107,6 +109,35 @@ type Spec struct {
 	// Models is the static model list: representative models, not the
 	// provider's whole catalogue (Listing gives that where there is one).
 	Models []Model
+	// RefreshLead is how long before an OAuth access token expires that it
+	// is refreshed ahead of use; zero means the provider's entry in
+	// refreshPolicy, else DefaultRefreshLead.
+	RefreshLead time.Duration
+	// RefreshMaxAge, when set, forces a refresh of tokens last refreshed
+	// longer ago than this, whatever their expiry says.
+	RefreshMaxAge time.Duration
+}
+
+// DefaultRefreshLead is the refresh lead time of OAuth providers without
+// their own (reference/gateway.md: "others 5 min"), compatible families
+// included.
+const DefaultRefreshLead = 5 * time.Minute
+
+// TokenRefresh is when an OAuth connection of the provider is refreshed
+// proactively: lead before its token expires, and (when maxAge is set) once
+// its last refresh is older than maxAge.
+func (s Spec) TokenRefresh() (lead, maxAge time.Duration) {
+	lead, maxAge = refreshPolicy(s.ID)
+	if s.RefreshLead > 0 {
+		lead = s.RefreshLead
+	}
+	if s.RefreshMaxAge > 0 {
+		maxAge = s.RefreshMaxAge
+	}
+	if lead <= 0 {
+		lead = DefaultRefreshLead
+	}
+	return lead, maxAge
 }
 
 // Serves reports whether the provider serves models of kind k.

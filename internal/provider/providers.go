@@ -1,5 +1,7 @@
 package provider
 
+import "time"
+
 // The built-in providers. Each provider is one function returning one Spec
 // literal; builtinSpecs lists them in registry order.
 //
@@ -24,6 +26,10 @@ func builtinSpecs() []Spec {
 		fireworks(),
 		cerebras(),
 		elevenLabs(),
+		githubCopilot(),
+		qwen(),
+		kimi(),
+		codex(),
 	}
 }
 
@@ -240,6 +246,86 @@ func elevenLabs() Spec {
 			stt("scribe_v1"),
 		},
 	}
+}
+
+// The OAuth subscription providers: connections are created by a login
+// (internal/oauth), and their access token is the credential.
+
+// githubCopilot's base URL is usually replaced by the API host the Copilot
+// token names (endpoints.api).
+func githubCopilot() Spec {
+	return Spec{
+		ID: "github-copilot", Alias: "copilot", DefaultBaseURL: "https://api.githubcopilot.com",
+		Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
+		Kinds: []string{KindLLM},
+		Models: []Model{
+			chat("gpt-4.1", 128_000, ModalityText, ModalityImage),
+			chat("gpt-4o", 128_000, ModalityText, ModalityImage),
+			chat("claude-sonnet-4", 128_000, ModalityText, ModalityImage),
+		},
+	}
+}
+
+// qwen's base URL is usually replaced by the resource_url of the login.
+func qwen() Spec {
+	return Spec{
+		ID: "qwen", Alias: "qwen", DefaultBaseURL: "https://dashscope.aliyuncs.com/compatible-mode/v1",
+		Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
+		Kinds: []string{KindLLM},
+		Models: []Model{
+			chat("qwen3-coder-plus", 1_000_000, ModalityText),
+			chat("qwen3-coder-flash", 1_000_000, ModalityText),
+		},
+	}
+}
+
+func kimi() Spec {
+	return Spec{
+		ID: "kimi", Alias: "kimi", DefaultBaseURL: "https://api.kimi.com/coding/v1",
+		Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
+		Kinds: []string{KindLLM},
+		Models: []Model{
+			chat("kimi-for-coding", 262_144, ModalityText),
+		},
+	}
+}
+
+// codex is the ChatGPT-subscription backend of OpenAI's Codex CLI.
+func codex() Spec {
+	return Spec{
+		ID: "codex", Alias: "codex", DefaultBaseURL: "https://chatgpt.com/backend-api/codex",
+		Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
+		Kinds: []string{KindLLM},
+		Models: []Model{
+			chat("gpt-5-codex", 400_000, ModalityText, ModalityImage),
+			chat("gpt-5", 400_000, ModalityText, ModalityImage),
+		},
+	}
+}
+
+// refreshPolicy is the proactive token refresh of the OAuth providers by
+// provider id (reference/gateway.md "Proactive refresh lead times"). A Spec's
+// own RefreshLead and RefreshMaxAge win; ids not named here get
+// DefaultRefreshLead.
+func refreshPolicy(id string) (lead, maxAge time.Duration) {
+	switch id {
+	case "claude", "claude-code":
+		return 4 * time.Hour, 0
+	case "codex":
+		// Codex tokens are also refreshed when the last refresh is over
+		// 8 days old, whatever their expiry says.
+		return 5 * 24 * time.Hour, 8 * 24 * time.Hour
+	case "qwen":
+		return 20 * time.Minute, 0
+	case "gemini-cli", "antigravity":
+		return 5 * time.Minute, 0
+	case "iflow":
+		return 24 * time.Hour, 0
+	case "github-copilot", "copilot":
+		// The short-lived Copilot token exchanged from the GitHub token.
+		return 5 * time.Minute, 0
+	}
+	return DefaultRefreshLead, 0
 }
 
 // Model constructors. Each call builds fresh slices, so no two models (or

@@ -18,6 +18,9 @@ const (
 	BucketCooldowns      = "sb_cooldowns"
 	BucketCatalogs       = "sb_catalogs"
 	BucketUsageRollups   = "sb_usage_rollups"
+	// BucketOAuthFlows holds OAuth logins in progress (device codes, PKCE
+	// verifiers), forgotten after OAuthFlowTTL.
+	BucketOAuthFlows = "sb_oauth_flows"
 )
 
 // Streams and their subjects.
@@ -43,6 +46,10 @@ const CatalogTTL = time.Hour
 // update: the 30-day statistics window and some margin.
 const UsageRollupTTL = 40 * 24 * time.Hour
 
+// OAuthFlowTTL is how long an OAuth login in progress is kept: longer than
+// any provider's device code lives.
+const OAuthFlowTTL = 30 * time.Minute
+
 // JobDedupWindow is how long a job's message id suppresses a duplicate.
 const JobDedupWindow = 2 * time.Minute
 
@@ -65,6 +72,7 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 		{Bucket: BucketCooldowns, Description: "per connection and model cooldowns", History: 1, TTL: time.Hour, Replicas: r},
 		{Bucket: BucketCatalogs, Description: "live model catalogs per connection", History: 1, TTL: CatalogTTL, Replicas: r},
 		{Bucket: BucketUsageRollups, Description: "usage roll-ups per machine and UTC day", History: 1, TTL: UsageRollupTTL, Replicas: r},
+		{Bucket: BucketOAuthFlows, Description: "OAuth logins in progress, secrets sealed", History: 1, TTL: OAuthFlowTTL, Replicas: r},
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/billing/internal/payments"
 	"github.com/switchboardhq/switchboard/billing/internal/store"
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -454,7 +455,7 @@ func (s *Service) SyncSubscription(ctx context.Context, id string, mutate func(*
 	now := s.cfg.Now()
 	return s.st.UpsertSubscription(ctx, userID, sub.ID, func(rec *billingv1.SubscriptionRecord, ok bool) error {
 		if ok && rec.GetSyncedAt().AsTime().After(fetchedAt) {
-			return store.ErrSkip
+			return kvmirror.ErrSkip
 		}
 		v := &billingv1.Subscription{
 			Id:                 sub.ID,
@@ -510,7 +511,7 @@ func (s *Service) MarkSubscriptionEnded(ctx context.Context, id string) error {
 	now := s.cfg.Now()
 	_, err := s.st.UpsertSubscription(ctx, owner, id, func(rec *billingv1.SubscriptionRecord, ok bool) error {
 		if !ok {
-			return store.ErrSkip
+			return kvmirror.ErrSkip
 		}
 		sub := rec.GetSubscription()
 		sub.Status = billingv1.SubscriptionStatus_SUBSCRIPTION_STATUS_CANCELED
@@ -561,7 +562,7 @@ func (s *Service) SyncInvoice(ctx context.Context, id string) (*billingv1.Invoic
 	now := s.cfg.Now()
 	return s.st.UpsertInvoice(ctx, userID, inv.ID, func(rec *billingv1.InvoiceRecord, ok bool) error {
 		if ok && rec.GetSyncedAt().AsTime().After(fetchedAt) {
-			return store.ErrSkip
+			return kvmirror.ErrSkip
 		}
 		rec.UserId = userID
 		rec.CustomerId = inv.CustomerID

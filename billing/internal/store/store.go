@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -47,9 +48,9 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 
 // Store holds billing's buckets.
 type Store struct {
-	customers     *Bucket[*billingv1.CustomerRecord]
-	subscriptions *Bucket[*billingv1.SubscriptionRecord]
-	invoices      *Bucket[*billingv1.InvoiceRecord]
+	customers     *kvmirror.Bucket[*billingv1.CustomerRecord]
+	subscriptions *kvmirror.Bucket[*billingv1.SubscriptionRecord]
+	invoices      *kvmirror.Bucket[*billingv1.InvoiceRecord]
 	events        jetstream.KeyValue
 	dead          jetstream.KeyValue
 }
@@ -77,12 +78,12 @@ func Open(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Store
 	return &s, nil
 }
 
-func open[T proto.Message](ctx context.Context, js jetstream.JetStream, name string, newT func() T, log *slog.Logger) (*Bucket[T], error) {
+func open[T proto.Message](ctx context.Context, js jetstream.JetStream, name string, newT func() T, log *slog.Logger) (*kvmirror.Bucket[T], error) {
 	kv, err := js.KeyValue(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", name, err)
 	}
-	return OpenBucket(ctx, kv, newT, log)
+	return kvmirror.OpenBucket(ctx, kv, newT, log)
 }
 
 // userKey encodes a user id (any JWT subject) into key-safe characters.
@@ -132,12 +133,12 @@ func (s *Store) LinkCustomer(ctx context.Context, rec *billingv1.CustomerRecord)
 		rec.CreatedAt = timestamppb.Now()
 	}
 	if err := s.customers.Create(ctx, "user."+userKey(rec.GetUserId()), rec); err != nil {
-		if !errors.Is(err, ErrExists) {
+		if !errors.Is(err, kvmirror.ErrExists) {
 			return nil, err
 		}
 		cur, ok := s.CustomerByUser(rec.GetUserId())
 		if !ok {
-			return nil, ErrConflict
+			return nil, kvmirror.ErrConflict
 		}
 		rec = cur
 	}
@@ -161,7 +162,7 @@ func (s *Store) UpsertSubscription(ctx context.Context, userID, subscriptionID s
 func (s *Store) Subscriptions(userID string) []*billingv1.SubscriptionRecord {
 	prefix := userKey(userID) + "."
 	var out []*billingv1.SubscriptionRecord
-	s.subscriptions.Range(func(key string, e Entry[*billingv1.SubscriptionRecord]) bool {
+	s.subscriptions.Range(func(key string, e kvmirror.Entry[*billingv1.SubscriptionRecord]) bool {
 		if strings.HasPrefix(key, prefix) {
 			out = append(out, e.Value)
 		}
@@ -179,7 +180,7 @@ func (s *Store) Subscriptions(userID string) []*billingv1.SubscriptionRecord {
 // AllSubscriptions calls fn for every subscription record until it returns
 // false.
 func (s *Store) AllSubscriptions(fn func(*billingv1.SubscriptionRecord) bool) {
-	s.subscriptions.Range(func(_ string, e Entry[*billingv1.SubscriptionRecord]) bool {
+	s.subscriptions.Range(func(_ string, e kvmirror.Entry[*billingv1.SubscriptionRecord]) bool {
 		return fn(e.Value)
 	})
 }
@@ -197,7 +198,7 @@ func (s *Store) UpsertInvoice(ctx context.Context, userID, invoiceID string, fn 
 func (s *Store) Invoices(userID string, take, skip int) ([]*billingv1.InvoiceRecord, int) {
 	prefix := userKey(userID) + "."
 	var all []*billingv1.InvoiceRecord
-	s.invoices.Range(func(key string, e Entry[*billingv1.InvoiceRecord]) bool {
+	s.invoices.Range(func(key string, e kvmirror.Entry[*billingv1.InvoiceRecord]) bool {
 		if strings.HasPrefix(key, prefix) {
 			all = append(all, e.Value)
 		}

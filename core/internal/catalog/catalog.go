@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
@@ -302,7 +303,7 @@ func (l *Lister) Await(ctx context.Context, pending Pending) {
 func (l *Lister) RefreshExpiring(ctx context.Context, lead time.Duration) int {
 	var due []*busv1.Connection
 	horizon := l.now().Add(lead)
-	l.store.Connections.Range(func(_ string, e store.Entry[*busv1.Connection]) bool {
+	l.store.Connections.Range(func(_ string, e kvmirror.Entry[*busv1.Connection]) bool {
 		c := e.Value
 		if !c.GetIsActive() || !l.Fetchable(c) {
 			return true

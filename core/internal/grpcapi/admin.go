@@ -21,7 +21,9 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/catalog"
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/core/internal/vault"
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -46,6 +48,10 @@ type Admin struct {
 	registry  *provider.Registry
 	log       *slog.Logger
 	now       func() time.Time
+	// upstream carries the provider checks (checks.go).
+	upstream *upstream.Clients
+	// logins runs the OAuth logins (oauth.go); nil until EnableOAuth.
+	logins *OAuthDeps
 }
 
 var _ corev1.AdminServer = (*Admin)(nil)
@@ -198,6 +204,7 @@ func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
 		ExpiresAt:    c.GetOauth().GetExpiresAt(),
 		CreatedAt:    c.GetCreatedAt(),
 		UpdatedAt:    c.GetUpdatedAt(),
+		LastTest:     testView(c.GetLastTest()),
 	}
 	if c.GetOauth() != nil {
 		v.AuthType = "oauth"
@@ -221,9 +228,9 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
-func (a *Admin) connection(machineID, id string) (store.Entry[*busv1.Connection], error) {
+func (a *Admin) connection(machineID, id string) (kvmirror.Entry[*busv1.Connection], error) {
 	if id == "" {
-		return store.Entry[*busv1.Connection]{}, missingParam("id")
+		return kvmirror.Entry[*busv1.Connection]{}, missingParam("id")
 	}
 	e, ok := a.store.Connections.Get(store.ConnectionKey(machineID, id))
 	if !ok {
@@ -234,7 +241,7 @@ func (a *Admin) connection(machineID, id string) (store.Entry[*busv1.Connection]
 
 func (a *Admin) storeError(err error) error {
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, kvmirror.ErrNotFound):
 		return notFound("not_found", "not found")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
@@ -390,7 +397,7 @@ func (a *Admin) CreateAPIKey(ctx context.Context, req *corev1.CreateAPIKeyReques
 		raw := apikey.Format(a.keySecret, machineID, keyID)
 		k := &busv1.APIKey{Id: keyID, MachineId: machineID, Name: req.GetName(), CreatedAt: timestamppb.New(a.now())}
 		err = a.store.Keys.Create(ctx, apikey.Hash(raw), k)
-		if errors.Is(err, store.ErrExists) {
+		if errors.Is(err, kvmirror.ErrExists) {
 			continue
 		}
 		if err != nil {
@@ -405,7 +412,7 @@ func (a *Admin) CreateAPIKey(ctx context.Context, req *corev1.CreateAPIKeyReques
 
 func (a *Admin) keysOf(machineID string) map[string]*busv1.APIKey {
 	out := make(map[string]*busv1.APIKey)
-	a.store.Keys.Range(func(hash string, e store.Entry[*busv1.APIKey]) bool {
+	a.store.Keys.Range(func(hash string, e kvmirror.Entry[*busv1.APIKey]) bool {
 		if e.Value.GetMachineId() == machineID {
 			out[hash] = e.Value
 		}

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/apikey"
-	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -33,13 +33,13 @@ func (a *Admin) CreateMachine(ctx context.Context, req *corev1.CreateMachineRequ
 		}
 		m := &busv1.Machine{Id: id, Name: req.GetName(), CreatedAt: timestamppb.New(a.now())}
 		err = a.store.Machines.Create(ctx, id, m)
-		if errors.Is(err, store.ErrExists) {
+		if errors.Is(err, kvmirror.ErrExists) {
 			continue
 		}
 		if err != nil {
 			return nil, a.storeError(err)
 		}
-		if err := a.store.Settings.Create(ctx, id, &busv1.Settings{}); err != nil && !errors.Is(err, store.ErrExists) {
+		if err := a.store.Settings.Create(ctx, id, &busv1.Settings{}); err != nil && !errors.Is(err, kvmirror.ErrExists) {
 			return nil, a.storeError(err)
 		}
 		a.log.Info("machine created", "machine", id)
@@ -55,7 +55,7 @@ func (a *Admin) ListMachines(ctx context.Context, _ *corev1.ListMachinesRequest)
 		return nil, err
 	}
 	out := &corev1.ListMachinesResponse{Machines: []*corev1.Machine{}}
-	a.store.Machines.Range(func(key string, e store.Entry[*busv1.Machine]) bool {
+	a.store.Machines.Range(func(key string, e kvmirror.Entry[*busv1.Machine]) bool {
 		if key != e.Value.GetId() {
 			return true // the default machine's pointer
 		}

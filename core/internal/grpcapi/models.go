@@ -2,7 +2,6 @@ package grpcapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -12,7 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -108,12 +106,7 @@ func (a *Admin) RemoveDisabledModels(ctx context.Context, req *corev1.RemoveDisa
 }
 
 func (a *Admin) modifyDisabled(ctx context.Context, machineID string, fn func(*busv1.DisabledModels)) error {
-	if _, ok := a.store.Disabled.Get(machineID); !ok {
-		if err := a.store.Disabled.Create(ctx, machineID, &busv1.DisabledModels{}); err != nil && !errors.Is(err, store.ErrExists) {
-			return err
-		}
-	}
-	_, err := a.store.Disabled.Modify(ctx, machineID, func(d *busv1.DisabledModels) error {
+	_, err := a.store.Disabled.Upsert(ctx, machineID, func(d *busv1.DisabledModels, _ bool) error {
 		if d.Aliases == nil {
 			d.Aliases = map[string]*busv1.ModelIDs{}
 		}
@@ -204,12 +197,7 @@ func (a *Admin) PutCombos(ctx context.Context, req *corev1.PutCombosRequest) (*c
 }
 
 func (a *Admin) modifySettings(ctx context.Context, machineID string, fn func(*busv1.Settings)) error {
-	if _, ok := a.store.Settings.Get(machineID); !ok {
-		if err := a.store.Settings.Create(ctx, machineID, &busv1.Settings{}); err != nil && !errors.Is(err, store.ErrExists) {
-			return err
-		}
-	}
-	_, err := a.store.Settings.Modify(ctx, machineID, func(s *busv1.Settings) error {
+	_, err := a.store.Settings.Upsert(ctx, machineID, func(s *busv1.Settings, _ bool) error {
 		fn(s)
 		return nil
 	})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/apikey"
 	"github.com/switchboardhq/switchboard/core/internal/rollup"
-	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -88,7 +88,7 @@ func (a *Admin) applyDelta(ctx context.Context, d *corev1.UsageDelta, ackFloor u
 				return out, nil
 			}
 			err := bucket.Create(ctx, key, doc)
-			if !errors.Is(err, store.ErrExists) {
+			if !errors.Is(err, kvmirror.ErrExists) {
 				return out, err
 			}
 			// Another writer created it first: apply on top of theirs.
@@ -109,16 +109,16 @@ func (a *Admin) applyDelta(ctx context.Context, d *corev1.UsageDelta, ackFloor u
 		switch {
 		case errors.Is(err, errUnchanged):
 			return out, nil
-		case errors.Is(err, store.ErrNotFound):
+		case errors.Is(err, kvmirror.ErrNotFound):
 			continue
 		}
 		return out, err
 	}
-	return 0, store.ErrConflict
+	return 0, kvmirror.ErrConflict
 }
 
 // awaitKey blocks until the mirror of b holds key.
-func awaitKey(ctx context.Context, b *store.Bucket[*busv1.UsageRollup], key string) error {
+func awaitKey(ctx context.Context, b *kvmirror.Bucket[*busv1.UsageRollup], key string) error {
 	for {
 		ch := b.Changed()
 		if _, ok := b.Get(key); ok {
@@ -156,7 +156,7 @@ func (a *Admin) GetUsageStats(ctx context.Context, req *corev1.GetUsageStatsRequ
 		connNames[c.GetId()] = c.GetName()
 	}
 	keyNames := map[string]string{}
-	a.store.Keys.Range(func(_ string, e store.Entry[*busv1.APIKey]) bool {
+	a.store.Keys.Range(func(_ string, e kvmirror.Entry[*busv1.APIKey]) bool {
 		if e.Value.GetMachineId() == machineID {
 			keyNames[e.Value.GetId()] = e.Value.GetName()
 		}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
@@ -16,13 +17,13 @@ import (
 // writes. The bucket forgets records an hour after their last write, which
 // is the retention the engine needs for its backoff levels.
 type Cooldowns struct {
-	b *Bucket[*busv1.Cooldown]
+	b *kvmirror.Bucket[*busv1.Cooldown]
 }
 
 var _ credential.Cooldowns = (*Cooldowns)(nil)
 
 // NewCooldowns returns the store over the bucket.
-func NewCooldowns(b *Bucket[*busv1.Cooldown]) *Cooldowns { return &Cooldowns{b: b} }
+func NewCooldowns(b *kvmirror.Bucket[*busv1.Cooldown]) *Cooldowns { return &Cooldowns{b: b} }
 
 // cooldownKey is "<connection>.<base64url(model)>": model ids hold
 // characters a KV key may not.
@@ -71,7 +72,7 @@ func (c *Cooldowns) Clear(ctx context.Context, connectionID, model string) error
 func (c *Cooldowns) ClearConnection(ctx context.Context, connectionID string) (int, error) {
 	var keys []string
 	prefix := connectionID + "."
-	c.b.Range(func(key string, _ Entry[*busv1.Cooldown]) bool {
+	c.b.Range(func(key string, _ kvmirror.Entry[*busv1.Cooldown]) bool {
 		if strings.HasPrefix(key, prefix) {
 			keys = append(keys, key)
 		}

@@ -11,20 +11,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
 // Store holds core's buckets, each mirrored in memory.
 type Store struct {
-	Machines    *Bucket[*busv1.Machine]
-	Connections *Bucket[*busv1.Connection]
-	Keys        *Bucket[*busv1.APIKey]
-	Settings    *Bucket[*busv1.Settings]
-	Catalogs    *Bucket[*busv1.Catalog]
-	Cooldowns   *Bucket[*busv1.Cooldown]
-	Disabled    *Bucket[*busv1.DisabledModels]
-	Rollups     *Bucket[*busv1.UsageRollup]
+	Machines    *kvmirror.Bucket[*busv1.Machine]
+	Connections *kvmirror.Bucket[*busv1.Connection]
+	Keys        *kvmirror.Bucket[*busv1.APIKey]
+	Settings    *kvmirror.Bucket[*busv1.Settings]
+	Catalogs    *kvmirror.Bucket[*busv1.Catalog]
+	Cooldowns   *kvmirror.Bucket[*busv1.Cooldown]
+	Disabled    *kvmirror.Bucket[*busv1.DisabledModels]
+	Rollups     *kvmirror.Bucket[*busv1.UsageRollup]
+	OAuthFlows  *kvmirror.Bucket[*busv1.OAuthFlow]
 }
 
 // Open mirrors core's buckets, which must exist (spine.Topology.Ensure).
@@ -55,15 +57,18 @@ func Open(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Store
 	if s.Rollups, err = open(ctx, js, spine.BucketUsageRollups, func() *busv1.UsageRollup { return new(busv1.UsageRollup) }, log); err != nil {
 		return nil, err
 	}
+	if s.OAuthFlows, err = open(ctx, js, spine.BucketOAuthFlows, func() *busv1.OAuthFlow { return new(busv1.OAuthFlow) }, log); err != nil {
+		return nil, err
+	}
 	return &s, nil
 }
 
-func open[T proto.Message](ctx context.Context, js jetstream.JetStream, name string, newT func() T, log *slog.Logger) (*Bucket[T], error) {
+func open[T proto.Message](ctx context.Context, js jetstream.JetStream, name string, newT func() T, log *slog.Logger) (*kvmirror.Bucket[T], error) {
 	kv, err := js.KeyValue(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", name, err)
 	}
-	return OpenBucket(ctx, kv, newT, log)
+	return kvmirror.OpenBucket(ctx, kv, newT, log)
 }
 
 // ConnectionKey is the key of a connection in its bucket (also used for
@@ -77,7 +82,7 @@ func ConnectionKey(machineID, connectionID string) string {
 func (s *Store) MachineConnections(machineID string) []*busv1.Connection {
 	prefix := machineID + "."
 	var out []*busv1.Connection
-	s.Connections.Range(func(key string, e Entry[*busv1.Connection]) bool {
+	s.Connections.Range(func(key string, e kvmirror.Entry[*busv1.Connection]) bool {
 		if strings.HasPrefix(key, prefix) {
 			out = append(out, e.Value)
 		}

@@ -113,6 +113,8 @@ type Connection struct {
 	Oauth         *OAuthState            `protobuf:"bytes,9,opt,name=oauth,proto3" json:"oauth,omitempty"`
 	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// last_test is the outcome of the latest provider test of this connection.
+	LastTest      *ConnectionTest `protobuf:"bytes,12,opt,name=last_test,json=lastTest,proto3" json:"last_test,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -224,6 +226,93 @@ func (x *Connection) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Connection) GetLastTest() *ConnectionTest {
+	if x != nil {
+		return x.LastTest
+	}
+	return nil
+}
+
+// ConnectionTest is the outcome of a cheap real call made with a connection's
+// credential (GET {base}/models).
+type ConnectionTest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TestedAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=tested_at,json=testedAt,proto3" json:"tested_at,omitempty"`
+	Ok       bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	// status is the upstream's HTTP status, 0 when it could not be reached.
+	Status    int32 `protobuf:"varint,3,opt,name=status,proto3" json:"status,omitempty"`
+	LatencyMs int32 `protobuf:"varint,4,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// error says why the test failed; it never holds the credential.
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectionTest) Reset() {
+	*x = ConnectionTest{}
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionTest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionTest) ProtoMessage() {}
+
+func (x *ConnectionTest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionTest.ProtoReflect.Descriptor instead.
+func (*ConnectionTest) Descriptor() ([]byte, []int) {
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ConnectionTest) GetTestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TestedAt
+	}
+	return nil
+}
+
+func (x *ConnectionTest) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *ConnectionTest) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *ConnectionTest) GetLatencyMs() int32 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *ConnectionTest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // ProviderData is the provider-specific, non-secret part of a connection.
 type ProviderData struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -243,7 +332,7 @@ type ProviderData struct {
 
 func (x *ProviderData) Reset() {
 	*x = ProviderData{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[2]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +344,7 @@ func (x *ProviderData) String() string {
 func (*ProviderData) ProtoMessage() {}
 
 func (x *ProviderData) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[2]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +357,7 @@ func (x *ProviderData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderData.ProtoReflect.Descriptor instead.
 func (*ProviderData) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{2}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ProviderData) GetBaseUrl() string {
@@ -319,7 +408,7 @@ type CavemanOverride struct {
 
 func (x *CavemanOverride) Reset() {
 	*x = CavemanOverride{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[3]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +420,7 @@ func (x *CavemanOverride) String() string {
 func (*CavemanOverride) ProtoMessage() {}
 
 func (x *CavemanOverride) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[3]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +433,7 @@ func (x *CavemanOverride) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CavemanOverride.ProtoReflect.Descriptor instead.
 func (*CavemanOverride) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{3}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CavemanOverride) GetEnabled() bool {
@@ -373,7 +462,7 @@ type Secrets struct {
 
 func (x *Secrets) Reset() {
 	*x = Secrets{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[4]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +474,7 @@ func (x *Secrets) String() string {
 func (*Secrets) ProtoMessage() {}
 
 func (x *Secrets) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[4]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +487,7 @@ func (x *Secrets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Secrets.ProtoReflect.Descriptor instead.
 func (*Secrets) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{4}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Secrets) GetApiKey() string {
@@ -439,7 +528,7 @@ type OAuthState struct {
 
 func (x *OAuthState) Reset() {
 	*x = OAuthState{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[5]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +540,7 @@ func (x *OAuthState) String() string {
 func (*OAuthState) ProtoMessage() {}
 
 func (x *OAuthState) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[5]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +553,7 @@ func (x *OAuthState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuthState.ProtoReflect.Descriptor instead.
 func (*OAuthState) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OAuthState) GetTokenUrl() string {
@@ -523,7 +612,7 @@ type APIKey struct {
 
 func (x *APIKey) Reset() {
 	*x = APIKey{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[6]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +624,7 @@ func (x *APIKey) String() string {
 func (*APIKey) ProtoMessage() {}
 
 func (x *APIKey) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[6]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +637,7 @@ func (x *APIKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use APIKey.ProtoReflect.Descriptor instead.
 func (*APIKey) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *APIKey) GetId() string {
@@ -601,7 +690,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +702,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[7]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +715,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Settings) GetRequireApiKey() bool {
@@ -690,7 +779,7 @@ type Combo struct {
 
 func (x *Combo) Reset() {
 	*x = Combo{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +791,7 @@ func (x *Combo) String() string {
 func (*Combo) ProtoMessage() {}
 
 func (x *Combo) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[8]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +804,7 @@ func (x *Combo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Combo.ProtoReflect.Descriptor instead.
 func (*Combo) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Combo) GetName() string {
@@ -744,7 +833,7 @@ type DisabledModels struct {
 
 func (x *DisabledModels) Reset() {
 	*x = DisabledModels{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +845,7 @@ func (x *DisabledModels) String() string {
 func (*DisabledModels) ProtoMessage() {}
 
 func (x *DisabledModels) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[9]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +858,7 @@ func (x *DisabledModels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisabledModels.ProtoReflect.Descriptor instead.
 func (*DisabledModels) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DisabledModels) GetAliases() map[string]*ModelIDs {
@@ -788,7 +877,7 @@ type ModelIDs struct {
 
 func (x *ModelIDs) Reset() {
 	*x = ModelIDs{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[10]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +889,7 @@ func (x *ModelIDs) String() string {
 func (*ModelIDs) ProtoMessage() {}
 
 func (x *ModelIDs) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[10]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +902,7 @@ func (x *ModelIDs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelIDs.ProtoReflect.Descriptor instead.
 func (*ModelIDs) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ModelIDs) GetIds() []string {
@@ -843,7 +932,7 @@ type Catalog struct {
 
 func (x *Catalog) Reset() {
 	*x = Catalog{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[11]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +944,7 @@ func (x *Catalog) String() string {
 func (*Catalog) ProtoMessage() {}
 
 func (x *Catalog) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[11]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +957,7 @@ func (x *Catalog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Catalog.ProtoReflect.Descriptor instead.
 func (*Catalog) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Catalog) GetMachineId() string {
@@ -939,7 +1028,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[12]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1040,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[12]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1053,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Model) GetId() string {
@@ -1041,7 +1130,7 @@ type Cooldown struct {
 
 func (x *Cooldown) Reset() {
 	*x = Cooldown{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[13]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1142,7 @@ func (x *Cooldown) String() string {
 func (*Cooldown) ProtoMessage() {}
 
 func (x *Cooldown) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[13]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1155,7 @@ func (x *Cooldown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cooldown.ProtoReflect.Descriptor instead.
 func (*Cooldown) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Cooldown) GetConnectionId() string {
@@ -1140,7 +1229,7 @@ type UsageRollup struct {
 
 func (x *UsageRollup) Reset() {
 	*x = UsageRollup{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[14]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1241,7 @@ func (x *UsageRollup) String() string {
 func (*UsageRollup) ProtoMessage() {}
 
 func (x *UsageRollup) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[14]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1254,7 @@ func (x *UsageRollup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRollup.ProtoReflect.Descriptor instead.
 func (*UsageRollup) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UsageRollup) GetMachineId() string {
@@ -1229,7 +1318,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[15]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1330,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[15]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1343,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UsageRow) GetHour() int32 {
@@ -1325,7 +1414,7 @@ type UsageCounters struct {
 
 func (x *UsageCounters) Reset() {
 	*x = UsageCounters{}
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[16]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1426,7 @@ func (x *UsageCounters) String() string {
 func (*UsageCounters) ProtoMessage() {}
 
 func (x *UsageCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_bus_v1_state_proto_msgTypes[16]
+	mi := &file_switchboard_bus_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1439,7 @@ func (x *UsageCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageCounters.ProtoReflect.Descriptor instead.
 func (*UsageCounters) Descriptor() ([]byte, []int) {
-	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_bus_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UsageCounters) GetRequests() int64 {
@@ -1420,7 +1509,7 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"is_default\x18\x03 \x01(\bR\tisDefault\x129\n" +
 	"\n" +
-	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xad\x03\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xee\x03\n" +
 	"\n" +
 	"Connection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
@@ -1437,7 +1526,15 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xc4\x01\n" +
+	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12?\n" +
+	"\tlast_test\x18\f \x01(\v2\".switchboard.bus.v1.ConnectionTestR\blastTest\"\xa6\x01\n" +
+	"\x0eConnectionTest\x127\n" +
+	"\ttested_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\btestedAt\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\x05R\x06status\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\x04 \x01(\x05R\tlatencyMs\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xc4\x01\n" +
 	"\fProviderData\x12\x19\n" +
 	"\bbase_url\x18\x01 \x01(\tR\abaseUrl\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12%\n" +
@@ -1563,54 +1660,57 @@ func file_switchboard_bus_v1_state_proto_rawDescGZIP() []byte {
 	return file_switchboard_bus_v1_state_proto_rawDescData
 }
 
-var file_switchboard_bus_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_switchboard_bus_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_switchboard_bus_v1_state_proto_goTypes = []any{
 	(*Machine)(nil),               // 0: switchboard.bus.v1.Machine
 	(*Connection)(nil),            // 1: switchboard.bus.v1.Connection
-	(*ProviderData)(nil),          // 2: switchboard.bus.v1.ProviderData
-	(*CavemanOverride)(nil),       // 3: switchboard.bus.v1.CavemanOverride
-	(*Secrets)(nil),               // 4: switchboard.bus.v1.Secrets
-	(*OAuthState)(nil),            // 5: switchboard.bus.v1.OAuthState
-	(*APIKey)(nil),                // 6: switchboard.bus.v1.APIKey
-	(*Settings)(nil),              // 7: switchboard.bus.v1.Settings
-	(*Combo)(nil),                 // 8: switchboard.bus.v1.Combo
-	(*DisabledModels)(nil),        // 9: switchboard.bus.v1.DisabledModels
-	(*ModelIDs)(nil),              // 10: switchboard.bus.v1.ModelIDs
-	(*Catalog)(nil),               // 11: switchboard.bus.v1.Catalog
-	(*Model)(nil),                 // 12: switchboard.bus.v1.Model
-	(*Cooldown)(nil),              // 13: switchboard.bus.v1.Cooldown
-	(*UsageRollup)(nil),           // 14: switchboard.bus.v1.UsageRollup
-	(*UsageRow)(nil),              // 15: switchboard.bus.v1.UsageRow
-	(*UsageCounters)(nil),         // 16: switchboard.bus.v1.UsageCounters
-	nil,                           // 17: switchboard.bus.v1.Settings.AliasesEntry
-	nil,                           // 18: switchboard.bus.v1.DisabledModels.AliasesEntry
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*ConnectionTest)(nil),        // 2: switchboard.bus.v1.ConnectionTest
+	(*ProviderData)(nil),          // 3: switchboard.bus.v1.ProviderData
+	(*CavemanOverride)(nil),       // 4: switchboard.bus.v1.CavemanOverride
+	(*Secrets)(nil),               // 5: switchboard.bus.v1.Secrets
+	(*OAuthState)(nil),            // 6: switchboard.bus.v1.OAuthState
+	(*APIKey)(nil),                // 7: switchboard.bus.v1.APIKey
+	(*Settings)(nil),              // 8: switchboard.bus.v1.Settings
+	(*Combo)(nil),                 // 9: switchboard.bus.v1.Combo
+	(*DisabledModels)(nil),        // 10: switchboard.bus.v1.DisabledModels
+	(*ModelIDs)(nil),              // 11: switchboard.bus.v1.ModelIDs
+	(*Catalog)(nil),               // 12: switchboard.bus.v1.Catalog
+	(*Model)(nil),                 // 13: switchboard.bus.v1.Model
+	(*Cooldown)(nil),              // 14: switchboard.bus.v1.Cooldown
+	(*UsageRollup)(nil),           // 15: switchboard.bus.v1.UsageRollup
+	(*UsageRow)(nil),              // 16: switchboard.bus.v1.UsageRow
+	(*UsageCounters)(nil),         // 17: switchboard.bus.v1.UsageCounters
+	nil,                           // 18: switchboard.bus.v1.Settings.AliasesEntry
+	nil,                           // 19: switchboard.bus.v1.DisabledModels.AliasesEntry
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_switchboard_bus_v1_state_proto_depIdxs = []int32{
-	19, // 0: switchboard.bus.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 1: switchboard.bus.v1.Connection.data:type_name -> switchboard.bus.v1.ProviderData
-	5,  // 2: switchboard.bus.v1.Connection.oauth:type_name -> switchboard.bus.v1.OAuthState
-	19, // 3: switchboard.bus.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	19, // 4: switchboard.bus.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
-	3,  // 5: switchboard.bus.v1.ProviderData.caveman:type_name -> switchboard.bus.v1.CavemanOverride
-	19, // 6: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
-	19, // 7: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	17, // 8: switchboard.bus.v1.Settings.aliases:type_name -> switchboard.bus.v1.Settings.AliasesEntry
-	8,  // 9: switchboard.bus.v1.Settings.combos:type_name -> switchboard.bus.v1.Combo
-	18, // 10: switchboard.bus.v1.DisabledModels.aliases:type_name -> switchboard.bus.v1.DisabledModels.AliasesEntry
-	12, // 11: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
-	19, // 12: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
-	19, // 13: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
-	19, // 14: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
-	15, // 15: switchboard.bus.v1.UsageRollup.rows:type_name -> switchboard.bus.v1.UsageRow
-	19, // 16: switchboard.bus.v1.UsageRollup.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 17: switchboard.bus.v1.UsageRow.counters:type_name -> switchboard.bus.v1.UsageCounters
-	10, // 18: switchboard.bus.v1.DisabledModels.AliasesEntry.value:type_name -> switchboard.bus.v1.ModelIDs
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	20, // 0: switchboard.bus.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 1: switchboard.bus.v1.Connection.data:type_name -> switchboard.bus.v1.ProviderData
+	6,  // 2: switchboard.bus.v1.Connection.oauth:type_name -> switchboard.bus.v1.OAuthState
+	20, // 3: switchboard.bus.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	20, // 4: switchboard.bus.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 5: switchboard.bus.v1.Connection.last_test:type_name -> switchboard.bus.v1.ConnectionTest
+	20, // 6: switchboard.bus.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
+	4,  // 7: switchboard.bus.v1.ProviderData.caveman:type_name -> switchboard.bus.v1.CavemanOverride
+	20, // 8: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 9: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	18, // 10: switchboard.bus.v1.Settings.aliases:type_name -> switchboard.bus.v1.Settings.AliasesEntry
+	9,  // 11: switchboard.bus.v1.Settings.combos:type_name -> switchboard.bus.v1.Combo
+	19, // 12: switchboard.bus.v1.DisabledModels.aliases:type_name -> switchboard.bus.v1.DisabledModels.AliasesEntry
+	13, // 13: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
+	20, // 14: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
+	20, // 15: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 16: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
+	16, // 17: switchboard.bus.v1.UsageRollup.rows:type_name -> switchboard.bus.v1.UsageRow
+	20, // 18: switchboard.bus.v1.UsageRollup.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 19: switchboard.bus.v1.UsageRow.counters:type_name -> switchboard.bus.v1.UsageCounters
+	11, // 20: switchboard.bus.v1.DisabledModels.AliasesEntry.value:type_name -> switchboard.bus.v1.ModelIDs
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_bus_v1_state_proto_init() }
@@ -1618,14 +1718,14 @@ func file_switchboard_bus_v1_state_proto_init() {
 	if File_switchboard_bus_v1_state_proto != nil {
 		return
 	}
-	file_switchboard_bus_v1_state_proto_msgTypes[3].OneofWrappers = []any{}
+	file_switchboard_bus_v1_state_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_bus_v1_state_proto_rawDesc), len(file_switchboard_bus_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

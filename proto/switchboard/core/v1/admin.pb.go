@@ -42,8 +42,10 @@ type Connection struct {
 	ExpiresAt      *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	CreatedAt      *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt      *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// last_test is the outcome of the latest POST /api/providers/{id}/test.
+	LastTest      *ConnectionTest `protobuf:"bytes,15,opt,name=last_test,json=lastTest,proto3" json:"last_test,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Connection) Reset() {
@@ -174,6 +176,91 @@ func (x *Connection) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Connection) GetLastTest() *ConnectionTest {
+	if x != nil {
+		return x.LastTest
+	}
+	return nil
+}
+
+// ConnectionTest is the outcome of a provider test.
+type ConnectionTest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TestedAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=tested_at,json=testedAt,proto3" json:"tested_at,omitempty"`
+	Ok       bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	// status is the upstream's HTTP status, 0 when it could not be reached.
+	Status        int32  `protobuf:"varint,3,opt,name=status,proto3" json:"status,omitempty"`
+	LatencyMs     int32  `protobuf:"varint,4,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectionTest) Reset() {
+	*x = ConnectionTest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionTest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionTest) ProtoMessage() {}
+
+func (x *ConnectionTest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionTest.ProtoReflect.Descriptor instead.
+func (*ConnectionTest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ConnectionTest) GetTestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TestedAt
+	}
+	return nil
+}
+
+func (x *ConnectionTest) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *ConnectionTest) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *ConnectionTest) GetLatencyMs() int32 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *ConnectionTest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type ProviderSpecificData struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	BaseUrl       string                 `protobuf:"bytes,1,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
@@ -188,7 +275,7 @@ type ProviderSpecificData struct {
 
 func (x *ProviderSpecificData) Reset() {
 	*x = ProviderSpecificData{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[1]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -200,7 +287,7 @@ func (x *ProviderSpecificData) String() string {
 func (*ProviderSpecificData) ProtoMessage() {}
 
 func (x *ProviderSpecificData) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[1]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -213,7 +300,7 @@ func (x *ProviderSpecificData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSpecificData.ProtoReflect.Descriptor instead.
 func (*ProviderSpecificData) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ProviderSpecificData) GetBaseUrl() string {
@@ -261,7 +348,7 @@ type CavemanOverride struct {
 
 func (x *CavemanOverride) Reset() {
 	*x = CavemanOverride{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[2]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -273,7 +360,7 @@ func (x *CavemanOverride) String() string {
 func (*CavemanOverride) ProtoMessage() {}
 
 func (x *CavemanOverride) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[2]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -286,7 +373,7 @@ func (x *CavemanOverride) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CavemanOverride.ProtoReflect.Descriptor instead.
 func (*CavemanOverride) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CavemanOverride) GetEnabled() bool {
@@ -318,7 +405,7 @@ type OAuthTokens struct {
 
 func (x *OAuthTokens) Reset() {
 	*x = OAuthTokens{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[3]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -330,7 +417,7 @@ func (x *OAuthTokens) String() string {
 func (*OAuthTokens) ProtoMessage() {}
 
 func (x *OAuthTokens) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[3]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -343,7 +430,7 @@ func (x *OAuthTokens) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OAuthTokens.ProtoReflect.Descriptor instead.
 func (*OAuthTokens) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OAuthTokens) GetAccessToken() string {
@@ -398,7 +485,7 @@ type CreateConnectionRequest struct {
 
 func (x *CreateConnectionRequest) Reset() {
 	*x = CreateConnectionRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[4]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +497,7 @@ func (x *CreateConnectionRequest) String() string {
 func (*CreateConnectionRequest) ProtoMessage() {}
 
 func (x *CreateConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[4]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +510,7 @@ func (x *CreateConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConnectionRequest.ProtoReflect.Descriptor instead.
 func (*CreateConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateConnectionRequest) GetProvider() string {
@@ -484,7 +571,7 @@ type CreateConnectionResponse struct {
 
 func (x *CreateConnectionResponse) Reset() {
 	*x = CreateConnectionResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[5]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +583,7 @@ func (x *CreateConnectionResponse) String() string {
 func (*CreateConnectionResponse) ProtoMessage() {}
 
 func (x *CreateConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[5]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +596,7 @@ func (x *CreateConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConnectionResponse.ProtoReflect.Descriptor instead.
 func (*CreateConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateConnectionResponse) GetConnection() *Connection {
@@ -527,7 +614,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[6]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +626,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[6]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +639,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 type ListConnectionsResponse struct {
@@ -564,7 +651,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[7]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +663,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[7]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +676,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -608,7 +695,7 @@ type GetConnectionRequest struct {
 
 func (x *GetConnectionRequest) Reset() {
 	*x = GetConnectionRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[8]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +707,7 @@ func (x *GetConnectionRequest) String() string {
 func (*GetConnectionRequest) ProtoMessage() {}
 
 func (x *GetConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[8]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +720,7 @@ func (x *GetConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConnectionRequest.ProtoReflect.Descriptor instead.
 func (*GetConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetConnectionRequest) GetId() string {
@@ -652,7 +739,7 @@ type GetConnectionResponse struct {
 
 func (x *GetConnectionResponse) Reset() {
 	*x = GetConnectionResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[9]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +751,7 @@ func (x *GetConnectionResponse) String() string {
 func (*GetConnectionResponse) ProtoMessage() {}
 
 func (x *GetConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[9]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +764,7 @@ func (x *GetConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConnectionResponse.ProtoReflect.Descriptor instead.
 func (*GetConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetConnectionResponse) GetConnection() *Connection {
@@ -702,7 +789,7 @@ type UpdateConnectionRequest struct {
 
 func (x *UpdateConnectionRequest) Reset() {
 	*x = UpdateConnectionRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[10]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +801,7 @@ func (x *UpdateConnectionRequest) String() string {
 func (*UpdateConnectionRequest) ProtoMessage() {}
 
 func (x *UpdateConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[10]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +814,7 @@ func (x *UpdateConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConnectionRequest.ProtoReflect.Descriptor instead.
 func (*UpdateConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateConnectionRequest) GetId() string {
@@ -788,7 +875,7 @@ type ProviderSpecificDataPatch struct {
 
 func (x *ProviderSpecificDataPatch) Reset() {
 	*x = ProviderSpecificDataPatch{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[11]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +887,7 @@ func (x *ProviderSpecificDataPatch) String() string {
 func (*ProviderSpecificDataPatch) ProtoMessage() {}
 
 func (x *ProviderSpecificDataPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[11]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +900,7 @@ func (x *ProviderSpecificDataPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSpecificDataPatch.ProtoReflect.Descriptor instead.
 func (*ProviderSpecificDataPatch) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProviderSpecificDataPatch) GetBaseUrl() string {
@@ -860,7 +947,7 @@ type UpdateConnectionResponse struct {
 
 func (x *UpdateConnectionResponse) Reset() {
 	*x = UpdateConnectionResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[12]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +959,7 @@ func (x *UpdateConnectionResponse) String() string {
 func (*UpdateConnectionResponse) ProtoMessage() {}
 
 func (x *UpdateConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[12]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +972,7 @@ func (x *UpdateConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConnectionResponse.ProtoReflect.Descriptor instead.
 func (*UpdateConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateConnectionResponse) GetConnection() *Connection {
@@ -904,7 +991,7 @@ type DeleteConnectionRequest struct {
 
 func (x *DeleteConnectionRequest) Reset() {
 	*x = DeleteConnectionRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1003,7 @@ func (x *DeleteConnectionRequest) String() string {
 func (*DeleteConnectionRequest) ProtoMessage() {}
 
 func (x *DeleteConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1016,7 @@ func (x *DeleteConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConnectionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteConnectionRequest) GetId() string {
@@ -949,7 +1036,7 @@ type DeleteConnectionResponse struct {
 
 func (x *DeleteConnectionResponse) Reset() {
 	*x = DeleteConnectionResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1048,7 @@ func (x *DeleteConnectionResponse) String() string {
 func (*DeleteConnectionResponse) ProtoMessage() {}
 
 func (x *DeleteConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1061,7 @@ func (x *DeleteConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConnectionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteConnectionResponse) GetId() string {
@@ -1003,7 +1090,7 @@ type APIKey struct {
 
 func (x *APIKey) Reset() {
 	*x = APIKey{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1102,7 @@ func (x *APIKey) String() string {
 func (*APIKey) ProtoMessage() {}
 
 func (x *APIKey) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1115,7 @@ func (x *APIKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use APIKey.ProtoReflect.Descriptor instead.
 func (*APIKey) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *APIKey) GetId() string {
@@ -1068,7 +1155,7 @@ type CreateAPIKeyRequest struct {
 
 func (x *CreateAPIKeyRequest) Reset() {
 	*x = CreateAPIKeyRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1167,7 @@ func (x *CreateAPIKeyRequest) String() string {
 func (*CreateAPIKeyRequest) ProtoMessage() {}
 
 func (x *CreateAPIKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1180,7 @@ func (x *CreateAPIKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPIKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateAPIKeyRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateAPIKeyRequest) GetName() string {
@@ -1117,7 +1204,7 @@ type CreateAPIKeyResponse struct {
 
 func (x *CreateAPIKeyResponse) Reset() {
 	*x = CreateAPIKeyResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1216,7 @@ func (x *CreateAPIKeyResponse) String() string {
 func (*CreateAPIKeyResponse) ProtoMessage() {}
 
 func (x *CreateAPIKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1229,7 @@ func (x *CreateAPIKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPIKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateAPIKeyResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateAPIKeyResponse) GetKey() string {
@@ -1188,7 +1275,7 @@ type ListAPIKeysRequest struct {
 
 func (x *ListAPIKeysRequest) Reset() {
 	*x = ListAPIKeysRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1287,7 @@ func (x *ListAPIKeysRequest) String() string {
 func (*ListAPIKeysRequest) ProtoMessage() {}
 
 func (x *ListAPIKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1300,7 @@ func (x *ListAPIKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPIKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListAPIKeysRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 type ListAPIKeysResponse struct {
@@ -1225,7 +1312,7 @@ type ListAPIKeysResponse struct {
 
 func (x *ListAPIKeysResponse) Reset() {
 	*x = ListAPIKeysResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1324,7 @@ func (x *ListAPIKeysResponse) String() string {
 func (*ListAPIKeysResponse) ProtoMessage() {}
 
 func (x *ListAPIKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1337,7 @@ func (x *ListAPIKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPIKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListAPIKeysResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListAPIKeysResponse) GetKeys() []*APIKey {
@@ -1269,7 +1356,7 @@ type DeleteAPIKeyRequest struct {
 
 func (x *DeleteAPIKeyRequest) Reset() {
 	*x = DeleteAPIKeyRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[20]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1368,7 @@ func (x *DeleteAPIKeyRequest) String() string {
 func (*DeleteAPIKeyRequest) ProtoMessage() {}
 
 func (x *DeleteAPIKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[20]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1381,7 @@ func (x *DeleteAPIKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAPIKeyRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAPIKeyRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteAPIKeyRequest) GetId() string {
@@ -1314,7 +1401,7 @@ type DeleteAPIKeyResponse struct {
 
 func (x *DeleteAPIKeyResponse) Reset() {
 	*x = DeleteAPIKeyResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[21]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1413,7 @@ func (x *DeleteAPIKeyResponse) String() string {
 func (*DeleteAPIKeyResponse) ProtoMessage() {}
 
 func (x *DeleteAPIKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[21]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1426,7 @@ func (x *DeleteAPIKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAPIKeyResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAPIKeyResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteAPIKeyResponse) GetId() string {
@@ -1369,7 +1456,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[22]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1468,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[22]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1481,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Settings) GetRequireApiKey() bool {
@@ -1440,7 +1527,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[23]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1539,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[23]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1552,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 type GetSettingsResponse struct {
@@ -1477,7 +1564,7 @@ type GetSettingsResponse struct {
 
 func (x *GetSettingsResponse) Reset() {
 	*x = GetSettingsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[24]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1576,7 @@ func (x *GetSettingsResponse) String() string {
 func (*GetSettingsResponse) ProtoMessage() {}
 
 func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[24]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1589,7 @@ func (x *GetSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetSettingsResponse) GetSettings() *Settings {
@@ -1526,7 +1613,7 @@ type UpdateSettingsRequest struct {
 
 func (x *UpdateSettingsRequest) Reset() {
 	*x = UpdateSettingsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[25]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1625,7 @@ func (x *UpdateSettingsRequest) String() string {
 func (*UpdateSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[25]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1638,7 @@ func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateSettingsRequest) GetRequireApiKey() bool {
@@ -1598,7 +1685,7 @@ type UpdateSettingsResponse struct {
 
 func (x *UpdateSettingsResponse) Reset() {
 	*x = UpdateSettingsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[26]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1697,7 @@ func (x *UpdateSettingsResponse) String() string {
 func (*UpdateSettingsResponse) ProtoMessage() {}
 
 func (x *UpdateSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[26]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1710,7 @@ func (x *UpdateSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettingsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateSettingsResponse) GetSettings() *Settings {
@@ -1645,7 +1732,7 @@ type Machine struct {
 
 func (x *Machine) Reset() {
 	*x = Machine{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[27]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1744,7 @@ func (x *Machine) String() string {
 func (*Machine) ProtoMessage() {}
 
 func (x *Machine) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[27]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1757,7 @@ func (x *Machine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Machine.ProtoReflect.Descriptor instead.
 func (*Machine) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Machine) GetId() string {
@@ -1710,7 +1797,7 @@ type CreateMachineRequest struct {
 
 func (x *CreateMachineRequest) Reset() {
 	*x = CreateMachineRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[28]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1809,7 @@ func (x *CreateMachineRequest) String() string {
 func (*CreateMachineRequest) ProtoMessage() {}
 
 func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[28]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1822,7 @@ func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineRequest.ProtoReflect.Descriptor instead.
 func (*CreateMachineRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateMachineRequest) GetName() string {
@@ -1754,7 +1841,7 @@ type CreateMachineResponse struct {
 
 func (x *CreateMachineResponse) Reset() {
 	*x = CreateMachineResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[29]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1853,7 @@ func (x *CreateMachineResponse) String() string {
 func (*CreateMachineResponse) ProtoMessage() {}
 
 func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[29]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1866,7 @@ func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineResponse.ProtoReflect.Descriptor instead.
 func (*CreateMachineResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateMachineResponse) GetMachine() *Machine {
@@ -1797,7 +1884,7 @@ type ListMachinesRequest struct {
 
 func (x *ListMachinesRequest) Reset() {
 	*x = ListMachinesRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[30]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1896,7 @@ func (x *ListMachinesRequest) String() string {
 func (*ListMachinesRequest) ProtoMessage() {}
 
 func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[30]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1909,7 @@ func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesRequest.ProtoReflect.Descriptor instead.
 func (*ListMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 type ListMachinesResponse struct {
@@ -1834,7 +1921,7 @@ type ListMachinesResponse struct {
 
 func (x *ListMachinesResponse) Reset() {
 	*x = ListMachinesResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[31]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1933,7 @@ func (x *ListMachinesResponse) String() string {
 func (*ListMachinesResponse) ProtoMessage() {}
 
 func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[31]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1946,7 @@ func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesResponse.ProtoReflect.Descriptor instead.
 func (*ListMachinesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListMachinesResponse) GetMachines() []*Machine {
@@ -1878,7 +1965,7 @@ type GetConnectionCredentialsRequest struct {
 
 func (x *GetConnectionCredentialsRequest) Reset() {
 	*x = GetConnectionCredentialsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[32]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1977,7 @@ func (x *GetConnectionCredentialsRequest) String() string {
 func (*GetConnectionCredentialsRequest) ProtoMessage() {}
 
 func (x *GetConnectionCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[32]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +1990,7 @@ func (x *GetConnectionCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConnectionCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*GetConnectionCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetConnectionCredentialsRequest) GetConnectionId() string {
@@ -1931,7 +2018,7 @@ type GetConnectionCredentialsResponse struct {
 
 func (x *GetConnectionCredentialsResponse) Reset() {
 	*x = GetConnectionCredentialsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[33]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2030,7 @@ func (x *GetConnectionCredentialsResponse) String() string {
 func (*GetConnectionCredentialsResponse) ProtoMessage() {}
 
 func (x *GetConnectionCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[33]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2043,7 @@ func (x *GetConnectionCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConnectionCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*GetConnectionCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetConnectionCredentialsResponse) GetConnection() *Connection {
@@ -2029,7 +2116,7 @@ type PutCatalogRequest struct {
 
 func (x *PutCatalogRequest) Reset() {
 	*x = PutCatalogRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[34]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2128,7 @@ func (x *PutCatalogRequest) String() string {
 func (*PutCatalogRequest) ProtoMessage() {}
 
 func (x *PutCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[34]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2141,7 @@ func (x *PutCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCatalogRequest.ProtoReflect.Descriptor instead.
 func (*PutCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PutCatalogRequest) GetConnectionId() string {
@@ -2094,7 +2181,7 @@ type PutCatalogResponse struct {
 
 func (x *PutCatalogResponse) Reset() {
 	*x = PutCatalogResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[35]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2193,7 @@ func (x *PutCatalogResponse) String() string {
 func (*PutCatalogResponse) ProtoMessage() {}
 
 func (x *PutCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[35]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2206,7 @@ func (x *PutCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCatalogResponse.ProtoReflect.Descriptor instead.
 func (*PutCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PutCatalogResponse) GetCount() int32 {
@@ -2138,7 +2225,7 @@ type ClearCooldownsRequest struct {
 
 func (x *ClearCooldownsRequest) Reset() {
 	*x = ClearCooldownsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[36]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2237,7 @@ func (x *ClearCooldownsRequest) String() string {
 func (*ClearCooldownsRequest) ProtoMessage() {}
 
 func (x *ClearCooldownsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[36]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2250,7 @@ func (x *ClearCooldownsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearCooldownsRequest.ProtoReflect.Descriptor instead.
 func (*ClearCooldownsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ClearCooldownsRequest) GetId() string {
@@ -2183,7 +2270,7 @@ type ClearCooldownsResponse struct {
 
 func (x *ClearCooldownsResponse) Reset() {
 	*x = ClearCooldownsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[37]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2282,7 @@ func (x *ClearCooldownsResponse) String() string {
 func (*ClearCooldownsResponse) ProtoMessage() {}
 
 func (x *ClearCooldownsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[37]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2295,7 @@ func (x *ClearCooldownsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearCooldownsResponse.ProtoReflect.Descriptor instead.
 func (*ClearCooldownsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ClearCooldownsResponse) GetId() string {
@@ -2245,7 +2332,7 @@ type StoreTokensRequest struct {
 
 func (x *StoreTokensRequest) Reset() {
 	*x = StoreTokensRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[38]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2344,7 @@ func (x *StoreTokensRequest) String() string {
 func (*StoreTokensRequest) ProtoMessage() {}
 
 func (x *StoreTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[38]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2357,7 @@ func (x *StoreTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreTokensRequest.ProtoReflect.Descriptor instead.
 func (*StoreTokensRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StoreTokensRequest) GetConnectionId() string {
@@ -2334,7 +2421,7 @@ type StoreTokensResponse struct {
 
 func (x *StoreTokensResponse) Reset() {
 	*x = StoreTokensResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[39]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +2433,7 @@ func (x *StoreTokensResponse) String() string {
 func (*StoreTokensResponse) ProtoMessage() {}
 
 func (x *StoreTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[39]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +2446,7 @@ func (x *StoreTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreTokensResponse.ProtoReflect.Descriptor instead.
 func (*StoreTokensResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StoreTokensResponse) GetGeneration() uint64 {
@@ -2386,7 +2473,7 @@ type GetDisabledModelsRequest struct {
 
 func (x *GetDisabledModelsRequest) Reset() {
 	*x = GetDisabledModelsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[40]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +2485,7 @@ func (x *GetDisabledModelsRequest) String() string {
 func (*GetDisabledModelsRequest) ProtoMessage() {}
 
 func (x *GetDisabledModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[40]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +2498,7 @@ func (x *GetDisabledModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDisabledModelsRequest.ProtoReflect.Descriptor instead.
 func (*GetDisabledModelsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetDisabledModelsRequest) GetProviderAlias() string {
@@ -2433,7 +2520,7 @@ type GetDisabledModelsResponse struct {
 
 func (x *GetDisabledModelsResponse) Reset() {
 	*x = GetDisabledModelsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[41]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2532,7 @@ func (x *GetDisabledModelsResponse) String() string {
 func (*GetDisabledModelsResponse) ProtoMessage() {}
 
 func (x *GetDisabledModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[41]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2545,7 @@ func (x *GetDisabledModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDisabledModelsResponse.ProtoReflect.Descriptor instead.
 func (*GetDisabledModelsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetDisabledModelsResponse) GetDisabled() map[string]*structpb.ListValue {
@@ -2485,7 +2572,7 @@ type AddDisabledModelsRequest struct {
 
 func (x *AddDisabledModelsRequest) Reset() {
 	*x = AddDisabledModelsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[42]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +2584,7 @@ func (x *AddDisabledModelsRequest) String() string {
 func (*AddDisabledModelsRequest) ProtoMessage() {}
 
 func (x *AddDisabledModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[42]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +2597,7 @@ func (x *AddDisabledModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDisabledModelsRequest.ProtoReflect.Descriptor instead.
 func (*AddDisabledModelsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AddDisabledModelsRequest) GetProviderAlias() string {
@@ -2536,7 +2623,7 @@ type AddDisabledModelsResponse struct {
 
 func (x *AddDisabledModelsResponse) Reset() {
 	*x = AddDisabledModelsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[43]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2635,7 @@ func (x *AddDisabledModelsResponse) String() string {
 func (*AddDisabledModelsResponse) ProtoMessage() {}
 
 func (x *AddDisabledModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[43]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2648,7 @@ func (x *AddDisabledModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDisabledModelsResponse.ProtoReflect.Descriptor instead.
 func (*AddDisabledModelsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AddDisabledModelsResponse) GetSuccess() bool {
@@ -2582,7 +2669,7 @@ type RemoveDisabledModelsRequest struct {
 
 func (x *RemoveDisabledModelsRequest) Reset() {
 	*x = RemoveDisabledModelsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[44]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2681,7 @@ func (x *RemoveDisabledModelsRequest) String() string {
 func (*RemoveDisabledModelsRequest) ProtoMessage() {}
 
 func (x *RemoveDisabledModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[44]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2694,7 @@ func (x *RemoveDisabledModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDisabledModelsRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDisabledModelsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RemoveDisabledModelsRequest) GetProviderAlias() string {
@@ -2633,7 +2720,7 @@ type RemoveDisabledModelsResponse struct {
 
 func (x *RemoveDisabledModelsResponse) Reset() {
 	*x = RemoveDisabledModelsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[45]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2732,7 @@ func (x *RemoveDisabledModelsResponse) String() string {
 func (*RemoveDisabledModelsResponse) ProtoMessage() {}
 
 func (x *RemoveDisabledModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[45]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2745,7 @@ func (x *RemoveDisabledModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDisabledModelsResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDisabledModelsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RemoveDisabledModelsResponse) GetSuccess() bool {
@@ -2676,7 +2763,7 @@ type GetAliasesRequest struct {
 
 func (x *GetAliasesRequest) Reset() {
 	*x = GetAliasesRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[46]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2775,7 @@ func (x *GetAliasesRequest) String() string {
 func (*GetAliasesRequest) ProtoMessage() {}
 
 func (x *GetAliasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[46]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2788,7 @@ func (x *GetAliasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAliasesRequest.ProtoReflect.Descriptor instead.
 func (*GetAliasesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 type GetAliasesResponse struct {
@@ -2714,7 +2801,7 @@ type GetAliasesResponse struct {
 
 func (x *GetAliasesResponse) Reset() {
 	*x = GetAliasesResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[47]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2813,7 @@ func (x *GetAliasesResponse) String() string {
 func (*GetAliasesResponse) ProtoMessage() {}
 
 func (x *GetAliasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[47]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2826,7 @@ func (x *GetAliasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAliasesResponse.ProtoReflect.Descriptor instead.
 func (*GetAliasesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetAliasesResponse) GetAliases() map[string]string {
@@ -2758,7 +2845,7 @@ type PutAliasesRequest struct {
 
 func (x *PutAliasesRequest) Reset() {
 	*x = PutAliasesRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[48]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2857,7 @@ func (x *PutAliasesRequest) String() string {
 func (*PutAliasesRequest) ProtoMessage() {}
 
 func (x *PutAliasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[48]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2870,7 @@ func (x *PutAliasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAliasesRequest.ProtoReflect.Descriptor instead.
 func (*PutAliasesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PutAliasesRequest) GetAliases() map[string]string {
@@ -2802,7 +2889,7 @@ type PutAliasesResponse struct {
 
 func (x *PutAliasesResponse) Reset() {
 	*x = PutAliasesResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[49]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +2901,7 @@ func (x *PutAliasesResponse) String() string {
 func (*PutAliasesResponse) ProtoMessage() {}
 
 func (x *PutAliasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[49]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +2914,7 @@ func (x *PutAliasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAliasesResponse.ProtoReflect.Descriptor instead.
 func (*PutAliasesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PutAliasesResponse) GetAliases() map[string]string {
@@ -2847,7 +2934,7 @@ type Combo struct {
 
 func (x *Combo) Reset() {
 	*x = Combo{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[50]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2859,7 +2946,7 @@ func (x *Combo) String() string {
 func (*Combo) ProtoMessage() {}
 
 func (x *Combo) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[50]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2872,7 +2959,7 @@ func (x *Combo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Combo.ProtoReflect.Descriptor instead.
 func (*Combo) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Combo) GetName() string {
@@ -2897,7 +2984,7 @@ type GetCombosRequest struct {
 
 func (x *GetCombosRequest) Reset() {
 	*x = GetCombosRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[51]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +2996,7 @@ func (x *GetCombosRequest) String() string {
 func (*GetCombosRequest) ProtoMessage() {}
 
 func (x *GetCombosRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[51]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3009,7 @@ func (x *GetCombosRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCombosRequest.ProtoReflect.Descriptor instead.
 func (*GetCombosRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 type GetCombosResponse struct {
@@ -2934,7 +3021,7 @@ type GetCombosResponse struct {
 
 func (x *GetCombosResponse) Reset() {
 	*x = GetCombosResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[52]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3033,7 @@ func (x *GetCombosResponse) String() string {
 func (*GetCombosResponse) ProtoMessage() {}
 
 func (x *GetCombosResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[52]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3046,7 @@ func (x *GetCombosResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCombosResponse.ProtoReflect.Descriptor instead.
 func (*GetCombosResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetCombosResponse) GetCombos() []*Combo {
@@ -2978,7 +3065,7 @@ type PutCombosRequest struct {
 
 func (x *PutCombosRequest) Reset() {
 	*x = PutCombosRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[53]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3077,7 @@ func (x *PutCombosRequest) String() string {
 func (*PutCombosRequest) ProtoMessage() {}
 
 func (x *PutCombosRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[53]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3090,7 @@ func (x *PutCombosRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCombosRequest.ProtoReflect.Descriptor instead.
 func (*PutCombosRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PutCombosRequest) GetCombos() []*Combo {
@@ -3022,7 +3109,7 @@ type PutCombosResponse struct {
 
 func (x *PutCombosResponse) Reset() {
 	*x = PutCombosResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[54]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3121,7 @@ func (x *PutCombosResponse) String() string {
 func (*PutCombosResponse) ProtoMessage() {}
 
 func (x *PutCombosResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[54]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3134,7 @@ func (x *PutCombosResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCombosResponse.ProtoReflect.Descriptor instead.
 func (*PutCombosResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PutCombosResponse) GetCombos() []*Combo {
@@ -3066,7 +3153,7 @@ type ListConnectionModelsRequest struct {
 
 func (x *ListConnectionModelsRequest) Reset() {
 	*x = ListConnectionModelsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[55]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3165,7 @@ func (x *ListConnectionModelsRequest) String() string {
 func (*ListConnectionModelsRequest) ProtoMessage() {}
 
 func (x *ListConnectionModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[55]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3178,7 @@ func (x *ListConnectionModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionModelsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListConnectionModelsRequest) GetId() string {
@@ -3112,7 +3199,7 @@ type ConnectionModel struct {
 
 func (x *ConnectionModel) Reset() {
 	*x = ConnectionModel{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[56]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3124,7 +3211,7 @@ func (x *ConnectionModel) String() string {
 func (*ConnectionModel) ProtoMessage() {}
 
 func (x *ConnectionModel) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[56]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3137,7 +3224,7 @@ func (x *ConnectionModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectionModel.ProtoReflect.Descriptor instead.
 func (*ConnectionModel) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ConnectionModel) GetId() string {
@@ -3173,7 +3260,7 @@ type ListConnectionModelsResponse struct {
 
 func (x *ListConnectionModelsResponse) Reset() {
 	*x = ListConnectionModelsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[57]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3272,7 @@ func (x *ListConnectionModelsResponse) String() string {
 func (*ListConnectionModelsResponse) ProtoMessage() {}
 
 func (x *ListConnectionModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[57]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3285,7 @@ func (x *ListConnectionModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionModelsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListConnectionModelsResponse) GetProvider() string {
@@ -3241,7 +3328,7 @@ type ApplyUsageRequest struct {
 
 func (x *ApplyUsageRequest) Reset() {
 	*x = ApplyUsageRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[58]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3253,7 +3340,7 @@ func (x *ApplyUsageRequest) String() string {
 func (*ApplyUsageRequest) ProtoMessage() {}
 
 func (x *ApplyUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[58]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3266,7 +3353,7 @@ func (x *ApplyUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyUsageRequest.ProtoReflect.Descriptor instead.
 func (*ApplyUsageRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{58}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ApplyUsageRequest) GetAckFloor() uint64 {
@@ -3298,7 +3385,7 @@ type UsageDelta struct {
 
 func (x *UsageDelta) Reset() {
 	*x = UsageDelta{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[59]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3310,7 +3397,7 @@ func (x *UsageDelta) String() string {
 func (*UsageDelta) ProtoMessage() {}
 
 func (x *UsageDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[59]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3323,7 +3410,7 @@ func (x *UsageDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageDelta.ProtoReflect.Descriptor instead.
 func (*UsageDelta) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{59}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *UsageDelta) GetMachineId() string {
@@ -3369,7 +3456,7 @@ type ApplyUsageResponse struct {
 
 func (x *ApplyUsageResponse) Reset() {
 	*x = ApplyUsageResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[60]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3468,7 @@ func (x *ApplyUsageResponse) String() string {
 func (*ApplyUsageResponse) ProtoMessage() {}
 
 func (x *ApplyUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[60]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3481,7 @@ func (x *ApplyUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyUsageResponse.ProtoReflect.Descriptor instead.
 func (*ApplyUsageResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{60}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ApplyUsageResponse) GetApplied() int32 {
@@ -3429,7 +3516,7 @@ type GetUsageStatsRequest struct {
 
 func (x *GetUsageStatsRequest) Reset() {
 	*x = GetUsageStatsRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[61]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3441,7 +3528,7 @@ func (x *GetUsageStatsRequest) String() string {
 func (*GetUsageStatsRequest) ProtoMessage() {}
 
 func (x *GetUsageStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[61]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3454,7 +3541,7 @@ func (x *GetUsageStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageStatsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{61}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetUsageStatsRequest) GetPeriod() string {
@@ -3481,7 +3568,7 @@ type GetUsageStatsResponse struct {
 
 func (x *GetUsageStatsResponse) Reset() {
 	*x = GetUsageStatsResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[62]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3493,7 +3580,7 @@ func (x *GetUsageStatsResponse) String() string {
 func (*GetUsageStatsResponse) ProtoMessage() {}
 
 func (x *GetUsageStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[62]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3506,7 +3593,7 @@ func (x *GetUsageStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageStatsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{62}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetUsageStatsResponse) GetPeriod() string {
@@ -3592,7 +3679,7 @@ type UsageTotals struct {
 
 func (x *UsageTotals) Reset() {
 	*x = UsageTotals{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[63]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3604,7 +3691,7 @@ func (x *UsageTotals) String() string {
 func (*UsageTotals) ProtoMessage() {}
 
 func (x *UsageTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[63]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3617,7 +3704,7 @@ func (x *UsageTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageTotals.ProtoReflect.Descriptor instead.
 func (*UsageTotals) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{63}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *UsageTotals) GetRequests() float64 {
@@ -3697,7 +3784,7 @@ type UsageBreakdown struct {
 
 func (x *UsageBreakdown) Reset() {
 	*x = UsageBreakdown{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[64]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3709,7 +3796,7 @@ func (x *UsageBreakdown) String() string {
 func (*UsageBreakdown) ProtoMessage() {}
 
 func (x *UsageBreakdown) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[64]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3722,7 +3809,7 @@ func (x *UsageBreakdown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageBreakdown.ProtoReflect.Descriptor instead.
 func (*UsageBreakdown) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{64}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *UsageBreakdown) GetKey() string {
@@ -3795,11 +3882,829 @@ func (x *UsageBreakdown) GetAvgLatencyMs() float64 {
 	return 0
 }
 
+type StartDeviceLoginRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider is the login provider id ("github-copilot", "qwen", "kimi").
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// name is the new connection's name (default: the provider id).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// proxy_url, when set, carries the login's calls and is stored on the
+	// connection.
+	ProxyUrl      string `protobuf:"bytes,3,opt,name=proxy_url,json=proxyUrl,proto3" json:"proxy_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartDeviceLoginRequest) Reset() {
+	*x = StartDeviceLoginRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartDeviceLoginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartDeviceLoginRequest) ProtoMessage() {}
+
+func (x *StartDeviceLoginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartDeviceLoginRequest.ProtoReflect.Descriptor instead.
+func (*StartDeviceLoginRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *StartDeviceLoginRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *StartDeviceLoginRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StartDeviceLoginRequest) GetProxyUrl() string {
+	if x != nil {
+		return x.ProxyUrl
+	}
+	return ""
+}
+
+type StartDeviceLoginResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	FlowId          string                 `protobuf:"bytes,1,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	UserCode        string                 `protobuf:"bytes,2,opt,name=user_code,json=userCode,proto3" json:"user_code,omitempty"`
+	VerificationUri string                 `protobuf:"bytes,3,opt,name=verification_uri,json=verificationUri,proto3" json:"verification_uri,omitempty"`
+	// verification_uri_complete, when the provider sends one, holds the user
+	// code already.
+	VerificationUriComplete string `protobuf:"bytes,4,opt,name=verification_uri_complete,json=verificationUriComplete,proto3" json:"verification_uri_complete,omitempty"`
+	// expires_in is the seconds left to enter the code.
+	ExpiresIn int32 `protobuf:"varint,5,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	// interval is the seconds to wait between polls.
+	Interval      int32  `protobuf:"varint,6,opt,name=interval,proto3" json:"interval,omitempty"`
+	Provider      string `protobuf:"bytes,7,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartDeviceLoginResponse) Reset() {
+	*x = StartDeviceLoginResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartDeviceLoginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartDeviceLoginResponse) ProtoMessage() {}
+
+func (x *StartDeviceLoginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartDeviceLoginResponse.ProtoReflect.Descriptor instead.
+func (*StartDeviceLoginResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *StartDeviceLoginResponse) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+func (x *StartDeviceLoginResponse) GetUserCode() string {
+	if x != nil {
+		return x.UserCode
+	}
+	return ""
+}
+
+func (x *StartDeviceLoginResponse) GetVerificationUri() string {
+	if x != nil {
+		return x.VerificationUri
+	}
+	return ""
+}
+
+func (x *StartDeviceLoginResponse) GetVerificationUriComplete() string {
+	if x != nil {
+		return x.VerificationUriComplete
+	}
+	return ""
+}
+
+func (x *StartDeviceLoginResponse) GetExpiresIn() int32 {
+	if x != nil {
+		return x.ExpiresIn
+	}
+	return 0
+}
+
+func (x *StartDeviceLoginResponse) GetInterval() int32 {
+	if x != nil {
+		return x.Interval
+	}
+	return 0
+}
+
+func (x *StartDeviceLoginResponse) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+type PollDeviceLoginRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Provider      string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	FlowId        string                 `protobuf:"bytes,2,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PollDeviceLoginRequest) Reset() {
+	*x = PollDeviceLoginRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PollDeviceLoginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PollDeviceLoginRequest) ProtoMessage() {}
+
+func (x *PollDeviceLoginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PollDeviceLoginRequest.ProtoReflect.Descriptor instead.
+func (*PollDeviceLoginRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *PollDeviceLoginRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *PollDeviceLoginRequest) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+type PollDeviceLoginResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status is "pending", "slow_down", "expired", "denied" or "complete".
+	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// connection is the created connection when status is "complete".
+	Connection *Connection `protobuf:"bytes,2,opt,name=connection,proto3" json:"connection,omitempty"`
+	// interval is the seconds to wait before the next poll.
+	Interval int32  `protobuf:"varint,3,opt,name=interval,proto3" json:"interval,omitempty"`
+	FlowId   string `protobuf:"bytes,4,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	// error is the provider's OAuth error code (or the step that failed) when
+	// status is "denied" or "expired".
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PollDeviceLoginResponse) Reset() {
+	*x = PollDeviceLoginResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PollDeviceLoginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PollDeviceLoginResponse) ProtoMessage() {}
+
+func (x *PollDeviceLoginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PollDeviceLoginResponse.ProtoReflect.Descriptor instead.
+func (*PollDeviceLoginResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *PollDeviceLoginResponse) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *PollDeviceLoginResponse) GetConnection() *Connection {
+	if x != nil {
+		return x.Connection
+	}
+	return nil
+}
+
+func (x *PollDeviceLoginResponse) GetInterval() int32 {
+	if x != nil {
+		return x.Interval
+	}
+	return 0
+}
+
+func (x *PollDeviceLoginResponse) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+func (x *PollDeviceLoginResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type StartAuthorizationLoginRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Provider string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ProxyUrl string                 `protobuf:"bytes,3,opt,name=proxy_url,json=proxyUrl,proto3" json:"proxy_url,omitempty"`
+	// redirect_uri overrides the provider's configured loopback redirect.
+	RedirectUri   string `protobuf:"bytes,4,opt,name=redirect_uri,json=redirectUri,proto3" json:"redirect_uri,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartAuthorizationLoginRequest) Reset() {
+	*x = StartAuthorizationLoginRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartAuthorizationLoginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartAuthorizationLoginRequest) ProtoMessage() {}
+
+func (x *StartAuthorizationLoginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartAuthorizationLoginRequest.ProtoReflect.Descriptor instead.
+func (*StartAuthorizationLoginRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *StartAuthorizationLoginRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *StartAuthorizationLoginRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StartAuthorizationLoginRequest) GetProxyUrl() string {
+	if x != nil {
+		return x.ProxyUrl
+	}
+	return ""
+}
+
+func (x *StartAuthorizationLoginRequest) GetRedirectUri() string {
+	if x != nil {
+		return x.RedirectUri
+	}
+	return ""
+}
+
+type StartAuthorizationLoginResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	FlowId string                 `protobuf:"bytes,1,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	// authorize_url is the URL to open in a browser.
+	AuthorizeUrl string `protobuf:"bytes,2,opt,name=authorize_url,json=authorizeUrl,proto3" json:"authorize_url,omitempty"`
+	// state is the OAuth state the redirect carries back.
+	State         string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	RedirectUri   string `protobuf:"bytes,4,opt,name=redirect_uri,json=redirectUri,proto3" json:"redirect_uri,omitempty"`
+	ExpiresIn     int32  `protobuf:"varint,5,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	Provider      string `protobuf:"bytes,6,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartAuthorizationLoginResponse) Reset() {
+	*x = StartAuthorizationLoginResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartAuthorizationLoginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartAuthorizationLoginResponse) ProtoMessage() {}
+
+func (x *StartAuthorizationLoginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartAuthorizationLoginResponse.ProtoReflect.Descriptor instead.
+func (*StartAuthorizationLoginResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *StartAuthorizationLoginResponse) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+func (x *StartAuthorizationLoginResponse) GetAuthorizeUrl() string {
+	if x != nil {
+		return x.AuthorizeUrl
+	}
+	return ""
+}
+
+func (x *StartAuthorizationLoginResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *StartAuthorizationLoginResponse) GetRedirectUri() string {
+	if x != nil {
+		return x.RedirectUri
+	}
+	return ""
+}
+
+func (x *StartAuthorizationLoginResponse) GetExpiresIn() int32 {
+	if x != nil {
+		return x.ExpiresIn
+	}
+	return 0
+}
+
+func (x *StartAuthorizationLoginResponse) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+type CompleteAuthorizationLoginRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Provider string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	FlowId   string                 `protobuf:"bytes,2,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	// code is the authorization code ("code#state" as some providers show it
+	// is accepted too).
+	Code string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
+	// state, when given, must match the flow's.
+	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteAuthorizationLoginRequest) Reset() {
+	*x = CompleteAuthorizationLoginRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteAuthorizationLoginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteAuthorizationLoginRequest) ProtoMessage() {}
+
+func (x *CompleteAuthorizationLoginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteAuthorizationLoginRequest.ProtoReflect.Descriptor instead.
+func (*CompleteAuthorizationLoginRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *CompleteAuthorizationLoginRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *CompleteAuthorizationLoginRequest) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+func (x *CompleteAuthorizationLoginRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *CompleteAuthorizationLoginRequest) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+type CompleteAuthorizationLoginResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Connection    *Connection            `protobuf:"bytes,1,opt,name=connection,proto3" json:"connection,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteAuthorizationLoginResponse) Reset() {
+	*x = CompleteAuthorizationLoginResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteAuthorizationLoginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteAuthorizationLoginResponse) ProtoMessage() {}
+
+func (x *CompleteAuthorizationLoginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteAuthorizationLoginResponse.ProtoReflect.Descriptor instead.
+func (*CompleteAuthorizationLoginResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *CompleteAuthorizationLoginResponse) GetConnection() *Connection {
+	if x != nil {
+		return x.Connection
+	}
+	return nil
+}
+
+type ValidateProviderRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Provider string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	ApiKey   string                 `protobuf:"bytes,2,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	// provider_specific_data gives base_url and proxy_url; other fields are
+	// ignored.
+	ProviderSpecificData *ProviderSpecificData `protobuf:"bytes,3,opt,name=provider_specific_data,json=providerSpecificData,proto3" json:"provider_specific_data,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ValidateProviderRequest) Reset() {
+	*x = ValidateProviderRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateProviderRequest) ProtoMessage() {}
+
+func (x *ValidateProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateProviderRequest.ProtoReflect.Descriptor instead.
+func (*ValidateProviderRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ValidateProviderRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ValidateProviderRequest) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+func (x *ValidateProviderRequest) GetProviderSpecificData() *ProviderSpecificData {
+	if x != nil {
+		return x.ProviderSpecificData
+	}
+	return nil
+}
+
+// ValidateProviderResponse is the outcome of a credential check. The
+// credential is never echoed.
+type ValidateProviderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Valid bool                   `protobuf:"varint,1,opt,name=valid,proto3" json:"valid,omitempty"`
+	// status is the upstream's HTTP status, absent when it could not be
+	// reached.
+	Status    *int32 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	LatencyMs int32  `protobuf:"varint,3,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// error says why the credential is not valid.
+	Error         *string `protobuf:"bytes,4,opt,name=error,proto3,oneof" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateProviderResponse) Reset() {
+	*x = ValidateProviderResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateProviderResponse) ProtoMessage() {}
+
+func (x *ValidateProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateProviderResponse.ProtoReflect.Descriptor instead.
+func (*ValidateProviderResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *ValidateProviderResponse) GetValid() bool {
+	if x != nil {
+		return x.Valid
+	}
+	return false
+}
+
+func (x *ValidateProviderResponse) GetStatus() int32 {
+	if x != nil && x.Status != nil {
+		return *x.Status
+	}
+	return 0
+}
+
+func (x *ValidateProviderResponse) GetLatencyMs() int32 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *ValidateProviderResponse) GetError() string {
+	if x != nil && x.Error != nil {
+		return *x.Error
+	}
+	return ""
+}
+
+type TestConnectionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestConnectionRequest) Reset() {
+	*x = TestConnectionRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestConnectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestConnectionRequest) ProtoMessage() {}
+
+func (x *TestConnectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestConnectionRequest.ProtoReflect.Descriptor instead.
+func (*TestConnectionRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *TestConnectionRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type TestConnectionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Valid         bool                   `protobuf:"varint,1,opt,name=valid,proto3" json:"valid,omitempty"`
+	Status        *int32                 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	LatencyMs     int32                  `protobuf:"varint,3,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	Error         *string                `protobuf:"bytes,4,opt,name=error,proto3,oneof" json:"error,omitempty"`
+	TestedAt      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=tested_at,json=testedAt,proto3" json:"tested_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestConnectionResponse) Reset() {
+	*x = TestConnectionResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestConnectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestConnectionResponse) ProtoMessage() {}
+
+func (x *TestConnectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestConnectionResponse.ProtoReflect.Descriptor instead.
+func (*TestConnectionResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *TestConnectionResponse) GetValid() bool {
+	if x != nil {
+		return x.Valid
+	}
+	return false
+}
+
+func (x *TestConnectionResponse) GetStatus() int32 {
+	if x != nil && x.Status != nil {
+		return *x.Status
+	}
+	return 0
+}
+
+func (x *TestConnectionResponse) GetLatencyMs() int32 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *TestConnectionResponse) GetError() string {
+	if x != nil && x.Error != nil {
+		return *x.Error
+	}
+	return ""
+}
+
+func (x *TestConnectionResponse) GetTestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TestedAt
+	}
+	return nil
+}
+
 var File_switchboard_core_v1_admin_proto protoreflect.FileDescriptor
 
 const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1fswitchboard/core/v1/admin.proto\x12\x13switchboard.core.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eswitchboard/bus/v1/state.proto\"\xc2\x04\n" +
+	"\x1fswitchboard/core/v1/admin.proto\x12\x13switchboard.core.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eswitchboard/bus/v1/state.proto\"\x84\x05\n" +
 	"\n" +
 	"Connection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
@@ -3820,7 +4725,15 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xcd\x01\n" +
+	"updated_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12@\n" +
+	"\tlast_test\x18\x0f \x01(\v2#.switchboard.core.v1.ConnectionTestR\blastTest\"\xa6\x01\n" +
+	"\x0eConnectionTest\x127\n" +
+	"\ttested_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\btestedAt\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\x05R\x06status\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\x04 \x01(\x05R\tlatencyMs\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xcd\x01\n" +
 	"\x14ProviderSpecificData\x12\x19\n" +
 	"\bbase_url\x18\x01 \x01(\tR\abaseUrl\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12%\n" +
@@ -4104,7 +5017,76 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\rcached_tokens\x18\b \x01(\x01R\fcachedTokens\x12)\n" +
 	"\x10reasoning_tokens\x18\t \x01(\x01R\x0freasoningTokens\x12$\n" +
 	"\x0eavg_latency_ms\x18\n" +
-	" \x01(\x01R\favgLatencyMs2\xcb\x15\n" +
+	" \x01(\x01R\favgLatencyMs\"f\n" +
+	"\x17StartDeviceLoginRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
+	"\tproxy_url\x18\x03 \x01(\tR\bproxyUrl\"\x8e\x02\n" +
+	"\x18StartDeviceLoginResponse\x12\x17\n" +
+	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12\x1b\n" +
+	"\tuser_code\x18\x02 \x01(\tR\buserCode\x12)\n" +
+	"\x10verification_uri\x18\x03 \x01(\tR\x0fverificationUri\x12:\n" +
+	"\x19verification_uri_complete\x18\x04 \x01(\tR\x17verificationUriComplete\x12\x1d\n" +
+	"\n" +
+	"expires_in\x18\x05 \x01(\x05R\texpiresIn\x12\x1a\n" +
+	"\binterval\x18\x06 \x01(\x05R\binterval\x12\x1a\n" +
+	"\bprovider\x18\a \x01(\tR\bprovider\"M\n" +
+	"\x16PollDeviceLoginRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x17\n" +
+	"\aflow_id\x18\x02 \x01(\tR\x06flowId\"\xbd\x01\n" +
+	"\x17PollDeviceLoginResponse\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\x12?\n" +
+	"\n" +
+	"connection\x18\x02 \x01(\v2\x1f.switchboard.core.v1.ConnectionR\n" +
+	"connection\x12\x1a\n" +
+	"\binterval\x18\x03 \x01(\x05R\binterval\x12\x17\n" +
+	"\aflow_id\x18\x04 \x01(\tR\x06flowId\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\x90\x01\n" +
+	"\x1eStartAuthorizationLoginRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
+	"\tproxy_url\x18\x03 \x01(\tR\bproxyUrl\x12!\n" +
+	"\fredirect_uri\x18\x04 \x01(\tR\vredirectUri\"\xd3\x01\n" +
+	"\x1fStartAuthorizationLoginResponse\x12\x17\n" +
+	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12#\n" +
+	"\rauthorize_url\x18\x02 \x01(\tR\fauthorizeUrl\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12!\n" +
+	"\fredirect_uri\x18\x04 \x01(\tR\vredirectUri\x12\x1d\n" +
+	"\n" +
+	"expires_in\x18\x05 \x01(\x05R\texpiresIn\x12\x1a\n" +
+	"\bprovider\x18\x06 \x01(\tR\bprovider\"\x82\x01\n" +
+	"!CompleteAuthorizationLoginRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x17\n" +
+	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\tR\x04code\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\"e\n" +
+	"\"CompleteAuthorizationLoginResponse\x12?\n" +
+	"\n" +
+	"connection\x18\x01 \x01(\v2\x1f.switchboard.core.v1.ConnectionR\n" +
+	"connection\"\xaf\x01\n" +
+	"\x17ValidateProviderRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x17\n" +
+	"\aapi_key\x18\x02 \x01(\tR\x06apiKey\x12_\n" +
+	"\x16provider_specific_data\x18\x03 \x01(\v2).switchboard.core.v1.ProviderSpecificDataR\x14providerSpecificData\"\x9c\x01\n" +
+	"\x18ValidateProviderResponse\x12\x14\n" +
+	"\x05valid\x18\x01 \x01(\bR\x05valid\x12\x1b\n" +
+	"\x06status\x18\x02 \x01(\x05H\x00R\x06status\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\x03 \x01(\x05R\tlatencyMs\x12\x19\n" +
+	"\x05error\x18\x04 \x01(\tH\x01R\x05error\x88\x01\x01B\t\n" +
+	"\a_statusB\b\n" +
+	"\x06_error\"'\n" +
+	"\x15TestConnectionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xd3\x01\n" +
+	"\x16TestConnectionResponse\x12\x14\n" +
+	"\x05valid\x18\x01 \x01(\bR\x05valid\x12\x1b\n" +
+	"\x06status\x18\x02 \x01(\x05H\x00R\x06status\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\x03 \x01(\x05R\tlatencyMs\x12\x19\n" +
+	"\x05error\x18\x04 \x01(\tH\x01R\x05error\x88\x01\x01\x127\n" +
+	"\ttested_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\btestedAtB\t\n" +
+	"\a_statusB\b\n" +
+	"\x06_error2\x9d\x1b\n" +
 	"\x05Admin\x12o\n" +
 	"\x10CreateConnection\x12,.switchboard.core.v1.CreateConnectionRequest\x1a-.switchboard.core.v1.CreateConnectionResponse\x12l\n" +
 	"\x0fListConnections\x12+.switchboard.core.v1.ListConnectionsRequest\x1a,.switchboard.core.v1.ListConnectionsResponse\x12f\n" +
@@ -4135,7 +5117,13 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"PutCatalog\x12&.switchboard.core.v1.PutCatalogRequest\x1a'.switchboard.core.v1.PutCatalogResponse\x12]\n" +
 	"\n" +
 	"ApplyUsage\x12&.switchboard.core.v1.ApplyUsageRequest\x1a'.switchboard.core.v1.ApplyUsageResponse\x12f\n" +
-	"\rGetUsageStats\x12).switchboard.core.v1.GetUsageStatsRequest\x1a*.switchboard.core.v1.GetUsageStatsResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
+	"\rGetUsageStats\x12).switchboard.core.v1.GetUsageStatsRequest\x1a*.switchboard.core.v1.GetUsageStatsResponse\x12o\n" +
+	"\x10ValidateProvider\x12,.switchboard.core.v1.ValidateProviderRequest\x1a-.switchboard.core.v1.ValidateProviderResponse\x12i\n" +
+	"\x0eTestConnection\x12*.switchboard.core.v1.TestConnectionRequest\x1a+.switchboard.core.v1.TestConnectionResponse\x12o\n" +
+	"\x10StartDeviceLogin\x12,.switchboard.core.v1.StartDeviceLoginRequest\x1a-.switchboard.core.v1.StartDeviceLoginResponse\x12l\n" +
+	"\x0fPollDeviceLogin\x12+.switchboard.core.v1.PollDeviceLoginRequest\x1a,.switchboard.core.v1.PollDeviceLoginResponse\x12\x84\x01\n" +
+	"\x17StartAuthorizationLogin\x123.switchboard.core.v1.StartAuthorizationLoginRequest\x1a4.switchboard.core.v1.StartAuthorizationLoginResponse\x12\x8d\x01\n" +
+	"\x1aCompleteAuthorizationLogin\x126.switchboard.core.v1.CompleteAuthorizationLoginRequest\x1a7.switchboard.core.v1.CompleteAuthorizationLoginResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
 
 var (
 	file_switchboard_core_v1_admin_proto_rawDescOnce sync.Once
@@ -4149,185 +5137,216 @@ func file_switchboard_core_v1_admin_proto_rawDescGZIP() []byte {
 	return file_switchboard_core_v1_admin_proto_rawDescData
 }
 
-var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_switchboard_core_v1_admin_proto_goTypes = []any{
-	(*Connection)(nil),                       // 0: switchboard.core.v1.Connection
-	(*ProviderSpecificData)(nil),             // 1: switchboard.core.v1.ProviderSpecificData
-	(*CavemanOverride)(nil),                  // 2: switchboard.core.v1.CavemanOverride
-	(*OAuthTokens)(nil),                      // 3: switchboard.core.v1.OAuthTokens
-	(*CreateConnectionRequest)(nil),          // 4: switchboard.core.v1.CreateConnectionRequest
-	(*CreateConnectionResponse)(nil),         // 5: switchboard.core.v1.CreateConnectionResponse
-	(*ListConnectionsRequest)(nil),           // 6: switchboard.core.v1.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),          // 7: switchboard.core.v1.ListConnectionsResponse
-	(*GetConnectionRequest)(nil),             // 8: switchboard.core.v1.GetConnectionRequest
-	(*GetConnectionResponse)(nil),            // 9: switchboard.core.v1.GetConnectionResponse
-	(*UpdateConnectionRequest)(nil),          // 10: switchboard.core.v1.UpdateConnectionRequest
-	(*ProviderSpecificDataPatch)(nil),        // 11: switchboard.core.v1.ProviderSpecificDataPatch
-	(*UpdateConnectionResponse)(nil),         // 12: switchboard.core.v1.UpdateConnectionResponse
-	(*DeleteConnectionRequest)(nil),          // 13: switchboard.core.v1.DeleteConnectionRequest
-	(*DeleteConnectionResponse)(nil),         // 14: switchboard.core.v1.DeleteConnectionResponse
-	(*APIKey)(nil),                           // 15: switchboard.core.v1.APIKey
-	(*CreateAPIKeyRequest)(nil),              // 16: switchboard.core.v1.CreateAPIKeyRequest
-	(*CreateAPIKeyResponse)(nil),             // 17: switchboard.core.v1.CreateAPIKeyResponse
-	(*ListAPIKeysRequest)(nil),               // 18: switchboard.core.v1.ListAPIKeysRequest
-	(*ListAPIKeysResponse)(nil),              // 19: switchboard.core.v1.ListAPIKeysResponse
-	(*DeleteAPIKeyRequest)(nil),              // 20: switchboard.core.v1.DeleteAPIKeyRequest
-	(*DeleteAPIKeyResponse)(nil),             // 21: switchboard.core.v1.DeleteAPIKeyResponse
-	(*Settings)(nil),                         // 22: switchboard.core.v1.Settings
-	(*GetSettingsRequest)(nil),               // 23: switchboard.core.v1.GetSettingsRequest
-	(*GetSettingsResponse)(nil),              // 24: switchboard.core.v1.GetSettingsResponse
-	(*UpdateSettingsRequest)(nil),            // 25: switchboard.core.v1.UpdateSettingsRequest
-	(*UpdateSettingsResponse)(nil),           // 26: switchboard.core.v1.UpdateSettingsResponse
-	(*Machine)(nil),                          // 27: switchboard.core.v1.Machine
-	(*CreateMachineRequest)(nil),             // 28: switchboard.core.v1.CreateMachineRequest
-	(*CreateMachineResponse)(nil),            // 29: switchboard.core.v1.CreateMachineResponse
-	(*ListMachinesRequest)(nil),              // 30: switchboard.core.v1.ListMachinesRequest
-	(*ListMachinesResponse)(nil),             // 31: switchboard.core.v1.ListMachinesResponse
-	(*GetConnectionCredentialsRequest)(nil),  // 32: switchboard.core.v1.GetConnectionCredentialsRequest
-	(*GetConnectionCredentialsResponse)(nil), // 33: switchboard.core.v1.GetConnectionCredentialsResponse
-	(*PutCatalogRequest)(nil),                // 34: switchboard.core.v1.PutCatalogRequest
-	(*PutCatalogResponse)(nil),               // 35: switchboard.core.v1.PutCatalogResponse
-	(*ClearCooldownsRequest)(nil),            // 36: switchboard.core.v1.ClearCooldownsRequest
-	(*ClearCooldownsResponse)(nil),           // 37: switchboard.core.v1.ClearCooldownsResponse
-	(*StoreTokensRequest)(nil),               // 38: switchboard.core.v1.StoreTokensRequest
-	(*StoreTokensResponse)(nil),              // 39: switchboard.core.v1.StoreTokensResponse
-	(*GetDisabledModelsRequest)(nil),         // 40: switchboard.core.v1.GetDisabledModelsRequest
-	(*GetDisabledModelsResponse)(nil),        // 41: switchboard.core.v1.GetDisabledModelsResponse
-	(*AddDisabledModelsRequest)(nil),         // 42: switchboard.core.v1.AddDisabledModelsRequest
-	(*AddDisabledModelsResponse)(nil),        // 43: switchboard.core.v1.AddDisabledModelsResponse
-	(*RemoveDisabledModelsRequest)(nil),      // 44: switchboard.core.v1.RemoveDisabledModelsRequest
-	(*RemoveDisabledModelsResponse)(nil),     // 45: switchboard.core.v1.RemoveDisabledModelsResponse
-	(*GetAliasesRequest)(nil),                // 46: switchboard.core.v1.GetAliasesRequest
-	(*GetAliasesResponse)(nil),               // 47: switchboard.core.v1.GetAliasesResponse
-	(*PutAliasesRequest)(nil),                // 48: switchboard.core.v1.PutAliasesRequest
-	(*PutAliasesResponse)(nil),               // 49: switchboard.core.v1.PutAliasesResponse
-	(*Combo)(nil),                            // 50: switchboard.core.v1.Combo
-	(*GetCombosRequest)(nil),                 // 51: switchboard.core.v1.GetCombosRequest
-	(*GetCombosResponse)(nil),                // 52: switchboard.core.v1.GetCombosResponse
-	(*PutCombosRequest)(nil),                 // 53: switchboard.core.v1.PutCombosRequest
-	(*PutCombosResponse)(nil),                // 54: switchboard.core.v1.PutCombosResponse
-	(*ListConnectionModelsRequest)(nil),      // 55: switchboard.core.v1.ListConnectionModelsRequest
-	(*ConnectionModel)(nil),                  // 56: switchboard.core.v1.ConnectionModel
-	(*ListConnectionModelsResponse)(nil),     // 57: switchboard.core.v1.ListConnectionModelsResponse
-	(*ApplyUsageRequest)(nil),                // 58: switchboard.core.v1.ApplyUsageRequest
-	(*UsageDelta)(nil),                       // 59: switchboard.core.v1.UsageDelta
-	(*ApplyUsageResponse)(nil),               // 60: switchboard.core.v1.ApplyUsageResponse
-	(*GetUsageStatsRequest)(nil),             // 61: switchboard.core.v1.GetUsageStatsRequest
-	(*GetUsageStatsResponse)(nil),            // 62: switchboard.core.v1.GetUsageStatsResponse
-	(*UsageTotals)(nil),                      // 63: switchboard.core.v1.UsageTotals
-	(*UsageBreakdown)(nil),                   // 64: switchboard.core.v1.UsageBreakdown
-	nil,                                      // 65: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
-	nil,                                      // 66: switchboard.core.v1.GetAliasesResponse.AliasesEntry
-	nil,                                      // 67: switchboard.core.v1.PutAliasesRequest.AliasesEntry
-	nil,                                      // 68: switchboard.core.v1.PutAliasesResponse.AliasesEntry
-	(*timestamppb.Timestamp)(nil),            // 69: google.protobuf.Timestamp
-	(*structpb.ListValue)(nil),               // 70: google.protobuf.ListValue
-	(*v1.Model)(nil),                         // 71: switchboard.bus.v1.Model
-	(*v1.UsageRow)(nil),                      // 72: switchboard.bus.v1.UsageRow
+	(*Connection)(nil),                         // 0: switchboard.core.v1.Connection
+	(*ConnectionTest)(nil),                     // 1: switchboard.core.v1.ConnectionTest
+	(*ProviderSpecificData)(nil),               // 2: switchboard.core.v1.ProviderSpecificData
+	(*CavemanOverride)(nil),                    // 3: switchboard.core.v1.CavemanOverride
+	(*OAuthTokens)(nil),                        // 4: switchboard.core.v1.OAuthTokens
+	(*CreateConnectionRequest)(nil),            // 5: switchboard.core.v1.CreateConnectionRequest
+	(*CreateConnectionResponse)(nil),           // 6: switchboard.core.v1.CreateConnectionResponse
+	(*ListConnectionsRequest)(nil),             // 7: switchboard.core.v1.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),            // 8: switchboard.core.v1.ListConnectionsResponse
+	(*GetConnectionRequest)(nil),               // 9: switchboard.core.v1.GetConnectionRequest
+	(*GetConnectionResponse)(nil),              // 10: switchboard.core.v1.GetConnectionResponse
+	(*UpdateConnectionRequest)(nil),            // 11: switchboard.core.v1.UpdateConnectionRequest
+	(*ProviderSpecificDataPatch)(nil),          // 12: switchboard.core.v1.ProviderSpecificDataPatch
+	(*UpdateConnectionResponse)(nil),           // 13: switchboard.core.v1.UpdateConnectionResponse
+	(*DeleteConnectionRequest)(nil),            // 14: switchboard.core.v1.DeleteConnectionRequest
+	(*DeleteConnectionResponse)(nil),           // 15: switchboard.core.v1.DeleteConnectionResponse
+	(*APIKey)(nil),                             // 16: switchboard.core.v1.APIKey
+	(*CreateAPIKeyRequest)(nil),                // 17: switchboard.core.v1.CreateAPIKeyRequest
+	(*CreateAPIKeyResponse)(nil),               // 18: switchboard.core.v1.CreateAPIKeyResponse
+	(*ListAPIKeysRequest)(nil),                 // 19: switchboard.core.v1.ListAPIKeysRequest
+	(*ListAPIKeysResponse)(nil),                // 20: switchboard.core.v1.ListAPIKeysResponse
+	(*DeleteAPIKeyRequest)(nil),                // 21: switchboard.core.v1.DeleteAPIKeyRequest
+	(*DeleteAPIKeyResponse)(nil),               // 22: switchboard.core.v1.DeleteAPIKeyResponse
+	(*Settings)(nil),                           // 23: switchboard.core.v1.Settings
+	(*GetSettingsRequest)(nil),                 // 24: switchboard.core.v1.GetSettingsRequest
+	(*GetSettingsResponse)(nil),                // 25: switchboard.core.v1.GetSettingsResponse
+	(*UpdateSettingsRequest)(nil),              // 26: switchboard.core.v1.UpdateSettingsRequest
+	(*UpdateSettingsResponse)(nil),             // 27: switchboard.core.v1.UpdateSettingsResponse
+	(*Machine)(nil),                            // 28: switchboard.core.v1.Machine
+	(*CreateMachineRequest)(nil),               // 29: switchboard.core.v1.CreateMachineRequest
+	(*CreateMachineResponse)(nil),              // 30: switchboard.core.v1.CreateMachineResponse
+	(*ListMachinesRequest)(nil),                // 31: switchboard.core.v1.ListMachinesRequest
+	(*ListMachinesResponse)(nil),               // 32: switchboard.core.v1.ListMachinesResponse
+	(*GetConnectionCredentialsRequest)(nil),    // 33: switchboard.core.v1.GetConnectionCredentialsRequest
+	(*GetConnectionCredentialsResponse)(nil),   // 34: switchboard.core.v1.GetConnectionCredentialsResponse
+	(*PutCatalogRequest)(nil),                  // 35: switchboard.core.v1.PutCatalogRequest
+	(*PutCatalogResponse)(nil),                 // 36: switchboard.core.v1.PutCatalogResponse
+	(*ClearCooldownsRequest)(nil),              // 37: switchboard.core.v1.ClearCooldownsRequest
+	(*ClearCooldownsResponse)(nil),             // 38: switchboard.core.v1.ClearCooldownsResponse
+	(*StoreTokensRequest)(nil),                 // 39: switchboard.core.v1.StoreTokensRequest
+	(*StoreTokensResponse)(nil),                // 40: switchboard.core.v1.StoreTokensResponse
+	(*GetDisabledModelsRequest)(nil),           // 41: switchboard.core.v1.GetDisabledModelsRequest
+	(*GetDisabledModelsResponse)(nil),          // 42: switchboard.core.v1.GetDisabledModelsResponse
+	(*AddDisabledModelsRequest)(nil),           // 43: switchboard.core.v1.AddDisabledModelsRequest
+	(*AddDisabledModelsResponse)(nil),          // 44: switchboard.core.v1.AddDisabledModelsResponse
+	(*RemoveDisabledModelsRequest)(nil),        // 45: switchboard.core.v1.RemoveDisabledModelsRequest
+	(*RemoveDisabledModelsResponse)(nil),       // 46: switchboard.core.v1.RemoveDisabledModelsResponse
+	(*GetAliasesRequest)(nil),                  // 47: switchboard.core.v1.GetAliasesRequest
+	(*GetAliasesResponse)(nil),                 // 48: switchboard.core.v1.GetAliasesResponse
+	(*PutAliasesRequest)(nil),                  // 49: switchboard.core.v1.PutAliasesRequest
+	(*PutAliasesResponse)(nil),                 // 50: switchboard.core.v1.PutAliasesResponse
+	(*Combo)(nil),                              // 51: switchboard.core.v1.Combo
+	(*GetCombosRequest)(nil),                   // 52: switchboard.core.v1.GetCombosRequest
+	(*GetCombosResponse)(nil),                  // 53: switchboard.core.v1.GetCombosResponse
+	(*PutCombosRequest)(nil),                   // 54: switchboard.core.v1.PutCombosRequest
+	(*PutCombosResponse)(nil),                  // 55: switchboard.core.v1.PutCombosResponse
+	(*ListConnectionModelsRequest)(nil),        // 56: switchboard.core.v1.ListConnectionModelsRequest
+	(*ConnectionModel)(nil),                    // 57: switchboard.core.v1.ConnectionModel
+	(*ListConnectionModelsResponse)(nil),       // 58: switchboard.core.v1.ListConnectionModelsResponse
+	(*ApplyUsageRequest)(nil),                  // 59: switchboard.core.v1.ApplyUsageRequest
+	(*UsageDelta)(nil),                         // 60: switchboard.core.v1.UsageDelta
+	(*ApplyUsageResponse)(nil),                 // 61: switchboard.core.v1.ApplyUsageResponse
+	(*GetUsageStatsRequest)(nil),               // 62: switchboard.core.v1.GetUsageStatsRequest
+	(*GetUsageStatsResponse)(nil),              // 63: switchboard.core.v1.GetUsageStatsResponse
+	(*UsageTotals)(nil),                        // 64: switchboard.core.v1.UsageTotals
+	(*UsageBreakdown)(nil),                     // 65: switchboard.core.v1.UsageBreakdown
+	(*StartDeviceLoginRequest)(nil),            // 66: switchboard.core.v1.StartDeviceLoginRequest
+	(*StartDeviceLoginResponse)(nil),           // 67: switchboard.core.v1.StartDeviceLoginResponse
+	(*PollDeviceLoginRequest)(nil),             // 68: switchboard.core.v1.PollDeviceLoginRequest
+	(*PollDeviceLoginResponse)(nil),            // 69: switchboard.core.v1.PollDeviceLoginResponse
+	(*StartAuthorizationLoginRequest)(nil),     // 70: switchboard.core.v1.StartAuthorizationLoginRequest
+	(*StartAuthorizationLoginResponse)(nil),    // 71: switchboard.core.v1.StartAuthorizationLoginResponse
+	(*CompleteAuthorizationLoginRequest)(nil),  // 72: switchboard.core.v1.CompleteAuthorizationLoginRequest
+	(*CompleteAuthorizationLoginResponse)(nil), // 73: switchboard.core.v1.CompleteAuthorizationLoginResponse
+	(*ValidateProviderRequest)(nil),            // 74: switchboard.core.v1.ValidateProviderRequest
+	(*ValidateProviderResponse)(nil),           // 75: switchboard.core.v1.ValidateProviderResponse
+	(*TestConnectionRequest)(nil),              // 76: switchboard.core.v1.TestConnectionRequest
+	(*TestConnectionResponse)(nil),             // 77: switchboard.core.v1.TestConnectionResponse
+	nil,                                        // 78: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	nil,                                        // 79: switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	nil,                                        // 80: switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	nil,                                        // 81: switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	(*timestamppb.Timestamp)(nil),              // 82: google.protobuf.Timestamp
+	(*structpb.ListValue)(nil),                 // 83: google.protobuf.ListValue
+	(*v1.Model)(nil),                           // 84: switchboard.bus.v1.Model
+	(*v1.UsageRow)(nil),                        // 85: switchboard.bus.v1.UsageRow
 }
 var file_switchboard_core_v1_admin_proto_depIdxs = []int32{
-	1,  // 0: switchboard.core.v1.Connection.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	69, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
-	69, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	69, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
-	2,  // 4: switchboard.core.v1.ProviderSpecificData.caveman:type_name -> switchboard.core.v1.CavemanOverride
-	69, // 5: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 6: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	3,  // 7: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
-	0,  // 8: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	0,  // 9: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
-	0,  // 10: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	11, // 11: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
-	70, // 12: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
-	2,  // 13: switchboard.core.v1.ProviderSpecificDataPatch.caveman:type_name -> switchboard.core.v1.CavemanOverride
-	0,  // 14: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	69, // 15: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	69, // 16: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
-	15, // 17: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
-	22, // 18: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	22, // 19: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	69, // 20: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
-	27, // 21: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
-	27, // 22: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
-	0,  // 23: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
-	71, // 24: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
-	69, // 25: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
-	65, // 26: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
-	66, // 27: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
-	67, // 28: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
-	68, // 29: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
-	50, // 30: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
-	50, // 31: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
-	50, // 32: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
-	56, // 33: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
-	59, // 34: switchboard.core.v1.ApplyUsageRequest.deltas:type_name -> switchboard.core.v1.UsageDelta
-	72, // 35: switchboard.core.v1.UsageDelta.rows:type_name -> switchboard.bus.v1.UsageRow
-	69, // 36: switchboard.core.v1.GetUsageStatsResponse.from:type_name -> google.protobuf.Timestamp
-	69, // 37: switchboard.core.v1.GetUsageStatsResponse.to:type_name -> google.protobuf.Timestamp
-	63, // 38: switchboard.core.v1.GetUsageStatsResponse.totals:type_name -> switchboard.core.v1.UsageTotals
-	64, // 39: switchboard.core.v1.GetUsageStatsResponse.by_provider:type_name -> switchboard.core.v1.UsageBreakdown
-	64, // 40: switchboard.core.v1.GetUsageStatsResponse.by_model:type_name -> switchboard.core.v1.UsageBreakdown
-	64, // 41: switchboard.core.v1.GetUsageStatsResponse.by_connection:type_name -> switchboard.core.v1.UsageBreakdown
-	64, // 42: switchboard.core.v1.GetUsageStatsResponse.by_key:type_name -> switchboard.core.v1.UsageBreakdown
-	64, // 43: switchboard.core.v1.GetUsageStatsResponse.by_endpoint:type_name -> switchboard.core.v1.UsageBreakdown
-	70, // 44: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
-	4,  // 45: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
-	6,  // 46: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
-	8,  // 47: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
-	10, // 48: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
-	13, // 49: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
-	16, // 50: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
-	18, // 51: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
-	20, // 52: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
-	23, // 53: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
-	25, // 54: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
-	40, // 55: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
-	42, // 56: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
-	44, // 57: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
-	46, // 58: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
-	48, // 59: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
-	51, // 60: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
-	53, // 61: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
-	55, // 62: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
-	28, // 63: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
-	30, // 64: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
-	32, // 65: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
-	36, // 66: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
-	38, // 67: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
-	34, // 68: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
-	58, // 69: switchboard.core.v1.Admin.ApplyUsage:input_type -> switchboard.core.v1.ApplyUsageRequest
-	61, // 70: switchboard.core.v1.Admin.GetUsageStats:input_type -> switchboard.core.v1.GetUsageStatsRequest
-	5,  // 71: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
-	7,  // 72: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
-	9,  // 73: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
-	12, // 74: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
-	14, // 75: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
-	17, // 76: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
-	19, // 77: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
-	21, // 78: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
-	24, // 79: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
-	26, // 80: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
-	41, // 81: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
-	43, // 82: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
-	45, // 83: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
-	47, // 84: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
-	49, // 85: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
-	52, // 86: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
-	54, // 87: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
-	57, // 88: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
-	29, // 89: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
-	31, // 90: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
-	33, // 91: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
-	37, // 92: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
-	39, // 93: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
-	35, // 94: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
-	60, // 95: switchboard.core.v1.Admin.ApplyUsage:output_type -> switchboard.core.v1.ApplyUsageResponse
-	62, // 96: switchboard.core.v1.Admin.GetUsageStats:output_type -> switchboard.core.v1.GetUsageStatsResponse
-	71, // [71:97] is the sub-list for method output_type
-	45, // [45:71] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	2,  // 0: switchboard.core.v1.Connection.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	82, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
+	82, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	82, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	1,  // 4: switchboard.core.v1.Connection.last_test:type_name -> switchboard.core.v1.ConnectionTest
+	82, // 5: switchboard.core.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
+	3,  // 6: switchboard.core.v1.ProviderSpecificData.caveman:type_name -> switchboard.core.v1.CavemanOverride
+	82, // 7: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 8: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	4,  // 9: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
+	0,  // 10: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	0,  // 11: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
+	0,  // 12: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	12, // 13: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
+	83, // 14: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
+	3,  // 15: switchboard.core.v1.ProviderSpecificDataPatch.caveman:type_name -> switchboard.core.v1.CavemanOverride
+	0,  // 16: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	82, // 17: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	82, // 18: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
+	16, // 19: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
+	23, // 20: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
+	23, // 21: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
+	82, // 22: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	28, // 23: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
+	28, // 24: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
+	0,  // 25: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
+	84, // 26: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
+	82, // 27: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
+	78, // 28: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	79, // 29: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	80, // 30: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	81, // 31: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	51, // 32: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	51, // 33: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
+	51, // 34: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	57, // 35: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
+	60, // 36: switchboard.core.v1.ApplyUsageRequest.deltas:type_name -> switchboard.core.v1.UsageDelta
+	85, // 37: switchboard.core.v1.UsageDelta.rows:type_name -> switchboard.bus.v1.UsageRow
+	82, // 38: switchboard.core.v1.GetUsageStatsResponse.from:type_name -> google.protobuf.Timestamp
+	82, // 39: switchboard.core.v1.GetUsageStatsResponse.to:type_name -> google.protobuf.Timestamp
+	64, // 40: switchboard.core.v1.GetUsageStatsResponse.totals:type_name -> switchboard.core.v1.UsageTotals
+	65, // 41: switchboard.core.v1.GetUsageStatsResponse.by_provider:type_name -> switchboard.core.v1.UsageBreakdown
+	65, // 42: switchboard.core.v1.GetUsageStatsResponse.by_model:type_name -> switchboard.core.v1.UsageBreakdown
+	65, // 43: switchboard.core.v1.GetUsageStatsResponse.by_connection:type_name -> switchboard.core.v1.UsageBreakdown
+	65, // 44: switchboard.core.v1.GetUsageStatsResponse.by_key:type_name -> switchboard.core.v1.UsageBreakdown
+	65, // 45: switchboard.core.v1.GetUsageStatsResponse.by_endpoint:type_name -> switchboard.core.v1.UsageBreakdown
+	0,  // 46: switchboard.core.v1.PollDeviceLoginResponse.connection:type_name -> switchboard.core.v1.Connection
+	0,  // 47: switchboard.core.v1.CompleteAuthorizationLoginResponse.connection:type_name -> switchboard.core.v1.Connection
+	2,  // 48: switchboard.core.v1.ValidateProviderRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	82, // 49: switchboard.core.v1.TestConnectionResponse.tested_at:type_name -> google.protobuf.Timestamp
+	83, // 50: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
+	5,  // 51: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
+	7,  // 52: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
+	9,  // 53: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
+	11, // 54: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
+	14, // 55: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
+	17, // 56: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
+	19, // 57: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
+	21, // 58: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
+	24, // 59: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
+	26, // 60: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
+	41, // 61: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
+	43, // 62: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
+	45, // 63: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
+	47, // 64: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
+	49, // 65: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
+	52, // 66: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
+	54, // 67: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
+	56, // 68: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
+	29, // 69: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
+	31, // 70: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
+	33, // 71: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
+	37, // 72: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
+	39, // 73: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
+	35, // 74: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
+	59, // 75: switchboard.core.v1.Admin.ApplyUsage:input_type -> switchboard.core.v1.ApplyUsageRequest
+	62, // 76: switchboard.core.v1.Admin.GetUsageStats:input_type -> switchboard.core.v1.GetUsageStatsRequest
+	74, // 77: switchboard.core.v1.Admin.ValidateProvider:input_type -> switchboard.core.v1.ValidateProviderRequest
+	76, // 78: switchboard.core.v1.Admin.TestConnection:input_type -> switchboard.core.v1.TestConnectionRequest
+	66, // 79: switchboard.core.v1.Admin.StartDeviceLogin:input_type -> switchboard.core.v1.StartDeviceLoginRequest
+	68, // 80: switchboard.core.v1.Admin.PollDeviceLogin:input_type -> switchboard.core.v1.PollDeviceLoginRequest
+	70, // 81: switchboard.core.v1.Admin.StartAuthorizationLogin:input_type -> switchboard.core.v1.StartAuthorizationLoginRequest
+	72, // 82: switchboard.core.v1.Admin.CompleteAuthorizationLogin:input_type -> switchboard.core.v1.CompleteAuthorizationLoginRequest
+	6,  // 83: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
+	8,  // 84: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
+	10, // 85: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
+	13, // 86: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
+	15, // 87: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
+	18, // 88: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
+	20, // 89: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
+	22, // 90: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
+	25, // 91: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
+	27, // 92: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
+	42, // 93: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
+	44, // 94: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
+	46, // 95: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
+	48, // 96: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
+	50, // 97: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
+	53, // 98: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
+	55, // 99: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
+	58, // 100: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
+	30, // 101: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
+	32, // 102: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
+	34, // 103: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
+	38, // 104: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
+	40, // 105: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
+	36, // 106: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
+	61, // 107: switchboard.core.v1.Admin.ApplyUsage:output_type -> switchboard.core.v1.ApplyUsageResponse
+	63, // 108: switchboard.core.v1.Admin.GetUsageStats:output_type -> switchboard.core.v1.GetUsageStatsResponse
+	75, // 109: switchboard.core.v1.Admin.ValidateProvider:output_type -> switchboard.core.v1.ValidateProviderResponse
+	77, // 110: switchboard.core.v1.Admin.TestConnection:output_type -> switchboard.core.v1.TestConnectionResponse
+	67, // 111: switchboard.core.v1.Admin.StartDeviceLogin:output_type -> switchboard.core.v1.StartDeviceLoginResponse
+	69, // 112: switchboard.core.v1.Admin.PollDeviceLogin:output_type -> switchboard.core.v1.PollDeviceLoginResponse
+	71, // 113: switchboard.core.v1.Admin.StartAuthorizationLogin:output_type -> switchboard.core.v1.StartAuthorizationLoginResponse
+	73, // 114: switchboard.core.v1.Admin.CompleteAuthorizationLogin:output_type -> switchboard.core.v1.CompleteAuthorizationLoginResponse
+	83, // [83:115] is the sub-list for method output_type
+	51, // [51:83] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_admin_proto_init() }
@@ -4335,18 +5354,20 @@ func file_switchboard_core_v1_admin_proto_init() {
 	if File_switchboard_core_v1_admin_proto != nil {
 		return
 	}
-	file_switchboard_core_v1_admin_proto_msgTypes[2].OneofWrappers = []any{}
-	file_switchboard_core_v1_admin_proto_msgTypes[4].OneofWrappers = []any{}
-	file_switchboard_core_v1_admin_proto_msgTypes[10].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[3].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[5].OneofWrappers = []any{}
 	file_switchboard_core_v1_admin_proto_msgTypes[11].OneofWrappers = []any{}
-	file_switchboard_core_v1_admin_proto_msgTypes[25].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[12].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[26].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[75].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[77].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_admin_proto_rawDesc), len(file_switchboard_core_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   69,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

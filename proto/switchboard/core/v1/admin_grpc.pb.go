@@ -19,32 +19,38 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_CreateConnection_FullMethodName         = "/switchboard.core.v1.Admin/CreateConnection"
-	Admin_ListConnections_FullMethodName          = "/switchboard.core.v1.Admin/ListConnections"
-	Admin_GetConnection_FullMethodName            = "/switchboard.core.v1.Admin/GetConnection"
-	Admin_UpdateConnection_FullMethodName         = "/switchboard.core.v1.Admin/UpdateConnection"
-	Admin_DeleteConnection_FullMethodName         = "/switchboard.core.v1.Admin/DeleteConnection"
-	Admin_CreateAPIKey_FullMethodName             = "/switchboard.core.v1.Admin/CreateAPIKey"
-	Admin_ListAPIKeys_FullMethodName              = "/switchboard.core.v1.Admin/ListAPIKeys"
-	Admin_DeleteAPIKey_FullMethodName             = "/switchboard.core.v1.Admin/DeleteAPIKey"
-	Admin_GetSettings_FullMethodName              = "/switchboard.core.v1.Admin/GetSettings"
-	Admin_UpdateSettings_FullMethodName           = "/switchboard.core.v1.Admin/UpdateSettings"
-	Admin_GetDisabledModels_FullMethodName        = "/switchboard.core.v1.Admin/GetDisabledModels"
-	Admin_AddDisabledModels_FullMethodName        = "/switchboard.core.v1.Admin/AddDisabledModels"
-	Admin_RemoveDisabledModels_FullMethodName     = "/switchboard.core.v1.Admin/RemoveDisabledModels"
-	Admin_GetAliases_FullMethodName               = "/switchboard.core.v1.Admin/GetAliases"
-	Admin_PutAliases_FullMethodName               = "/switchboard.core.v1.Admin/PutAliases"
-	Admin_GetCombos_FullMethodName                = "/switchboard.core.v1.Admin/GetCombos"
-	Admin_PutCombos_FullMethodName                = "/switchboard.core.v1.Admin/PutCombos"
-	Admin_ListConnectionModels_FullMethodName     = "/switchboard.core.v1.Admin/ListConnectionModels"
-	Admin_CreateMachine_FullMethodName            = "/switchboard.core.v1.Admin/CreateMachine"
-	Admin_ListMachines_FullMethodName             = "/switchboard.core.v1.Admin/ListMachines"
-	Admin_GetConnectionCredentials_FullMethodName = "/switchboard.core.v1.Admin/GetConnectionCredentials"
-	Admin_ClearCooldowns_FullMethodName           = "/switchboard.core.v1.Admin/ClearCooldowns"
-	Admin_StoreTokens_FullMethodName              = "/switchboard.core.v1.Admin/StoreTokens"
-	Admin_PutCatalog_FullMethodName               = "/switchboard.core.v1.Admin/PutCatalog"
-	Admin_ApplyUsage_FullMethodName               = "/switchboard.core.v1.Admin/ApplyUsage"
-	Admin_GetUsageStats_FullMethodName            = "/switchboard.core.v1.Admin/GetUsageStats"
+	Admin_CreateConnection_FullMethodName           = "/switchboard.core.v1.Admin/CreateConnection"
+	Admin_ListConnections_FullMethodName            = "/switchboard.core.v1.Admin/ListConnections"
+	Admin_GetConnection_FullMethodName              = "/switchboard.core.v1.Admin/GetConnection"
+	Admin_UpdateConnection_FullMethodName           = "/switchboard.core.v1.Admin/UpdateConnection"
+	Admin_DeleteConnection_FullMethodName           = "/switchboard.core.v1.Admin/DeleteConnection"
+	Admin_CreateAPIKey_FullMethodName               = "/switchboard.core.v1.Admin/CreateAPIKey"
+	Admin_ListAPIKeys_FullMethodName                = "/switchboard.core.v1.Admin/ListAPIKeys"
+	Admin_DeleteAPIKey_FullMethodName               = "/switchboard.core.v1.Admin/DeleteAPIKey"
+	Admin_GetSettings_FullMethodName                = "/switchboard.core.v1.Admin/GetSettings"
+	Admin_UpdateSettings_FullMethodName             = "/switchboard.core.v1.Admin/UpdateSettings"
+	Admin_GetDisabledModels_FullMethodName          = "/switchboard.core.v1.Admin/GetDisabledModels"
+	Admin_AddDisabledModels_FullMethodName          = "/switchboard.core.v1.Admin/AddDisabledModels"
+	Admin_RemoveDisabledModels_FullMethodName       = "/switchboard.core.v1.Admin/RemoveDisabledModels"
+	Admin_GetAliases_FullMethodName                 = "/switchboard.core.v1.Admin/GetAliases"
+	Admin_PutAliases_FullMethodName                 = "/switchboard.core.v1.Admin/PutAliases"
+	Admin_GetCombos_FullMethodName                  = "/switchboard.core.v1.Admin/GetCombos"
+	Admin_PutCombos_FullMethodName                  = "/switchboard.core.v1.Admin/PutCombos"
+	Admin_ListConnectionModels_FullMethodName       = "/switchboard.core.v1.Admin/ListConnectionModels"
+	Admin_CreateMachine_FullMethodName              = "/switchboard.core.v1.Admin/CreateMachine"
+	Admin_ListMachines_FullMethodName               = "/switchboard.core.v1.Admin/ListMachines"
+	Admin_GetConnectionCredentials_FullMethodName   = "/switchboard.core.v1.Admin/GetConnectionCredentials"
+	Admin_ClearCooldowns_FullMethodName             = "/switchboard.core.v1.Admin/ClearCooldowns"
+	Admin_StoreTokens_FullMethodName                = "/switchboard.core.v1.Admin/StoreTokens"
+	Admin_PutCatalog_FullMethodName                 = "/switchboard.core.v1.Admin/PutCatalog"
+	Admin_ApplyUsage_FullMethodName                 = "/switchboard.core.v1.Admin/ApplyUsage"
+	Admin_GetUsageStats_FullMethodName              = "/switchboard.core.v1.Admin/GetUsageStats"
+	Admin_ValidateProvider_FullMethodName           = "/switchboard.core.v1.Admin/ValidateProvider"
+	Admin_TestConnection_FullMethodName             = "/switchboard.core.v1.Admin/TestConnection"
+	Admin_StartDeviceLogin_FullMethodName           = "/switchboard.core.v1.Admin/StartDeviceLogin"
+	Admin_PollDeviceLogin_FullMethodName            = "/switchboard.core.v1.Admin/PollDeviceLogin"
+	Admin_StartAuthorizationLogin_FullMethodName    = "/switchboard.core.v1.Admin/StartAuthorizationLogin"
+	Admin_CompleteAuthorizationLogin_FullMethodName = "/switchboard.core.v1.Admin/CompleteAuthorizationLogin"
 )
 
 // AdminClient is the client API for Admin service.
@@ -96,6 +102,24 @@ type AdminClient interface {
 	// GetUsageStats answers a machine's usage totals and breakdowns over a
 	// period, from the roll-ups.
 	GetUsageStats(ctx context.Context, in *GetUsageStatsRequest, opts ...grpc.CallOption) (*GetUsageStatsResponse, error)
+	// ValidateProvider checks a credential before it is saved: one cheap real
+	// call upstream (GET {base}/models). Nothing is stored.
+	ValidateProvider(ctx context.Context, in *ValidateProviderRequest, opts ...grpc.CallOption) (*ValidateProviderResponse, error)
+	// TestConnection makes the same call with a stored connection's credential
+	// and records the outcome on the connection.
+	TestConnection(ctx context.Context, in *TestConnectionRequest, opts ...grpc.CallOption) (*TestConnectionResponse, error)
+	// StartDeviceLogin begins an OAuth device-flow login (RFC 8628) with a
+	// provider: it answers the user code and where to enter it.
+	StartDeviceLogin(ctx context.Context, in *StartDeviceLoginRequest, opts ...grpc.CallOption) (*StartDeviceLoginResponse, error)
+	// PollDeviceLogin asks whether the user finished a device-flow login; on
+	// completion the connection is created, once, and returned.
+	PollDeviceLogin(ctx context.Context, in *PollDeviceLoginRequest, opts ...grpc.CallOption) (*PollDeviceLoginResponse, error)
+	// StartAuthorizationLogin begins an authorization-code login with PKCE:
+	// it answers the URL to open in a browser.
+	StartAuthorizationLogin(ctx context.Context, in *StartAuthorizationLoginRequest, opts ...grpc.CallOption) (*StartAuthorizationLoginResponse, error)
+	// CompleteAuthorizationLogin exchanges the code the browser brought back
+	// to the redirect URI and creates the connection.
+	CompleteAuthorizationLogin(ctx context.Context, in *CompleteAuthorizationLoginRequest, opts ...grpc.CallOption) (*CompleteAuthorizationLoginResponse, error)
 }
 
 type adminClient struct {
@@ -366,6 +390,66 @@ func (c *adminClient) GetUsageStats(ctx context.Context, in *GetUsageStatsReques
 	return out, nil
 }
 
+func (c *adminClient) ValidateProvider(ctx context.Context, in *ValidateProviderRequest, opts ...grpc.CallOption) (*ValidateProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateProviderResponse)
+	err := c.cc.Invoke(ctx, Admin_ValidateProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) TestConnection(ctx context.Context, in *TestConnectionRequest, opts ...grpc.CallOption) (*TestConnectionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TestConnectionResponse)
+	err := c.cc.Invoke(ctx, Admin_TestConnection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) StartDeviceLogin(ctx context.Context, in *StartDeviceLoginRequest, opts ...grpc.CallOption) (*StartDeviceLoginResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartDeviceLoginResponse)
+	err := c.cc.Invoke(ctx, Admin_StartDeviceLogin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) PollDeviceLogin(ctx context.Context, in *PollDeviceLoginRequest, opts ...grpc.CallOption) (*PollDeviceLoginResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PollDeviceLoginResponse)
+	err := c.cc.Invoke(ctx, Admin_PollDeviceLogin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) StartAuthorizationLogin(ctx context.Context, in *StartAuthorizationLoginRequest, opts ...grpc.CallOption) (*StartAuthorizationLoginResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartAuthorizationLoginResponse)
+	err := c.cc.Invoke(ctx, Admin_StartAuthorizationLogin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CompleteAuthorizationLogin(ctx context.Context, in *CompleteAuthorizationLoginRequest, opts ...grpc.CallOption) (*CompleteAuthorizationLoginResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteAuthorizationLoginResponse)
+	err := c.cc.Invoke(ctx, Admin_CompleteAuthorizationLogin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -415,6 +499,24 @@ type AdminServer interface {
 	// GetUsageStats answers a machine's usage totals and breakdowns over a
 	// period, from the roll-ups.
 	GetUsageStats(context.Context, *GetUsageStatsRequest) (*GetUsageStatsResponse, error)
+	// ValidateProvider checks a credential before it is saved: one cheap real
+	// call upstream (GET {base}/models). Nothing is stored.
+	ValidateProvider(context.Context, *ValidateProviderRequest) (*ValidateProviderResponse, error)
+	// TestConnection makes the same call with a stored connection's credential
+	// and records the outcome on the connection.
+	TestConnection(context.Context, *TestConnectionRequest) (*TestConnectionResponse, error)
+	// StartDeviceLogin begins an OAuth device-flow login (RFC 8628) with a
+	// provider: it answers the user code and where to enter it.
+	StartDeviceLogin(context.Context, *StartDeviceLoginRequest) (*StartDeviceLoginResponse, error)
+	// PollDeviceLogin asks whether the user finished a device-flow login; on
+	// completion the connection is created, once, and returned.
+	PollDeviceLogin(context.Context, *PollDeviceLoginRequest) (*PollDeviceLoginResponse, error)
+	// StartAuthorizationLogin begins an authorization-code login with PKCE:
+	// it answers the URL to open in a browser.
+	StartAuthorizationLogin(context.Context, *StartAuthorizationLoginRequest) (*StartAuthorizationLoginResponse, error)
+	// CompleteAuthorizationLogin exchanges the code the browser brought back
+	// to the redirect URI and creates the connection.
+	CompleteAuthorizationLogin(context.Context, *CompleteAuthorizationLoginRequest) (*CompleteAuthorizationLoginResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -502,6 +604,24 @@ func (UnimplementedAdminServer) ApplyUsage(context.Context, *ApplyUsageRequest) 
 }
 func (UnimplementedAdminServer) GetUsageStats(context.Context, *GetUsageStatsRequest) (*GetUsageStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetUsageStats not implemented")
+}
+func (UnimplementedAdminServer) ValidateProvider(context.Context, *ValidateProviderRequest) (*ValidateProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ValidateProvider not implemented")
+}
+func (UnimplementedAdminServer) TestConnection(context.Context, *TestConnectionRequest) (*TestConnectionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TestConnection not implemented")
+}
+func (UnimplementedAdminServer) StartDeviceLogin(context.Context, *StartDeviceLoginRequest) (*StartDeviceLoginResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartDeviceLogin not implemented")
+}
+func (UnimplementedAdminServer) PollDeviceLogin(context.Context, *PollDeviceLoginRequest) (*PollDeviceLoginResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PollDeviceLogin not implemented")
+}
+func (UnimplementedAdminServer) StartAuthorizationLogin(context.Context, *StartAuthorizationLoginRequest) (*StartAuthorizationLoginResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartAuthorizationLogin not implemented")
+}
+func (UnimplementedAdminServer) CompleteAuthorizationLogin(context.Context, *CompleteAuthorizationLoginRequest) (*CompleteAuthorizationLoginResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteAuthorizationLogin not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -992,6 +1112,114 @@ func _Admin_GetUsageStats_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ValidateProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidateProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ValidateProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ValidateProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ValidateProvider(ctx, req.(*ValidateProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_TestConnection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TestConnectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).TestConnection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_TestConnection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).TestConnection(ctx, req.(*TestConnectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_StartDeviceLogin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartDeviceLoginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).StartDeviceLogin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_StartDeviceLogin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).StartDeviceLogin(ctx, req.(*StartDeviceLoginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_PollDeviceLogin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PollDeviceLoginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PollDeviceLogin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PollDeviceLogin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PollDeviceLogin(ctx, req.(*PollDeviceLoginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_StartAuthorizationLogin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartAuthorizationLoginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).StartAuthorizationLogin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_StartAuthorizationLogin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).StartAuthorizationLogin(ctx, req.(*StartAuthorizationLoginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_CompleteAuthorizationLogin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteAuthorizationLoginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CompleteAuthorizationLogin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CompleteAuthorizationLogin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CompleteAuthorizationLogin(ctx, req.(*CompleteAuthorizationLoginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1102,6 +1330,30 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetUsageStats",
 			Handler:    _Admin_GetUsageStats_Handler,
+		},
+		{
+			MethodName: "ValidateProvider",
+			Handler:    _Admin_ValidateProvider_Handler,
+		},
+		{
+			MethodName: "TestConnection",
+			Handler:    _Admin_TestConnection_Handler,
+		},
+		{
+			MethodName: "StartDeviceLogin",
+			Handler:    _Admin_StartDeviceLogin_Handler,
+		},
+		{
+			MethodName: "PollDeviceLogin",
+			Handler:    _Admin_PollDeviceLogin_Handler,
+		},
+		{
+			MethodName: "StartAuthorizationLogin",
+			Handler:    _Admin_StartAuthorizationLogin_Handler,
+		},
+		{
+			MethodName: "CompleteAuthorizationLogin",
+			Handler:    _Admin_CompleteAuthorizationLogin_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

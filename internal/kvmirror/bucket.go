@@ -1,6 +1,9 @@
-// Package store is core's state: JetStream key-value buckets mirrored into
-// memory by watchers, so requests read memory and never wait on storage.
-package store
+// Package kvmirror mirrors JetStream key-value buckets of protobuf values
+// into memory, kept fresh by watchers, so requests read memory and never wait
+// on storage; writes go to the bucket (with compare-and-swap where they can
+// race) and return once the mirror has them. Core and billing keep their
+// state in such buckets.
+package kvmirror
 
 import (
 	"context"
@@ -246,6 +249,76 @@ func (b *Bucket[T]) awaitChange(ctx context.Context, key string, rev uint64) err
 	for {
 		ch := b.Changed()
 		if e, ok := b.Get(key); !ok || e.Revision != rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ErrSkip, returned by an Upsert function, leaves the stored value as it is.
+var ErrSkip = errors.New("skip")
+
+// Upsert stores fn's result under key with compare-and-swap: fn gets a copy
+// of the current value (ok true) or a new zero value (ok false) to fill.
+// Lost races are retried; fn may run more than once and must not have side
+// effects. When fn returns ErrSkip nothing is written and the current value
+// is returned.
+func (b *Bucket[T]) Upsert(ctx context.Context, key string, fn func(v T, ok bool) error) (T, error) {
+	var zero T
+	for range 16 {
+		cur, ok := b.Get(key)
+		var next T
+		if ok {
+			next = proto.Clone(cur.Value).(T)
+		} else {
+			next = b.newT()
+		}
+		if err := fn(next, ok); err != nil {
+			if errors.Is(err, ErrSkip) {
+				if ok {
+					return cur.Value, nil
+				}
+				return zero, ErrNotFound
+			}
+			return zero, err
+		}
+		data, err := proto.Marshal(next)
+		if err != nil {
+			return zero, err
+		}
+		var rev uint64
+		if ok {
+			rev, err = b.kv.Update(ctx, key, data, cur.Revision)
+		} else {
+			rev, err = b.kv.Create(ctx, key, data)
+		}
+		if err != nil {
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+				if ok {
+					if err := b.awaitChange(ctx, key, cur.Revision); err != nil {
+						return zero, err
+					}
+				} else if err := b.awaitPresent(ctx, key); err != nil {
+					return zero, err
+				}
+				continue
+			}
+			return zero, fmt.Errorf("upsert %s: %w", key, err)
+		}
+		return next, b.await(ctx, rev)
+	}
+	return zero, ErrConflict
+}
+
+// awaitPresent blocks until key is in the mirror.
+func (b *Bucket[T]) awaitPresent(ctx context.Context, key string) error {
+	for {
+		ch := b.Changed()
+		if _, ok := b.Get(key); ok {
 			return nil
 		}
 		select {

@@ -1,0 +1,602 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
+	"github.com/switchboardhq/switchboard/internal/oauth"
+	"github.com/switchboardhq/switchboard/internal/secrets"
+	"github.com/switchboardhq/switchboard/internal/upstream"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// OAuthDeps are what the OAuth logins need.
+type OAuthDeps struct {
+	Providers *oauth.Providers
+	// Box seals the device codes and PKCE verifiers of logins in progress.
+	Box *secrets.Box
+	// Clients call the providers' OAuth endpoints (no redirects followed).
+	Clients *upstream.Clients
+}
+
+// EnableOAuth turns on the OAuth login RPCs.
+func (a *Admin) EnableOAuth(d OAuthDeps) *Admin {
+	a.logins = &d
+	return a
+}
+
+// Flow statuses (busv1.OAuthFlow.status) and poll answers.
+const (
+	flowPending  = "pending"
+	flowComplete = "complete"
+	flowDenied   = "denied"
+	flowExpired  = "expired"
+	pollSlowDown = "slow_down"
+)
+
+const (
+	flowKindDevice = "device"
+	flowKindCode   = "authorization_code"
+	// flowLease bounds how long one poll holds a flow while it calls the
+	// provider (two OAuth calls at most).
+	flowLease = 2*oauth.CallTimeout + 5*time.Second
+	// authorizationTTL is how long an authorization-code login may take.
+	authorizationTTL = 10 * time.Minute
+)
+
+var errFlowBusy = errors.New("flow busy")
+
+func (a *Admin) loginProvider(id string, flow oauth.Flow) (oauth.Provider, error) {
+	if a.logins == nil {
+		return oauth.Provider{}, notFound("unknown_provider", fmt.Sprintf("no OAuth login for provider '%s'", id))
+	}
+	p, ok := a.logins.Providers.Lookup(id)
+	if !ok {
+		return p, notFound("unknown_provider", fmt.Sprintf("no OAuth login for provider '%s'", id))
+	}
+	if p.Flow != flow {
+		return p, invalidParam("provider", "unsupported_flow", fmt.Sprintf("provider '%s' logs in with the %s flow", id, p.Flow))
+	}
+	if _, ok := a.registry.Lookup(id); !ok {
+		return p, internal("OAuth provider has no registry entry")
+	}
+	return p, nil
+}
+
+func (a *Admin) oauthClient(endpoint, proxyURL string) (*http.Client, error) {
+	c, err := a.logins.Clients.For(endpoint, proxyURL)
+	if err != nil {
+		return nil, statusError(codes.FailedPrecondition, "invalid_oauth_endpoint", "the provider's OAuth endpoint or the proxy is not usable: "+err.Error())
+	}
+	return c, nil
+}
+
+// providerError maps a failed OAuth call to a 502.
+func providerError(step string, err error) error {
+	msg := "the provider's " + step + " failed"
+	var oe *oauth.Error
+	if errors.As(err, &oe) {
+		msg += ": " + oe.Error()
+	} else if err != nil {
+		msg += ": " + err.Error()
+	}
+	return statusError(codes.Unavailable, "oauth_provider_error", msg, MetaHTTPStatus, "502")
+}
+
+func flowNotFound(id string) error {
+	return notFound("flow_not_found", fmt.Sprintf("no OAuth login with flow id '%s'", id))
+}
+
+func flowGone(f *busv1.OAuthFlow) error {
+	return statusError(codes.FailedPrecondition, "flow_"+f.GetStatus(),
+		fmt.Sprintf("the OAuth login %s ended (%s); start a new one", f.GetId(), f.GetStatus()), MetaHTTPStatus, "410")
+}
+
+func flowAAD(id string) []byte { return []byte("oauth-flow:" + id) }
+
+func (a *Admin) sealFlow(f *busv1.OAuthFlow, sec *busv1.OAuthFlowSecrets) error {
+	plain, err := proto.Marshal(sec)
+	if err != nil {
+		return internal("encode flow secrets")
+	}
+	if f.SealedSecrets, err = a.logins.Box.Seal(plain, flowAAD(f.GetId())); err != nil {
+		return internal("seal flow secrets")
+	}
+	return nil
+}
+
+func (a *Admin) openFlow(f *busv1.OAuthFlow) (*busv1.OAuthFlowSecrets, error) {
+	plain, err := a.logins.Box.Open(f.GetSealedSecrets(), flowAAD(f.GetId()))
+	if err != nil {
+		a.log.Error("opening OAuth flow secrets failed", "flow", f.GetId(), "err", err)
+		return nil, internal("flow secrets cannot be opened")
+	}
+	sec := &busv1.OAuthFlowSecrets{}
+	if err := proto.Unmarshal(plain, sec); err != nil {
+		return nil, internal("flow secrets cannot be decoded")
+	}
+	return sec, nil
+}
+
+func (a *Admin) validProxy(raw string) error {
+	if raw != "" && !validURL(raw, "http", "https", "socks5", "socks5h") {
+		return invalidParam("proxyUrl", "invalid_proxy_url", "proxyUrl must be an http(s) or socks5 URL")
+	}
+	return nil
+}
+
+// newFlow stores a login in progress.
+func (a *Admin) newFlow(ctx context.Context, f *busv1.OAuthFlow, sec *busv1.OAuthFlowSecrets) error {
+	if err := a.sealFlow(f, sec); err != nil {
+		return err
+	}
+	if err := a.store.OAuthFlows.Create(ctx, f.GetId(), f); err != nil {
+		return a.storeError(err)
+	}
+	return nil
+}
+
+// StartDeviceLogin asks the provider for a device code and keeps the flow
+// in sb_oauth_flows.
+func (a *Admin) StartDeviceLogin(ctx context.Context, req *corev1.StartDeviceLoginRequest) (*corev1.StartDeviceLoginResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.loginProvider(req.GetProvider(), oauth.FlowDevice)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.validProxy(req.GetProxyUrl()); err != nil {
+		return nil, err
+	}
+	client, err := a.oauthClient(p.DeviceURL, req.GetProxyUrl())
+	if err != nil {
+		return nil, err
+	}
+	var verifier, challenge string
+	if p.PKCE {
+		verifier = oauth.NewVerifier()
+		challenge = oauth.Challenge(verifier)
+	}
+	dc, err := oauth.DeviceAuthorize(ctx, client, p, challenge)
+	if err != nil {
+		return nil, providerError("device authorization", err)
+	}
+	now := a.now()
+	f := &busv1.OAuthFlow{
+		Id:           oauth.NewState(),
+		MachineId:    machineID,
+		Provider:     p.ID,
+		Kind:         flowKindDevice,
+		CreatedAt:    timestamppb.New(now),
+		ExpiresAt:    timestamppb.New(now.Add(time.Duration(dc.ExpiresIn) * time.Second)),
+		Interval:     int32(dc.Interval),
+		Status:       flowPending,
+		ConnectionId: uuid.NewString(),
+		Name:         cmpOr(req.GetName(), p.ID),
+		ProxyUrl:     req.GetProxyUrl(),
+	}
+	if err := a.newFlow(ctx, f, &busv1.OAuthFlowSecrets{DeviceCode: dc.DeviceCode, CodeVerifier: verifier}); err != nil {
+		return nil, err
+	}
+	a.log.Info("oauth device login started", "machine", machineID, "provider", p.ID, "flow", f.Id)
+	return &corev1.StartDeviceLoginResponse{
+		FlowId: f.Id, Provider: p.ID,
+		UserCode: dc.UserCode, VerificationUri: dc.VerificationURI, VerificationUriComplete: dc.VerificationURIComplete,
+		ExpiresIn: int32(dc.ExpiresIn), Interval: int32(dc.Interval),
+	}, nil
+}
+
+// PollDeviceLogin polls the provider's token endpoint for a device login.
+// One poll at a time holds the flow (a lease taken with compare-and-swap);
+// concurrent polls wait for its outcome, so the connection is created once.
+func (a *Admin) PollDeviceLogin(ctx context.Context, req *corev1.PollDeviceLoginRequest) (*corev1.PollDeviceLoginResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.loginProvider(req.GetProvider(), oauth.FlowDevice)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetFlowId() == "" {
+		return nil, missingParam("flowId")
+	}
+	f, claimed, err := a.claimFlow(ctx, machineID, p.ID, flowKindDevice, req.GetFlowId())
+	if err != nil {
+		return nil, err
+	}
+	answer := func(f *busv1.OAuthFlow, status string) *corev1.PollDeviceLoginResponse {
+		return &corev1.PollDeviceLoginResponse{Status: status, FlowId: f.GetId(), Interval: f.GetInterval(), Error: f.GetError()}
+	}
+	if !claimed {
+		if f.GetStatus() != flowComplete {
+			return nil, flowGone(f)
+		}
+		out := answer(f, flowComplete)
+		out.Connection = a.loginConnection(machineID, f)
+		return out, nil
+	}
+	if a.now().After(f.GetExpiresAt().AsTime()) {
+		f, err = a.settleFlow(ctx, f.GetId(), func(f *busv1.OAuthFlow) { f.Status, f.Error = flowExpired, oauth.CodeExpiredToken })
+		if err != nil {
+			return nil, err
+		}
+		return answer(f, flowExpired), nil
+	}
+	sec, err := a.openFlow(f)
+	if err != nil {
+		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+		return nil, err
+	}
+	client, err := a.oauthClient(p.TokenURL, f.GetProxyUrl())
+	if err != nil {
+		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+		return nil, err
+	}
+	tok, err := oauth.PollToken(ctx, client, p, sec.GetDeviceCode(), sec.GetCodeVerifier())
+	if err != nil {
+		code := oauth.ErrorCode(err)
+		var status string
+		var change func(*busv1.OAuthFlow)
+		switch code {
+		case oauth.CodePending:
+			status, change = flowPending, func(*busv1.OAuthFlow) {}
+		case oauth.CodeSlowDown:
+			// RFC 8628 section 3.5: add 5 seconds to the interval.
+			status, change = pollSlowDown, func(f *busv1.OAuthFlow) { f.Interval += 5 }
+		case oauth.CodeExpiredToken:
+			status, change = flowExpired, func(f *busv1.OAuthFlow) { f.Status, f.Error = flowExpired, code }
+		case oauth.CodeAccessDenied:
+			status, change = flowDenied, func(f *busv1.OAuthFlow) { f.Status, f.Error = flowDenied, code }
+		default:
+			_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+			return nil, providerError("token endpoint", err)
+		}
+		f, err = a.settleFlow(ctx, f.GetId(), change)
+		if err != nil {
+			return nil, err
+		}
+		return answer(f, status), nil
+	}
+	c, err := a.completeLogin(ctx, f, p, tok)
+	if err != nil {
+		return nil, err
+	}
+	out := answer(f, flowComplete)
+	out.Connection = a.view(c)
+	out.Error = ""
+	return out, nil
+}
+
+// StartAuthorizationLogin prepares an authorization-code login with PKCE
+// and answers the URL to open. The OAuth state is the flow id.
+func (a *Admin) StartAuthorizationLogin(ctx context.Context, req *corev1.StartAuthorizationLoginRequest) (*corev1.StartAuthorizationLoginResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.loginProvider(req.GetProvider(), oauth.FlowAuthorizationCode)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.validProxy(req.GetProxyUrl()); err != nil {
+		return nil, err
+	}
+	redirect := p.RedirectURI
+	if req.GetRedirectUri() != "" {
+		if !loopbackURL(req.GetRedirectUri()) {
+			return nil, invalidParam("redirectUri", "invalid_redirect_uri", "redirectUri must be an http URL on a loopback address")
+		}
+		redirect = req.GetRedirectUri()
+	}
+	var verifier, challenge string
+	if p.PKCE {
+		verifier = oauth.NewVerifier()
+		challenge = oauth.Challenge(verifier)
+	}
+	now := a.now()
+	f := &busv1.OAuthFlow{
+		Id:           oauth.NewState(),
+		MachineId:    machineID,
+		Provider:     p.ID,
+		Kind:         flowKindCode,
+		CreatedAt:    timestamppb.New(now),
+		ExpiresAt:    timestamppb.New(now.Add(authorizationTTL)),
+		Status:       flowPending,
+		ConnectionId: uuid.NewString(),
+		Name:         cmpOr(req.GetName(), p.ID),
+		ProxyUrl:     req.GetProxyUrl(),
+		RedirectUri:  redirect,
+	}
+	if err := a.newFlow(ctx, f, &busv1.OAuthFlowSecrets{CodeVerifier: verifier}); err != nil {
+		return nil, err
+	}
+	a.log.Info("oauth authorization login started", "machine", machineID, "provider", p.ID, "flow", f.Id)
+	return &corev1.StartAuthorizationLoginResponse{
+		FlowId: f.Id, Provider: p.ID, State: f.Id, RedirectUri: redirect,
+		AuthorizeUrl: oauth.AuthorizeURL(p, f.Id, challenge, redirect),
+		ExpiresIn:    int32(authorizationTTL / time.Second),
+	}, nil
+}
+
+// CompleteAuthorizationLogin exchanges the authorization code and creates
+// the connection (201); a repeated call answers the same connection.
+func (a *Admin) CompleteAuthorizationLogin(ctx context.Context, req *corev1.CompleteAuthorizationLoginRequest) (*corev1.CompleteAuthorizationLoginResponse, error) {
+	machineID, err := a.auth.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.loginProvider(req.GetProvider(), oauth.FlowAuthorizationCode)
+	if err != nil {
+		return nil, err
+	}
+	code, state := req.GetCode(), req.GetState()
+	if c, s, ok := strings.Cut(code, "#"); ok {
+		code = c
+		if state == "" {
+			state = s
+		}
+	}
+	flowID := cmpOr(req.GetFlowId(), state)
+	if flowID == "" {
+		return nil, missingParam("flowId")
+	}
+	if code == "" {
+		return nil, missingParam("code")
+	}
+	if state != "" && state != flowID {
+		return nil, invalidParam("state", "state_mismatch", "state does not belong to this login")
+	}
+	f, claimed, err := a.claimFlow(ctx, machineID, p.ID, flowKindCode, flowID)
+	if err != nil {
+		return nil, err
+	}
+	if !claimed {
+		if f.GetStatus() != flowComplete {
+			return nil, flowGone(f)
+		}
+		return &corev1.CompleteAuthorizationLoginResponse{Connection: a.loginConnection(machineID, f)}, nil
+	}
+	if a.now().After(f.GetExpiresAt().AsTime()) {
+		f, err = a.settleFlow(ctx, f.GetId(), func(f *busv1.OAuthFlow) { f.Status = flowExpired })
+		if err != nil {
+			return nil, err
+		}
+		return nil, flowGone(f)
+	}
+	sec, err := a.openFlow(f)
+	if err != nil {
+		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+		return nil, err
+	}
+	client, err := a.oauthClient(p.TokenURL, f.GetProxyUrl())
+	if err != nil {
+		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+		return nil, err
+	}
+	tok, err := oauth.ExchangeCode(ctx, client, p, code, sec.GetCodeVerifier(), f.GetRedirectUri(), f.GetId())
+	if err != nil {
+		// The flow stays pending: a mistyped code may be sent again.
+		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+		var oe *oauth.Error
+		if errors.As(err, &oe) && oe.Status >= 400 && oe.Status < 500 {
+			return nil, invalidParam("code", "oauth_exchange_failed", "the provider refused the authorization code: "+oe.Error())
+		}
+		return nil, providerError("code exchange", err)
+	}
+	c, err := a.completeLogin(ctx, f, p, tok)
+	if err != nil {
+		return nil, err
+	}
+	created(ctx)
+	return &corev1.CompleteAuthorizationLoginResponse{Connection: a.view(c)}, nil
+}
+
+// claimFlow takes the flow's lease. When the flow is no longer pending it
+// returns it unclaimed; while another call holds the lease it waits for that
+// call's outcome.
+func (a *Admin) claimFlow(ctx context.Context, machineID, providerID, kind, id string) (*busv1.OAuthFlow, bool, error) {
+	for {
+		changed := a.store.OAuthFlows.Changed()
+		e, ok := a.store.OAuthFlows.Get(id)
+		if !ok || e.Value.GetMachineId() != machineID || e.Value.GetProvider() != providerID || e.Value.GetKind() != kind {
+			return nil, false, flowNotFound(id)
+		}
+		f := e.Value
+		if f.GetStatus() != flowPending {
+			return f, false, nil
+		}
+		now := a.now()
+		if until := f.GetLeaseUntil(); until != nil && until.AsTime().After(now) {
+			t := time.NewTimer(until.AsTime().Sub(now))
+			select {
+			case <-changed:
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, false, ctx.Err()
+			}
+			t.Stop()
+			continue
+		}
+		next, err := a.store.OAuthFlows.Modify(ctx, id, func(f *busv1.OAuthFlow) error {
+			if f.GetStatus() != flowPending {
+				return errFlowBusy
+			}
+			if until := f.GetLeaseUntil(); until != nil && until.AsTime().After(now) {
+				return errFlowBusy
+			}
+			f.LeaseUntil = timestamppb.New(now.Add(flowLease))
+			return nil
+		})
+		switch {
+		case errors.Is(err, errFlowBusy):
+			continue
+		case errors.Is(err, kvmirror.ErrNotFound):
+			return nil, false, flowNotFound(id)
+		case err != nil:
+			return nil, false, a.storeError(err)
+		}
+		return next, true, nil
+	}
+}
+
+// settleFlow applies change to a claimed flow and releases its lease. It
+// runs even when the caller has gone, so the lease does not linger.
+func (a *Admin) settleFlow(ctx context.Context, id string, change func(*busv1.OAuthFlow)) (*busv1.OAuthFlow, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	f, err := a.store.OAuthFlows.Modify(ctx, id, func(f *busv1.OAuthFlow) error {
+		change(f)
+		f.LeaseUntil = nil
+		return nil
+	})
+	if errors.Is(err, kvmirror.ErrNotFound) {
+		return nil, flowNotFound(id)
+	}
+	if err != nil {
+		return nil, a.storeError(err)
+	}
+	return f, nil
+}
+
+// completeLogin turns a login's tokens into its connection (created once,
+// under the id the flow chose at its start) and marks the flow complete.
+func (a *Admin) completeLogin(ctx context.Context, f *busv1.OAuthFlow, p oauth.Provider, tok oauth.Token) (*busv1.Connection, error) {
+	now := a.now()
+	baseURL := p.BaseURL
+	if p.ResourceURL && tok.ResourceURL != "" {
+		if u, ok := resourceBaseURL(tok.ResourceURL); ok {
+			baseURL = u
+		}
+	}
+	sec := &busv1.Secrets{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken}
+	st := &busv1.OAuthState{TokenUrl: p.TokenURL, ClientId: p.ClientID}
+	if tok.ExpiresIn > 0 {
+		st.ExpiresAt = timestamppb.New(now.Add(time.Duration(tok.ExpiresIn) * time.Second))
+	}
+	if p.CopilotTokenURL != "" {
+		// The GitHub token is the refresh material; the Copilot token,
+		// exchanged from it, is what the API takes.
+		client, err := a.oauthClient(p.CopilotTokenURL, f.GetProxyUrl())
+		if err != nil {
+			_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+			return nil, err
+		}
+		ct, err := oauth.ExchangeCopilotToken(ctx, client, p, tok.AccessToken)
+		if err != nil {
+			_, _ = a.settleFlow(ctx, f.GetId(), func(f *busv1.OAuthFlow) { f.Status, f.Error = flowDenied, "copilot_token_exchange_failed" })
+			return nil, providerError("Copilot token exchange", err)
+		}
+		sec = &busv1.Secrets{AccessToken: ct.Token, RefreshToken: tok.AccessToken}
+		st.TokenUrl = p.CopilotTokenURL
+		st.ExpiresAt = nil
+		if !ct.ExpiresAt.IsZero() {
+			st.ExpiresAt = timestamppb.New(ct.ExpiresAt)
+		}
+		if ct.APIURL != "" && validURL(ct.APIURL, "https", "http") {
+			baseURL = strings.TrimRight(ct.APIURL, "/")
+		}
+	}
+	c := &busv1.Connection{
+		Id:        f.GetConnectionId(),
+		MachineId: f.GetMachineId(),
+		Provider:  p.ID,
+		Name:      f.GetName(),
+		Priority:  1,
+		IsActive:  true,
+		Data:      &busv1.ProviderData{BaseUrl: baseURL, ProxyUrl: f.GetProxyUrl()},
+		Oauth:     st,
+		CreatedAt: timestamppb.New(now),
+		UpdatedAt: timestamppb.New(now),
+	}
+	if err := a.seal(c, sec); err != nil {
+		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+		return nil, err
+	}
+	key := store.ConnectionKey(c.GetMachineId(), c.GetId())
+	switch err := a.store.Connections.Create(ctx, key, c); {
+	case errors.Is(err, kvmirror.ErrExists):
+		// A completion that lost its lease got here first: keep its
+		// connection.
+		if e, ok := a.store.Connections.Get(key); ok {
+			c = e.Value
+		}
+	case err != nil:
+		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+		return nil, a.storeError(err)
+	default:
+		a.log.Info("connection created by oauth login", "machine", c.GetMachineId(), "connection", c.GetId(), "provider", c.GetProvider(), "flow", f.GetId())
+	}
+	if _, err := a.settleFlow(ctx, f.GetId(), func(f *busv1.OAuthFlow) { f.Status, f.Error = flowComplete, "" }); err != nil {
+		a.log.Warn("oauth flow not marked complete", "flow", f.GetId(), "err", err)
+	}
+	return c, nil
+}
+
+// loginConnection is the connection a completed flow created, or nil when
+// it has been deleted since.
+func (a *Admin) loginConnection(machineID string, f *busv1.OAuthFlow) *corev1.Connection {
+	if e, ok := a.store.Connections.Get(store.ConnectionKey(machineID, f.GetConnectionId())); ok {
+		return a.view(e.Value)
+	}
+	return nil
+}
+
+// resourceBaseURL turns a token answer's resource_url ("portal.qwen.ai" or
+// a full URL) into an OpenAI-style base URL ending in /v1 when it names no
+// path.
+func resourceBaseURL(raw string) (string, bool) {
+	raw = strings.TrimSpace(raw)
+	if !strings.Contains(raw, "://") {
+		raw = "https://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return "", false
+	}
+	u.RawQuery, u.Fragment = "", ""
+	if p := strings.TrimRight(u.Path, "/"); p == "" {
+		u.Path = "/v1"
+	} else {
+		u.Path = p
+	}
+	return u.String(), true
+}
+
+// loopbackURL reports whether raw is an http URL on a loopback host.
+func loopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+func cmpOr(v, def string) string {
+	if v != "" {
+		return v
+	}
+	return def
+}
