@@ -41,6 +41,10 @@ type Config struct {
 	// CLIHomeDir is the home directory whose CLI settings files the desktop
 	// CLI settings route edits (empty: os.UserHomeDir()).
 	CLIHomeDir string
+	// KeepAliveEvery is how long a started chat stream may be silent before
+	// the edge sends an SSE keep-alive comment (zero:
+	// openai.KeepAliveEvery).
+	KeepAliveEvery time.Duration
 	// Billing configures the GraphQL and webhook routes (mounted when
 	// Deps.Billing is set).
 	Billing BillingConfig
@@ -94,7 +98,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	mux.Handle("POST /v1/audio/transcriptions", &openai.Transcriptions{
 		Router: corev1.NewRouterClient(deps.Core), MaxBytes: cfg.MaxAudioBytes, Upstream: emb.Upstream})
 	mux.Handle("POST /v1/audio/speech", limitBody(cfg.MaxBodyBytes, &openai.Speech{Router: corev1.NewRouterClient(deps.Core), Upstream: emb.Upstream}))
-	chat := &openai.Chat{Router: corev1.NewRouterClient(deps.Core), Upstream: emb.Upstream}
+	chat := &openai.Chat{Router: corev1.NewRouterClient(deps.Core), Upstream: emb.Upstream, KeepAliveEvery: cfg.KeepAliveEvery}
 	mux.Handle("POST /v1/chat/completions", limitBody(cfg.MaxBodyBytes, chat))
 	mux.Handle("POST /{machineId}/v1/chat/completions", limitBody(cfg.MaxBodyBytes, chat))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))

@@ -33,6 +33,10 @@ type Config struct {
 	Replicas int
 	// Concurrency bounds the jobs of one kind handled at once.
 	Concurrency int
+	// JobTimeout, when positive, bounds one job of every kind instead of
+	// each kind's own bound. A job is redelivered once it has gone 10 s
+	// past it unacknowledged (its worker died).
+	JobTimeout time.Duration
 }
 
 // Deps are what the workers are built on.
@@ -87,7 +91,7 @@ func (w *Workers) Run(ctx context.Context) error {
 			New:         func() *busv1.CatalogRefreshJob { return new(busv1.CatalogRefreshJob) },
 			Handle:      w.catalog.Handle,
 			Concurrency: w.cfg.Concurrency,
-			Timeout:     catalogrefresh.FetchTimeout + 10*time.Second,
+			Timeout:     w.jobTimeout(catalogrefresh.FetchTimeout + 10*time.Second),
 		}.Run(ctx, w.js, w.log)
 	})
 	g.Go(func() error {
@@ -97,10 +101,18 @@ func (w *Workers) Run(ctx context.Context) error {
 			New:         func() *busv1.TokenRefreshJob { return new(busv1.TokenRefreshJob) },
 			Handle:      w.tokens.Handle,
 			Concurrency: w.cfg.Concurrency,
-			Timeout:     tokenrefresh.JobTimeout,
+			Timeout:     w.jobTimeout(tokenrefresh.JobTimeout),
 		}.Run(ctx, w.js, w.log)
 	})
 	g.Go(func() error { return w.usage.Run(ctx, w.js) })
 	w.log.Info("workers running")
 	return g.Wait()
+}
+
+// jobTimeout is the configured bound on a job, else def.
+func (w *Workers) jobTimeout(def time.Duration) time.Duration {
+	if w.cfg.JobTimeout > 0 {
+		return w.cfg.JobTimeout
+	}
+	return def
 }

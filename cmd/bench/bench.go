@@ -15,45 +15,233 @@ import (
 	"runtime/pprof"
 	"strings"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 )
 
-// benchInput is the text every request embeds.
+// benchInput is the text every request embeds, and the user message of
+// every chat request.
 const benchInput = "The quick brown fox jumps over the lazy dog"
 
 // workload is one kind of request, sent to both targets.
 type workload struct {
 	name   string
-	format string // encoding_format
+	format string // embeddings: encoding_format
+	// note qualifies the workload's figures in the report.
+	note string
+	// maxRate caps the fixed rate of this workload (0: -rate as given),
+	// for requests too heavy to be sent at -rate without measuring a
+	// queue instead of a request.
+	maxRate int
+	// targets builds the direct and gateway targets.
+	targets func(f *fixture) (direct, gateway *target, err error)
+	// check judges a probe's 2xx answer body; for the gateway's answer,
+	// direct is the direct answer to compare it with (nil when judging
+	// the direct answer itself).
+	check func(body, direct []byte) error
+}
+
+// rate is the fixed rate of w under the options o.
+func (w workload) rate(o options) int {
+	if w.maxRate > 0 {
+		return min(o.Rate, w.maxRate)
+	}
+	return o.Rate
 }
 
 // workloads are the measured workloads, in order.
-func workloads() []workload {
+func workloads(dims int) []workload {
 	return []workload{
-		{name: "embeddings-float", format: "float"},
-		{name: "embeddings-base64", format: "base64"},
+		embeddingsWorkload("float", dims),
+		embeddingsWorkload("base64", dims),
+		chatWorkload(false),
+		chatWorkload(true),
+		modelsWorkload(),
 	}
 }
 
-// targets builds the direct and gateway targets of w.
-func (f *fixture) targets(w workload) (direct, gateway *target, err error) {
-	body := func(model string) ([]byte, error) {
-		return json.Marshal(struct {
-			Model          string `json:"model"`
-			Input          string `json:"input"`
-			EncodingFormat string `json:"encoding_format"`
-		}{model, benchInput, w.format})
-	}
-	db, err := body(upstreamModel)
+// jsonBody encodes v, for request bodies built once.
+func jsonBody(v any) []byte {
+	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, nil, err
+		panic(err) // only maps and strings: cannot fail
 	}
-	gb, err := body(gatewayModel)
-	if err != nil {
-		return nil, nil, err
+	return b
+}
+
+// embeddingsWorkload is POST /v1/embeddings of benchInput in format.
+func embeddingsWorkload(format string, dims int) workload {
+	body := func(model string) []byte {
+		return jsonBody(map[string]any{"model": model, "input": benchInput, "encoding_format": format})
 	}
-	direct = &target{name: "direct", url: f.upstream.URL() + "/embeddings", body: db, auth: []string{"Bearer " + upstreamKey}}
-	gateway = &target{name: "gateway", url: f.gatewayURL + "/v1/embeddings", body: gb, auth: []string{"Bearer " + f.apiKey}, overhead: true}
-	return direct, gateway, nil
+	return workload{
+		name:   "embeddings-" + format,
+		format: format,
+		targets: func(f *fixture) (*target, *target, error) {
+			direct := newTarget("direct", http.MethodPost, f.upstream.URL()+"/embeddings", body(upstreamEmbedModel),
+				"Authorization", "Bearer "+upstreamKey)
+			gateway := newTarget("gateway", http.MethodPost, f.gatewayURL+"/v1/embeddings", body(gatewayPrefix+upstreamEmbedModel),
+				"Authorization", "Bearer "+f.apiKey)
+			return direct, gateway, nil
+		},
+		check: func(body, direct []byte) error {
+			got, err := firstEmbedding(body)
+			if err != nil {
+				return err
+			}
+			if err := checkVector(got, format, dims); err != nil {
+				return err
+			}
+			if direct != nil {
+				want, err := firstEmbedding(direct)
+				if err != nil {
+					return err
+				}
+				if !bytes.Equal(got, want) {
+					return errors.New("the vector differs from the upstream's")
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// chatWorkload is POST /v1/chat/completions with one user message, the
+// answer streamed or not. The fake answers "echo: <message>" at once
+// (no chunk delay), so the figures are the cost of the calls, not of
+// generation.
+func chatWorkload(stream bool) workload {
+	body := func(model string) []byte {
+		m := map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": benchInput}}}
+		if stream {
+			m["stream"] = true
+		}
+		return jsonBody(m)
+	}
+	name := "chat"
+	content := chatContent
+	if stream {
+		name = "chat-stream"
+		content = streamContent
+	}
+	return workload{
+		name: name,
+		targets: func(f *fixture) (*target, *target, error) {
+			direct := newTarget("direct", http.MethodPost, f.upstream.URL()+"/chat/completions", body(upstreamChatModel),
+				"Authorization", "Bearer "+upstreamKey)
+			gateway := newTarget("gateway", http.MethodPost, f.gatewayURL+"/v1/chat/completions", body(gatewayPrefix+upstreamChatModel),
+				"Authorization", "Bearer "+f.apiKey)
+			direct.stream, gateway.stream = stream, stream
+			return direct, gateway, nil
+		},
+		check: func(body, _ []byte) error {
+			got, err := content(body)
+			if err != nil {
+				return err
+			}
+			if want := upstreamtest.EchoPrefix + benchInput; got != want {
+				return fmt.Errorf("answer %q, want %q", got, want)
+			}
+			return nil
+		},
+	}
+}
+
+// chatContent is the message content of a chat completion.
+func chatContent(body []byte) (string, error) {
+	var c struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil {
+		return "", fmt.Errorf("decode the answer: %w", err)
+	}
+	if len(c.Choices) != 1 {
+		return "", fmt.Errorf("%d choices in the answer, want 1", len(c.Choices))
+	}
+	return c.Choices[0].Message.Content, nil
+}
+
+// streamContent is the content of a streamed chat completion, put together
+// from its deltas; the stream must end with data: [DONE].
+func streamContent(body []byte) (string, error) {
+	var content strings.Builder
+	done := false
+	for line := range bytes.Lines(body) {
+		line = bytes.TrimSpace(line)
+		data, ok := bytes.CutPrefix(line, sseData)
+		if !ok {
+			continue // blank separators, comments, other fields
+		}
+		if done {
+			return "", errors.New("an event after data: [DONE]")
+		}
+		data = bytes.TrimSpace(data)
+		if string(data) == "[DONE]" {
+			done = true
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+			Error json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return "", fmt.Errorf("decode an event: %w", err)
+		}
+		if chunk.Error != nil {
+			return "", fmt.Errorf("an error event: %s", chunk.Error)
+		}
+		for _, c := range chunk.Choices {
+			content.WriteString(c.Delta.Content)
+		}
+	}
+	if !done {
+		return "", errors.New("the stream does not end with data: [DONE]")
+	}
+	return content.String(), nil
+}
+
+// modelsWorkload is GET /v1/models of the catalog machine: 100 connections
+// of 50 enabled models each. The fake's own listing (four models) is its
+// direct counterpart: a floor for an HTTP round trip, not the same call.
+func modelsWorkload() workload {
+	const want = catalogConnections * catalogModels
+	return workload{
+		name: "models",
+		note: fmt.Sprintf("models: the gateway lists %d models of %d connections (a second machine); direct is the fake's own 4-model list, only a floor for a round trip, not an equivalent call", want, catalogConnections),
+		// A 5,000-model listing is about 450 KB: the gateway answers a few
+		// dozen per second on two cores, so -rate would measure a queue.
+		maxRate: 20,
+		targets: func(f *fixture) (*target, *target, error) {
+			direct := newTarget("direct", http.MethodGet, f.upstream.URL()+"/models", nil, "Authorization", "Bearer "+upstreamKey)
+			gateway := newTarget("gateway", http.MethodGet, f.gatewayURL+"/v1/models", nil, "Authorization", "Bearer "+f.catalogKey)
+			return direct, gateway, nil
+		},
+		check: func(body, direct []byte) error {
+			var l struct {
+				Data []struct {
+					ID string `json:"id"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(body, &l); err != nil {
+				return fmt.Errorf("decode the listing: %w", err)
+			}
+			if len(l.Data) == 0 {
+				return errors.New("an empty listing")
+			}
+			if direct != nil && len(l.Data) < want {
+				return fmt.Errorf("%d models listed, want at least %d", len(l.Data), want)
+			}
+			return nil
+		},
+	}
 }
 
 // run starts the system, measures every workload and returns the report.
@@ -84,18 +272,19 @@ func run(ctx context.Context, o options, logger *slog.Logger, progress io.Writer
 // measure probes, warms up and runs the rounds.
 func measure(ctx context.Context, o options, f *fixture, client *http.Client, rep *report, progress io.Writer) error {
 	type pair struct{ direct, gateway *target }
-	ws := workloads()
+	ws := workloads(o.Dims)
 	pairs := make([]pair, len(ws))
 	for i, w := range ws {
-		d, g, err := f.targets(w)
+		d, g, err := w.targets(f)
 		if err != nil {
 			return err
 		}
-		if err := probe(ctx, client, w, d, g, o.Dims); err != nil {
+		g.overhead = true
+		if err := probe(ctx, client, w, d, g); err != nil {
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
 		pairs[i] = pair{d, g}
-		rep.Workloads = append(rep.Workloads, &workloadReport{Name: w.name, Format: w.format})
+		rep.Workloads = append(rep.Workloads, &workloadReport{Name: w.name, Format: w.format, Rate: w.rate(o), Note: w.note})
 	}
 
 	if o.Warmup > 0 {
@@ -106,60 +295,86 @@ func measure(ctx context.Context, o options, f *fixture, client *http.Client, re
 		}
 	}
 
+	repeats := o.Rounds // rounds that may be repeated, in all
 	for r := range o.Rounds {
 		for i, p := range pairs {
 			wr := rep.Workloads[i]
-			var rd roundReport
-			// Interleaved: direct, gateway, direct, gateway.
-			steps := []struct {
-				name string
-				tg   *target
-				dst  *stats
-				load func(*target) *phase
-			}{
-				{"saturation", p.direct, &rd.Direct.Saturation, func(tg *target) *phase { return closedLoop(ctx, client, tg, o.Concurrency, o.Duration) }},
-				{"saturation", p.gateway, &rd.Gateway.Saturation, func(tg *target) *phase { return closedLoop(ctx, client, tg, o.Concurrency, o.Duration) }},
-				{"fixed-rate", p.direct, &rd.Direct.Fixed, func(tg *target) *phase { return openLoop(ctx, client, tg, o.Rate, o.Duration) }},
-				{"fixed-rate", p.gateway, &rd.Gateway.Fixed, func(tg *target) *phase { return openLoop(ctx, client, tg, o.Rate, o.Duration) }},
-			}
-			for _, s := range steps {
-				runtime.GC() // start every phase with the same heap
-				*s.dst = s.load(s.tg).stats(s.tg.overhead)
-				if err := ctx.Err(); err != nil {
-					return fmt.Errorf("interrupted: %w", err)
+			for {
+				rd, worst, err := measureRound(ctx, o, ws[i].rate(o), client, p.direct, p.gateway, func(s string) {
+					fmt.Fprintf(progress, "round %d/%d %-17s %s\n", r+1, o.Rounds, wr.Name, s)
+				})
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(progress, "round %d/%d %-17s %-7s %-10s %s\n", r+1, o.Rounds, wr.Name, s.tg.name, s.name, s.dst.brief())
+				if worst > o.MaxOthers && repeats > 0 {
+					repeats--
+					rep.Repeated++
+					fmt.Fprintf(progress, "round %d/%d %-17s disturbed: other processes took %.0f%% of the CPUs; repeating it\n", r+1, o.Rounds, wr.Name, worst)
+					continue
+				}
+				wr.Rounds = append(wr.Rounds, rd)
+				break
 			}
-			wr.Rounds = append(wr.Rounds, rd)
 		}
 	}
 	return nil
 }
 
-// probe checks once, before any load, that both targets answer the workload
-// with vectors of dims floats and that the gateway's vectors are the
-// upstream's. It waits (at most 10 s) for the new connection to reach the
-// gateway's routing.
-func probe(ctx context.Context, c *http.Client, w workload, direct, gateway *target, dims int) error {
-	want, _, err := fetchEmbedding(ctx, c, direct)
-	if err != nil {
-		return fmt.Errorf("direct: %w", err)
+// measureRound runs one round of a workload, interleaved: saturation direct
+// then gateway, fixed rate direct then gateway. It returns the largest share
+// of CPU other processes took during a phase (0 where unknown).
+func measureRound(ctx context.Context, o options, rate int, client *http.Client, direct, gateway *target, report func(string)) (rd roundReport, worst float64, err error) {
+	saturation := func(tg *target) *phase { return closedLoop(ctx, client, tg, o.Concurrency, o.Duration) }
+	fixed := func(tg *target) *phase { return openLoop(ctx, client, tg, rate, o.Duration) }
+	steps := []struct {
+		name string
+		tg   *target
+		dst  *stats
+		load func(*target) *phase
+	}{
+		{"saturation", direct, &rd.Direct.Saturation, saturation},
+		{"saturation", gateway, &rd.Gateway.Saturation, saturation},
+		{"fixed-rate", direct, &rd.Direct.Fixed, fixed},
+		{"fixed-rate", gateway, &rd.Gateway.Fixed, fixed},
 	}
-	if err := checkVector(want, w.format, dims); err != nil {
+	for _, s := range steps {
+		runtime.GC() // start every phase with the same heap
+		*s.dst = s.load(s.tg).stats(s.tg)
+		if err := ctx.Err(); err != nil {
+			return rd, 0, fmt.Errorf("interrupted: %w", err)
+		}
+		if s.dst.OthersPct != nil {
+			worst = max(worst, *s.dst.OthersPct)
+		}
+		report(fmt.Sprintf("%-7s %-10s %s", s.tg.name, s.name, s.dst.brief()))
+	}
+	return rd, worst, nil
+}
+
+// probe checks once, before any load, that both targets give the workload
+// a good answer (w.check), the gateway's with the overhead header, and for a
+// stream a whole one. It waits (at most 10 s) for what the fixture created to
+// reach the gateway's routing and catalog.
+func probe(ctx context.Context, c *http.Client, w workload, direct, gateway *target) error {
+	want, _, err := fetch(ctx, c, direct)
+	if err == nil {
+		err = w.check(want, nil)
+	}
+	if err != nil {
 		return fmt.Errorf("direct: %w", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		got, header, err := fetchEmbedding(ctx, c, gateway)
+		got, header, err := fetch(ctx, c, gateway)
+		if err == nil && header.Get(overheadHeader) == "" {
+			return fmt.Errorf("gateway: the answer has no %s header", overheadHeader)
+		}
 		if err == nil {
-			if header.Get(overheadHeader) == "" {
-				return fmt.Errorf("gateway: the answer has no %s header", overheadHeader)
-			}
-			if !bytes.Equal(got, want) {
-				return errors.New("gateway: the vector differs from the upstream's")
-			}
+			err = w.check(got, want)
+		}
+		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -173,38 +388,45 @@ func probe(ctx context.Context, c *http.Client, w workload, direct, gateway *tar
 	}
 }
 
-// fetchEmbedding sends one request and returns the raw first embedding.
-func fetchEmbedding(ctx context.Context, c *http.Client, tg *target) (json.RawMessage, http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.url, bytes.NewReader(tg.body))
+// fetch sends one request of tg and returns the body of its 2xx answer.
+func fetch(ctx context.Context, c *http.Client, tg *target) ([]byte, http.Header, error) {
+	req, err := tg.request(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header["Authorization"] = tg.auth
 	resp, err := c.Do(req)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return nil, nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, nil, fmt.Errorf("%d %s", resp.StatusCode, bytes.TrimSpace(data[:min(len(data), errorSnippet)]))
 	}
+	if tg.stream && !bytes.HasSuffix(bytes.TrimRight(data, "\r\n"), streamEnd) {
+		return nil, nil, fmt.Errorf("a stream that does not end with %s", streamEnd)
+	}
+	return data, resp.Header, nil
+}
+
+// firstEmbedding is the raw first embedding of an embeddings answer, which
+// must hold exactly one.
+func firstEmbedding(data []byte) (json.RawMessage, error) {
 	var body struct {
 		Data []struct {
 			Embedding json.RawMessage `json:"embedding"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(data, &body); err != nil {
-		return nil, nil, fmt.Errorf("decode the answer: %w", err)
+		return nil, fmt.Errorf("decode the answer: %w", err)
 	}
 	if len(body.Data) != 1 {
-		return nil, nil, fmt.Errorf("%d embeddings in the answer, want 1", len(body.Data))
+		return nil, fmt.Errorf("%d embeddings in the answer, want 1", len(body.Data))
 	}
-	return body.Data[0].Embedding, resp.Header, nil
+	return body.Data[0].Embedding, nil
 }
 
 // checkVector checks that raw holds dims floats in the given format.

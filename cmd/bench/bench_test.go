@@ -12,9 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The quick run drives every workload through the gateway and directly, and
-// every request must succeed with the overhead header on gateway answers.
-// Timing is only printed, never asserted.
+// The quick run drives every workload (embeddings, chat, chat streams, the
+// 5,000-model listing) through the gateway and directly, and every request
+// must succeed with the overhead header on gateway answers, and every stream
+// end with data: [DONE]. Timing is only printed, never asserted.
 func TestQuickRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole service and loads it for about 2 s")
@@ -24,7 +25,12 @@ func TestQuickRun(t *testing.T) {
 	require.NoError(t, err)
 	t.Log("\n" + progress.String())
 
-	require.Len(t, rep.Workloads, len(workloads()))
+	require.Len(t, rep.Workloads, len(workloads(quickOptions().Dims)))
+	var names []string
+	for _, w := range rep.Workloads {
+		names = append(names, w.Name)
+	}
+	assert.Equal(t, []string{"embeddings-float", "embeddings-base64", "chat", "chat-stream", "models"}, names)
 	assert.Zero(t, rep.Failures, "failed requests")
 	for _, w := range rep.Workloads {
 		require.Len(t, w.Rounds, 1, w.Name)
@@ -36,6 +42,12 @@ func TestQuickRun(t *testing.T) {
 				assert.Positive(t, s.Requests, "%s %s: answered requests", w.Name, name)
 				assert.Zero(t, s.NonOK, "%s %s: non-2xx (first: %s)", w.Name, name, s.FirstError)
 				assert.Zero(t, s.Transport, "%s %s: transport errors (first: %s)", w.Name, name, s.FirstError)
+				assert.Zero(t, s.Invalid, "%s %s: incomplete streams (first: %s)", w.Name, name, s.FirstError)
+				if w.Name == "chat-stream" {
+					assert.NotNil(t, s.TTFBP50Us, "%s %s: time to the first event", w.Name, name)
+				} else {
+					assert.Nil(t, s.TTFBP50Us, "%s %s: a time to the first event of a non-stream", w.Name, name)
+				}
 			}
 			for name, s := range map[string]stats{"saturation": r.Gateway.Saturation, "fixed-rate": r.Gateway.Fixed} {
 				assert.Zero(t, s.NoOverhead, "%s gateway %s: answers without the overhead header", w.Name, name)

@@ -25,12 +25,25 @@ import (
 // upstream and the gateway apart in a CPU profile.
 const profileLabel = "bench"
 
-// Names the fixture gives to what it creates.
+// Names the fixture gives to what it creates, and the models the workloads
+// name: the upstream's own model id directly, "openai/<id>" through the
+// gateway (the connection has the openai provider and no prefix).
 const (
-	connectionName = "bench"
-	upstreamKey    = "sk-bench"
-	upstreamModel  = "text-embedding-3-small"
-	gatewayModel   = "openai/" + upstreamModel
+	connectionName     = "bench"
+	upstreamKey        = "sk-bench"
+	upstreamEmbedModel = "text-embedding-3-small"
+	upstreamChatModel  = "gpt-4o-mini" // the fake's default models include it
+	gatewayPrefix      = "openai/"
+)
+
+// The catalog machine: a second machine (tenant) holding catalogConnections
+// connections of catalogModels enabled models each, for the models
+// workload. Being another machine, its connections never take part in the
+// routing of the other workloads, which use the default machine.
+const (
+	catalogMachineName = "bench-catalog"
+	catalogConnections = 100
+	catalogModels      = 50 // per connection
 )
 
 // fixture is the system under test: a fake upstream and a switchboard
@@ -39,6 +52,7 @@ type fixture struct {
 	upstream   *upstreamtest.Server
 	gatewayURL string // http://127.0.0.1:port
 	apiKey     string // a gateway API key of the default machine
+	catalogKey string // a gateway API key of the catalog machine
 
 	cancel  context.CancelFunc
 	done    chan error
@@ -127,11 +141,59 @@ func startFixture(ctx context.Context, dims int, logger *slog.Logger) (f *fixtur
 		return nil, errors.New("create an API key: no key in the answer")
 	}
 	f.apiKey = key.Key
+	if f.catalogKey, err = f.createCatalog(ctx, admin, adminToken); err != nil {
+		return nil, fmt.Errorf("create the catalog machine: %w", err)
+	}
 	return f, nil
 }
 
-// admin POSTs body to an admin route and decodes the 201 answer into out.
-func (f *fixture) admin(ctx context.Context, c *http.Client, token, path string, body, out any) error {
+// createCatalog creates the catalog machine, its connections and an API key
+// of it, and returns the key. Each connection has its own prefix
+// ("bench-c000" to "bench-c099"), so its models' public ids
+// ("bench-c000/bench-model-00") are distinct; with enabledModels set, no
+// upstream is ever asked for its models.
+func (f *fixture) createCatalog(ctx context.Context, c *http.Client, token string) (string, error) {
+	var m struct {
+		Machine struct {
+			ID string `json:"id"`
+		} `json:"machine"`
+	}
+	if err := f.admin(ctx, c, token, "/api/machines", map[string]any{"name": catalogMachineName}, &m); err != nil {
+		return "", err
+	}
+	if m.Machine.ID == "" {
+		return "", errors.New("no machine id in the answer")
+	}
+	models := make([]string, catalogModels)
+	for i := range models {
+		models[i] = fmt.Sprintf("bench-model-%02d", i)
+	}
+	for i := range catalogConnections {
+		prefix := fmt.Sprintf("bench-c%03d", i)
+		var conn struct{}
+		err := f.admin(ctx, c, token, "/api/providers", map[string]any{
+			"provider": "openai", "name": prefix, "apiKey": upstreamKey,
+			"providerSpecificData": map[string]any{"baseUrl": f.upstream.URL(), "prefix": prefix, "enabledModels": models},
+		}, &conn, "X-Switchboard-Machine", m.Machine.ID)
+		if err != nil {
+			return "", fmt.Errorf("connection %s: %w", prefix, err)
+		}
+	}
+	var key struct {
+		Key string `json:"key"`
+	}
+	if err := f.admin(ctx, c, token, "/api/keys", map[string]any{"name": catalogMachineName}, &key, "X-Switchboard-Machine", m.Machine.ID); err != nil {
+		return "", fmt.Errorf("API key: %w", err)
+	}
+	if key.Key == "" {
+		return "", errors.New("API key: no key in the answer")
+	}
+	return key.Key, nil
+}
+
+// admin POSTs body to an admin route, with the given extra header name and
+// value pairs, and decodes the 201 answer into out.
+func (f *fixture) admin(ctx context.Context, c *http.Client, token, path string, body, out any, header ...string) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -142,6 +204,9 @@ func (f *fixture) admin(ctx context.Context, c *http.Client, token, path string,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,9 @@ const (
 	requestTimeout = 10 * time.Second
 	// errorSnippet is how much of a failed answer is kept for the report.
 	errorSnippet = 300
+	// maxAnswer bounds a streamed answer read whole, and the probe's
+	// answers.
+	maxAnswer = 64 << 20
 )
 
 // overheadHeader is edge.OverheadHeader (the bench reads it as a client
@@ -52,25 +56,59 @@ func newLoadClient(concurrency int) *http.Client {
 // target is one endpoint under load with its request.
 type target struct {
 	name     string // "direct" or "gateway"
-	url      string // the embeddings URL
-	body     []byte
-	auth     []string // Authorization header value
-	overhead bool     // whether answers must carry the overhead header
+	method   string
+	url      string
+	body     []byte      // nil: no body
+	header   http.Header // sent with every request (cloned per request)
+	overhead bool        // whether answers must carry the overhead header
+	// stream: the answer is a server-sent event stream; the time to its
+	// first "data:" event is measured, and a stream that does not end
+	// with "data: [DONE]" is a failure.
+	stream bool
+}
+
+// newTarget builds a target; body nil means none. Requests with a body are
+// sent as JSON.
+func newTarget(name, method, url string, body []byte, header ...string) *target {
+	h := http.Header{}
+	if body != nil {
+		h.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Set(header[i], header[i+1])
+	}
+	return &target{name: name, method: method, url: url, body: body, header: h}
+}
+
+// request builds one request of the target.
+func (tg *target) request(ctx context.Context) (*http.Request, error) {
+	var body io.Reader = http.NoBody
+	if tg.body != nil {
+		body = bytes.NewReader(tg.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, tg.method, tg.url, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = tg.header.Clone()
+	return req, nil
 }
 
 // sample is one answered request.
 type sample struct {
-	latency  time.Duration
-	overhead int64 // microseconds; -1 when the header is absent
+	latency  time.Duration // to the end of the answer
+	ttfb     time.Duration // streams: to the first data event; -1 otherwise
+	overhead int64         // microseconds; -1 when the header is absent
 }
 
 // phase collects the outcome of one load phase on one target.
 type phase struct {
 	mu         sync.Mutex
-	samples    []sample // 2xx answers
+	samples    []sample // good 2xx answers
 	nonOK      int      // non-2xx answers
 	failures   int      // transport errors (no answer)
 	noOverhead int      // 2xx gateway answers without the overhead header
+	invalid    int      // 2xx answers that are not whole (a stream without [DONE])
 	dropped    int      // open loop: not sent, maxInFlight reached
 	firstError string
 	elapsed    time.Duration
@@ -78,15 +116,16 @@ type phase struct {
 	others     time.Duration // CPU time other processes used meanwhile; -1 unknown
 }
 
-func (p *phase) merge(s []sample, nonOK, failures, noOverhead int, firstError string) {
+func (p *phase) merge(t *tally) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.samples = append(p.samples, s...)
-	p.nonOK += nonOK
-	p.failures += failures
-	p.noOverhead += noOverhead
+	p.samples = append(p.samples, t.samples...)
+	p.nonOK += t.nonOK
+	p.failures += t.failures
+	p.noOverhead += t.noOverhead
+	p.invalid += t.invalid
 	if p.firstError == "" {
-		p.firstError = firstError
+		p.firstError = t.firstError
 	}
 }
 
@@ -96,7 +135,9 @@ type tally struct {
 	nonOK      int
 	failures   int
 	noOverhead int
+	invalid    int
 	firstError string
+	buf        []byte // streams: the answer being read, reused
 }
 
 func (t *tally) fail(msg string) {
@@ -105,17 +146,19 @@ func (t *tally) fail(msg string) {
 	}
 }
 
+// sseData starts a server-sent data event; streamEnd ends an OpenAI stream.
+var (
+	sseData   = []byte("data:")
+	streamEnd = []byte("data: [DONE]")
+)
+
 // do sends one request and records its outcome.
 func (tg *target) do(ctx context.Context, c *http.Client, t *tally) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.url, bytes.NewReader(tg.body))
+	req, err := tg.request(ctx)
 	if err != nil {
 		t.failures++
 		t.fail(err.Error())
 		return
-	}
-	req.Header = http.Header{
-		"Content-Type":  {"application/json"},
-		"Authorization": tg.auth,
 	}
 	start := time.Now()
 	resp, err := c.Do(req)
@@ -124,13 +167,19 @@ func (tg *target) do(ctx context.Context, c *http.Client, t *tally) {
 		t.fail(err.Error())
 		return
 	}
+	s := sample{ttfb: -1, overhead: -1}
 	var snippet []byte
-	if resp.StatusCode/100 != 2 {
+	switch {
+	case resp.StatusCode/100 != 2:
 		snippet, _ = io.ReadAll(io.LimitReader(resp.Body, errorSnippet))
+		_, err = io.Copy(io.Discard, resp.Body)
+	case tg.stream:
+		t.buf, s.ttfb, err = readStream(resp.Body, t.buf[:0], start)
+	default:
+		_, err = io.Copy(io.Discard, resp.Body)
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	latency := time.Since(start)
+	s.latency = time.Since(start)
 	switch {
 	case err != nil:
 		t.failures++
@@ -140,8 +189,12 @@ func (tg *target) do(ctx context.Context, c *http.Client, t *tally) {
 		t.nonOK++
 		t.fail(fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(snippet)))
 		return
+	case tg.stream && !bytes.HasSuffix(bytes.TrimRight(t.buf, "\r\n"), streamEnd):
+		t.invalid++
+		tail := t.buf[max(len(t.buf)-errorSnippet, 0):]
+		t.fail(fmt.Sprintf("a stream that does not end with %s: ...%s", streamEnd, bytes.TrimSpace(tail)))
+		return
 	}
-	s := sample{latency: latency, overhead: -1}
 	if v := resp.Header.Get(overheadHeader); v != "" {
 		if us, err := strconv.ParseInt(v, 10, 64); err == nil {
 			s.overhead = us
@@ -152,6 +205,31 @@ func (tg *target) do(ctx context.Context, c *http.Client, t *tally) {
 		t.fail("a 2xx answer without " + overheadHeader)
 	}
 	t.samples = append(t.samples, s)
+}
+
+// readStream reads a whole event stream into buf and returns it with the
+// time from start to the first data event (-1 if there was none).
+func readStream(r io.Reader, buf []byte, start time.Time) ([]byte, time.Duration, error) {
+	ttfb := time.Duration(-1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, 4096)
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if ttfb < 0 && n > 0 && bytes.Contains(buf, sseData) {
+			ttfb = time.Since(start)
+		}
+		if err == io.EOF {
+			return buf, ttfb, nil
+		}
+		if err != nil {
+			return buf, ttfb, err
+		}
+		if len(buf) > maxAnswer {
+			return buf, ttfb, fmt.Errorf("a stream of more than %d bytes", maxAnswer)
+		}
+	}
 }
 
 // closedLoop keeps concurrency requests in flight for d: each connection
@@ -171,7 +249,7 @@ func closedLoop(ctx context.Context, c *http.Client, tg *target, concurrency int
 			for i := 0; i < maxPerWorker && ctx.Err() == nil && time.Now().Before(end); i++ {
 				tg.do(ctx, c, &t)
 			}
-			p.merge(t.samples, t.nonOK, t.failures, t.noOverhead, t.firstError)
+			p.merge(&t)
 		})
 	}
 	wg.Wait()
@@ -216,7 +294,7 @@ func openLoop(ctx context.Context, c *http.Client, tg *target, rate int, d time.
 			defer func() { <-slots }()
 			var t tally
 			tg.do(ctx, c, &t)
-			p.merge(t.samples, t.nonOK, t.failures, t.noOverhead, t.firstError)
+			p.merge(&t)
 		})
 	}
 	inFlight.Wait()

@@ -28,11 +28,14 @@ type report struct {
 
 	// Failures counts requests without a good answer, over all rounds
 	// and workloads: non-2xx, transport errors, gateway answers without
-	// the overhead header.
+	// the overhead header, streams that do not end with data: [DONE].
 	Failures int `json:"failures"`
 	// Dropped counts open-loop requests not sent because maxInFlight
 	// answers were pending (the target could not keep up with -rate).
 	Dropped int `json:"dropped"`
+	// Repeated counts rounds run again because other processes took more
+	// than -max-others of the CPUs during one of their phases.
+	Repeated int `json:"repeatedRounds"`
 	// OthersMedianPct and OthersMaxPct are the share of the machine's CPU
 	// time that other processes took during the measured phases (median
 	// and worst phase), when the platform tells.
@@ -51,13 +54,19 @@ type settings struct {
 	Concurrency int     `json:"concurrency"`
 	Rounds      int     `json:"rounds"`
 	Dims        int     `json:"dims"`
+	MaxOthers   float64 `json:"maxOthersPct"`
 	Quick       bool    `json:"quick"`
 }
 
 // workloadReport is one workload: medians over rounds, then every round.
 type workloadReport struct {
 	Name   string `json:"name"`
-	Format string `json:"encodingFormat"`
+	Format string `json:"encodingFormat,omitempty"`
+	// Rate is the fixed rate of this workload: -rate, or less for
+	// workloads that cap it.
+	Rate int `json:"rate"`
+	// Note qualifies the figures (what the direct call is).
+	Note string `json:"note,omitempty"`
 
 	Direct  summary `json:"direct"`
 	Gateway summary `json:"gateway"`
@@ -67,6 +76,10 @@ type workloadReport struct {
 	// fixed rate, in microseconds.
 	AddedP50Us float64 `json:"addedP50Us"`
 	AddedP99Us float64 `json:"addedP99Us"`
+	// AddedTTFBP50Us and AddedTTFBP99Us are the same for the time to the
+	// first data event of streams.
+	AddedTTFBP50Us *float64 `json:"addedTtfbP50Us,omitempty"`
+	AddedTTFBP99Us *float64 `json:"addedTtfbP99Us,omitempty"`
 	// AddedCPUUs is the process CPU time per request at saturation, gateway
 	// minus direct: what the gateway spends on a request (load client and
 	// fake upstream are in both), in microseconds.
@@ -83,6 +96,8 @@ type summary struct {
 	CPUPerRequestUs float64  `json:"cpuPerRequestUs"` // saturation, whole process
 	P50Us           float64  `json:"p50Us"`           // fixed rate
 	P99Us           float64  `json:"p99Us"`
+	TTFBP50Us       *float64 `json:"ttfbP50Us,omitempty"` // fixed rate, streams only
+	TTFBP99Us       *float64 `json:"ttfbP99Us,omitempty"`
 	OverheadP50Us   *float64 `json:"overheadP50Us,omitempty"` // fixed rate, gateway only
 	OverheadP99Us   *float64 `json:"overheadP99Us,omitempty"`
 	Failures        int      `json:"failures"` // over all rounds
@@ -104,6 +119,7 @@ type stats struct {
 	NonOK         int      `json:"non2xx"`
 	Transport     int      `json:"transportErrors"`
 	NoOverhead    int      `json:"missingOverheadHeader"`
+	Invalid       int      `json:"incompleteStreams"` // 2xx streams without data: [DONE]
 	Dropped       int      `json:"dropped"`
 	FirstError    string   `json:"firstError,omitempty"`
 	ElapsedS      float64  `json:"elapsedSeconds"`
@@ -112,16 +128,21 @@ type stats struct {
 	OthersPct     *float64 `json:"othersCpuPct,omitempty"` // CPU share other processes took meanwhile
 	P50Us         float64  `json:"p50Us"`
 	P99Us         float64  `json:"p99Us"`
+	TTFBP50Us     *float64 `json:"ttfbP50Us,omitempty"` // streams: to the first data event
+	TTFBP99Us     *float64 `json:"ttfbP99Us,omitempty"`
 	OverheadP50Us *float64 `json:"overheadP50Us,omitempty"`
 	OverheadP99Us *float64 `json:"overheadP99Us,omitempty"`
 	// Overheads counts answers that carried the overhead header.
 	Overheads int `json:"overheadSamples"`
 }
 
-func (s stats) failed() int { return s.NonOK + s.Transport + s.NoOverhead }
+func (s stats) failed() int { return s.NonOK + s.Transport + s.NoOverhead + s.Invalid }
 
 func (s stats) brief() string {
 	b := fmt.Sprintf("%8.0f req/s  p50 %-8s p99 %-8s", s.RPS, fmtUs(s.P50Us), fmtUs(s.P99Us))
+	if s.TTFBP50Us != nil {
+		b += fmt.Sprintf(" ttfb p50 %-8s p99 %-8s", fmtUs(*s.TTFBP50Us), fmtUs(*s.TTFBP99Us))
+	}
 	if s.OverheadP50Us != nil {
 		b += fmt.Sprintf(" overhead p50 %-8s p99 %-8s", fmtUs(*s.OverheadP50Us), fmtUs(*s.OverheadP99Us))
 	}
@@ -140,13 +161,14 @@ func (s stats) brief() string {
 	return b
 }
 
-// stats computes the figures of a finished phase.
-func (p *phase) stats(overhead bool) stats {
+// stats computes the figures of a finished phase on tg.
+func (p *phase) stats(tg *target) stats {
 	s := stats{
 		Requests:   len(p.samples),
 		NonOK:      p.nonOK,
 		Transport:  p.failures,
 		NoOverhead: p.noOverhead,
+		Invalid:    p.invalid,
 		Dropped:    p.dropped,
 		FirstError: p.firstError,
 		ElapsedS:   p.elapsed.Seconds(),
@@ -163,17 +185,26 @@ func (p *phase) stats(overhead bool) stats {
 	}
 	lat := make([]time.Duration, len(p.samples))
 	ovh := make([]int64, 0, len(p.samples))
+	var ttfb []time.Duration
 	for i, x := range p.samples {
 		lat[i] = x.latency
 		if x.overhead >= 0 {
 			ovh = append(ovh, x.overhead)
 		}
+		if x.ttfb >= 0 {
+			ttfb = append(ttfb, x.ttfb)
+		}
 	}
 	slices.Sort(lat)
 	s.P50Us = us(percentile(lat, 50))
 	s.P99Us = us(percentile(lat, 99))
+	if tg.stream && len(ttfb) > 0 {
+		slices.Sort(ttfb)
+		p50, p99 := us(percentile(ttfb, 50)), us(percentile(ttfb, 99))
+		s.TTFBP50Us, s.TTFBP99Us = &p50, &p99
+	}
 	s.Overheads = len(ovh)
-	if overhead && len(ovh) > 0 {
+	if tg.overhead && len(ovh) > 0 {
 		slices.Sort(ovh)
 		p50, p99 := float64(percentile(ovh, 50)), float64(percentile(ovh, 99))
 		s.OverheadP50Us, s.OverheadP99Us = &p50, &p99
@@ -230,6 +261,7 @@ func newReport(o options) *report {
 			Concurrency: o.Concurrency,
 			Rounds:      o.Rounds,
 			Dims:        o.Dims,
+			MaxOthers:   o.MaxOthers,
 			Quick:       o.Quick,
 		},
 	}
@@ -252,6 +284,11 @@ func (r *report) finish() {
 		})
 		w.AddedP50Us = medianOf(w.Rounds, func(rr roundReport) float64 { return rr.Gateway.Fixed.P50Us - rr.Direct.Fixed.P50Us })
 		w.AddedP99Us = medianOf(w.Rounds, func(rr roundReport) float64 { return rr.Gateway.Fixed.P99Us - rr.Direct.Fixed.P99Us })
+		if w.Direct.TTFBP50Us != nil && w.Gateway.TTFBP50Us != nil {
+			p50 := medianOf(w.Rounds, func(rr roundReport) float64 { return *rr.Gateway.Fixed.TTFBP50Us - *rr.Direct.Fixed.TTFBP50Us })
+			p99 := medianOf(w.Rounds, func(rr roundReport) float64 { return *rr.Gateway.Fixed.TTFBP99Us - *rr.Direct.Fixed.TTFBP99Us })
+			w.AddedTTFBP50Us, w.AddedTTFBP99Us = &p50, &p99
+		}
 		w.AddedCPUUs = medianOf(w.Rounds, func(rr roundReport) float64 {
 			return rr.Gateway.Saturation.CPUPerReqUs - rr.Direct.Saturation.CPUPerReqUs
 		})
@@ -283,11 +320,17 @@ func summarize(rounds []roundReport, pick func(roundReport) targetRound) summary
 		P50Us:           get(func(t targetRound) float64 { return t.Fixed.P50Us }),
 		P99Us:           get(func(t targetRound) float64 { return t.Fixed.P99Us }),
 	}
-	hasOverhead := len(rounds) > 0
+	hasOverhead, hasTTFB := len(rounds) > 0, len(rounds) > 0
 	for _, rr := range rounds {
 		t := pick(rr)
 		s.Failures += t.Saturation.failed() + t.Fixed.failed()
 		hasOverhead = hasOverhead && t.Fixed.OverheadP50Us != nil
+		hasTTFB = hasTTFB && t.Fixed.TTFBP50Us != nil
+	}
+	if hasTTFB {
+		p50 := get(func(t targetRound) float64 { return *t.Fixed.TTFBP50Us })
+		p99 := get(func(t targetRound) float64 { return *t.Fixed.TTFBP99Us })
+		s.TTFBP50Us, s.TTFBP99Us = &p50, &p99
 	}
 	if hasOverhead {
 		p50 := get(func(t targetRound) float64 { return *t.Fixed.OverheadP50Us })
@@ -307,14 +350,15 @@ func (r *report) writeTable(w io.Writer) error {
 	s := r.Settings
 	fmt.Fprintf(w, "switchboard bench  %s  %s %s  %d CPUs, GOMAXPROCS %d  load avg %s -> %s\n",
 		r.Date, r.GoVersion, r.Platform, r.CPUs, r.GOMAXPROCS, orDash(r.LoadAvgFrom), orDash(r.LoadAvgTo))
-	fmt.Fprintf(w, "%d round(s) x %gs per phase; saturation: %d connections; fixed rate: %d req/s; %d dims; medians over rounds\n",
-		s.Rounds, s.DurationS, s.Concurrency, s.Rate, s.Dims)
+	fmt.Fprintf(w, "%d round(s) x %gs per phase; saturation: %d connections; fixed rate: %d req/s%s; %d dims; medians over rounds\n",
+		s.Rounds, s.DurationS, s.Concurrency, s.Rate, r.cappedRates(), s.Dims)
 	if r.OthersMaxPct != nil {
-		fmt.Fprintf(w, "CPU taken by other processes during the phases: median %.0f%%, worst phase %.0f%%\n", *r.OthersMedianPct, *r.OthersMaxPct)
+		fmt.Fprintf(w, "CPU taken by other processes during the phases: median %.0f%%, worst phase %.0f%%; %d disturbed round(s) repeated\n",
+			*r.OthersMedianPct, *r.OthersMaxPct, r.Repeated)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\ttarget\treq/s\tp50\tp99\toverhead p50\toverhead p99\tcpu/req\tfailed")
+	fmt.Fprintln(tw, "workload\ttarget\treq/s\tp50\tp99\tttfb p50\tttfb p99\toverhead p50\toverhead p99\tcpu/req\tfailed")
 	for _, wr := range r.Workloads {
 		for _, t := range []struct {
 			name string
@@ -324,18 +368,32 @@ func (r *report) writeTable(w io.Writer) error {
 			if t.s.OverheadP50Us != nil {
 				o50, o99 = fmtUs(*t.s.OverheadP50Us), fmtUs(*t.s.OverheadP99Us)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\n",
-				wr.Name, t.name, t.s.RPS, fmtUs(t.s.P50Us), fmtUs(t.s.P99Us), o50, o99, fmtUs(t.s.CPUPerRequestUs), t.s.Failures)
+			t50, t99 := "-", "-"
+			if t.s.TTFBP50Us != nil {
+				t50, t99 = fmtUs(*t.s.TTFBP50Us), fmtUs(*t.s.TTFBP99Us)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n",
+				wr.Name, t.name, t.s.RPS, fmtUs(t.s.P50Us), fmtUs(t.s.P99Us), t50, t99, o50, o99, fmtUs(t.s.CPUPerRequestUs), t.s.Failures)
 		}
-		fmt.Fprintf(tw, "%s\tgateway/direct\t%.2fx\t%s\t%s\t\t\t%s\t\n",
-			wr.Name, wr.ThroughputRatio, signedUs(wr.AddedP50Us), signedUs(wr.AddedP99Us), signedUs(wr.AddedCPUUs))
+		t50, t99 := "", ""
+		if wr.AddedTTFBP50Us != nil {
+			t50, t99 = signedUs(*wr.AddedTTFBP50Us), signedUs(*wr.AddedTTFBP99Us)
+		}
+		fmt.Fprintf(tw, "%s\tgateway/direct\t%sx\t%s\t%s\t%s\t%s\t\t\t%s\t\n",
+			wr.Name, fmtRatio(wr.ThroughputRatio), signedUs(wr.AddedP50Us), signedUs(wr.AddedP99Us), t50, t99, signedUs(wr.AddedCPUUs))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nreq/s: closed loop at saturation; p50/p99 and overhead (X-Switchboard-Overhead-Us): open loop at the fixed rate;")
+	fmt.Fprintln(w, "\nreq/s: closed loop at saturation; p50/p99 (to the end of the answer), ttfb (streams: to the first data event)")
+	fmt.Fprintln(w, "and overhead (X-Switchboard-Overhead-Us): open loop at the fixed rate;")
 	fmt.Fprintln(w, "cpu/req: CPU time of the whole process (load client, fake upstream, and gateway) per request at saturation.")
 	fmt.Fprintln(w, "gateway/direct: throughput ratio, added p50 and p99, added CPU per request (gateway minus direct, per round).")
+	for _, wr := range r.Workloads {
+		if wr.Note != "" {
+			fmt.Fprintln(w, wr.Note+".")
+		}
+	}
 	if r.OthersMaxPct != nil && *r.OthersMaxPct > noisyPct {
 		fmt.Fprintf(w, "WARNING: other processes took up to %.0f%% of the CPUs during a phase; the figures are noisy (rerun on a quiet machine).\n", *r.OthersMaxPct)
 	}
@@ -354,8 +412,8 @@ func (r *report) writeTable(w io.Writer) error {
 					{"gateway saturation", rr.Gateway.Saturation}, {"gateway fixed-rate", rr.Gateway.Fixed},
 				} {
 					if n := x.s.failed(); n > 0 {
-						fmt.Fprintf(w, "  %s round %d %s: %d non-2xx, %d transport errors, %d without %s; first: %s\n",
-							wr.Name, i+1, x.name, x.s.NonOK, x.s.Transport, x.s.NoOverhead, overheadHeader, x.s.FirstError)
+						fmt.Fprintf(w, "  %s round %d %s: %d non-2xx, %d transport errors, %d without %s, %d incomplete streams; first: %s\n",
+							wr.Name, i+1, x.name, x.s.NonOK, x.s.Transport, x.s.NoOverhead, overheadHeader, x.s.Invalid, x.s.FirstError)
 					}
 				}
 			}
@@ -364,6 +422,30 @@ func (r *report) writeTable(w io.Writer) error {
 		fmt.Fprintln(w, "every request got a 2xx answer.")
 	}
 	return nil
+}
+
+// cappedRates lists the workloads whose fixed rate is below -rate, e.g.
+// " (models: 200 req/s)".
+func (r *report) cappedRates() string {
+	var capped []string
+	for _, wr := range r.Workloads {
+		if wr.Rate != r.Settings.Rate {
+			capped = append(capped, fmt.Sprintf("%s: %d req/s", wr.Name, wr.Rate))
+		}
+	}
+	if len(capped) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(capped, ", ") + ")"
+}
+
+// fmtRatio formats a ratio with two significant decimals below 0.1
+// ("0.27", "0.0025").
+func fmtRatio(v float64) string {
+	if v >= 0.1 || v == 0 {
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 2, 64)
 }
 
 // fmtUs formats microseconds: "412us", "1.93ms".

@@ -47,10 +47,18 @@ type Config struct {
 	FirstByteTimeout time.Duration
 	// StallTimeout ends a started stream whose upstream went silent.
 	StallTimeout time.Duration
+	// KeepAliveEvery is how long a started stream relayed by the edge may be
+	// silent before it sends an SSE keep-alive comment (zero: the edge's
+	// default, 15 s). Tests set it; it has no environment variable.
+	KeepAliveEvery time.Duration
 	// CatalogScanEvery is how often live catalogs near expiry are refreshed.
 	CatalogScanEvery time.Duration
 	// TokenScanEvery is how often OAuth tokens near expiry are refreshed.
 	TokenScanEvery time.Duration
+	// JobTimeout bounds one worker job of any kind (zero: each kind's own
+	// bound). A job its worker has not acknowledged 10 s past it is handed
+	// to another worker.
+	JobTimeout time.Duration
 	// CLIHomeDir is the home directory whose ~/.claude/settings.json the
 	// desktop CLI settings route edits (empty: the user's home directory).
 	// Tests set it; it has no environment variable.
@@ -114,6 +122,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	stall := s.add("SWITCHBOARD_STALL_TIMEOUT", "stall-timeout", "60s", "how long a started stream may stay silent before it ends with an error", false)
 	catalogScan := s.add("SWITCHBOARD_CATALOG_SCAN_INTERVAL", "catalog-scan-interval", "1m", "how often live model catalogs near their one-hour expiry are fetched again", false)
 	tokenScan := s.add("SWITCHBOARD_TOKEN_SCAN_INTERVAL", "token-scan-interval", "1m", "how often OAuth connections are checked for tokens within their provider's refresh lead time", false)
+	jobTimeout := s.add("SWITCHBOARD_JOB_TIMEOUT", "job-timeout", "", "bound on one worker job; a job not acknowledged 10s past it goes to another worker (default: each kind's own, 30s for token refresh)", false)
 	maxAudio := s.add("SWITCHBOARD_MAX_AUDIO_BYTES", "max-audio-bytes", "26214400", "largest audio file /v1/audio/transcriptions accepts, in bytes", false)
 	shutdown := s.add("SWITCHBOARD_SHUTDOWN_TIMEOUT", "shutdown-timeout", "15s", "how long a graceful shutdown drains in-flight requests", false)
 
@@ -225,6 +234,13 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		err = errors.New("must be positive")
 	}
 	check(tokenScan, err)
+	if jobTimeout.raw != "" {
+		c.JobTimeout, err = time.ParseDuration(jobTimeout.raw)
+		if err == nil && c.JobTimeout <= 0 {
+			err = errors.New("must be positive")
+		}
+		check(jobTimeout, err)
+	}
 	c.MaxAudioBytes, err = strconv.ParseInt(maxAudio.raw, 10, 64)
 	if err == nil && c.MaxAudioBytes <= 0 {
 		err = errors.New("must be a positive number of bytes")

@@ -315,3 +315,13 @@ func TestCatalogsAreRefreshedBeforeTheyExpire(t *testing.T) {
 	require.NoError(t, proto.Unmarshal(e.Value(), cat))
 	assert.True(t, cat.GetExpiresAt().AsTime().After(time.Now().Add(50*time.Minute)), "a fresh hour")
 }
+
+// A provider without a model listing answers 400 on its connection's models.
+func TestConnectionModelsWithoutAListing(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	id := sb.CreateConnection(t, map[string]any{"provider": "elevenlabs", "name": "voices", "apiKey": "xi-key",
+		"providerSpecificData": map[string]any{"baseUrl": "http://127.0.0.1:1"}})
+	r := sb.Admin(t, http.MethodGet, "/api/providers/"+id+"/models", nil)
+	assert.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	assert.Equal(t, "no_model_listing", errorCode(r))
+}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -31,6 +32,7 @@ import (
 	"github.com/switchboardhq/switchboard/core"
 	"github.com/switchboardhq/switchboard/edge"
 	"github.com/switchboardhq/switchboard/internal/config"
+	"github.com/switchboardhq/switchboard/internal/inproc"
 	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/workers"
@@ -73,6 +75,7 @@ type Node struct {
 	grpcServer *grpc.Server
 	grpcLn     net.Listener
 	memLn      *bufconn.Listener
+	local      *inproc.Conn
 	health     *health.Server
 	conns      []*grpc.ClientConn
 
@@ -133,6 +136,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			return nil, err
 		}
 		n.core.Register(n.grpcServer)
+		n.core.Register(n.local)
 		n.health.SetServingStatus("switchboard.core.v1.Router", healthpb.HealthCheckResponse_SERVING)
 		n.health.SetServingStatus("switchboard.core.v1.Admin", healthpb.HealthCheckResponse_SERVING)
 	}
@@ -151,6 +155,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			return nil, err
 		}
 		n.billing.Register(n.grpcServer)
+		n.billing.Register(n.local)
 		n.health.SetServingStatus(billingHealth, healthpb.HealthCheckResponse_SERVING)
 	}
 	if n.grpcServer != nil {
@@ -165,7 +170,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		}
 	}
 	if needs(RoleWorker) {
-		n.workers, err = workers.New(ctx, workers.Config{AdminToken: adminToken, Replicas: cfg.NATSReplica},
+		n.workers, err = workers.New(ctx, workers.Config{AdminToken: adminToken, Replicas: cfg.NATSReplica, JobTimeout: cfg.JobTimeout},
 			workers.Deps{NATS: n.nc, Core: coreConn, Logger: log})
 		if err != nil {
 			return nil, err
@@ -192,6 +197,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			MaxAudioBytes:   cfg.MaxAudioBytes,
 			PublicURL:       cfg.PublicURL,
 			CLIHomeDir:      cfg.CLIHomeDir,
+			KeepAliveEvery:  cfg.KeepAliveEvery,
 			Billing:         edge.BillingConfig{JWTSecret: jwtSecret, JWKSURL: cfg.JWKSURL, Dev: loopback(cfg.HTTPAddr)},
 		}, edge.Deps{Core: coreConn, Billing: billingConn, Logger: log})
 		if err != nil {
@@ -299,30 +305,41 @@ func (n *Node) listenGRPC() error {
 	n.grpcLn = ln
 	n.memLn = bufconn.Listen(1 << 20)
 	n.grpcServer = grpc.NewServer(
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.MaxRecvMsgSize(64<<20),
 		grpc.ChainUnaryInterceptor(recoverUnary(n.log)),
 		grpc.ChainStreamInterceptor(recoverStream(n.log)),
 	)
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpcServer, n.health)
+	mem, err := grpc.NewClient("passthrough:///in-process",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return n.memLn.DialContext(ctx)
+		}),
+	)
+	if err != nil {
+		return fmt.Errorf("in-process connection: %w", err)
+	}
+	n.conns = append(n.conns, mem)
+	n.local = inproc.New(mem, recoverUnary(n.log))
+	healthpb.RegisterHealthServer(n.local, n.health)
 	return nil
 }
 
 // dial connects to a role's gRPC services: in process when this process
 // serves them, else over the network.
-func (n *Node) dial(addr string, local bool) (*grpc.ClientConn, error) {
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
-	}
-	target := addr
+// In process, unary calls go straight to the handlers (inproc) and streams
+// over an in-memory gRPC connection.
+func (n *Node) dial(addr string, local bool) (grpc.ClientConnInterface, error) {
 	if local {
-		target = "passthrough:///in-process"
-		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			return n.memLn.DialContext(ctx)
-		}))
+		return n.local, nil
 	}
-	conn, err := grpc.NewClient(target, opts...)
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+	)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

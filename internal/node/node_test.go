@@ -200,3 +200,30 @@ func TestStartFailureClosesCleanly(t *testing.T) {
 	cfg.SecretKey = ""
 	nodetest.Start(t, cfg, node.AllRoles...)
 }
+
+// A graceful stop (SIGTERM) lets in-flight requests finish before the
+// process ends.
+func TestGracefulStopDrainsInFlightRequests(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	up := upstreamtest.New(t, upstreamtest.WithEmbeddingDims(4), upstreamtest.WithRequestHook(func(upstreamtest.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+	}))
+	up.Enqueue("/v1/embeddings", upstreamtest.SlowFirstByte(time.Second))
+	sb := nodetest.Serve(t, t.TempDir())
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "k",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL()}})
+
+	done := make(chan nodetest.Response, 1)
+	go func() {
+		done <- sb.Do(t, http.MethodPost, "/v1/embeddings", map[string]any{"model": "openai/text-embedding-3-small", "input": "x"})
+	}()
+	<-arrived
+	stopped := make(chan struct{})
+	go func() { sb.Stop(); close(stopped) }()
+	r := <-done
+	assert.Equal(t, http.StatusOK, r.Status, "the in-flight request finished: %s", r.Body)
+	<-stopped
+}

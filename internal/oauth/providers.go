@@ -67,6 +67,44 @@ type Provider struct {
 	// BaseURL is the connection's base URL; empty keeps the registry's
 	// default. A resource_url or Copilot endpoint wins over it.
 	BaseURL string
+	// Refresh is how the connections of the login renew their access
+	// token; empty means RefreshGrant.
+	Refresh RefreshMethod
+}
+
+// RefreshMethod is how a connection's access token is renewed from its
+// refresh material.
+type RefreshMethod string
+
+const (
+	// RefreshGrant is the refresh-token grant (RFC 6749 section 6) at the
+	// connection's token URL.
+	RefreshGrant RefreshMethod = "grant"
+	// RefreshCopilotExchange trades the stored GitHub token (the
+	// connection's refresh token) for a new Copilot token at the
+	// connection's token URL (GET copilot_internal/v2/token).
+	RefreshCopilotExchange RefreshMethod = "copilot-exchange"
+)
+
+// RefreshMethod is how p's connections renew their access token.
+func (p Provider) RefreshMethod() RefreshMethod {
+	if p.Refresh == "" {
+		return RefreshGrant
+	}
+	return p.Refresh
+}
+
+// RefreshMethodOf is how the connections of a provider id renew their
+// access token: the built-in table's method (overrides change endpoints,
+// never the method), RefreshGrant for ids without a login definition
+// (connections created with tokens through the admin API).
+func RefreshMethodOf(providerID string) RefreshMethod {
+	for _, p := range defaults() {
+		if p.ID == providerID {
+			return p.RefreshMethod()
+		}
+	}
+	return RefreshGrant
 }
 
 // Fields are the overridable fields: the key of Overrides and, upper-cased,
@@ -97,6 +135,7 @@ func defaults() []Provider {
 			DeviceURL:       "https://github.com/login/device/code",
 			TokenURL:        "https://github.com/login/oauth/access_token",
 			CopilotTokenURL: "https://api.github.com/copilot_internal/v2/token",
+			Refresh:         RefreshCopilotExchange,
 		},
 		{
 			ID: "qwen", Flow: FlowDevice, PKCE: true, TokenFormat: TokenForm, ResourceURL: true,

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -179,7 +180,6 @@ func (s *Server) serveEmbeddings(o *output, body []byte) {
 	}
 	b := make([]byte, 0, 128+len(inputs)*(per+48))
 	b = append(b, `{"object":"list","data":[`...)
-	var raw []byte
 	tokens := 0
 	for i, in := range inputs {
 		tokens += in.tokenCount()
@@ -189,25 +189,7 @@ func (s *Server) serveEmbeddings(o *output, body []byte) {
 		b = append(b, `{"object":"embedding","index":`...)
 		b = appendInt(b, i)
 		b = append(b, `,"embedding":`...)
-		v := in.vector(dims)
-		if b64 {
-			raw = raw[:0]
-			for _, x := range v {
-				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(x))
-			}
-			b = append(b, '"')
-			b = base64.StdEncoding.AppendEncode(b, raw)
-			b = append(b, '"')
-		} else {
-			b = append(b, '[')
-			for j, x := range v {
-				if j > 0 {
-					b = append(b, ',')
-				}
-				b = strconv.AppendFloat(b, float64(x), 'f', -1, 32)
-			}
-			b = append(b, ']')
-		}
+		b = append(b, s.encodedVector(in, dims, b64)...)
 		b = append(b, '}')
 	}
 	b = append(b, `],"model":`...)
@@ -218,4 +200,52 @@ func (s *Server) serveEmbeddings(o *output, body []byte) {
 	b = appendInt(b, tokens)
 	b = append(b, "}}"...)
 	o.sendJSON(http.StatusOK, b)
+}
+
+// vectorKey names an encoded vector in the server's cache.
+type vectorKey struct {
+	input string
+	dims  int
+	b64   bool
+}
+
+// maxCachedVectors bounds the cache of encoded vectors.
+const maxCachedVectors = 4096
+
+// encodedVector returns the JSON value of an input's vector (a float array,
+// or a base64 string of little-endian float32s). Vectors are deterministic,
+// so each is encoded once and kept: like a real upstream, the fake answers
+// without spending the CPU a benchmark means to measure elsewhere.
+func (s *Server) encodedVector(in embeddingInput, dims int, b64 bool) []byte {
+	key := vectorKey{input: in.text, dims: dims, b64: b64}
+	if in.isTok {
+		key.input = "\x00tokens:" + fmt.Sprint(in.tokens)
+	}
+	if v, ok := s.vectors.Load(key); ok {
+		return v.([]byte)
+	}
+	v := in.vector(dims)
+	var b []byte
+	if b64 {
+		raw := make([]byte, 0, 4*len(v))
+		for _, x := range v {
+			raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(x))
+		}
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, raw)
+		b = append(b, '"')
+	} else {
+		b = append(b, '[')
+		for j, x := range v {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendFloat(b, float64(x), 'f', -1, 32)
+		}
+		b = append(b, ']')
+	}
+	if s.cached.Add(1) <= maxCachedVectors {
+		s.vectors.Store(key, b)
+	}
+	return b
 }

@@ -110,6 +110,9 @@ type Server struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	ids       atomic.Uint64
+	// vectors caches encoded embeddings (see encodedVector).
+	vectors sync.Map
+	cached  atomic.Int64
 
 	mu     sync.Mutex
 	routes map[string]*route

@@ -125,7 +125,7 @@ func post(ctx context.Context, c *dispatch.Conn, body []byte) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	raw, err := readBody(resp)
 	if err != nil {
 		return nil, err
 	}
@@ -156,4 +156,17 @@ func (r *Response) fill(raw []byte, want string, asJSON bool) error {
 	}
 	r.Vectors = d.vectors
 	return nil
+}
+
+// readBody reads a response body whole, sized from its Content-Length when
+// the upstream sent one, so a large body is not grown and copied piecemeal.
+func readBody(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n > 0 && n <= maxResponse {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 }

@@ -27,6 +27,8 @@ type Chat struct {
 	Router corev1.RouterClient
 	// Upstream records time core spent waiting upstream.
 	Upstream func(r *http.Request, us int64)
+	// KeepAliveEvery overrides the package's KeepAliveEvery when positive.
+	KeepAliveEvery time.Duration
 }
 
 func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +65,11 @@ func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(c.Completion)
 		return
 	}
-	relay(w, r, first.GetChunk(), func() ([]byte, error) {
+	every := h.KeepAliveEvery
+	if every <= 0 {
+		every = KeepAliveEvery
+	}
+	relay(w, r, every, first.GetChunk(), func() ([]byte, error) {
 		m, err := stream.Recv()
 		return m.GetChunk(), err
 	})
@@ -71,8 +77,9 @@ func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // relay writes a server-sent event stream: first, then whatever next yields
 // until io.EOF ([DONE]) or an error (an in-band error event the official
-// SDKs raise, never a clean close).
-func relay(w http.ResponseWriter, r *http.Request, first []byte, next func() ([]byte, error)) {
+// SDKs raise, never a clean close), with a keep-alive comment after every
+// keepAliveEvery of silence.
+func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration, first []byte, next func() ([]byte, error)) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -107,7 +114,7 @@ func relay(w http.ResponseWriter, r *http.Request, first []byte, next func() ([]
 			}
 		}
 	}()
-	keepAlive := time.NewTimer(KeepAliveEvery)
+	keepAlive := time.NewTimer(keepAliveEvery)
 	defer keepAlive.Stop()
 	for {
 		select {
@@ -134,12 +141,12 @@ func relay(w http.ResponseWriter, r *http.Request, first []byte, next func() ([]
 			if !write(sse.Data(it.data)) {
 				return
 			}
-			keepAlive.Reset(KeepAliveEvery)
+			keepAlive.Reset(keepAliveEvery)
 		case <-keepAlive.C:
 			if !write(sse.KeepAlive) {
 				return
 			}
-			keepAlive.Reset(KeepAliveEvery)
+			keepAlive.Reset(keepAliveEvery)
 		case <-r.Context().Done():
 			return
 		}

@@ -46,8 +46,14 @@ func Config(dataDir string) config.Config {
 		// Short, so a silent upstream fails over quickly in tests.
 		FirstByteTimeout: 2 * time.Second,
 		StallTimeout:     2 * time.Second,
-		LogLevel:         slog.LevelWarn,
-		LogFormat:        "text",
+		// Short, so a test can see keep-alives during a silence that stays
+		// below the stall timeout.
+		KeepAliveEvery: 100 * time.Millisecond,
+		// Short, so a job whose worker died is redelivered within seconds
+		// (10 s past it); still above the time tests hold a job open.
+		JobTimeout: 5 * time.Second,
+		LogLevel:   slog.LevelWarn,
+		LogFormat:  "text",
 	}
 }
 

@@ -29,6 +29,9 @@ type Tokens struct {
 	RefreshToken string
 	// ExpiresIn is the access token's lifetime; zero when not given.
 	ExpiresIn time.Duration
+	// ExpiresAt is the access token's expiry when the endpoint names the
+	// instant (Copilot); it wins over ExpiresIn.
+	ExpiresAt time.Time
 }
 
 // Error is a token endpoint's refusal: its HTTP status and OAuth error code.
@@ -40,6 +43,10 @@ type Error struct {
 	Code string
 	// Reason says what was wrong with an answer that is not an OAuth error.
 	Reason string
+	// Refused is set when the refresh material was refused for good by an
+	// endpoint that names no OAuth error code (a Copilot exchange's 401 or
+	// 403).
+	Refused bool
 }
 
 func (e *Error) Error() string {
@@ -71,7 +78,7 @@ var reloginCodes = map[string]bool{
 
 // Relogin reports whether the refresh token was refused for good.
 func (e *Error) Relogin() bool {
-	return reloginCodes[e.Code] && !e.Temporary()
+	return (e.Refused || reloginCodes[e.Code]) && !e.Temporary()
 }
 
 // Temporary reports whether the same request may succeed later: rate limits,

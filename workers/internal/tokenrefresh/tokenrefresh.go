@@ -1,9 +1,10 @@
 // Package tokenrefresh refreshes a connection's OAuth tokens: it takes the
-// refresh material from core, performs the refresh-token grant (RFC 6749
-// section 6) at the provider's token endpoint through the connection's
-// proxy, and writes the new tokens back to core with compare-and-swap on the
-// token generation. A refresh token the provider refused for good marks the
-// connection as needing a new login.
+// refresh material from core, renews the access token by its provider's
+// refresh method (internal/oauth: the refresh-token grant of RFC 6749
+// section 6, or GitHub Copilot's token exchange) at the connection's token
+// URL through the connection's proxy, and writes the new tokens back to core
+// with compare-and-swap on the token generation. Refresh material the
+// provider refused for good marks the connection as needing a new login.
 package tokenrefresh
 
 import (
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -106,13 +108,18 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 		return r.refused(ctx, log, id, gen, "no token URL is configured; sign in again")
 	}
 
+	method := oauth.RefreshMethodOf(conn.GetProvider())
+	renew, ok := renewers[method]
+	if !ok {
+		return r.failed(ctx, log, id, gen, "token refresh not attempted: unknown refresh method "+string(method))
+	}
 	client, err := r.clients.For(creds.GetTokenUrl(), creds.GetProxyUrl())
 	if err != nil {
 		// A broken proxy setting fails every retry alike: record it.
 		return r.failed(ctx, log, id, gen, "token refresh not attempted: "+err.Error())
 	}
 	start := r.now()
-	tokens, err := Grant(ctx, client, creds.GetTokenUrl(), creds.GetRefreshToken(), creds.GetClientId())
+	tokens, err := renew(ctx, client, creds)
 	if err != nil {
 		var oe *Error
 		switch {
@@ -130,7 +137,10 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 		AccessToken:  tokens.AccessToken,
 		RefreshToken: tokens.RefreshToken, // empty keeps the stored one
 	}
-	if tokens.ExpiresIn > 0 {
+	switch {
+	case !tokens.ExpiresAt.IsZero():
+		req.ExpiresAt = timestamppb.New(tokens.ExpiresAt)
+	case tokens.ExpiresIn > 0:
 		req.ExpiresAt = timestamppb.New(start.Add(tokens.ExpiresIn))
 	}
 	res, err := r.store(ctx, req)
@@ -145,7 +155,7 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 		log.Info("refreshed tokens dropped: another refresh won", "current_generation", res.GetGeneration())
 		return nil
 	}
-	log.Info("tokens refreshed", "new_generation", res.GetGeneration(),
+	log.Info("tokens refreshed", "method", method, "new_generation", res.GetGeneration(),
 		"rotated", tokens.RefreshToken != "", "expires_in", tokens.ExpiresIn, "took", r.now().Sub(start))
 	return nil
 }

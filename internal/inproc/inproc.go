@@ -1,0 +1,158 @@
+// Package inproc lets one process call its own gRPC services without a
+// network hop: unary calls go straight to the registered handler, with the
+// metadata, headers, trailers and status a real connection would carry.
+// Streaming calls go through a fallback connection (an in-memory gRPC
+// connection to the same services).
+package inproc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Conn is a grpc.ServiceRegistrar to register services on and a
+// grpc.ClientConnInterface to call them through.
+type Conn struct {
+	fallback    grpc.ClientConnInterface
+	interceptor grpc.UnaryServerInterceptor
+
+	mu      sync.RWMutex
+	methods map[string]method
+}
+
+type method struct {
+	impl    any
+	handler grpc.MethodHandler
+}
+
+var (
+	_ grpc.ServiceRegistrar    = (*Conn)(nil)
+	_ grpc.ClientConnInterface = (*Conn)(nil)
+)
+
+// New returns a Conn whose streaming calls use fallback and whose unary
+// handlers run behind interceptor (may be nil), as on the real server.
+func New(fallback grpc.ClientConnInterface, interceptor grpc.UnaryServerInterceptor) *Conn {
+	return &Conn{fallback: fallback, interceptor: interceptor, methods: make(map[string]method)}
+}
+
+// RegisterService records a service's unary methods.
+func (c *Conn) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range desc.Methods {
+		c.methods["/"+desc.ServiceName+"/"+m.MethodName] = method{impl: impl, handler: m.Handler}
+	}
+}
+
+// Invoke calls a unary method in process.
+func (c *Conn) Invoke(ctx context.Context, fullMethod string, args, reply any, opts ...grpc.CallOption) error {
+	c.mu.RLock()
+	m, ok := c.methods[fullMethod]
+	c.mu.RUnlock()
+	if !ok {
+		if c.fallback == nil {
+			return status.Errorf(codes.Unimplemented, "unknown method %s", fullMethod)
+		}
+		return c.fallback.Invoke(ctx, fullMethod, args, reply, opts...)
+	}
+	in, ok := args.(proto.Message)
+	out, ok2 := reply.(proto.Message)
+	if !ok || !ok2 {
+		return status.Error(codes.Internal, "inproc: messages must be protobuf")
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	st := &serverStream{method: fullMethod}
+	sctx := grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, md.Copy()), st)
+	dec := func(v any) error {
+		// The handler owns what it decodes, as it would own a message
+		// read from the wire: give it a copy.
+		proto.Merge(v.(proto.Message), in)
+		return nil
+	}
+	resp, err := m.handler(m.impl, sctx, dec, c.interceptor)
+	st.deliver(opts)
+	if err != nil {
+		if _, isStatus := status.FromError(err); !isStatus {
+			err = status.Error(codes.Unknown, err.Error())
+		}
+		return err
+	}
+	if resp == nil {
+		return status.Error(codes.Internal, fmt.Sprintf("inproc: %s returned no message", fullMethod))
+	}
+	proto.Reset(out)
+	proto.Merge(out, resp.(proto.Message))
+	return nil
+}
+
+// NewStream opens a streaming call on the fallback connection.
+func (c *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if c.fallback == nil {
+		return nil, status.Errorf(codes.Unimplemented, "inproc: no connection for streaming method %s", method)
+	}
+	return c.fallback.NewStream(ctx, desc, method, opts...)
+}
+
+// serverStream collects what a handler sets with grpc.SetHeader,
+// grpc.SendHeader and grpc.SetTrailer.
+type serverStream struct {
+	method  string
+	mu      sync.Mutex
+	header  metadata.MD
+	trailer metadata.MD
+}
+
+func (s *serverStream) Method() string { return s.method }
+
+func (s *serverStream) SetHeader(md metadata.MD) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.header = metadata.Join(s.header, lower(md))
+	return nil
+}
+
+func (s *serverStream) SendHeader(md metadata.MD) error { return s.SetHeader(md) }
+
+func (s *serverStream) SetTrailer(md metadata.MD) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trailer = metadata.Join(s.trailer, lower(md))
+	return nil
+}
+
+// deliver hands headers and trailers to the caller's call options.
+func (s *serverStream) deliver(opts []grpc.CallOption) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			*o.HeaderAddr = s.header.Copy()
+		case *grpc.HeaderCallOption:
+			*o.HeaderAddr = s.header.Copy()
+		case grpc.TrailerCallOption:
+			*o.TrailerAddr = s.trailer.Copy()
+		case *grpc.TrailerCallOption:
+			*o.TrailerAddr = s.trailer.Copy()
+		}
+	}
+}
+
+// lower returns md with lower-case keys, as the wire delivers them.
+func lower(md metadata.MD) metadata.MD {
+	out := make(metadata.MD, len(md))
+	for k, v := range md {
+		k = strings.ToLower(k)
+		out[k] = append(out[k], v...)
+	}
+	return out
+}

@@ -1,0 +1,83 @@
+package inproc
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// probe is a health server that also reports what a handler sees.
+type probe struct {
+	healthpb.UnimplementedHealthServer
+	seen metadata.MD
+}
+
+func (p *probe) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	p.seen, _ = metadata.FromIncomingContext(ctx)
+	if err := grpc.SetHeader(ctx, metadata.Pairs("X-Upstream-Us", "42")); err != nil {
+		return nil, err
+	}
+	_ = grpc.SetTrailer(ctx, metadata.Pairs("t", "1"))
+	if req.GetService() == "fail" {
+		return nil, status.Error(codes.NotFound, "no such service")
+	}
+	if req.GetService() == "panic" {
+		panic("boom")
+	}
+	req.Service = "changed by the handler"
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+func TestUnaryCallsInProcess(t *testing.T) {
+	recovered := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if recover() != nil {
+				err = status.Error(codes.Internal, "internal error")
+			}
+		}()
+		return h(ctx, req)
+	}
+	c := New(nil, recovered)
+	p := &probe{}
+	healthpb.RegisterHealthServer(c, p)
+	client := healthpb.NewHealthClient(c)
+
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer k")
+	var header, trailer metadata.MD
+	req := &healthpb.HealthCheckRequest{Service: "core"}
+	resp, err := client.Check(ctx, req, grpc.Header(&header), grpc.Trailer(&trailer))
+	require.NoError(t, err)
+	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
+	assert.Equal(t, []string{"Bearer k"}, p.seen.Get("authorization"), "outgoing metadata arrives as incoming")
+	assert.Equal(t, []string{"42"}, header.Get("x-upstream-us"), "headers reach the caller, keys lower-cased")
+	assert.Equal(t, []string{"1"}, trailer.Get("t"))
+	assert.Equal(t, "core", req.GetService(), "the handler works on its own copy of the request")
+
+	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{Service: "fail"})
+	assert.Equal(t, codes.NotFound, status.Code(err), "status errors pass through")
+	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{Service: "panic"})
+	assert.Equal(t, codes.Internal, status.Code(err), "the interceptor runs")
+
+	err = c.Invoke(ctx, "/no.Such/Method", req, resp)
+	assert.Equal(t, codes.Unimplemented, status.Code(err))
+	_, err = healthpb.NewHealthClient(c).Watch(ctx, req)
+	assert.Equal(t, codes.Unimplemented, status.Code(err), "streams need the fallback connection")
+}
+
+func TestRealHealthServer(t *testing.T) {
+	c := New(nil, nil)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(c, hs)
+	hs.SetServingStatus("x", healthpb.HealthCheckResponse_NOT_SERVING)
+	resp, err := healthpb.NewHealthClient(c).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "x"})
+	require.NoError(t, err)
+	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, resp.GetStatus())
+}

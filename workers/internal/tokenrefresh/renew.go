@@ -1,0 +1,50 @@
+package tokenrefresh
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/switchboardhq/switchboard/internal/oauth"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// renewFunc obtains new tokens from a connection's refresh material at its
+// token URL with client (which goes through the connection's proxy). Its
+// error is an [*Error] when the endpoint answered, another error when it
+// could not be reached.
+type renewFunc func(ctx context.Context, client *http.Client, creds *corev1.GetConnectionCredentialsResponse) (Tokens, error)
+
+// renewers are the refresh methods by name, picked by the connection's
+// provider (oauth.RefreshMethodOf).
+var renewers = map[oauth.RefreshMethod]renewFunc{
+	oauth.RefreshGrant:           grant,
+	oauth.RefreshCopilotExchange: copilotExchange,
+}
+
+// grant is the refresh-token grant (RFC 6749 section 6).
+func grant(ctx context.Context, client *http.Client, creds *corev1.GetConnectionCredentialsResponse) (Tokens, error) {
+	return Grant(ctx, client, creds.GetTokenUrl(), creds.GetRefreshToken(), creds.GetClientId())
+}
+
+// copilotExchange trades the stored GitHub token (the connection's refresh
+// token) for a new Copilot token at the connection's token URL, the
+// Copilot exchange URL its login stored. The GitHub token is kept: the
+// answer carries no refresh token. A 401 or 403 means the GitHub token no
+// longer gives Copilot access: only a new login helps.
+func copilotExchange(ctx context.Context, client *http.Client, creds *corev1.GetConnectionCredentialsResponse) (Tokens, error) {
+	p := oauth.Provider{ID: creds.GetConnection().GetProvider(), CopilotTokenURL: creds.GetTokenUrl()}
+	ct, err := oauth.ExchangeCopilotToken(ctx, client, p, creds.GetRefreshToken())
+	if err != nil {
+		var oe *oauth.Error
+		if !errors.As(err, &oe) {
+			return Tokens{}, err // unreachable; its text names no URL or token
+		}
+		e := &Error{Status: oe.Status, Code: oe.Code, Reason: "Copilot token exchange: " + oe.Reason}
+		if oe.Status == http.StatusUnauthorized || oe.Status == http.StatusForbidden {
+			e.Refused, e.Reason = true, "Copilot token exchange refused the GitHub token"
+		}
+		return Tokens{}, e
+	}
+	return Tokens{AccessToken: ct.Token, ExpiresAt: ct.ExpiresAt}, nil
+}
