@@ -136,6 +136,14 @@ func (b *Bucket[T]) Range(fn func(key string, e Entry[T]) bool) {
 	}
 }
 
+// Revision is the highest bucket revision the mirror has applied; it grows
+// with every write, delete included.
+func (b *Bucket[T]) Revision() uint64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.rev
+}
+
 // Changed returns a channel closed at the next change of the mirror.
 func (b *Bucket[T]) Changed() <-chan struct{} {
 	b.mu.RLock()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/switchboardhq/switchboard/core/internal/store"
@@ -56,6 +57,29 @@ type Lister struct {
 	wait      time.Duration
 	now       func() time.Time
 	log       *slog.Logger
+
+	mu    sync.Mutex
+	cache map[cacheKey]cachedListing
+}
+
+// cacheTTL bounds how long a built listing is reused while nothing it was
+// built from changed (catalogs also expire with time).
+const cacheTTL = time.Second
+
+type cacheKey struct {
+	machine, kind string
+	noFetch       bool
+}
+
+type cachedListing struct {
+	version [4]uint64
+	at      time.Time
+	models  []Model
+}
+
+// version identifies the state a listing is built from.
+func (l *Lister) version() [4]uint64 {
+	return [4]uint64{l.store.Connections.Revision(), l.store.Catalogs.Revision(), l.store.Settings.Revision(), l.store.Disabled.Revision()}
 }
 
 // NewLister returns a Lister.
@@ -77,13 +101,43 @@ type Options struct {
 // active connection's models by priority, then aliases. A connection whose
 // live catalog is missing or stale gets a refresh job; List waits up to
 // FetchWait for those, then answers without the ones still missing.
+//
+// A listing built when every live catalog it needs was at hand is reused
+// for up to a second while nothing it was built from changes, so a machine
+// with thousands of models answers from memory without rebuilding. The
+// returned slice is shared: callers must not modify it.
 func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Model {
+	key := cacheKey{machine: machineID, kind: opts.Kind, noFetch: opts.NoFetch}
+	ver := l.version()
+	l.mu.Lock()
+	c, ok := l.cache[key]
+	l.mu.Unlock()
+	if ok && c.version == ver && l.now().Sub(c.at) < cacheTTL {
+		return c.models
+	}
 	conns := l.activeConnections(machineID)
+	complete := true
 	if !opts.NoFetch {
 		if pending := l.requestMissing(ctx, conns, false); len(pending) > 0 {
 			l.Await(ctx, pending)
+			complete = len(pending) == 0
+			ver = l.version()
 		}
 	}
+	out := l.build(machineID, conns, opts)
+	if complete {
+		l.mu.Lock()
+		if l.cache == nil || len(l.cache) > 4096 {
+			l.cache = make(map[cacheKey]cachedListing)
+		}
+		l.cache[key] = cachedListing{version: ver, at: l.now(), models: out}
+		l.mu.Unlock()
+	}
+	return out
+}
+
+// build lists combos, connections' models and aliases.
+func (l *Lister) build(machineID string, conns []*busv1.Connection, opts Options) []Model {
 	models := l.connectionModels(machineID, conns)
 	byID := make(map[string]Model, len(models))
 	for _, m := range models {

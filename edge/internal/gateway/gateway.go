@@ -11,7 +11,6 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
@@ -37,10 +36,7 @@ var forwarded = map[string]bool{
 // New returns a mux serving core's HTTP routes through conn.
 func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(context.Context, int64)) (*runtime.ServeMux, error) {
 	mux := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
-			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
-			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
-		}),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, newMarshaler()),
 		runtime.WithIncomingHeaderMatcher(func(key string) (string, bool) {
 			if k := strings.ToLower(key); forwarded[k] {
 				return k, true
