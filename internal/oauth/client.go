@@ -110,7 +110,7 @@ func DeviceAuthorize(ctx context.Context, client *http.Client, p Provider, chall
 		VerificationURIComplete string     `json:"verification_uri_complete"`
 		ExpiresIn               number     `json:"expires_in"`
 		Interval                number     `json:"interval"`
-		Error                   errorField `json:"error"`
+		Error                   ErrorField `json:"error"`
 	}
 	if err := decode(ctype, body, &a); err != nil || a.Error != "" || status/100 != 2 {
 		return DeviceCode{}, &Error{Status: status, Code: cleanCode(string(a.Error))}
@@ -204,7 +204,7 @@ func tokenCall(ctx context.Context, client *http.Client, tokenURL string, format
 		RefreshToken string     `json:"refresh_token"`
 		ExpiresIn    number     `json:"expires_in"`
 		ResourceURL  string     `json:"resource_url"`
-		Error        errorField `json:"error"`
+		Error        ErrorField `json:"error"`
 	}
 	derr := decode(ctype, body, &a)
 	if code := cleanCode(string(a.Error)); code != "" {
@@ -303,13 +303,15 @@ func (n *number) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// errorField reads "error" as RFC 6749's string or as an object with a code.
-type errorField string
+// ErrorField is a token endpoint's "error" member: RFC 6749's string, or the
+// object some providers send instead ({"code": ..., "type": ...}).
+type ErrorField string
 
-func (e *errorField) UnmarshalJSON(b []byte) error {
+// UnmarshalJSON reads either shape; any other shape reads as no code.
+func (e *ErrorField) UnmarshalJSON(b []byte) error {
 	var s string
 	if json.Unmarshal(b, &s) == nil {
-		*e = errorField(s)
+		*e = ErrorField(s)
 		return nil
 	}
 	var o struct {
@@ -318,9 +320,9 @@ func (e *errorField) UnmarshalJSON(b []byte) error {
 	}
 	if json.Unmarshal(b, &o) == nil {
 		if c, ok := o.Code.(string); ok && c != "" {
-			*e = errorField(c)
+			*e = ErrorField(c)
 		} else {
-			*e = errorField(o.Type)
+			*e = ErrorField(o.Type)
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -160,31 +161,6 @@ func isOpenAIError(b []byte) bool {
 	return json.Unmarshal(b, &e) == nil && e.Error != nil && e.Error.Message != nil
 }
 
-// HTTPStatus maps a gRPC code to an HTTP status.
-func HTTPStatus(c codes.Code) int {
-	switch c {
-	case codes.OK:
-		return http.StatusOK
-	case codes.InvalidArgument, codes.OutOfRange, codes.FailedPrecondition:
-		return http.StatusBadRequest
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted:
-		return http.StatusConflict
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Canceled:
-		return 499
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
+// HTTPStatus maps a gRPC code to an HTTP status, as grpc-gateway does for
+// the routes it serves.
+func HTTPStatus(c codes.Code) int { return runtime.HTTPStatusFromCode(c) }

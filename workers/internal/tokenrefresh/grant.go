@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/oauth"
 )
 
 // GrantTimeout bounds one call to a token endpoint.
@@ -138,10 +140,10 @@ func unreachable(ctx context.Context, err error) error {
 
 // answer is a token endpoint's JSON answer, success and error fields alike.
 type answer struct {
-	AccessToken  string     `json:"access_token"`
-	RefreshToken string     `json:"refresh_token"`
-	ExpiresIn    seconds    `json:"expires_in"`
-	Error        errorField `json:"error"`
+	AccessToken  string           `json:"access_token"`
+	RefreshToken string           `json:"refresh_token"`
+	ExpiresIn    seconds          `json:"expires_in"`
+	Error        oauth.ErrorField `json:"error"`
 }
 
 // seconds reads a lifetime sent as a number or as a string of digits.
@@ -164,30 +166,6 @@ func (s *seconds) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	*s = seconds(f)
-	return nil
-}
-
-// errorField reads "error" as RFC 6749's string, or as the object some
-// providers send ({"code": ..., "type": ..., "message": ...}).
-type errorField string
-
-func (e *errorField) UnmarshalJSON(b []byte) error {
-	var s string
-	if json.Unmarshal(b, &s) == nil {
-		*e = errorField(s)
-		return nil
-	}
-	var o struct {
-		Code any    `json:"code"`
-		Type string `json:"type"`
-	}
-	if json.Unmarshal(b, &o) == nil {
-		if c, ok := o.Code.(string); ok && c != "" {
-			*e = errorField(c)
-		} else {
-			*e = errorField(o.Type)
-		}
-	}
 	return nil
 }
 
@@ -229,7 +207,7 @@ func decode(contentType string, body []byte) (answer, bool) {
 		if err != nil {
 			return answer{}, false
 		}
-		a.AccessToken, a.RefreshToken, a.Error = v.Get("access_token"), v.Get("refresh_token"), errorField(v.Get("error"))
+		a.AccessToken, a.RefreshToken, a.Error = v.Get("access_token"), v.Get("refresh_token"), oauth.ErrorField(v.Get("error"))
 		if s := v.Get("expires_in"); s != "" {
 			_ = a.ExpiresIn.UnmarshalJSON([]byte(strconv.Quote(s)))
 		}
