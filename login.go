@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/internal/logincli"
 	"github.com/switchboardhq/switchboard/internal/node"
+	"github.com/switchboardhq/switchboard/internal/secrets"
 )
 
 const loginUsage = `usage: switchboard login <provider> [flags]
@@ -55,12 +56,12 @@ func login(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		return 2
 	}
 	if *token == "" {
-		b, err := os.ReadFile(filepath.Join(*dataDir, node.AdminTokenFile))
+		b, err := secrets.Load(filepath.Join(*dataDir, node.AdminTokenFile))
 		if err != nil {
 			fmt.Fprintf(stderr, "switchboard login: SWITCHBOARD_ADMIN_TOKEN is not set and %s has no generated admin token\n", *dataDir)
 			return 1
 		}
-		*token = strings.TrimSpace(string(b))
+		*token = string(b)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

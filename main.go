@@ -13,13 +13,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/switchboardhq/switchboard/edge"
 	"github.com/switchboardhq/switchboard/internal/config"
 	"github.com/switchboardhq/switchboard/internal/node"
+	"github.com/switchboardhq/switchboard/internal/secrets"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -132,12 +132,12 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 		return 2
 	}
 	if *secret == "" {
-		b, err := os.ReadFile(filepath.Join(*dataDir, node.JWTSecretFile))
+		b, err := secrets.Load(filepath.Join(*dataDir, node.JWTSecretFile))
 		if err != nil {
 			fmt.Fprintf(stderr, "switchboard token: SWITCHBOARD_JWT_SECRET is not set and %s has no generated secret (run `switchboard serve` once)\n", *dataDir)
 			return 1
 		}
-		*secret = strings.TrimSpace(string(b))
+		*secret = string(b)
 	}
 	tok, err := edge.MintDevToken(*secret, *user, *email, *ttl)
 	if err != nil {

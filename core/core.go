@@ -254,6 +254,9 @@ func (c *Core) Run(ctx context.Context) error {
 	return nil
 }
 
+// Close stops core's state mirror; Run does it too when its context ends.
+func (c *Core) Close() { c.stop() }
+
 // CatalogLead is how long before a live catalog expires that it is fetched
 // again, so listings rarely wait for one.
 const CatalogLead = 10 * time.Minute

@@ -20,6 +20,7 @@ import (
 	"github.com/switchboardhq/switchboard/edge/internal/clitools"
 	"github.com/switchboardhq/switchboard/edge/internal/gateway"
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
+	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -180,8 +181,8 @@ func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
 		name, service string
 		conn          grpc.ClientConnInterface
 	}{
-		{"core", "switchboard.core.v1.Router", e.core},
-		{"billing", "switchboard.billing.v1.Billing", e.billing},
+		{"core", corev1.Router_ServiceDesc.ServiceName, e.core},
+		{"billing", billingv1.Billing_ServiceDesc.ServiceName, e.billing},
 	}
 	for _, c := range checks {
 		if c.conn == nil {

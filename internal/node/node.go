@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,6 +33,8 @@ import (
 	"github.com/switchboardhq/switchboard/internal/inproc"
 	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/spine"
+	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 	"github.com/switchboardhq/switchboard/workers"
 )
 
@@ -60,8 +60,6 @@ const (
 	// `switchboard token` can mint development tokens.
 	JWTSecretFile = "jwt.secret"
 )
-
-const billingHealth = "switchboard.billing.v1.Billing"
 
 // Node is a started process.
 type Node struct {
@@ -137,8 +135,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		}
 		n.core.Register(n.grpcServer)
 		n.core.Register(n.local)
-		n.health.SetServingStatus("switchboard.core.v1.Router", healthpb.HealthCheckResponse_SERVING)
-		n.health.SetServingStatus("switchboard.core.v1.Admin", healthpb.HealthCheckResponse_SERVING)
+		n.health.SetServingStatus(corev1.Router_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+		n.health.SetServingStatus(corev1.Admin_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	if needs(RoleBilling) {
 		n.billing, err = billing.New(ctx, billing.Config{
@@ -156,7 +154,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		}
 		n.billing.Register(n.grpcServer)
 		n.billing.Register(n.local)
-		n.health.SetServingStatus(billingHealth, healthpb.HealthCheckResponse_SERVING)
+		n.health.SetServingStatus(billingv1.Billing_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	}
 	if n.grpcServer != nil {
 		reflection.Register(n.grpcServer)
@@ -229,11 +227,11 @@ func (n *Node) adminToken(create bool) (string, error) {
 	}
 	path := filepath.Join(n.cfg.DataDir, AdminTokenFile)
 	if !create {
-		b, err := os.ReadFile(path)
+		b, err := secrets.Load(path)
 		if err != nil {
 			return "", errors.New("SWITCHBOARD_ADMIN_TOKEN is not set and no generated token is in the data directory")
 		}
-		return strings.TrimSpace(string(b)), nil
+		return string(b), nil
 	}
 	b, created, err := secrets.LoadOrCreate(path, secrets.NewToken)
 	if err != nil {
@@ -435,9 +433,6 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}
 	backErr := back.Wait()
-	if n.billing != nil {
-		n.billing.Close()
-	}
 	return errors.Join(frontErr, backErr)
 }
 
@@ -448,8 +443,15 @@ func serveGRPC(s *grpc.Server, ln net.Listener) error {
 	return nil
 }
 
-// close releases connections and the embedded server.
+// close releases the roles' state mirrors, connections and the embedded
+// server; it is also what a failed Start runs.
 func (n *Node) close() {
+	if n.core != nil {
+		n.core.Close()
+	}
+	if n.billing != nil {
+		n.billing.Close()
+	}
 	for _, c := range n.conns {
 		_ = c.Close()
 	}

@@ -24,7 +24,7 @@ import (
 // An existing file that is empty (or only whitespace) is an error rather
 // than being silently replaced.
 func LoadOrCreate(path string, generate func() ([]byte, error)) (data []byte, created bool, err error) {
-	data, err = readSecret(path)
+	data, err = Load(path)
 	if err == nil {
 		return data, false, nil
 	}
@@ -54,7 +54,7 @@ func LoadOrCreate(path string, generate func() ([]byte, error)) (data []byte, cr
 	if err := os.Link(tmp, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			// Another process won the race; use its value.
-			existing, rerr := readSecret(path)
+			existing, rerr := Load(path)
 			if rerr != nil {
 				return nil, false, rerr
 			}
@@ -68,7 +68,9 @@ func LoadOrCreate(path string, generate func() ([]byte, error)) (data []byte, cr
 
 // readSecret reads path and trims trailing whitespace. The returned error
 // wraps fs.ErrNotExist when the file does not exist.
-func readSecret(path string) ([]byte, error) {
+// Load reads a secret file written by LoadOrCreate (or by an operator):
+// trailing white space is dropped, and an empty file is an error.
+func Load(path string) ([]byte, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("secrets: read %s: %w", path, err)

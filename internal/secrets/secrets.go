@@ -10,6 +10,7 @@
 package secrets
 
 import (
+	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
@@ -154,4 +155,14 @@ func NewToken() ([]byte, error) {
 	copy(out, TokenPrefix)
 	base64.RawURLEncoding.Encode(out[len(TokenPrefix):], raw)
 	return out, nil
+}
+
+// Redact replaces every occurrence of secret in text with "[redacted]", for
+// upstream answers that may echo a credential back. Secrets shorter than four
+// bytes are left alone: they would match ordinary text.
+func Redact(text []byte, secret string) []byte {
+	if len(secret) < 4 || !bytes.Contains(text, []byte(secret)) {
+		return text
+	}
+	return bytes.ReplaceAll(text, []byte(secret), []byte("[redacted]"))
 }

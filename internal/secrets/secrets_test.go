@@ -355,3 +355,17 @@ func TestLoadOrCreateRace(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "temporary files must be cleaned up")
 }
+
+func TestRedact(t *testing.T) {
+	body := []byte(`{"error":{"message":"Incorrect API key provided: sk-live-1234. Check sk-live-1234"}}`)
+	got := string(Redact(body, "sk-live-1234"))
+	if strings.Contains(got, "sk-live-1234") || strings.Count(got, "[redacted]") != 2 {
+		t.Fatalf("not redacted: %s", got)
+	}
+	if string(Redact(body, "abc")) != string(body) {
+		t.Fatal("a secret too short to be safe to match changed the text")
+	}
+	if string(Redact(body, "not-there")) != string(body) {
+		t.Fatal("text without the secret changed")
+	}
+}

@@ -113,19 +113,6 @@ func (s *MemoryCooldowns) Clear(_ context.Context, connectionID, model string) e
 	return nil
 }
 
-// ClearConnection removes every record of the connection (the admin "clear
-// cooldowns" call).
-func (s *MemoryCooldowns) ClearConnection(_ context.Context, connectionID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k := range s.m {
-		if k.conn == connectionID {
-			delete(s.m, k)
-		}
-	}
-	return nil
-}
-
 func (s *MemoryCooldowns) expired(c Cooldown, now time.Time) bool {
 	return now.After(c.Until.Add(s.retain))
 }

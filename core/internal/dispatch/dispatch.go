@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
@@ -18,6 +17,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
@@ -43,12 +43,7 @@ func (c *Conn) Authorize(h http.Header) { c.Spec.Authorize(h, c.Credential) }
 
 // Scrub removes the connection's credential from text that may be shown to
 // a client (an upstream error body that echoes the key).
-func (c *Conn) Scrub(b []byte) []byte {
-	if len(c.Credential) < 8 || !strings.Contains(string(b), c.Credential) {
-		return b
-	}
-	return []byte(strings.ReplaceAll(string(b), c.Credential, "[redacted]"))
-}
+func (c *Conn) Scrub(b []byte) []byte { return secrets.Redact(b, c.Credential) }
 
 // Call makes one upstream call for the resolved target with one connection;
 // see credential.Attempt for what it returns.

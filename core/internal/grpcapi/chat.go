@@ -26,7 +26,10 @@ func (r *Router) ChatCompletions(req *corev1.ChatCompletionsRequest, stream grpc
 		creq.Caveman = func(c *busv1.Connection) string { return r.Caveman(p.MachineID, c) }
 	}
 	out, res, err := r.Chat.Complete(ctx, creq, &chatSink{stream: stream})
-	err = gatewayError(r.Log, err, chat.Model(req.GetBody()))
+	if err != nil {
+		// The model is read again only to name it in the error.
+		err = gatewayError(r.Log, err, chat.Model(req.GetBody()))
+	}
 	u := out.Usage
 	r.record(ctx, p, res, start, err, &busv1.UsageEvent{
 		Endpoint: "chat.completions", PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,

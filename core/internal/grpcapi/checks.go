@@ -19,6 +19,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -71,7 +72,7 @@ func (a *Admin) check(ctx context.Context, spec provider.Spec, baseOverride, pro
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
-		return checkResult{latency: time.Since(start), err: redact(unreachable(ctx, err), credential)}
+		return checkResult{latency: time.Since(start), err: string(secrets.Redact([]byte(unreachable(ctx, err)), credential))}
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, checkAnswerLimit))
@@ -84,7 +85,7 @@ func (a *Admin) check(ctx context.Context, spec provider.Spec, baseOverride, pro
 	if msg := upstreamMessage(body); msg != "" {
 		r.err += ": " + msg
 	}
-	r.err = redact(r.err, credential)
+	r.err = string(secrets.Redact([]byte(r.err), credential))
 	return r
 }
 
@@ -130,14 +131,6 @@ func upstreamMessage(body []byte) string {
 		msg += "..."
 	}
 	return msg
-}
-
-// redact hides a credential an upstream echoed back.
-func redact(s, credential string) string {
-	if len(credential) < 4 {
-		return s
-	}
-	return strings.ReplaceAll(s, credential, "[redacted]")
 }
 
 // ValidateProvider checks a credential before it is saved. Nothing is

@@ -17,11 +17,8 @@ import (
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
-// Response metadata core sets.
-const (
-	mdHTTPCode   = "x-http-code"
-	mdUpstreamUs = "x-switchboard-upstream-us"
-)
+// mdHTTPCode is response metadata by which core asks for a status other than 200.
+const mdHTTPCode = "x-http-code"
 
 // forwarded are the request headers passed to core as gRPC metadata (besides
 // Authorization, which grpc-gateway always passes).
@@ -50,11 +47,10 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 			if !ok {
 				return nil
 			}
-			if v := md.HeaderMD.Get(mdUpstreamUs); len(v) > 0 && upstream != nil {
-				if us, err := strconv.ParseInt(v[0], 10, 64); err == nil {
-					upstream(ctx, us)
-				}
+			if us, ok := openai.UpstreamMicros(md.HeaderMD); ok && upstream != nil {
+				upstream(ctx, us)
 			}
+
 			if v := md.HeaderMD.Get(mdHTTPCode); len(v) > 0 {
 				if code, err := strconv.Atoi(v[0]); err == nil {
 					w.WriteHeader(code)

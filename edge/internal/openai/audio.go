@@ -106,10 +106,8 @@ func (h *Transcriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Sent after the file: a failed send shows in CloseAndRecv's status.
 	_ = stream.Send(&corev1.TranscribeRequest{Part: &corev1.TranscribeRequest_Options{Options: form.Options}})
 	resp, err := stream.CloseAndRecv()
-	if v := header.Get("x-switchboard-upstream-us"); len(v) > 0 && h.Upstream != nil {
-		if us, perr := strconv.ParseInt(v[0], 10, 64); perr == nil {
-			h.Upstream(r, us)
-		}
+	if us, ok := UpstreamMicros(header); ok && h.Upstream != nil {
+		h.Upstream(r, us)
 	}
 	if err != nil {
 		FromError(err).Write(w)
@@ -243,14 +241,8 @@ type Speech struct {
 }
 
 func (h *Speech) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			NewProblem(http.StatusRequestEntityTooLarge, "request_too_large", "request body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", "").Write(w)
-			return
-		}
-		NewProblem(http.StatusBadRequest, "invalid_body", "could not read the request body", "").Write(w)
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	ctx, id := Outgoing(r)
@@ -272,10 +264,8 @@ func (h *Speech) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if md, err := stream.Header(); err == nil && h.Upstream != nil {
-		if v := md.Get("x-switchboard-upstream-us"); len(v) > 0 {
-			if us, perr := strconv.ParseInt(v[0], 10, 64); perr == nil {
-				h.Upstream(r, us)
-			}
+		if us, ok := UpstreamMicros(md); ok {
+			h.Upstream(r, us)
 		}
 	}
 	ct := first.GetContentType()

@@ -53,10 +53,8 @@ func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if md, err := stream.Header(); err == nil && h.Upstream != nil {
-		if v := md.Get("x-switchboard-upstream-us"); len(v) > 0 {
-			if us, perr := strconv.ParseInt(v[0], 10, 64); perr == nil {
-				h.Upstream(r, us)
-			}
+		if us, ok := UpstreamMicros(md); ok {
+			h.Upstream(r, us)
 		}
 	}
 	if c, ok := first.GetEvent().(*corev1.ChatCompletionsResponse_Completion); ok {

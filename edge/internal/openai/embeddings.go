@@ -36,10 +36,8 @@ func (h *Embeddings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, id := Outgoing(r)
 	var header metadata.MD
 	resp, err := h.Router.CreateEmbeddings(ctx, req, grpc.Header(&header))
-	if v := header.Get("x-switchboard-upstream-us"); len(v) > 0 && h.Upstream != nil {
-		if us, perr := strconv.ParseInt(v[0], 10, 64); perr == nil {
-			h.Upstream(r, us)
-		}
+	if us, ok := UpstreamMicros(header); ok && h.Upstream != nil {
+		h.Upstream(r, us)
 	}
 	w.Header().Set("X-Request-Id", id)
 	if err != nil {

@@ -3,6 +3,7 @@ package openai
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/metadata"
@@ -30,4 +31,18 @@ func Outgoing(r *http.Request) (context.Context, string) {
 		md.Set("x-switchboard-path-machine", m)
 	}
 	return metadata.NewOutgoingContext(r.Context(), md), id
+}
+
+// MDUpstreamUs is core's response metadata: microseconds spent waiting on
+// upstreams, left out of the edge's overhead figure.
+const MDUpstreamUs = "x-switchboard-upstream-us"
+
+// UpstreamMicros reads MDUpstreamUs from a call's header metadata.
+func UpstreamMicros(md metadata.MD) (int64, bool) {
+	v := md.Get(MDUpstreamUs)
+	if len(v) == 0 {
+		return 0, false
+	}
+	us, err := strconv.ParseInt(v[0], 10, 64)
+	return us, err == nil
 }

@@ -26,6 +26,7 @@ type JWKS struct {
 	mu      sync.Mutex
 	keys    map[string]any // kid -> *rsa.PublicKey | *ecdsa.PublicKey
 	fetched time.Time
+	tried   time.Time // last refresh attempt
 }
 
 const (
@@ -48,7 +49,10 @@ func (j *JWKS) Key(ctx context.Context, kid, alg string) (any, error) {
 	if k, ok := j.lookup(kid); ok && !stale {
 		return k, nil
 	}
-	if stale || time.Since(j.fetched) > jwksMinRefresh {
+	// A refresh, successful or not, is tried at most every jwksMinRefresh:
+	// tokens with made-up key ids cannot make every request wait on the URL.
+	if time.Since(j.tried) > jwksMinRefresh {
+		j.tried = time.Now()
 		if err := j.refresh(ctx); err != nil {
 			if k, ok := j.lookup(kid); ok {
 				return k, nil // serve the stale set while the URL fails

@@ -77,7 +77,11 @@ func (c Consumer[T]) Run(ctx context.Context, js jetstream.JetStream, log *slog.
 		return fmt.Errorf("consume %s: %w", c.Durable, err)
 	}
 	<-ctx.Done()
+	// Stop taking messages and wait until no callback can still be running
+	// (one may be waiting for a handler slot): only then is every handler
+	// counted, and the wait below covers them all.
 	cc.Stop()
+	<-cc.Closed()
 	wg.Wait()
 	return nil
 }
