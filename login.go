@@ -13,7 +13,7 @@ import (
 	"syscall"
 
 	"github.com/switchboardhq/switchboard/internal/logincli"
-	"github.com/switchboardhq/switchboard/internal/node"
+	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/internal/secrets"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/edge"
 	"github.com/switchboardhq/switchboard/internal/config"
-	"github.com/switchboardhq/switchboard/internal/node"
+	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/internal/secrets"
 )
 

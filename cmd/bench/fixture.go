@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/config"
-	"github.com/switchboardhq/switchboard/internal/node"
+	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 )
 

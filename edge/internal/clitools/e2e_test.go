@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchboardhq/switchboard/internal/node"
-	"github.com/switchboardhq/switchboard/internal/node/nodetest"
+	"github.com/switchboardhq/switchboard/node"
+	"github.com/switchboardhq/switchboard/node/nodetest"
 )
 
 // Through the running gateway, from loopback: the admin token is checked by

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/internal/config"
-	"github.com/switchboardhq/switchboard/internal/node"
+	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/internal/spine"
 )
 

@@ -1,5 +1,5 @@
 // The shared part of the scripts the Go end-to-end tests run with node
-// (internal/node/nodetest/npm.go): a client of the official openai package
+// (node/nodetest/npm.go): a client of the official openai package
 // configured from the environment, and a runner that executes a list of
 // operations and prints one JSON result per operation.
 //

@@ -21,7 +21,7 @@ import (
 )
 
 // The npm-client harness: the official `openai` npm package, pinned in
-// internal/node/testdata/node/package.json and package-lock.json, and small
+// node/testdata/node/package.json and package-lock.json, and small
 // ES-module scripts there that the end-to-end tests run with node. Every
 // script reads its operations as a JSON array (first argument) and prints
 // one [NodeResult] per operation; see testdata/node/harness.mjs.
@@ -30,7 +30,7 @@ import (
 // on CI (CI=true), where they fail: CI must never skip them silently.
 
 // harnessDir is the harness directory relative to the module root.
-const harnessDir = "internal/node/testdata/node"
+const harnessDir = "node/testdata/node"
 
 var npmSetup struct {
 	once sync.Once
