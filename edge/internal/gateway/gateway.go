@@ -39,7 +39,11 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newMarshaler()),
 		runtime.WithIncomingHeaderMatcher(func(key string) (string, bool) {
-			if k := strings.ToLower(key); forwarded[k] {
+			k := strings.ToLower(key)
+			if k == "authorization" {
+				return "", false // grpc-gateway passes it itself
+			}
+			if forwarded[k] {
 				return k, true
 			}
 			k, ok := runtime.DefaultHeaderMatcher(key)
