@@ -18,8 +18,8 @@ import (
 
 	"github.com/switchboardhq/switchboard/edge"
 	"github.com/switchboardhq/switchboard/internal/config"
-	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/internal/secrets"
+	"github.com/switchboardhq/switchboard/node"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

@@ -181,6 +181,10 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		}
 	}
 	if needs(RoleWorker) {
+		// Workers call core's Admin API, which authorizes with the admin
+		// token; their connection also carries the internal token, but it
+		// does not replace the admin token: that would make every holder
+		// of the internal token (the edge, billing) an administrator.
 		n.workers, err = workers.New(ctx, workers.Config{AdminToken: adminToken, Replicas: cfg.NATSReplica, JobTimeout: cfg.JobTimeout},
 			workers.Deps{NATS: n.nc, Core: coreConn, Logger: log})
 		if err != nil {

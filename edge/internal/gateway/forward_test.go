@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboardhq/switchboard/internal/inproc"
-	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 // router records the metadata of the calls it gets.
