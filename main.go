@@ -18,8 +18,8 @@ import (
 
 	"github.com/switchboardhq/switchboard/edge"
 	"github.com/switchboardhq/switchboard/internal/config"
-	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/internal/secrets"
+	"github.com/switchboardhq/switchboard/node"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -121,6 +121,8 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime of the token")
 	dataDir := fs.String("data-dir", or(getenv("SWITCHBOARD_DATA_DIR"), "./data"), "data directory holding the generated secret [$SWITCHBOARD_DATA_DIR]")
 	secret := fs.String("jwt-secret", getenv("SWITCHBOARD_JWT_SECRET"), "HS256 secret [$SWITCHBOARD_JWT_SECRET]")
+	issuer := fs.String("issuer", getenv("SWITCHBOARD_JWT_ISSUER"), "iss claim (default \"switchboard\") [$SWITCHBOARD_JWT_ISSUER]")
+	audience := fs.String("audience", getenv("SWITCHBOARD_JWT_AUDIENCE"), "aud claim [$SWITCHBOARD_JWT_AUDIENCE]")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -139,7 +141,7 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 		}
 		*secret = string(b)
 	}
-	tok, err := edge.MintDevToken(*secret, *user, *email, *ttl)
+	tok, err := edge.MintDevTokenFor(*secret, *issuer, *audience, *user, *email, *ttl)
 	if err != nil {
 		fmt.Fprintf(stderr, "switchboard token: %v\n", err)
 		return 1

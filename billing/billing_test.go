@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboardhq/switchboard/billing/billingtest"
+	"github.com/switchboardhq/switchboard/internal/rpcauth"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -81,7 +82,7 @@ func TestUserRequired(t *testing.T) {
 func TestReconcile(t *testing.T) {
 	h := billingtest.Start(t, billingtest.Options{})
 	c := billingv1.NewBillingClient(h.Conn)
-	ctx := context.Background()
+	ctx := rpcauth.VouchUser(context.Background(), rpcauth.User{ID: "alice", Email: "a@example.com"})
 	user := &billingv1.User{Id: "alice", Email: "a@example.com"}
 	resp, err := c.Checkout(ctx, &billingv1.CheckoutRequest{User: user, Recurring: billingv1.Recurring_RECURRING_YEARLY})
 	require.NoError(t, err)

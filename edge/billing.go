@@ -24,6 +24,10 @@ type BillingConfig struct {
 	JWTSecret string
 	// JWKSURL (SWITCHBOARD_JWKS_URL) publishes the keys of other user tokens.
 	JWKSURL string
+	// JWTIssuer and JWTAudience (SWITCHBOARD_JWT_ISSUER, _AUDIENCE) are
+	// required of user tokens when set.
+	JWTIssuer   string
+	JWTAudience string
 	// Dev serves the GraphiQL page at GET /graphql.
 	Dev bool
 }
@@ -44,7 +48,7 @@ func mountBilling(mux *http.ServeMux, conn grpc.ClientConnInterface, cfg Billing
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	verifier := userauth.New(userauth.Config{Secret: cfg.JWTSecret, JWKSURL: cfg.JWKSURL})
+	verifier := userauth.New(userauth.Config{Secret: cfg.JWTSecret, JWKSURL: cfg.JWKSURL, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience})
 	if !verifier.Configured() {
 		log.Warn("neither SWITCHBOARD_JWT_SECRET nor SWITCHBOARD_JWKS_URL is set: GraphQL users cannot sign in")
 	}
@@ -60,6 +64,16 @@ func mountBilling(mux *http.ServeMux, conn grpc.ClientConnInterface, cfg Billing
 // SWITCHBOARD_JWT_SECRET) for `switchboard token --user U --email E`.
 func MintDevToken(secret, userID, email string, ttl time.Duration) (string, error) {
 	return userauth.Mint(secret, userID, email, ttl)
+}
+
+// MintDevTokenFor is MintDevToken for a deployment that requires an issuer
+// and audience (SWITCHBOARD_JWT_ISSUER, _AUDIENCE); empty values keep the
+// defaults.
+func MintDevTokenFor(secret, issuer, audience, userID, email string, ttl time.Duration) (string, error) {
+	if issuer == "" {
+		issuer = "switchboard"
+	}
+	return userauth.MintFor(secret, issuer, audience, userID, email, ttl)
 }
 
 // stripeWebhook hands a delivery's raw body and Stripe-Signature header to

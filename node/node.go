@@ -31,6 +31,7 @@ import (
 	"github.com/switchboardhq/switchboard/edge"
 	"github.com/switchboardhq/switchboard/internal/config"
 	"github.com/switchboardhq/switchboard/internal/inproc"
+	"github.com/switchboardhq/switchboard/internal/rpcauth"
 	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
@@ -55,6 +56,9 @@ var AllRoles = []Role{RoleCore, RoleBilling, RoleEdge, RoleWorker}
 const (
 	SecretKeyFile  = "secret.key"
 	AdminTokenFile = "admin.token"
+	// InternalTokenFile holds the service credential of calls between
+	// roles (SWITCHBOARD_INTERNAL_TOKEN) that `serve` generates.
+	InternalTokenFile = "internal.token"
 	// JWTSecretFile holds the HS256 secret of GraphQL user tokens that
 	// `serve` generates when no user-token configuration is given, so
 	// `switchboard token` can mint development tokens.
@@ -76,6 +80,9 @@ type Node struct {
 	local      *inproc.Conn
 	health     *health.Server
 	conns      []*grpc.ClientConn
+	// internalToken is the service credential this process's calls to
+	// other roles carry and its gRPC server requires (rpcauth).
+	internalToken string
 
 	core    *core.Core
 	billing *billing.Billing
@@ -107,6 +114,12 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 	}
 	adminToken, err := n.adminToken(needs(RoleCore))
 	if err != nil && (needs(RoleCore) || needs(RoleWorker)) {
+		return nil, err
+	}
+	// Billing trusts the user the edge vouches for only from a caller
+	// holding the internal token: both ends need it.
+	n.internalToken, err = n.loadInternalToken(needs(RoleEdge) && needs(RoleBilling))
+	if err != nil && (needs(RoleEdge) || needs(RoleBilling)) {
 		return nil, err
 	}
 
@@ -168,6 +181,10 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		}
 	}
 	if needs(RoleWorker) {
+		// Workers call core's Admin API, which authorizes with the admin
+		// token; their connection also carries the internal token, but it
+		// does not replace the admin token: that would make every holder
+		// of the internal token (the edge, billing) an administrator.
 		n.workers, err = workers.New(ctx, workers.Config{AdminToken: adminToken, Replicas: cfg.NATSReplica, JobTimeout: cfg.JobTimeout},
 			workers.Deps{NATS: n.nc, Core: coreConn, Logger: log})
 		if err != nil {
@@ -196,7 +213,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			PublicURL:       cfg.PublicURL,
 			CLIHomeDir:      cfg.CLIHomeDir,
 			KeepAliveEvery:  cfg.KeepAliveEvery,
-			Billing:         edge.BillingConfig{JWTSecret: jwtSecret, JWKSURL: cfg.JWKSURL, Dev: loopback(cfg.HTTPAddr)},
+			Billing: edge.BillingConfig{JWTSecret: jwtSecret, JWKSURL: cfg.JWKSURL, JWTIssuer: cfg.JWTIssuer, JWTAudience: cfg.JWTAudience,
+				Dev: loopback(cfg.HTTPAddr)},
 		}, edge.Deps{Core: coreConn, Billing: billingConn, Logger: log})
 		if err != nil {
 			return nil, err
@@ -242,6 +260,37 @@ func (n *Node) adminToken(create bool) (string, error) {
 	}
 	n.AdminTokenPath = path
 	return string(b), nil
+}
+
+// loadInternalToken is the configured internal token, else the one in the
+// data directory, generated there when create is set (one process running
+// both ends of the calls that need it).
+func (n *Node) loadInternalToken(create bool) (string, error) {
+	if n.cfg.InternalToken != "" {
+		return n.cfg.InternalToken, nil
+	}
+	path := filepath.Join(n.cfg.DataDir, InternalTokenFile)
+	if !create {
+		b, err := secrets.Load(path)
+		if err != nil {
+			return "", errors.New("SWITCHBOARD_INTERNAL_TOKEN is not set and no generated token is in the data directory: " +
+				"roles in separate processes need the same internal token (the edge vouches for users to billing with it)")
+		}
+		return string(b), nil
+	}
+	b, created, err := secrets.LoadOrCreate(path, secrets.NewToken)
+	if err != nil {
+		return "", fmt.Errorf("internal token: %w", err)
+	}
+	if created {
+		n.log.Info("generated an internal token for calls between roles", "file", path)
+	}
+	return string(b), nil
+}
+
+// tlsConfig is the process's gRPC TLS configuration.
+func (n *Node) tlsConfig() rpcauth.TLSConfig {
+	return rpcauth.TLSConfig{CertFile: n.cfg.GRPCTLSCert, KeyFile: n.cfg.GRPCTLSKey, ClientCAFile: n.cfg.GRPCClientCA, CAFile: n.cfg.GRPCTLSCA}
 }
 
 func (n *Node) secretKey() ([]byte, error) {
@@ -300,14 +349,36 @@ func (n *Node) listenGRPC() error {
 	if err != nil {
 		return fmt.Errorf("grpc listen: %w", err)
 	}
+	if tc := n.tlsConfig(); tc.ServerEnabled() {
+		// Network connections only: the in-process listener stays plain.
+		tlsLn, err := rpcauth.ListenTLS(ln, tc)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		ln = tlsLn
+	}
 	n.grpcLn = ln
 	n.memLn = bufconn.Listen(1 << 20)
-	n.grpcServer = grpc.NewServer(
+	// Every call passes the guard, on the network and in process alike:
+	// the Router and Admin check their own callers (API keys, the admin
+	// token) and health checks are open; anything else, reflection
+	// included unless the listener is loopback only, needs the internal
+	// token.
+	guard := rpcauth.NewGuard(rpcauth.GuardConfig{
+		Token: n.internalToken,
+		SelfAuthenticated: []string{
+			corev1.Router_ServiceDesc.ServiceName, corev1.Admin_ServiceDesc.ServiceName, healthpb.Health_ServiceDesc.ServiceName,
+		},
+		OpenReflection: loopback(n.cfg.GRPCAddr),
+	})
+	opts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-		grpc.MaxRecvMsgSize(64<<20),
-		grpc.ChainUnaryInterceptor(recoverUnary(n.log)),
-		grpc.ChainStreamInterceptor(recoverStream(n.log)),
-	)
+		grpc.MaxRecvMsgSize(64 << 20),
+		grpc.ChainUnaryInterceptor(recoverUnary(n.log), guard.Unary()),
+		grpc.ChainStreamInterceptor(recoverStream(n.log), guard.Stream()),
+	}
+	n.grpcServer = grpc.NewServer(opts...)
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpcServer, n.health)
 	mem, err := grpc.NewClient("passthrough:///in-process",
@@ -321,7 +392,7 @@ func (n *Node) listenGRPC() error {
 		return fmt.Errorf("in-process connection: %w", err)
 	}
 	n.conns = append(n.conns, mem)
-	n.local = inproc.New(mem, recoverUnary(n.log))
+	n.local = inproc.New(mem, chainUnary(recoverUnary(n.log), guard.Unary()))
 	healthpb.RegisterHealthServer(n.local, n.health)
 	return nil
 }
@@ -330,19 +401,41 @@ func (n *Node) listenGRPC() error {
 // serves them, else over the network.
 // In process, unary calls go straight to the handlers (inproc) and streams
 // over an in-memory gRPC connection.
+// Either way calls carry the internal token and pass the same guard.
 func (n *Node) dial(addr string, local bool) (grpc.ClientConnInterface, error) {
 	if local {
-		return n.local, nil
+		return rpcauth.WithToken(n.local, n.internalToken), nil
 	}
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
-	)
+	opts, err := n.dialOptions()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	n.conns = append(n.conns, conn)
 	return conn, nil
+}
+
+// dialOptions are the options of connections to other processes' roles:
+// TLS when a CA is configured, the internal token on every call.
+func (n *Node) dialOptions() ([]grpc.DialOption, error) {
+	creds := insecure.NewCredentials()
+	if tc := n.tlsConfig(); tc.ClientEnabled() {
+		var err error
+		if creds, err = rpcauth.ClientTLS(tc); err != nil {
+			return nil, err
+		}
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+	}
+	if n.internalToken != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(rpcauth.TokenCredentials(n.internalToken)))
+	}
+	return opts, nil
 }
 
 // NATS is the process's NATS connection (nil for an edge-only process).
@@ -463,6 +556,16 @@ func (n *Node) close() {
 	}
 	if n.embedded != nil {
 		n.embedded.Shutdown()
+	}
+}
+
+// chainUnary runs interceptors in order around a handler, for the
+// in-process path, which takes one interceptor.
+func chainUnary(first, second grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return first(ctx, req, info, func(ctx context.Context, req any) (any, error) {
+			return second(ctx, req, info, handler)
+		})
 	}
 }
 

@@ -23,12 +23,18 @@ import (
 
 	"github.com/switchboardhq/switchboard/billing"
 	"github.com/switchboardhq/switchboard/billing/internal/payments/paymentstest"
+	"github.com/switchboardhq/switchboard/internal/rpcauth"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
 // WebhookSecret is the webhook signing secret of a Harness.
 const WebhookSecret = "whsec_billingtest"
+
+// InternalToken is the service credential of a Harness: its server admits
+// only callers presenting it (as a node's does), and Harness.Conn sends it.
+// Calls acting for a user name the user with rpcauth.VouchUser.
+const InternalToken = "billingtest-internal-token"
 
 // Options tune a Harness.
 type Options struct {
@@ -83,13 +89,15 @@ func Start(t testing.TB, opts Options) *Harness {
 	t.Cleanup(nc.Close)
 	h := &Harness{t: t, opts: opts, Stripe: paymentstest.New(), NATS: nc}
 	h.Billing = h.newBilling()
-	h.server = grpc.NewServer()
+	guard := rpcauth.NewGuard(rpcauth.GuardConfig{Token: InternalToken})
+	h.server = grpc.NewServer(grpc.ChainUnaryInterceptor(guard.Unary()), grpc.ChainStreamInterceptor(guard.Stream()))
 	h.Billing.Register(h.server)
 	h.ln = bufconn.Listen(1 << 20)
 	go func() { _ = h.server.Serve(h.ln) }()
 	t.Cleanup(h.server.Stop)
 	h.Conn, err = grpc.NewClient("passthrough:///billing",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(rpcauth.TokenCredentials(InternalToken)),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return h.ln.DialContext(ctx) }))
 	if err != nil {
 		t.Fatalf("billingtest: dial: %v", err)

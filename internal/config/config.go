@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -30,11 +31,28 @@ type Config struct {
 	BillingAddr string
 	AdminToken  string
 	SecretKey   string
+	// InternalToken (SWITCHBOARD_INTERNAL_TOKEN) is the service credential
+	// every gRPC call between roles carries; `serve` generates one into the
+	// data directory when it is empty.
+	InternalToken string
+
+	// GRPCTLSCert and GRPCTLSKey are this process's gRPC certificate and key
+	// (served by the listener, presented as client certificate when
+	// dialing with TLS); GRPCClientCA makes the listener require client
+	// certificates; GRPCTLSCA makes dialers use TLS with these roots.
+	GRPCTLSCert  string
+	GRPCTLSKey   string
+	GRPCClientCA string
+	GRPCTLSCA    string
 
 	RequireAPIKey bool
 
 	JWTSecret string
 	JWKSURL   string
+	// JWTIssuer and JWTAudience, when set, are required of user tokens
+	// (both are required with a JWKS URL).
+	JWTIssuer   string
+	JWTAudience string
 
 	StripeSecretKey     string
 	StripeWebhookSecret string
@@ -109,9 +127,16 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	billingAddr := s.add("SWITCHBOARD_BILLING_ADDR", "billing-addr", "", "where edge reaches billing (default: the gRPC listener)", false)
 	adminToken := s.add("SWITCHBOARD_ADMIN_TOKEN", "admin-token", "", "admin bearer token (generated into the data directory when empty)", true)
 	secretKey := s.add("SWITCHBOARD_SECRET_KEY", "secret-key", "", "base64 32-byte key for secrets at rest (generated when empty)", true)
+	internalToken := s.add("SWITCHBOARD_INTERNAL_TOKEN", "internal-token", "", "service credential of gRPC calls between roles (generated into the data directory by serve; required by split billing and edge)", true)
+	grpcCert := s.add("SWITCHBOARD_GRPC_TLS_CERT", "grpc-tls-cert", "", "PEM certificate of the gRPC listener (also the client certificate when dialing with TLS)", false)
+	grpcKey := s.add("SWITCHBOARD_GRPC_TLS_KEY", "grpc-tls-key", "", "PEM key of SWITCHBOARD_GRPC_TLS_CERT", false)
+	grpcClientCA := s.add("SWITCHBOARD_GRPC_CLIENT_CA", "grpc-client-ca", "", "PEM CA(s): the gRPC listener requires client certificates they signed", false)
+	grpcCA := s.add("SWITCHBOARD_GRPC_TLS_CA", "grpc-tls-ca", "", "PEM CA(s): dial core and billing with TLS, verifying their certificates", false)
 	requireKey := s.add("REQUIRE_API_KEY", "require-api-key", "false", "gateway routes need an API key", false)
 	jwtSecret := s.add("SWITCHBOARD_JWT_SECRET", "jwt-secret", "", "HS256 secret of GraphQL user tokens", true)
 	jwksURL := s.add("SWITCHBOARD_JWKS_URL", "jwks-url", "", "JWKS URL of GraphQL user tokens", false)
+	jwtIssuer := s.add("SWITCHBOARD_JWT_ISSUER", "jwt-issuer", "", "required iss of GraphQL user tokens (required with a JWKS URL)", false)
+	jwtAudience := s.add("SWITCHBOARD_JWT_AUDIENCE", "jwt-audience", "", "required aud of GraphQL user tokens (required with a JWKS URL)", false)
 	stripeKey := s.add("STRIPE_SECRET_KEY", "stripe-secret-key", "", "Stripe secret key; billing is off without it", true)
 	stripeHook := s.add("STRIPE_WEBHOOK_SECRET", "stripe-webhook-secret", "", "Stripe webhook signing secret", true)
 	stripeBase := s.add("STRIPE_API_BASE", "stripe-api-base", "", "Stripe API base URL (for stripe-mock or a proxy)", false)
@@ -159,6 +184,13 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		BillingAddr:         billingAddr.raw,
 		AdminToken:          adminToken.raw,
 		SecretKey:           secretKey.raw,
+		InternalToken:       internalToken.raw,
+		GRPCTLSCert:         grpcCert.raw,
+		GRPCTLSKey:          grpcKey.raw,
+		GRPCClientCA:        grpcClientCA.raw,
+		GRPCTLSCA:           grpcCA.raw,
+		JWTIssuer:           jwtIssuer.raw,
+		JWTAudience:         jwtAudience.raw,
 		JWTSecret:           jwtSecret.raw,
 		JWKSURL:             jwksURL.raw,
 		StripeSecretKey:     stripeKey.raw,
@@ -197,10 +229,29 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		check(adminToken, errors.New("must be at least 16 characters"))
 	}
+	if c.InternalToken != "" && len(c.InternalToken) < 16 {
+		check(internalToken, errors.New("must be at least 16 characters"))
+	}
+	if (c.GRPCTLSCert == "") != (c.GRPCTLSKey == "") {
+		check(grpcCert, errors.New("SWITCHBOARD_GRPC_TLS_CERT and SWITCHBOARD_GRPC_TLS_KEY go together"))
+	}
+	if c.GRPCClientCA != "" && c.GRPCTLSCert == "" {
+		check(grpcClientCA, errors.New("client certificates are verified only by a TLS listener: set SWITCHBOARD_GRPC_TLS_CERT and SWITCHBOARD_GRPC_TLS_KEY"))
+	}
+	for _, f := range []*setting{grpcCert, grpcKey, grpcClientCA, grpcCA} {
+		if f.raw != "" {
+			check(f, readableFile(f.raw))
+		}
+	}
 	c.RequireAPIKey, err = strconv.ParseBool(requireKey.raw)
 	check(requireKey, err)
 	if c.JWKSURL != "" {
 		check(jwksURL, validHTTPURL(c.JWKSURL))
+		// A shared identity provider signs tokens for other applications
+		// with the same keys: only iss and aud say a token is for us.
+		if c.JWTIssuer == "" || c.JWTAudience == "" {
+			check(jwksURL, errors.New("needs SWITCHBOARD_JWT_ISSUER and SWITCHBOARD_JWT_AUDIENCE, so that tokens the identity provider issued for other applications are refused"))
+		}
 	}
 	if c.StripeAPIBase != "" {
 		check(stripeBase, validHTTPURL(c.StripeAPIBase))
@@ -292,6 +343,14 @@ func validAddr(addr string) error {
 		return fmt.Errorf("bad port in %q", addr)
 	}
 	return nil
+}
+
+func readableFile(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return fmt.Errorf("cannot read %q", name)
+	}
+	return f.Close()
 }
 
 func validNATSURL(list string) error {

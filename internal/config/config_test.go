@@ -3,6 +3,7 @@ package config
 import (
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +81,68 @@ func TestSplitRolesNeedExternalNATS(t *testing.T) {
 func TestUnexpectedArguments(t *testing.T) {
 	_, err := Load("serve", []string{"extra"}, env(nil), io.Discard)
 	require.Error(t, err)
+}
+
+// A JWKS URL alone would accept tokens the identity provider issued for any
+// other application: issuer and audience are required with it.
+func TestJWKSNeedsIssuerAndAudience(t *testing.T) {
+	tests := []struct {
+		name     string
+		vars     map[string]string
+		wantErrs []string
+	}{
+		{"jwks alone", map[string]string{"SWITCHBOARD_JWKS_URL": "https://idp.example/jwks"},
+			[]string{"SWITCHBOARD_JWKS_URL", "SWITCHBOARD_JWT_ISSUER", "SWITCHBOARD_JWT_AUDIENCE"}},
+		{"jwks without audience", map[string]string{"SWITCHBOARD_JWKS_URL": "https://idp.example/jwks", "SWITCHBOARD_JWT_ISSUER": "https://idp.example/"},
+			[]string{"SWITCHBOARD_JWT_AUDIENCE"}},
+		{"jwks without issuer", map[string]string{"SWITCHBOARD_JWKS_URL": "https://idp.example/jwks", "SWITCHBOARD_JWT_AUDIENCE": "switchboard"},
+			[]string{"SWITCHBOARD_JWT_ISSUER"}},
+		{"jwks with both", map[string]string{"SWITCHBOARD_JWKS_URL": "https://idp.example/jwks", "SWITCHBOARD_JWT_ISSUER": "https://idp.example/", "SWITCHBOARD_JWT_AUDIENCE": "switchboard"}, nil},
+		{"secret without either", map[string]string{"SWITCHBOARD_JWT_SECRET": "0123456789abcdef0123456789abcdef"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load("serve", nil, env(tt.vars), io.Discard)
+			if tt.wantErrs == nil {
+				require.NoError(t, err)
+				assert.Equal(t, tt.vars["SWITCHBOARD_JWT_ISSUER"], c.JWTIssuer)
+				assert.Equal(t, tt.vars["SWITCHBOARD_JWT_AUDIENCE"], c.JWTAudience)
+				return
+			}
+			require.Error(t, err)
+			for _, want := range tt.wantErrs {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+}
+
+func TestGRPCTLSSettings(t *testing.T) {
+	dir := t.TempDir()
+	pem := dir + "/cert.pem"
+	require.NoError(t, os.WriteFile(pem, []byte("x"), 0o600))
+	tests := []struct {
+		name    string
+		vars    map[string]string
+		wantErr string
+	}{
+		{"cert without key", map[string]string{"SWITCHBOARD_GRPC_TLS_CERT": pem}, "SWITCHBOARD_GRPC_TLS_CERT"},
+		{"client CA without a TLS listener", map[string]string{"SWITCHBOARD_GRPC_CLIENT_CA": pem}, "SWITCHBOARD_GRPC_CLIENT_CA"},
+		{"missing file", map[string]string{"SWITCHBOARD_GRPC_TLS_CA": dir + "/nope.pem"}, "SWITCHBOARD_GRPC_TLS_CA"},
+		{"short internal token", map[string]string{"SWITCHBOARD_INTERNAL_TOKEN": "short"}, "SWITCHBOARD_INTERNAL_TOKEN"},
+		{"complete", map[string]string{"SWITCHBOARD_GRPC_TLS_CERT": pem, "SWITCHBOARD_GRPC_TLS_KEY": pem, "SWITCHBOARD_GRPC_CLIENT_CA": pem, "SWITCHBOARD_GRPC_TLS_CA": pem}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load("serve", nil, env(tt.vars), io.Discard)
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				assert.Equal(t, pem, c.GRPCClientCA)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErr)
+			assert.NotContains(t, err.Error(), "short\"", "the secret is not echoed")
+		})
+	}
 }

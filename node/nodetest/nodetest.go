@@ -17,12 +17,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/internal/config"
-	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/node"
 )
 
 // AdminToken is the admin token of every instance started here.
 const AdminToken = "test-admin-token-0123456789"
+
+// InternalToken is the internal service credential of every instance
+// started here, so split roles trust each other.
+const InternalToken = "test-internal-token-0123456789"
 
 // Instance is a running switchboard process.
 type Instance struct {
@@ -40,6 +44,7 @@ func Config(dataDir string) config.Config {
 		GRPCAddr:        "127.0.0.1:0",
 		DataDir:         dataDir,
 		AdminToken:      AdminToken,
+		InternalToken:   InternalToken,
 		NATSReplica:     1,
 		PublicURL:       "http://127.0.0.1",
 		ShutdownTimeout: 5 * time.Second,

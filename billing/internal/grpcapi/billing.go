@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/billing/internal/account"
 	"github.com/switchboardhq/switchboard/billing/internal/webhook"
+	"github.com/switchboardhq/switchboard/internal/rpcauth"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -48,15 +49,21 @@ func (s *Server) ready() error {
 	return nil
 }
 
-// user checks the user named in a request.
-func (s *Server) user(u *billingv1.User) (account.User, error) {
+// user is the user a call acts for: the one the edge vouched for in the
+// call's metadata (rpcauth.VouchedUser), never one a request body names. A
+// body that names another user is refused; its email is ignored.
+func (s *Server) user(ctx context.Context, body *billingv1.User) (account.User, error) {
 	if err := s.ready(); err != nil {
 		return account.User{}, err
 	}
-	if u.GetId() == "" {
+	u, err := rpcauth.VouchedUser(ctx)
+	if err != nil {
 		return account.User{}, account.ErrUnauthenticated
 	}
-	return account.User{ID: u.GetId(), Email: u.GetEmail()}, nil
+	if id := body.GetId(); id != "" && id != u.ID {
+		return account.User{}, errUserMismatch
+	}
+	return account.User{ID: u.ID, Email: u.Email}, nil
 }
 
 func subscription(rec *billingv1.SubscriptionRecord) *billingv1.Subscription {
@@ -68,7 +75,7 @@ func subscription(rec *billingv1.SubscriptionRecord) *billingv1.Subscription {
 
 // Checkout implements billingv1.BillingServer.
 func (s *Server) Checkout(ctx context.Context, req *billingv1.CheckoutRequest) (*billingv1.CheckoutResponse, error) {
-	u, err := s.user(req.GetUser())
+	u, err := s.user(ctx, req.GetUser())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "checkout", err)
 	}
@@ -81,7 +88,7 @@ func (s *Server) Checkout(ctx context.Context, req *billingv1.CheckoutRequest) (
 
 // CreateCustomerPortal implements billingv1.BillingServer.
 func (s *Server) CreateCustomerPortal(ctx context.Context, req *billingv1.CreateCustomerPortalRequest) (*billingv1.CreateCustomerPortalResponse, error) {
-	u, err := s.user(req.GetUser())
+	u, err := s.user(ctx, req.GetUser())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "portal", err)
 	}
@@ -94,7 +101,7 @@ func (s *Server) CreateCustomerPortal(ctx context.Context, req *billingv1.Create
 
 // CancelSubscription implements billingv1.BillingServer.
 func (s *Server) CancelSubscription(ctx context.Context, req *billingv1.CancelSubscriptionRequest) (*billingv1.CancelSubscriptionResponse, error) {
-	u, err := s.user(req.GetUser())
+	u, err := s.user(ctx, req.GetUser())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "cancel", err)
 	}
@@ -107,7 +114,7 @@ func (s *Server) CancelSubscription(ctx context.Context, req *billingv1.CancelSu
 
 // ResumeSubscription implements billingv1.BillingServer.
 func (s *Server) ResumeSubscription(ctx context.Context, req *billingv1.ResumeSubscriptionRequest) (*billingv1.ResumeSubscriptionResponse, error) {
-	u, err := s.user(req.GetUser())
+	u, err := s.user(ctx, req.GetUser())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "resume", err)
 	}
@@ -120,7 +127,7 @@ func (s *Server) ResumeSubscription(ctx context.Context, req *billingv1.ResumeSu
 
 // UpdateSubscriptionRecurring implements billingv1.BillingServer.
 func (s *Server) UpdateSubscriptionRecurring(ctx context.Context, req *billingv1.UpdateSubscriptionRecurringRequest) (*billingv1.UpdateSubscriptionRecurringResponse, error) {
-	u, err := s.user(req.GetUser())
+	u, err := s.user(ctx, req.GetUser())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "update recurring", err)
 	}
@@ -133,7 +140,7 @@ func (s *Server) UpdateSubscriptionRecurring(ctx context.Context, req *billingv1
 
 // GetSubscription implements billingv1.BillingServer.
 func (s *Server) GetSubscription(ctx context.Context, req *billingv1.GetSubscriptionRequest) (*billingv1.GetSubscriptionResponse, error) {
-	u, err := s.user(req.GetUser())
+	u, err := s.user(ctx, req.GetUser())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "get subscription", err)
 	}
@@ -142,7 +149,7 @@ func (s *Server) GetSubscription(ctx context.Context, req *billingv1.GetSubscrip
 
 // ListInvoices implements billingv1.BillingServer.
 func (s *Server) ListInvoices(ctx context.Context, req *billingv1.ListInvoicesRequest) (*billingv1.ListInvoicesResponse, error) {
-	u, err := s.user(req.GetUser())
+	u, err := s.user(ctx, req.GetUser())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "list invoices", err)
 	}
@@ -162,7 +169,7 @@ func (s *Server) ListInvoices(ctx context.Context, req *billingv1.ListInvoicesRe
 
 // CountInvoices implements billingv1.BillingServer.
 func (s *Server) CountInvoices(ctx context.Context, req *billingv1.CountInvoicesRequest) (*billingv1.CountInvoicesResponse, error) {
-	u, err := s.user(req.GetUser())
+	u, err := s.user(ctx, req.GetUser())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "count invoices", err)
 	}

@@ -15,14 +15,19 @@ import (
 
 	"github.com/switchboardhq/switchboard/billing/internal/account"
 	"github.com/switchboardhq/switchboard/billing/internal/webhook"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // ErrorDomain is the errdetails.ErrorInfo domain of billing's errors.
-const ErrorDomain = "switchboard.billing"
+const ErrorDomain = contract.BillingErrorDomain
 
 // MetaHTTPStatus is the ErrorInfo metadata key of the HTTP status a front
 // end should answer with.
-const MetaHTTPStatus = "http_status"
+const MetaHTTPStatus = contract.MetaHTTPStatus
+
+// errUserMismatch: a request body names another user than the one the edge
+// vouched for.
+var errUserMismatch = &account.Error{Code: CodeUserMismatch, Status: http.StatusForbidden, Message: "the request names another user than the signed-in one"}
 
 // Codes of webhook intake failures.
 const (
@@ -33,6 +38,8 @@ const (
 	CodeEventNotStored    = "EVENT_NOT_STORED"
 	CodeInternal          = "INTERNAL_SERVER_ERROR"
 	CodeWebhookNotEnabled = "BILLING_NOT_CONFIGURED"
+	// CodeUserMismatch: the body's user is not the vouched one.
+	CodeUserMismatch = "USER_MISMATCH"
 )
 
 func statusError(code codes.Code, reason, msg string, httpStatus int) error {
@@ -82,6 +89,8 @@ func grpcCode(e *account.Error) codes.Code {
 	switch e.Status {
 	case http.StatusUnauthorized:
 		return codes.Unauthenticated
+	case http.StatusForbidden:
+		return codes.PermissionDenied
 	case http.StatusNotFound:
 		return codes.NotFound
 	case http.StatusConflict:

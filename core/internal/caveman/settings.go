@@ -1,14 +1,18 @@
 package caveman
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
+)
 
 // The per-request opt-out headers. Either one set to "off", "false" or "0"
 // (any case) turns the option off for that request.
 const (
-	HeaderTokenSaver = "x-switchboard-token-saver"
+	HeaderTokenSaver = contract.MDTokenSaver
 	// HeaderTokenSaverLegacy is the source system's header, accepted so that
 	// existing clients keep working.
-	HeaderTokenSaverLegacy = "x-9router-token-saver"
+	HeaderTokenSaverLegacy = contract.MDTokenSaverLegacy
 )
 
 // Override is a connection's override of the machine's settings. A nil

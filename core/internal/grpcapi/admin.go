@@ -25,12 +25,13 @@ import (
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 // MDHTTPCode is response metadata asking the HTTP gateway for a status other
 // than 200 (201 for creations).
-const MDHTTPCode = "x-http-code"
+const MDHTTPCode = contract.MDHTTPCode
 
 // Caveman levels (decisions.md).
 var cavemanLevels = map[string]bool{"lite": true, "full": true, "ultra": true, "wenyan-lite": true, "wenyan": true, "wenyan-ultra": true}

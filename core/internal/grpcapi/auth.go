@@ -9,15 +9,16 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/apikey"
 	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // Metadata keys core reads.
 const (
 	// MDMachine names the machine an admin call acts on.
-	MDMachine = "x-switchboard-machine"
+	MDMachine = contract.MDMachine
 	// MDPathMachine carries the machine id of a legacy /{machineId}/v1/...
 	// route; the edge sets it, and the key must belong to that machine.
-	MDPathMachine = "x-switchboard-path-machine"
+	MDPathMachine = contract.MDPathMachine
 )
 
 // Principal is the caller of a Router call.

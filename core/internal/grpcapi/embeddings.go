@@ -10,11 +10,12 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/embeddings"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 // MDRequestID is the request id metadata; core makes one when it is absent.
-const MDRequestID = "x-request-id"
+const MDRequestID = contract.MDRequestID
 
 // CreateEmbeddings embeds texts or token arrays.
 func (r *Router) CreateEmbeddings(ctx context.Context, req *corev1.CreateEmbeddingsRequest) (*corev1.CreateEmbeddingsResponse, error) {

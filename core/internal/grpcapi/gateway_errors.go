@@ -20,11 +20,12 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // MetaUpstreamBody carries an upstream error body passed through to the
 // client (truncated, valid UTF-8).
-const MetaUpstreamBody = "upstream_body"
+const MetaUpstreamBody = contract.MetaUpstreamBody
 
 const maxUpstreamBody = 64 << 10
 

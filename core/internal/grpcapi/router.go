@@ -11,17 +11,18 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/embeddings"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 // MDCatalogFetch marks a request made by another instance's catalog fetch
 // (the loop-breaker of decisions.md): it is never answered with models that
 // would need a fetch of their own.
-const MDCatalogFetch = "x-switchboard-catalog-fetch"
+const MDCatalogFetch = contract.MDCatalogFetch
 
 // MDUpstreamUs is response metadata: microseconds spent waiting on
 // upstreams, which the edge leaves out of its overhead figure.
-const MDUpstreamUs = "x-switchboard-upstream-us"
+const MDUpstreamUs = contract.MDUpstreamUs
 
 // UsageRecorder takes usage events without waiting on the bus.
 type UsageRecorder interface {

@@ -7,17 +7,19 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // ErrorDomain is the errdetails.ErrorInfo domain of core's errors.
-const ErrorDomain = "switchboard.core"
+const ErrorDomain = contract.CoreErrorDomain
 
 // Metadata keys of errdetails.ErrorInfo that the edge reads.
 const (
 	// MetaParam names the request parameter at fault.
-	MetaParam = "param"
+	MetaParam = contract.MetaParam
 	// MetaHTTPStatus carries an upstream status to pass through.
-	MetaHTTPStatus = "http_status"
+	MetaHTTPStatus = contract.MetaHTTPStatus
 )
 
 // statusError builds a status whose ErrorInfo reason is the stable snake_case

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -173,7 +174,7 @@ func adminContext(r *http.Request) context.Context {
 		md.Set("authorization", v)
 	}
 	if v := r.Header.Get("X-Switchboard-Machine"); v != "" {
-		md.Set("x-switchboard-machine", v)
+		md.Set(contract.MDMachine, v)
 	}
 	return metadata.NewOutgoingContext(r.Context(), md)
 }

@@ -14,20 +14,24 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 // mdHTTPCode is response metadata by which core asks for a status other than 200.
-const mdHTTPCode = "x-http-code"
+const mdHTTPCode = contract.MDHTTPCode
 
-// forwarded are the request headers passed to core as gRPC metadata (besides
-// Authorization, which grpc-gateway always passes).
-var forwarded = map[string]bool{
-	"x-api-key":                   true,
-	"x-goog-api-key":              true,
-	"x-switchboard-machine":       true,
-	"x-switchboard-catalog-fetch": true,
-	"idempotency-key":             true,
+// forwarded are the request headers passed to core as gRPC metadata of the
+// same name; internal are metadata keys only roles set, never taken from a
+// request (grpc-gateway would pass a "Grpc-Metadata-" header through).
+var forwarded, internal = set(contract.ForwardedHeaders), set(contract.InternalKeys)
+
+func set(keys []string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
 }
 
 // New returns a mux serving core's HTTP routes through conn.
@@ -35,10 +39,18 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newMarshaler()),
 		runtime.WithIncomingHeaderMatcher(func(key string) (string, bool) {
-			if k := strings.ToLower(key); forwarded[k] {
+			k := strings.ToLower(key)
+			if k == "authorization" {
+				return "", false // grpc-gateway passes it itself
+			}
+			if forwarded[k] {
 				return k, true
 			}
-			return runtime.DefaultHeaderMatcher(key)
+			k, ok := runtime.DefaultHeaderMatcher(key)
+			if ok && internal[strings.ToLower(k)] {
+				return "", false
+			}
+			return k, ok
 		}),
 		// Core's response metadata is for the edge, not for clients.
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),

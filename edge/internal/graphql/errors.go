@@ -14,10 +14,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboardhq/switchboard/edge/internal/userauth"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // billingErrorDomain is the ErrorInfo domain of billing's typed errors.
-const billingErrorDomain = "switchboard.billing"
+const billingErrorDomain = contract.BillingErrorDomain
 
 // Codes the edge itself produces.
 const (
@@ -59,7 +60,7 @@ func fromStatus(st *status.Status) (*Error, bool) {
 		if !ok || info.GetDomain() != billingErrorDomain {
 			continue
 		}
-		httpStatus, err := strconv.Atoi(info.GetMetadata()["http_status"])
+		httpStatus, err := strconv.Atoi(info.GetMetadata()[contract.MetaHTTPStatus])
 		if err != nil || httpStatus == 0 {
 			httpStatus = http.StatusInternalServerError
 		}

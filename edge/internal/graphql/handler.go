@@ -26,7 +26,9 @@ const callTimeout = 30 * time.Second
 // NewHandler returns the POST /graphql handler: users authenticated by
 // verifier, fields resolved through billing's gRPC service on conn.
 func NewHandler(conn grpc.ClientConnInterface, verifier *userauth.Verifier, log *slog.Logger) http.Handler {
-	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: &Resolver{billing: billingv1.NewBillingClient(conn)}}))
+	// Billing acts for the user the edge vouches for on the connection, not
+	// for the user a request body names.
+	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: &Resolver{billing: billingv1.NewBillingClient(userauth.Vouching(conn))}}))
 	srv.AddTransport(transport.POST{})
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.FixedComplexityLimit(500))

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // ErrorBody is OpenAI's error response: {"error": {...}}.
@@ -114,11 +116,11 @@ func FromError(err error) Problem {
 		switch d := d.(type) {
 		case *errdetails.ErrorInfo:
 			code = d.GetReason()
-			param = d.GetMetadata()["param"]
-			if s, err := strconv.Atoi(d.GetMetadata()["http_status"]); err == nil && s >= 400 && s <= 599 {
+			param = d.GetMetadata()[contract.MetaParam]
+			if s, err := strconv.Atoi(d.GetMetadata()[contract.MetaHTTPStatus]); err == nil && s >= 400 && s <= 599 {
 				httpStatus = s
 			}
-			upstreamBody = d.GetMetadata()["upstream_body"]
+			upstreamBody = d.GetMetadata()[contract.MetaUpstreamBody]
 		case *errdetails.RetryInfo:
 			retry = d.GetRetryDelay().AsDuration()
 		}

@@ -7,17 +7,16 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/metadata"
-)
 
-// forwarded are the request headers a gateway call hands to core.
-var forwarded = []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "X-Switchboard-Token-Saver", "X-9router-Token-Saver"}
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
+)
 
 // Outgoing returns ctx with the request's credentials and identity as gRPC
 // metadata: the API key headers, a request id (the client's X-Request-Id or
 // a new one), and the machine id of a legacy /{machineId}/v1/... path.
 func Outgoing(r *http.Request) (context.Context, string) {
 	md := make(metadata.MD, 4)
-	for _, h := range forwarded {
+	for _, h := range contract.ForwardedHeaders {
 		if v := r.Header.Get(h); v != "" {
 			md.Set(h, v)
 		}
@@ -26,20 +25,18 @@ func Outgoing(r *http.Request) (context.Context, string) {
 	if id == "" || len(id) > 128 {
 		id = uuid.NewString()
 	}
-	md.Set("x-request-id", id)
+	md.Set(contract.MDRequestID, id)
 	if m := r.PathValue("machineId"); m != "" {
-		md.Set("x-switchboard-path-machine", m)
+		md.Set(contract.MDPathMachine, m)
 	}
 	return metadata.NewOutgoingContext(r.Context(), md), id
 }
 
-// MDUpstreamUs is core's response metadata: microseconds spent waiting on
-// upstreams, left out of the edge's overhead figure.
-const MDUpstreamUs = "x-switchboard-upstream-us"
-
-// UpstreamMicros reads MDUpstreamUs from a call's header metadata.
+// UpstreamMicros reads contract.MDUpstreamUs (core's microseconds spent
+// waiting on upstreams, left out of the edge's overhead figure) from a
+// call's header metadata.
 func UpstreamMicros(md metadata.MD) (int64, bool) {
-	v := md.Get(MDUpstreamUs)
+	v := md.Get(contract.MDUpstreamUs)
 	if len(v) == 0 {
 		return 0, false
 	}

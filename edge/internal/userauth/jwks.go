@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -24,7 +25,8 @@ type JWKS struct {
 	client *http.Client
 
 	mu      sync.Mutex
-	keys    map[string]any // kid -> *rsa.PublicKey | *ecdsa.PublicKey
+	keys    map[string]any    // kid -> *rsa.PublicKey | *ecdsa.PublicKey
+	algs    map[string]string // kid -> the key's "alg" member, when it has one
 	fetched time.Time
 	tried   time.Time // last refresh attempt
 }
@@ -47,7 +49,7 @@ func (j *JWKS) Key(ctx context.Context, kid, alg string) (any, error) {
 	defer j.mu.Unlock()
 	stale := time.Since(j.fetched) > jwksTTL
 	if k, ok := j.lookup(kid); ok && !stale {
-		return k, nil
+		return j.fit(kid, k, alg)
 	}
 	// A refresh, successful or not, is tried at most every jwksMinRefresh:
 	// tokens with made-up key ids cannot make every request wait on the URL.
@@ -55,15 +57,36 @@ func (j *JWKS) Key(ctx context.Context, kid, alg string) (any, error) {
 		j.tried = time.Now()
 		if err := j.refresh(ctx); err != nil {
 			if k, ok := j.lookup(kid); ok {
-				return k, nil // serve the stale set while the URL fails
+				return j.fit(kid, k, alg) // serve the stale set while the URL fails
 			}
 			return nil, err
 		}
 	}
 	if k, ok := j.lookup(kid); ok {
-		return k, nil
+		return j.fit(kid, k, alg)
 	}
 	return nil, fmt.Errorf("no key %q for %s in the JWKS", kid, alg)
+}
+
+// fit pins a key to the algorithms it may verify: its "alg" member when the
+// set names one, else its type (RSA for RS*/PS*, EC of the matching curve
+// for ES*).
+func (j *JWKS) fit(kid string, key any, alg string) (any, error) {
+	if want := j.algs[kid]; want != "" && want != alg {
+		return nil, fmt.Errorf("key %q is for %s, not %s", kid, want, alg)
+	}
+	ok := false
+	switch k := key.(type) {
+	case *rsa.PublicKey:
+		ok = strings.HasPrefix(alg, "RS") || strings.HasPrefix(alg, "PS")
+	case *ecdsa.PublicKey:
+		curves := map[string]elliptic.Curve{"ES256": elliptic.P256(), "ES384": elliptic.P384(), "ES512": elliptic.P521()}
+		ok = curves[alg] == k.Curve
+	}
+	if !ok {
+		return nil, fmt.Errorf("key %q does not fit %s", kid, alg)
+	}
+	return key, nil
 }
 
 func (j *JWKS) lookup(kid string) (any, bool) {
@@ -79,6 +102,7 @@ func (j *JWKS) lookup(kid string) (any, bool) {
 type jwk struct {
 	Kty string `json:"kty"`
 	Kid string `json:"kid"`
+	Alg string `json:"alg"`
 	Use string `json:"use"`
 	N   string `json:"n"`
 	E   string `json:"e"`
@@ -102,11 +126,11 @@ func (j *JWKS) refresh(ctx context.Context) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("fetch jwks: status %d", resp.StatusCode)
 	}
-	keys, err := ParseJWKS(io.LimitReader(resp.Body, jwksMaxBytes))
+	keys, algs, err := parseJWKS(io.LimitReader(resp.Body, jwksMaxBytes))
 	if err != nil {
 		return err
 	}
-	j.keys = keys
+	j.keys, j.algs = keys, algs
 	j.fetched = time.Now()
 	return nil
 }
@@ -114,13 +138,20 @@ func (j *JWKS) refresh(ctx context.Context) error {
 // ParseJWKS reads a key set's RSA and EC signing keys by kid; other keys
 // are skipped.
 func ParseJWKS(r io.Reader) (map[string]any, error) {
+	keys, _, err := parseJWKS(r)
+	return keys, err
+}
+
+// parseJWKS is ParseJWKS that also returns the keys' "alg" members by kid.
+func parseJWKS(r io.Reader) (map[string]any, map[string]string, error) {
 	var set struct {
 		Keys []jwk `json:"keys"`
 	}
 	if err := json.NewDecoder(r).Decode(&set); err != nil {
-		return nil, fmt.Errorf("parse jwks: %w", err)
+		return nil, nil, fmt.Errorf("parse jwks: %w", err)
 	}
 	keys := make(map[string]any, len(set.Keys))
+	algs := make(map[string]string)
 	for _, k := range set.Keys {
 		if k.Use != "" && k.Use != "sig" {
 			continue
@@ -130,11 +161,14 @@ func ParseJWKS(r io.Reader) (map[string]any, error) {
 			continue
 		}
 		keys[k.Kid] = pub
+		if k.Alg != "" {
+			algs[k.Kid] = k.Alg
+		}
 	}
 	if len(keys) == 0 {
-		return nil, errors.New("parse jwks: no usable signing key")
+		return nil, nil, errors.New("parse jwks: no usable signing key")
 	}
-	return keys, nil
+	return keys, algs, nil
 }
 
 func (k jwk) publicKey() (any, error) {

@@ -36,16 +36,30 @@ type Claims struct {
 
 // Verifier checks tokens.
 type Verifier struct {
-	secret []byte
-	jwks   *JWKS
-	leeway time.Duration
+	secret   []byte
+	jwks     *JWKS
+	leeway   time.Duration
+	issuer   string
+	audience string
+	methods  []string
 }
+
+// Algorithms accepted: HS256 only with the secret, these only with keys of
+// the JWKS (each key used only for the algorithms its type allows).
+var (
+	secretMethods = []string{"HS256"}
+	jwksMethods   = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}
+)
 
 // Config configures a Verifier: a secret, a JWKS URL, or both (a token with
 // an HS256 header is checked with the secret, others against the JWKS).
 type Config struct {
 	Secret  string
 	JWKSURL string
+	// Issuer and Audience, when set, must be the token's iss and one of its
+	// aud (SWITCHBOARD_JWT_ISSUER, SWITCHBOARD_JWT_AUDIENCE).
+	Issuer   string
+	Audience string
 	// HTTPClient fetches the JWKS; nil means a client with a 10s timeout.
 	HTTPClient *http.Client
 }
@@ -53,11 +67,13 @@ type Config struct {
 // New returns a Verifier. With neither a secret nor a JWKS URL every token
 // is refused with ErrNotConfigured.
 func New(cfg Config) *Verifier {
-	v := &Verifier{leeway: 30 * time.Second}
+	v := &Verifier{leeway: 30 * time.Second, issuer: cfg.Issuer, audience: cfg.Audience}
 	if cfg.Secret != "" {
 		v.secret = []byte(cfg.Secret)
+		v.methods = append(v.methods, secretMethods...)
 	}
 	if cfg.JWKSURL != "" {
+		v.methods = append(v.methods, jwksMethods...)
 		client := cfg.HTTPClient
 		if client == nil {
 			client = &http.Client{Timeout: 10 * time.Second}
@@ -81,13 +97,25 @@ func BearerToken(header string) (string, bool) {
 	return token, token != ""
 }
 
-// Verify checks a token's signature, expiry and subject.
+// Verify checks a token's algorithm, signature, expiry, subject, and issuer
+// and audience when configured.
 func (v *Verifier) Verify(ctx context.Context, token string) (User, error) {
 	if token == "" {
 		return User{}, ErrNoToken
 	}
 	if !v.Configured() {
 		return User{}, ErrNotConfigured
+	}
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods(v.methods),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(v.leeway),
+	}
+	if v.issuer != "" {
+		opts = append(opts, jwt.WithIssuer(v.issuer))
+	}
+	if v.audience != "" {
+		opts = append(opts, jwt.WithAudience(v.audience))
 	}
 	var claims Claims
 	_, err := jwt.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
@@ -102,11 +130,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (User, error) {
 		}
 		kid, _ := t.Header["kid"].(string)
 		return v.jwks.Key(ctx, kid, t.Method.Alg())
-	},
-		jwt.WithValidMethods([]string{"HS256", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}),
-		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(v.leeway),
-	)
+	}, opts...)
 	if err != nil {
 		return User{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
@@ -118,6 +142,12 @@ func (v *Verifier) Verify(ctx context.Context, token string) (User, error) {
 
 // Mint signs an HS256 token for a user, valid for ttl (development tokens).
 func Mint(secret, userID, email string, ttl time.Duration) (string, error) {
+	return MintFor(secret, "switchboard", "", userID, email, ttl)
+}
+
+// MintFor is Mint with a chosen issuer and audience (empty: no aud claim),
+// for deployments that set SWITCHBOARD_JWT_ISSUER or _AUDIENCE.
+func MintFor(secret, issuer, audience, userID, email string, ttl time.Duration) (string, error) {
 	if secret == "" {
 		return "", errors.New("a JWT secret is required")
 	}
@@ -134,8 +164,11 @@ func Mint(secret, userID, email string, ttl time.Duration) (string, error) {
 			Subject:   userID,
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
-			Issuer:    "switchboard",
+			Issuer:    issuer,
 		},
+	}
+	if audience != "" {
+		claims.Audience = jwt.ClaimStrings{audience}
 	}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
 }

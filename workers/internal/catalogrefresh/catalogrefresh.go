@@ -21,6 +21,7 @@ import (
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -65,7 +66,7 @@ func New(admin Admin, adminToken string, reg *provider.Registry, clients *upstre
 func (r *Refresher) Handle(ctx context.Context, job *busv1.CatalogRefreshJob) error {
 	ctx = metadata.AppendToOutgoingContext(ctx,
 		"authorization", "Bearer "+r.adminToken,
-		"x-switchboard-machine", job.GetMachineId())
+		contract.MDMachine, job.GetMachineId())
 	creds, err := r.admin.GetConnectionCredentials(ctx, &corev1.GetConnectionCredentialsRequest{ConnectionId: job.GetConnectionId()})
 	if err != nil {
 		if isNotFound(err) {

@@ -23,6 +23,7 @@ import (
 	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -80,7 +81,7 @@ func New(admin Admin, adminToken string, clients *upstream.Clients, log *slog.Lo
 func (r *Refresher) Handle(ctx context.Context, job *busv1.TokenRefreshJob) error {
 	ctx = metadata.AppendToOutgoingContext(ctx,
 		"authorization", "Bearer "+r.adminToken,
-		"x-switchboard-machine", job.GetMachineId())
+		contract.MDMachine, job.GetMachineId())
 	id := job.GetConnectionId()
 	creds, err := r.admin.GetConnectionCredentials(ctx, &corev1.GetConnectionCredentialsRequest{ConnectionId: id})
 	if err != nil {

@@ -253,7 +253,9 @@ func (InvoiceStatus) EnumDescriptor() ([]byte, []int) {
 	return file_switchboard_billing_v1_billing_proto_rawDescGZIP(), []int{3}
 }
 
-// User is the signed-in user a request acts for.
+// User is the signed-in user a request acts for. Billing acts for the user
+// the edge vouches for in metadata; a set id must be that user's, and email
+// is ignored (the vouched email is used).
 type User struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id is the JWT subject.

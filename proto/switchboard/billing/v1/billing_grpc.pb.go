@@ -38,9 +38,14 @@ const (
 // Billing is the billing role: Stripe customers, subscriptions and invoices
 // of signed-in users, and the intake of Stripe webhooks.
 //
-// The edge authenticates users (JWT) and names the user in each request;
-// billing trusts its gRPC callers, so its listener belongs on a private
-// network. Without a Stripe key every method fails with FailedPrecondition
+// Callers must present the internal service token (metadata
+// "x-switchboard-internal-token"); the edge authenticates users (JWT) and
+// vouches for the signed-in user in "x-switchboard-user-id" and
+// "x-switchboard-user-email" metadata (percent-encoded), which billing
+// believes only from a caller with the token. The user fields of requests
+// are not trusted: a request naming another user than the vouched one is
+// refused (PermissionDenied, reason USER_MISMATCH). The strings are in
+// proto/switchboard/contract. Without a Stripe key every method fails with FailedPrecondition
 // and the ErrorInfo reason BILLING_NOT_CONFIGURED.
 //
 // Errors carry a google.rpc.ErrorInfo (domain "switchboard.billing") whose
@@ -188,9 +193,14 @@ func (c *billingClient) IngestWebhook(ctx context.Context, in *IngestWebhookRequ
 // Billing is the billing role: Stripe customers, subscriptions and invoices
 // of signed-in users, and the intake of Stripe webhooks.
 //
-// The edge authenticates users (JWT) and names the user in each request;
-// billing trusts its gRPC callers, so its listener belongs on a private
-// network. Without a Stripe key every method fails with FailedPrecondition
+// Callers must present the internal service token (metadata
+// "x-switchboard-internal-token"); the edge authenticates users (JWT) and
+// vouches for the signed-in user in "x-switchboard-user-id" and
+// "x-switchboard-user-email" metadata (percent-encoded), which billing
+// believes only from a caller with the token. The user fields of requests
+// are not trusted: a request naming another user than the vouched one is
+// refused (PermissionDenied, reason USER_MISMATCH). The strings are in
+// proto/switchboard/contract. Without a Stripe key every method fails with FailedPrecondition
 // and the ErrorInfo reason BILLING_NOT_CONFIGURED.
 //
 // Errors carry a google.rpc.ErrorInfo (domain "switchboard.billing") whose

@@ -1,0 +1,250 @@
+// Package rpcauth authenticates the gRPC calls between switchboard's roles.
+//
+// Every role holds one shared service credential, the internal token
+// (SWITCHBOARD_INTERNAL_TOKEN; `serve` generates one into its data
+// directory). Dialers send it as per-RPC metadata (MDInternalToken) and a
+// server's Guard checks it in constant time before any handler runs, on the
+// network listener and on the in-process path alike. Services that
+// authenticate their own callers (core's Router by API key, core's Admin by
+// the admin token, health checks) are listed as such and pass the Guard
+// untouched; every other method, reflection included, needs the credential,
+// so a service added later is closed until someone opens it.
+//
+// A caller holding the credential may vouch for a signed-in user with
+// VouchUser; the called service reads that user with VouchedUser, which
+// answers only for calls the Guard admitted. Optional TLS (and client
+// certificates) protects the credential in transit between machines; see
+// tls.go.
+package rpcauth
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/url"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
+)
+
+// MinTokenLen is the shortest internal token accepted.
+const MinTokenLen = 16
+
+// Errors of the Guard and of VouchedUser.
+var (
+	// ErrNoCredential: the call carries no valid internal token.
+	ErrNoCredential = errors.New("rpcauth: a valid internal service credential is required")
+	// ErrNoUser: no user was vouched for by an admitted caller.
+	ErrNoUser = errors.New("rpcauth: no vouched user")
+)
+
+// reflectionServices are the gRPC reflection services (v1 and v1alpha).
+var reflectionServices = []string{"grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"}
+
+// GuardConfig configures a Guard.
+type GuardConfig struct {
+	// Token is the internal token. Empty admits no caller to guarded
+	// methods.
+	Token string
+	// SelfAuthenticated names services (e.g. "switchboard.core.v1.Router")
+	// whose handlers authenticate their own callers; the Guard lets their
+	// calls through without the internal token.
+	SelfAuthenticated []string
+	// OpenReflection lets anyone use server reflection (set when the
+	// listener binds loopback only); otherwise it needs the internal token.
+	OpenReflection bool
+}
+
+// Guard is a server interceptor pair admitting only callers that prove they
+// are a role, except on self-authenticated services.
+type Guard struct {
+	token []byte
+	open  map[string]bool
+}
+
+// NewGuard returns a Guard.
+func NewGuard(cfg GuardConfig) *Guard {
+	g := &Guard{open: make(map[string]bool)}
+	if cfg.Token != "" {
+		g.token = []byte(cfg.Token)
+	}
+	for _, s := range cfg.SelfAuthenticated {
+		g.open[s] = true
+	}
+	if cfg.OpenReflection {
+		for _, s := range reflectionServices {
+			g.open[s] = true
+		}
+	}
+	return g
+}
+
+type roleKey struct{}
+
+// admit checks a call to fullMethod ("/pkg.Service/Method") and returns the
+// context handlers see: marked as a role's call when the credential is
+// valid.
+func (g *Guard) admit(ctx context.Context, fullMethod string) (context.Context, error) {
+	if g.valid(ctx) {
+		return context.WithValue(ctx, roleKey{}, true), nil
+	}
+	if g.open[serviceOf(fullMethod)] {
+		return ctx, nil
+	}
+	return nil, status.Error(codes.Unauthenticated, ErrNoCredential.Error())
+}
+
+// valid reports whether ctx carries exactly one internal token, equal to
+// the Guard's.
+func (g *Guard) valid(ctx context.Context) bool {
+	if g.token == nil {
+		return false
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(contract.MDInternalToken)
+	if len(v) != 1 {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(v[0]), g.token) == 1
+}
+
+func serviceOf(fullMethod string) string {
+	s := strings.TrimPrefix(fullMethod, "/")
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Unary is the Guard as a unary server interceptor.
+func (g *Guard) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		ctx, err := g.admit(ctx, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream is the Guard as a stream server interceptor.
+func (g *Guard) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx, err := g.admit(ss.Context(), info.FullMethod)
+		if err != nil {
+			return err
+		}
+		return handler(srv, &stream{ServerStream: ss, ctx: ctx})
+	}
+}
+
+type stream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *stream) Context() context.Context { return s.ctx }
+
+// FromRole reports whether the Guard admitted ctx's call with the internal
+// token.
+func FromRole(ctx context.Context) bool {
+	ok, _ := ctx.Value(roleKey{}).(bool)
+	return ok
+}
+
+// User is a signed-in user a role vouches for.
+type User struct {
+	ID    string
+	Email string
+}
+
+// VouchUser returns ctx whose outgoing metadata names u as the user of the
+// call, replacing any user named before; with an empty u.ID it removes the
+// user. Values are percent-encoded (metadata must be printable ASCII).
+func VouchUser(ctx context.Context, u User) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	md.Delete(contract.MDUserID)
+	md.Delete(contract.MDUserEmail)
+	if u.ID != "" {
+		md.Set(contract.MDUserID, url.PathEscape(u.ID))
+		if u.Email != "" {
+			md.Set(contract.MDUserEmail, url.PathEscape(u.Email))
+		}
+	}
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// VouchedUser is the user a role vouched for on ctx's call. It is ErrNoUser
+// unless the Guard admitted the call with the internal token and exactly one
+// well-formed user id came with it.
+func VouchedUser(ctx context.Context) (User, error) {
+	if !FromRole(ctx) {
+		return User{}, ErrNoUser
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	ids := md.Get(contract.MDUserID)
+	if len(ids) != 1 {
+		return User{}, ErrNoUser
+	}
+	id, err := url.PathUnescape(ids[0])
+	if err != nil || id == "" {
+		return User{}, ErrNoUser
+	}
+	u := User{ID: id}
+	if emails := md.Get(contract.MDUserEmail); len(emails) == 1 {
+		if e, err := url.PathUnescape(emails[0]); err == nil {
+			u.Email = e
+		}
+	}
+	return u, nil
+}
+
+// TokenCredentials returns per-RPC credentials sending the internal token on
+// every call of a connection. They are sent on plaintext connections too:
+// a private network is the deployment's choice, and TLS (ServerTLS,
+// ClientTLS) is how the token is kept from a network that is not.
+func TokenCredentials(token string) credentials.PerRPCCredentials {
+	return tokenCreds(token)
+}
+
+type tokenCreds string
+
+func (t tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{contract.MDInternalToken: string(t)}, nil
+}
+
+func (tokenCreds) RequireTransportSecurity() bool { return false }
+
+// WithToken wraps a connection so that every call carries the internal
+// token in its outgoing metadata: for connections that are not dialed, such
+// as the in-process one (internal/inproc), whose calls pass the same Guard.
+func WithToken(conn grpc.ClientConnInterface, token string) grpc.ClientConnInterface {
+	return &tokenConn{conn: conn, token: token}
+}
+
+type tokenConn struct {
+	conn  grpc.ClientConnInterface
+	token string
+}
+
+func (c *tokenConn) attach(ctx context.Context) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	md.Set(contract.MDInternalToken, c.token)
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+func (c *tokenConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return c.conn.Invoke(c.attach(ctx), method, args, reply, opts...)
+}
+
+func (c *tokenConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.conn.NewStream(c.attach(ctx), desc, method, opts...)
+}

@@ -1,0 +1,6 @@
+package contract
+
+// BillingErrorDomain is the errdetails.ErrorInfo domain of billing's
+// errors; their metadata MetaHTTPStatus is the HTTP status a front end
+// should show.
+const BillingErrorDomain = "switchboard.billing"

@@ -1,0 +1,57 @@
+package contract
+
+// Request metadata core's Router and Admin read.
+const (
+	// MDMachine names the machine an admin call acts on.
+	MDMachine = "x-switchboard-machine"
+	// MDPathMachine carries the machine id of a legacy /{machineId}/v1/...
+	// route; the edge sets it, and the key must belong to that machine.
+	MDPathMachine = "x-switchboard-path-machine"
+	// MDCatalogFetch marks a request made by another instance's catalog
+	// fetch; such a request never triggers a fetch itself.
+	MDCatalogFetch = "x-switchboard-catalog-fetch"
+	// MDRequestID is the request id; core makes one when it is absent.
+	MDRequestID = "x-request-id"
+	// MDTokenSaver and MDTokenSaverLegacy switch the chat token saver
+	// (the legacy name is the source system's).
+	MDTokenSaver       = "x-switchboard-token-saver"
+	MDTokenSaverLegacy = "x-9router-token-saver"
+)
+
+// Response metadata core sets for the edge.
+const (
+	// MDUpstreamUs is the microseconds core spent waiting on upstreams,
+	// left out of the edge's overhead figure.
+	MDUpstreamUs = "x-switchboard-upstream-us"
+	// MDHTTPCode asks the HTTP gateway for a status other than 200.
+	MDHTTPCode = "x-http-code"
+)
+
+// CoreErrorDomain is the errdetails.ErrorInfo domain of core's errors.
+const CoreErrorDomain = "switchboard.core"
+
+// ErrorInfo metadata keys core sets and the edge reads.
+const (
+	// MetaParam names the request parameter at fault.
+	MetaParam = "param"
+	// MetaHTTPStatus is the HTTP status to answer with (core and billing).
+	MetaHTTPStatus = "http_status"
+	// MetaUpstreamBody carries an upstream error body passed through to the
+	// client (truncated, valid UTF-8).
+	MetaUpstreamBody = "upstream_body"
+)
+
+// ForwardedHeaders are the request headers (lower case) the edge hands to
+// core as metadata of the same name, on every route: the API key headers,
+// the admin machine, the loop breaker of catalog fetches, the token saver
+// switches and the idempotency key.
+var ForwardedHeaders = []string{
+	"authorization",
+	"x-api-key",
+	"x-goog-api-key",
+	MDMachine,
+	MDCatalogFetch,
+	MDTokenSaver,
+	MDTokenSaverLegacy,
+	"idempotency-key",
+}
