@@ -13,8 +13,8 @@ import (
 	"syscall"
 
 	"github.com/switchboardhq/switchboard/internal/logincli"
-	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/internal/secrets"
+	"github.com/switchboardhq/switchboard/node"
 )
 
 const loginUsage = `usage: switchboard login <provider> [flags]

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/switchboardhq/switchboard/node/nodetest"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node/nodetest"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 

@@ -12,10 +12,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/switchboardhq/switchboard/node"
-	"github.com/switchboardhq/switchboard/node/nodetest"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node"
+	"github.com/switchboardhq/switchboard/node/nodetest"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 

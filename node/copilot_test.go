@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchboardhq/switchboard/node"
-	"github.com/switchboardhq/switchboard/node/nodetest"
 	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node"
+	"github.com/switchboardhq/switchboard/node/nodetest"
 )
 
 // Copilot tokens of the refresh tests, distinctive so that a leak is caught.

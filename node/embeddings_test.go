@@ -19,9 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/switchboardhq/switchboard/node/nodetest"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node/nodetest"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 

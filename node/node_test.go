@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
-	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 )
 
 // The walking skeleton end to end: connections created through the admin

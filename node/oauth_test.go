@@ -17,10 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/internal/logincli"
-	"github.com/switchboardhq/switchboard/node"
-	"github.com/switchboardhq/switchboard/node/nodetest"
 	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node"
+	"github.com/switchboardhq/switchboard/node/nodetest"
 )
 
 // Values the fake authorization server hands out, distinctive so a leak

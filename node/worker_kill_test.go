@@ -18,10 +18,10 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboardhq/switchboard/internal/config"
-	"github.com/switchboardhq/switchboard/node"
-	"github.com/switchboardhq/switchboard/node/nodetest"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node"
+	"github.com/switchboardhq/switchboard/node/nodetest"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
