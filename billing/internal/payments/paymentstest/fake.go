@@ -2,8 +2,8 @@
 // interface, for tests. It behaves like Stripe where billing relies on it:
 // objects keep state between calls, every write needs an idempotency key
 // and a reused key returns the first answer, a subscription managed by a
-// schedule refuses direct cancellation changes, and failures can be
-// injected per operation. Helpers drive what Stripe would do on its own
+// schedule refuses direct cancellation changes, failures can be injected per
+// operation, and a write can be held at a gate to line up concurrent calls. Helpers drive what Stripe would do on its own
 // (complete a checkout, renew, fail a payment) and build the events it
 // would send.
 package paymentstest
