@@ -72,7 +72,8 @@ type Config struct {
 	// 0 means RunTimeout plus 30 seconds; it is never less than that.
 	TakeOverAfter time.Duration
 	// Wait bounds how long a call waits for a concurrent run with its key
-	// before answering IDEMPOTENCY_KEY_IN_USE. 0 means 30 seconds.
+	// before answering IDEMPOTENCY_KEY_IN_USE (and never past a second
+	// before the caller's deadline). 0 means 20 seconds.
 	Wait time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -99,7 +100,7 @@ func New(next Flows, kv jetstream.KeyValue, cfg Config, log *slog.Logger) *Servi
 		cfg.TakeOverAfter = minimum
 	}
 	if cfg.Wait <= 0 {
-		cfg.Wait = 30 * time.Second
+		cfg.Wait = 20 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -267,14 +268,20 @@ var errGone = errors.New("idempotency record gone")
 // (bounded by Config.Wait) while another call runs, and takes over a run
 // presumed crashed.
 func (s *Service) claim(ctx context.Context, key string, call *billingv1.IdempotentCall) (uint64, *billingv1.IdempotentCall, error) {
-	waitCtx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+	// Wait no longer than the caller does, so that it gets a typed answer
+	// rather than its own deadline.
+	wait := s.cfg.Wait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)-time.Second)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, max(wait, 0))
 	defer cancel()
 	for {
 		data, err := s.stamp(call)
 		if err != nil {
 			return 0, nil, err
 		}
-		rev, err := s.kv.Create(waitCtx, key, data)
+		rev, err := s.kv.Create(ctx, key, data)
 		if err == nil {
 			return rev, nil, nil
 		}

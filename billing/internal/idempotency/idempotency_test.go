@@ -130,6 +130,12 @@ func TestARunningCallIsWaitedForThenTakenOverOnceStale(t *testing.T) {
 	_, err := waiting.Cancel(ctx, alice, "k")
 	require.ErrorIs(t, err, account.ErrKeyInUse)
 	require.Zero(t, flows.Runs())
+	// A caller about to give up gets the typed answer, not its deadline.
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = New(flows, kv, Config{}, nil).Cancel(short, alice, "k")
+	require.ErrorIs(t, err, account.ErrKeyInUse)
+	require.Zero(t, flows.Runs())
 
 	// Later than TakeOverAfter, that run is presumed crashed: taken over.
 	later := New(flows, kv, Config{Now: func() time.Time { return time.Now().Add(time.Hour) }}, nil)
