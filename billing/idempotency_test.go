@@ -291,9 +291,12 @@ func TestIdempotentConcurrentCallsRunOnce(t *testing.T) {
 func TestIdempotencyAcrossReplicas(t *testing.T) {
 	h := billingtest.Start(t, billingtest.Options{})
 	one := billingv1.NewBillingClient(h.Conn)
-	two := billingv1.NewBillingClient(h.StartReplica())
 	alice := &billingv1.User{Id: "alice"}
 	subscribe(t, h, one, alice)
+	// Started once the first replica's event consumer exists: nats-server
+	// 2.15.2 races (under -race) a stream update with a consumer being
+	// created on that stream.
+	two := billingv1.NewBillingClient(h.StartReplica())
 
 	out := concurrentCancels(t, h, one, two, alice)
 	require.True(t, proto.Equal(out[0].GetSubscription(), out[1].GetSubscription()))
