@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/billing/internal/account"
 	"github.com/switchboardhq/switchboard/billing/internal/grpcapi"
+	"github.com/switchboardhq/switchboard/billing/internal/idempotency"
 	"github.com/switchboardhq/switchboard/billing/internal/payments"
 	"github.com/switchboardhq/switchboard/billing/internal/store"
 	"github.com/switchboardhq/switchboard/billing/internal/webhook"
@@ -96,7 +97,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Billing, error) {
 	}
 	if pay == nil {
 		log.Info("billing is not configured (no STRIPE_SECRET_KEY); billing calls answer BILLING_NOT_CONFIGURED")
-		b.server = grpcapi.NewServer(nil, nil, log)
+		b.server = grpcapi.NewServer(nil, nil, nil, log)
 		return b, nil
 	}
 	if deps.NATS == nil {
@@ -122,9 +123,16 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Billing, error) {
 	if cfg.StripeWebhookSecret == "" {
 		log.Warn("STRIPE_WEBHOOK_SECRET is not set: webhook deliveries are refused")
 	}
+	idemKV, err := js.KeyValue(ctx, store.BucketIdempotency)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("billing: open bucket %s: %w", store.BucketIdempotency, err)
+	}
 	b.stop = stop
 	b.acct = account.New(pay, st, account.Config{PublicURL: cfg.PublicURL}, log)
-	b.server = grpcapi.NewServer(b.acct, webhook.NewIntake(js, cfg.StripeWebhookSecret, cfg.SignatureTolerance), log)
+	// Mutations called with an idempotency key run once per user and key.
+	idem := idempotency.New(b.acct, idemKV, idempotency.Config{}, log)
+	b.server = grpcapi.NewServer(b.acct, idem, webhook.NewIntake(js, cfg.StripeWebhookSecret, cfg.SignatureTolerance), log)
 	b.consumer = webhook.NewConsumer(js, st, webhook.NewDispatcher(b.acct, log), webhook.ConsumerConfig{
 		MaxDeliver: cfg.MaxDeliver,
 		Backoff:    cfg.RetryBackoff,

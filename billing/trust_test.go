@@ -15,7 +15,7 @@ import (
 
 // subscribe gives a user a trialing subscription through checkout and its
 // webhook.
-func subscribe(t *testing.T, h *billingtest.Harness, c billingv1.BillingClient, id string) {
+func subscribeVouched(t *testing.T, h *billingtest.Harness, c billingv1.BillingClient, id string) {
 	t.Helper()
 	ctx := rpcauth.VouchUser(context.Background(), rpcauth.User{ID: id, Email: id + "@example.com"})
 	resp, err := c.Checkout(ctx, &billingv1.CheckoutRequest{Recurring: billingv1.Recurring_RECURRING_MONTHLY})
@@ -39,7 +39,7 @@ func subscribe(t *testing.T, h *billingtest.Harness, c billingv1.BillingClient, 
 func TestUserComesFromMetadataNotBody(t *testing.T) {
 	h := billingtest.Start(t, billingtest.Options{})
 	c := billingv1.NewBillingClient(h.Conn)
-	subscribe(t, h, c, "bob")
+	subscribeVouched(t, h, c, "bob")
 	bob := rpcauth.VouchUser(context.Background(), rpcauth.User{ID: "bob"})
 	mallory := rpcauth.VouchUser(context.Background(), rpcauth.User{ID: "mallory", Email: "m@example.com"})
 

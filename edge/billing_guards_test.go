@@ -129,7 +129,9 @@ func TestBillingIdempotencyKeys(t *testing.T) {
 	require.Equal(t, a, checkout(`mutation { checkout(recurring: Monthly, idempotencyKey: "k1") }`), "same key, same session")
 	require.Equal(t, a, checkout(`mutation { checkout(recurring: Monthly) }`, "Idempotency-Key", "k1"), "header works too")
 	require.NotEqual(t, a, checkout(`mutation { checkout(recurring: Monthly, idempotencyKey: "k2") }`))
-	require.NotEqual(t, a, checkout(`mutation { checkout(recurring: Yearly, idempotencyKey: "k1") }`), "other arguments, other call")
+	r := e.gql(alice, `mutation { checkout(recurring: Yearly, idempotencyKey: "k1") }`, nil)
+	require.Equal(t, "IDEMPOTENCY_KEY_REUSED", r.code(), "other arguments with a used key are refused")
+	require.EqualValues(t, 422, r.Errors[0].Extensions["status"])
 	for _, c := range e.h.Stripe.Calls() {
 		if c.Op == billingtest.OpCreateCheckout || c.Op == billingtest.OpCreateCustomer {
 			require.NotEmpty(t, c.IdempotencyKey, "every write carries an idempotency key")

@@ -57,9 +57,6 @@ type Harness struct {
 	Conn    *grpc.ClientConn
 	Billing *billing.Billing
 
-	server *grpc.Server
-	ln     *bufconn.Listener
-
 	mu      sync.Mutex
 	stopRun context.CancelFunc
 	runDone chan struct{}
@@ -89,26 +86,79 @@ func Start(t testing.TB, opts Options) *Harness {
 	t.Cleanup(nc.Close)
 	h := &Harness{t: t, opts: opts, Stripe: paymentstest.New(), NATS: nc}
 	h.Billing = h.newBilling()
-	guard := rpcauth.NewGuard(rpcauth.GuardConfig{Token: InternalToken})
-	h.server = grpc.NewServer(grpc.ChainUnaryInterceptor(guard.Unary()), grpc.ChainStreamInterceptor(guard.Stream()))
-	h.Billing.Register(h.server)
-	h.ln = bufconn.Listen(1 << 20)
-	go func() { _ = h.server.Serve(h.ln) }()
-	t.Cleanup(h.server.Stop)
-	h.Conn, err = grpc.NewClient("passthrough:///billing",
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(rpcauth.TokenCredentials(InternalToken)),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return h.ln.DialContext(ctx) }))
-	if err != nil {
-		t.Fatalf("billingtest: dial: %v", err)
-	}
-	t.Cleanup(func() { _ = h.Conn.Close() })
-	t.Cleanup(h.Billing.Close)
+	h.Conn = h.serve(h.Billing)
 	t.Cleanup(h.StopConsumer)
 	if !opts.NoConsumer {
 		h.StartConsumer()
 	}
 	return h
+}
+
+// serve answers gRPC calls with b over an in-memory listener until the
+// test ends, and returns a connection to it.
+func (h *Harness) serve(b *billing.Billing) *grpc.ClientConn {
+	guard := rpcauth.NewGuard(rpcauth.GuardConfig{Token: InternalToken})
+	server := grpc.NewServer(grpc.ChainUnaryInterceptor(guard.Unary()), grpc.ChainStreamInterceptor(guard.Stream()))
+	b.Register(server)
+	ln := bufconn.Listen(1 << 20)
+	go func() { _ = server.Serve(ln) }()
+	h.t.Cleanup(server.Stop)
+	conn, err := grpc.NewClient("passthrough:///billing",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(rpcauth.TokenCredentials(InternalToken)),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }))
+	if err != nil {
+		h.t.Fatalf("billingtest: dial: %v", err)
+	}
+	h.t.Cleanup(func() { _ = conn.Close() })
+	h.t.Cleanup(b.Close)
+	return conn
+}
+
+// StartReplica runs a second billing role on the same NATS server and fake
+// Stripe (without an event consumer) and returns a connection to it.
+func (h *Harness) StartReplica() *grpc.ClientConn {
+	h.t.Helper()
+	return h.serve(h.newBilling())
+}
+
+// IdempotencyWaiters counts the calls (of any replica) waiting for a
+// concurrent call with the same idempotency key: each watches its record in
+// the sb_billing_idempotency bucket.
+func (h *Harness) IdempotencyWaiters() int {
+	h.t.Helper()
+	js, err := jetstream.New(h.NATS)
+	if err != nil {
+		h.t.Fatalf("billingtest: %v", err)
+	}
+	st, err := js.Stream(context.Background(), "KV_sb_billing_idempotency")
+	if err != nil {
+		h.t.Fatalf("billingtest: %v", err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		h.t.Fatalf("billingtest: %v", err)
+	}
+	return info.State.Consumers
+}
+
+// IdempotencyTTL is how long the sb_billing_idempotency bucket keeps a
+// record.
+func (h *Harness) IdempotencyTTL() time.Duration {
+	h.t.Helper()
+	js, err := jetstream.New(h.NATS)
+	if err != nil {
+		h.t.Fatalf("billingtest: %v", err)
+	}
+	kv, err := js.KeyValue(context.Background(), "sb_billing_idempotency")
+	if err != nil {
+		h.t.Fatalf("billingtest: %v", err)
+	}
+	st, err := kv.Status(context.Background())
+	if err != nil {
+		h.t.Fatalf("billingtest: %v", err)
+	}
+	return st.TTL()
 }
 
 func (h *Harness) newBilling() *billing.Billing {
@@ -194,6 +244,9 @@ const (
 	OpCreateCheckout  = paymentstest.OpCreateCheckout
 	OpCreatePortal    = paymentstest.OpCreatePortal
 	OpCreateCustomer  = paymentstest.OpCreateCustomer
+	OpSetCancel       = paymentstest.OpSetCancel
+	OpScheduleChange  = paymentstest.OpScheduleChange
+	OpReleaseSchedule = paymentstest.OpReleaseSchedule
 )
 
 // DeadEvent is an event kept after it kept failing.

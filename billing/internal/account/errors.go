@@ -33,6 +33,12 @@ var (
 	ErrCheckoutFailed      = &Error{"FAILED_TO_CHECKOUT", http.StatusBadGateway, "Failed to create checkout session"}
 	ErrPriceNotFound       = &Error{"PRICE_NOT_FOUND", http.StatusBadRequest, "This plan is not for sale"}
 	ErrProviderUnavailable = &Error{"PAYMENT_PROVIDER_UNAVAILABLE", http.StatusBadGateway, "The payment provider could not be reached, please try again"}
+	// ErrKeyReused: an idempotency key came back with other arguments or
+	// on another mutation.
+	ErrKeyReused = &Error{"IDEMPOTENCY_KEY_REUSED", http.StatusUnprocessableEntity, "This idempotency key was already used for another request: use a new key for a new request"}
+	// ErrKeyInUse: the first call with this idempotency key is still
+	// running.
+	ErrKeyInUse = &Error{"IDEMPOTENCY_KEY_IN_USE", http.StatusConflict, "A request with this idempotency key is still in progress, please retry later"}
 )
 
 // BadRequest is an invalid argument.

@@ -26,20 +26,37 @@ type Intake interface {
 	Ingest(ctx context.Context, payload []byte, signature string) (webhook.Event, bool, error)
 }
 
+// Mutations are the flows that change a billing account: account.Service,
+// or a decorator of it (idempotency.Service).
+type Mutations interface {
+	Checkout(ctx context.Context, u account.User, plan billingv1.Plan, recurring billingv1.Recurring, clientKey string) (string, error)
+	Portal(ctx context.Context, u account.User, clientKey string) (string, error)
+	Cancel(ctx context.Context, u account.User, clientKey string) (*billingv1.SubscriptionRecord, error)
+	Resume(ctx context.Context, u account.User, clientKey string) (*billingv1.SubscriptionRecord, error)
+	ChangeRecurring(ctx context.Context, u account.User, target billingv1.Recurring, clientKey string) (*billingv1.SubscriptionRecord, error)
+}
+
+var _ Mutations = (*account.Service)(nil)
+
 // Server implements billingv1.BillingServer. A nil account service means
 // billing is not configured: every method answers BILLING_NOT_CONFIGURED.
 type Server struct {
 	billingv1.UnimplementedBillingServer
 	acct   *account.Service
+	mut    Mutations
 	intake Intake
 	log    *slog.Logger
 }
 
 var _ billingv1.BillingServer = (*Server)(nil)
 
-// NewServer returns the Billing service.
-func NewServer(acct *account.Service, intake Intake, log *slog.Logger) *Server {
-	return &Server{acct: acct, intake: intake, log: log}
+// NewServer returns the Billing service. The mutations go through mut, or
+// straight to acct when mut is nil.
+func NewServer(acct *account.Service, mut Mutations, intake Intake, log *slog.Logger) *Server {
+	if mut == nil && acct != nil {
+		mut = acct
+	}
+	return &Server{acct: acct, mut: mut, intake: intake, log: log}
 }
 
 func (s *Server) ready() error {
@@ -79,7 +96,7 @@ func (s *Server) Checkout(ctx context.Context, req *billingv1.CheckoutRequest) (
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "checkout", err)
 	}
-	url, err := s.acct.Checkout(ctx, u, req.GetPlan(), req.GetRecurring(), req.GetIdempotencyKey())
+	url, err := s.mut.Checkout(ctx, u, req.GetPlan(), req.GetRecurring(), req.GetIdempotencyKey())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "checkout", err)
 	}
@@ -92,7 +109,7 @@ func (s *Server) CreateCustomerPortal(ctx context.Context, req *billingv1.Create
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "portal", err)
 	}
-	url, err := s.acct.Portal(ctx, u, req.GetIdempotencyKey())
+	url, err := s.mut.Portal(ctx, u, req.GetIdempotencyKey())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "portal", err)
 	}
@@ -105,7 +122,7 @@ func (s *Server) CancelSubscription(ctx context.Context, req *billingv1.CancelSu
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "cancel", err)
 	}
-	rec, err := s.acct.Cancel(ctx, u, req.GetIdempotencyKey())
+	rec, err := s.mut.Cancel(ctx, u, req.GetIdempotencyKey())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "cancel", err)
 	}
@@ -118,7 +135,7 @@ func (s *Server) ResumeSubscription(ctx context.Context, req *billingv1.ResumeSu
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "resume", err)
 	}
-	rec, err := s.acct.Resume(ctx, u, req.GetIdempotencyKey())
+	rec, err := s.mut.Resume(ctx, u, req.GetIdempotencyKey())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "resume", err)
 	}
@@ -131,7 +148,7 @@ func (s *Server) UpdateSubscriptionRecurring(ctx context.Context, req *billingv1
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "update recurring", err)
 	}
-	rec, err := s.acct.ChangeRecurring(ctx, u, req.GetRecurring(), req.GetIdempotencyKey())
+	rec, err := s.mut.ChangeRecurring(ctx, u, req.GetRecurring(), req.GetIdempotencyKey())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "update recurring", err)
 	}

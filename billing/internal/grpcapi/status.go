@@ -94,7 +94,12 @@ func grpcCode(e *account.Error) codes.Code {
 	case http.StatusNotFound:
 		return codes.NotFound
 	case http.StatusConflict:
+		if e.Code == account.ErrKeyInUse.Code {
+			return codes.Aborted
+		}
 		return codes.AlreadyExists
+	case http.StatusUnprocessableEntity:
+		return codes.InvalidArgument
 	case http.StatusBadGateway:
 		return codes.Unavailable
 	case http.StatusServiceUnavailable:

@@ -26,11 +26,18 @@ const (
 	BucketInvoices      = "sb_billing_invoices"
 	BucketEvents        = "sb_billing_events"
 	BucketDead          = "sb_billing_dead"
+	// BucketIdempotency holds the mutations called with an idempotency key
+	// and their outcomes (package idempotency).
+	BucketIdempotency = "sb_billing_idempotency"
 )
 
 // EventMemory is how long a processed event id is remembered; Stripe retries
 // a delivery for three days.
 const EventMemory = 30 * 24 * time.Hour
+
+// IdempotencyMemory is how long a mutation called with an idempotency key is
+// remembered after it finished: twice the 24 hours Stripe keeps its keys.
+const IdempotencyMemory = 48 * time.Hour
 
 // Buckets are billing's bucket definitions with the given replicas.
 func Buckets(replicas int) []jetstream.KeyValueConfig {
@@ -43,6 +50,7 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 		{Bucket: BucketInvoices, Description: "billing: invoices by user", History: 1, Replicas: replicas},
 		{Bucket: BucketEvents, Description: "billing: processed Stripe event ids", History: 1, TTL: EventMemory, Replicas: replicas},
 		{Bucket: BucketDead, Description: "billing: Stripe events that kept failing", History: 1, Replicas: replicas},
+		{Bucket: BucketIdempotency, Description: "billing: mutations called with an idempotency key, and their outcomes", History: 1, TTL: IdempotencyMemory, Replicas: replicas},
 	}
 }
 

@@ -2,8 +2,8 @@
 // interface, for tests. It behaves like Stripe where billing relies on it:
 // objects keep state between calls, every write needs an idempotency key
 // and a reused key returns the first answer, a subscription managed by a
-// schedule refuses direct cancellation changes, and failures can be
-// injected per operation. Helpers drive what Stripe would do on its own
+// schedule refuses direct cancellation changes, failures can be injected per
+// operation, and a write can be held at a gate to line up concurrent calls. Helpers drive what Stripe would do on its own
 // (complete a checkout, renew, fail a payment) and build the events it
 // would send.
 package paymentstest
@@ -59,6 +59,7 @@ type Fake struct {
 	invoices  map[string]*payments.Invoice
 	idem      map[string]idemEntry
 	failures  map[string][]error
+	holds     map[string]*Gate
 	calls     []Call
 }
 
@@ -90,6 +91,7 @@ func New() *Fake {
 		invoices:  map[string]*payments.Invoice{},
 		idem:      map[string]idemEntry{},
 		failures:  map[string][]error{},
+		holds:     map[string]*Gate{},
 	}
 	keys := make([]string, 0, len(StandardPrices))
 	for k := range StandardPrices {
@@ -115,6 +117,48 @@ func (f *Fake) FailNext(op string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failures[op] = append(f.failures[op], err)
+}
+
+// Gate holds one call of an operation until released, so that a test can
+// line up concurrent calls.
+type Gate struct {
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// Entered is closed when the held call arrived at the gate.
+func (g *Gate) Entered() <-chan struct{} { return g.entered }
+
+// Release lets the held call go on (and any later one through this gate).
+func (g *Gate) Release() { g.once.Do(func() { close(g.release) }) }
+
+// Hold makes the next call of op wait at the returned gate before it takes
+// effect; other operations go on meanwhile.
+func (f *Fake) Hold(op string) *Gate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := &Gate{entered: make(chan struct{}), release: make(chan struct{})}
+	f.holds[op] = g
+	return g
+}
+
+// hold waits at op's gate, if one is set; called before taking the lock.
+func (f *Fake) hold(ctx context.Context, op string) error {
+	f.mu.Lock()
+	g := f.holds[op]
+	delete(f.holds, op)
+	f.mu.Unlock()
+	if g == nil {
+		return nil
+	}
+	close(g.entered)
+	select {
+	case <-g.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Unavailable is an error like Stripe's when it cannot be reached.
@@ -216,7 +260,10 @@ func badRequest(msg string) error {
 }
 
 // CreateCustomer implements payments.Provider.
-func (f *Fake) CreateCustomer(_ context.Context, userID, email, key string) (*payments.Customer, error) {
+func (f *Fake) CreateCustomer(ctx context.Context, userID, email, key string) (*payments.Customer, error) {
+	if err := f.hold(ctx, OpCreateCustomer); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fp := userID + "|" + email
@@ -269,7 +316,10 @@ func (f *Fake) ListPrices(_ context.Context, lookupKeys []string) ([]payments.Pr
 }
 
 // CreateCheckoutSession implements payments.Provider.
-func (f *Fake) CreateCheckoutSession(_ context.Context, p payments.CheckoutParams, key string) (*payments.CheckoutSession, error) {
+func (f *Fake) CreateCheckoutSession(ctx context.Context, p payments.CheckoutParams, key string) (*payments.CheckoutSession, error) {
+	if err := f.hold(ctx, OpCreateCheckout); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fp := fmt.Sprintf("%+v", p)
@@ -319,7 +369,10 @@ func (f *Fake) GetCheckoutSession(_ context.Context, id string) (*payments.Check
 }
 
 // CreatePortalSession implements payments.Provider.
-func (f *Fake) CreatePortalSession(_ context.Context, customerID, returnURL, key string) (string, error) {
+func (f *Fake) CreatePortalSession(ctx context.Context, customerID, returnURL, key string) (string, error) {
+	if err := f.hold(ctx, OpCreatePortal); err != nil {
+		return "", err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fp := customerID + "|" + returnURL
@@ -353,7 +406,10 @@ func (f *Fake) GetSubscription(_ context.Context, id string) (*payments.Subscrip
 }
 
 // SetCancelAtPeriodEnd implements payments.Provider.
-func (f *Fake) SetCancelAtPeriodEnd(_ context.Context, id string, cancel bool, key string) (*payments.Subscription, error) {
+func (f *Fake) SetCancelAtPeriodEnd(ctx context.Context, id string, cancel bool, key string) (*payments.Subscription, error) {
+	if err := f.hold(ctx, OpSetCancel); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fp := fmt.Sprintf("%s|%t", id, cancel)
@@ -409,7 +465,10 @@ func cloneSchedule(r any) *payments.Schedule {
 }
 
 // ScheduleChange implements payments.Provider.
-func (f *Fake) ScheduleChange(_ context.Context, subscriptionID, scheduleID, newPriceID, key string) (*payments.Schedule, error) {
+func (f *Fake) ScheduleChange(ctx context.Context, subscriptionID, scheduleID, newPriceID, key string) (*payments.Schedule, error) {
+	if err := f.hold(ctx, OpScheduleChange); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fp := subscriptionID + "|" + scheduleID + "|" + newPriceID
@@ -451,7 +510,10 @@ func (f *Fake) ScheduleChange(_ context.Context, subscriptionID, scheduleID, new
 }
 
 // ReleaseSchedule implements payments.Provider.
-func (f *Fake) ReleaseSchedule(_ context.Context, scheduleID, key string) error {
+func (f *Fake) ReleaseSchedule(ctx context.Context, scheduleID, key string) error {
+	if err := f.hold(ctx, OpReleaseSchedule); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if r, err := f.begin(OpReleaseSchedule, key, true, scheduleID); err != nil || r != nil {

@@ -624,7 +624,10 @@ type Query {
 }
 
 # Each mutation accepts an optional idempotencyKey (or the Idempotency-Key
-# header): a retried call with the same key returns the first call's result.
+# header): a retried call with the same key returns the first call's result
+# (or its error) for 48 hours; the key with other arguments or on another
+# mutation answers IDEMPOTENCY_KEY_REUSED, and while the first call still runs
+# a retry waits, then may answer IDEMPOTENCY_KEY_IN_USE.
 type Mutation {
   "Creates a subscription checkout link."
   checkout(recurring: SubscriptionRecurring!, idempotencyKey: String): String!

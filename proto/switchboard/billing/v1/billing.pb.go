@@ -701,7 +701,16 @@ type CheckoutRequest struct {
 	Recurring Recurring              `protobuf:"varint,2,opt,name=recurring,proto3,enum=switchboard.billing.v1.Recurring" json:"recurring,omitempty"`
 	// plan defaults to PLAN_PRO.
 	Plan Plan `protobuf:"varint,3,opt,name=plan,proto3,enum=switchboard.billing.v1.Plan" json:"plan,omitempty"`
-	// idempotency_key, when set, makes a retried call return the same result.
+	// idempotency_key, when set, makes a retried call return the same result:
+	// a call repeated by the same user with the same key gets the first call's
+	// answer (or its error) for 48 hours without running again, and a
+	// concurrent one waits for the first. The key with other arguments or on
+	// another method fails with InvalidArgument and the reason
+	// IDEMPOTENCY_KEY_REUSED; a retry that waited too long for the first call
+	// fails with Aborted and IDEMPOTENCY_KEY_IN_USE. Failures that ask for a
+	// retry (PAYMENT_PROVIDER_UNAVAILABLE, internal errors) are not kept: the
+	// retry runs again. The same holds for the idempotency_key of the other
+	// mutations.
 	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

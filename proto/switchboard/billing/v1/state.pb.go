@@ -410,6 +410,239 @@ func (x *DeadEvent) GetFailedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// IdempotentCall is one billing mutation called with a client's idempotency
+// key, and once it finished, the outcome its caller saw. Stored in the
+// sb_billing_idempotency bucket under the hex SHA-256 of the user id and the
+// key; the bucket forgets it after its TTL.
+type IdempotentCall struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// operation is the mutation: "checkout", "portal", "cancel", "resume" or
+	// "update_recurring".
+	Operation string `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	// fingerprint is the SHA-256 of the operation and its arguments.
+	Fingerprint []byte `protobuf:"bytes,3,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// attempt identifies the run of the operation; a call that takes over a
+	// run presumed crashed writes its own.
+	Attempt string `protobuf:"bytes,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// started_at is when the current run began.
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// done is false while the operation runs.
+	Done        bool                   `protobuf:"varint,6,opt,name=done,proto3" json:"done,omitempty"`
+	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	// outcome is set once done: what the first caller received.
+	//
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*IdempotentCall_Url
+	//	*IdempotentCall_Subscription
+	//	*IdempotentCall_Error
+	Outcome       isIdempotentCall_Outcome `protobuf_oneof:"outcome"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdempotentCall) Reset() {
+	*x = IdempotentCall{}
+	mi := &file_switchboard_billing_v1_state_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdempotentCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdempotentCall) ProtoMessage() {}
+
+func (x *IdempotentCall) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_billing_v1_state_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdempotentCall.ProtoReflect.Descriptor instead.
+func (*IdempotentCall) Descriptor() ([]byte, []int) {
+	return file_switchboard_billing_v1_state_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *IdempotentCall) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *IdempotentCall) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *IdempotentCall) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return nil
+}
+
+func (x *IdempotentCall) GetAttempt() string {
+	if x != nil {
+		return x.Attempt
+	}
+	return ""
+}
+
+func (x *IdempotentCall) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *IdempotentCall) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *IdempotentCall) GetCompletedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompletedAt
+	}
+	return nil
+}
+
+func (x *IdempotentCall) GetOutcome() isIdempotentCall_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *IdempotentCall) GetUrl() string {
+	if x != nil {
+		if x, ok := x.Outcome.(*IdempotentCall_Url); ok {
+			return x.Url
+		}
+	}
+	return ""
+}
+
+func (x *IdempotentCall) GetSubscription() *Subscription {
+	if x != nil {
+		if x, ok := x.Outcome.(*IdempotentCall_Subscription); ok {
+			return x.Subscription
+		}
+	}
+	return nil
+}
+
+func (x *IdempotentCall) GetError() *IdempotentCallError {
+	if x != nil {
+		if x, ok := x.Outcome.(*IdempotentCall_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isIdempotentCall_Outcome interface {
+	isIdempotentCall_Outcome()
+}
+
+type IdempotentCall_Url struct {
+	// url is the answer of checkout and portal.
+	Url string `protobuf:"bytes,8,opt,name=url,proto3,oneof"`
+}
+
+type IdempotentCall_Subscription struct {
+	// subscription is the answer of cancel, resume and update_recurring.
+	Subscription *Subscription `protobuf:"bytes,9,opt,name=subscription,proto3,oneof"`
+}
+
+type IdempotentCall_Error struct {
+	// error is a billing error the call answered.
+	Error *IdempotentCallError `protobuf:"bytes,10,opt,name=error,proto3,oneof"`
+}
+
+func (*IdempotentCall_Url) isIdempotentCall_Outcome() {}
+
+func (*IdempotentCall_Subscription) isIdempotentCall_Outcome() {}
+
+func (*IdempotentCall_Error) isIdempotentCall_Outcome() {}
+
+// IdempotentCallError is a billing error replayed to retries.
+type IdempotentCallError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is the stable error code (SUBSCRIPTION_HAS_BEEN_CANCELED, ...).
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// http_status is the HTTP status a front end shows.
+	HttpStatus    int32  `protobuf:"varint,2,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdempotentCallError) Reset() {
+	*x = IdempotentCallError{}
+	mi := &file_switchboard_billing_v1_state_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdempotentCallError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdempotentCallError) ProtoMessage() {}
+
+func (x *IdempotentCallError) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_billing_v1_state_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdempotentCallError.ProtoReflect.Descriptor instead.
+func (*IdempotentCallError) Descriptor() ([]byte, []int) {
+	return file_switchboard_billing_v1_state_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *IdempotentCallError) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *IdempotentCallError) GetHttpStatus() int32 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *IdempotentCallError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_switchboard_billing_v1_state_proto protoreflect.FileDescriptor
 
 const file_switchboard_billing_v1_state_proto_rawDesc = "" +
@@ -450,7 +683,26 @@ const file_switchboard_billing_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"deliveries\x18\x05 \x01(\x04R\n" +
 	"deliveries\x127\n" +
-	"\tfailed_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bfailedAtBMZKgithub.com/switchboardhq/switchboard/proto/switchboard/billing/v1;billingv1b\x06proto3"
+	"\tfailed_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bfailedAt\"\xc1\x03\n" +
+	"\x0eIdempotentCall\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1c\n" +
+	"\toperation\x18\x02 \x01(\tR\toperation\x12 \n" +
+	"\vfingerprint\x18\x03 \x01(\fR\vfingerprint\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\tR\aattempt\x129\n" +
+	"\n" +
+	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x12\n" +
+	"\x04done\x18\x06 \x01(\bR\x04done\x12=\n" +
+	"\fcompleted_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12\x12\n" +
+	"\x03url\x18\b \x01(\tH\x00R\x03url\x12J\n" +
+	"\fsubscription\x18\t \x01(\v2$.switchboard.billing.v1.SubscriptionH\x00R\fsubscription\x12C\n" +
+	"\x05error\x18\n" +
+	" \x01(\v2+.switchboard.billing.v1.IdempotentCallErrorH\x00R\x05errorB\t\n" +
+	"\aoutcome\"d\n" +
+	"\x13IdempotentCallError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1f\n" +
+	"\vhttp_status\x18\x02 \x01(\x05R\n" +
+	"httpStatus\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessageBMZKgithub.com/switchboardhq/switchboard/proto/switchboard/billing/v1;billingv1b\x06proto3"
 
 var (
 	file_switchboard_billing_v1_state_proto_rawDescOnce sync.Once
@@ -464,32 +716,38 @@ func file_switchboard_billing_v1_state_proto_rawDescGZIP() []byte {
 	return file_switchboard_billing_v1_state_proto_rawDescData
 }
 
-var file_switchboard_billing_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_switchboard_billing_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_switchboard_billing_v1_state_proto_goTypes = []any{
 	(*CustomerRecord)(nil),        // 0: switchboard.billing.v1.CustomerRecord
 	(*SubscriptionRecord)(nil),    // 1: switchboard.billing.v1.SubscriptionRecord
 	(*InvoiceRecord)(nil),         // 2: switchboard.billing.v1.InvoiceRecord
 	(*ProcessedEvent)(nil),        // 3: switchboard.billing.v1.ProcessedEvent
 	(*DeadEvent)(nil),             // 4: switchboard.billing.v1.DeadEvent
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
-	(*Subscription)(nil),          // 6: switchboard.billing.v1.Subscription
-	(Recurring)(0),                // 7: switchboard.billing.v1.Recurring
-	(*Invoice)(nil),               // 8: switchboard.billing.v1.Invoice
+	(*IdempotentCall)(nil),        // 5: switchboard.billing.v1.IdempotentCall
+	(*IdempotentCallError)(nil),   // 6: switchboard.billing.v1.IdempotentCallError
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*Subscription)(nil),          // 8: switchboard.billing.v1.Subscription
+	(Recurring)(0),                // 9: switchboard.billing.v1.Recurring
+	(*Invoice)(nil),               // 10: switchboard.billing.v1.Invoice
 }
 var file_switchboard_billing_v1_state_proto_depIdxs = []int32{
-	5, // 0: switchboard.billing.v1.CustomerRecord.created_at:type_name -> google.protobuf.Timestamp
-	6, // 1: switchboard.billing.v1.SubscriptionRecord.subscription:type_name -> switchboard.billing.v1.Subscription
-	7, // 2: switchboard.billing.v1.SubscriptionRecord.restore_recurring:type_name -> switchboard.billing.v1.Recurring
-	5, // 3: switchboard.billing.v1.SubscriptionRecord.synced_at:type_name -> google.protobuf.Timestamp
-	8, // 4: switchboard.billing.v1.InvoiceRecord.invoice:type_name -> switchboard.billing.v1.Invoice
-	5, // 5: switchboard.billing.v1.InvoiceRecord.synced_at:type_name -> google.protobuf.Timestamp
-	5, // 6: switchboard.billing.v1.ProcessedEvent.processed_at:type_name -> google.protobuf.Timestamp
-	5, // 7: switchboard.billing.v1.DeadEvent.failed_at:type_name -> google.protobuf.Timestamp
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	7,  // 0: switchboard.billing.v1.CustomerRecord.created_at:type_name -> google.protobuf.Timestamp
+	8,  // 1: switchboard.billing.v1.SubscriptionRecord.subscription:type_name -> switchboard.billing.v1.Subscription
+	9,  // 2: switchboard.billing.v1.SubscriptionRecord.restore_recurring:type_name -> switchboard.billing.v1.Recurring
+	7,  // 3: switchboard.billing.v1.SubscriptionRecord.synced_at:type_name -> google.protobuf.Timestamp
+	10, // 4: switchboard.billing.v1.InvoiceRecord.invoice:type_name -> switchboard.billing.v1.Invoice
+	7,  // 5: switchboard.billing.v1.InvoiceRecord.synced_at:type_name -> google.protobuf.Timestamp
+	7,  // 6: switchboard.billing.v1.ProcessedEvent.processed_at:type_name -> google.protobuf.Timestamp
+	7,  // 7: switchboard.billing.v1.DeadEvent.failed_at:type_name -> google.protobuf.Timestamp
+	7,  // 8: switchboard.billing.v1.IdempotentCall.started_at:type_name -> google.protobuf.Timestamp
+	7,  // 9: switchboard.billing.v1.IdempotentCall.completed_at:type_name -> google.protobuf.Timestamp
+	8,  // 10: switchboard.billing.v1.IdempotentCall.subscription:type_name -> switchboard.billing.v1.Subscription
+	6,  // 11: switchboard.billing.v1.IdempotentCall.error:type_name -> switchboard.billing.v1.IdempotentCallError
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_billing_v1_state_proto_init() }
@@ -498,13 +756,18 @@ func file_switchboard_billing_v1_state_proto_init() {
 		return
 	}
 	file_switchboard_billing_v1_billing_proto_init()
+	file_switchboard_billing_v1_state_proto_msgTypes[5].OneofWrappers = []any{
+		(*IdempotentCall_Url)(nil),
+		(*IdempotentCall_Subscription)(nil),
+		(*IdempotentCall_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_billing_v1_state_proto_rawDesc), len(file_switchboard_billing_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
