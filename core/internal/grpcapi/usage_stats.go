@@ -16,6 +16,18 @@ import (
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
+// UsageHealth reports the usage pipeline's counters in the usage stats.
+type UsageHealth interface {
+	Pipeline(ctx context.Context, machineID string) *corev1.UsagePipeline
+}
+
+// WithUsageHealth makes the usage stats report the pipeline's health, and
+// returns a.
+func (a *Admin) WithUsageHealth(h UsageHealth) *Admin {
+	a.usageHealth = h
+	return a
+}
+
 // maxUsageDeltas bounds the deltas of one ApplyUsage call.
 const maxUsageDeltas = 10_000
 
@@ -162,7 +174,12 @@ func (a *Admin) GetUsageStats(ctx context.Context, req *corev1.GetUsageStatsRequ
 		}
 		return true
 	})
+	var pipeline *corev1.UsagePipeline
+	if a.usageHealth != nil {
+		pipeline = a.usageHealth.Pipeline(ctx, machineID)
+	}
 	return &corev1.GetUsageStatsResponse{
+		Pipeline:     pipeline,
 		Period:       p.Name,
 		From:         timestamppb.New(p.From),
 		To:           timestamppb.New(p.To),
