@@ -134,4 +134,3 @@ func TestUsageClientDisconnectBilledWhatWasDelivered(t *testing.T) {
 	assert.True(t, ev.GetTokensEstimated())
 	assert.True(t, ev.GetPartial())
 }
-
