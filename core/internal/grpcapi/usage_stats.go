@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/apikey"
@@ -54,7 +56,14 @@ func (a *Admin) ApplyUsage(ctx context.Context, req *corev1.ApplyUsageRequest) (
 	for i, d := range req.GetDeltas() {
 		out, err := a.applyDelta(ctx, d, req.GetAckFloor())
 		if err != nil {
-			return nil, a.storeError(err)
+			if !documentRefused(err) || ctx.Err() != nil {
+				// The store itself is away: the whole call is retried.
+				return nil, a.storeError(err)
+			}
+			// This document refused the write: the other deltas go on.
+			a.log.Error("usage delta not stored", "machine", d.GetMachineId(), "day", d.GetDay(), "events", len(d.GetSequences()), "err", err)
+			resp.Failed = append(resp.Failed, int32(i))
+			continue
 		}
 		switch out {
 		case rollup.Applied:
@@ -66,6 +75,14 @@ func (a *Admin) ApplyUsage(ctx context.Context, req *corev1.ApplyUsageRequest) (
 		}
 	}
 	return resp, nil
+}
+
+// documentRefused reports whether err is a refusal of one document's write
+// (too large, the stream's answer, endless conflicts) rather than the store
+// being unreachable.
+func documentRefused(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, kvmirror.ErrConflict) || errors.Is(err, nats.ErrMaxPayload) || errors.As(err, &api)
 }
 
 func validDelta(d *corev1.UsageDelta) error {

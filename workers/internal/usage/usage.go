@@ -11,8 +11,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -52,6 +55,10 @@ type Config struct {
 	MaxAckPending int
 	// CallTimeout bounds one call to core (30s).
 	CallTimeout time.Duration
+	// MaxDeliver is the delivery of an event whose document keeps refusing
+	// it (core answers, but cannot store it) at which it goes to the
+	// dead-letter stream (10). Failures to reach core do not count.
+	MaxDeliver int
 }
 
 func (c Config) withDefaults() Config {
@@ -67,11 +74,15 @@ func (c Config) withDefaults() Config {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 30 * time.Second
 	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 10
+	}
 	return c
 }
 
 // Roller consumes SB_USAGE into core's roll-ups.
 type Roller struct {
+	js         jetstream.JetStream
 	admin      Admin
 	adminToken string
 	cfg        Config
@@ -87,6 +98,7 @@ func New(admin Admin, adminToken string, cfg Config, log *slog.Logger) *Roller {
 // Run consumes until ctx ends. The batch in flight then gets one last
 // attempt; what is not stored is handed back for redelivery.
 func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
+	r.js = js
 	cons, err := r.Consumer(ctx, js)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -129,8 +141,10 @@ func (r *Roller) Consumer(ctx context.Context, js jetstream.JetStream) (jetstrea
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       r.cfg.CallTimeout + 30*time.Second,
-		// An event is retried until core stores it: none is dropped.
-		MaxDeliver:    -1,
+		// An event core cannot store goes to the dead-letter stream at its
+		// MaxDeliver-th delivery; the server's bound, a little higher, only
+		// keeps a poison event from circling for ever should that fail.
+		MaxDeliver:    r.cfg.MaxDeliver + 2,
 		MaxAckPending: r.cfg.MaxAckPending,
 	})
 	if err != nil {
@@ -140,19 +154,24 @@ func (r *Roller) Consumer(ctx context.Context, js jetstream.JetStream) (jetstrea
 }
 
 // Process rolls up one batch, stores it through core and acknowledges it;
-// events that could not be stored before ctx ended are handed back.
+// events that could not be stored before ctx ended are handed back. Events
+// whose document refused them are handed back with a delay, and go to the
+// dead-letter stream at their MaxDeliver-th delivery, as do undecodable
+// ones: one machine's trouble never holds up another's events.
 func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []jetstream.Msg) {
 	events := make([]Event, 0, len(msgs))
 	keep := msgs[:0:0]
+	bySeq := make(map[uint64]jetstream.Msg, len(msgs))
 	for _, m := range msgs {
 		e, err := r.decode(m)
 		if err != nil {
-			r.log.Error("usage event dropped", "subject", m.Subject(), "err", err)
-			_ = m.Term()
+			r.log.Error("usage event undecodable, dead-lettered", "subject", m.Subject(), "err", err)
+			r.deadLetter(ctx, m, strings.TrimPrefix(m.Subject(), spine.SubjectUsage+"."), err.Error())
 			continue
 		}
 		keep = append(keep, m)
 		events = append(events, e)
+		bySeq[e.Seq] = m
 	}
 	if len(events) == 0 {
 		return
@@ -161,17 +180,64 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 	if info, err := cons.Info(ctx); err == nil {
 		floor = info.AckFloor.Stream
 	}
-	if err := r.Store(ctx, floor, events, func() { inProgress(keep) }); err != nil {
+	failed, err := r.Store(ctx, floor, events, func() { inProgress(keep) })
+	if err != nil {
 		r.log.Warn("usage batch handed back for redelivery", "events", len(keep), "err", err)
 		for _, m := range keep {
 			_ = m.Nak()
 		}
 		return
 	}
+	refused := make(map[uint64]bool, len(failed))
+	for _, e := range failed {
+		refused[e.Seq] = true
+		m := bySeq[e.Seq]
+		attempt := uint64(1)
+		if md, err := m.Metadata(); err == nil {
+			attempt = md.NumDelivered
+		}
+		if attempt >= uint64(r.cfg.MaxDeliver) {
+			r.deadLetter(ctx, m, e.Usage.GetMachineId(), "its roll-up document refused it")
+			continue
+		}
+		_ = m.NakWithDelay(time.Duration(1<<min(attempt, 5)) * time.Second)
+	}
 	// A lost acknowledgement only means a redelivery, which core ignores.
 	for _, m := range keep {
+		if md, err := m.Metadata(); err == nil && refused[md.Sequence.Stream] {
+			continue
+		}
 		_ = m.Ack()
 	}
+}
+
+// deadLetter copies m to the dead-letter stream, then ends its deliveries;
+// when the copy fails it is handed back to be tried again.
+func (r *Roller) deadLetter(ctx context.Context, m jetstream.Msg, machine, reason string) {
+	if !validMachineID(machine) {
+		machine = "unknown"
+	}
+	msg := &nats.Msg{Subject: spine.SubjectUsageDead + "." + machine, Data: m.Data(), Header: nats.Header{}}
+	msg.Header.Set("Sb-Original-Subject", m.Subject())
+	msg.Header.Set("Sb-Reason", reason)
+	if md, err := m.Metadata(); err == nil {
+		seq := strconv.FormatUint(md.Sequence.Stream, 10)
+		msg.Header.Set("Sb-Original-Sequence", seq)
+		msg.Header.Set(jetstream.MsgIDHeader, "dead-"+seq)
+	}
+	if r.js == nil {
+		_ = m.Nak()
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := r.js.PublishMsg(pctx, msg); err != nil {
+		r.log.Warn("dead-lettering a usage event failed, will retry", "subject", m.Subject(), "err", err)
+		_ = m.NakWithDelay(5 * time.Second)
+		return
+	}
+	r.log.Error("usage event dead-lettered", "subject", m.Subject(), "machine", machine, "reason", reason)
+	_ = m.Term()
 }
 
 func (r *Roller) decode(m jetstream.Msg) (Event, error) {
@@ -198,9 +264,12 @@ func (r *Roller) decode(m jetstream.Msg) (Event, error) {
 
 // Store hands the roll-up of events to core, retrying with backoff while ctx
 // lasts (beat is called before each retry, to keep the events' deliveries
-// alive). Deltas core reports as split are sent again one event each.
-func (r *Roller) Store(ctx context.Context, ackFloor uint64, events []Event, beat func()) error {
+// alive). Deltas core reports as split are sent again one event each. The
+// events of deltas core could not store (their document refused them) are
+// returned; the others are stored.
+func (r *Roller) Store(ctx context.Context, ackFloor uint64, events []Event, beat func()) ([]Event, error) {
 	groups := Build(events)
+	var failed []Event
 	for len(groups) > 0 {
 		req := &corev1.ApplyUsageRequest{AckFloor: ackFloor, Deltas: make([]*corev1.UsageDelta, len(groups))}
 		for i, g := range groups {
@@ -208,7 +277,12 @@ func (r *Roller) Store(ctx context.Context, ackFloor uint64, events []Event, bea
 		}
 		resp, err := r.apply(ctx, req, beat)
 		if err != nil {
-			return err
+			return nil, err
+		}
+		for _, i := range resp.GetFailed() {
+			if int(i) >= 0 && int(i) < len(groups) {
+				failed = append(failed, groups[i].Events...)
+			}
 		}
 		var again []Group
 		for _, i := range resp.GetSplit() {
@@ -228,7 +302,7 @@ func (r *Roller) Store(ctx context.Context, ackFloor uint64, events []Event, bea
 		}
 		groups = again
 	}
-	return nil
+	return failed, nil
 }
 
 // apply calls core until it answers, or ctx ends. After ctx ends one last

@@ -148,7 +148,7 @@ func TestStoreSendsSplitDeltasPerEvent(t *testing.T) {
 	core.applied[2] = true // applied before, then redelivered with new events
 	r := New(core, token, Config{}, slog.New(slog.DiscardHandler))
 	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
-	err := r.Store(context.Background(), 0, []Event{event(1, machineA, at, "c", 200, 1), event(2, machineA, at, "c", 200, 1), event(3, machineA, at, "c", 200, 1)}, nil)
+	_, err := r.Store(context.Background(), 0, []Event{event(1, machineA, at, "c", 200, 1), event(2, machineA, at, "c", 200, 1), event(3, machineA, at, "c", 200, 1)}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 2, core.calls, "the mixed delta is sent again, per event")
 	assert.Equal(t, 1, core.splits)
@@ -248,7 +248,9 @@ func TestRedeliveryAfterAWorkerDied(t *testing.T) {
 		msgs = append(msgs, m)
 	}
 	require.Len(t, taken, 6)
-	require.NoError(t, r.Store(ctx, 0, taken, nil))
+	failed, err := r.Store(ctx, 0, taken, nil)
+	require.NoError(t, err)
+	require.Empty(t, failed)
 	require.EqualValues(t, 6, core.requests())
 	// Its deliveries are handed back, as their AckWait would.
 	for _, m := range msgs {
