@@ -165,7 +165,6 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 	for _, m := range msgs {
 		e, err := r.decode(m)
 		if err != nil {
-			r.log.Error("usage event undecodable, dead-lettered", "subject", m.Subject(), "err", err)
 			r.deadLetter(ctx, m, strings.TrimPrefix(m.Subject(), spine.SubjectUsage+"."), err.Error())
 			continue
 		}

@@ -86,10 +86,12 @@ type fakeCore struct {
 	// loseReply applies, then answers Unavailable (as if the worker died
 	// before reading the answer), this many times.
 	loseReply int
-	applied   map[uint64]bool
-	totals    busv1.UsageCounters
-	calls     int
-	splits    int
+	// refuse lists machines whose documents refuse every write.
+	refuse  map[string]bool
+	applied map[uint64]bool
+	totals  busv1.UsageCounters
+	calls   int
+	splits  int
 }
 
 func newFakeCore() *fakeCore { return &fakeCore{applied: map[uint64]bool{}} }
@@ -108,6 +110,10 @@ func (f *fakeCore) ApplyUsage(ctx context.Context, in *corev1.ApplyUsageRequest,
 	}
 	resp := &corev1.ApplyUsageResponse{}
 	for i, d := range in.Deltas {
+		if f.refuse[d.MachineId] {
+			resp.Failed = append(resp.Failed, int32(i))
+			continue
+		}
 		seen := 0
 		for _, s := range d.Sequences {
 			if f.applied[s] || s <= in.AckFloor {
@@ -216,6 +222,44 @@ func TestRunRollsUpEveryEventOnce(t *testing.T) {
 	require.NoError(t, <-done)
 	assert.EqualValues(t, 40, core.requests())
 	assert.EqualValues(t, 80, core.totals.PromptTokens)
+}
+
+// A machine whose document refuses every write does not hold up another
+// machine's events; its events go to the dead-letter stream after
+// MaxDeliver deliveries, and the consumer moves on.
+func TestRefusedDocumentIsIsolatedAndDeadLettered(t *testing.T) {
+	js := startNATS(t)
+	core := newFakeCore()
+	core.refuse = map[string]bool{machineA: true}
+	r := New(core, token, Config{Batch: 5, MaxWait: 50 * time.Millisecond, MaxDeliver: 2}, slog.New(slog.DiscardHandler))
+	now := time.Now()
+	var evs []Event
+	for i := range 20 {
+		evs = append(evs, event(uint64(i+1), []string{machineA, machineB}[i%2], now, "c", 200, 1))
+	}
+	publish(t, js, evs...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, js) }()
+	require.Eventually(t, func() bool { return core.requests() == 10 }, 20*time.Second, 20*time.Millisecond, "machine B rolled up")
+
+	dead, err := js.Stream(context.Background(), spine.StreamUsageDead)
+	require.NoError(t, err)
+	cons, err := js.Consumer(context.Background(), spine.StreamUsage, Durable)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := dead.Info(context.Background())
+		require.NoError(t, err)
+		return info.State.Msgs == 10 && consumerSettled(t, cons)
+	}, 30*time.Second, 50*time.Millisecond, "machine A's events dead-lettered")
+	cancel()
+	require.NoError(t, <-done)
+
+	info, err := dead.Info(context.Background(), jetstream.WithSubjectFilter(spine.SubjectUsageDead+"."+machineA))
+	require.NoError(t, err)
+	assert.EqualValues(t, 10, info.State.Subjects[spine.SubjectUsageDead+"."+machineA])
+	assert.EqualValues(t, 10, core.requests())
 }
 
 // A worker that dies after core stored its batch and before acknowledging
