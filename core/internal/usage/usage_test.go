@@ -285,3 +285,44 @@ func TestDrainPublishesEverythingBeforeRunReturns(t *testing.T) {
 	p.Record(event(0))
 	assert.EqualValues(t, 1, p.Stats().Dropped)
 }
+
+// Events of requests that finish during the drain (recorded after Run's
+// context ended) are published too: here NATS is away when the drain
+// starts, events keep coming, NATS comes back, and Run returns only once
+// every one of them is stored.
+func TestDrainPublishesEventsRecordedDuringIt(t *testing.T) {
+	dir := t.TempDir()
+	srv := server(t, dir, 0)
+	url := srv.ClientURL()
+	var port int
+	_, err := fmt.Sscanf(url[strings.LastIndex(url, ":")+1:], "%d", &port)
+	require.NoError(t, err)
+	nc, js := connect(t, url)
+	ensureUsageStream(t, js, nil)
+	p, err := usage.NewPublisher(js, usage.Config{Drain: time.Minute, AckTimeout: time.Second}, quiet)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Run(ctx)
+
+	srv.Shutdown()
+	require.Eventually(t, func() bool { return !nc.IsConnected() }, 10*time.Second, 10*time.Millisecond)
+	for i := range 10 {
+		p.Record(event(i))
+	}
+	cancel() // the drain starts, NATS away
+	for i := range 10 {
+		p.Record(event(10 + i)) // requests finishing during the drain
+	}
+	select {
+	case <-p.Done():
+		t.Fatal("Run returned with events unpublished")
+	default:
+	}
+	srv = server(t, dir, port)
+	t.Cleanup(srv.Shutdown)
+	<-p.Done()
+	st := p.Stats()
+	assert.EqualValues(t, 20, st.Published)
+	assert.Zero(t, st.Dropped)
+	assert.EqualValues(t, 20, streamMsgs(t, js))
+}
