@@ -251,7 +251,10 @@ func (c *Core) Register(s grpc.ServiceRegistrar) {
 func (c *Core) DefaultMachineID() string { return c.defaultID }
 
 // Run serves until ctx ends, then publishes the usage events still
-// buffered and stops the state mirror.
+// buffered (events recorded meanwhile included, for at most the drain
+// timeout) and stops the state mirror. For a shutdown that loses no usage,
+// end ctx only after the gRPC server's graceful stop, and close the NATS
+// connection only after Run has returned.
 func (c *Core) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {

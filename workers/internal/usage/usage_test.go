@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -308,4 +310,17 @@ func TestRedeliveryAfterAWorkerDied(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 	assert.EqualValues(t, 10, core.requests(), "six redelivered events, counted once")
+}
+
+func TestRowOfClipsLongDimensions(t *testing.T) {
+	long := func(c string) string { return "openai/" + strings.Repeat(c, 5000) }
+	a := RowOf(&busv1.UsageEvent{Model: long("a") + "é"}, 0)
+	b := RowOf(&busv1.UsageEvent{Model: long("a") + "è"}, 0)
+	assert.LessOrEqual(t, len(a.Model), maxDimension)
+	assert.True(t, utf8.ValidString(a.Model))
+	assert.NotEqual(t, a.Model, b.Model, "distinct ids stay distinct")
+	assert.Equal(t, "openai/gpt-4o", RowOf(&busv1.UsageEvent{Model: "openai/gpt-4o"}, 0).Model)
+	multi := RowOf(&busv1.UsageEvent{Model: strings.Repeat("é", 1000)}, 0)
+	assert.True(t, utf8.ValidString(multi.Model))
+	assert.LessOrEqual(t, len(multi.Model), maxDimension)
 }
