@@ -18,7 +18,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
@@ -275,6 +277,22 @@ func (r *Roller) Store(ctx context.Context, ackFloor uint64, events []Event, bea
 			req.Deltas[i] = g.Delta
 		}
 		resp, err := r.apply(ctx, req, beat)
+		if refusedCall(err) {
+			// Core refused the call itself: find the deltas it refuses by
+			// sending them one at a time.
+			if len(groups) == 1 {
+				r.log.Error("usage delta refused by core", "machine", groups[0].Delta.GetMachineId(), "events", len(groups[0].Events), "err", err)
+				return append(failed, groups[0].Events...), nil
+			}
+			for _, g := range groups {
+				f, err := r.Store(ctx, ackFloor, g.Events, beat)
+				if err != nil {
+					return nil, err
+				}
+				failed = append(failed, f...)
+			}
+			return failed, nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -321,7 +339,7 @@ func (r *Roller) apply(ctx context.Context, req *corev1.ApplyUsageRequest, beat 
 		if err == nil {
 			return resp, nil
 		}
-		if last {
+		if last || refusedCall(err) {
 			return nil, err
 		}
 		r.log.Warn("storing usage failed, will retry", "deltas", len(req.GetDeltas()), "retry_in", backoff, "err", err)
@@ -331,6 +349,16 @@ func (r *Roller) apply(ctx context.Context, req *corev1.ApplyUsageRequest, beat 
 			beat()
 		}
 	}
+}
+
+// refusedCall reports whether core refused a call as such (malformed or too
+// large): sending it again cannot help.
+func refusedCall(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.ResourceExhausted:
+		return true
+	}
+	return false
 }
 
 // inProgress resets the acknowledgement timers of msgs.

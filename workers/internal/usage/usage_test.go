@@ -89,7 +89,9 @@ type fakeCore struct {
 	// before reading the answer), this many times.
 	loseReply int
 	// refuse lists machines whose documents refuse every write.
-	refuse  map[string]bool
+	refuse map[string]bool
+	// invalid lists machines whose deltas make core refuse the whole call.
+	invalid map[string]bool
 	applied map[uint64]bool
 	totals  busv1.UsageCounters
 	calls   int
@@ -109,6 +111,11 @@ func (f *fakeCore) ApplyUsage(ctx context.Context, in *corev1.ApplyUsageRequest,
 	if f.fail > 0 {
 		f.fail--
 		return nil, status.Error(codes.Unavailable, "core is down")
+	}
+	for _, d := range in.Deltas {
+		if f.invalid[d.MachineId] {
+			return nil, status.Error(codes.InvalidArgument, "invalid delta")
+		}
 	}
 	resp := &corev1.ApplyUsageResponse{}
 	for i, d := range in.Deltas {
@@ -161,6 +168,20 @@ func TestStoreSendsSplitDeltasPerEvent(t *testing.T) {
 	assert.Equal(t, 2, core.calls, "the mixed delta is sent again, per event")
 	assert.Equal(t, 1, core.splits)
 	assert.EqualValues(t, 2, core.requests(), "events 1 and 3 counted, 2 not twice")
+}
+
+// A call core refuses as a whole is sent again delta by delta: the
+// refused machine's events come back as failed, the others are stored.
+func TestStoreIsolatesACallCoreRefuses(t *testing.T) {
+	core := newFakeCore()
+	core.invalid = map[string]bool{machineA: true}
+	r := New(core, token, Config{}, slog.New(slog.DiscardHandler))
+	at := time.Now()
+	failed, err := r.Store(context.Background(), 0, []Event{event(1, machineA, at, "c", 200, 1), event(2, machineB, at, "c", 200, 1), event(3, machineB, at, "c", 200, 1)}, nil)
+	require.NoError(t, err)
+	require.Len(t, failed, 1)
+	assert.EqualValues(t, 1, failed[0].Seq)
+	assert.EqualValues(t, 2, core.requests())
 }
 
 // startNATS runs an embedded nats-server with the spine's streams.
