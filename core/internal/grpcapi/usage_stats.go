@@ -78,11 +78,12 @@ func (a *Admin) ApplyUsage(ctx context.Context, req *corev1.ApplyUsageRequest) (
 }
 
 // documentRefused reports whether err is a refusal of one document's write
-// (too large, the stream's answer, endless conflicts) rather than the store
-// being unreachable.
+// (too large, a bad request, endless conflicts) rather than the store being
+// unreachable or busy, which fails the whole call to be retried.
 func documentRefused(err error) bool {
 	var api *jetstream.APIError
-	return errors.Is(err, kvmirror.ErrConflict) || errors.Is(err, nats.ErrMaxPayload) || errors.As(err, &api)
+	return errors.Is(err, kvmirror.ErrConflict) || errors.Is(err, nats.ErrMaxPayload) ||
+		errors.As(err, &api) && (api.Code == 400 || api.Code == 413)
 }
 
 func validDelta(d *corev1.UsageDelta) error {

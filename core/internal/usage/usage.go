@@ -328,8 +328,9 @@ func (p *Publisher) send(items []item) []item {
 		switch {
 		case errors.Is(err, nats.ErrMaxPayload):
 			it.refusals = p.cfg.MaxRefusals
-		case errors.As(err, &api):
-			// The stream answered and said no.
+		case errors.As(err, &api) && (api.Code == 400 || api.Code == 413):
+			// The stream answered and said no to this message (not "not
+			// now", as while a leader is elected: that is retried).
 			it.refusals++
 		}
 		if it.refusals >= p.cfg.MaxRefusals {
