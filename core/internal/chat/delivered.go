@@ -14,14 +14,14 @@ type delivered struct {
 // charsPerToken is the estimate's ratio.
 const charsPerToken = 4
 
-// fields are the chunk members whose string values the client was sent as
+// textMembers are the chunk members whose string values the client was sent as
 // text. "content" also matches "reasoning_content".
-var fields = [][]byte{[]byte(`content"`), []byte(`arguments"`), []byte(`refusal"`)}
+var textMembers = [][]byte{[]byte(`content"`), []byte(`arguments"`), []byte(`refusal"`)}
 
 // add counts the text of one OpenAI chat chunk that reached the client. It
 // scans the bytes for the members above instead of decoding the chunk.
 func (d *delivered) add(chunk []byte) {
-	for _, f := range fields {
+	for _, f := range textMembers {
 		rest := chunk
 		for {
 			i := bytes.Index(rest, f)
