@@ -326,3 +326,32 @@ func TestDrainPublishesEventsRecordedDuringIt(t *testing.T) {
 	assert.Zero(t, st.Dropped)
 	assert.EqualValues(t, 20, streamMsgs(t, js))
 }
+
+// BenchmarkRecord is the request path's cost of a usage event: minting its
+// id, encoding it and queuing it (the publisher drains in the background).
+func BenchmarkRecord(b *testing.B) {
+	srv, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: b.TempDir()})
+	require.NoError(b, err)
+	defer srv.Shutdown()
+	nc, err := srv.Connect("bench", quiet)
+	require.NoError(b, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(b, err)
+	require.NoError(b, spine.EnsureStreams(context.Background(), js, spine.Topology{}.Streams()...))
+	p, err := usage.NewPublisher(js, usage.Config{}, quiet)
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Run(ctx)
+	ev := event(1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		ev.EventId = ""
+		p.Record(ev)
+	}
+	b.StopTimer()
+	cancel()
+	<-p.Done()
+	b.ReportMetric(float64(p.Stats().Dropped), "dropped")
+}
