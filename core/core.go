@@ -70,9 +70,21 @@ type Config struct {
 	// within their provider's refresh lead time (zero:
 	// lifecycle.DefaultScanEvery).
 	TokenScanEvery time.Duration
+	// Usage bounds the usage pipeline.
+	Usage UsageConfig
 	// OAuth overrides the OAuth login table (endpoints, client ids) of
 	// internal/oauth.
 	OAuth oauth.Overrides
+}
+
+// UsageConfig bounds the usage pipeline; zero values take the defaults.
+type UsageConfig struct {
+	// MaxBytes bounds SB_USAGE on disk (spine.DefaultUsageMaxBytes).
+	MaxBytes int64
+	// BufferEvents bounds the usage events waiting in core while NATS is
+	// away (usage.DefaultMaxEvents); past it new events are dropped and
+	// counted.
+	BufferEvents int
 }
 
 // Deps are what core is built on.
@@ -112,7 +124,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("core: jetstream: %w", err)
 	}
-	if err := (spine.Topology{Replicas: cfg.Replicas}).Ensure(ctx, js); err != nil {
+	if err := (spine.Topology{Replicas: cfg.Replicas, UsageMaxBytes: cfg.Usage.MaxBytes}).Ensure(ctx, js); err != nil {
 		return nil, fmt.Errorf("core: %w", err)
 	}
 	// The mirror lives as long as core, not as long as the start-up context.
@@ -141,7 +153,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 	cooldowns := store.NewCooldowns(st.Cooldowns)
 	clients := upstream.NewClients(timeouts(cfg))
 	disp := dispatch.New(st, routing.NewResolver(st, reg), cooldowns, jobPub, v, clients, log)
-	use := usage.NewPublisher(js, log)
+	use, err := usage.NewPublisher(js, usage.Config{MaxEvents: cfg.Usage.BufferEvents}, log)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("core: %w", err)
+	}
 	c := &Core{
 		scanEvery: cmp.Or(cfg.CatalogScanEvery, time.Minute),
 		lister:    lister,
@@ -155,7 +171,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 			Usage:      use,
 			Log:        log,
 		}),
-		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, lister, keySecret, reg, log).WithUpstream(clients),
+		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, lister, keySecret, reg, log).WithUpstream(clients).WithUsageHealth(usage.NewHealth(use, js)),
 		usage:     use,
 		defaultID: defaultID,
 		log:       log,
@@ -235,7 +251,10 @@ func (c *Core) Register(s grpc.ServiceRegistrar) {
 func (c *Core) DefaultMachineID() string { return c.defaultID }
 
 // Run serves until ctx ends, then publishes the usage events still
-// buffered and stops the state mirror.
+// buffered (events recorded meanwhile included, for at most the drain
+// timeout) and stops the state mirror. For a shutdown that loses no usage,
+// end ctx only after the gRPC server's graceful stop, and close the NATS
+// connection only after Run has returned.
 func (c *Core) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
@@ -247,7 +266,9 @@ func (c *Core) Run(ctx context.Context) error {
 		defer close(tokensDone)
 		c.tokens.Run(ctx, c.tokenScanEvery)
 	}()
-	c.usage.Run(ctx, 10*time.Second)
+	// Returns once every buffered event is published (or the drain timed
+	// out): the caller may close NATS after Run returns.
+	c.usage.Run(ctx)
 	<-done
 	<-tokensDone
 	c.stop()

@@ -133,6 +133,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			SecretKey:        secretKey,
 			RequireAPIKey:    cfg.RequireAPIKey,
 			Replicas:         cfg.NATSReplica,
+			Usage:            core.UsageConfig{MaxBytes: cfg.UsageMaxBytes, BufferEvents: cfg.UsageBufferEvents},
 			FirstByteTimeout: cfg.FirstByteTimeout,
 			MaxAudioBytes:    cfg.MaxAudioBytes,
 			CatalogScanEvery: cfg.CatalogScanEvery,
@@ -185,7 +186,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		// token; their connection also carries the internal token, but it
 		// does not replace the admin token: that would make every holder
 		// of the internal token (the edge, billing) an administrator.
-		n.workers, err = workers.New(ctx, workers.Config{AdminToken: adminToken, Replicas: cfg.NATSReplica, JobTimeout: cfg.JobTimeout},
+		n.workers, err = workers.New(ctx, workers.Config{AdminToken: adminToken, Replicas: cfg.NATSReplica, JobTimeout: cfg.JobTimeout, UsageMaxBytes: cfg.UsageMaxBytes},
 			workers.Deps{NATS: n.nc, Core: coreConn, Logger: log})
 		if err != nil {
 			return nil, err

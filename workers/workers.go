@@ -31,6 +31,9 @@ type Config struct {
 	AdminToken string
 	// Replicas of the streams the workers use.
 	Replicas int
+	// UsageMaxBytes bounds SB_USAGE on disk (zero: the spine's default); it
+	// must match core's.
+	UsageMaxBytes int64
 	// Concurrency bounds the jobs of one kind handled at once.
 	Concurrency int
 	// JobTimeout, when positive, bounds one job of every kind instead of
@@ -66,7 +69,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Workers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workers: jetstream: %w", err)
 	}
-	if err := spine.EnsureStreams(ctx, js, (spine.Topology{Replicas: cfg.Replicas}).Streams()...); err != nil {
+	if err := spine.EnsureStreams(ctx, js, (spine.Topology{Replicas: cfg.Replicas, UsageMaxBytes: cfg.UsageMaxBytes}).Streams()...); err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
 	log := deps.Logger.With("role", "worker")

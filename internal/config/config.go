@@ -89,6 +89,12 @@ type Config struct {
 	// SWITCHBOARD_OAUTH_QWEN_TOKEN_URL or
 	// SWITCHBOARD_OAUTH_GITHUB_COPILOT_CLIENT_ID.
 	OAuth oauth.Overrides
+	// UsageMaxBytes bounds the SB_USAGE stream on disk; past it the oldest
+	// events go (they are kept 35 days at most anyway).
+	UsageMaxBytes int64
+	// UsageBufferEvents bounds the usage events a core process keeps while
+	// NATS is away; past it new events are dropped and counted.
+	UsageBufferEvents int
 
 	LogLevel        slog.Level
 	LogFormat       string
@@ -149,6 +155,8 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	tokenScan := s.add("SWITCHBOARD_TOKEN_SCAN_INTERVAL", "token-scan-interval", "1m", "how often OAuth connections are checked for tokens within their provider's refresh lead time", false)
 	jobTimeout := s.add("SWITCHBOARD_JOB_TIMEOUT", "job-timeout", "", "bound on one worker job; a job not acknowledged 10s past it goes to another worker (default: each kind's own, 30s for token refresh)", false)
 	maxAudio := s.add("SWITCHBOARD_MAX_AUDIO_BYTES", "max-audio-bytes", "26214400", "largest audio file /v1/audio/transcriptions accepts, in bytes", false)
+	usageMaxBytes := s.add("SWITCHBOARD_USAGE_MAX_BYTES", "usage-max-bytes", "1073741824", "bound on the SB_USAGE stream on disk, in bytes (the oldest events go past it)", false)
+	usageBuffer := s.add("SWITCHBOARD_USAGE_BUFFER_EVENTS", "usage-buffer-events", "100000", "usage events core keeps while NATS is away (also bounded to 64 MiB); past it new events are dropped and counted", false)
 	shutdown := s.add("SWITCHBOARD_SHUTDOWN_TIMEOUT", "shutdown-timeout", "15s", "how long a graceful shutdown drains in-flight requests", false)
 
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
@@ -297,6 +305,16 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		err = errors.New("must be a positive number of bytes")
 	}
 	check(maxAudio, err)
+	c.UsageMaxBytes, err = strconv.ParseInt(usageMaxBytes.raw, 10, 64)
+	if err == nil && c.UsageMaxBytes < 1<<20 {
+		err = errors.New("must be at least 1048576 bytes")
+	}
+	check(usageMaxBytes, err)
+	c.UsageBufferEvents, err = strconv.Atoi(usageBuffer.raw)
+	if err == nil && c.UsageBufferEvents <= 0 {
+		err = errors.New("must be a positive number of events")
+	}
+	check(usageBuffer, err)
 	c.ShutdownTimeout, err = time.ParseDuration(shutdown.raw)
 	if err == nil && c.ShutdownTimeout <= 0 {
 		err = errors.New("must be positive")

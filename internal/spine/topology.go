@@ -1,6 +1,7 @@
 package spine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -37,6 +38,12 @@ const (
 	StreamUsage = "SB_USAGE"
 	// SubjectUsage is followed by ".<machine id>".
 	SubjectUsage = "sb.usage"
+
+	// StreamUsageDead holds the usage events the roll-up gave up on after a
+	// finite number of tries, for an operator to look at.
+	StreamUsageDead = "SB_USAGE_DEAD"
+	// SubjectUsageDead is followed by ".<machine id>" (or ".unknown").
+	SubjectUsageDead = "sb.usage_dead"
 )
 
 // CatalogTTL is how long a live model catalog is kept (interface section 8).
@@ -53,10 +60,19 @@ const OAuthFlowTTL = 30 * time.Minute
 // JobDedupWindow is how long a job's message id suppresses a duplicate.
 const JobDedupWindow = 2 * time.Minute
 
+// DefaultUsageMaxBytes bounds SB_USAGE on disk unless configured.
+const DefaultUsageMaxBytes = 1 << 30
+
+// UsageDeadMaxBytes bounds the usage dead-letter stream on disk.
+const UsageDeadMaxBytes = 256 << 20
+
 // Topology is the set of streams and buckets the gateway roles use, with the
 // replica count of the deployment (1 embedded, 3 on a production cluster).
 type Topology struct {
 	Replicas int
+	// UsageMaxBytes bounds SB_USAGE on disk (zero: DefaultUsageMaxBytes);
+	// past it the oldest events are discarded.
+	UsageMaxBytes int64
 }
 
 // Buckets are the key-value buckets of core.
@@ -97,7 +113,20 @@ func (t Topology) Streams() []jetstream.StreamConfig {
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     jetstream.FileStorage,
 			MaxAge:      35 * 24 * time.Hour,
+			MaxBytes:    cmp.Or(t.UsageMaxBytes, DefaultUsageMaxBytes),
+			Discard:     jetstream.DiscardOld,
 			Duplicates:  JobDedupWindow,
+			Replicas:    r,
+		},
+		{
+			Name:        StreamUsageDead,
+			Description: "usage events the roll-up gave up on",
+			Subjects:    []string{SubjectUsageDead + ".>"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			MaxAge:      35 * 24 * time.Hour,
+			MaxBytes:    UsageDeadMaxBytes,
+			Discard:     jetstream.DiscardOld,
 			Replicas:    r,
 		},
 	}

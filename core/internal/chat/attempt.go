@@ -29,6 +29,9 @@ type attempt struct {
 	begin func() error
 	level string
 	sent  bool // a chunk reached the sink: no fallback from here on
+	// delivered counts what reached the client, billed if the stream ends
+	// early.
+	delivered delivered
 }
 
 func (a *attempt) anthropic() bool { return a.t.Spec.Format == provider.FormatAnthropic }
@@ -182,7 +185,11 @@ func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r 
 			}
 			a.sent = true
 		}
-		return a.sink.Chunk(data)
+		if err := a.sink.Chunk(data); err != nil {
+			return err
+		}
+		a.delivered.add(data)
+		return nil
 	}
 	for {
 		ev, err := rd.Next()

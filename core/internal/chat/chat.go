@@ -46,6 +46,10 @@ type Request struct {
 // Usage is what the answering upstream reported.
 type Usage struct {
 	PromptTokens, CompletionTokens, TotalTokens, CachedTokens, ReasoningTokens int64
+	// Partial: the stream failed or was abandoned after content reached the
+	// client; the usage is what was delivered. Estimated: the upstream
+	// reported none, the tokens are the gateway's count (delivered.go).
+	Partial, Estimated bool
 }
 
 // Result describes the answer.
@@ -201,6 +205,8 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 			u, err := a.run(ctx)
 			if err == nil {
 				out.Usage = u
+			} else if a.sent {
+				out.Usage = a.delivered.bill(u)
 			}
 			return err
 		})

@@ -53,6 +53,9 @@ type Admin struct {
 	upstream *upstream.Clients
 	// logins runs the OAuth logins (oauth.go); nil until EnableOAuth.
 	logins *OAuthDeps
+	// usageHealth reports the usage pipeline (usage_stats.go); nil until
+	// WithUsageHealth.
+	usageHealth UsageHealth
 }
 
 var _ corev1.AdminServer = (*Admin)(nil)

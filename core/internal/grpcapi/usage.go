@@ -6,24 +6,24 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
+	"github.com/switchboardhq/switchboard/internal/requestid"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
 // record completes a request's usage event (ev carries the endpoint and
 // the token counts) and publishes it, off the request path. A failed request
-// is recorded with its status and no tokens: failed attempts are not billed.
+// is recorded with its status and no tokens (failed attempts are not
+// billed), unless ev is partial: it failed after part of the answer reached
+// the client, and that part is billed. The caller's request id is only a
+// sanitised correlation field; the publisher mints the event's own id.
 func (r *Router) record(ctx context.Context, p Principal, res dispatch.Result, start time.Time, err error, ev *busv1.UsageEvent) {
-	ev.RequestId = mdGetter(ctx)(MDRequestID)
-	if ev.RequestId == "" {
-		ev.RequestId = uuid.NewString()
-	}
+	ev.RequestId = requestid.From(mdGetter(ctx)(MDRequestID))
 	ev.MachineId = p.MachineID
 	ev.KeyId = p.KeyID
 	ev.Provider = res.Target.Spec.ID
@@ -35,7 +35,7 @@ func (r *Router) record(ctx context.Context, p Principal, res dispatch.Result, s
 	if res.Conn != nil {
 		ev.ConnectionId = res.Conn.Connection.GetId()
 	}
-	if err != nil {
+	if err != nil && !ev.GetPartial() {
 		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.CachedTokens, ev.ReasoningTokens = 0, 0, 0, 0, 0
 		ev.ErrorCode = reasonOf(err)
 	}

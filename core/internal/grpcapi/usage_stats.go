@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/apikey"
@@ -15,6 +17,18 @@ import (
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
+
+// UsageHealth reports the usage pipeline's counters in the usage stats.
+type UsageHealth interface {
+	Pipeline(ctx context.Context, machineID string) *corev1.UsagePipeline
+}
+
+// WithUsageHealth makes the usage stats report the pipeline's health, and
+// returns a.
+func (a *Admin) WithUsageHealth(h UsageHealth) *Admin {
+	a.usageHealth = h
+	return a
+}
 
 // maxUsageDeltas bounds the deltas of one ApplyUsage call.
 const maxUsageDeltas = 10_000
@@ -42,7 +56,14 @@ func (a *Admin) ApplyUsage(ctx context.Context, req *corev1.ApplyUsageRequest) (
 	for i, d := range req.GetDeltas() {
 		out, err := a.applyDelta(ctx, d, req.GetAckFloor())
 		if err != nil {
-			return nil, a.storeError(err)
+			if !documentRefused(err) || ctx.Err() != nil {
+				// The store itself is away: the whole call is retried.
+				return nil, a.storeError(err)
+			}
+			// This document refused the write: the other deltas go on.
+			a.log.Error("usage delta not stored", "machine", d.GetMachineId(), "day", d.GetDay(), "events", len(d.GetSequences()), "err", err)
+			resp.Failed = append(resp.Failed, int32(i))
+			continue
 		}
 		switch out {
 		case rollup.Applied:
@@ -54,6 +75,15 @@ func (a *Admin) ApplyUsage(ctx context.Context, req *corev1.ApplyUsageRequest) (
 		}
 	}
 	return resp, nil
+}
+
+// documentRefused reports whether err is a refusal of one document's write
+// (too large, a bad request, endless conflicts) rather than the store being
+// unreachable or busy, which fails the whole call to be retried.
+func documentRefused(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, kvmirror.ErrConflict) || errors.Is(err, nats.ErrMaxPayload) ||
+		errors.As(err, &api) && (api.Code == 400 || api.Code == 413)
 }
 
 func validDelta(d *corev1.UsageDelta) error {
@@ -162,7 +192,12 @@ func (a *Admin) GetUsageStats(ctx context.Context, req *corev1.GetUsageStatsRequ
 		}
 		return true
 	})
+	var pipeline *corev1.UsagePipeline
+	if a.usageHealth != nil {
+		pipeline = a.usageHealth.Pipeline(ctx, machineID)
+	}
 	return &corev1.GetUsageStatsResponse{
+		Pipeline:     pipeline,
 		Period:       p.Name,
 		From:         timestamppb.New(p.From),
 		To:           timestamppb.New(p.To),

@@ -13,6 +13,14 @@
 // set holds only events whose acknowledgement is recent or still pending:
 // about the consumer's MaxAckPending at most. MaxApplied bounds it should the
 // floor stall.
+//
+// A document stays far below NATS's 1 MB payload limit whatever tenants
+// send: its distinct rows take at most MaxRowBytes; past that a new row is
+// folded into an "other" row of its hour, provider and endpoint (model,
+// connection and key OtherKey), and once those reach MaxOtherBytes into the
+// single "other" row of its hour. Counters are never lost, only the
+// breakdown of the rows that came late in a crowded day. The applied
+// sequences are bounded by MaxApplied (delta-encoded, a few bytes each).
 package rollup
 
 import (
@@ -31,6 +39,19 @@ const DayLayout = "2006-01-02"
 // MaxApplied bounds the applied sequences a document remembers above its
 // floor. Past it the oldest are folded into the floor.
 const MaxApplied = 50_000
+
+// Bounds of a document's rows, in encoded bytes.
+const (
+	// MaxRowBytes bounds the distinct rows of a document.
+	MaxRowBytes = 384 << 10
+	// MaxOtherBytes bounds the distinct rows and the "other" rows that keep
+	// provider and endpoint; past it only one "other" row per hour is added
+	// (24 at most, a few dozen bytes each).
+	MaxOtherBytes = 512 << 10
+)
+
+// OtherKey names the rows that fold together what did not fit.
+const OtherKey = "(other)"
 
 // Key is the key of a machine's roll-up of a day in sb_usage_rollups.
 func Key(machineID, day string) string { return machineID + "." + day }
@@ -113,20 +134,28 @@ func keyOf(r *busv1.UsageRow) rowKey {
 }
 
 // AddRows adds rows to doc's rows of the same hour and dimensions, and keeps
-// the rows ordered.
+// the rows ordered. A row with new dimensions that does not fit the
+// document's bounds is folded into an "other" row (see the package doc).
 func AddRows(doc *busv1.UsageRollup, rows []*busv1.UsageRow) {
 	index := make(map[rowKey]*busv1.UsageRow, len(doc.Rows)+len(rows))
+	size := 0
 	for _, r := range doc.Rows {
 		index[keyOf(r)] = r
+		size += rowSize(r)
 	}
 	for _, r := range rows {
 		k := keyOf(r)
 		if have, ok := index[k]; ok {
-			if have.Counters == nil {
-				have.Counters = &busv1.UsageCounters{}
-			}
-			AddCounters(have.Counters, r.GetCounters())
+			addInto(have, r)
 			continue
+		}
+		if n := rowSize(r); size+n > MaxRowBytes {
+			r = other(r, size+n > MaxOtherBytes)
+			k = keyOf(r)
+			if have, ok := index[k]; ok {
+				addInto(have, r)
+				continue
+			}
 		}
 		r = proto.Clone(r).(*busv1.UsageRow)
 		if r.Counters == nil {
@@ -134,8 +163,29 @@ func AddRows(doc *busv1.UsageRollup, rows []*busv1.UsageRow) {
 		}
 		index[k] = r
 		doc.Rows = append(doc.Rows, r)
+		size += rowSize(r)
 	}
 	slices.SortFunc(doc.Rows, compareRows)
+}
+
+func addInto(have, r *busv1.UsageRow) {
+	if have.Counters == nil {
+		have.Counters = &busv1.UsageCounters{}
+	}
+	AddCounters(have.Counters, r.GetCounters())
+}
+
+// rowSize is a row's encoded size in its document (with tag and length).
+func rowSize(r *busv1.UsageRow) int { return proto.Size(r) + 4 }
+
+// other is the "other" row r folds into: its hour, provider and endpoint,
+// or its hour alone when collapse is set.
+func other(r *busv1.UsageRow, collapse bool) *busv1.UsageRow {
+	o := &busv1.UsageRow{Hour: r.GetHour(), Provider: r.GetProvider(), Model: OtherKey, ConnectionId: OtherKey, KeyId: OtherKey, Endpoint: r.GetEndpoint(), Counters: r.GetCounters()}
+	if collapse || len(o.Provider) > 64 || len(o.Endpoint) > 64 {
+		o.Provider, o.Endpoint = OtherKey, OtherKey
+	}
+	return o
 }
 
 func compareRows(a, b *busv1.UsageRow) int {

@@ -1,6 +1,7 @@
 package rollup
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -87,4 +88,40 @@ func TestSequenceEncoding(t *testing.T) {
 		}
 		assert.Equal(t, seqs, got)
 	}
+}
+
+// Thousands of distinct long model ids (and keys, connections, providers)
+// cannot push a document past the bound: late rows fold into "other" rows
+// and every request is still counted.
+func TestDocumentStaysBounded(t *testing.T) {
+	doc := &busv1.UsageRollup{MachineId: "0123456789abcdef", Day: "2026-01-02"}
+	var seq uint64
+	const n = 20_000
+	for i := range n / 100 {
+		rows := make([]*busv1.UsageRow, 0, 100)
+		seqs := make([]uint64, 0, 100)
+		for j := range 100 {
+			k := i*100 + j
+			rows = append(rows, &busv1.UsageRow{
+				Hour: int32(k % 24), Provider: fmt.Sprintf("openai-%d", k%500), Model: fmt.Sprintf("openai/%0200d", k),
+				ConnectionId: fmt.Sprintf("conn-%d", k), KeyId: fmt.Sprintf("key-%d", k), Endpoint: fmt.Sprintf("e-%d", k%300),
+				Counters: &busv1.UsageCounters{Requests: 1, TotalTokens: 3},
+			})
+			seq++
+			seqs = append(seqs, seq)
+		}
+		require.Equal(t, Applied, Apply(doc, rows, seqs, 0))
+		require.Less(t, proto.Size(doc), 900<<10, "after %d events", seq)
+	}
+	var requests, tokens, other int64
+	for _, r := range doc.GetRows() {
+		requests += r.GetCounters().GetRequests()
+		tokens += r.GetCounters().GetTotalTokens()
+		if r.GetModel() == OtherKey {
+			other += r.GetCounters().GetRequests()
+		}
+	}
+	assert.EqualValues(t, n, requests)
+	assert.EqualValues(t, 3*n, tokens)
+	assert.Positive(t, other)
 }

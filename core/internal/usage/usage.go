@@ -1,15 +1,30 @@
 // Package usage publishes one event per gateway request to the SB_USAGE
-// stream, off the request path: requests hand events to a buffer and a
-// publisher goroutine sends them in batches, retrying until JetStream has
-// acknowledged each one.
+// stream, off the request path. Requests hand events to a bounded buffer; a
+// publisher goroutine sends them in batches and retries each one until
+// JetStream has acknowledged it.
+//
+// Every event gets an id minted here, its JetStream message id: a retry of
+// an event whose acknowledgement was lost (the stream leader died between
+// storing and acknowledging, say) is dropped by the stream's
+// de-duplication, and nothing a client sends can make two events share an
+// id. An event that cannot be encoded, or that the stream refuses, is
+// logged, counted and skipped; the others flow on. While NATS is away
+// (a cluster electing a leader, a node restarting) events wait in the
+// buffer, bounded in events and bytes; past the bound new events are
+// dropped, counted and logged.
 package usage
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -17,130 +32,324 @@ import (
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
-// Buffer is how many events may wait for the publisher.
-const Buffer = 1 << 16
+// Defaults of Config.
+const (
+	// DefaultMaxEvents bounds the events waiting to be published: at a
+	// thousand requests a second, over a minute and a half of outage.
+	DefaultMaxEvents = 100_000
+	// DefaultMaxBytes bounds their encoded size (events are ~200 bytes).
+	DefaultMaxBytes = 64 << 20
+	// DefaultAckTimeout is how long a publish waits for its acknowledgement
+	// before it is sent again.
+	DefaultAckTimeout = 5 * time.Second
+	// DefaultDrain bounds the publishing of what is buffered once Run's
+	// context ends.
+	DefaultDrain = 10 * time.Second
+	// DefaultMaxRefusals is how many times the stream may refuse an event
+	// before it is skipped.
+	DefaultMaxRefusals = 5
+)
 
 // batch is how many events are in flight to JetStream at once.
 const batch = 512
 
+// maxBackoff caps the wait between two rounds of retries.
+const maxBackoff = 5 * time.Second
+
+// Config tunes the publisher; zero values take the defaults.
+type Config struct {
+	// MaxEvents and MaxBytes bound the buffer.
+	MaxEvents int
+	MaxBytes  int64
+	// AckTimeout bounds the wait for one publish's acknowledgement.
+	AckTimeout time.Duration
+	// Drain bounds the last publishing once Run's context ends.
+	Drain time.Duration
+	// MaxRefusals bounds the refusals of one event by the stream.
+	MaxRefusals int
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxEvents <= 0 {
+		c.MaxEvents = DefaultMaxEvents
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.AckTimeout <= 0 {
+		c.AckTimeout = DefaultAckTimeout
+	}
+	if c.Drain <= 0 {
+		c.Drain = DefaultDrain
+	}
+	if c.MaxRefusals <= 0 {
+		c.MaxRefusals = DefaultMaxRefusals
+	}
+	return c
+}
+
+// Stats are the publisher's counters since it started.
+type Stats struct {
+	// Buffered events wait to be published (in flight included).
+	Buffered int
+	// Published events were acknowledged by the stream.
+	Published int64
+	// Dropped events found the buffer full, or came after the publisher
+	// stopped.
+	Dropped int64
+	// Refused events could not be encoded or were refused by the stream.
+	Refused int64
+	// Retried counts publishes sent again (no acknowledgement in time, NATS
+	// away, a refusal not yet final).
+	Retried int64
+}
+
+// item is one encoded event.
+type item struct {
+	id, subject string
+	data        []byte
+	refusals    int
+}
+
 // Publisher sends usage events.
 type Publisher struct {
-	js      jetstream.JetStream
-	log     *slog.Logger
-	events  chan *busv1.UsageEvent
-	dropped atomic.Int64
+	js  jetstream.JetStream
+	nc  *nats.Conn
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	queue    []item // waiting, oldest first
+	inflight int    // taken from queue and not resolved
+	bytes    int64  // of queue and in flight
+	stopped  bool
+
+	wake chan struct{}
+	done chan struct{}
+
+	published, dropped, refused, retried atomic.Int64
 }
 
-// NewPublisher returns a Publisher; Run must be running for events to leave.
-func NewPublisher(js jetstream.JetStream, log *slog.Logger) *Publisher {
-	return &Publisher{js: js, log: log, events: make(chan *busv1.UsageEvent, Buffer)}
+// NewPublisher returns a Publisher on js's connection; Run must be running
+// for events to leave.
+func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publisher, error) {
+	cfg = cfg.withDefaults()
+	nc := js.Conn()
+	// A publisher of its own, so that a publish whose acknowledgement never
+	// comes fails after AckTimeout instead of waiting for ever.
+	own, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(cfg.AckTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("usage: jetstream: %w", err)
+	}
+	return &Publisher{
+		js: own, nc: nc, cfg: cfg, log: log.With("component", "usage-publisher"),
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}, nil
 }
 
-// Record queues an event. It does not wait on the bus; only when the buffer
-// is full (the bus is down for long) does it wait, briefly, before counting
-// the event as dropped.
+// Record queues an event, minting its id. It never waits: when the buffer
+// is full the event is dropped and counted.
 func (p *Publisher) Record(ev *busv1.UsageEvent) {
-	select {
-	case p.events <- ev:
+	if ev.GetEventId() == "" {
+		ev.EventId = uuid.NewString()
+	}
+	data, err := proto.Marshal(ev)
+	if err == nil && int64(len(data)) > p.maxPayload() {
+		err = fmt.Errorf("%d bytes, over the server's payload limit", len(data))
+	}
+	if err != nil {
+		n := p.refused.Add(1)
+		p.log.Error("usage event not encodable, skipped", "event_id", ev.GetEventId(), "machine", ev.GetMachineId(), "refused", n, "err", err)
 		return
+	}
+	it := item{id: ev.GetEventId(), subject: spine.SubjectUsage + "." + ev.GetMachineId(), data: data}
+	p.mu.Lock()
+	full := len(p.queue)+p.inflight >= p.cfg.MaxEvents || p.bytes+int64(len(data)) > p.cfg.MaxBytes
+	stopped := p.stopped
+	if !full && !stopped {
+		p.queue = append(p.queue, it)
+		p.bytes += int64(len(data))
+	}
+	p.mu.Unlock()
+	if full || stopped {
+		n := p.dropped.Add(1)
+		if n == 1 || n%1000 == 0 {
+			reason := "usage buffer full (NATS away for long?), events dropped"
+			if stopped {
+				reason = "usage publisher stopped, events dropped"
+			}
+			p.log.Error(reason, "dropped", n, "max_events", p.cfg.MaxEvents, "max_bytes", p.cfg.MaxBytes)
+		}
+		return
+	}
+	select {
+	case p.wake <- struct{}{}:
 	default:
 	}
-	t := time.NewTimer(50 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case p.events <- ev:
-	case <-t.C:
-		if n := p.dropped.Add(1); n == 1 || n%1000 == 0 {
-			p.log.Error("usage buffer full, events dropped", "dropped", n)
-		}
+}
+
+// maxPayload is the largest message the server takes, with room for the
+// headers.
+func (p *Publisher) maxPayload() int64 {
+	if mp := p.nc.MaxPayload(); mp > 0 {
+		return mp - 1024
+	}
+	return 1<<20 - 1024
+}
+
+// Stats returns the publisher's counters.
+func (p *Publisher) Stats() Stats {
+	p.mu.Lock()
+	buffered := len(p.queue) + p.inflight
+	p.mu.Unlock()
+	return Stats{
+		Buffered: buffered, Published: p.published.Load(), Dropped: p.dropped.Load(),
+		Refused: p.refused.Load(), Retried: p.retried.Load(),
 	}
 }
 
-// Dropped counts events that never reached the buffer.
-func (p *Publisher) Dropped() int64 { return p.dropped.Load() }
+// Done is closed when Run has returned: everything buffered was published
+// or the drain timed out.
+func (p *Publisher) Done() <-chan struct{} { return p.done }
 
-// Run publishes until ctx ends, then drains the buffer (bounded by drain).
-func (p *Publisher) Run(ctx context.Context, drain time.Duration) {
-	var leftover []*busv1.UsageEvent
+// Run publishes until ctx ends, then publishes what is still buffered,
+// events recorded meanwhile included, for at most the drain timeout, and
+// only then returns. Events recorded after that are dropped and counted.
+func (p *Publisher) Run(ctx context.Context) {
+	defer close(p.done)
 	for {
 		select {
-		case ev := <-p.events:
-			leftover = p.send(ctx, p.fill([]*busv1.UsageEvent{ev}))
+		case <-p.wake:
+			p.flush(ctx)
 		case <-ctx.Done():
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
-			defer cancel()
-			for {
-				pending := p.fill(leftover)
-				if len(pending) == 0 {
-					return
-				}
-				leftover = p.send(dctx, pending)
-				if dctx.Err() != nil {
-					p.log.Error("usage events not published before shutdown", "lost", len(leftover)+len(p.events))
-					return
-				}
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Drain)
+			p.flush(dctx)
+			cancel()
+			p.mu.Lock()
+			p.stopped = true
+			lost := len(p.queue) + p.inflight
+			p.mu.Unlock()
+			if lost > 0 {
+				p.dropped.Add(int64(lost))
+				p.log.Error("usage events not published before shutdown", "lost", lost, "drain", p.cfg.Drain)
 			}
+			return
 		}
 	}
 }
 
-// fill takes what is buffered, up to a batch.
-func (p *Publisher) fill(b []*busv1.UsageEvent) []*busv1.UsageEvent {
-	for len(b) < batch {
-		select {
-		case ev := <-p.events:
-			b = append(b, ev)
-		default:
-			return b
-		}
-	}
-	return b
-}
-
-// send publishes a batch asynchronously and retries what was not
-// acknowledged until ctx ends, returning what is still unsent then. The
-// request id is the message id, so a retry of an event that did land is
-// dropped by the stream's de-duplication.
-func (p *Publisher) send(ctx context.Context, evs []*busv1.UsageEvent) []*busv1.UsageEvent {
+// flush publishes until the buffer is empty or ctx ends, backing off while
+// publishes fail.
+func (p *Publisher) flush(ctx context.Context) {
 	backoff := 100 * time.Millisecond
-	for len(evs) > 0 {
-		futures := make([]jetstream.PubAckFuture, len(evs))
-		for i, ev := range evs {
-			data, err := proto.Marshal(ev)
-			if err != nil {
-				p.log.Error("usage event not encodable", "err", err)
-				continue
+	for ctx.Err() == nil {
+		if !p.nc.IsConnected() {
+			// Publishing now would only fill the client's reconnect buffer.
+			if !sleep(ctx, backoff) {
+				return
 			}
-			f, err := p.js.PublishAsync(spine.SubjectUsage+"."+ev.GetMachineId(), data, jetstream.WithMsgID(ev.GetRequestId()))
-			if err == nil {
-				futures[i] = f
-			}
+			backoff = min(2*backoff, maxBackoff)
+			continue
 		}
-		var retry []*busv1.UsageEvent
-		for i, f := range futures {
-			if f == nil {
-				retry = append(retry, evs[i])
-				continue
-			}
+		items := p.take()
+		if len(items) == 0 {
+			return
+		}
+		retry := p.send(items)
+		p.giveBack(items, retry)
+		if len(retry) == 0 {
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		p.retried.Add(int64(len(retry)))
+		p.log.Warn("usage events not acknowledged, retrying", "count", len(retry), "in", backoff)
+		if !sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// take moves up to a batch of events from the queue to in flight.
+func (p *Publisher) take() []item {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := min(len(p.queue), batch)
+	items := make([]item, n)
+	copy(items, p.queue[:n])
+	p.queue = p.queue[n:]
+	if len(p.queue) == 0 {
+		p.queue = nil // let the backing array go
+	}
+	p.inflight += n
+	return items
+}
+
+// giveBack resolves the events taken; retry go back to the queue's head,
+// in order.
+func (p *Publisher) giveBack(taken, retry []item) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inflight -= len(taken)
+	for _, it := range taken {
+		p.bytes -= int64(len(it.data))
+	}
+	for _, it := range retry {
+		p.bytes += int64(len(it.data))
+	}
+	p.queue = append(retry, p.queue...)
+}
+
+// send publishes items and waits for their acknowledgements (each fails
+// after the ack timeout), returning those to try again.
+func (p *Publisher) send(items []item) []item {
+	futures := make([]jetstream.PubAckFuture, len(items))
+	errs := make([]error, len(items))
+	for i, it := range items {
+		msg := &nats.Msg{Subject: it.subject, Data: it.data, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, it.id)
+		futures[i], errs[i] = p.js.PublishMsgAsync(msg)
+	}
+	var retry []item
+	for i, f := range futures {
+		err := errs[i]
+		if f != nil {
 			select {
 			case <-f.Ok():
-			case <-f.Err():
-				retry = append(retry, evs[i])
-			case <-ctx.Done():
-				retry = append(retry, evs[i])
+			case err = <-f.Err():
 			}
 		}
-		if len(retry) == 0 || ctx.Err() != nil {
-			return retry
+		if err == nil {
+			p.published.Add(1)
+			continue
 		}
-		p.log.Warn("usage events not acknowledged, retrying", "count", len(retry), "in", backoff)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return retry
+		it := items[i]
+		var api *jetstream.APIError
+		switch {
+		case errors.Is(err, nats.ErrMaxPayload):
+			it.refusals = p.cfg.MaxRefusals
+		case errors.As(err, &api) && (api.Code == 400 || api.Code == 413):
+			// The stream answered and said no to this message (not "not
+			// now", as while a leader is elected: that is retried).
+			it.refusals++
 		}
-		backoff = min(2*backoff, 5*time.Second)
-		evs = retry
+		if it.refusals >= p.cfg.MaxRefusals {
+			n := p.refused.Add(1)
+			p.log.Error("usage event refused, skipped", "event_id", it.id, "subject", it.subject, "refused", n, "err", err)
+			continue
+		}
+		retry = append(retry, it)
 	}
-	return nil
+	return retry
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -5,15 +5,15 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/google/uuid"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/switchboardhq/switchboard/internal/requestid"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // Outgoing returns ctx with the request's credentials and identity as gRPC
-// metadata: the API key headers, a request id (the client's X-Request-Id or
-// a new one), and the machine id of a legacy /{machineId}/v1/... path.
+// metadata: the API key headers, a request id (the client's X-Request-Id,
+// bounded and sanitised, or a new one; a correlation field only), and the machine id of a legacy /{machineId}/v1/... path.
 func Outgoing(r *http.Request) (context.Context, string) {
 	md := make(metadata.MD, 4)
 	for _, h := range contract.ForwardedHeaders {
@@ -21,10 +21,7 @@ func Outgoing(r *http.Request) (context.Context, string) {
 			md.Set(h, v)
 		}
 	}
-	id := r.Header.Get("X-Request-Id")
-	if id == "" || len(id) > 128 {
-		id = uuid.NewString()
-	}
+	id := requestid.From(r.Header.Get("X-Request-Id"))
 	md.Set(contract.MDRequestID, id)
 	if m := r.PathValue("machineId"); m != "" {
 		md.Set(contract.MDPathMachine, m)

@@ -30,7 +30,8 @@ type Consumer[T proto.Message] struct {
 	Concurrency int
 	// Timeout bounds one handling.
 	Timeout time.Duration
-	// MaxDeliver bounds the attempts of one job.
+	// MaxDeliver bounds the attempts of one job (10); a job whose last
+	// attempt fails is logged as given up and ended.
 	MaxDeliver int
 }
 
@@ -105,6 +106,12 @@ func (c Consumer[T]) handle(ctx context.Context, msg jetstream.Msg, log *slog.Lo
 	attempt := uint64(1)
 	if md, mdErr := msg.Metadata(); mdErr == nil {
 		attempt = md.NumDelivered
+	}
+	if attempt >= uint64(c.MaxDeliver) {
+		// The server delivers it no more: say so, and end it.
+		log.Error("job failed its last attempt, given up", "subject", msg.Subject(), "attempts", attempt, "err", err)
+		_ = msg.Term()
+		return
 	}
 	delay := time.Duration(1<<min(attempt, 6)) * time.Second
 	log.Warn("job failed, will retry", "subject", msg.Subject(), "attempt", attempt, "retry_in", delay, "err", err)

@@ -2,8 +2,12 @@ package usage
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -89,7 +93,8 @@ func Split(g Group) []Group {
 	return out
 }
 
-// RowOf is the row one event adds to the hour of its day. A request
+// RowOf is the row one event adds to the hour of its day; dimensions longer
+// than maxDimension are clipped. A request
 // answered with a status of 400 or more is an error; failed requests carry
 // no tokens (core records them so), so failed attempts bill nobody.
 func RowOf(ev *busv1.UsageEvent, hour int32) *busv1.UsageRow {
@@ -107,13 +112,33 @@ func RowOf(ev *busv1.UsageEvent, hour int32) *busv1.UsageRow {
 	}
 	return &busv1.UsageRow{
 		Hour:         hour,
-		Provider:     ev.GetProvider(),
-		Model:        ev.GetModel(),
-		ConnectionId: ev.GetConnectionId(),
-		KeyId:        ev.GetKeyId(),
-		Endpoint:     ev.GetEndpoint(),
+		Provider:     clip(ev.GetProvider()),
+		Model:        clip(ev.GetModel()),
+		ConnectionId: clip(ev.GetConnectionId()),
+		KeyId:        clip(ev.GetKeyId()),
+		Endpoint:     clip(ev.GetEndpoint()),
 		Counters:     c,
 	}
+}
+
+// maxDimension bounds a row's dimension, in bytes, so that a batch's deltas
+// stay small whatever model ids tenants send.
+const maxDimension = 256
+
+// clip bounds s to maxDimension bytes: a longer value keeps a prefix (cut
+// on a character boundary) and a hash of the whole, so distinct values stay
+// distinct.
+func clip(s string) string {
+	if len(s) <= maxDimension {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	suffix := "~" + hex.EncodeToString(sum[:8])
+	cut := maxDimension - len(suffix)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.ToValidUTF8(s[:cut], "") + suffix
 }
 
 func addCounters(dst, src *busv1.UsageCounters) {

@@ -11,11 +11,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
@@ -52,6 +57,10 @@ type Config struct {
 	MaxAckPending int
 	// CallTimeout bounds one call to core (30s).
 	CallTimeout time.Duration
+	// MaxDeliver is the delivery of an event whose document keeps refusing
+	// it (core answers, but cannot store it) at which it goes to the
+	// dead-letter stream (10). Failures to reach core do not count.
+	MaxDeliver int
 }
 
 func (c Config) withDefaults() Config {
@@ -67,11 +76,15 @@ func (c Config) withDefaults() Config {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 30 * time.Second
 	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 10
+	}
 	return c
 }
 
 // Roller consumes SB_USAGE into core's roll-ups.
 type Roller struct {
+	js         jetstream.JetStream
 	admin      Admin
 	adminToken string
 	cfg        Config
@@ -87,6 +100,7 @@ func New(admin Admin, adminToken string, cfg Config, log *slog.Logger) *Roller {
 // Run consumes until ctx ends. The batch in flight then gets one last
 // attempt; what is not stored is handed back for redelivery.
 func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
+	r.js = js
 	cons, err := r.Consumer(ctx, js)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -129,8 +143,10 @@ func (r *Roller) Consumer(ctx context.Context, js jetstream.JetStream) (jetstrea
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       r.cfg.CallTimeout + 30*time.Second,
-		// An event is retried until core stores it: none is dropped.
-		MaxDeliver:    -1,
+		// An event core cannot store goes to the dead-letter stream at its
+		// MaxDeliver-th delivery; the server's bound, a little higher, only
+		// keeps a poison event from circling for ever should that fail.
+		MaxDeliver:    r.cfg.MaxDeliver + 2,
 		MaxAckPending: r.cfg.MaxAckPending,
 	})
 	if err != nil {
@@ -140,19 +156,23 @@ func (r *Roller) Consumer(ctx context.Context, js jetstream.JetStream) (jetstrea
 }
 
 // Process rolls up one batch, stores it through core and acknowledges it;
-// events that could not be stored before ctx ended are handed back.
+// events that could not be stored before ctx ended are handed back. Events
+// whose document refused them are handed back with a delay, and go to the
+// dead-letter stream at their MaxDeliver-th delivery, as do undecodable
+// ones: one machine's trouble never holds up another's events.
 func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []jetstream.Msg) {
 	events := make([]Event, 0, len(msgs))
 	keep := msgs[:0:0]
+	bySeq := make(map[uint64]jetstream.Msg, len(msgs))
 	for _, m := range msgs {
 		e, err := r.decode(m)
 		if err != nil {
-			r.log.Error("usage event dropped", "subject", m.Subject(), "err", err)
-			_ = m.Term()
+			r.deadLetter(ctx, m, strings.TrimPrefix(m.Subject(), spine.SubjectUsage+"."), err.Error())
 			continue
 		}
 		keep = append(keep, m)
 		events = append(events, e)
+		bySeq[e.Seq] = m
 	}
 	if len(events) == 0 {
 		return
@@ -161,17 +181,64 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 	if info, err := cons.Info(ctx); err == nil {
 		floor = info.AckFloor.Stream
 	}
-	if err := r.Store(ctx, floor, events, func() { inProgress(keep) }); err != nil {
+	failed, err := r.Store(ctx, floor, events, func() { inProgress(keep) })
+	if err != nil {
 		r.log.Warn("usage batch handed back for redelivery", "events", len(keep), "err", err)
 		for _, m := range keep {
 			_ = m.Nak()
 		}
 		return
 	}
+	refused := make(map[uint64]bool, len(failed))
+	for _, e := range failed {
+		refused[e.Seq] = true
+		m := bySeq[e.Seq]
+		attempt := uint64(1)
+		if md, err := m.Metadata(); err == nil {
+			attempt = md.NumDelivered
+		}
+		if attempt >= uint64(r.cfg.MaxDeliver) {
+			r.deadLetter(ctx, m, e.Usage.GetMachineId(), "its roll-up document refused it")
+			continue
+		}
+		_ = m.NakWithDelay(time.Duration(1<<min(attempt, 5)) * time.Second)
+	}
 	// A lost acknowledgement only means a redelivery, which core ignores.
 	for _, m := range keep {
+		if md, err := m.Metadata(); err == nil && refused[md.Sequence.Stream] {
+			continue
+		}
 		_ = m.Ack()
 	}
+}
+
+// deadLetter copies m to the dead-letter stream, then ends its deliveries;
+// when the copy fails it is handed back to be tried again.
+func (r *Roller) deadLetter(ctx context.Context, m jetstream.Msg, machine, reason string) {
+	if !validMachineID(machine) {
+		machine = "unknown"
+	}
+	msg := &nats.Msg{Subject: spine.SubjectUsageDead + "." + machine, Data: m.Data(), Header: nats.Header{}}
+	msg.Header.Set("Sb-Original-Subject", m.Subject())
+	msg.Header.Set("Sb-Reason", reason)
+	if md, err := m.Metadata(); err == nil {
+		seq := strconv.FormatUint(md.Sequence.Stream, 10)
+		msg.Header.Set("Sb-Original-Sequence", seq)
+		msg.Header.Set(jetstream.MsgIDHeader, "dead-"+seq)
+	}
+	if r.js == nil {
+		_ = m.Nak()
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := r.js.PublishMsg(pctx, msg); err != nil {
+		r.log.Warn("dead-lettering a usage event failed, will retry", "subject", m.Subject(), "err", err)
+		_ = m.NakWithDelay(5 * time.Second)
+		return
+	}
+	r.log.Error("usage event dead-lettered", "subject", m.Subject(), "machine", machine, "reason", reason)
+	_ = m.Term()
 }
 
 func (r *Roller) decode(m jetstream.Msg) (Event, error) {
@@ -198,17 +265,41 @@ func (r *Roller) decode(m jetstream.Msg) (Event, error) {
 
 // Store hands the roll-up of events to core, retrying with backoff while ctx
 // lasts (beat is called before each retry, to keep the events' deliveries
-// alive). Deltas core reports as split are sent again one event each.
-func (r *Roller) Store(ctx context.Context, ackFloor uint64, events []Event, beat func()) error {
+// alive). Deltas core reports as split are sent again one event each. The
+// events of deltas core could not store (their document refused them) are
+// returned; the others are stored.
+func (r *Roller) Store(ctx context.Context, ackFloor uint64, events []Event, beat func()) ([]Event, error) {
 	groups := Build(events)
+	var failed []Event
 	for len(groups) > 0 {
 		req := &corev1.ApplyUsageRequest{AckFloor: ackFloor, Deltas: make([]*corev1.UsageDelta, len(groups))}
 		for i, g := range groups {
 			req.Deltas[i] = g.Delta
 		}
 		resp, err := r.apply(ctx, req, beat)
+		if refusedCall(err) {
+			// Core refused the call itself: find the deltas it refuses by
+			// sending them one at a time.
+			if len(groups) == 1 {
+				r.log.Error("usage delta refused by core", "machine", groups[0].Delta.GetMachineId(), "events", len(groups[0].Events), "err", err)
+				return append(failed, groups[0].Events...), nil
+			}
+			for _, g := range groups {
+				f, err := r.Store(ctx, ackFloor, g.Events, beat)
+				if err != nil {
+					return nil, err
+				}
+				failed = append(failed, f...)
+			}
+			return failed, nil
+		}
 		if err != nil {
-			return err
+			return nil, err
+		}
+		for _, i := range resp.GetFailed() {
+			if int(i) >= 0 && int(i) < len(groups) {
+				failed = append(failed, groups[i].Events...)
+			}
 		}
 		var again []Group
 		for _, i := range resp.GetSplit() {
@@ -228,7 +319,7 @@ func (r *Roller) Store(ctx context.Context, ackFloor uint64, events []Event, bea
 		}
 		groups = again
 	}
-	return nil
+	return failed, nil
 }
 
 // apply calls core until it answers, or ctx ends. After ctx ends one last
@@ -248,7 +339,7 @@ func (r *Roller) apply(ctx context.Context, req *corev1.ApplyUsageRequest, beat 
 		if err == nil {
 			return resp, nil
 		}
-		if last {
+		if last || refusedCall(err) {
 			return nil, err
 		}
 		r.log.Warn("storing usage failed, will retry", "deltas", len(req.GetDeltas()), "retry_in", backoff, "err", err)
@@ -258,6 +349,16 @@ func (r *Roller) apply(ctx context.Context, req *corev1.ApplyUsageRequest, beat 
 			beat()
 		}
 	}
+}
+
+// refusedCall reports whether core refused a call as such (malformed or too
+// large): sending it again cannot help.
+func refusedCall(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.ResourceExhausted:
+		return true
+	}
+	return false
 }
 
 // inProgress resets the acknowledgement timers of msgs.

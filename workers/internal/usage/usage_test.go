@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -86,10 +88,14 @@ type fakeCore struct {
 	// loseReply applies, then answers Unavailable (as if the worker died
 	// before reading the answer), this many times.
 	loseReply int
-	applied   map[uint64]bool
-	totals    busv1.UsageCounters
-	calls     int
-	splits    int
+	// refuse lists machines whose documents refuse every write.
+	refuse map[string]bool
+	// invalid lists machines whose deltas make core refuse the whole call.
+	invalid map[string]bool
+	applied map[uint64]bool
+	totals  busv1.UsageCounters
+	calls   int
+	splits  int
 }
 
 func newFakeCore() *fakeCore { return &fakeCore{applied: map[uint64]bool{}} }
@@ -106,8 +112,17 @@ func (f *fakeCore) ApplyUsage(ctx context.Context, in *corev1.ApplyUsageRequest,
 		f.fail--
 		return nil, status.Error(codes.Unavailable, "core is down")
 	}
+	for _, d := range in.Deltas {
+		if f.invalid[d.MachineId] {
+			return nil, status.Error(codes.InvalidArgument, "invalid delta")
+		}
+	}
 	resp := &corev1.ApplyUsageResponse{}
 	for i, d := range in.Deltas {
+		if f.refuse[d.MachineId] {
+			resp.Failed = append(resp.Failed, int32(i))
+			continue
+		}
 		seen := 0
 		for _, s := range d.Sequences {
 			if f.applied[s] || s <= in.AckFloor {
@@ -148,11 +163,25 @@ func TestStoreSendsSplitDeltasPerEvent(t *testing.T) {
 	core.applied[2] = true // applied before, then redelivered with new events
 	r := New(core, token, Config{}, slog.New(slog.DiscardHandler))
 	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
-	err := r.Store(context.Background(), 0, []Event{event(1, machineA, at, "c", 200, 1), event(2, machineA, at, "c", 200, 1), event(3, machineA, at, "c", 200, 1)}, nil)
+	_, err := r.Store(context.Background(), 0, []Event{event(1, machineA, at, "c", 200, 1), event(2, machineA, at, "c", 200, 1), event(3, machineA, at, "c", 200, 1)}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 2, core.calls, "the mixed delta is sent again, per event")
 	assert.Equal(t, 1, core.splits)
 	assert.EqualValues(t, 2, core.requests(), "events 1 and 3 counted, 2 not twice")
+}
+
+// A call core refuses as a whole is sent again delta by delta: the
+// refused machine's events come back as failed, the others are stored.
+func TestStoreIsolatesACallCoreRefuses(t *testing.T) {
+	core := newFakeCore()
+	core.invalid = map[string]bool{machineA: true}
+	r := New(core, token, Config{}, slog.New(slog.DiscardHandler))
+	at := time.Now()
+	failed, err := r.Store(context.Background(), 0, []Event{event(1, machineA, at, "c", 200, 1), event(2, machineB, at, "c", 200, 1), event(3, machineB, at, "c", 200, 1)}, nil)
+	require.NoError(t, err)
+	require.Len(t, failed, 1)
+	assert.EqualValues(t, 1, failed[0].Seq)
+	assert.EqualValues(t, 2, core.requests())
 }
 
 // startNATS runs an embedded nats-server with the spine's streams.
@@ -218,6 +247,44 @@ func TestRunRollsUpEveryEventOnce(t *testing.T) {
 	assert.EqualValues(t, 80, core.totals.PromptTokens)
 }
 
+// A machine whose document refuses every write does not hold up another
+// machine's events; its events go to the dead-letter stream after
+// MaxDeliver deliveries, and the consumer moves on.
+func TestRefusedDocumentIsIsolatedAndDeadLettered(t *testing.T) {
+	js := startNATS(t)
+	core := newFakeCore()
+	core.refuse = map[string]bool{machineA: true}
+	r := New(core, token, Config{Batch: 5, MaxWait: 50 * time.Millisecond, MaxDeliver: 2}, slog.New(slog.DiscardHandler))
+	now := time.Now()
+	var evs []Event
+	for i := range 20 {
+		evs = append(evs, event(uint64(i+1), []string{machineA, machineB}[i%2], now, "c", 200, 1))
+	}
+	publish(t, js, evs...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, js) }()
+	require.Eventually(t, func() bool { return core.requests() == 10 }, 20*time.Second, 20*time.Millisecond, "machine B rolled up")
+
+	dead, err := js.Stream(context.Background(), spine.StreamUsageDead)
+	require.NoError(t, err)
+	cons, err := js.Consumer(context.Background(), spine.StreamUsage, Durable)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := dead.Info(context.Background())
+		require.NoError(t, err)
+		return info.State.Msgs == 10 && consumerSettled(t, cons)
+	}, 30*time.Second, 50*time.Millisecond, "machine A's events dead-lettered")
+	cancel()
+	require.NoError(t, <-done)
+
+	info, err := dead.Info(context.Background(), jetstream.WithSubjectFilter(spine.SubjectUsageDead+"."+machineA))
+	require.NoError(t, err)
+	assert.EqualValues(t, 10, info.State.Subjects[spine.SubjectUsageDead+"."+machineA])
+	assert.EqualValues(t, 10, core.requests())
+}
+
 // A worker that dies after core stored its batch and before acknowledging
 // it: the batch is delivered again and core does not count it twice.
 func TestRedeliveryAfterAWorkerDied(t *testing.T) {
@@ -248,7 +315,9 @@ func TestRedeliveryAfterAWorkerDied(t *testing.T) {
 		msgs = append(msgs, m)
 	}
 	require.Len(t, taken, 6)
-	require.NoError(t, r.Store(ctx, 0, taken, nil))
+	failed, err := r.Store(ctx, 0, taken, nil)
+	require.NoError(t, err)
+	require.Empty(t, failed)
 	require.EqualValues(t, 6, core.requests())
 	// Its deliveries are handed back, as their AckWait would.
 	for _, m := range msgs {
@@ -262,4 +331,17 @@ func TestRedeliveryAfterAWorkerDied(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 	assert.EqualValues(t, 10, core.requests(), "six redelivered events, counted once")
+}
+
+func TestRowOfClipsLongDimensions(t *testing.T) {
+	long := func(c string) string { return "openai/" + strings.Repeat(c, 5000) }
+	a := RowOf(&busv1.UsageEvent{Model: long("a") + "é"}, 0)
+	b := RowOf(&busv1.UsageEvent{Model: long("a") + "è"}, 0)
+	assert.LessOrEqual(t, len(a.Model), maxDimension)
+	assert.True(t, utf8.ValidString(a.Model))
+	assert.NotEqual(t, a.Model, b.Model, "distinct ids stay distinct")
+	assert.Equal(t, "openai/gpt-4o", RowOf(&busv1.UsageEvent{Model: "openai/gpt-4o"}, 0).Model)
+	multi := RowOf(&busv1.UsageEvent{Model: strings.Repeat("é", 1000)}, 0)
+	assert.True(t, utf8.ValidString(multi.Model))
+	assert.LessOrEqual(t, len(multi.Model), maxDimension)
 }

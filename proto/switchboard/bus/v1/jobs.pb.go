@@ -157,11 +157,14 @@ func (x *TokenRefreshJob) GetRequestedAt() *timestamppb.Timestamp {
 }
 
 // UsageEvent records one gateway request. Published on sb.usage.<machine_id>
-// with the request id as message id.
+// with event_id, minted by the gateway, as message id.
 type UsageEvent struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	MachineId string                 `protobuf:"bytes,2,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request_id is the client's X-Request-Id, bounded and sanitised (printable
+	// ASCII, at most 128 bytes), or one the gateway made up. It is for
+	// correlation only: it never de-duplicates anything.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	MachineId string `protobuf:"bytes,2,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
 	// key_id is empty for requests without an API key.
 	KeyId    string `protobuf:"bytes,3,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
 	Provider string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
@@ -186,7 +189,16 @@ type UsageEvent struct {
 	// audio_seconds is the audio duration an upstream reported (transcriptions).
 	AudioSeconds float64 `protobuf:"fixed64,18,opt,name=audio_seconds,json=audioSeconds,proto3" json:"audio_seconds,omitempty"`
 	// characters counts the input characters of a speech request.
-	Characters    int64 `protobuf:"varint,19,opt,name=characters,proto3" json:"characters,omitempty"`
+	Characters int64 `protobuf:"varint,19,opt,name=characters,proto3" json:"characters,omitempty"`
+	// event_id is minted by the gateway for this event and is its JetStream
+	// message id: it de-duplicates the publisher's own retries, nothing else.
+	EventId string `protobuf:"bytes,20,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// tokens_estimated says completion_tokens (and total_tokens) are the
+	// gateway's count of what it delivered, the upstream having reported none.
+	TokensEstimated bool `protobuf:"varint,21,opt,name=tokens_estimated,json=tokensEstimated,proto3" json:"tokens_estimated,omitempty"`
+	// partial says the request failed or was abandoned after part of the
+	// answer reached the client; the tokens are what was delivered.
+	Partial       bool `protobuf:"varint,22,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -354,6 +366,27 @@ func (x *UsageEvent) GetCharacters() int64 {
 	return 0
 }
 
+func (x *UsageEvent) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetTokensEstimated() bool {
+	if x != nil {
+		return x.TokensEstimated
+	}
+	return false
+}
+
+func (x *UsageEvent) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
+}
+
 var File_switchboard_bus_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
@@ -371,7 +404,7 @@ const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12=\n" +
-	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\x80\x05\n" +
+	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\xe0\x05\n" +
 	"\n" +
 	"UsageEvent\x12\x1d\n" +
 	"\n" +
@@ -399,7 +432,10 @@ const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
 	"\raudio_seconds\x18\x12 \x01(\x01R\faudioSeconds\x12\x1e\n" +
 	"\n" +
 	"characters\x18\x13 \x01(\x03R\n" +
-	"charactersBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
+	"characters\x12\x19\n" +
+	"\bevent_id\x18\x14 \x01(\tR\aeventId\x12)\n" +
+	"\x10tokens_estimated\x18\x15 \x01(\bR\x0ftokensEstimated\x12\x18\n" +
+	"\apartial\x18\x16 \x01(\bR\apartialBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
 
 var (
 	file_switchboard_bus_v1_jobs_proto_rawDescOnce sync.Once

@@ -3449,7 +3449,11 @@ type ApplyUsageResponse struct {
 	Duplicates int32 `protobuf:"varint,2,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
 	// split lists the indexes of deltas that mix applied and new events; none
 	// of their events was applied: send them again, one event per delta.
-	Split         []int32 `protobuf:"varint,3,rep,packed,name=split,proto3" json:"split,omitempty"`
+	Split []int32 `protobuf:"varint,3,rep,packed,name=split,proto3" json:"split,omitempty"`
+	// failed lists the indexes of deltas that could not be stored (their
+	// document refused the write); the others were handled. Send them again
+	// later; after a few tries their events go to the dead-letter stream.
+	Failed        []int32 `protobuf:"varint,4,rep,packed,name=failed,proto3" json:"failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3505,6 +3509,13 @@ func (x *ApplyUsageResponse) GetSplit() []int32 {
 	return nil
 }
 
+func (x *ApplyUsageResponse) GetFailed() []int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
 type GetUsageStatsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// period is "today" (the UTC day so far, the default), "24h", "7d" or
@@ -3552,16 +3563,18 @@ func (x *GetUsageStatsRequest) GetPeriod() string {
 }
 
 type GetUsageStatsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Period        string                 `protobuf:"bytes,1,opt,name=period,proto3" json:"period,omitempty"`
-	From          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
-	To            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
-	Totals        *UsageTotals           `protobuf:"bytes,4,opt,name=totals,proto3" json:"totals,omitempty"`
-	ByProvider    []*UsageBreakdown      `protobuf:"bytes,5,rep,name=by_provider,json=byProvider,proto3" json:"by_provider,omitempty"`
-	ByModel       []*UsageBreakdown      `protobuf:"bytes,6,rep,name=by_model,json=byModel,proto3" json:"by_model,omitempty"`
-	ByConnection  []*UsageBreakdown      `protobuf:"bytes,7,rep,name=by_connection,json=byConnection,proto3" json:"by_connection,omitempty"`
-	ByKey         []*UsageBreakdown      `protobuf:"bytes,8,rep,name=by_key,json=byKey,proto3" json:"by_key,omitempty"`
-	ByEndpoint    []*UsageBreakdown      `protobuf:"bytes,9,rep,name=by_endpoint,json=byEndpoint,proto3" json:"by_endpoint,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Period       string                 `protobuf:"bytes,1,opt,name=period,proto3" json:"period,omitempty"`
+	From         *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To           *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Totals       *UsageTotals           `protobuf:"bytes,4,opt,name=totals,proto3" json:"totals,omitempty"`
+	ByProvider   []*UsageBreakdown      `protobuf:"bytes,5,rep,name=by_provider,json=byProvider,proto3" json:"by_provider,omitempty"`
+	ByModel      []*UsageBreakdown      `protobuf:"bytes,6,rep,name=by_model,json=byModel,proto3" json:"by_model,omitempty"`
+	ByConnection []*UsageBreakdown      `protobuf:"bytes,7,rep,name=by_connection,json=byConnection,proto3" json:"by_connection,omitempty"`
+	ByKey        []*UsageBreakdown      `protobuf:"bytes,8,rep,name=by_key,json=byKey,proto3" json:"by_key,omitempty"`
+	ByEndpoint   []*UsageBreakdown      `protobuf:"bytes,9,rep,name=by_endpoint,json=byEndpoint,proto3" json:"by_endpoint,omitempty"`
+	// pipeline is the health of the usage pipeline behind these figures.
+	Pipeline      *UsagePipeline `protobuf:"bytes,10,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3659,6 +3672,91 @@ func (x *GetUsageStatsResponse) GetByEndpoint() []*UsageBreakdown {
 	return nil
 }
 
+func (x *GetUsageStatsResponse) GetPipeline() *UsagePipeline {
+	if x != nil {
+		return x.Pipeline
+	}
+	return nil
+}
+
+// UsagePipeline counts usage events that are not (or not yet) in the
+// figures. Counters are doubles for JSON numbers.
+type UsagePipeline struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// buffered counts the events waiting in the answering core replica's
+	// publisher (all machines).
+	Buffered float64 `protobuf:"fixed64,1,opt,name=buffered,proto3" json:"buffered,omitempty"`
+	// dropped counts the events that replica dropped since it started because
+	// its buffer was full (all machines).
+	Dropped float64 `protobuf:"fixed64,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// refused counts the events that replica skipped since it started because
+	// they could not be encoded or the stream refused them (all machines).
+	Refused float64 `protobuf:"fixed64,3,opt,name=refused,proto3" json:"refused,omitempty"`
+	// dead_lettered counts this machine's events in the dead-letter stream:
+	// events the roll-up gave up on after a finite number of tries.
+	DeadLettered  float64 `protobuf:"fixed64,4,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsagePipeline) Reset() {
+	*x = UsagePipeline{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsagePipeline) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsagePipeline) ProtoMessage() {}
+
+func (x *UsagePipeline) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsagePipeline.ProtoReflect.Descriptor instead.
+func (*UsagePipeline) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *UsagePipeline) GetBuffered() float64 {
+	if x != nil {
+		return x.Buffered
+	}
+	return 0
+}
+
+func (x *UsagePipeline) GetDropped() float64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *UsagePipeline) GetRefused() float64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *UsagePipeline) GetDeadLettered() float64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
 // UsageTotals are sums over a period. Counters are doubles so that JSON
 // carries numbers (protojson writes 64-bit integers as strings); they are
 // exact up to 2^53.
@@ -3679,7 +3777,7 @@ type UsageTotals struct {
 
 func (x *UsageTotals) Reset() {
 	*x = UsageTotals{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[64]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3691,7 +3789,7 @@ func (x *UsageTotals) String() string {
 func (*UsageTotals) ProtoMessage() {}
 
 func (x *UsageTotals) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[64]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3704,7 +3802,7 @@ func (x *UsageTotals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageTotals.ProtoReflect.Descriptor instead.
 func (*UsageTotals) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{64}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *UsageTotals) GetRequests() float64 {
@@ -3784,7 +3882,7 @@ type UsageBreakdown struct {
 
 func (x *UsageBreakdown) Reset() {
 	*x = UsageBreakdown{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[65]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +3894,7 @@ func (x *UsageBreakdown) String() string {
 func (*UsageBreakdown) ProtoMessage() {}
 
 func (x *UsageBreakdown) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[65]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +3907,7 @@ func (x *UsageBreakdown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageBreakdown.ProtoReflect.Descriptor instead.
 func (*UsageBreakdown) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{65}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *UsageBreakdown) GetKey() string {
@@ -3897,7 +3995,7 @@ type StartDeviceLoginRequest struct {
 
 func (x *StartDeviceLoginRequest) Reset() {
 	*x = StartDeviceLoginRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[66]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3909,7 +4007,7 @@ func (x *StartDeviceLoginRequest) String() string {
 func (*StartDeviceLoginRequest) ProtoMessage() {}
 
 func (x *StartDeviceLoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[66]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3922,7 +4020,7 @@ func (x *StartDeviceLoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartDeviceLoginRequest.ProtoReflect.Descriptor instead.
 func (*StartDeviceLoginRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{66}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *StartDeviceLoginRequest) GetProvider() string {
@@ -3965,7 +4063,7 @@ type StartDeviceLoginResponse struct {
 
 func (x *StartDeviceLoginResponse) Reset() {
 	*x = StartDeviceLoginResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[67]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3977,7 +4075,7 @@ func (x *StartDeviceLoginResponse) String() string {
 func (*StartDeviceLoginResponse) ProtoMessage() {}
 
 func (x *StartDeviceLoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[67]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3990,7 +4088,7 @@ func (x *StartDeviceLoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartDeviceLoginResponse.ProtoReflect.Descriptor instead.
 func (*StartDeviceLoginResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{67}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *StartDeviceLoginResponse) GetFlowId() string {
@@ -4052,7 +4150,7 @@ type PollDeviceLoginRequest struct {
 
 func (x *PollDeviceLoginRequest) Reset() {
 	*x = PollDeviceLoginRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[68]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4064,7 +4162,7 @@ func (x *PollDeviceLoginRequest) String() string {
 func (*PollDeviceLoginRequest) ProtoMessage() {}
 
 func (x *PollDeviceLoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[68]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4077,7 +4175,7 @@ func (x *PollDeviceLoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollDeviceLoginRequest.ProtoReflect.Descriptor instead.
 func (*PollDeviceLoginRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{68}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PollDeviceLoginRequest) GetProvider() string {
@@ -4112,7 +4210,7 @@ type PollDeviceLoginResponse struct {
 
 func (x *PollDeviceLoginResponse) Reset() {
 	*x = PollDeviceLoginResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[69]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4124,7 +4222,7 @@ func (x *PollDeviceLoginResponse) String() string {
 func (*PollDeviceLoginResponse) ProtoMessage() {}
 
 func (x *PollDeviceLoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[69]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4137,7 +4235,7 @@ func (x *PollDeviceLoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollDeviceLoginResponse.ProtoReflect.Descriptor instead.
 func (*PollDeviceLoginResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{69}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PollDeviceLoginResponse) GetStatus() string {
@@ -4188,7 +4286,7 @@ type StartAuthorizationLoginRequest struct {
 
 func (x *StartAuthorizationLoginRequest) Reset() {
 	*x = StartAuthorizationLoginRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[70]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4200,7 +4298,7 @@ func (x *StartAuthorizationLoginRequest) String() string {
 func (*StartAuthorizationLoginRequest) ProtoMessage() {}
 
 func (x *StartAuthorizationLoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[70]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4213,7 +4311,7 @@ func (x *StartAuthorizationLoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartAuthorizationLoginRequest.ProtoReflect.Descriptor instead.
 func (*StartAuthorizationLoginRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{70}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *StartAuthorizationLoginRequest) GetProvider() string {
@@ -4260,7 +4358,7 @@ type StartAuthorizationLoginResponse struct {
 
 func (x *StartAuthorizationLoginResponse) Reset() {
 	*x = StartAuthorizationLoginResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[71]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4272,7 +4370,7 @@ func (x *StartAuthorizationLoginResponse) String() string {
 func (*StartAuthorizationLoginResponse) ProtoMessage() {}
 
 func (x *StartAuthorizationLoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[71]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4285,7 +4383,7 @@ func (x *StartAuthorizationLoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartAuthorizationLoginResponse.ProtoReflect.Descriptor instead.
 func (*StartAuthorizationLoginResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{71}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *StartAuthorizationLoginResponse) GetFlowId() string {
@@ -4345,7 +4443,7 @@ type CompleteAuthorizationLoginRequest struct {
 
 func (x *CompleteAuthorizationLoginRequest) Reset() {
 	*x = CompleteAuthorizationLoginRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[72]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4357,7 +4455,7 @@ func (x *CompleteAuthorizationLoginRequest) String() string {
 func (*CompleteAuthorizationLoginRequest) ProtoMessage() {}
 
 func (x *CompleteAuthorizationLoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[72]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4370,7 +4468,7 @@ func (x *CompleteAuthorizationLoginRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use CompleteAuthorizationLoginRequest.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationLoginRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{72}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CompleteAuthorizationLoginRequest) GetProvider() string {
@@ -4410,7 +4508,7 @@ type CompleteAuthorizationLoginResponse struct {
 
 func (x *CompleteAuthorizationLoginResponse) Reset() {
 	*x = CompleteAuthorizationLoginResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[73]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4422,7 +4520,7 @@ func (x *CompleteAuthorizationLoginResponse) String() string {
 func (*CompleteAuthorizationLoginResponse) ProtoMessage() {}
 
 func (x *CompleteAuthorizationLoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[73]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4435,7 +4533,7 @@ func (x *CompleteAuthorizationLoginResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use CompleteAuthorizationLoginResponse.ProtoReflect.Descriptor instead.
 func (*CompleteAuthorizationLoginResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{73}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CompleteAuthorizationLoginResponse) GetConnection() *Connection {
@@ -4458,7 +4556,7 @@ type ValidateProviderRequest struct {
 
 func (x *ValidateProviderRequest) Reset() {
 	*x = ValidateProviderRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[74]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4470,7 +4568,7 @@ func (x *ValidateProviderRequest) String() string {
 func (*ValidateProviderRequest) ProtoMessage() {}
 
 func (x *ValidateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[74]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4483,7 +4581,7 @@ func (x *ValidateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateProviderRequest.ProtoReflect.Descriptor instead.
 func (*ValidateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{74}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ValidateProviderRequest) GetProvider() string {
@@ -4524,7 +4622,7 @@ type ValidateProviderResponse struct {
 
 func (x *ValidateProviderResponse) Reset() {
 	*x = ValidateProviderResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[75]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4536,7 +4634,7 @@ func (x *ValidateProviderResponse) String() string {
 func (*ValidateProviderResponse) ProtoMessage() {}
 
 func (x *ValidateProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[75]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4549,7 +4647,7 @@ func (x *ValidateProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateProviderResponse.ProtoReflect.Descriptor instead.
 func (*ValidateProviderResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{75}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ValidateProviderResponse) GetValid() bool {
@@ -4589,7 +4687,7 @@ type TestConnectionRequest struct {
 
 func (x *TestConnectionRequest) Reset() {
 	*x = TestConnectionRequest{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[76]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4601,7 +4699,7 @@ func (x *TestConnectionRequest) String() string {
 func (*TestConnectionRequest) ProtoMessage() {}
 
 func (x *TestConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[76]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4614,7 +4712,7 @@ func (x *TestConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestConnectionRequest.ProtoReflect.Descriptor instead.
 func (*TestConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{76}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *TestConnectionRequest) GetId() string {
@@ -4637,7 +4735,7 @@ type TestConnectionResponse struct {
 
 func (x *TestConnectionResponse) Reset() {
 	*x = TestConnectionResponse{}
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[77]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4649,7 +4747,7 @@ func (x *TestConnectionResponse) String() string {
 func (*TestConnectionResponse) ProtoMessage() {}
 
 func (x *TestConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_admin_proto_msgTypes[77]
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4662,7 +4760,7 @@ func (x *TestConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestConnectionResponse.ProtoReflect.Descriptor instead.
 func (*TestConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{77}
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *TestConnectionResponse) GetValid() bool {
@@ -4976,15 +5074,16 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"machine_id\x18\x01 \x01(\tR\tmachineId\x12\x10\n" +
 	"\x03day\x18\x02 \x01(\tR\x03day\x120\n" +
 	"\x04rows\x18\x03 \x03(\v2\x1c.switchboard.bus.v1.UsageRowR\x04rows\x12\x1c\n" +
-	"\tsequences\x18\x04 \x03(\x04R\tsequences\"d\n" +
+	"\tsequences\x18\x04 \x03(\x04R\tsequences\"|\n" +
 	"\x12ApplyUsageResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\x05R\aapplied\x12\x1e\n" +
 	"\n" +
 	"duplicates\x18\x02 \x01(\x05R\n" +
 	"duplicates\x12\x14\n" +
-	"\x05split\x18\x03 \x03(\x05R\x05split\".\n" +
+	"\x05split\x18\x03 \x03(\x05R\x05split\x12\x16\n" +
+	"\x06failed\x18\x04 \x03(\x05R\x06failed\".\n" +
 	"\x14GetUsageStatsRequest\x12\x16\n" +
-	"\x06period\x18\x01 \x01(\tR\x06period\"\x97\x04\n" +
+	"\x06period\x18\x01 \x01(\tR\x06period\"\xd7\x04\n" +
 	"\x15GetUsageStatsResponse\x12\x16\n" +
 	"\x06period\x18\x01 \x01(\tR\x06period\x12.\n" +
 	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
@@ -4996,7 +5095,14 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\rby_connection\x18\a \x03(\v2#.switchboard.core.v1.UsageBreakdownR\fbyConnection\x12:\n" +
 	"\x06by_key\x18\b \x03(\v2#.switchboard.core.v1.UsageBreakdownR\x05byKey\x12D\n" +
 	"\vby_endpoint\x18\t \x03(\v2#.switchboard.core.v1.UsageBreakdownR\n" +
-	"byEndpoint\"\xac\x02\n" +
+	"byEndpoint\x12>\n" +
+	"\bpipeline\x18\n" +
+	" \x01(\v2\".switchboard.core.v1.UsagePipelineR\bpipeline\"\x84\x01\n" +
+	"\rUsagePipeline\x12\x1a\n" +
+	"\bbuffered\x18\x01 \x01(\x01R\bbuffered\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\x01R\adropped\x12\x18\n" +
+	"\arefused\x18\x03 \x01(\x01R\arefused\x12#\n" +
+	"\rdead_lettered\x18\x04 \x01(\x01R\fdeadLettered\"\xac\x02\n" +
 	"\vUsageTotals\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x01R\brequests\x12\x16\n" +
 	"\x06errors\x18\x02 \x01(\x01R\x06errors\x12#\n" +
@@ -5137,7 +5243,7 @@ func file_switchboard_core_v1_admin_proto_rawDescGZIP() []byte {
 	return file_switchboard_core_v1_admin_proto_rawDescData
 }
 
-var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
+var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_switchboard_core_v1_admin_proto_goTypes = []any{
 	(*Connection)(nil),                         // 0: switchboard.core.v1.Connection
 	(*ConnectionTest)(nil),                     // 1: switchboard.core.v1.ConnectionTest
@@ -5203,150 +5309,152 @@ var file_switchboard_core_v1_admin_proto_goTypes = []any{
 	(*ApplyUsageResponse)(nil),                 // 61: switchboard.core.v1.ApplyUsageResponse
 	(*GetUsageStatsRequest)(nil),               // 62: switchboard.core.v1.GetUsageStatsRequest
 	(*GetUsageStatsResponse)(nil),              // 63: switchboard.core.v1.GetUsageStatsResponse
-	(*UsageTotals)(nil),                        // 64: switchboard.core.v1.UsageTotals
-	(*UsageBreakdown)(nil),                     // 65: switchboard.core.v1.UsageBreakdown
-	(*StartDeviceLoginRequest)(nil),            // 66: switchboard.core.v1.StartDeviceLoginRequest
-	(*StartDeviceLoginResponse)(nil),           // 67: switchboard.core.v1.StartDeviceLoginResponse
-	(*PollDeviceLoginRequest)(nil),             // 68: switchboard.core.v1.PollDeviceLoginRequest
-	(*PollDeviceLoginResponse)(nil),            // 69: switchboard.core.v1.PollDeviceLoginResponse
-	(*StartAuthorizationLoginRequest)(nil),     // 70: switchboard.core.v1.StartAuthorizationLoginRequest
-	(*StartAuthorizationLoginResponse)(nil),    // 71: switchboard.core.v1.StartAuthorizationLoginResponse
-	(*CompleteAuthorizationLoginRequest)(nil),  // 72: switchboard.core.v1.CompleteAuthorizationLoginRequest
-	(*CompleteAuthorizationLoginResponse)(nil), // 73: switchboard.core.v1.CompleteAuthorizationLoginResponse
-	(*ValidateProviderRequest)(nil),            // 74: switchboard.core.v1.ValidateProviderRequest
-	(*ValidateProviderResponse)(nil),           // 75: switchboard.core.v1.ValidateProviderResponse
-	(*TestConnectionRequest)(nil),              // 76: switchboard.core.v1.TestConnectionRequest
-	(*TestConnectionResponse)(nil),             // 77: switchboard.core.v1.TestConnectionResponse
-	nil,                                        // 78: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
-	nil,                                        // 79: switchboard.core.v1.GetAliasesResponse.AliasesEntry
-	nil,                                        // 80: switchboard.core.v1.PutAliasesRequest.AliasesEntry
-	nil,                                        // 81: switchboard.core.v1.PutAliasesResponse.AliasesEntry
-	(*timestamppb.Timestamp)(nil),              // 82: google.protobuf.Timestamp
-	(*structpb.ListValue)(nil),                 // 83: google.protobuf.ListValue
-	(*v1.Model)(nil),                           // 84: switchboard.bus.v1.Model
-	(*v1.UsageRow)(nil),                        // 85: switchboard.bus.v1.UsageRow
+	(*UsagePipeline)(nil),                      // 64: switchboard.core.v1.UsagePipeline
+	(*UsageTotals)(nil),                        // 65: switchboard.core.v1.UsageTotals
+	(*UsageBreakdown)(nil),                     // 66: switchboard.core.v1.UsageBreakdown
+	(*StartDeviceLoginRequest)(nil),            // 67: switchboard.core.v1.StartDeviceLoginRequest
+	(*StartDeviceLoginResponse)(nil),           // 68: switchboard.core.v1.StartDeviceLoginResponse
+	(*PollDeviceLoginRequest)(nil),             // 69: switchboard.core.v1.PollDeviceLoginRequest
+	(*PollDeviceLoginResponse)(nil),            // 70: switchboard.core.v1.PollDeviceLoginResponse
+	(*StartAuthorizationLoginRequest)(nil),     // 71: switchboard.core.v1.StartAuthorizationLoginRequest
+	(*StartAuthorizationLoginResponse)(nil),    // 72: switchboard.core.v1.StartAuthorizationLoginResponse
+	(*CompleteAuthorizationLoginRequest)(nil),  // 73: switchboard.core.v1.CompleteAuthorizationLoginRequest
+	(*CompleteAuthorizationLoginResponse)(nil), // 74: switchboard.core.v1.CompleteAuthorizationLoginResponse
+	(*ValidateProviderRequest)(nil),            // 75: switchboard.core.v1.ValidateProviderRequest
+	(*ValidateProviderResponse)(nil),           // 76: switchboard.core.v1.ValidateProviderResponse
+	(*TestConnectionRequest)(nil),              // 77: switchboard.core.v1.TestConnectionRequest
+	(*TestConnectionResponse)(nil),             // 78: switchboard.core.v1.TestConnectionResponse
+	nil,                                        // 79: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	nil,                                        // 80: switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	nil,                                        // 81: switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	nil,                                        // 82: switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	(*timestamppb.Timestamp)(nil),              // 83: google.protobuf.Timestamp
+	(*structpb.ListValue)(nil),                 // 84: google.protobuf.ListValue
+	(*v1.Model)(nil),                           // 85: switchboard.bus.v1.Model
+	(*v1.UsageRow)(nil),                        // 86: switchboard.bus.v1.UsageRow
 }
 var file_switchboard_core_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: switchboard.core.v1.Connection.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	82, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
-	82, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	82, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	83, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
+	83, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	83, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
 	1,  // 4: switchboard.core.v1.Connection.last_test:type_name -> switchboard.core.v1.ConnectionTest
-	82, // 5: switchboard.core.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
+	83, // 5: switchboard.core.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
 	3,  // 6: switchboard.core.v1.ProviderSpecificData.caveman:type_name -> switchboard.core.v1.CavemanOverride
-	82, // 7: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
+	83, // 7: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 8: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
 	4,  // 9: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
 	0,  // 10: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
 	0,  // 11: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
 	0,  // 12: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
 	12, // 13: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
-	83, // 14: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
+	84, // 14: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
 	3,  // 15: switchboard.core.v1.ProviderSpecificDataPatch.caveman:type_name -> switchboard.core.v1.CavemanOverride
 	0,  // 16: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	82, // 17: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	82, // 18: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
+	83, // 17: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	83, // 18: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
 	16, // 19: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
 	23, // 20: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
 	23, // 21: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	82, // 22: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	83, // 22: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
 	28, // 23: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
 	28, // 24: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
 	0,  // 25: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
-	84, // 26: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
-	82, // 27: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
-	78, // 28: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
-	79, // 29: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
-	80, // 30: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
-	81, // 31: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	85, // 26: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
+	83, // 27: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
+	79, // 28: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	80, // 29: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	81, // 30: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	82, // 31: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
 	51, // 32: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
 	51, // 33: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
 	51, // 34: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
 	57, // 35: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
 	60, // 36: switchboard.core.v1.ApplyUsageRequest.deltas:type_name -> switchboard.core.v1.UsageDelta
-	85, // 37: switchboard.core.v1.UsageDelta.rows:type_name -> switchboard.bus.v1.UsageRow
-	82, // 38: switchboard.core.v1.GetUsageStatsResponse.from:type_name -> google.protobuf.Timestamp
-	82, // 39: switchboard.core.v1.GetUsageStatsResponse.to:type_name -> google.protobuf.Timestamp
-	64, // 40: switchboard.core.v1.GetUsageStatsResponse.totals:type_name -> switchboard.core.v1.UsageTotals
-	65, // 41: switchboard.core.v1.GetUsageStatsResponse.by_provider:type_name -> switchboard.core.v1.UsageBreakdown
-	65, // 42: switchboard.core.v1.GetUsageStatsResponse.by_model:type_name -> switchboard.core.v1.UsageBreakdown
-	65, // 43: switchboard.core.v1.GetUsageStatsResponse.by_connection:type_name -> switchboard.core.v1.UsageBreakdown
-	65, // 44: switchboard.core.v1.GetUsageStatsResponse.by_key:type_name -> switchboard.core.v1.UsageBreakdown
-	65, // 45: switchboard.core.v1.GetUsageStatsResponse.by_endpoint:type_name -> switchboard.core.v1.UsageBreakdown
-	0,  // 46: switchboard.core.v1.PollDeviceLoginResponse.connection:type_name -> switchboard.core.v1.Connection
-	0,  // 47: switchboard.core.v1.CompleteAuthorizationLoginResponse.connection:type_name -> switchboard.core.v1.Connection
-	2,  // 48: switchboard.core.v1.ValidateProviderRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	82, // 49: switchboard.core.v1.TestConnectionResponse.tested_at:type_name -> google.protobuf.Timestamp
-	83, // 50: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
-	5,  // 51: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
-	7,  // 52: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
-	9,  // 53: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
-	11, // 54: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
-	14, // 55: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
-	17, // 56: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
-	19, // 57: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
-	21, // 58: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
-	24, // 59: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
-	26, // 60: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
-	41, // 61: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
-	43, // 62: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
-	45, // 63: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
-	47, // 64: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
-	49, // 65: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
-	52, // 66: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
-	54, // 67: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
-	56, // 68: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
-	29, // 69: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
-	31, // 70: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
-	33, // 71: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
-	37, // 72: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
-	39, // 73: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
-	35, // 74: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
-	59, // 75: switchboard.core.v1.Admin.ApplyUsage:input_type -> switchboard.core.v1.ApplyUsageRequest
-	62, // 76: switchboard.core.v1.Admin.GetUsageStats:input_type -> switchboard.core.v1.GetUsageStatsRequest
-	74, // 77: switchboard.core.v1.Admin.ValidateProvider:input_type -> switchboard.core.v1.ValidateProviderRequest
-	76, // 78: switchboard.core.v1.Admin.TestConnection:input_type -> switchboard.core.v1.TestConnectionRequest
-	66, // 79: switchboard.core.v1.Admin.StartDeviceLogin:input_type -> switchboard.core.v1.StartDeviceLoginRequest
-	68, // 80: switchboard.core.v1.Admin.PollDeviceLogin:input_type -> switchboard.core.v1.PollDeviceLoginRequest
-	70, // 81: switchboard.core.v1.Admin.StartAuthorizationLogin:input_type -> switchboard.core.v1.StartAuthorizationLoginRequest
-	72, // 82: switchboard.core.v1.Admin.CompleteAuthorizationLogin:input_type -> switchboard.core.v1.CompleteAuthorizationLoginRequest
-	6,  // 83: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
-	8,  // 84: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
-	10, // 85: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
-	13, // 86: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
-	15, // 87: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
-	18, // 88: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
-	20, // 89: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
-	22, // 90: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
-	25, // 91: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
-	27, // 92: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
-	42, // 93: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
-	44, // 94: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
-	46, // 95: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
-	48, // 96: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
-	50, // 97: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
-	53, // 98: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
-	55, // 99: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
-	58, // 100: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
-	30, // 101: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
-	32, // 102: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
-	34, // 103: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
-	38, // 104: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
-	40, // 105: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
-	36, // 106: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
-	61, // 107: switchboard.core.v1.Admin.ApplyUsage:output_type -> switchboard.core.v1.ApplyUsageResponse
-	63, // 108: switchboard.core.v1.Admin.GetUsageStats:output_type -> switchboard.core.v1.GetUsageStatsResponse
-	75, // 109: switchboard.core.v1.Admin.ValidateProvider:output_type -> switchboard.core.v1.ValidateProviderResponse
-	77, // 110: switchboard.core.v1.Admin.TestConnection:output_type -> switchboard.core.v1.TestConnectionResponse
-	67, // 111: switchboard.core.v1.Admin.StartDeviceLogin:output_type -> switchboard.core.v1.StartDeviceLoginResponse
-	69, // 112: switchboard.core.v1.Admin.PollDeviceLogin:output_type -> switchboard.core.v1.PollDeviceLoginResponse
-	71, // 113: switchboard.core.v1.Admin.StartAuthorizationLogin:output_type -> switchboard.core.v1.StartAuthorizationLoginResponse
-	73, // 114: switchboard.core.v1.Admin.CompleteAuthorizationLogin:output_type -> switchboard.core.v1.CompleteAuthorizationLoginResponse
-	83, // [83:115] is the sub-list for method output_type
-	51, // [51:83] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	86, // 37: switchboard.core.v1.UsageDelta.rows:type_name -> switchboard.bus.v1.UsageRow
+	83, // 38: switchboard.core.v1.GetUsageStatsResponse.from:type_name -> google.protobuf.Timestamp
+	83, // 39: switchboard.core.v1.GetUsageStatsResponse.to:type_name -> google.protobuf.Timestamp
+	65, // 40: switchboard.core.v1.GetUsageStatsResponse.totals:type_name -> switchboard.core.v1.UsageTotals
+	66, // 41: switchboard.core.v1.GetUsageStatsResponse.by_provider:type_name -> switchboard.core.v1.UsageBreakdown
+	66, // 42: switchboard.core.v1.GetUsageStatsResponse.by_model:type_name -> switchboard.core.v1.UsageBreakdown
+	66, // 43: switchboard.core.v1.GetUsageStatsResponse.by_connection:type_name -> switchboard.core.v1.UsageBreakdown
+	66, // 44: switchboard.core.v1.GetUsageStatsResponse.by_key:type_name -> switchboard.core.v1.UsageBreakdown
+	66, // 45: switchboard.core.v1.GetUsageStatsResponse.by_endpoint:type_name -> switchboard.core.v1.UsageBreakdown
+	64, // 46: switchboard.core.v1.GetUsageStatsResponse.pipeline:type_name -> switchboard.core.v1.UsagePipeline
+	0,  // 47: switchboard.core.v1.PollDeviceLoginResponse.connection:type_name -> switchboard.core.v1.Connection
+	0,  // 48: switchboard.core.v1.CompleteAuthorizationLoginResponse.connection:type_name -> switchboard.core.v1.Connection
+	2,  // 49: switchboard.core.v1.ValidateProviderRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	83, // 50: switchboard.core.v1.TestConnectionResponse.tested_at:type_name -> google.protobuf.Timestamp
+	84, // 51: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
+	5,  // 52: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
+	7,  // 53: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
+	9,  // 54: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
+	11, // 55: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
+	14, // 56: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
+	17, // 57: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
+	19, // 58: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
+	21, // 59: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
+	24, // 60: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
+	26, // 61: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
+	41, // 62: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
+	43, // 63: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
+	45, // 64: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
+	47, // 65: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
+	49, // 66: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
+	52, // 67: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
+	54, // 68: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
+	56, // 69: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
+	29, // 70: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
+	31, // 71: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
+	33, // 72: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
+	37, // 73: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
+	39, // 74: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
+	35, // 75: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
+	59, // 76: switchboard.core.v1.Admin.ApplyUsage:input_type -> switchboard.core.v1.ApplyUsageRequest
+	62, // 77: switchboard.core.v1.Admin.GetUsageStats:input_type -> switchboard.core.v1.GetUsageStatsRequest
+	75, // 78: switchboard.core.v1.Admin.ValidateProvider:input_type -> switchboard.core.v1.ValidateProviderRequest
+	77, // 79: switchboard.core.v1.Admin.TestConnection:input_type -> switchboard.core.v1.TestConnectionRequest
+	67, // 80: switchboard.core.v1.Admin.StartDeviceLogin:input_type -> switchboard.core.v1.StartDeviceLoginRequest
+	69, // 81: switchboard.core.v1.Admin.PollDeviceLogin:input_type -> switchboard.core.v1.PollDeviceLoginRequest
+	71, // 82: switchboard.core.v1.Admin.StartAuthorizationLogin:input_type -> switchboard.core.v1.StartAuthorizationLoginRequest
+	73, // 83: switchboard.core.v1.Admin.CompleteAuthorizationLogin:input_type -> switchboard.core.v1.CompleteAuthorizationLoginRequest
+	6,  // 84: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
+	8,  // 85: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
+	10, // 86: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
+	13, // 87: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
+	15, // 88: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
+	18, // 89: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
+	20, // 90: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
+	22, // 91: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
+	25, // 92: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
+	27, // 93: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
+	42, // 94: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
+	44, // 95: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
+	46, // 96: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
+	48, // 97: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
+	50, // 98: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
+	53, // 99: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
+	55, // 100: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
+	58, // 101: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
+	30, // 102: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
+	32, // 103: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
+	34, // 104: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
+	38, // 105: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
+	40, // 106: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
+	36, // 107: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
+	61, // 108: switchboard.core.v1.Admin.ApplyUsage:output_type -> switchboard.core.v1.ApplyUsageResponse
+	63, // 109: switchboard.core.v1.Admin.GetUsageStats:output_type -> switchboard.core.v1.GetUsageStatsResponse
+	76, // 110: switchboard.core.v1.Admin.ValidateProvider:output_type -> switchboard.core.v1.ValidateProviderResponse
+	78, // 111: switchboard.core.v1.Admin.TestConnection:output_type -> switchboard.core.v1.TestConnectionResponse
+	68, // 112: switchboard.core.v1.Admin.StartDeviceLogin:output_type -> switchboard.core.v1.StartDeviceLoginResponse
+	70, // 113: switchboard.core.v1.Admin.PollDeviceLogin:output_type -> switchboard.core.v1.PollDeviceLoginResponse
+	72, // 114: switchboard.core.v1.Admin.StartAuthorizationLogin:output_type -> switchboard.core.v1.StartAuthorizationLoginResponse
+	74, // 115: switchboard.core.v1.Admin.CompleteAuthorizationLogin:output_type -> switchboard.core.v1.CompleteAuthorizationLoginResponse
+	84, // [84:116] is the sub-list for method output_type
+	52, // [52:84] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_admin_proto_init() }
@@ -5359,15 +5467,15 @@ func file_switchboard_core_v1_admin_proto_init() {
 	file_switchboard_core_v1_admin_proto_msgTypes[11].OneofWrappers = []any{}
 	file_switchboard_core_v1_admin_proto_msgTypes[12].OneofWrappers = []any{}
 	file_switchboard_core_v1_admin_proto_msgTypes[26].OneofWrappers = []any{}
-	file_switchboard_core_v1_admin_proto_msgTypes[75].OneofWrappers = []any{}
-	file_switchboard_core_v1_admin_proto_msgTypes[77].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[76].OneofWrappers = []any{}
+	file_switchboard_core_v1_admin_proto_msgTypes[78].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_admin_proto_rawDesc), len(file_switchboard_core_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   82,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,357 @@
+package usage_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboardhq/switchboard/core/internal/usage"
+	"github.com/switchboardhq/switchboard/internal/spine"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+const machine = "0123456789abcdef"
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// server starts an embedded nats-server listening on loopback (port 0: a
+// random one) with its store in dir.
+func server(t *testing.T, dir string, port int) *spine.Embedded {
+	t.Helper()
+	srv, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: dir, Listen: true, Port: port})
+	require.NoError(t, err)
+	return srv
+}
+
+// connect opens a reconnecting client connection and a JetStream on it.
+func connect(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := spine.Connect(url, "usage-test", quiet)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return nc, js
+}
+
+func ensureUsageStream(t *testing.T, js jetstream.JetStream, mutate func(*jetstream.StreamConfig)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, cfg := range (spine.Topology{}).Streams() {
+		if cfg.Name == spine.StreamUsage && mutate != nil {
+			mutate(&cfg)
+		}
+		_, err := js.CreateOrUpdateStream(ctx, cfg)
+		require.NoError(t, err)
+	}
+}
+
+// run starts p and returns a function that stops it and waits for the drain.
+func run(t *testing.T, p *usage.Publisher) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Run(ctx)
+	stop := func() {
+		cancel()
+		<-p.Done()
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func event(i int) *busv1.UsageEvent {
+	return &busv1.UsageEvent{MachineId: machine, Model: fmt.Sprintf("model-%d", i), Endpoint: "chat.completions", TotalTokens: int64(i), Status: 200}
+}
+
+// stored reads every message of SB_USAGE.
+func stored(t *testing.T, js jetstream.JetStream) []jetstream.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, spine.StreamUsage, jetstream.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	var out []jetstream.Msg
+	for {
+		batch, err := cons.FetchNoWait(500)
+		require.NoError(t, err)
+		n := 0
+		for m := range batch.Messages() {
+			out = append(out, m)
+			n++
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+func streamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, spine.StreamUsage)
+	if err != nil {
+		return 0
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0
+	}
+	return info.State.Msgs
+}
+
+// An event that cannot be encoded (a string that is not UTF-8) and one the
+// stream refuses (over its message size) are skipped and counted; every
+// good event around them arrives, each with its minted id as message id.
+func TestPoisonEventsAreSkippedAndTheOthersFlow(t *testing.T) {
+	srv := server(t, t.TempDir(), 0)
+	t.Cleanup(srv.Shutdown)
+	_, js := connect(t, srv.ClientURL())
+	ensureUsageStream(t, js, func(c *jetstream.StreamConfig) { c.MaxMsgSize = 2048 })
+	p, err := usage.NewPublisher(js, usage.Config{MaxRefusals: 2}, quiet)
+	require.NoError(t, err)
+	run(t, p)
+
+	for i := range 50 {
+		p.Record(event(i))
+		if i == 10 {
+			p.Record(&busv1.UsageEvent{MachineId: machine, Model: "bad\xff\xfe", Status: 200})
+		}
+		if i == 20 {
+			p.Record(&busv1.UsageEvent{MachineId: machine, Model: strings.Repeat("m", 4096), Status: 200})
+		}
+	}
+	require.Eventually(t, func() bool { return p.Stats().Buffered == 0 }, 30*time.Second, 20*time.Millisecond)
+	st := p.Stats()
+	assert.EqualValues(t, 50, st.Published)
+	assert.EqualValues(t, 2, st.Refused)
+
+	msgs := stored(t, js)
+	require.Len(t, msgs, 50)
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		ev := &busv1.UsageEvent{}
+		require.NoError(t, proto.Unmarshal(m.Data(), ev))
+		assert.NotEmpty(t, ev.GetEventId())
+		assert.Equal(t, ev.GetEventId(), m.Headers().Get(jetstream.MsgIDHeader))
+		ids[ev.GetEventId()] = true
+	}
+	assert.Len(t, ids, 50, "every event has an id of its own")
+}
+
+// A publish whose acknowledgement never comes (stored, then the ack lost,
+// as when a stream leader dies between storing and acknowledging) is sent
+// again after the ack timeout; the minted id makes the stream drop the
+// second copy. A stand-in leader stores each message and never answers.
+func TestPublishWithoutAckIsRetriedAndDeduplicated(t *testing.T) {
+	srv := server(t, t.TempDir(), 0)
+	t.Cleanup(srv.Shutdown)
+	nc, js := connect(t, srv.ClientURL())
+	const storedPrefix = "stored."
+	ensureUsageStream(t, js, func(c *jetstream.StreamConfig) { c.Subjects = []string{storedPrefix + ">"} })
+
+	const n = 20
+	seen := make(chan struct{}, 10*n)
+	// The stand-in stores the message (with its message id) under another
+	// subject of the same stream and drops the reply: no ack comes.
+	hole, err := nc.Subscribe(spine.SubjectUsage+".>", func(m *nats.Msg) {
+		out := &nats.Msg{Subject: storedPrefix + m.Subject, Data: m.Data, Header: m.Header}
+		_ = nc.PublishMsg(out)
+		seen <- struct{}{}
+	})
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+
+	p, err := usage.NewPublisher(js, usage.Config{AckTimeout: 300 * time.Millisecond}, quiet)
+	require.NoError(t, err)
+	run(t, p)
+	for i := range n {
+		p.Record(event(i))
+	}
+	for range n {
+		<-seen
+	}
+	require.Eventually(t, func() bool { return streamMsgs(t, js) == n }, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, n, p.Stats().Buffered, "no ack came: the events wait")
+
+	// The stream now takes the subject itself (the new leader); the
+	// stand-in goes.
+	ensureUsageStream(t, js, func(c *jetstream.StreamConfig) {
+		c.Subjects = []string{storedPrefix + ">", spine.SubjectUsage + ".>"}
+	})
+	require.NoError(t, hole.Unsubscribe())
+
+	require.Eventually(t, func() bool { return p.Stats().Buffered == 0 }, 30*time.Second, 20*time.Millisecond)
+	st := p.Stats()
+	assert.EqualValues(t, n, st.Published)
+	assert.GreaterOrEqual(t, st.Retried, int64(n))
+	assert.EqualValues(t, n, streamMsgs(t, js), "the retries were de-duplicated")
+}
+
+// NATS goes away: events wait in the buffer and are published once it is
+// back.
+func TestOutageBuffersThenPublishes(t *testing.T) {
+	dir := t.TempDir()
+	srv := server(t, dir, 0)
+	url := srv.ClientURL()
+	var port int
+	_, err := fmt.Sscanf(url[strings.LastIndex(url, ":")+1:], "%d", &port)
+	require.NoError(t, err)
+	nc, js := connect(t, url)
+	ensureUsageStream(t, js, nil)
+	p, err := usage.NewPublisher(js, usage.Config{AckTimeout: time.Second}, quiet)
+	require.NoError(t, err)
+	run(t, p)
+
+	for i := range 5 {
+		p.Record(event(i))
+	}
+	require.Eventually(t, func() bool { return p.Stats().Published == 5 }, 10*time.Second, 20*time.Millisecond)
+
+	srv.Shutdown()
+	require.Eventually(t, func() bool { return !nc.IsConnected() }, 10*time.Second, 10*time.Millisecond)
+	for i := range 100 {
+		p.Record(event(100 + i))
+	}
+	assert.Equal(t, 100, p.Stats().Buffered)
+
+	srv = server(t, dir, port)
+	t.Cleanup(srv.Shutdown)
+	require.Eventually(t, func() bool { return p.Stats().Buffered == 0 }, 60*time.Second, 50*time.Millisecond)
+	st := p.Stats()
+	assert.EqualValues(t, 105, st.Published)
+	assert.Zero(t, st.Dropped)
+	assert.EqualValues(t, 105, streamMsgs(t, js))
+}
+
+// Past the buffer's bound new events are dropped and counted, never
+// silently; what the buffer held is published.
+func TestOverflowIsCounted(t *testing.T) {
+	srv := server(t, t.TempDir(), 0)
+	t.Cleanup(srv.Shutdown)
+	_, js := connect(t, srv.ClientURL())
+	ensureUsageStream(t, js, nil)
+	p, err := usage.NewPublisher(js, usage.Config{MaxEvents: 10}, quiet)
+	require.NoError(t, err)
+
+	// Run is not running yet: nothing leaves the buffer.
+	for i := range 25 {
+		p.Record(event(i))
+	}
+	st := p.Stats()
+	assert.Equal(t, 10, st.Buffered)
+	assert.EqualValues(t, 15, st.Dropped)
+
+	run(t, p)
+	require.Eventually(t, func() bool { return p.Stats().Published == 10 }, 10*time.Second, 20*time.Millisecond)
+	assert.EqualValues(t, 10, streamMsgs(t, js))
+}
+
+// When Run's context ends, everything buffered is published before Run
+// returns; events recorded after that are counted as dropped.
+func TestDrainPublishesEverythingBeforeRunReturns(t *testing.T) {
+	srv := server(t, t.TempDir(), 0)
+	t.Cleanup(srv.Shutdown)
+	_, js := connect(t, srv.ClientURL())
+	ensureUsageStream(t, js, nil)
+	p, err := usage.NewPublisher(js, usage.Config{}, quiet)
+	require.NoError(t, err)
+
+	const n = 3000
+	for i := range n {
+		p.Record(event(i))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p.Run(ctx) // returns only after the drain
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("Done not closed after Run returned")
+	}
+	assert.EqualValues(t, n, p.Stats().Published)
+	assert.EqualValues(t, n, streamMsgs(t, js))
+
+	p.Record(event(0))
+	assert.EqualValues(t, 1, p.Stats().Dropped)
+}
+
+// Events of requests that finish during the drain (recorded after Run's
+// context ended) are published too: here NATS is away when the drain
+// starts, events keep coming, NATS comes back, and Run returns only once
+// every one of them is stored.
+func TestDrainPublishesEventsRecordedDuringIt(t *testing.T) {
+	dir := t.TempDir()
+	srv := server(t, dir, 0)
+	url := srv.ClientURL()
+	var port int
+	_, err := fmt.Sscanf(url[strings.LastIndex(url, ":")+1:], "%d", &port)
+	require.NoError(t, err)
+	nc, js := connect(t, url)
+	ensureUsageStream(t, js, nil)
+	p, err := usage.NewPublisher(js, usage.Config{Drain: time.Minute, AckTimeout: time.Second}, quiet)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Run(ctx)
+
+	srv.Shutdown()
+	require.Eventually(t, func() bool { return !nc.IsConnected() }, 10*time.Second, 10*time.Millisecond)
+	for i := range 10 {
+		p.Record(event(i))
+	}
+	cancel() // the drain starts, NATS away
+	for i := range 10 {
+		p.Record(event(10 + i)) // requests finishing during the drain
+	}
+	select {
+	case <-p.Done():
+		t.Fatal("Run returned with events unpublished")
+	default:
+	}
+	srv = server(t, dir, port)
+	t.Cleanup(srv.Shutdown)
+	<-p.Done()
+	st := p.Stats()
+	assert.EqualValues(t, 20, st.Published)
+	assert.Zero(t, st.Dropped)
+	assert.EqualValues(t, 20, streamMsgs(t, js))
+}
+
+// BenchmarkRecord is the request path's cost of a usage event: minting its
+// id, encoding it and queuing it (the publisher drains in the background).
+func BenchmarkRecord(b *testing.B) {
+	srv, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: b.TempDir()})
+	require.NoError(b, err)
+	defer srv.Shutdown()
+	nc, err := srv.Connect("bench", quiet)
+	require.NoError(b, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(b, err)
+	require.NoError(b, spine.EnsureStreams(context.Background(), js, spine.Topology{}.Streams()...))
+	p, err := usage.NewPublisher(js, usage.Config{}, quiet)
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Run(ctx)
+	ev := event(1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		ev.EventId = ""
+		p.Record(ev)
+	}
+	b.StopTimer()
+	cancel()
+	<-p.Done()
+	b.ReportMetric(float64(p.Stats().Dropped), "dropped")
+}
