@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -200,12 +202,28 @@ func (b *Bucket[T]) Delete(ctx context.Context, key string) error {
 	}
 }
 
+// modifyAttempts bounds Modify's compare-and-swap rounds; with the pauses
+// between them a writer gives up only after seconds of losing.
+const modifyAttempts = 64
+
+// pause waits a random time that grows with the attempt (at most 20 ms).
+func pause(ctx context.Context, attempt int) error {
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(min(attempt+1, 20)) * int64(time.Millisecond))))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Modify applies fn to a copy of the value under key and stores the result
 // with compare-and-swap, retrying when another writer got there first. fn may
 // be called more than once and must not have side effects.
 func (b *Bucket[T]) Modify(ctx context.Context, key string, fn func(T) error) (T, error) {
 	var zero T
-	for range 16 {
+	for attempt := range modifyAttempts {
 		cur, ok := b.Get(key)
 		if !ok {
 			return zero, ErrNotFound
@@ -223,6 +241,11 @@ func (b *Bucket[T]) Modify(ctx context.Context, key string, fn func(T) error) (T
 			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 				// Someone else wrote first: wait until the mirror has it, then retry.
 				if err := b.awaitChange(ctx, key, cur.Revision); err != nil {
+					return zero, err
+				}
+				// Under contention the same writer can lose many rounds in
+				// a row; a growing random pause lets the others finish.
+				if err := pause(ctx, attempt); err != nil {
 					return zero, err
 				}
 				continue
@@ -277,7 +300,7 @@ var ErrSkip = errors.New("skip")
 // is returned.
 func (b *Bucket[T]) Upsert(ctx context.Context, key string, fn func(v T, ok bool) error) (T, error) {
 	var zero T
-	for range 16 {
+	for attempt := range modifyAttempts {
 		cur, ok := b.Get(key)
 		var next T
 		if ok {
@@ -311,6 +334,9 @@ func (b *Bucket[T]) Upsert(ctx context.Context, key string, fn func(v T, ok bool
 						return zero, err
 					}
 				} else if err := b.awaitPresent(ctx, key); err != nil {
+					return zero, err
+				}
+				if err := pause(ctx, attempt); err != nil {
 					return zero, err
 				}
 				continue
