@@ -390,24 +390,38 @@ func (a *Admin) CreateAPIKey(ctx context.Context, req *corev1.CreateAPIKeyReques
 		return nil, missingParam("name")
 	}
 	for range 8 {
-		keyID, err := apikey.NewKeyID()
+		raw, parsed, err := apikey.New(machineID)
 		if err != nil {
+			a.log.Error("generating an api key failed", "err", err)
 			return nil, internal("generate key")
 		}
-		raw := apikey.Format(a.keySecret, machineID, keyID)
-		k := &busv1.APIKey{Id: keyID, MachineId: machineID, Name: req.GetName(), CreatedAt: timestamppb.New(a.now())}
-		err = a.store.Keys.Create(ctx, apikey.Hash(raw), k)
+		if a.keyIDTaken(machineID, parsed.KeyID) {
+			continue
+		}
+		k := &busv1.APIKey{Id: parsed.KeyID, MachineId: machineID, Name: req.GetName(), CreatedAt: timestamppb.New(a.now())}
+		err = a.store.Keys.Create(ctx, apikey.LookupID(a.keySecret, raw, parsed), k)
 		if errors.Is(err, kvmirror.ErrExists) {
 			continue
 		}
 		if err != nil {
 			return nil, a.storeError(err)
 		}
-		a.log.Info("api key created", "machine", machineID, "key_id", keyID)
+		a.log.Info("api key created", "machine", machineID, "key_id", k.GetId())
 		created(ctx)
-		return &corev1.CreateAPIKeyResponse{Key: raw, Id: keyID, Name: k.Name, MachineId: machineID, CreatedAt: k.CreatedAt}, nil
+		return &corev1.CreateAPIKeyResponse{Key: raw, Id: k.GetId(), Name: k.GetName(), MachineId: machineID, CreatedAt: k.GetCreatedAt()}, nil
 	}
 	return nil, internal("could not allocate a unique key id")
+}
+
+// keyIDTaken reports whether a machine already has a key with this id: ids
+// name keys in listings, usage and revocation, so they stay unique.
+func (a *Admin) keyIDTaken(machineID, keyID string) bool {
+	for _, k := range a.keysOf(machineID) {
+		if k.GetId() == keyID {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *Admin) keysOf(machineID string) map[string]*busv1.APIKey {

@@ -78,11 +78,12 @@ func (a *Authenticator) Gateway(ctx context.Context) (Principal, error) {
 		}
 		return Principal{MachineID: a.defaultID}, nil
 	}
-	if _, err := apikey.Parse(a.keySecret, raw); err != nil {
+	parsed, err := apikey.Parse(a.keySecret, raw)
+	if err != nil {
 		return Principal{}, unauthenticated("invalid_api_key", "invalid API key")
 	}
-	e, ok := a.store.Keys.Get(apikey.Hash(raw))
-	if !ok {
+	e, ok := a.store.Keys.Get(apikey.LookupID(a.keySecret, raw, parsed))
+	if !ok || (parsed.MachineID != "" && e.Value.GetMachineId() != parsed.MachineID) {
 		return Principal{}, unauthenticated("invalid_api_key", "invalid API key")
 	}
 	k := e.Value
