@@ -138,7 +138,6 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 			BaseUrl:       req.GetProviderSpecificData().GetBaseUrl(),
 			Prefix:        req.GetProviderSpecificData().GetPrefix(),
 			EnabledModels: req.GetProviderSpecificData().GetEnabledModels(),
-			ProxyUrl:      req.GetProviderSpecificData().GetProxyUrl(),
 			Caveman:       busCaveman(req.GetProviderSpecificData().GetCaveman()),
 		},
 		CreatedAt: now,
@@ -150,7 +149,8 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 	if req.IsActive != nil {
 		c.IsActive = req.GetIsActive()
 	}
-	sec := &busv1.Secrets{ApiKey: req.GetApiKey()}
+	// The proxy URL may carry a password: it is sealed with the secrets.
+	sec := &busv1.Secrets{ApiKey: req.GetApiKey(), ProxyUrl: req.GetProviderSpecificData().GetProxyUrl()}
 	if o := req.GetOauth(); o != nil {
 		sec.AccessToken, sec.RefreshToken = o.GetAccessToken(), o.GetRefreshToken()
 		c.Oauth = &busv1.OAuthState{TokenUrl: o.GetTokenUrl(), ClientId: o.GetClientId(), ExpiresAt: o.GetExpiresAt()}
@@ -196,7 +196,6 @@ func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
 			BaseUrl:       c.GetData().GetBaseUrl(),
 			Prefix:        c.GetData().GetPrefix(),
 			EnabledModels: c.GetData().GetEnabledModels(),
-			ProxyUrl:      redactURL(c.GetData().GetProxyUrl()),
 			Caveman:       coreCaveman(c.GetData().GetCaveman()),
 		},
 		AuthType:     "apikey",
@@ -212,20 +211,9 @@ func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
 	if sec, err := a.open(c); err == nil {
 		v.HasApiKey = sec.GetApiKey() != ""
 		v.HasAccessToken = sec.GetAccessToken() != ""
+		v.ProviderSpecificData.ProxyUrl = vault.RedactURL(vault.ProxyURL(c, sec))
 	}
 	return v
-}
-
-// redactURL hides a password in a proxy URL.
-func redactURL(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Redacted()
 }
 
 func (a *Admin) connection(machineID, id string) (kvmirror.Entry[*busv1.Connection], error) {
@@ -323,9 +311,6 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 		if patch.Prefix != nil {
 			c.Data.Prefix = patch.GetPrefix()
 		}
-		if patch.ProxyUrl != nil {
-			c.Data.ProxyUrl = patch.GetProxyUrl()
-		}
 		if patch.GetEnabledModels() != nil {
 			c.Data.EnabledModels = enabled
 		}
@@ -333,17 +318,28 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 			c.Data.Caveman = busCaveman(patch.GetCaveman())
 		}
 		if err := a.validData(&corev1.ProviderSpecificData{
-			BaseUrl: c.Data.BaseUrl, Prefix: c.Data.Prefix, EnabledModels: c.Data.EnabledModels, ProxyUrl: c.Data.ProxyUrl,
+			BaseUrl: c.Data.BaseUrl, Prefix: c.Data.Prefix, EnabledModels: c.Data.EnabledModels, ProxyUrl: patch.GetProxyUrl(),
 			Caveman: coreCaveman(c.Data.Caveman),
 		}, spec); err != nil {
 			return err
 		}
-		if req.ApiKey != nil {
+		// A proxy URL an earlier release kept in plain text is sealed on
+		// this write too.
+		if req.ApiKey != nil || patch.ProxyUrl != nil || c.Data.ProxyUrl != "" {
 			sec, err := a.open(c)
 			if err != nil {
 				return err
 			}
-			sec.ApiKey = req.GetApiKey()
+			sec.ProxyUrl = vault.ProxyURL(c, sec)
+			c.Data.ProxyUrl = ""
+			// The redacted form this API shows, sent back unchanged,
+			// keeps the proxy (and its password) as it is.
+			if patch.ProxyUrl != nil && (patch.GetProxyUrl() != vault.RedactURL(sec.GetProxyUrl()) || sec.GetProxyUrl() == "") {
+				sec.ProxyUrl = patch.GetProxyUrl()
+			}
+			if req.ApiKey != nil {
+				sec.ApiKey = req.GetApiKey()
+			}
 			if err := a.seal(c, sec); err != nil {
 				return err
 			}
