@@ -20,18 +20,22 @@ import (
 // mdHTTPCode is response metadata by which core asks for a status other than 200.
 const mdHTTPCode = "x-http-code"
 
+// mdCatalogFetch marks a listing asked for by another instance's catalog
+// fetch (the loop breaker, decisions.md).
+const mdCatalogFetch = "x-switchboard-catalog-fetch"
+
 // forwarded are the request headers passed to core as gRPC metadata (besides
 // Authorization, which grpc-gateway always passes).
 var forwarded = map[string]bool{
-	"x-api-key":                   true,
-	"x-goog-api-key":              true,
-	"x-switchboard-machine":       true,
-	"x-switchboard-catalog-fetch": true,
-	"idempotency-key":             true,
+	"x-api-key":             true,
+	"x-goog-api-key":        true,
+	"x-switchboard-machine": true,
+	mdCatalogFetch:          true,
+	"idempotency-key":       true,
 }
 
-// New returns a mux serving core's HTTP routes through conn.
-func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(context.Context, int64)) (*runtime.ServeMux, error) {
+// New returns a handler serving core's HTTP routes through conn.
+func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(context.Context, int64)) (http.Handler, error) {
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newMarshaler()),
 		runtime.WithIncomingHeaderMatcher(func(key string) (string, bool) {
@@ -76,5 +80,5 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 	if err := corev1.RegisterAdminHandlerClient(ctx, mux, corev1.NewAdminClient(conn)); err != nil {
 		return nil, err
 	}
-	return mux, nil
+	return withModels(mux, corev1.NewRouterClient(conn)), nil
 }
