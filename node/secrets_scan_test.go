@@ -23,6 +23,7 @@ import (
 	stripewebhook "github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/switchboardhq/switchboard/internal/config"
+	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
@@ -167,6 +168,9 @@ func startLogged(t *testing.T, cfg config.Config, logs io.Writer) (*nodetest.Ins
 // is in any file of the data directory (the embedded NATS store included)
 // or in the logs, and the admin API shows proxy URLs redacted.
 func TestNoSecretAtRestOrInLogs(t *testing.T) {
+	up := upstreamtest.New(t, upstreamtest.WithAPIKey(scanProviderKey, scanOldAccess, scanNewAccess, fakeAccess), upstreamtest.WithModels("scan-model"))
+	auth := newFakeAuthServer(t, pollOK)
+	auth.resourceURL = up.URL()
 	dir := t.TempDir()
 	secretKey := base64.StdEncoding.EncodeToString([]byte("SCANSECRET-master-key-0123456789")) // 32 bytes
 	cfg := nodetest.Config(dir)
@@ -175,10 +179,10 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 	cfg.StripeSecretKey = scanStripeKey
 	cfg.StripeWebhookSecret = scanStripeHook
 	cfg.StripeAPIBase = closedURL(t)
+	cfg.OAuth = oauth.Overrides{"qwen": {"client_id": fakeClientID, "device_url": auth.URL + "/device/code", "token_url": auth.URL + "/token"}}
 	logs := &syncBuffer{}
 	sb, stop := startLogged(t, cfg, logs)
 
-	up := upstreamtest.New(t, upstreamtest.WithAPIKey(scanProviderKey, scanOldAccess, scanNewAccess), upstreamtest.WithModels("scan-model"))
 	tokens := newFakeTokenEndpoint(t, tokensAnswer(scanNewAccess, scanRefresh2))
 	proxy := newAuthProxy(t, scanProxyUser, scanProxyPass)
 	pu, err := url.Parse(proxy.URL)
@@ -202,31 +206,43 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 	created := sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "scan"})
 	require.Equal(t, http.StatusCreated, created.Status, "%s", created.Body)
 	gatewayKey := created.JSON["key"].(string)
-	auth := []string{"Authorization", "Bearer " + gatewayKey}
+	withKey := []string{"Authorization", "Bearer " + gatewayKey}
 
 	// Requests of every kind, through the proxy and its password.
-	resp := sb.Do(t, http.MethodPost, "/v1/embeddings", map[string]any{"model": scanProxiedModel, "input": "hi"}, auth...)
+	resp := sb.Do(t, http.MethodPost, "/v1/embeddings", map[string]any{"model": scanProxiedModel, "input": "hi"}, withKey...)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	assert.True(t, proxy.saw("POST "+up.URL()+"/embeddings"), "the proxy carried the call")
 	resp = sb.Do(t, http.MethodPost, "/v1/chat/completions", map[string]any{"model": "scan/scan-model",
-		"messages": []map[string]any{{"role": "user", "content": "hi"}}, "stream": true}, auth...)
+		"messages": []map[string]any{{"role": "user", "content": "hi"}}, "stream": true}, withKey...)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	// The OAuth connection's token is refused once: the worker refreshes it
 	// through the proxy.
 	up.Enqueue(upstreamtest.PathEmbeddings, upstreamtest.Unauthorized())
-	resp = sb.Do(t, http.MethodPost, "/v1/embeddings", map[string]any{"model": "oscan/text-embedding-3-small", "input": "hi"}, auth...)
+	resp = sb.Do(t, http.MethodPost, "/v1/embeddings", map[string]any{"model": "oscan/text-embedding-3-small", "input": "hi"}, withKey...)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.Len(t, tokens.grants(), 1)
 	assert.True(t, proxy.saw("POST "+tokens.URL()), "the token refresh went through the proxy")
 	// The live catalogs, fetched by a worker through the proxy.
 	require.Eventually(t, func() bool {
-		return slices.Contains(sb.ModelIDs(t, auth...), "scan/scan-model")
+		return slices.Contains(sb.ModelIDs(t, withKey...), "scan/scan-model")
 	}, 10*time.Second, 20*time.Millisecond)
 	assert.True(t, proxy.saw("GET "+up.URL()+"/models"))
 	test := sb.Admin(t, http.MethodPost, "/api/providers/"+keyConn+"/test", nil)
 	require.Equal(t, http.StatusOK, test.Status, "%s", test.Body)
 	assert.Equal(t, true, test.JSON["valid"], "%s", test.Body)
 	assert.Zero(t, proxy.refusals(), "every proxied call carried the proxy's password")
+	// A device login behind the proxy, and a request on its connection.
+	login := sb.Admin(t, http.MethodPost, "/api/oauth/qwen/device-code", map[string]any{"name": "qwen-scan", "proxyUrl": proxyURL})
+	require.Equal(t, http.StatusOK, login.Status, "%s", login.Body)
+	done := poll(t, sb, "qwen", login.JSON["flowId"].(string))
+	require.Equal(t, "complete", done.JSON["status"], "%s", done.Body)
+	assert.True(t, proxy.saw("POST "+auth.URL+"/token"), "the login went through the proxy")
+	resp = sb.Do(t, http.MethodPost, "/v1/chat/completions", map[string]any{"model": "qwen/qwen3-coder-plus",
+		"messages": []map[string]any{{"role": "user", "content": "hi"}}}, withKey...)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	assert.True(t, proxy.saw("POST "+up.URL()+"/chat/completions"))
+	assert.Zero(t, proxy.refusals())
+
 	// Failures are logged too: a bad gateway key, a bad admin token.
 	assert.Equal(t, http.StatusUnauthorized, sb.Do(t, http.MethodGet, "/v1/models", nil, "Authorization", "Bearer "+gatewayKey+"x").Status)
 	assert.Equal(t, http.StatusUnauthorized, sb.Do(t, http.MethodGet, "/api/providers", nil, "Authorization", "Bearer "+nodetest.AdminToken+"x").Status)
@@ -254,6 +270,8 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 		"OAuth refresh token":   scanRefresh1,
 		"refreshed access":      scanNewAccess,
 		"refreshed refresh":     scanRefresh2,
+		"login access token":    fakeAccess,
+		"login refresh token":   fakeRefresh,
 		"proxy password":        scanProxyPass,
 		"admin token":           nodetest.AdminToken,
 		"secret key":            secretKey,
