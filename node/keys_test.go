@@ -83,7 +83,8 @@ func TestKeyStoreDoesNotRevealKeys(t *testing.T) {
 }
 
 // Keys issued in the earlier sk-{machine}-{keyId}-{crc} form, stored under
-// their plain SHA-256, keep working until they are revoked.
+// their plain SHA-256, keep working until they are revoked, and move to a
+// keyed lookup id when first used.
 func TestOldFormatKeysKeepWorking(t *testing.T) {
 	cfg := nodetest.Config(t.TempDir())
 	master := make([]byte, secrets.KeySize)
@@ -115,6 +116,14 @@ func TestOldFormatKeysKeepWorking(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return sb.Do(t, http.MethodGet, "/v1/models", nil, "Authorization", "Bearer "+raw).Status == http.StatusOK
 	}, 10*time.Second, 20*time.Millisecond, "an old-format key is accepted")
+	// Its first use moved it from its plain SHA-256, which a copy of the
+	// store would let anyone test guesses against, to a keyed lookup id.
+	require.Eventually(t, func() bool {
+		stored := storedKeys(t, sb)
+		return len(stored) == 2 && string(stored[0]) != hex.EncodeToString(sum[:])
+	}, 10*time.Second, 20*time.Millisecond, "the old entry is replaced")
+	assert.Equal(t, http.StatusOK, sb.Do(t, http.MethodGet, "/v1/models", nil, "Authorization", "Bearer "+raw).Status,
+		"the moved key works")
 	assert.Equal(t, http.StatusUnauthorized, sb.Do(t, http.MethodGet, "/v1/models", nil,
 		"Authorization", "Bearer "+raw[:len(raw)-1]+map[bool]string{true: "1", false: "0"}[raw[len(raw)-1] == '0']).Status,
 		"a wrong checksum is still refused")

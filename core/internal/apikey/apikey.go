@@ -24,7 +24,8 @@
 //   - sk-{random}, with 8 or more characters from [A-Za-z0-9], reported as
 //     Legacy (no machine id).
 //
-// Both older forms are stored under the plain SHA-256 of the key (Hash).
+// Both older forms were stored under the plain SHA-256 of the key (Hash);
+// core moves each to its LookupID the first time it is used.
 package apikey
 
 import (
@@ -225,20 +226,17 @@ func Parse(secret []byte, raw string) (Key, error) {
 	}
 }
 
-// Hash returns the lowercase hex SHA-256 of raw: the store key of the
-// older key forms. The raw key itself is never stored.
+// Hash returns the lowercase hex SHA-256 of raw: where earlier releases
+// stored a key. The raw key itself is never stored.
 func Hash(raw string) string {
 	sum := sha256.Sum256([]byte(raw))
 	return hex.EncodeToString(sum[:])
 }
 
-// LookupID returns the store key of raw, whose structure k came from
-// Parse: for a current key, the lowercase hex HMAC-SHA256 of raw under
-// secret; for the older forms, Hash(raw), as they were stored.
-func LookupID(secret []byte, raw string, k Key) string {
-	if k.Version != Version2 {
-		return Hash(raw)
-	}
+// LookupID returns the store key of raw: the lowercase hex HMAC-SHA256 of
+// raw under secret. Keys of the older forms may still be stored under
+// Hash(raw) until their first use.
+func LookupID(secret []byte, raw string) string {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte(lookupLabel))
 	mac.Write([]byte(raw))

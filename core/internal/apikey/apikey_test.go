@@ -335,7 +335,7 @@ func FuzzParse(f *testing.F) {
 			if !strings.HasPrefix(raw, want) || len(raw) != len(want)+SecretLen || !isAlnum(raw[len(want):]) {
 				t.Fatalf("current key %q does not have its parsed structure %+v", raw, k)
 			}
-			if LookupID(testSecret, raw, k) == Hash(raw) {
+			if LookupID(testSecret, raw) == Hash(raw) {
 				t.Fatalf("current key stored under its plain hash")
 			}
 		default:
@@ -391,7 +391,7 @@ func TestStoredFormRevealsNoSecret(t *testing.T) {
 		raw, k, err := New(testMachine)
 		require.NoError(t, err)
 		secret := secretOf(t, raw)
-		stored := LookupID(testSecret, raw, k) + "\x00" + k.MachineID + "\x00" + k.KeyID
+		stored := LookupID(testSecret, raw) + "\x00" + k.MachineID + "\x00" + k.KeyID
 
 		// No 6-character piece of the secret appears in what is stored,
 		// in either letter case (hex output is lower case).
@@ -411,12 +411,12 @@ func TestStoredFormRevealsNoSecret(t *testing.T) {
 		ko, err := Parse(testSecret, other)
 		require.NoError(t, err)
 		assert.Equal(t, k, ko)
-		assert.NotEqual(t, LookupID(testSecret, raw, k), LookupID(testSecret, other, ko))
+		assert.NotEqual(t, LookupID(testSecret, raw), LookupID(testSecret, other))
 
 		// The lookup id is keyed by the server secret: a copy of the key
 		// store alone cannot even test a guess.
-		assert.NotEqual(t, Hash(raw), LookupID(testSecret, raw, k))
-		assert.NotEqual(t, LookupID(testSecret, raw, k), LookupID(otherSecret, raw, k))
+		assert.NotEqual(t, Hash(raw), LookupID(testSecret, raw))
+		assert.NotEqual(t, LookupID(testSecret, raw), LookupID(otherSecret, raw))
 	}
 }
 
@@ -437,16 +437,14 @@ func flipCase(s string) string {
 	return string(b)
 }
 
-// The key of the older formats is still stored (and so found) under its
-// plain SHA-256, as it was before current keys existed.
+// Keys of every form get a lookup id keyed by the server secret, distinct
+// from the plain hash earlier releases stored them under.
 func TestLookupIDOfOlderKeys(t *testing.T) {
-	v1 := Format(testSecret, testMachine, testKeyID)
-	k, err := Parse(testSecret, v1)
-	require.NoError(t, err)
-	assert.Equal(t, Hash(v1), LookupID(testSecret, v1, k))
-
-	legacy := "sk-abcdEFGH1234"
-	k, err = Parse(testSecret, legacy)
-	require.NoError(t, err)
-	assert.Equal(t, Hash(legacy), LookupID(testSecret, legacy, k))
+	for _, raw := range []string{Format(testSecret, testMachine, testKeyID), "sk-abcdEFGH1234"} {
+		_, err := Parse(testSecret, raw)
+		require.NoError(t, err)
+		assert.NotEqual(t, Hash(raw), LookupID(testSecret, raw))
+		assert.NotEqual(t, LookupID(otherSecret, raw), LookupID(testSecret, raw))
+		assert.Len(t, LookupID(testSecret, raw), 64)
+	}
 }

@@ -395,7 +395,7 @@ func (a *Admin) CreateAPIKey(ctx context.Context, req *corev1.CreateAPIKeyReques
 			continue
 		}
 		k := &busv1.APIKey{Id: parsed.KeyID, MachineId: machineID, Name: req.GetName(), CreatedAt: timestamppb.New(a.now())}
-		err = a.store.Keys.Create(ctx, apikey.LookupID(a.keySecret, raw, parsed), k)
+		err = a.store.Keys.Create(ctx, apikey.LookupID(a.keySecret, raw), k)
 		if errors.Is(err, kvmirror.ErrExists) {
 			continue
 		}
@@ -438,7 +438,12 @@ func (a *Admin) ListAPIKeys(ctx context.Context, _ *corev1.ListAPIKeysRequest) (
 		return nil, err
 	}
 	out := &corev1.ListAPIKeysResponse{Keys: []*corev1.APIKey{}}
+	seen := map[string]bool{}
 	for _, k := range a.keysOf(machineID) {
+		if seen[k.GetId()] {
+			continue // a key moving to its keyed lookup id (findKey)
+		}
+		seen[k.GetId()] = true
 		out.Keys = append(out.Keys, &corev1.APIKey{Id: k.GetId(), Name: k.GetName(), MachineId: k.GetMachineId(), CreatedAt: k.GetCreatedAt()})
 	}
 	sortKeys(out.Keys)
@@ -454,14 +459,29 @@ func (a *Admin) DeleteAPIKey(ctx context.Context, req *corev1.DeleteAPIKeyReques
 	if req.GetId() == "" {
 		return nil, missingParam("id")
 	}
-	for hash, k := range a.keysOf(machineID) {
-		if k.GetId() == req.GetId() {
+	// A key an earlier release stored may briefly have two entries while it
+	// moves to its keyed lookup id (findKey): revoking removes every entry
+	// of the id, looking again once the mirror holds its own deletes (and so
+	// every entry created before them).
+	found := false
+	for range 3 {
+		deleted := false
+		for hash, k := range a.keysOf(machineID) {
+			if k.GetId() != req.GetId() {
+				continue
+			}
 			if err := a.store.Keys.Delete(ctx, hash); err != nil {
 				return nil, a.storeError(err)
 			}
-			a.log.Info("api key revoked", "machine", machineID, "key_id", k.GetId())
-			return &corev1.DeleteAPIKeyResponse{Id: k.GetId(), Deleted: true}, nil
+			deleted, found = true, true
 		}
+		if !deleted {
+			break
+		}
+	}
+	if found {
+		a.log.Info("api key revoked", "machine", machineID, "key_id", req.GetId())
+		return &corev1.DeleteAPIKeyResponse{Id: req.GetId(), Deleted: true}, nil
 	}
 	return nil, notFound("key_not_found", fmt.Sprintf("no API key with id '%s'", req.GetId()))
 }

@@ -82,11 +82,10 @@ func (a *Authenticator) Gateway(ctx context.Context) (Principal, error) {
 	if err != nil {
 		return Principal{}, unauthenticated("invalid_api_key", "invalid API key")
 	}
-	e, ok := a.store.Keys.Get(apikey.LookupID(a.keySecret, raw, parsed))
-	if !ok || (parsed.MachineID != "" && e.Value.GetMachineId() != parsed.MachineID) {
+	k, ok := a.findKey(ctx, raw, parsed)
+	if !ok || (parsed.MachineID != "" && k.GetMachineId() != parsed.MachineID) {
 		return Principal{}, unauthenticated("invalid_api_key", "invalid API key")
 	}
-	k := e.Value
 	if pathMachine != "" && k.GetMachineId() != pathMachine {
 		return Principal{}, unauthenticated("invalid_api_key", "the API key does not belong to this machine")
 	}

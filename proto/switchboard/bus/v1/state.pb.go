@@ -612,7 +612,9 @@ func (x *OAuthState) GetLastError() string {
 }
 
 // APIKey is a gateway key of a machine. Stored in the sb_keys bucket under the
-// hex SHA-256 of the raw key; the raw key itself is never stored.
+// hex HMAC-SHA256 of the raw key keyed by a server secret (apikey.LookupID);
+// keys of earlier releases may still be under the plain SHA-256 until their
+// first use. The raw key itself is never stored.
 type APIKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
