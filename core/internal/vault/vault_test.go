@@ -2,6 +2,7 @@ package vault
 
 import (
 	"bytes"
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,4 +60,34 @@ func TestSealLegacyMovesTheProxyIntoTheSecrets(t *testing.T) {
 	changed, err = v.SealLegacy(c)
 	require.NoError(t, err)
 	assert.False(t, changed, "nothing left to move")
+}
+
+// Whatever URL an admin sends, its redacted form parses back with no
+// password but "***" and no user name when it had no password.
+func FuzzRedactURL(f *testing.F) {
+	for _, seed := range []string{
+		"http://user:secret@proxy:3128", "socks5://u:p%40ss@10.0.0.1:1080", "http://token@p", "http://p:1",
+		"http://a:b@c:d@e", "http://%zz@p", "http://user:***@p", "http://[::1]:80", "",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got := RedactURL(raw)
+		if got == "" {
+			return
+		}
+		u, err := url.Parse(got)
+		if err != nil {
+			t.Fatalf("redacted %q does not parse: %v", got, err)
+		}
+		if u.User == nil {
+			return
+		}
+		if p, ok := u.User.Password(); ok && p != "***" {
+			t.Fatalf("redacted %q keeps password %q", got, p)
+		}
+		if _, ok := u.User.Password(); !ok && u.User.Username() != "***" {
+			t.Fatalf("redacted %q keeps a user name given without a password", got)
+		}
+	})
 }
