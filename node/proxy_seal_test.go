@@ -108,3 +108,43 @@ func TestPlainProxyURLsOfEarlierReleasesAreSealed(t *testing.T) {
 	assert.Greater(t, proxy.forwarded(), before, "still through the proxy")
 	assert.Zero(t, proxy.refusals(), "with its password")
 }
+
+// A proxy set, changed or removed by an update is sealed, shown redacted
+// and used at once.
+func TestProxyURLSetByUpdateIsSealed(t *testing.T) {
+	const pass = "pp-PATCHED-0a9b8c7d"
+	up := upstreamtest.New(t, upstreamtest.WithAPIKey("k"))
+	proxy := newAuthProxy(t, "patched", pass)
+	pu, err := url.Parse(proxy.URL)
+	require.NoError(t, err)
+	pu.User = url.UserPassword("patched", pass)
+	sb := nodetest.Serve(t, t.TempDir())
+	id := sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-up", "name": "u", "apiKey": "k",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "up"}})
+	embed := func() int {
+		return sb.Do(t, http.MethodPost, "/v1/embeddings", map[string]any{"model": "up/text-embedding-3-small", "input": "hi"}).Status
+	}
+	require.Equal(t, http.StatusOK, embed())
+	assert.Zero(t, proxy.forwarded())
+
+	patch := sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"providerSpecificData": map[string]any{"proxyUrl": pu.String()}})
+	require.Equal(t, http.StatusOK, patch.Status, "%s", patch.Body)
+	assert.NotContains(t, string(patch.Body), pass)
+	assert.Equal(t, "http://patched:***@"+pu.Host, patch.JSON["connection"].(map[string]any)["providerSpecificData"].(map[string]any)["proxyUrl"])
+	e, err := connectionsKV(t, sb).Get(context.Background(), sb.Node.DefaultMachineID()+"."+id)
+	require.NoError(t, err)
+	assert.NotContains(t, string(e.Value()), pass)
+	require.Equal(t, http.StatusOK, embed())
+	assert.Equal(t, 1, proxy.forwarded(), "through the proxy")
+	assert.Zero(t, proxy.refusals(), "with its password")
+
+	bad := sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"providerSpecificData": map[string]any{"proxyUrl": "ftp://x:" + pass + "@p"}})
+	assert.Equal(t, http.StatusBadRequest, bad.Status)
+	assert.NotContains(t, string(bad.Body), pass, "the refused URL is not echoed")
+
+	clear := sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"providerSpecificData": map[string]any{"proxyUrl": ""}})
+	require.Equal(t, http.StatusOK, clear.Status, "%s", clear.Body)
+	assert.Equal(t, "", clear.JSON["connection"].(map[string]any)["providerSpecificData"].(map[string]any)["proxyUrl"])
+	require.Equal(t, http.StatusOK, embed())
+	assert.Equal(t, 1, proxy.forwarded(), "direct again")
+}
