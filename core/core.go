@@ -150,6 +150,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 	jobPub := jobs.NewPublisher(js)
 	lister := catalog.NewLister(st, reg, jobPub, log)
 	v := vault.New(box)
+	// Earlier releases kept a connection's proxy URL (which may hold a
+	// password) in plain text: seal what is left of that.
+	if n := st.SealLegacy(ctx, v.SealLegacy, log); n > 0 {
+		log.Info("sealed the plain-text proxy URLs of connections", "connections", n)
+	}
 	cooldowns := store.NewCooldowns(st.Cooldowns)
 	clients := upstream.NewClients(timeouts(cfg))
 	disp := dispatch.New(st, routing.NewResolver(st, reg), cooldowns, jobPub, v, clients, log)

@@ -140,7 +140,7 @@ func TestAdminConnectionLifecycle(t *testing.T) {
 	assert.Empty(t, sb.ModelIDs(t))
 }
 
-var keyFormat = regexp.MustCompile(`^sk-[0-9a-f]{16}-[a-z0-9]{6}-[0-9a-f]{8}$`)
+var keyFormat = regexp.MustCompile(`^sk-[0-9a-f]{16}-[a-z0-9]{6}-[A-Za-z0-9]{32}$`)
 
 func TestAPIKeysAndRequireAPIKey(t *testing.T) {
 	sb := nodetest.Serve(t, t.TempDir())

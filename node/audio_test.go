@@ -256,7 +256,7 @@ func TestAudioTranscriptionFallbackResendsTheUpload(t *testing.T) {
 	}
 	r = g.upload(t, audio, "model", sttModel)
 	require.Equal(t, http.StatusTooManyRequests, r.Status, "%s", r.Body)
-	assert.Equal(t, "rate_limited", errorCode(r))
+	assert.Equal(t, "rate_limit_exceeded", errorCode(r))
 	assert.NotEmpty(t, r.Header.Get("Retry-After"))
 }
 

@@ -64,7 +64,7 @@ func TestEmbeddingsOverGRPC(t *testing.T) {
 			retry = d.GetRetryDelay().AsDuration()
 		}
 	}
-	assert.Equal(t, "rate_limited", reason)
+	assert.Equal(t, "rate_limit_exceeded", reason)
 	assert.True(t, retry >= time.Second && retry <= 9*time.Second, "retry %s", retry)
 }
 

@@ -303,7 +303,7 @@ func TestEmbeddingsFailover(t *testing.T) {
 		r := p.embed(t, "a")
 		require.Equal(t, http.StatusTooManyRequests, r.Status, "%s", r.Body)
 		assert.Equal(t, "rate_limit_error", errorType(r))
-		assert.Equal(t, "rate_limited", errorCode(r))
+		assert.Equal(t, "rate_limit_exceeded", errorCode(r))
 		ra, err := strconv.Atoi(r.Header.Get("Retry-After"))
 		require.NoError(t, err)
 		assert.True(t, ra >= 1 && ra <= 5, "Retry-After %d is the earliest cooldown end", ra)

@@ -167,7 +167,7 @@ func TestNPMErrors(t *testing.T) {
 		assert.Equal(t, "RateLimitError", r.Error.Class)
 		assert.Equal(t, http.StatusTooManyRequests, r.Error.Status)
 		assert.Equal(t, "rate_limit_error", r.Error.Type)
-		assert.Equal(t, "rate_limited", r.Error.Code)
+		assert.Equal(t, "rate_limit_exceeded", r.Error.Code)
 		assert.NotEmpty(t, r.Error.Message)
 		assert.NotEmpty(t, r.Error.RequestID, "x-request-id")
 		retry, err := strconv.Atoi(r.Error.Headers["retry-after"])

@@ -1,17 +1,31 @@
 // Package apikey creates, checks and extracts Switchboard gateway API keys.
 //
-// A key has the form
+// A key issued today has the form
 //
-//	sk-{machineId}-{keyId}-{crc}
+//	sk-{machineId}-{keyId}-{secret}
 //
 // where machineId is 16 lowercase hex characters identifying the issuing
-// machine, keyId is 6 random characters from [a-z0-9], and crc is the
-// first 8 lowercase hex characters of HMAC-SHA256(secret, machineId+keyId).
-// The checksum lets the gateway reject mistyped or forged keys without a
-// database lookup; it is not what authenticates a key (the stored Hash is).
+// machine (so the gateway finds the tenant from the key alone), keyId is 6
+// random characters from [a-z0-9] that name the key in listings and usage,
+// and secret is SecretLen characters drawn uniformly from [A-Za-z0-9]
+// (SecretLen·log2(62) ≈ 190 bits). Only the secret authenticates; it is
+// never stored, listed or logged. What is stored is the key's LookupID: an
+// HMAC-SHA256 of the whole key under a server-side secret. Without that
+// secret a copy of the key store reveals nothing about a key; with it,
+// reversing a key still means a search over the secret's 190 bits, because
+// the secret is uniformly random and HMAC-SHA256 is preimage resistant.
 //
-// Keys of the older form sk-{random}, with 8 or more characters from
-// [A-Za-z0-9], are still accepted and reported as Legacy.
+// Two older forms are still accepted, so keys already handed out keep
+// working until they are revoked:
+//
+//   - sk-{machineId}-{keyId}-{crc} (Version 1), where crc is the first 8
+//     lowercase hex characters of HMAC-SHA256(secret, machineId+keyId). Its
+//     only secret is that checksum (32 bits), so no new key has this form.
+//   - sk-{random}, with 8 or more characters from [A-Za-z0-9], reported as
+//     Legacy (no machine id).
+//
+// Both older forms were stored under the plain SHA-256 of the key (Hash);
+// core moves each to its LookupID the first time it is used.
 package apikey
 
 import (
@@ -32,15 +46,33 @@ const (
 	MachineIDLen = 16
 	// KeyIDLen is the length of a key id in characters.
 	KeyIDLen = 6
-	// ChecksumLen is the length of the checksum in characters.
+	// ChecksumLen is the length of a Version 1 key's checksum in characters.
 	ChecksumLen = 8
+	// SecretLen is the length of a current key's secret in characters of
+	// [A-Za-z0-9]: 32 characters carry 32·log2(62) ≈ 190 bits.
+	SecretLen = 32
 	// LegacyMinLen is the minimum length of the random part of a legacy key.
 	LegacyMinLen = 8
 	// MaxLen bounds the length of any key Parse accepts, so that oversized
 	// input is rejected before any further work.
 	MaxLen = 256
 
-	keyIDAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	keyIDAlphabet  = "abcdefghijklmnopqrstuvwxyz0123456789"
+	secretAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+	// lookupLabel separates the lookup HMAC from the Version 1 checksum,
+	// which uses the same server secret: a checksum's input has no NUL.
+	lookupLabel = "switchboard-api-key-lookup-v2\x00"
+)
+
+// Versions of the key format.
+const (
+	// VersionLegacy is sk-{random}, with no machine id.
+	VersionLegacy = 0
+	// Version1 is sk-{machineId}-{keyId}-{crc}: a 32-bit secret.
+	Version1 = 1
+	// Version2 is sk-{machineId}-{keyId}-{secret}: a 190-bit secret.
+	Version2 = 2
 )
 
 var (
@@ -58,6 +90,8 @@ type Key struct {
 	KeyID string
 	// Legacy reports an old-format sk-{random} key.
 	Legacy bool
+	// Version is the key's format: VersionLegacy, Version1 or Version2.
+	Version int
 }
 
 // NewMachineID returns a new random machine id: 8 random bytes as 16
@@ -81,21 +115,51 @@ func ValidMachineID(s string) bool {
 // NewKeyID returns a new key id of KeyIDLen characters drawn uniformly
 // from [a-z0-9].
 func NewKeyID() (string, error) {
-	// Rejection sampling: 252 is the largest multiple of 36 that fits in a
-	// byte, so accepting only bytes below it keeps the distribution uniform.
-	const limit = 256 - 256%len(keyIDAlphabet)
-	out := make([]byte, 0, KeyIDLen)
-	var buf [16]byte
-	for len(out) < KeyIDLen {
+	id, err := randomString(keyIDAlphabet, KeyIDLen)
+	if err != nil {
+		return "", fmt.Errorf("apikey: generate key id: %w", err)
+	}
+	return id, nil
+}
+
+// New returns a new current-format key for machineID, which must be valid
+// (ValidMachineID), and its parsed structure. The raw key is the only
+// place its secret exists: store LookupID(raw), never raw.
+func New(machineID string) (raw string, k Key, err error) {
+	if !ValidMachineID(machineID) {
+		return "", Key{}, fmt.Errorf("%w: machine id must be %d lowercase hex characters", ErrMalformed, MachineIDLen)
+	}
+	keyID, err := NewKeyID()
+	if err != nil {
+		return "", Key{}, err
+	}
+	secret, err := randomString(secretAlphabet, SecretLen)
+	if err != nil {
+		return "", Key{}, fmt.Errorf("apikey: generate secret: %w", err)
+	}
+	raw = Prefix + "-" + machineID + "-" + keyID + "-" + secret
+	return raw, Key{MachineID: machineID, KeyID: keyID, Version: Version2}, nil
+}
+
+// randomString returns n characters drawn uniformly from alphabet (at most
+// 256 characters) with crypto/rand.
+func randomString(alphabet string, n int) (string, error) {
+	// Rejection sampling: limit is the largest multiple of len(alphabet)
+	// that fits in a byte, so accepting only bytes below it keeps the
+	// distribution uniform.
+	limit := 256 - 256%len(alphabet)
+	out := make([]byte, 0, n)
+	var buf [64]byte
+	for len(out) < n {
 		if _, err := rand.Read(buf[:]); err != nil {
-			return "", fmt.Errorf("apikey: generate key id: %w", err)
+			return "", err
 		}
 		for _, c := range buf {
 			if int(c) >= limit {
 				continue
 			}
-			out = append(out, keyIDAlphabet[int(c)%len(keyIDAlphabet)])
-			if len(out) == KeyIDLen {
+			out = append(out, alphabet[int(c)%len(alphabet)])
+			if len(out) == n {
 				break
 			}
 		}
@@ -103,17 +167,19 @@ func NewKeyID() (string, error) {
 	return string(out), nil
 }
 
-// Format returns the key for machineID and keyID, with its checksum under
-// secret. It does not validate its inputs: callers pass ids from
-// NewMachineID and NewKeyID (or ones checked with ValidMachineID), since a
-// key built from malformed ids will not Parse.
+// Format returns the Version 1 key for machineID and keyID, with its
+// checksum under secret. No new key is issued in this form (its secret is
+// 32 bits); it stays so that tests can build the keys issued before. It
+// does not validate its inputs: a key built from malformed ids will not
+// Parse.
 func Format(secret []byte, machineID, keyID string) string {
 	return Prefix + "-" + machineID + "-" + keyID + "-" + checksum(secret, machineID, keyID)
 }
 
-// Parse checks raw and returns its structure. For the current format the
-// parts must be well-formed and the checksum must match under secret;
-// legacy keys carry no checksum and are only checked for shape.
+// Parse checks raw and returns its structure. The parts must be
+// well-formed; a Version 1 key's checksum must match under secret. Parse
+// does not authenticate a key: only finding its LookupID in the key store
+// does.
 //
 // Errors wrap ErrMalformed or ErrChecksum and never contain raw.
 func Parse(secret []byte, raw string) (Key, error) {
@@ -132,7 +198,7 @@ func Parse(secret []byte, raw string) (Key, error) {
 		if len(parts[1]) < LegacyMinLen || !isAlnum(parts[1]) {
 			return Key{}, fmt.Errorf("%w: legacy key must have at least %d characters of [A-Za-z0-9]", ErrMalformed, LegacyMinLen)
 		}
-		return Key{Legacy: true}, nil
+		return Key{Legacy: true, Version: VersionLegacy}, nil
 	case 4:
 		machineID, keyID, crc := parts[1], parts[2], parts[3]
 		if !ValidMachineID(machineID) {
@@ -141,6 +207,12 @@ func Parse(secret []byte, raw string) (Key, error) {
 		if !validKeyID(keyID) {
 			return Key{}, fmt.Errorf("%w: key id must be %d characters of [a-z0-9]", ErrMalformed, KeyIDLen)
 		}
+		if len(crc) == SecretLen {
+			if !isAlnum(crc) {
+				return Key{}, fmt.Errorf("%w: secret must be %d characters of [A-Za-z0-9]", ErrMalformed, SecretLen)
+			}
+			return Key{MachineID: machineID, KeyID: keyID, Version: Version2}, nil
+		}
 		if len(crc) != ChecksumLen || !isLowerHex(crc) {
 			return Key{}, fmt.Errorf("%w: checksum must be %d lowercase hex characters", ErrMalformed, ChecksumLen)
 		}
@@ -148,17 +220,27 @@ func Parse(secret []byte, raw string) (Key, error) {
 		if !hmac.Equal([]byte(crc), []byte(want)) {
 			return Key{}, ErrChecksum
 		}
-		return Key{MachineID: machineID, KeyID: keyID}, nil
+		return Key{MachineID: machineID, KeyID: keyID, Version: Version1}, nil
 	default:
 		return Key{}, fmt.Errorf("%w: unexpected number of parts", ErrMalformed)
 	}
 }
 
-// Hash returns the lowercase hex SHA-256 of raw. This is what gets stored
-// and looked up; the raw key itself never is.
+// Hash returns the lowercase hex SHA-256 of raw: where earlier releases
+// stored a key. The raw key itself is never stored.
 func Hash(raw string) string {
 	sum := sha256.Sum256([]byte(raw))
 	return hex.EncodeToString(sum[:])
+}
+
+// LookupID returns the store key of raw: the lowercase hex HMAC-SHA256 of
+// raw under secret. Keys of the older forms may still be stored under
+// Hash(raw) until their first use.
+func LookupID(secret []byte, raw string) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(lookupLabel))
+	mac.Write([]byte(raw))
+	return hex.EncodeToString(mac.Sum(nil))
 }
 
 // FromHeaders returns the API key presented in request headers, or "" if

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,8 +20,9 @@ var (
 )
 
 const (
-	testMachine = "0a1b2c3d4e5f6789"
-	testKeyID   = "k3y9z0"
+	testMachine  = "0a1b2c3d4e5f6789"
+	testKeyID    = "k3y9z0"
+	testV2Secret = "Qm7TzR2vXc9LpA4nHs8WdK3yFb6JgE1u"
 )
 
 func TestNewMachineID(t *testing.T) {
@@ -95,7 +97,7 @@ func TestParseRoundTrip(t *testing.T) {
 
 		got, err := Parse(testSecret, raw)
 		require.NoErrorf(t, err, "iteration %d", i)
-		assert.Equal(t, Key{MachineID: machine, KeyID: keyID}, got)
+		assert.Equal(t, Key{MachineID: machine, KeyID: keyID, Version: Version1}, got)
 	}
 }
 
@@ -129,7 +131,13 @@ func TestParse(t *testing.T) {
 		want    Key
 		wantErr error
 	}{
-		{name: "valid", raw: valid, want: Key{MachineID: testMachine, KeyID: testKeyID}},
+		{name: "valid", raw: valid, want: Key{MachineID: testMachine, KeyID: testKeyID, Version: Version1}},
+		{name: "current", raw: "sk-" + testMachine + "-" + testKeyID + "-" + testV2Secret, want: Key{MachineID: testMachine, KeyID: testKeyID, Version: Version2}},
+		{name: "current, server secret irrelevant", secret: otherSecret, raw: "sk-" + testMachine + "-" + testKeyID + "-" + testV2Secret, want: Key{MachineID: testMachine, KeyID: testKeyID, Version: Version2}},
+		{name: "current, secret one short", raw: "sk-" + testMachine + "-" + testKeyID + "-" + testV2Secret[1:], wantErr: ErrMalformed},
+		{name: "current, secret one long", raw: "sk-" + testMachine + "-" + testKeyID + "-" + testV2Secret + "a", wantErr: ErrMalformed},
+		{name: "current, secret with symbol", raw: "sk-" + testMachine + "-" + testKeyID + "-" + testV2Secret[1:] + "_", wantErr: ErrMalformed},
+		{name: "current, upper-case machine id", raw: "sk-" + strings.ToUpper(testMachine) + "-" + testKeyID + "-" + testV2Secret, wantErr: ErrMalformed},
 		{name: "wrong secret", secret: otherSecret, raw: valid, wantErr: ErrChecksum},
 		{name: "empty secret", secret: []byte{}, raw: valid, wantErr: ErrChecksum},
 		{name: "tampered machine id", raw: replacePart(valid, 1, flip(testMachine)), wantErr: ErrChecksum},
@@ -282,6 +290,8 @@ func FuzzParse(f *testing.F) {
 		valid,
 		Format(otherSecret, testMachine, testKeyID),
 		replacePart(valid, 1, strings.ToUpper(testMachine)),
+		"sk-" + testMachine + "-" + testKeyID + "-" + testV2Secret,
+		"sk-" + testMachine + "-" + testKeyID + "-" + testV2Secret[2:] + "-_",
 		"sk-abcdEFGH1234",
 		"sk-",
 		"sk",
@@ -305,7 +315,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		if k.Legacy {
-			if k.MachineID != "" || k.KeyID != "" {
+			if k.MachineID != "" || k.KeyID != "" || k.Version != VersionLegacy {
 				t.Fatalf("legacy key has ids: %+v", k)
 			}
 			return
@@ -313,8 +323,128 @@ func FuzzParse(f *testing.F) {
 		if !ValidMachineID(k.MachineID) || !validKeyID(k.KeyID) {
 			t.Fatalf("parsed invalid ids: %+v", k)
 		}
-		if got := Format(testSecret, k.MachineID, k.KeyID); got != raw {
-			t.Fatalf("re-formatted key %q differs from input %q", got, raw)
+		switch k.Version {
+		case Version1:
+			if got := Format(testSecret, k.MachineID, k.KeyID); got != raw {
+				t.Fatalf("re-formatted key %q differs from input %q", got, raw)
+			}
+		case Version2:
+			// The machine id is derivable from the key: it is the key's
+			// second part, and the rest is the key id and a full secret.
+			want := Prefix + "-" + k.MachineID + "-" + k.KeyID + "-"
+			if !strings.HasPrefix(raw, want) || len(raw) != len(want)+SecretLen || !isAlnum(raw[len(want):]) {
+				t.Fatalf("current key %q does not have its parsed structure %+v", raw, k)
+			}
+			if LookupID(testSecret, raw) == Hash(raw) {
+				t.Fatalf("current key stored under its plain hash")
+			}
+		default:
+			t.Fatalf("unknown version %d", k.Version)
 		}
 	})
+}
+
+// New keys carry at least 128 bits of uniform randomness, and the machine
+// id is still read from the key.
+func TestNewCarries128Bits(t *testing.T) {
+	bits := float64(SecretLen) * math.Log2(float64(len(secretAlphabet)))
+	assert.GreaterOrEqual(t, bits, 128.0, "secret entropy in bits")
+
+	seen := map[string]bool{}
+	counts := map[byte]int{}
+	for range 1000 {
+		raw, k, err := New(testMachine)
+		require.NoError(t, err)
+		got, err := Parse(testSecret, raw)
+		require.NoError(t, err)
+		assert.Equal(t, k, got)
+		assert.Equal(t, Version2, got.Version)
+		assert.Equal(t, testMachine, got.MachineID, "the machine id is derivable from the key")
+		secret := secretOf(t, raw)
+		require.Len(t, secret, SecretLen)
+		require.False(t, seen[secret], "duplicate secret")
+		seen[secret] = true
+		for i := 0; i < len(secret); i++ {
+			counts[secret[i]]++
+		}
+	}
+	// 32,000 draws over 62 characters: every character appears.
+	assert.Len(t, counts, len(secretAlphabet))
+
+	_, _, err := New("NOT-A-MACHINE")
+	assert.ErrorIs(t, err, ErrMalformed)
+}
+
+// secretOf returns a current key's secret part.
+func secretOf(t *testing.T, raw string) string {
+	t.Helper()
+	parts := strings.Split(raw, "-")
+	require.Len(t, parts, 4)
+	return parts[3]
+}
+
+// What the key store holds for a key (its lookup id and its record: key id
+// and machine id) neither contains nor narrows the key's secret: an
+// attacker holding it still has to search the whole secret space.
+func TestStoredFormRevealsNoSecret(t *testing.T) {
+	for range 200 {
+		raw, k, err := New(testMachine)
+		require.NoError(t, err)
+		secret := secretOf(t, raw)
+		stored := LookupID(testSecret, raw) + "\x00" + k.MachineID + "\x00" + k.KeyID
+
+		// No 6-character piece of the secret appears in what is stored,
+		// in either letter case (hex output is lower case).
+		for i := 0; i+6 <= len(secret); i++ {
+			piece := secret[i : i+6]
+			require.NotContains(t, strings.ToLower(stored), strings.ToLower(piece), "stored form holds part of the secret")
+		}
+		// Everything the key carries besides its secret is in the record:
+		// the unknown part is the whole secret.
+		unknown := strings.TrimPrefix(raw, Prefix+"-"+k.MachineID+"-"+k.KeyID+"-")
+		assert.Equal(t, secret, unknown)
+		assert.GreaterOrEqual(t, float64(len(unknown))*math.Log2(float64(len(secretAlphabet))), 128.0)
+
+		// The record is independent of the secret: another secret with the
+		// same ids parses to the same structure but is stored elsewhere.
+		other := Prefix + "-" + k.MachineID + "-" + k.KeyID + "-" + flipCase(secret)
+		ko, err := Parse(testSecret, other)
+		require.NoError(t, err)
+		assert.Equal(t, k, ko)
+		assert.NotEqual(t, LookupID(testSecret, raw), LookupID(testSecret, other))
+
+		// The lookup id is keyed by the server secret: a copy of the key
+		// store alone cannot even test a guess.
+		assert.NotEqual(t, Hash(raw), LookupID(testSecret, raw))
+		assert.NotEqual(t, LookupID(testSecret, raw), LookupID(otherSecret, raw))
+	}
+}
+
+// flipCase swaps the case of the first letter of s.
+func flipCase(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+			return string(b)
+		case c >= 'A' && c <= 'Z':
+			b[i] = c - 'A' + 'a'
+			return string(b)
+		}
+	}
+	b[0] = 'x'
+	return string(b)
+}
+
+// Keys of every form get a lookup id keyed by the server secret, distinct
+// from the plain hash earlier releases stored them under.
+func TestLookupIDOfOlderKeys(t *testing.T) {
+	for _, raw := range []string{Format(testSecret, testMachine, testKeyID), "sk-abcdEFGH1234"} {
+		_, err := Parse(testSecret, raw)
+		require.NoError(t, err)
+		assert.NotEqual(t, Hash(raw), LookupID(testSecret, raw))
+		assert.NotEqual(t, LookupID(otherSecret, raw), LookupID(testSecret, raw))
+		assert.Len(t, LookupID(testSecret, raw), 64)
+	}
 }

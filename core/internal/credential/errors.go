@@ -14,8 +14,9 @@ var ErrNoCredentials = errors.New("credential: no credentials for the provider")
 // Outcome codes of an [*ExhaustedError]; they are the stable snake_case
 // `code` of the OpenAI-shaped error body.
 const (
-	// CodeRateLimited: every candidate is rate limited or out of quota (429).
-	CodeRateLimited = "rate_limited"
+	// CodeRateLimited: every candidate is rate limited or out of quota (429);
+	// OpenAI's own code for a rate limit (decisions.md, error codes).
+	CodeRateLimited = "rate_limit_exceeded"
 	// CodeCoolingDown: every candidate is cooling down and at least one of
 	// them for a reason other than rate limits; none was tried (503).
 	CodeCoolingDown = "credentials_cooling_down"

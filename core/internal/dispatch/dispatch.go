@@ -176,7 +176,7 @@ func (d *Dispatcher) Prepare(c *busv1.Connection, spec provider.Spec) (*Conn, er
 		return nil, err
 	}
 	base := spec.BaseURL(c.GetData().GetBaseUrl())
-	client, err := d.clients.For(base, c.GetData().GetProxyUrl())
+	client, err := d.clients.For(base, vault.ProxyURL(c, sec))
 	if err != nil {
 		return nil, fmt.Errorf("client for %s: %w", c.GetId(), err)
 	}

@@ -142,7 +142,6 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 			BaseUrl:       req.GetProviderSpecificData().GetBaseUrl(),
 			Prefix:        req.GetProviderSpecificData().GetPrefix(),
 			EnabledModels: req.GetProviderSpecificData().GetEnabledModels(),
-			ProxyUrl:      req.GetProviderSpecificData().GetProxyUrl(),
 			Caveman:       busCaveman(req.GetProviderSpecificData().GetCaveman()),
 		},
 		CreatedAt: now,
@@ -154,7 +153,8 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 	if req.IsActive != nil {
 		c.IsActive = req.GetIsActive()
 	}
-	sec := &busv1.Secrets{ApiKey: req.GetApiKey()}
+	// The proxy URL may carry a password: it is sealed with the secrets.
+	sec := &busv1.Secrets{ApiKey: req.GetApiKey(), ProxyUrl: req.GetProviderSpecificData().GetProxyUrl()}
 	if o := req.GetOauth(); o != nil {
 		sec.AccessToken, sec.RefreshToken = o.GetAccessToken(), o.GetRefreshToken()
 		c.Oauth = &busv1.OAuthState{TokenUrl: o.GetTokenUrl(), ClientId: o.GetClientId(), ExpiresAt: o.GetExpiresAt()}
@@ -200,7 +200,6 @@ func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
 			BaseUrl:       c.GetData().GetBaseUrl(),
 			Prefix:        c.GetData().GetPrefix(),
 			EnabledModels: c.GetData().GetEnabledModels(),
-			ProxyUrl:      redactURL(c.GetData().GetProxyUrl()),
 			Caveman:       coreCaveman(c.GetData().GetCaveman()),
 		},
 		AuthType:     "apikey",
@@ -216,20 +215,9 @@ func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
 	if sec, err := a.open(c); err == nil {
 		v.HasApiKey = sec.GetApiKey() != ""
 		v.HasAccessToken = sec.GetAccessToken() != ""
+		v.ProviderSpecificData.ProxyUrl = vault.RedactURL(vault.ProxyURL(c, sec))
 	}
 	return v
-}
-
-// redactURL hides a password in a proxy URL.
-func redactURL(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Redacted()
 }
 
 func (a *Admin) connection(machineID, id string) (kvmirror.Entry[*busv1.Connection], error) {
@@ -327,9 +315,6 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 		if patch.Prefix != nil {
 			c.Data.Prefix = patch.GetPrefix()
 		}
-		if patch.ProxyUrl != nil {
-			c.Data.ProxyUrl = patch.GetProxyUrl()
-		}
 		if patch.GetEnabledModels() != nil {
 			c.Data.EnabledModels = enabled
 		}
@@ -337,17 +322,28 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 			c.Data.Caveman = busCaveman(patch.GetCaveman())
 		}
 		if err := a.validData(&corev1.ProviderSpecificData{
-			BaseUrl: c.Data.BaseUrl, Prefix: c.Data.Prefix, EnabledModels: c.Data.EnabledModels, ProxyUrl: c.Data.ProxyUrl,
+			BaseUrl: c.Data.BaseUrl, Prefix: c.Data.Prefix, EnabledModels: c.Data.EnabledModels, ProxyUrl: patch.GetProxyUrl(),
 			Caveman: coreCaveman(c.Data.Caveman),
 		}, spec); err != nil {
 			return err
 		}
-		if req.ApiKey != nil {
+		// A proxy URL an earlier release kept in plain text is sealed on
+		// this write too.
+		if req.ApiKey != nil || patch.ProxyUrl != nil || c.Data.ProxyUrl != "" {
 			sec, err := a.open(c)
 			if err != nil {
 				return err
 			}
-			sec.ApiKey = req.GetApiKey()
+			sec.ProxyUrl = vault.ProxyURL(c, sec)
+			c.Data.ProxyUrl = ""
+			// The redacted form this API shows, sent back unchanged,
+			// keeps the proxy (and its password) as it is.
+			if patch.ProxyUrl != nil && (patch.GetProxyUrl() != vault.RedactURL(sec.GetProxyUrl()) || sec.GetProxyUrl() == "") {
+				sec.ProxyUrl = patch.GetProxyUrl()
+			}
+			if req.ApiKey != nil {
+				sec.ApiKey = req.GetApiKey()
+			}
 			if err := a.seal(c, sec); err != nil {
 				return err
 			}
@@ -394,24 +390,38 @@ func (a *Admin) CreateAPIKey(ctx context.Context, req *corev1.CreateAPIKeyReques
 		return nil, missingParam("name")
 	}
 	for range 8 {
-		keyID, err := apikey.NewKeyID()
+		raw, parsed, err := apikey.New(machineID)
 		if err != nil {
+			a.log.Error("generating an api key failed", "err", err)
 			return nil, internal("generate key")
 		}
-		raw := apikey.Format(a.keySecret, machineID, keyID)
-		k := &busv1.APIKey{Id: keyID, MachineId: machineID, Name: req.GetName(), CreatedAt: timestamppb.New(a.now())}
-		err = a.store.Keys.Create(ctx, apikey.Hash(raw), k)
+		if a.keyIDTaken(machineID, parsed.KeyID) {
+			continue
+		}
+		k := &busv1.APIKey{Id: parsed.KeyID, MachineId: machineID, Name: req.GetName(), CreatedAt: timestamppb.New(a.now())}
+		err = a.store.Keys.Create(ctx, apikey.LookupID(a.keySecret, raw), k)
 		if errors.Is(err, kvmirror.ErrExists) {
 			continue
 		}
 		if err != nil {
 			return nil, a.storeError(err)
 		}
-		a.log.Info("api key created", "machine", machineID, "key_id", keyID)
+		a.log.Info("api key created", "machine", machineID, "key_id", k.GetId())
 		created(ctx)
-		return &corev1.CreateAPIKeyResponse{Key: raw, Id: keyID, Name: k.Name, MachineId: machineID, CreatedAt: k.CreatedAt}, nil
+		return &corev1.CreateAPIKeyResponse{Key: raw, Id: k.GetId(), Name: k.GetName(), MachineId: machineID, CreatedAt: k.GetCreatedAt()}, nil
 	}
 	return nil, internal("could not allocate a unique key id")
+}
+
+// keyIDTaken reports whether a machine already has a key with this id: ids
+// name keys in listings, usage and revocation, so they stay unique.
+func (a *Admin) keyIDTaken(machineID, keyID string) bool {
+	for _, k := range a.keysOf(machineID) {
+		if k.GetId() == keyID {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *Admin) keysOf(machineID string) map[string]*busv1.APIKey {
@@ -432,7 +442,12 @@ func (a *Admin) ListAPIKeys(ctx context.Context, _ *corev1.ListAPIKeysRequest) (
 		return nil, err
 	}
 	out := &corev1.ListAPIKeysResponse{Keys: []*corev1.APIKey{}}
+	seen := map[string]bool{}
 	for _, k := range a.keysOf(machineID) {
+		if seen[k.GetId()] {
+			continue // a key moving to its keyed lookup id (findKey)
+		}
+		seen[k.GetId()] = true
 		out.Keys = append(out.Keys, &corev1.APIKey{Id: k.GetId(), Name: k.GetName(), MachineId: k.GetMachineId(), CreatedAt: k.GetCreatedAt()})
 	}
 	sortKeys(out.Keys)
@@ -448,14 +463,29 @@ func (a *Admin) DeleteAPIKey(ctx context.Context, req *corev1.DeleteAPIKeyReques
 	if req.GetId() == "" {
 		return nil, missingParam("id")
 	}
-	for hash, k := range a.keysOf(machineID) {
-		if k.GetId() == req.GetId() {
+	// A key an earlier release stored may briefly have two entries while it
+	// moves to its keyed lookup id (findKey): revoking removes every entry
+	// of the id, looking again once the mirror holds its own deletes (and so
+	// every entry created before them).
+	found := false
+	for range 3 {
+		deleted := false
+		for hash, k := range a.keysOf(machineID) {
+			if k.GetId() != req.GetId() {
+				continue
+			}
 			if err := a.store.Keys.Delete(ctx, hash); err != nil {
 				return nil, a.storeError(err)
 			}
-			a.log.Info("api key revoked", "machine", machineID, "key_id", k.GetId())
-			return &corev1.DeleteAPIKeyResponse{Id: k.GetId(), Deleted: true}, nil
+			deleted, found = true, true
 		}
+		if !deleted {
+			break
+		}
+	}
+	if found {
+		a.log.Info("api key revoked", "machine", machineID, "key_id", req.GetId())
+		return &corev1.DeleteAPIKeyResponse{Id: req.GetId(), Deleted: true}, nil
 	}
 	return nil, notFound("key_not_found", fmt.Sprintf("no API key with id '%s'", req.GetId()))
 }

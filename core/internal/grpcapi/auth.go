@@ -79,14 +79,14 @@ func (a *Authenticator) Gateway(ctx context.Context) (Principal, error) {
 		}
 		return Principal{MachineID: a.defaultID}, nil
 	}
-	if _, err := apikey.Parse(a.keySecret, raw); err != nil {
+	parsed, err := apikey.Parse(a.keySecret, raw)
+	if err != nil {
 		return Principal{}, unauthenticated("invalid_api_key", "invalid API key")
 	}
-	e, ok := a.store.Keys.Get(apikey.Hash(raw))
-	if !ok {
+	k, ok := a.findKey(ctx, raw, parsed)
+	if !ok || (parsed.MachineID != "" && k.GetMachineId() != parsed.MachineID) {
 		return Principal{}, unauthenticated("invalid_api_key", "invalid API key")
 	}
-	k := e.Value
 	if pathMachine != "" && k.GetMachineId() != pathMachine {
 		return Principal{}, unauthenticated("invalid_api_key", "the API key does not belong to this machine")
 	}

@@ -182,7 +182,7 @@ func (a *Admin) TestConnection(ctx context.Context, req *corev1.TestConnectionRe
 	if err != nil {
 		return nil, err
 	}
-	r := a.check(ctx, spec, c.GetData().GetBaseUrl(), c.GetData().GetProxyUrl(), vault.Credential(sec))
+	r := a.check(ctx, spec, c.GetData().GetBaseUrl(), vault.ProxyURL(c, sec), vault.Credential(sec))
 	test := &busv1.ConnectionTest{
 		TestedAt:  timestamppb.New(a.now()),
 		Ok:        r.ok,

@@ -132,6 +132,15 @@ func (a *Admin) openFlow(f *busv1.OAuthFlow) (*busv1.OAuthFlowSecrets, error) {
 	return sec, nil
 }
 
+// flowProxy is a login's proxy: sealed with its secrets, or in plain text
+// on a flow an earlier release started.
+func flowProxy(f *busv1.OAuthFlow, sec *busv1.OAuthFlowSecrets) string {
+	if sec.GetProxyUrl() != "" {
+		return sec.GetProxyUrl()
+	}
+	return f.GetProxyUrl()
+}
+
 func (a *Admin) validProxy(raw string) error {
 	if raw != "" && !validURL(raw, "http", "https", "socks5", "socks5h") {
 		return invalidParam("proxyUrl", "invalid_proxy_url", "proxyUrl must be an http(s) or socks5 URL")
@@ -189,9 +198,8 @@ func (a *Admin) StartDeviceLogin(ctx context.Context, req *corev1.StartDeviceLog
 		Status:       flowPending,
 		ConnectionId: uuid.NewString(),
 		Name:         cmpOr(req.GetName(), p.ID),
-		ProxyUrl:     req.GetProxyUrl(),
 	}
-	if err := a.newFlow(ctx, f, &busv1.OAuthFlowSecrets{DeviceCode: dc.DeviceCode, CodeVerifier: verifier}); err != nil {
+	if err := a.newFlow(ctx, f, &busv1.OAuthFlowSecrets{DeviceCode: dc.DeviceCode, CodeVerifier: verifier, ProxyUrl: req.GetProxyUrl()}); err != nil {
 		return nil, err
 	}
 	a.log.Info("oauth device login started", "machine", machineID, "provider", p.ID, "flow", f.Id)
@@ -244,7 +252,7 @@ func (a *Admin) PollDeviceLogin(ctx context.Context, req *corev1.PollDeviceLogin
 		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
 		return nil, err
 	}
-	client, err := a.oauthClient(p.TokenURL, f.GetProxyUrl())
+	client, err := a.oauthClient(p.TokenURL, flowProxy(f, sec))
 	if err != nil {
 		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
 		return nil, err
@@ -274,7 +282,7 @@ func (a *Admin) PollDeviceLogin(ctx context.Context, req *corev1.PollDeviceLogin
 		}
 		return answer(f, status), nil
 	}
-	c, err := a.completeLogin(ctx, f, p, tok)
+	c, err := a.completeLogin(ctx, f, flowProxy(f, sec), p, tok)
 	if err != nil {
 		return nil, err
 	}
@@ -321,10 +329,9 @@ func (a *Admin) StartAuthorizationLogin(ctx context.Context, req *corev1.StartAu
 		Status:       flowPending,
 		ConnectionId: uuid.NewString(),
 		Name:         cmpOr(req.GetName(), p.ID),
-		ProxyUrl:     req.GetProxyUrl(),
 		RedirectUri:  redirect,
 	}
-	if err := a.newFlow(ctx, f, &busv1.OAuthFlowSecrets{CodeVerifier: verifier}); err != nil {
+	if err := a.newFlow(ctx, f, &busv1.OAuthFlowSecrets{CodeVerifier: verifier, ProxyUrl: req.GetProxyUrl()}); err != nil {
 		return nil, err
 	}
 	a.log.Info("oauth authorization login started", "machine", machineID, "provider", p.ID, "flow", f.Id)
@@ -385,7 +392,7 @@ func (a *Admin) CompleteAuthorizationLogin(ctx context.Context, req *corev1.Comp
 		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
 		return nil, err
 	}
-	client, err := a.oauthClient(p.TokenURL, f.GetProxyUrl())
+	client, err := a.oauthClient(p.TokenURL, flowProxy(f, sec))
 	if err != nil {
 		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
 		return nil, err
@@ -400,7 +407,7 @@ func (a *Admin) CompleteAuthorizationLogin(ctx context.Context, req *corev1.Comp
 		}
 		return nil, providerError("code exchange", err)
 	}
-	c, err := a.completeLogin(ctx, f, p, tok)
+	c, err := a.completeLogin(ctx, f, flowProxy(f, sec), p, tok)
 	if err != nil {
 		return nil, err
 	}
@@ -478,7 +485,7 @@ func (a *Admin) settleFlow(ctx context.Context, id string, change func(*busv1.OA
 
 // completeLogin turns a login's tokens into its connection (created once,
 // under the id the flow chose at its start) and marks the flow complete.
-func (a *Admin) completeLogin(ctx context.Context, f *busv1.OAuthFlow, p oauth.Provider, tok oauth.Token) (*busv1.Connection, error) {
+func (a *Admin) completeLogin(ctx context.Context, f *busv1.OAuthFlow, proxyURL string, p oauth.Provider, tok oauth.Token) (*busv1.Connection, error) {
 	now := a.now()
 	baseURL := p.BaseURL
 	if p.ResourceURL && tok.ResourceURL != "" {
@@ -494,7 +501,7 @@ func (a *Admin) completeLogin(ctx context.Context, f *busv1.OAuthFlow, p oauth.P
 	if p.CopilotTokenURL != "" {
 		// The GitHub token is the refresh material; the Copilot token,
 		// exchanged from it, is what the API takes.
-		client, err := a.oauthClient(p.CopilotTokenURL, f.GetProxyUrl())
+		client, err := a.oauthClient(p.CopilotTokenURL, proxyURL)
 		if err != nil {
 			_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
 			return nil, err
@@ -521,11 +528,12 @@ func (a *Admin) completeLogin(ctx context.Context, f *busv1.OAuthFlow, p oauth.P
 		Name:      f.GetName(),
 		Priority:  1,
 		IsActive:  true,
-		Data:      &busv1.ProviderData{BaseUrl: baseURL, ProxyUrl: f.GetProxyUrl()},
+		Data:      &busv1.ProviderData{BaseUrl: baseURL},
 		Oauth:     st,
 		CreatedAt: timestamppb.New(now),
 		UpdatedAt: timestamppb.New(now),
 	}
+	sec.ProxyUrl = proxyURL
 	if err := a.seal(c, sec); err != nil {
 		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
 		return nil, err

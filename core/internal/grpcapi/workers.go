@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -42,7 +43,7 @@ func (a *Admin) GetConnectionCredentials(ctx context.Context, req *corev1.GetCon
 		TokenUrl:     c.GetOauth().GetTokenUrl(),
 		ClientId:     c.GetOauth().GetClientId(),
 		Generation:   c.GetOauth().GetGeneration(),
-		ProxyUrl:     c.GetData().GetProxyUrl(),
+		ProxyUrl:     vault.ProxyURL(c, sec),
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -112,4 +113,38 @@ func (s *Store) DisabledIDs(machineID, alias string) []string {
 		return e.Value.GetAliases()[alias].GetIds()
 	}
 	return nil
+}
+
+// SealLegacy rewrites every connection that still carries in plain text
+// what earlier releases stored so (its proxy URL), with seal, which moves it
+// into the sealed secrets and reports whether the connection changed. It
+// returns how many connections were rewritten; a connection seal cannot
+// handle is logged and left as it is (it keeps working, read in place).
+func (s *Store) SealLegacy(ctx context.Context, seal func(*busv1.Connection) (bool, error), log *slog.Logger) int {
+	var keys []string
+	s.Connections.Range(func(key string, e kvmirror.Entry[*busv1.Connection]) bool {
+		if e.Value.GetData().GetProxyUrl() != "" {
+			keys = append(keys, key)
+		}
+		return true
+	})
+	n := 0
+	for _, key := range keys {
+		changed := false
+		_, err := s.Connections.Modify(ctx, key, func(c *busv1.Connection) error {
+			var err error
+			changed, err = seal(c)
+			return err
+		})
+		if err != nil {
+			if !errors.Is(err, kvmirror.ErrNotFound) {
+				log.Warn("a connection's plain proxy URL was not sealed", "connection", key, "err", err)
+			}
+			continue
+		}
+		if changed {
+			n++
+		}
+	}
+	return n
 }

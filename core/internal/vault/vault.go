@@ -4,6 +4,8 @@ package vault
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -57,4 +59,54 @@ func Credential(sec *busv1.Secrets) string {
 		return sec.GetApiKey()
 	}
 	return sec.GetAccessToken()
+}
+
+// ProxyURL is the proxy of c's upstream calls: the sealed one, else the
+// plain one a connection written by an earlier release still carries.
+func ProxyURL(c *busv1.Connection, sec *busv1.Secrets) string {
+	if sec.GetProxyUrl() != "" {
+		return sec.GetProxyUrl()
+	}
+	return c.GetData().GetProxyUrl()
+}
+
+// SealLegacy moves what earlier releases kept in plain text on c (its proxy
+// URL) into c's sealed secrets. It reports whether c changed.
+func (v *Vault) SealLegacy(c *busv1.Connection) (bool, error) {
+	if c.GetData().GetProxyUrl() == "" {
+		return false, nil
+	}
+	sec, err := v.Open(c)
+	if err != nil {
+		return false, err
+	}
+	if sec.GetProxyUrl() == "" {
+		sec.ProxyUrl = c.GetData().GetProxyUrl()
+	}
+	if err := v.Seal(c, sec); err != nil {
+		return false, err
+	}
+	c.Data.ProxyUrl = ""
+	return true, nil
+}
+
+// RedactURL shows a URL without its credentials: the password becomes
+// "***", and so does a user name given without a password (some proxies
+// take a token as the user name). An unparsable URL shows as "".
+func RedactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "***")
+		} else {
+			u.User = url.User("***")
+		}
+	}
+	return strings.Replace(u.String(), "%2A%2A%2A", "***", 1)
 }

@@ -34,8 +34,8 @@ func set(keys []string) map[string]bool {
 	return m
 }
 
-// New returns a mux serving core's HTTP routes through conn.
-func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(context.Context, int64)) (*runtime.ServeMux, error) {
+// New returns a handler serving core's HTTP routes through conn.
+func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(context.Context, int64)) (http.Handler, error) {
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newMarshaler()),
 		runtime.WithIncomingHeaderMatcher(func(key string) (string, bool) {
@@ -88,5 +88,5 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 	if err := corev1.RegisterAdminHandlerClient(ctx, mux, corev1.NewAdminClient(conn)); err != nil {
 		return nil, err
 	}
-	return mux, nil
+	return withModels(mux, corev1.NewRouterClient(conn)), nil
 }

@@ -39,8 +39,8 @@ func TestFromError(t *testing.T) {
 		{"unauthenticated", withDetails(t, codes.Unauthenticated, "bad key", &errdetails.ErrorInfo{Reason: "invalid_api_key"}).Err(),
 			401, "authentication_error", "invalid_api_key", ""},
 		{"not found", status.Error(codes.NotFound, "x"), 404, "not_found_error", "", ""},
-		{"rate limited", withDetails(t, codes.ResourceExhausted, "slow down", &errdetails.ErrorInfo{Reason: "rate_limited"}).Err(),
-			429, "rate_limit_error", "rate_limited", ""},
+		{"rate limited", withDetails(t, codes.ResourceExhausted, "slow down", &errdetails.ErrorInfo{Reason: "rate_limit_exceeded"}).Err(),
+			429, "rate_limit_error", "rate_limit_exceeded", ""},
 		{"upstream status passed through", withDetails(t, codes.FailedPrecondition, "context too long", &errdetails.ErrorInfo{Reason: "upstream_error", Metadata: map[string]string{"http_status": "422"}}).Err(),
 			422, "invalid_request_error", "upstream_error", ""},
 		{"internal masked", status.Error(codes.Internal, "pq: password=hunter2"), 500, "server_error", "internal_error", ""},
@@ -80,7 +80,7 @@ func TestFromError(t *testing.T) {
 
 func TestRetryAfterRoundsUp(t *testing.T) {
 	st := status.New(codes.ResourceExhausted, "all rate limited")
-	st, err := st.WithDetails(&errdetails.ErrorInfo{Reason: "rate_limited"}, &errdetails.RetryInfo{RetryDelay: durationpb.New(1500 * time.Millisecond)})
+	st, err := st.WithDetails(&errdetails.ErrorInfo{Reason: "rate_limit_exceeded"}, &errdetails.RetryInfo{RetryDelay: durationpb.New(1500 * time.Millisecond)})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	FromError(st.Err()).Write(rec)

@@ -51,7 +51,9 @@ type OAuthFlow struct {
 	ConnectionId string `protobuf:"bytes,10,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
 	// name is the connection's name.
 	Name string `protobuf:"bytes,11,opt,name=name,proto3" json:"name,omitempty"`
-	// proxy_url is the proxy of the login's calls and of the connection.
+	// proxy_url is no longer written: the login's proxy is in
+	// OAuthFlowSecrets.proxy_url, sealed. Read only for flows started by an
+	// earlier release.
 	ProxyUrl string `protobuf:"bytes,12,opt,name=proxy_url,json=proxyUrl,proto3" json:"proxy_url,omitempty"`
 	// redirect_uri is the authorization-code flow's redirect URI.
 	RedirectUri string `protobuf:"bytes,13,opt,name=redirect_uri,json=redirectUri,proto3" json:"redirect_uri,omitempty"`
@@ -201,9 +203,12 @@ func (x *OAuthFlow) GetError() string {
 
 // OAuthFlowSecrets is the plaintext of OAuthFlow.sealed_secrets.
 type OAuthFlowSecrets struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	DeviceCode    string                 `protobuf:"bytes,1,opt,name=device_code,json=deviceCode,proto3" json:"device_code,omitempty"`
-	CodeVerifier  string                 `protobuf:"bytes,2,opt,name=code_verifier,json=codeVerifier,proto3" json:"code_verifier,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	DeviceCode   string                 `protobuf:"bytes,1,opt,name=device_code,json=deviceCode,proto3" json:"device_code,omitempty"`
+	CodeVerifier string                 `protobuf:"bytes,2,opt,name=code_verifier,json=codeVerifier,proto3" json:"code_verifier,omitempty"`
+	// proxy_url is the proxy of the login's calls and of the connection it
+	// creates; it may carry a password.
+	ProxyUrl      string `protobuf:"bytes,3,opt,name=proxy_url,json=proxyUrl,proto3" json:"proxy_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -252,6 +257,13 @@ func (x *OAuthFlowSecrets) GetCodeVerifier() string {
 	return ""
 }
 
+func (x *OAuthFlowSecrets) GetProxyUrl() string {
+	if x != nil {
+		return x.ProxyUrl
+	}
+	return ""
+}
+
 var File_switchboard_bus_v1_oauth_proto protoreflect.FileDescriptor
 
 const file_switchboard_bus_v1_oauth_proto_rawDesc = "" +
@@ -277,11 +289,12 @@ const file_switchboard_bus_v1_oauth_proto_rawDesc = "" +
 	"\fredirect_uri\x18\r \x01(\tR\vredirectUri\x12;\n" +
 	"\vlease_until\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"leaseUntil\x12\x14\n" +
-	"\x05error\x18\x0f \x01(\tR\x05error\"X\n" +
+	"\x05error\x18\x0f \x01(\tR\x05error\"u\n" +
 	"\x10OAuthFlowSecrets\x12\x1f\n" +
 	"\vdevice_code\x18\x01 \x01(\tR\n" +
 	"deviceCode\x12#\n" +
-	"\rcode_verifier\x18\x02 \x01(\tR\fcodeVerifierBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
+	"\rcode_verifier\x18\x02 \x01(\tR\fcodeVerifier\x12\x1b\n" +
+	"\tproxy_url\x18\x03 \x01(\tR\bproxyUrlBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
 
 var (
 	file_switchboard_bus_v1_oauth_proto_rawDescOnce sync.Once

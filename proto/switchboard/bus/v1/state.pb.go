@@ -322,7 +322,10 @@ type ProviderData struct {
 	Prefix string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	// enabled_models, when set, is the exact model list of this connection.
 	EnabledModels []string `protobuf:"bytes,3,rep,name=enabled_models,json=enabledModels,proto3" json:"enabled_models,omitempty"`
-	// proxy_url is an http(s) or socks5 proxy for calls made for this connection.
+	// proxy_url is where connections written by earlier releases kept their
+	// proxy, in plain text. It is no longer written: the proxy (which may carry
+	// a password) is in Secrets.proxy_url, and core moves a value found here
+	// there (at start and on the connection's next write).
 	ProxyUrl string `protobuf:"bytes,4,opt,name=proxy_url,json=proxyUrl,proto3" json:"proxy_url,omitempty"`
 	// caveman overrides the machine's terse-output setting on this connection.
 	Caveman       *CavemanOverride `protobuf:"bytes,5,opt,name=caveman,proto3" json:"caveman,omitempty"`
@@ -452,10 +455,13 @@ func (x *CavemanOverride) GetLevel() string {
 
 // Secrets is the plaintext of Connection.sealed_secrets.
 type Secrets struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ApiKey        string                 `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
-	AccessToken   string                 `protobuf:"bytes,2,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
-	RefreshToken  string                 `protobuf:"bytes,3,opt,name=refresh_token,json=refreshToken,proto3" json:"refresh_token,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ApiKey       string                 `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	AccessToken  string                 `protobuf:"bytes,2,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
+	RefreshToken string                 `protobuf:"bytes,3,opt,name=refresh_token,json=refreshToken,proto3" json:"refresh_token,omitempty"`
+	// proxy_url is an http(s) or socks5 proxy for calls made for this
+	// connection, sealed because it may carry a user name and password.
+	ProxyUrl      string `protobuf:"bytes,4,opt,name=proxy_url,json=proxyUrl,proto3" json:"proxy_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -507,6 +513,13 @@ func (x *Secrets) GetAccessToken() string {
 func (x *Secrets) GetRefreshToken() string {
 	if x != nil {
 		return x.RefreshToken
+	}
+	return ""
+}
+
+func (x *Secrets) GetProxyUrl() string {
+	if x != nil {
+		return x.ProxyUrl
 	}
 	return ""
 }
@@ -599,7 +612,9 @@ func (x *OAuthState) GetLastError() string {
 }
 
 // APIKey is a gateway key of a machine. Stored in the sb_keys bucket under the
-// hex SHA-256 of the raw key; the raw key itself is never stored.
+// hex HMAC-SHA256 of the raw key keyed by a server secret (apikey.LookupID);
+// keys of earlier releases may still be under the plain SHA-256 until their
+// first use. The raw key itself is never stored.
 type APIKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1545,11 +1560,12 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12\x14\n" +
 	"\x05level\x18\x02 \x01(\tR\x05levelB\n" +
 	"\n" +
-	"\b_enabled\"j\n" +
+	"\b_enabled\"\x87\x01\n" +
 	"\aSecrets\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12!\n" +
 	"\faccess_token\x18\x02 \x01(\tR\vaccessToken\x12#\n" +
-	"\rrefresh_token\x18\x03 \x01(\tR\frefreshToken\"\xe5\x01\n" +
+	"\rrefresh_token\x18\x03 \x01(\tR\frefreshToken\x12\x1b\n" +
+	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\"\xe5\x01\n" +
 	"\n" +
 	"OAuthState\x12\x1b\n" +
 	"\ttoken_url\x18\x01 \x01(\tR\btokenUrl\x12\x1b\n" +
