@@ -32,6 +32,19 @@ type Config struct {
 	SecretKey   string
 
 	RequireAPIKey bool
+	// CORSOrigins are the browser origins (scheme://host[:port]) whose pages
+	// may call the gateway routes without an API key
+	// (SWITCHBOARD_CORS_ORIGINS, comma separated; default none). A keyed
+	// request is served from any origin.
+	CORSOrigins []string
+	// MaxBodyBytes caps a JSON request body (zero: the edge's default).
+	MaxBodyBytes int64
+	// BodyMemoryBytes bounds the request body bytes the edge holds in memory
+	// at once, across all requests (zero: the edge's default).
+	BodyMemoryBytes int64
+	// MinBodyRate is the slowest a request body may arrive, in bytes per
+	// second after a grace period (zero: the edge's default).
+	MinBodyRate int64
 
 	JWTSecret string
 	JWKSURL   string
@@ -109,6 +122,10 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	billingAddr := s.add("SWITCHBOARD_BILLING_ADDR", "billing-addr", "", "where edge reaches billing (default: the gRPC listener)", false)
 	adminToken := s.add("SWITCHBOARD_ADMIN_TOKEN", "admin-token", "", "admin bearer token (generated into the data directory when empty)", true)
 	secretKey := s.add("SWITCHBOARD_SECRET_KEY", "secret-key", "", "base64 32-byte key for secrets at rest (generated when empty)", true)
+	corsOrigins := s.add("SWITCHBOARD_CORS_ORIGINS", "cors-origins", "", "browser origins allowed to call the gateway without an API key, comma separated (keyed requests are served from any origin)", false)
+	maxBody := s.add("SWITCHBOARD_MAX_BODY_BYTES", "max-body-bytes", "33554432", "largest JSON request body, in bytes", false)
+	bodyMemory := s.add("SWITCHBOARD_BODY_MEMORY_BYTES", "body-memory-bytes", "268435456", "request body bytes held in memory at once across all requests; past it requests wait briefly, then get 503", false)
+	minRate := s.add("SWITCHBOARD_MIN_BODY_RATE", "min-body-rate", "1024", "slowest a request body may arrive, in bytes per second (after a 10s grace)", false)
 	requireKey := s.add("REQUIRE_API_KEY", "require-api-key", "false", "gateway routes need an API key", false)
 	jwtSecret := s.add("SWITCHBOARD_JWT_SECRET", "jwt-secret", "", "HS256 secret of GraphQL user tokens", true)
 	jwksURL := s.add("SWITCHBOARD_JWKS_URL", "jwks-url", "", "JWKS URL of GraphQL user tokens", false)
@@ -199,6 +216,21 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	}
 	c.RequireAPIKey, err = strconv.ParseBool(requireKey.raw)
 	check(requireKey, err)
+	c.CORSOrigins, err = parseOrigins(corsOrigins.raw)
+	check(corsOrigins, err)
+	for _, b := range []struct {
+		st  *setting
+		dst *int64
+	}{{maxBody, &c.MaxBodyBytes}, {bodyMemory, &c.BodyMemoryBytes}, {minRate, &c.MinBodyRate}} {
+		*b.dst, err = strconv.ParseInt(b.st.raw, 10, 64)
+		if err == nil && *b.dst <= 0 {
+			err = errors.New("must be a positive number")
+		}
+		check(b.st, err)
+	}
+	if c.BodyMemoryBytes > 0 && c.MaxBodyBytes > c.BodyMemoryBytes {
+		check(bodyMemory, errors.New("must be at least SWITCHBOARD_MAX_BODY_BYTES"))
+	}
 	if c.JWKSURL != "" {
 		check(jwksURL, validHTTPURL(c.JWKSURL))
 	}
@@ -272,6 +304,25 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// parseOrigins reads a comma-separated list of origins, each
+// scheme://host[:port] with no path, as browsers send them in Origin.
+func parseOrigins(list string) ([]string, error) {
+	var out []string
+	for _, o := range strings.Split(list, ",") {
+		o = strings.TrimSpace(o)
+		if o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			return nil, fmt.Errorf("%q is not an origin (scheme://host[:port])", o)
+		}
+		out = append(out, strings.ToLower(u.Scheme+"://"+u.Host))
+	}
+	return out, nil
 }
 
 func lookup(getenv func(string) string, key string) (string, bool) {
