@@ -196,6 +196,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			PublicURL:       cfg.PublicURL,
 			CLIHomeDir:      cfg.CLIHomeDir,
 			KeepAliveEvery:  cfg.KeepAliveEvery,
+			CORSOrigins:     cfg.CORSOrigins,
+			RequireAPIKey:   cfg.RequireAPIKey,
+			MaxBodyBytes:    cfg.MaxBodyBytes,
+			BodyMemoryBytes: cfg.BodyMemoryBytes,
+			MinBodyRate:     cfg.MinBodyRate,
 			Billing:         edge.BillingConfig{JWTSecret: jwtSecret, JWKSURL: cfg.JWKSURL, Dev: loopback(cfg.HTTPAddr)},
 		}, edge.Deps{Core: coreConn, Billing: billingConn, Logger: log})
 		if err != nil {
@@ -304,7 +309,7 @@ func (n *Node) listenGRPC() error {
 	n.memLn = bufconn.Listen(1 << 20)
 	n.grpcServer = grpc.NewServer(
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-		grpc.MaxRecvMsgSize(64<<20),
+		grpc.MaxRecvMsgSize(inproc.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(recoverUnary(n.log)),
 		grpc.ChainStreamInterceptor(recoverStream(n.log)),
 	)
@@ -312,7 +317,7 @@ func (n *Node) listenGRPC() error {
 	healthpb.RegisterHealthServer(n.grpcServer, n.health)
 	mem, err := grpc.NewClient("passthrough:///in-process",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(inproc.MaxMessageBytes)),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			return n.memLn.DialContext(ctx)
 		}),
@@ -336,7 +341,7 @@ func (n *Node) dial(addr string, local bool) (grpc.ClientConnInterface, error) {
 	}
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(inproc.MaxMessageBytes)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
