@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboardhq/switchboard/edge/internal/graphql"
+	"github.com/switchboardhq/switchboard/edge/internal/openai"
 	"github.com/switchboardhq/switchboard/edge/internal/userauth"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
@@ -24,7 +25,8 @@ type BillingConfig struct {
 	JWTSecret string
 	// JWKSURL (SWITCHBOARD_JWKS_URL) publishes the keys of other user tokens.
 	JWKSURL string
-	// Dev serves the GraphiQL page at GET /graphql.
+	// Dev serves the GraphiQL page at GET /graphql and lets anonymous
+	// callers introspect the schema (a loopback listener).
 	Dev bool
 }
 
@@ -48,7 +50,8 @@ func mountBilling(mux *http.ServeMux, conn grpc.ClientConnInterface, cfg Billing
 	if !verifier.Configured() {
 		log.Warn("neither SWITCHBOARD_JWT_SECRET nor SWITCHBOARD_JWKS_URL is set: GraphQL users cannot sign in")
 	}
-	mux.Handle("POST /graphql", graphql.NewHandler(conn, verifier, log))
+	mux.Handle("POST /graphql", graphql.NewHandlerWith(conn, verifier, log, graphql.Options{
+		OpenIntrospection: cfg.Dev, SlowBody: openai.ErrBodySlow, BusyBody: openai.ErrBodyMemory}))
 	if cfg.Dev {
 		mux.Handle("GET /graphql", graphql.Playground("/graphql"))
 	}
@@ -73,6 +76,15 @@ func stripeWebhook(client billingv1.BillingClient, log *slog.Logger) http.Handle
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
 				webhookAnswer(w, http.StatusRequestEntityTooLarge, "payload too large")
+				return
+			}
+			if errors.Is(err, openai.ErrBodySlow) {
+				webhookAnswer(w, http.StatusRequestTimeout, "the body arrived too slowly")
+				return
+			}
+			if errors.Is(err, openai.ErrBodyMemory) {
+				w.Header().Set("Retry-After", "1")
+				webhookAnswer(w, http.StatusServiceUnavailable, "busy, retry later")
 				return
 			}
 			webhookAnswer(w, http.StatusBadRequest, "could not read the body")
