@@ -22,12 +22,12 @@ import (
 // Codes of requests refused before GraphQL runs them (transport errors):
 // client errors, each with its own code.
 const (
-	CodeBadRequest          = "BAD_REQUEST"
-	CodeRequestTooLarge     = "REQUEST_TOO_LARGE"
-	CodeBatchNotSupported   = "BATCH_NOT_SUPPORTED"
-	CodeUnsupportedMedia    = "UNSUPPORTED_MEDIA_TYPE"
-	CodeRequestTimeout      = "REQUEST_TIMEOUT"
-	CodeServerBusy          = "SERVER_BUSY"
+	CodeBadRequest        = "BAD_REQUEST"
+	CodeRequestTooLarge   = "REQUEST_TOO_LARGE"
+	CodeBatchNotSupported = "BATCH_NOT_SUPPORTED"
+	CodeUnsupportedMedia  = "UNSUPPORTED_MEDIA_TYPE"
+	CodeRequestTimeout    = "REQUEST_TIMEOUT"
+	CodeServerBusy        = "SERVER_BUSY"
 )
 
 // Limits of a GraphQL request, besides MaxBodyBytes.
@@ -150,7 +150,7 @@ var _ interface {
 	gql.OperationContextMutator
 } = introspectionGate{}
 
-func (introspectionGate) ExtensionName() string                 { return "IntrospectionGate" }
+func (introspectionGate) ExtensionName() string               { return "IntrospectionGate" }
 func (introspectionGate) Validate(gql.ExecutableSchema) error { return nil }
 
 func (g introspectionGate) MutateOperationContext(ctx context.Context, rc *gql.OperationContext) *gqlerror.Error {
