@@ -112,8 +112,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if cfg.BodyMemoryBytes <= 0 {
-		cfg.BodyMemoryBytes = max(DefaultBodyMemoryBytes, cfg.MaxBodyBytes)
+		cfg.BodyMemoryBytes = DefaultBodyMemoryBytes
 	}
+	// One body of the largest size must fit in the large bodies' share.
+	cfg.BodyMemoryBytes = max(cfg.BodyMemoryBytes, cfg.MaxBodyBytes*4/3+1)
 	if cfg.BodyMemoryWait <= 0 {
 		cfg.BodyMemoryWait = time.Second
 	}
@@ -124,8 +126,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 		cfg.BodyGrace = DefaultBodyGrace
 	}
 	e := &Edge{cfg: cfg, log: deps.Logger.With("role", "edge"), core: deps.Core, billing: deps.Billing}
+	// A quarter of the bound is kept for small bodies, so large ones
+	// filling the rest never keep small requests out.
+	small := cfg.BodyMemoryBytes / 4
 	e.bodies = &openai.BodyGuard{
-		Memory:     semaphore.NewWeighted(cfg.BodyMemoryBytes),
+		Memory:     semaphore.NewWeighted(cfg.BodyMemoryBytes - small),
+		Small:      semaphore.NewWeighted(small),
 		MemoryWait: cfg.BodyMemoryWait,
 		MinRate:    cfg.MinBodyRate,
 		Grace:      cfg.BodyGrace,

@@ -201,6 +201,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			MaxBodyBytes:    cfg.MaxBodyBytes,
 			BodyMemoryBytes: cfg.BodyMemoryBytes,
 			MinBodyRate:     cfg.MinBodyRate,
+			BodyGrace:       cfg.BodyGrace,
 			Billing:         edge.BillingConfig{JWTSecret: jwtSecret, JWKSURL: cfg.JWKSURL, Dev: loopback(cfg.HTTPAddr)},
 		}, edge.Deps{Core: coreConn, Billing: billingConn, Logger: log})
 		if err != nil {

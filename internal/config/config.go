@@ -45,6 +45,10 @@ type Config struct {
 	// MinBodyRate is the slowest a request body may arrive, in bytes per
 	// second after a grace period (zero: the edge's default).
 	MinBodyRate int64
+	// BodyGrace is how long a body may take before MinBodyRate applies,
+	// and the longest pause within it (zero: the edge's default, 10 s).
+	// Tests set it; it has no environment variable.
+	BodyGrace time.Duration
 
 	JWTSecret string
 	JWKSURL   string
@@ -228,8 +232,8 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		}
 		check(b.st, err)
 	}
-	if c.BodyMemoryBytes > 0 && c.MaxBodyBytes > c.BodyMemoryBytes {
-		check(bodyMemory, errors.New("must be at least SWITCHBOARD_MAX_BODY_BYTES"))
+	if c.BodyMemoryBytes > 0 && c.MaxBodyBytes > c.BodyMemoryBytes*3/4 {
+		check(bodyMemory, errors.New("must be at least 4/3 of SWITCHBOARD_MAX_BODY_BYTES (a quarter is kept for small bodies)"))
 	}
 	if c.JWKSURL != "" {
 		check(jwksURL, validHTTPURL(c.JWKSURL))

@@ -24,6 +24,9 @@ var (
 // readChunk is the most a guarded body reads (and reserves) at once.
 const readChunk = 64 << 10
 
+// SmallBody is the largest declared body that BodyGuard.Small holds.
+const SmallBody = 64 << 10
+
 // BodyGuard bounds what request bodies cost the edge: the total of body
 // bytes held in memory at once (Memory) and how slowly a body may arrive
 // (MinRate after Grace).
@@ -33,6 +36,10 @@ type BodyGuard struct {
 	// ErrBodyMemory.
 	Memory     *semaphore.Weighted
 	MemoryWait time.Duration
+	// Small is a separate bound for bodies that declare at most SmallBody
+	// bytes, so large bodies filling Memory do not keep small requests
+	// out (nil: they share Memory).
+	Small *semaphore.Weighted
 	// MinRate is the slowest a body may arrive, in bytes per second: a
 	// body's read deadline is its start plus Grace plus one second per
 	// MinRate bytes received, and never more than Grace past the last
@@ -49,6 +56,7 @@ type Body struct {
 	ctx   context.Context
 	rc    *http.ResponseController
 	hold  bool
+	sem   *semaphore.Weighted
 	start time.Time
 	n     int64
 	held  int64
@@ -67,7 +75,10 @@ func (g *BodyGuard) Guard(w http.ResponseWriter, r *http.Request, hold bool) (*h
 	if r.Body == nil || r.Body == http.NoBody {
 		return r, func() {}
 	}
-	b := &Body{r: r.Body, g: g, ctx: r.Context(), rc: http.NewResponseController(w), hold: hold && g.Memory != nil, start: time.Now()}
+	b := &Body{r: r.Body, g: g, ctx: r.Context(), rc: http.NewResponseController(w), hold: hold && g.Memory != nil, start: time.Now(), sem: g.Memory}
+	if g.Small != nil && r.ContentLength >= 0 && r.ContentLength <= SmallBody {
+		b.sem = g.Small
+	}
 	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, b))
 	r.Body = b
 	b.extend()
@@ -101,7 +112,7 @@ func (b *Body) Read(p []byte) (int, error) {
 	}
 	if b.hold && len(p) > 0 {
 		ctx, cancel := context.WithTimeout(b.ctx, b.g.MemoryWait)
-		err := b.g.Memory.Acquire(ctx, int64(len(p)))
+		err := b.sem.Acquire(ctx, int64(len(p)))
 		cancel()
 		if err != nil {
 			b.err = ErrBodyMemory
@@ -112,7 +123,7 @@ func (b *Body) Read(p []byte) (int, error) {
 	if b.hold {
 		b.held += int64(n)
 		if unused := int64(len(p) - n); unused > 0 {
-			b.g.Memory.Release(unused)
+			b.sem.Release(unused)
 		}
 	}
 	b.n += int64(n)
@@ -150,7 +161,7 @@ func (b *Body) Close() error { return b.r.Close() }
 // release returns the bytes the body holds to the memory bound.
 func (b *Body) release() {
 	if b.hold && b.held > 0 {
-		b.g.Memory.Release(b.held)
+		b.sem.Release(b.held)
 		b.held = 0
 	}
 	if !b.eof && b.g.MinRate > 0 {
