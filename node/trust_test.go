@@ -55,7 +55,9 @@ func newTrustGateway(t *testing.T, tune func(*config.Config)) trustGateway {
 	return g
 }
 
-func (g trustGateway) upstreamCalls() int { return len(g.primary.Requests()) + len(g.fallback.Requests()) }
+func (g trustGateway) upstreamCalls() int {
+	return len(g.primary.Requests()) + len(g.fallback.Requests())
+}
 
 // TestBrowsersLetInOnlyOnPurpose: a web page without a key cannot spend a
 // default install's credentials (no key required), whatever it sends; a
