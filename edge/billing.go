@@ -30,6 +30,9 @@ type BillingConfig struct {
 	Dev bool
 }
 
+// webhookPath is Stripe's webhook route.
+const webhookPath = "/webhooks/stripe"
+
 // maxWebhookBytes caps a Stripe webhook delivery (Stripe's are far smaller).
 const maxWebhookBytes = 1 << 20
 
@@ -55,7 +58,7 @@ func mountBilling(mux *http.ServeMux, conn grpc.ClientConnInterface, cfg Billing
 	if cfg.Dev {
 		mux.Handle("GET /graphql", graphql.Playground("/graphql"))
 	}
-	mux.Handle("POST /webhooks/stripe", stripeWebhook(billingv1.NewBillingClient(conn), log))
+	mux.Handle("POST "+webhookPath, stripeWebhook(billingv1.NewBillingClient(conn), log))
 	return nil
 }
 

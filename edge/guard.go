@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchboardhq/switchboard/edge/internal/graphql"
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
 )
 
@@ -161,7 +162,7 @@ const (
 	serverMaxHeaderBytes = 1 << 20
 )
 
-// limitHeaders answers 431 in the OpenAI shape to a request whose headers
+// limitHeaders answers 431, in the route's own error shape, to a request whose headers
 // (names, values, the request line) exceed maxHeaderBytes.
 func limitHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -173,8 +174,16 @@ func limitHeaders(next http.Handler) http.Handler {
 		}
 		if n > maxHeaderBytes {
 			w.Header().Set("Connection", "close")
-			openai.NewProblem(http.StatusRequestHeaderFieldsTooLarge, "headers_too_large",
-				"the request headers are larger than "+strconv.Itoa(maxHeaderBytes)+" bytes", "").Write(w)
+			msg := "the request headers are larger than " + strconv.Itoa(maxHeaderBytes) + " bytes"
+			const code = http.StatusRequestHeaderFieldsTooLarge
+			switch r.URL.Path {
+			case "/graphql":
+				graphql.TransportError(w, code, graphql.CodeRequestTooLarge, msg)
+			case webhookPath:
+				webhookAnswer(w, code, msg)
+			default:
+				openai.NewProblem(code, "headers_too_large", msg, "").Write(w)
+			}
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -60,8 +60,9 @@ type Options struct {
 	SlowBody, BusyBody error
 }
 
-// transportError is a request refused before GraphQL ran it.
-func transportError(w http.ResponseWriter, httpStatus int, code, msg string) {
+// TransportError answers a request refused before GraphQL ran it, in
+// GraphQL's error shape.
+func TransportError(w http.ResponseWriter, httpStatus int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(httpStatus)
 	_ = json.NewEncoder(w).Encode(map[string]any{"errors": []any{map[string]any{
@@ -76,7 +77,7 @@ func transportError(w http.ResponseWriter, httpStatus int, code, msg string) {
 // for gqlgen and returns true.
 func checkTransport(w http.ResponseWriter, r *http.Request, opts Options, log *slog.Logger) bool {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		transportError(w, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "A GraphQL request must be application/json.")
+		TransportError(w, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "A GraphQL request must be application/json.")
 		return false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
@@ -84,27 +85,27 @@ func checkTransport(w http.ResponseWriter, r *http.Request, opts Options, log *s
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			transportError(w, http.StatusRequestEntityTooLarge, CodeRequestTooLarge, "The request body is larger than "+strconv.Itoa(MaxBodyBytes)+" bytes.")
+			TransportError(w, http.StatusRequestEntityTooLarge, CodeRequestTooLarge, "The request body is larger than "+strconv.Itoa(MaxBodyBytes)+" bytes.")
 		case opts.SlowBody != nil && errors.Is(err, opts.SlowBody):
-			transportError(w, http.StatusRequestTimeout, CodeRequestTimeout, "The request body arrived too slowly.")
+			TransportError(w, http.StatusRequestTimeout, CodeRequestTimeout, "The request body arrived too slowly.")
 		case opts.BusyBody != nil && errors.Is(err, opts.BusyBody):
 			w.Header().Set("Retry-After", "1")
-			transportError(w, http.StatusServiceUnavailable, CodeServerBusy, "The server is busy, please try again.")
+			TransportError(w, http.StatusServiceUnavailable, CodeServerBusy, "The server is busy, please try again.")
 		default:
-			transportError(w, http.StatusBadRequest, CodeBadRequest, "The request body could not be read.")
+			TransportError(w, http.StatusBadRequest, CodeBadRequest, "The request body could not be read.")
 		}
 		return false
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	switch {
 	case !utf8.Valid(body):
-		transportError(w, http.StatusBadRequest, CodeBadRequest, "The request body is not valid UTF-8.")
+		TransportError(w, http.StatusBadRequest, CodeBadRequest, "The request body is not valid UTF-8.")
 	case len(trimmed) > 0 && trimmed[0] == '[':
-		transportError(w, http.StatusBadRequest, CodeBatchNotSupported, "Batched operations are not supported: send one operation per request.")
+		TransportError(w, http.StatusBadRequest, CodeBatchNotSupported, "Batched operations are not supported: send one operation per request.")
 	case !json.Valid(body) || len(trimmed) == 0 || trimmed[0] != '{':
-		transportError(w, http.StatusBadRequest, CodeBadRequest, "The request body is not a JSON object.")
+		TransportError(w, http.StatusBadRequest, CodeBadRequest, "The request body is not a JSON object.")
 	case depth(body) > MaxDepth:
-		transportError(w, http.StatusBadRequest, CodeBadRequest, "The request is nested deeper than "+strconv.Itoa(MaxDepth)+" levels.")
+		TransportError(w, http.StatusBadRequest, CodeBadRequest, "The request is nested deeper than "+strconv.Itoa(MaxDepth)+" levels.")
 	default:
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
