@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	stripewebhook "github.com/stripe/stripe-go/v76/webhook"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	stripewebhook "github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/switchboardhq/switchboard/internal/config"
 )
