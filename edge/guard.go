@@ -62,13 +62,25 @@ func wellFormedKey(k string) bool {
 func cors(origins []string, next http.Handler) http.Handler {
 	allowed := func(o string) bool { return slices.Contains(origins, strings.ToLower(o)) }
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		if !isGatewayPath(r.URL.Path) || origin == "" {
+		if !isGatewayPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
 		h := w.Header()
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			// Not a browser's request: nothing to protect.
+			h.Set("Access-Control-Allow-Origin", "*")
+			next.ServeHTTP(w, r)
+			return
+		}
 		h.Add("Vary", "Origin")
+		// A keyed request may be read by any page ("*": never with
+		// cookies); a keyless one only by an allowed origin's.
+		grant := "*"
+		if allowed(origin) {
+			grant = origin
+		}
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			h.Add("Vary", "Access-Control-Request-Headers")
 			reqHeaders := r.Header.Get("Access-Control-Request-Headers")
@@ -76,7 +88,7 @@ func cors(origins []string, next http.Handler) http.Handler {
 				refuseOrigin(w)
 				return
 			}
-			h.Set("Access-Control-Allow-Origin", origin)
+			h.Set("Access-Control-Allow-Origin", grant)
 			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
 			if reqHeaders == "" {
 				reqHeaders = "Authorization, Content-Type, X-Api-Key, X-Goog-Api-Key, OpenAI-Organization, OpenAI-Project"
@@ -90,7 +102,7 @@ func cors(origins []string, next http.Handler) http.Handler {
 			refuseOrigin(w)
 			return
 		}
-		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Allow-Origin", grant)
 		h.Set("Access-Control-Expose-Headers", "Retry-After, X-Request-Id, "+OverheadHeader)
 		next.ServeHTTP(w, r)
 	})
