@@ -187,9 +187,8 @@ func TestSlowBodies(t *testing.T) {
 			}
 			select {
 			case resp := <-answered:
-				if resp != nil {
-					assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
-				}
+				require.NotNil(t, resp, "answered, not just dropped")
+				assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
 				assert.Less(t, sent, size, "cut off before the body was sent")
 				assert.Zero(t, g.upstreamCalls())
 				return

@@ -164,10 +164,10 @@ func (b *Body) release() {
 		b.sem.Release(b.held)
 		b.held = 0
 	}
-	if !b.eof && b.g.MinRate > 0 {
-		// Whatever the handler left unread is the server's to discard.
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
+	// A body left unread keeps its deadline: the server discards what
+	// is left of a small one before answering, and a client that stalls
+	// there must not hold the answer (and the connection) forever. The
+	// server resets the deadlines for the connection's next request.
 }
 
 // Limit caps r's body at limit bytes (http.MaxBytesReader); the
