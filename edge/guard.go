@@ -67,6 +67,9 @@ func cors(origins []string, next http.Handler) http.Handler {
 			return
 		}
 		h := w.Header()
+		// The answer depends on Origin: a cache must not hand an answer
+		// made for no Origin to a page.
+		h.Add("Vary", "Origin")
 		origin := r.Header.Get("Origin")
 		if origin == "" {
 			// Not a browser's request: nothing to protect.
@@ -74,7 +77,6 @@ func cors(origins []string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		h.Add("Vary", "Origin")
 		// A keyed request may be read by any page ("*": never with
 		// cookies); a keyless one only by an allowed origin's.
 		grant := "*"

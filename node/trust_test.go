@@ -101,6 +101,7 @@ func TestBrowsersLetInOnlyOnPurpose(t *testing.T) {
 	t.Run("no origin: SDKs and curl", func(t *testing.T) {
 		r := g.sb.Do(t, http.MethodPost, pathEmbed, embed)
 		assert.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		assert.Contains(t, r.Header.Values("Vary"), "Origin", "caches keep answers for pages apart")
 	})
 	t.Run("allowed origin", func(t *testing.T) {
 		r := g.sb.Do(t, http.MethodPost, pathEmbed, embed, "Origin", allowedOrigin)
