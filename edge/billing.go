@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboardhq/switchboard/edge/internal/graphql"
+	"github.com/switchboardhq/switchboard/edge/internal/openai"
 	"github.com/switchboardhq/switchboard/edge/internal/userauth"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
@@ -28,9 +29,13 @@ type BillingConfig struct {
 	// required of user tokens when set.
 	JWTIssuer   string
 	JWTAudience string
-	// Dev serves the GraphiQL page at GET /graphql.
+	// Dev serves the GraphiQL page at GET /graphql and lets anonymous
+	// callers introspect the schema (a loopback listener).
 	Dev bool
 }
+
+// webhookPath is Stripe's webhook route.
+const webhookPath = "/webhooks/stripe"
 
 // maxWebhookBytes caps a Stripe webhook delivery (Stripe's are far smaller).
 const maxWebhookBytes = 1 << 20
@@ -52,11 +57,12 @@ func mountBilling(mux *http.ServeMux, conn grpc.ClientConnInterface, cfg Billing
 	if !verifier.Configured() {
 		log.Warn("neither SWITCHBOARD_JWT_SECRET nor SWITCHBOARD_JWKS_URL is set: GraphQL users cannot sign in")
 	}
-	mux.Handle("POST /graphql", graphql.NewHandler(conn, verifier, log))
+	mux.Handle("POST /graphql", graphql.NewHandlerWith(conn, verifier, log, graphql.Options{
+		OpenIntrospection: cfg.Dev, SlowBody: openai.ErrBodySlow, BusyBody: openai.ErrBodyMemory}))
 	if cfg.Dev {
 		mux.Handle("GET /graphql", graphql.Playground("/graphql"))
 	}
-	mux.Handle("POST /webhooks/stripe", stripeWebhook(billingv1.NewBillingClient(conn), log))
+	mux.Handle("POST "+webhookPath, stripeWebhook(billingv1.NewBillingClient(conn), log))
 	return nil
 }
 
@@ -87,6 +93,15 @@ func stripeWebhook(client billingv1.BillingClient, log *slog.Logger) http.Handle
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
 				webhookAnswer(w, http.StatusRequestEntityTooLarge, "payload too large")
+				return
+			}
+			if errors.Is(err, openai.ErrBodySlow) {
+				webhookAnswer(w, http.StatusRequestTimeout, "the body arrived too slowly")
+				return
+			}
+			if errors.Is(err, openai.ErrBodyMemory) {
+				w.Header().Set("Retry-After", "1")
+				webhookAnswer(w, http.StatusServiceUnavailable, "busy, retry later")
 				return
 			}
 			webhookAnswer(w, http.StatusBadRequest, "could not read the body")

@@ -11,9 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -24,8 +24,19 @@ import (
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
-// DefaultMaxBodyBytes caps JSON request bodies.
-const DefaultMaxBodyBytes = 32 << 20
+// Defaults of the request body limits.
+const (
+	// DefaultMaxBodyBytes caps JSON request bodies.
+	DefaultMaxBodyBytes = 32 << 20
+	// DefaultBodyMemoryBytes bounds the body bytes held at once.
+	DefaultBodyMemoryBytes = 256 << 20
+	// DefaultMinBodyRate and DefaultBodyGrace: a body must arrive at 1 KiB/s
+	// on average after a 10 s grace, and never pause for longer than the
+	// grace (a 25 MB upload may take 7 hours at that rate; a client
+	// trickling a byte every 5 s is cut off after 10 s).
+	DefaultMinBodyRate = 1 << 10
+	DefaultBodyGrace   = 10 * time.Second
+)
 
 // Config configures the edge.
 type Config struct {
@@ -46,6 +57,21 @@ type Config struct {
 	// the edge sends an SSE keep-alive comment (zero:
 	// openai.KeepAliveEvery).
 	KeepAliveEvery time.Duration
+	// CORSOrigins are the browser origins whose pages may call the gateway
+	// routes without an API key (keyed requests: any origin).
+	CORSOrigins []string
+	// RequireAPIKey (REQUIRE_API_KEY) refuses gateway requests without a
+	// well-formed key before their body is read.
+	RequireAPIKey bool
+	// BodyMemoryBytes bounds the request body bytes held at once (zero:
+	// DefaultBodyMemoryBytes); past it a request waits up to BodyMemoryWait
+	// (zero: one second), then gets 503.
+	BodyMemoryBytes int64
+	BodyMemoryWait  time.Duration
+	// MinBodyRate is the slowest a body may arrive, in bytes per second
+	// after BodyGrace (zeros: DefaultMinBodyRate, DefaultBodyGrace).
+	MinBodyRate int64
+	BodyGrace   time.Duration
 	// Billing configures the GraphQL and webhook routes (mounted when
 	// Deps.Billing is set).
 	Billing BillingConfig
@@ -68,6 +94,13 @@ type Edge struct {
 	log     *slog.Logger
 	core    grpc.ClientConnInterface
 	billing grpc.ClientConnInterface
+	bodies  *openai.BodyGuard
+}
+
+// streamingBody reports the routes that stream their body on instead of
+// holding it (they get the rate limit, not the memory bound).
+func streamingBody(r *http.Request) bool {
+	return r.URL.Path == "/v1/audio/transcriptions"
 }
 
 // New builds the edge and binds its listener.
@@ -78,7 +111,31 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.BodyMemoryBytes <= 0 {
+		cfg.BodyMemoryBytes = DefaultBodyMemoryBytes
+	}
+	// One body of the largest size must fit in the large bodies' share.
+	cfg.BodyMemoryBytes = max(cfg.BodyMemoryBytes, cfg.MaxBodyBytes*4/3+1)
+	if cfg.BodyMemoryWait <= 0 {
+		cfg.BodyMemoryWait = time.Second
+	}
+	if cfg.MinBodyRate <= 0 {
+		cfg.MinBodyRate = DefaultMinBodyRate
+	}
+	if cfg.BodyGrace <= 0 {
+		cfg.BodyGrace = DefaultBodyGrace
+	}
 	e := &Edge{cfg: cfg, log: deps.Logger.With("role", "edge"), core: deps.Core, billing: deps.Billing}
+	// A quarter of the bound is kept for small bodies, so large ones
+	// filling the rest never keep small requests out.
+	small := cfg.BodyMemoryBytes / 4
+	e.bodies = &openai.BodyGuard{
+		Memory:     semaphore.NewWeighted(cfg.BodyMemoryBytes - small),
+		Small:      semaphore.NewWeighted(small),
+		MemoryWait: cfg.BodyMemoryWait,
+		MinRate:    cfg.MinBodyRate,
+		Grace:      cfg.BodyGrace,
+	}
 	gw, err := gateway.New(ctx, deps.Core, addUpstream)
 	if err != nil {
 		return nil, fmt.Errorf("edge: gateway: %w", err)
@@ -116,7 +173,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	}
 	e.ln = ln
 	e.srv = &http.Server{
-		Handler:           overhead(cors(mux)),
+		Handler:           overhead(limitHeaders(cors(cfg.CORSOrigins, requireKey(cfg.RequireAPIKey, guardBody(e.bodies, streamingBody, mux))))),
+		MaxHeaderBytes:    serverMaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
@@ -199,6 +257,5 @@ func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func tooLarge(w http.ResponseWriter, limit int64) {
-	openai.NewProblem(http.StatusRequestEntityTooLarge, "request_too_large",
-		"request body is larger than "+strconv.FormatInt(limit, 10)+" bytes", "").Write(w)
+	openai.TooLarge(limit).Write(w)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboardhq/switchboard/edge/internal/openai"
 )
 
 // OverheadHeader carries the time the gateway itself added to a response, in
@@ -86,33 +88,6 @@ func isGatewayPath(p string) bool {
 	return false
 }
 
-// cors answers preflights of the OpenAI routes and marks their responses as
-// readable from any origin, as browser SDKs need.
-func cors(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isGatewayPath(r.URL.Path) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", "*")
-		if r.Method == http.MethodOptions {
-			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-			reqHeaders := r.Header.Get("Access-Control-Request-Headers")
-			if reqHeaders == "" {
-				reqHeaders = "Authorization, Content-Type, X-Api-Key, X-Goog-Api-Key, OpenAI-Organization, OpenAI-Project"
-			}
-			h.Set("Access-Control-Allow-Headers", reqHeaders)
-			h.Set("Access-Control-Max-Age", "86400")
-			h.Add("Vary", "Access-Control-Request-Headers")
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		h.Set("Access-Control-Expose-Headers", "Retry-After, "+OverheadHeader)
-		next.ServeHTTP(w, r)
-	})
-}
-
 // limitBody caps request bodies.
 func limitBody(limit int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +95,7 @@ func limitBody(limit int64, next http.Handler) http.Handler {
 			tooLarge(w, limit)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		openai.Limit(w, r, limit)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -214,6 +214,12 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			PublicURL:       cfg.PublicURL,
 			CLIHomeDir:      cfg.CLIHomeDir,
 			KeepAliveEvery:  cfg.KeepAliveEvery,
+			CORSOrigins:     cfg.CORSOrigins,
+			RequireAPIKey:   cfg.RequireAPIKey,
+			MaxBodyBytes:    cfg.MaxBodyBytes,
+			BodyMemoryBytes: cfg.BodyMemoryBytes,
+			MinBodyRate:     cfg.MinBodyRate,
+			BodyGrace:       cfg.BodyGrace,
 			Billing: edge.BillingConfig{JWTSecret: jwtSecret, JWKSURL: cfg.JWKSURL, JWTIssuer: cfg.JWTIssuer, JWTAudience: cfg.JWTAudience,
 				Dev: loopback(cfg.HTTPAddr)},
 		}, edge.Deps{Core: coreConn, Billing: billingConn, Logger: log})
@@ -375,7 +381,7 @@ func (n *Node) listenGRPC() error {
 	})
 	opts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-		grpc.MaxRecvMsgSize(64 << 20),
+		grpc.MaxRecvMsgSize(inproc.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(recoverUnary(n.log), guard.Unary()),
 		grpc.ChainStreamInterceptor(recoverStream(n.log), guard.Stream()),
 	}
@@ -384,7 +390,7 @@ func (n *Node) listenGRPC() error {
 	healthpb.RegisterHealthServer(n.grpcServer, n.health)
 	mem, err := grpc.NewClient("passthrough:///in-process",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(inproc.MaxMessageBytes)),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			return n.memLn.DialContext(ctx)
 		}),
@@ -431,7 +437,7 @@ func (n *Node) dialOptions() ([]grpc.DialOption, error) {
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(inproc.MaxMessageBytes)),
 	}
 	if n.internalToken != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(rpcauth.TokenCredentials(n.internalToken)))

@@ -46,6 +46,23 @@ type Config struct {
 	GRPCTLSCA    string
 
 	RequireAPIKey bool
+	// CORSOrigins are the browser origins (scheme://host[:port]) whose pages
+	// may call the gateway routes without an API key
+	// (SWITCHBOARD_CORS_ORIGINS, comma separated; default none). A keyed
+	// request is served from any origin.
+	CORSOrigins []string
+	// MaxBodyBytes caps a JSON request body (zero: the edge's default).
+	MaxBodyBytes int64
+	// BodyMemoryBytes bounds the request body bytes the edge holds in memory
+	// at once, across all requests (zero: the edge's default).
+	BodyMemoryBytes int64
+	// MinBodyRate is the slowest a request body may arrive, in bytes per
+	// second after a grace period (zero: the edge's default).
+	MinBodyRate int64
+	// BodyGrace is how long a body may take before MinBodyRate applies,
+	// and the longest pause within it (zero: the edge's default, 10 s).
+	// Tests set it; it has no environment variable.
+	BodyGrace time.Duration
 
 	JWTSecret string
 	JWKSURL   string
@@ -138,6 +155,10 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	grpcKey := s.add("SWITCHBOARD_GRPC_TLS_KEY", "grpc-tls-key", "", "PEM key of SWITCHBOARD_GRPC_TLS_CERT", false)
 	grpcClientCA := s.add("SWITCHBOARD_GRPC_CLIENT_CA", "grpc-client-ca", "", "PEM CA(s): the gRPC listener requires client certificates they signed", false)
 	grpcCA := s.add("SWITCHBOARD_GRPC_TLS_CA", "grpc-tls-ca", "", "PEM CA(s): dial core and billing with TLS, verifying their certificates", false)
+	corsOrigins := s.add("SWITCHBOARD_CORS_ORIGINS", "cors-origins", "", "browser origins allowed to call the gateway without an API key, comma separated (keyed requests are served from any origin)", false)
+	maxBody := s.add("SWITCHBOARD_MAX_BODY_BYTES", "max-body-bytes", "33554432", "largest JSON request body, in bytes", false)
+	bodyMemory := s.add("SWITCHBOARD_BODY_MEMORY_BYTES", "body-memory-bytes", "268435456", "request body bytes held in memory at once across all requests; past it requests wait briefly, then get 503", false)
+	minRate := s.add("SWITCHBOARD_MIN_BODY_RATE", "min-body-rate", "1024", "slowest a request body may arrive, in bytes per second (after a 10s grace)", false)
 	requireKey := s.add("REQUIRE_API_KEY", "require-api-key", "false", "gateway routes need an API key", false)
 	jwtSecret := s.add("SWITCHBOARD_JWT_SECRET", "jwt-secret", "", "HS256 secret of GraphQL user tokens", true)
 	jwksURL := s.add("SWITCHBOARD_JWKS_URL", "jwks-url", "", "JWKS URL of GraphQL user tokens", false)
@@ -253,6 +274,21 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	}
 	c.RequireAPIKey, err = strconv.ParseBool(requireKey.raw)
 	check(requireKey, err)
+	c.CORSOrigins, err = parseOrigins(corsOrigins.raw)
+	check(corsOrigins, err)
+	for _, b := range []struct {
+		st  *setting
+		dst *int64
+	}{{maxBody, &c.MaxBodyBytes}, {bodyMemory, &c.BodyMemoryBytes}, {minRate, &c.MinBodyRate}} {
+		*b.dst, err = strconv.ParseInt(b.st.raw, 10, 64)
+		if err == nil && *b.dst <= 0 {
+			err = errors.New("must be a positive number")
+		}
+		check(b.st, err)
+	}
+	if c.BodyMemoryBytes > 0 && c.MaxBodyBytes > c.BodyMemoryBytes*3/4 {
+		check(bodyMemory, errors.New("must be at least 4/3 of SWITCHBOARD_MAX_BODY_BYTES (a quarter is kept for small bodies)"))
+	}
 	if c.JWKSURL != "" {
 		check(jwksURL, validHTTPURL(c.JWKSURL))
 		// A shared identity provider signs tokens for other applications
@@ -341,6 +377,25 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// parseOrigins reads a comma-separated list of origins, each
+// scheme://host[:port] with no path, as browsers send them in Origin.
+func parseOrigins(list string) ([]string, error) {
+	var out []string
+	for _, o := range strings.Split(list, ",") {
+		o = strings.TrimSpace(o)
+		if o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			return nil, fmt.Errorf("%q is not an origin (scheme://host[:port])", o)
+		}
+		out = append(out, strings.ToLower(u.Scheme+"://"+u.Host))
+	}
+	return out, nil
 }
 
 func lookup(getenv func(string) string, key string) (string, bool) {

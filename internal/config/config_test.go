@@ -146,3 +146,29 @@ func TestGRPCTLSSettings(t *testing.T) {
 		})
 	}
 }
+
+func TestCORSOriginsAndBodyLimits(t *testing.T) {
+	c, err := Load("serve", nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	assert.Empty(t, c.CORSOrigins, "no browser origin is allowed by default")
+	assert.Equal(t, int64(32<<20), c.MaxBodyBytes)
+
+	c, err = Load("serve", nil, env(map[string]string{
+		"SWITCHBOARD_CORS_ORIGINS":  " https://App.example , http://localhost:3000/ ",
+		"SWITCHBOARD_MIN_BODY_RATE": "2048",
+	}), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"https://app.example", "http://localhost:3000"}, c.CORSOrigins)
+	assert.Equal(t, int64(2048), c.MinBodyRate)
+
+	for _, bad := range []map[string]string{
+		{"SWITCHBOARD_CORS_ORIGINS": "*"},
+		{"SWITCHBOARD_CORS_ORIGINS": "https://app.example/path"},
+		{"SWITCHBOARD_CORS_ORIGINS": "app.example"},
+		{"SWITCHBOARD_MAX_BODY_BYTES": "0"},
+		{"SWITCHBOARD_BODY_MEMORY_BYTES": "1000", "SWITCHBOARD_MAX_BODY_BYTES": "1000"},
+	} {
+		_, err := Load("serve", nil, env(bad), io.Discard)
+		assert.Error(t, err, "%v", bad)
+	}
+}

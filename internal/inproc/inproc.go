@@ -18,6 +18,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// MaxMessageBytes is the largest message a gRPC call between roles
+// carries, either way: the network server's MaxRecvMsgSize and its clients'
+// MaxCallRecvMsgSize are set to it, and an in-process call enforces it the
+// same way, with the same status (ResourceExhausted).
+const MaxMessageBytes = 64 << 20
+
 // Conn is a grpc.ServiceRegistrar to register services on and a
 // grpc.ClientConnInterface to call them through.
 type Conn struct {
@@ -69,6 +75,9 @@ func (c *Conn) Invoke(ctx context.Context, fullMethod string, args, reply any, o
 	if !ok || !ok2 {
 		return status.Error(codes.Internal, "inproc: messages must be protobuf")
 	}
+	if n := proto.Size(in); n > MaxMessageBytes {
+		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, MaxMessageBytes)
+	}
 	md, _ := metadata.FromOutgoingContext(ctx)
 	st := &serverStream{method: fullMethod}
 	sctx := grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, md.Copy()), st)
@@ -88,6 +97,9 @@ func (c *Conn) Invoke(ctx context.Context, fullMethod string, args, reply any, o
 	}
 	if resp == nil {
 		return status.Error(codes.Internal, fmt.Sprintf("inproc: %s returned no message", fullMethod))
+	}
+	if n := proto.Size(resp.(proto.Message)); n > MaxMessageBytes {
+		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, MaxMessageBytes)
 	}
 	proto.Reset(out)
 	proto.Merge(out, resp.(proto.Message))

@@ -2,16 +2,21 @@ package inproc
 
 import (
 	"context"
+	"net"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
 )
 
 // probe is a health server that also reports what a handler sees.
@@ -80,4 +85,37 @@ func TestRealHealthServer(t *testing.T) {
 	resp, err := healthpb.NewHealthClient(c).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "x"})
 	require.NoError(t, err)
 	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, resp.GetStatus())
+}
+
+// TestMessageLimitSameAsNetwork sends a message one byte over
+// MaxMessageBytes both ways a role can be reached: a gRPC server with
+// MaxRecvMsgSize(MaxMessageBytes) refuses it with ResourceExhausted, and so
+// does the in-process path, before the handler sees it.
+func TestMessageLimitSameAsNetwork(t *testing.T) {
+	over := &healthpb.HealthCheckRequest{Service: strings.Repeat("x", MaxMessageBytes)}
+	require.Greater(t, proto.Size(over), MaxMessageBytes)
+	under := &healthpb.HealthCheckRequest{Service: "x"}
+
+	ln := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes))
+	p := &probe{}
+	healthpb.RegisterHealthServer(srv, p)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	netConn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = netConn.Close() })
+
+	local := New(nil, nil)
+	lp := &probe{}
+	healthpb.RegisterHealthServer(local, lp)
+
+	for name, conn := range map[string]grpc.ClientConnInterface{"network": netConn, "in process": local} {
+		_, err := healthpb.NewHealthClient(conn).Check(context.Background(), over)
+		assert.Equal(t, codes.ResourceExhausted, status.Code(err), "%s: %v", name, err)
+		_, err = healthpb.NewHealthClient(conn).Check(context.Background(), under)
+		assert.NoError(t, err, name)
+	}
 }

@@ -168,8 +168,19 @@ func statusReason(status int, body []byte) Reason {
 			return ReasonQuota
 		}
 		return ReasonRateLimited
+	case status == http.StatusRequestEntityTooLarge, status == http.StatusUnprocessableEntity:
+		// About the request by definition, and their bodies quote it: never
+		// a connection's fault, whatever the text.
+		return ReasonClient
 	case status >= 400 && status < 500:
-		if r := textReason(body); r != "" {
+		scan := body
+		if status == http.StatusBadRequest || status == http.StatusNotFound {
+			// These bodies quote the request ("Invalid value for 'x':
+			// '...'"): a client could make one say "quota" and cool a
+			// shared connection. Only the error's own words count.
+			scan = ownWords(body)
+		}
+		if r := textReason(scan); r != "" {
 			return r
 		}
 		switch status {
@@ -202,6 +213,58 @@ var (
 		[]byte("overloaded"),
 	}
 )
+
+// ownWords is what of an error body is the upstream's own words, not a
+// quote of the request: from a JSON body, the string members (at any
+// depth), from anything else the text, each with its quoted parts ('...',
+// "...", `...`) removed.
+func ownWords(body []byte) []byte {
+	body = body[:min(len(body), scanLimit)]
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return unquoted(body)
+	}
+	var out []byte
+	var walk func(v any, depth int)
+	walk = func(v any, depth int) {
+		if depth > 8 {
+			return
+		}
+		switch v := v.(type) {
+		case string:
+			out = append(append(out, unquoted([]byte(v))...), '\n')
+		case map[string]any:
+			for _, m := range v {
+				walk(m, depth+1)
+			}
+		case []any:
+			for _, m := range v {
+				walk(m, depth+1)
+			}
+		}
+	}
+	walk(v, 0)
+	return out
+}
+
+// unquoted returns s without its quoted parts. A quote mark is one that
+// opens at the start or after a space, colon, comma or bracket (so "don't"
+// opens nothing) and the quote runs to the same mark.
+func unquoted(s []byte) []byte {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c == '\'' || c == '"' || c == '`') && (i == 0 || bytes.IndexByte([]byte(" :,([{="), s[i-1]) >= 0) {
+			if j := bytes.IndexByte(s[i+1:], c); j >= 0 {
+				i += j + 1
+				out = append(out, ' ')
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
 
 // textReason returns ReasonQuota or ReasonRateLimited when the lower-cased
 // body mentions a quota or a rate limit, "" otherwise.

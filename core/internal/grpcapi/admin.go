@@ -235,8 +235,10 @@ func (a *Admin) storeError(err error) error {
 	switch {
 	case errors.Is(err, kvmirror.ErrNotFound):
 		return notFound("not_found", "not found")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
+	case errors.Is(err, context.Canceled):
+		return statusError(codes.Canceled, "canceled", "the request was canceled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return statusError(codes.DeadlineExceeded, "timeout", "the state store did not answer in time, try again")
 	}
 	a.log.Error("store write failed", "err", err)
 	return statusError(codes.Unavailable, "store_unavailable", "state store unavailable, try again")

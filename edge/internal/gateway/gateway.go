@@ -70,7 +70,13 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 			}
 			return nil
 		}),
-		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+			// A body the edge refused to read (too large, too slow, no
+			// memory) shows here as a decoding error: answer what it was.
+			if openai.BodyError(r) != nil {
+				openai.BodyProblem(r, nil).Write(w)
+				return
+			}
 			openai.FromError(err).Write(w)
 		}),
 		runtime.WithRoutingErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {

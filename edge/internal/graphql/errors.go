@@ -93,6 +93,12 @@ func errorPresenter(log *slog.Logger) gql.ErrorPresenterFunc {
 				}
 			} else if _, isGQL := err.(*gqlerror.Error); isGQL && gerr.Extensions != nil {
 				return gerr
+			} else if isGQL && len(gerr.Path) == 0 {
+				// The transport's own error about the request (its
+				// message may hold the body): a client error, logged
+				// without it.
+				log.Debug("graphql request refused", "bytes", len(gerr.Message))
+				e = &Error{Code: CodeBadRequest, Status: http.StatusBadRequest, Message: "The request is not a valid GraphQL request."}
 			} else {
 				log.Error("graphql resolver failed", "path", gerr.Path.String(), "err", err)
 				e = &Error{Code: CodeInternal, Status: http.StatusInternalServerError, Message: "An internal error occurred."}

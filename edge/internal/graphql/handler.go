@@ -26,16 +26,27 @@ const callTimeout = 30 * time.Second
 // NewHandler returns the POST /graphql handler: users authenticated by
 // verifier, fields resolved through billing's gRPC service on conn.
 func NewHandler(conn grpc.ClientConnInterface, verifier *userauth.Verifier, log *slog.Logger) http.Handler {
+	return NewHandlerWith(conn, verifier, log, Options{})
+}
+
+// NewHandlerWith is NewHandler with options. Transport errors (a body too
+// large, not JSON, a batch, nested too deep) are refused before GraphQL runs
+// with their own codes; operations are bounded in complexity (so in
+// aliases) and tokens.
+func NewHandlerWith(conn grpc.ClientConnInterface, verifier *userauth.Verifier, log *slog.Logger, opts Options) http.Handler {
 	// Billing acts for the user the edge vouches for on the connection, not
 	// for the user a request body names.
 	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: &Resolver{billing: billingv1.NewBillingClient(userauth.Vouching(conn))}}))
 	srv.AddTransport(transport.POST{})
-	srv.Use(extension.Introspection{})
-	srv.Use(extension.FixedComplexityLimit(500))
+	srv.Use(introspectionGate{open: opts.OpenIntrospection})
+	srv.Use(extension.FixedComplexityLimit(MaxComplexity))
+	srv.SetParserTokenLimit(MaxTokens)
 	srv.SetErrorPresenter(errorPresenter(log))
 	srv.SetRecoverFunc(recoverFunc(log))
 	return verifier.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		if !checkTransport(w, r, opts, log) {
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 		defer cancel()
 		if key := r.Header.Get("Idempotency-Key"); key != "" {

@@ -8,6 +8,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -144,6 +145,10 @@ func ReadTranscriptionForm(mr *multipart.Reader, limit int64, send func([]byte) 
 		if errors.As(err, &tooBig) {
 			return bad(http.StatusRequestEntityTooLarge, "request_too_large", "the request body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", "file")
 		}
+		if errors.Is(err, ErrBodySlow) || errors.Is(err, ErrBodyMemory) {
+			p := BodyProblem(nil, err)
+			return TranscriptionForm{}, &p
+		}
 		return bad(http.StatusBadRequest, "invalid_body", "the request body is not a well-formed multipart form", "")
 	}
 	form := TranscriptionForm{Options: &corev1.TranscribeOptions{}}
@@ -193,6 +198,9 @@ func ReadTranscriptionForm(mr *multipart.Reader, limit int64, send func([]byte) 
 		if len(raw) > maxFieldBytes {
 			return bad(http.StatusBadRequest, "invalid_value", "the field '"+name+"' is too long", name)
 		}
+		if !utf8.Valid(raw) {
+			return bad(http.StatusBadRequest, "invalid_encoding", "the field '"+name+"' is not valid UTF-8", name)
+		}
 		v := string(raw)
 		switch name {
 		case "model":
@@ -241,7 +249,7 @@ type Speech struct {
 }
 
 func (h *Speech) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(w, r)
+	body, ok := readJSON(w, r)
 	if !ok {
 		return
 	}

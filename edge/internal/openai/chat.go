@@ -32,8 +32,12 @@ type Chat struct {
 }
 
 func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(w, r)
+	body, ok := readJSON(w, r)
 	if !ok {
+		return
+	}
+	if p := CheckChat(body); p != nil {
+		p.Write(w)
 		return
 	}
 	ctx, id := Outgoing(r)

@@ -3,7 +3,6 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -23,7 +22,7 @@ type Embeddings struct {
 }
 
 func (h *Embeddings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(w, r)
+	body, ok := readJSON(w, r)
 	if !ok {
 		return
 	}
@@ -49,20 +48,12 @@ func (h *Embeddings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(resp.GetJson())
 }
 
-// readBody reads a request body under the edge's size limit, answering the
-// error itself when it cannot.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			NewProblem(http.StatusRequestEntityTooLarge, "request_too_large", "request body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", "").Write(w)
-			return nil, false
-		}
-		NewProblem(http.StatusBadRequest, "invalid_body", "could not read the request body", "").Write(w)
-		return nil, false
+// readAll reads a request body under the edge's limits.
+func readAll(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
 	}
-	return body, true
+	return io.ReadAll(r.Body)
 }
 
 // embeddingsBody is the request body with each member kept raw, so every
@@ -85,6 +76,9 @@ func ParseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
 	bad := func(code, msg, param string) (*corev1.CreateEmbeddingsRequest, *Problem) {
 		p := NewProblem(http.StatusBadRequest, code, msg, param)
 		return nil, &p
+	}
+	if p := CheckJSON(body); p != nil {
+		return nil, p
 	}
 	var b embeddingsBody
 	if err := json.Unmarshal(body, &b); err != nil {
@@ -141,6 +135,9 @@ func parseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Probl
 		req.Texts = []string{s}
 		return nil
 	}
+	if n, ok := countItems(raw, MaxEmbeddingInputs); ok && n > MaxEmbeddingInputs {
+		return bad("array_too_long", "'input' holds more than "+strconv.Itoa(MaxEmbeddingInputs)+" items")
+	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return bad("invalid_type", shape)
@@ -162,6 +159,9 @@ func parseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Probl
 	case '[':
 		req.Tokens = make([]*corev1.TokenList, len(items))
 		for i, it := range items {
+			if n, _ := countItems(it, MaxEmbeddingTokens); n > MaxEmbeddingTokens {
+				return bad("array_too_long", "a token array of 'input' holds more than "+strconv.Itoa(MaxEmbeddingTokens)+" ids")
+			}
 			var toks []int64
 			if json.Unmarshal(it, &toks) != nil {
 				return bad("invalid_type", shape)
@@ -172,6 +172,9 @@ func parseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Probl
 			req.Tokens[i] = &corev1.TokenList{Tokens: toks}
 		}
 	default:
+		if len(items) > MaxEmbeddingTokens {
+			return bad("array_too_long", "'input' holds more than "+strconv.Itoa(MaxEmbeddingTokens)+" token ids")
+		}
 		var toks []int64
 		if json.Unmarshal(raw, &toks) != nil {
 			return bad("invalid_type", shape)

@@ -126,6 +126,12 @@ func FromError(err error) Problem {
 		}
 	}
 	msg := st.Message()
+	if code == "" {
+		// Not one of core's or billing's errors (they all carry a reason):
+		// the gateway's decoding or the gRPC library speaking. Its message
+		// is a library's, so it is replaced; the code is a stable one.
+		httpStatus, code, msg = libraryError(st.Code(), httpStatus, msg)
+	}
 	switch st.Code() {
 	case codes.Internal, codes.Unknown, codes.DataLoss:
 		if code == "" {
@@ -150,6 +156,32 @@ func FromError(err error) Problem {
 		p.Raw = []byte(upstreamBody)
 	}
 	return p
+}
+
+// libraryError is the status, stable code and message of a gRPC error
+// without an ErrorInfo reason.
+func libraryError(c codes.Code, httpStatus int, msg string) (int, string, string) {
+	switch c {
+	case codes.InvalidArgument, codes.OutOfRange:
+		return http.StatusBadRequest, "invalid_request",
+			"the request is not valid for this route (malformed JSON, or a field or path parameter of the wrong type)"
+	case codes.ResourceExhausted:
+		// gRPC's message size limit: the request, not a rate limit.
+		return http.StatusRequestEntityTooLarge, "request_too_large", "the request is larger than the server accepts"
+	case codes.NotFound:
+		return httpStatus, "not_found", "not found"
+	case codes.Unimplemented:
+		return httpStatus, "not_implemented", "this operation is not implemented"
+	case codes.Unauthenticated:
+		return httpStatus, "unauthenticated", "authentication is required"
+	case codes.PermissionDenied:
+		return httpStatus, "permission_denied", "permission denied"
+	case codes.AlreadyExists:
+		return httpStatus, "already_exists", "already exists"
+	case codes.FailedPrecondition, codes.Aborted:
+		return httpStatus, "conflict", "the request conflicts with the current state"
+	}
+	return httpStatus, "", msg
 }
 
 // isOpenAIError reports whether an upstream body is already an OpenAI error

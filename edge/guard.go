@@ -1,0 +1,205 @@
+package edge
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/switchboardhq/switchboard/edge/internal/graphql"
+	"github.com/switchboardhq/switchboard/edge/internal/openai"
+)
+
+// keyHeaders are the request headers that carry an API key (decisions.md:
+// Authorization: Bearer, else x-api-key, else x-goog-api-key).
+var keyHeaders = []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"}
+
+// apiKey returns the API key a request presents, as core reads it: a
+// Bearer credential, else x-api-key, else x-goog-api-key; "" when none.
+func apiKey(h http.Header) string {
+	auth := strings.TrimSpace(h.Get("Authorization"))
+	if i := strings.IndexAny(auth, " \t"); i > 0 && strings.EqualFold(auth[:i], "bearer") {
+		if k := strings.TrimSpace(auth[i+1:]); k != "" {
+			return k
+		}
+	}
+	for _, name := range keyHeaders[1:] {
+		if k := strings.TrimSpace(h.Get(name)); k != "" {
+			return k
+		}
+	}
+	return ""
+}
+
+// maxKeyLen bounds an API key's length: far above any key format's, far
+// below a header limit.
+const maxKeyLen = 256
+
+// wellFormedKey reports whether a key could be one: printable ASCII with no
+// spaces, of a sane length. Core checks the key itself.
+func wellFormedKey(k string) bool {
+	if len(k) < 8 || len(k) > maxKeyLen {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// cors lets browsers in on purpose only (decisions.md, browser callers). On
+// the gateway routes a request that carries an API key is served from any
+// origin (core checks the key), as OpenAI's API is; a request without one
+// that comes from a page (it has an Origin) is refused unless that origin
+// is in origins. Command-line clients and SDKs send no Origin and are not
+// affected. Preflights are granted to the allowed origins, and to any
+// origin when the request to come will carry a key header.
+//
+// There is no same-origin exemption: a page reached through DNS rebinding
+// has the gateway's own host in its Origin.
+func cors(origins []string, next http.Handler) http.Handler {
+	allowed := func(o string) bool { return slices.Contains(origins, strings.ToLower(o)) }
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isGatewayPath(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		// The answer depends on Origin: a cache must not hand an answer
+		// made for no Origin to a page.
+		h.Add("Vary", "Origin")
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			// Not a browser's request: nothing to protect.
+			h.Set("Access-Control-Allow-Origin", "*")
+			next.ServeHTTP(w, r)
+			return
+		}
+		// A keyed request may be read by any page ("*": never with
+		// cookies); a keyless one only by an allowed origin's.
+		grant := "*"
+		if allowed(origin) {
+			grant = origin
+		}
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Add("Vary", "Access-Control-Request-Headers")
+			reqHeaders := r.Header.Get("Access-Control-Request-Headers")
+			if !allowed(origin) && !asksKeyHeader(reqHeaders) {
+				refuseOrigin(w)
+				return
+			}
+			h.Set("Access-Control-Allow-Origin", grant)
+			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			if reqHeaders == "" {
+				reqHeaders = "Authorization, Content-Type, X-Api-Key, X-Goog-Api-Key, OpenAI-Organization, OpenAI-Project"
+			}
+			h.Set("Access-Control-Allow-Headers", reqHeaders)
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if apiKey(r.Header) == "" && !allowed(origin) {
+			refuseOrigin(w)
+			return
+		}
+		h.Set("Access-Control-Allow-Origin", grant)
+		h.Set("Access-Control-Expose-Headers", "Retry-After, X-Request-Id, "+OverheadHeader)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// asksKeyHeader reports whether a preflight's Access-Control-Request-Headers
+// names a header that carries an API key.
+func asksKeyHeader(list string) bool {
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		for _, k := range keyHeaders {
+			if strings.EqualFold(name, k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func refuseOrigin(w http.ResponseWriter) {
+	openai.NewProblem(http.StatusUnauthorized, "origin_not_allowed",
+		"requests from web pages need an API key (Authorization: Bearer <key>) unless their origin is in SWITCHBOARD_CORS_ORIGINS", "").Write(w)
+}
+
+// requireKey refuses a gateway request without a well-formed API key
+// before its body is read, when every machine needs keys
+// (REQUIRE_API_KEY), and on the legacy /{machineId}/v1/... paths, which
+// always need one. Core checks the key itself; this only makes refusing
+// cheap.
+func requireKey(all bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions || !isGatewayPath(r.URL.Path) || (!all && !legacyPath(r.URL.Path)) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		k := apiKey(r.Header)
+		switch {
+		case k == "":
+			openai.NewProblem(http.StatusUnauthorized, "missing_api_key", "an API key is required (Authorization: Bearer <key>)", "").Write(w)
+		case !wellFormedKey(k):
+			openai.NewProblem(http.StatusUnauthorized, "invalid_api_key", "invalid API key", "").Write(w)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// legacyPath reports whether p is a /{machineId}/v1/... path.
+func legacyPath(p string) bool {
+	return isGatewayPath(p) && !strings.HasPrefix(p, "/v1/") && p != "/v1"
+}
+
+// guardBody puts every request body under the body guard: its bytes count
+// against the memory bound while the handler runs (except on streaming
+// routes, which hold none), and it must arrive at the minimum rate.
+func guardBody(g *openai.BodyGuard, streaming func(*http.Request) bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, release := g.Guard(w, r, !streaming(r))
+		defer release()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// maxHeaderBytes is the most header bytes a request may carry; a larger
+// one is answered 431 in the OpenAI shape. The server reads up to
+// serverMaxHeaderBytes before answering it in Go's own plain text.
+const (
+	maxHeaderBytes       = 64 << 10
+	serverMaxHeaderBytes = 1 << 20
+)
+
+// limitHeaders answers 431, in the route's own error shape, to a request whose headers
+// (names, values, the request line) exceed maxHeaderBytes.
+func limitHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := len(r.Method) + len(r.RequestURI) + len(r.Host)
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				n += len(k) + len(v) + 4
+			}
+		}
+		if n > maxHeaderBytes {
+			w.Header().Set("Connection", "close")
+			msg := "the request headers are larger than " + strconv.Itoa(maxHeaderBytes) + " bytes"
+			const code = http.StatusRequestHeaderFieldsTooLarge
+			switch r.URL.Path {
+			case "/graphql":
+				graphql.TransportError(w, code, graphql.CodeRequestTooLarge, msg)
+			case webhookPath:
+				webhookAnswer(w, code, msg)
+			default:
+				openai.NewProblem(code, "headers_too_large", msg, "").Write(w)
+			}
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

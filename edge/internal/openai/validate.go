@@ -1,0 +1,226 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Bounds of the lists a JSON request may hold. OpenAI's own where it
+// documents one (2,048 embeddings inputs, 128 tools, 4 stop sequences,
+// n up to 128); generous elsewhere, since the body's size bounds the rest.
+const (
+	MaxEmbeddingInputs = 2048
+	// MaxEmbeddingTokens caps one token-id input.
+	MaxEmbeddingTokens = 1 << 16
+	MaxChatMessages    = 10_000
+	MaxChatTools       = 128
+	MaxChatStop        = 4
+	MaxChatN           = 128
+)
+
+// readJSON reads a JSON route's body: a browser's body must say it is
+// JSON (a page may send text/plain without a preflight, never
+// application/json), and the body must be well-formed UTF-8 JSON holding
+// one object, nested at most 10,000 deep (encoding/json's bound). It
+// answers the error itself when not.
+func readJSON(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.Header.Get("Origin") != "" && !isJSONType(r.Header.Get("Content-Type")) {
+		NewProblem(http.StatusUnsupportedMediaType, "invalid_content_type",
+			"the request body must be application/json", "").Write(w)
+		return nil, false
+	}
+	body, err := readAll(r)
+	if err != nil {
+		BodyProblem(r, err).Write(w)
+		return nil, false
+	}
+	if p := CheckJSON(body); p != nil {
+		p.Write(w)
+		return nil, false
+	}
+	return body, true
+}
+
+// isJSONType reports whether a Content-Type is application/json or a
+// +json type.
+func isJSONType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || (len(mt) > 5 && mt[len(mt)-5:] == "+json"))
+}
+
+// CheckJSON is the 400 of a body that is not one well-formed JSON object
+// in valid UTF-8, or nil.
+func CheckJSON(body []byte) *Problem {
+	bad := func(code, msg string) *Problem {
+		p := NewProblem(http.StatusBadRequest, code, msg, "")
+		return &p
+	}
+	if !utf8.Valid(body) {
+		return bad("invalid_encoding", "the request body is not valid UTF-8")
+	}
+	if !json.Valid(body) {
+		return bad("invalid_json", "the request body is not valid JSON (or is nested deeper than 10000 levels)")
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return bad("invalid_json", "the request body must be a JSON object")
+	}
+	if loneSurrogate(body) {
+		return bad("invalid_encoding", "the request body holds a lone UTF-16 surrogate escape")
+	}
+	return nil
+}
+
+// loneSurrogate reports whether valid JSON holds a \uD800-\uDFFF escape
+// that is not part of a surrogate pair: valid JSON, but not text, and
+// upstreams break on it.
+func loneSurrogate(b []byte) bool {
+	for i := 0; i+5 < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if b[i+1] != 'u' {
+			i++ // skip the escaped character (it may be a backslash)
+			continue
+		}
+		r, ok := hex4(b[i+2 : i+6])
+		if !ok {
+			continue
+		}
+		switch {
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+11 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+				if lo, ok := hex4(b[i+8 : i+12]); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+					i += 11
+					continue
+				}
+			}
+			return true
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		}
+		i += 5
+	}
+	return false
+}
+
+func hex4(b []byte) (rune, bool) {
+	v, err := strconv.ParseUint(string(b), 16, 32)
+	return rune(v), err == nil
+}
+
+// countItems counts the elements of a JSON array (raw must be valid JSON),
+// stopping past max. ok is false when raw is not an array.
+func countItems(raw []byte, max int) (n int, ok bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '[' {
+		return 0, false
+	}
+	depth, inStr, empty := 0, false, true
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if inStr {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+			if depth == 1 {
+				empty = false
+			}
+		case '[', '{':
+			if depth == 1 {
+				empty = false
+			}
+			depth++
+		case ']', '}':
+			depth--
+		case ',':
+			if depth == 1 {
+				n++
+				if n+1 > max {
+					return n + 1, true
+				}
+			}
+		case ' ', '\t', '\r', '\n':
+		default:
+			if depth == 1 {
+				empty = false
+			}
+		}
+	}
+	if empty {
+		return 0, true
+	}
+	return n + 1, true
+}
+
+// chatBounds are the members of a chat body whose size is bounded.
+type chatBounds struct {
+	Messages  json.RawMessage `json:"messages"`
+	Tools     json.RawMessage `json:"tools"`
+	Functions json.RawMessage `json:"functions"`
+	Stop      json.RawMessage `json:"stop"`
+	N         json.RawMessage `json:"n"`
+}
+
+// CheckChat is the 400 of a well-formed chat body whose lists exceed their
+// bounds (or whose messages are missing or not a list), or nil. The body
+// is otherwise passed on as the client wrote it.
+func CheckChat(body []byte) *Problem {
+	bad := func(code, msg, param string) *Problem {
+		p := NewProblem(http.StatusBadRequest, code, msg, param)
+		return &p
+	}
+	var b chatBounds
+	if err := json.Unmarshal(body, &b); err != nil {
+		return bad("invalid_json", "the request body is not a valid chat request", "")
+	}
+	if isNull(b.Messages) {
+		return bad("missing_required_parameter", "you must provide a messages parameter", "messages")
+	}
+	n, ok := countItems(b.Messages, MaxChatMessages)
+	switch {
+	case !ok:
+		return bad("invalid_type", "'messages' must be an array", "messages")
+	case n == 0:
+		return bad("invalid_value", "'messages' must not be empty", "messages")
+	case n > MaxChatMessages:
+		return bad("array_too_long", "'messages' holds more than "+strconv.Itoa(MaxChatMessages)+" items", "messages")
+	}
+	for _, l := range []struct {
+		name string
+		raw  json.RawMessage
+		max  int
+	}{{"tools", b.Tools, MaxChatTools}, {"functions", b.Functions, MaxChatTools}, {"stop", b.Stop, MaxChatStop}} {
+		if isNull(l.raw) {
+			continue
+		}
+		n, ok := countItems(l.raw, l.max)
+		if !ok {
+			if l.name == "stop" {
+				continue // a single string
+			}
+			return bad("invalid_type", "'"+l.name+"' must be an array", l.name)
+		}
+		if n > l.max {
+			return bad("array_too_long", "'"+l.name+"' holds more than "+strconv.Itoa(l.max)+" items", l.name)
+		}
+	}
+	if !isNull(b.N) {
+		var n int
+		if json.Unmarshal(b.N, &n) != nil || n < 1 || n > MaxChatN {
+			return bad("invalid_value", "'n' must be an integer from 1 to "+strconv.Itoa(MaxChatN), "n")
+		}
+	}
+	return nil
+}
