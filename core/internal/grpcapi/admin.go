@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -53,6 +54,9 @@ type Admin struct {
 	upstream *upstream.Clients
 	// logins runs the OAuth logins (oauth.go); nil until EnableOAuth.
 	logins *OAuthDeps
+	// js reads the request log from SB_USAGE (requests.go); nil until
+	// EnableRequestLog.
+	js jetstream.JetStream
 }
 
 var _ corev1.AdminServer = (*Admin)(nil)
