@@ -57,6 +57,8 @@ type Admin struct {
 	// js reads the request log from SB_USAGE (requests.go); nil until
 	// EnableRequestLog.
 	js jetstream.JetStream
+	// signIns are the console's one-time sign-in codes (signin.go).
+	signIns signInCodes
 }
 
 var _ corev1.AdminServer = (*Admin)(nil)

@@ -5635,6 +5635,184 @@ func (x *ListProvidersResponse) GetProviders() []*ProviderInfo {
 	return nil
 }
 
+type CreateSignInCodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSignInCodeRequest) Reset() {
+	*x = CreateSignInCodeRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSignInCodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSignInCodeRequest) ProtoMessage() {}
+
+func (x *CreateSignInCodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSignInCodeRequest.ProtoReflect.Descriptor instead.
+func (*CreateSignInCodeRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{90}
+}
+
+type CreateSignInCodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Code  string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// expires_in is the seconds the code stays valid.
+	ExpiresIn     int32 `protobuf:"varint,2,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSignInCodeResponse) Reset() {
+	*x = CreateSignInCodeResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSignInCodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSignInCodeResponse) ProtoMessage() {}
+
+func (x *CreateSignInCodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSignInCodeResponse.ProtoReflect.Descriptor instead.
+func (*CreateSignInCodeResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *CreateSignInCodeResponse) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *CreateSignInCodeResponse) GetExpiresIn() int32 {
+	if x != nil {
+		return x.ExpiresIn
+	}
+	return 0
+}
+
+type RedeemSignInCodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedeemSignInCodeRequest) Reset() {
+	*x = RedeemSignInCodeRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedeemSignInCodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedeemSignInCodeRequest) ProtoMessage() {}
+
+func (x *RedeemSignInCodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedeemSignInCodeRequest.ProtoReflect.Descriptor instead.
+func (*RedeemSignInCodeRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *RedeemSignInCodeRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+type RedeemSignInCodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token is the admin token.
+	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedeemSignInCodeResponse) Reset() {
+	*x = RedeemSignInCodeResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedeemSignInCodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedeemSignInCodeResponse) ProtoMessage() {}
+
+func (x *RedeemSignInCodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedeemSignInCodeResponse.ProtoReflect.Descriptor instead.
+func (*RedeemSignInCodeResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *RedeemSignInCodeResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
 var File_switchboard_core_v1_admin_proto protoreflect.FileDescriptor
 
 const file_switchboard_core_v1_admin_proto_rawDesc = "" +
@@ -6098,7 +6276,16 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\x11base_url_required\x18\x06 \x01(\bR\x0fbaseUrlRequired\x12\x16\n" +
 	"\x06family\x18\a \x01(\tR\x06family\"X\n" +
 	"\x15ListProvidersResponse\x12?\n" +
-	"\tproviders\x18\x01 \x03(\v2!.switchboard.core.v1.ProviderInfoR\tproviders2\xbd\x1e\n" +
+	"\tproviders\x18\x01 \x03(\v2!.switchboard.core.v1.ProviderInfoR\tproviders\"\x19\n" +
+	"\x17CreateSignInCodeRequest\"M\n" +
+	"\x18CreateSignInCodeResponse\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1d\n" +
+	"\n" +
+	"expires_in\x18\x02 \x01(\x05R\texpiresIn\"-\n" +
+	"\x17RedeemSignInCodeRequest\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\"0\n" +
+	"\x18RedeemSignInCodeResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token2\x9f \n" +
 	"\x05Admin\x12o\n" +
 	"\x10CreateConnection\x12,.switchboard.core.v1.CreateConnectionRequest\x1a-.switchboard.core.v1.CreateConnectionResponse\x12l\n" +
 	"\x0fListConnections\x12+.switchboard.core.v1.ListConnectionsRequest\x1a,.switchboard.core.v1.ListConnectionsResponse\x12f\n" +
@@ -6139,7 +6326,9 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\fListRequests\x12(.switchboard.core.v1.ListRequestsRequest\x1a).switchboard.core.v1.ListRequestsResponse\x12i\n" +
 	"\x0eGetUsageSeries\x12*.switchboard.core.v1.GetUsageSeriesRequest\x1a+.switchboard.core.v1.GetUsageSeriesResponse\x12f\n" +
 	"\rListCooldowns\x12).switchboard.core.v1.ListCooldownsRequest\x1a*.switchboard.core.v1.ListCooldownsResponse\x12f\n" +
-	"\rListProviders\x12).switchboard.core.v1.ListProvidersRequest\x1a*.switchboard.core.v1.ListProvidersResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
+	"\rListProviders\x12).switchboard.core.v1.ListProvidersRequest\x1a*.switchboard.core.v1.ListProvidersResponse\x12o\n" +
+	"\x10CreateSignInCode\x12,.switchboard.core.v1.CreateSignInCodeRequest\x1a-.switchboard.core.v1.CreateSignInCodeResponse\x12o\n" +
+	"\x10RedeemSignInCode\x12,.switchboard.core.v1.RedeemSignInCodeRequest\x1a-.switchboard.core.v1.RedeemSignInCodeResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
 
 var (
 	file_switchboard_core_v1_admin_proto_rawDescOnce sync.Once
@@ -6153,7 +6342,7 @@ func file_switchboard_core_v1_admin_proto_rawDescGZIP() []byte {
 	return file_switchboard_core_v1_admin_proto_rawDescData
 }
 
-var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 94)
+var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
 var file_switchboard_core_v1_admin_proto_goTypes = []any{
 	(*Connection)(nil),                         // 0: switchboard.core.v1.Connection
 	(*ConnectionTest)(nil),                     // 1: switchboard.core.v1.ConnectionTest
@@ -6245,153 +6434,161 @@ var file_switchboard_core_v1_admin_proto_goTypes = []any{
 	(*ListProvidersRequest)(nil),               // 87: switchboard.core.v1.ListProvidersRequest
 	(*ProviderInfo)(nil),                       // 88: switchboard.core.v1.ProviderInfo
 	(*ListProvidersResponse)(nil),              // 89: switchboard.core.v1.ListProvidersResponse
-	nil,                                        // 90: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
-	nil,                                        // 91: switchboard.core.v1.GetAliasesResponse.AliasesEntry
-	nil,                                        // 92: switchboard.core.v1.PutAliasesRequest.AliasesEntry
-	nil,                                        // 93: switchboard.core.v1.PutAliasesResponse.AliasesEntry
-	(*timestamppb.Timestamp)(nil),              // 94: google.protobuf.Timestamp
-	(*structpb.ListValue)(nil),                 // 95: google.protobuf.ListValue
-	(*v1.Model)(nil),                           // 96: switchboard.bus.v1.Model
-	(*v1.UsageRow)(nil),                        // 97: switchboard.bus.v1.UsageRow
+	(*CreateSignInCodeRequest)(nil),            // 90: switchboard.core.v1.CreateSignInCodeRequest
+	(*CreateSignInCodeResponse)(nil),           // 91: switchboard.core.v1.CreateSignInCodeResponse
+	(*RedeemSignInCodeRequest)(nil),            // 92: switchboard.core.v1.RedeemSignInCodeRequest
+	(*RedeemSignInCodeResponse)(nil),           // 93: switchboard.core.v1.RedeemSignInCodeResponse
+	nil,                                        // 94: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	nil,                                        // 95: switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	nil,                                        // 96: switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	nil,                                        // 97: switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	(*timestamppb.Timestamp)(nil),              // 98: google.protobuf.Timestamp
+	(*structpb.ListValue)(nil),                 // 99: google.protobuf.ListValue
+	(*v1.Model)(nil),                           // 100: switchboard.bus.v1.Model
+	(*v1.UsageRow)(nil),                        // 101: switchboard.bus.v1.UsageRow
 }
 var file_switchboard_core_v1_admin_proto_depIdxs = []int32{
-	2,  // 0: switchboard.core.v1.Connection.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	94, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
-	94, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	94, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 4: switchboard.core.v1.Connection.last_test:type_name -> switchboard.core.v1.ConnectionTest
-	94, // 5: switchboard.core.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
-	3,  // 6: switchboard.core.v1.ProviderSpecificData.caveman:type_name -> switchboard.core.v1.CavemanOverride
-	94, // 7: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 8: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	4,  // 9: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
-	0,  // 10: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	0,  // 11: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
-	0,  // 12: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	12, // 13: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
-	95, // 14: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
-	3,  // 15: switchboard.core.v1.ProviderSpecificDataPatch.caveman:type_name -> switchboard.core.v1.CavemanOverride
-	0,  // 16: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	94, // 17: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	94, // 18: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
-	16, // 19: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
-	23, // 20: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	23, // 21: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	94, // 22: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
-	28, // 23: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
-	28, // 24: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
-	0,  // 25: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
-	96, // 26: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
-	94, // 27: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
-	90, // 28: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
-	91, // 29: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
-	92, // 30: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
-	93, // 31: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
-	51, // 32: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
-	51, // 33: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
-	51, // 34: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
-	57, // 35: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
-	60, // 36: switchboard.core.v1.ApplyUsageRequest.deltas:type_name -> switchboard.core.v1.UsageDelta
-	97, // 37: switchboard.core.v1.UsageDelta.rows:type_name -> switchboard.bus.v1.UsageRow
-	94, // 38: switchboard.core.v1.GetUsageStatsResponse.from:type_name -> google.protobuf.Timestamp
-	94, // 39: switchboard.core.v1.GetUsageStatsResponse.to:type_name -> google.protobuf.Timestamp
-	64, // 40: switchboard.core.v1.GetUsageStatsResponse.totals:type_name -> switchboard.core.v1.UsageTotals
-	65, // 41: switchboard.core.v1.GetUsageStatsResponse.by_provider:type_name -> switchboard.core.v1.UsageBreakdown
-	65, // 42: switchboard.core.v1.GetUsageStatsResponse.by_model:type_name -> switchboard.core.v1.UsageBreakdown
-	65, // 43: switchboard.core.v1.GetUsageStatsResponse.by_connection:type_name -> switchboard.core.v1.UsageBreakdown
-	65, // 44: switchboard.core.v1.GetUsageStatsResponse.by_key:type_name -> switchboard.core.v1.UsageBreakdown
-	65, // 45: switchboard.core.v1.GetUsageStatsResponse.by_endpoint:type_name -> switchboard.core.v1.UsageBreakdown
-	0,  // 46: switchboard.core.v1.PollDeviceLoginResponse.connection:type_name -> switchboard.core.v1.Connection
-	0,  // 47: switchboard.core.v1.CompleteAuthorizationLoginResponse.connection:type_name -> switchboard.core.v1.Connection
-	2,  // 48: switchboard.core.v1.ValidateProviderRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	94, // 49: switchboard.core.v1.TestConnectionResponse.tested_at:type_name -> google.protobuf.Timestamp
-	94, // 50: switchboard.core.v1.ListRequestsRequest.since:type_name -> google.protobuf.Timestamp
-	94, // 51: switchboard.core.v1.ListRequestsRequest.until:type_name -> google.protobuf.Timestamp
-	94, // 52: switchboard.core.v1.RequestLogEntry.time:type_name -> google.protobuf.Timestamp
-	79, // 53: switchboard.core.v1.ListRequestsResponse.requests:type_name -> switchboard.core.v1.RequestLogEntry
-	94, // 54: switchboard.core.v1.GetUsageSeriesResponse.buckets:type_name -> google.protobuf.Timestamp
-	83, // 55: switchboard.core.v1.GetUsageSeriesResponse.series:type_name -> switchboard.core.v1.UsageSeries
-	94, // 56: switchboard.core.v1.ConnectionCooldown.until:type_name -> google.protobuf.Timestamp
-	85, // 57: switchboard.core.v1.ListCooldownsResponse.cooldowns:type_name -> switchboard.core.v1.ConnectionCooldown
-	88, // 58: switchboard.core.v1.ListProvidersResponse.providers:type_name -> switchboard.core.v1.ProviderInfo
-	95, // 59: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
-	5,  // 60: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
-	7,  // 61: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
-	9,  // 62: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
-	11, // 63: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
-	14, // 64: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
-	17, // 65: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
-	19, // 66: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
-	21, // 67: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
-	24, // 68: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
-	26, // 69: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
-	41, // 70: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
-	43, // 71: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
-	45, // 72: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
-	47, // 73: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
-	49, // 74: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
-	52, // 75: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
-	54, // 76: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
-	56, // 77: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
-	29, // 78: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
-	31, // 79: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
-	33, // 80: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
-	37, // 81: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
-	39, // 82: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
-	35, // 83: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
-	59, // 84: switchboard.core.v1.Admin.ApplyUsage:input_type -> switchboard.core.v1.ApplyUsageRequest
-	62, // 85: switchboard.core.v1.Admin.GetUsageStats:input_type -> switchboard.core.v1.GetUsageStatsRequest
-	74, // 86: switchboard.core.v1.Admin.ValidateProvider:input_type -> switchboard.core.v1.ValidateProviderRequest
-	76, // 87: switchboard.core.v1.Admin.TestConnection:input_type -> switchboard.core.v1.TestConnectionRequest
-	66, // 88: switchboard.core.v1.Admin.StartDeviceLogin:input_type -> switchboard.core.v1.StartDeviceLoginRequest
-	68, // 89: switchboard.core.v1.Admin.PollDeviceLogin:input_type -> switchboard.core.v1.PollDeviceLoginRequest
-	70, // 90: switchboard.core.v1.Admin.StartAuthorizationLogin:input_type -> switchboard.core.v1.StartAuthorizationLoginRequest
-	72, // 91: switchboard.core.v1.Admin.CompleteAuthorizationLogin:input_type -> switchboard.core.v1.CompleteAuthorizationLoginRequest
-	78, // 92: switchboard.core.v1.Admin.ListRequests:input_type -> switchboard.core.v1.ListRequestsRequest
-	81, // 93: switchboard.core.v1.Admin.GetUsageSeries:input_type -> switchboard.core.v1.GetUsageSeriesRequest
-	84, // 94: switchboard.core.v1.Admin.ListCooldowns:input_type -> switchboard.core.v1.ListCooldownsRequest
-	87, // 95: switchboard.core.v1.Admin.ListProviders:input_type -> switchboard.core.v1.ListProvidersRequest
-	6,  // 96: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
-	8,  // 97: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
-	10, // 98: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
-	13, // 99: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
-	15, // 100: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
-	18, // 101: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
-	20, // 102: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
-	22, // 103: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
-	25, // 104: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
-	27, // 105: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
-	42, // 106: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
-	44, // 107: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
-	46, // 108: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
-	48, // 109: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
-	50, // 110: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
-	53, // 111: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
-	55, // 112: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
-	58, // 113: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
-	30, // 114: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
-	32, // 115: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
-	34, // 116: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
-	38, // 117: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
-	40, // 118: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
-	36, // 119: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
-	61, // 120: switchboard.core.v1.Admin.ApplyUsage:output_type -> switchboard.core.v1.ApplyUsageResponse
-	63, // 121: switchboard.core.v1.Admin.GetUsageStats:output_type -> switchboard.core.v1.GetUsageStatsResponse
-	75, // 122: switchboard.core.v1.Admin.ValidateProvider:output_type -> switchboard.core.v1.ValidateProviderResponse
-	77, // 123: switchboard.core.v1.Admin.TestConnection:output_type -> switchboard.core.v1.TestConnectionResponse
-	67, // 124: switchboard.core.v1.Admin.StartDeviceLogin:output_type -> switchboard.core.v1.StartDeviceLoginResponse
-	69, // 125: switchboard.core.v1.Admin.PollDeviceLogin:output_type -> switchboard.core.v1.PollDeviceLoginResponse
-	71, // 126: switchboard.core.v1.Admin.StartAuthorizationLogin:output_type -> switchboard.core.v1.StartAuthorizationLoginResponse
-	73, // 127: switchboard.core.v1.Admin.CompleteAuthorizationLogin:output_type -> switchboard.core.v1.CompleteAuthorizationLoginResponse
-	80, // 128: switchboard.core.v1.Admin.ListRequests:output_type -> switchboard.core.v1.ListRequestsResponse
-	82, // 129: switchboard.core.v1.Admin.GetUsageSeries:output_type -> switchboard.core.v1.GetUsageSeriesResponse
-	86, // 130: switchboard.core.v1.Admin.ListCooldowns:output_type -> switchboard.core.v1.ListCooldownsResponse
-	89, // 131: switchboard.core.v1.Admin.ListProviders:output_type -> switchboard.core.v1.ListProvidersResponse
-	96, // [96:132] is the sub-list for method output_type
-	60, // [60:96] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	2,   // 0: switchboard.core.v1.Connection.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	98,  // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
+	98,  // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	98,  // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	1,   // 4: switchboard.core.v1.Connection.last_test:type_name -> switchboard.core.v1.ConnectionTest
+	98,  // 5: switchboard.core.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
+	3,   // 6: switchboard.core.v1.ProviderSpecificData.caveman:type_name -> switchboard.core.v1.CavemanOverride
+	98,  // 7: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
+	2,   // 8: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	4,   // 9: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
+	0,   // 10: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	0,   // 11: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
+	0,   // 12: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	12,  // 13: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
+	99,  // 14: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
+	3,   // 15: switchboard.core.v1.ProviderSpecificDataPatch.caveman:type_name -> switchboard.core.v1.CavemanOverride
+	0,   // 16: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	98,  // 17: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	98,  // 18: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
+	16,  // 19: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
+	23,  // 20: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
+	23,  // 21: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
+	98,  // 22: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	28,  // 23: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
+	28,  // 24: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
+	0,   // 25: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
+	100, // 26: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
+	98,  // 27: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
+	94,  // 28: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	95,  // 29: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	96,  // 30: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	97,  // 31: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	51,  // 32: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	51,  // 33: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
+	51,  // 34: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	57,  // 35: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
+	60,  // 36: switchboard.core.v1.ApplyUsageRequest.deltas:type_name -> switchboard.core.v1.UsageDelta
+	101, // 37: switchboard.core.v1.UsageDelta.rows:type_name -> switchboard.bus.v1.UsageRow
+	98,  // 38: switchboard.core.v1.GetUsageStatsResponse.from:type_name -> google.protobuf.Timestamp
+	98,  // 39: switchboard.core.v1.GetUsageStatsResponse.to:type_name -> google.protobuf.Timestamp
+	64,  // 40: switchboard.core.v1.GetUsageStatsResponse.totals:type_name -> switchboard.core.v1.UsageTotals
+	65,  // 41: switchboard.core.v1.GetUsageStatsResponse.by_provider:type_name -> switchboard.core.v1.UsageBreakdown
+	65,  // 42: switchboard.core.v1.GetUsageStatsResponse.by_model:type_name -> switchboard.core.v1.UsageBreakdown
+	65,  // 43: switchboard.core.v1.GetUsageStatsResponse.by_connection:type_name -> switchboard.core.v1.UsageBreakdown
+	65,  // 44: switchboard.core.v1.GetUsageStatsResponse.by_key:type_name -> switchboard.core.v1.UsageBreakdown
+	65,  // 45: switchboard.core.v1.GetUsageStatsResponse.by_endpoint:type_name -> switchboard.core.v1.UsageBreakdown
+	0,   // 46: switchboard.core.v1.PollDeviceLoginResponse.connection:type_name -> switchboard.core.v1.Connection
+	0,   // 47: switchboard.core.v1.CompleteAuthorizationLoginResponse.connection:type_name -> switchboard.core.v1.Connection
+	2,   // 48: switchboard.core.v1.ValidateProviderRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	98,  // 49: switchboard.core.v1.TestConnectionResponse.tested_at:type_name -> google.protobuf.Timestamp
+	98,  // 50: switchboard.core.v1.ListRequestsRequest.since:type_name -> google.protobuf.Timestamp
+	98,  // 51: switchboard.core.v1.ListRequestsRequest.until:type_name -> google.protobuf.Timestamp
+	98,  // 52: switchboard.core.v1.RequestLogEntry.time:type_name -> google.protobuf.Timestamp
+	79,  // 53: switchboard.core.v1.ListRequestsResponse.requests:type_name -> switchboard.core.v1.RequestLogEntry
+	98,  // 54: switchboard.core.v1.GetUsageSeriesResponse.buckets:type_name -> google.protobuf.Timestamp
+	83,  // 55: switchboard.core.v1.GetUsageSeriesResponse.series:type_name -> switchboard.core.v1.UsageSeries
+	98,  // 56: switchboard.core.v1.ConnectionCooldown.until:type_name -> google.protobuf.Timestamp
+	85,  // 57: switchboard.core.v1.ListCooldownsResponse.cooldowns:type_name -> switchboard.core.v1.ConnectionCooldown
+	88,  // 58: switchboard.core.v1.ListProvidersResponse.providers:type_name -> switchboard.core.v1.ProviderInfo
+	99,  // 59: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
+	5,   // 60: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
+	7,   // 61: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
+	9,   // 62: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
+	11,  // 63: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
+	14,  // 64: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
+	17,  // 65: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
+	19,  // 66: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
+	21,  // 67: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
+	24,  // 68: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
+	26,  // 69: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
+	41,  // 70: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
+	43,  // 71: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
+	45,  // 72: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
+	47,  // 73: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
+	49,  // 74: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
+	52,  // 75: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
+	54,  // 76: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
+	56,  // 77: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
+	29,  // 78: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
+	31,  // 79: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
+	33,  // 80: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
+	37,  // 81: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
+	39,  // 82: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
+	35,  // 83: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
+	59,  // 84: switchboard.core.v1.Admin.ApplyUsage:input_type -> switchboard.core.v1.ApplyUsageRequest
+	62,  // 85: switchboard.core.v1.Admin.GetUsageStats:input_type -> switchboard.core.v1.GetUsageStatsRequest
+	74,  // 86: switchboard.core.v1.Admin.ValidateProvider:input_type -> switchboard.core.v1.ValidateProviderRequest
+	76,  // 87: switchboard.core.v1.Admin.TestConnection:input_type -> switchboard.core.v1.TestConnectionRequest
+	66,  // 88: switchboard.core.v1.Admin.StartDeviceLogin:input_type -> switchboard.core.v1.StartDeviceLoginRequest
+	68,  // 89: switchboard.core.v1.Admin.PollDeviceLogin:input_type -> switchboard.core.v1.PollDeviceLoginRequest
+	70,  // 90: switchboard.core.v1.Admin.StartAuthorizationLogin:input_type -> switchboard.core.v1.StartAuthorizationLoginRequest
+	72,  // 91: switchboard.core.v1.Admin.CompleteAuthorizationLogin:input_type -> switchboard.core.v1.CompleteAuthorizationLoginRequest
+	78,  // 92: switchboard.core.v1.Admin.ListRequests:input_type -> switchboard.core.v1.ListRequestsRequest
+	81,  // 93: switchboard.core.v1.Admin.GetUsageSeries:input_type -> switchboard.core.v1.GetUsageSeriesRequest
+	84,  // 94: switchboard.core.v1.Admin.ListCooldowns:input_type -> switchboard.core.v1.ListCooldownsRequest
+	87,  // 95: switchboard.core.v1.Admin.ListProviders:input_type -> switchboard.core.v1.ListProvidersRequest
+	90,  // 96: switchboard.core.v1.Admin.CreateSignInCode:input_type -> switchboard.core.v1.CreateSignInCodeRequest
+	92,  // 97: switchboard.core.v1.Admin.RedeemSignInCode:input_type -> switchboard.core.v1.RedeemSignInCodeRequest
+	6,   // 98: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
+	8,   // 99: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
+	10,  // 100: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
+	13,  // 101: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
+	15,  // 102: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
+	18,  // 103: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
+	20,  // 104: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
+	22,  // 105: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
+	25,  // 106: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
+	27,  // 107: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
+	42,  // 108: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
+	44,  // 109: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
+	46,  // 110: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
+	48,  // 111: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
+	50,  // 112: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
+	53,  // 113: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
+	55,  // 114: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
+	58,  // 115: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
+	30,  // 116: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
+	32,  // 117: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
+	34,  // 118: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
+	38,  // 119: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
+	40,  // 120: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
+	36,  // 121: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
+	61,  // 122: switchboard.core.v1.Admin.ApplyUsage:output_type -> switchboard.core.v1.ApplyUsageResponse
+	63,  // 123: switchboard.core.v1.Admin.GetUsageStats:output_type -> switchboard.core.v1.GetUsageStatsResponse
+	75,  // 124: switchboard.core.v1.Admin.ValidateProvider:output_type -> switchboard.core.v1.ValidateProviderResponse
+	77,  // 125: switchboard.core.v1.Admin.TestConnection:output_type -> switchboard.core.v1.TestConnectionResponse
+	67,  // 126: switchboard.core.v1.Admin.StartDeviceLogin:output_type -> switchboard.core.v1.StartDeviceLoginResponse
+	69,  // 127: switchboard.core.v1.Admin.PollDeviceLogin:output_type -> switchboard.core.v1.PollDeviceLoginResponse
+	71,  // 128: switchboard.core.v1.Admin.StartAuthorizationLogin:output_type -> switchboard.core.v1.StartAuthorizationLoginResponse
+	73,  // 129: switchboard.core.v1.Admin.CompleteAuthorizationLogin:output_type -> switchboard.core.v1.CompleteAuthorizationLoginResponse
+	80,  // 130: switchboard.core.v1.Admin.ListRequests:output_type -> switchboard.core.v1.ListRequestsResponse
+	82,  // 131: switchboard.core.v1.Admin.GetUsageSeries:output_type -> switchboard.core.v1.GetUsageSeriesResponse
+	86,  // 132: switchboard.core.v1.Admin.ListCooldowns:output_type -> switchboard.core.v1.ListCooldownsResponse
+	89,  // 133: switchboard.core.v1.Admin.ListProviders:output_type -> switchboard.core.v1.ListProvidersResponse
+	91,  // 134: switchboard.core.v1.Admin.CreateSignInCode:output_type -> switchboard.core.v1.CreateSignInCodeResponse
+	93,  // 135: switchboard.core.v1.Admin.RedeemSignInCode:output_type -> switchboard.core.v1.RedeemSignInCodeResponse
+	98,  // [98:136] is the sub-list for method output_type
+	60,  // [60:98] is the sub-list for method input_type
+	60,  // [60:60] is the sub-list for extension type_name
+	60,  // [60:60] is the sub-list for extension extendee
+	0,   // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_admin_proto_init() }
@@ -6412,7 +6609,7 @@ func file_switchboard_core_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_admin_proto_rawDesc), len(file_switchboard_core_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   94,
+			NumMessages:   98,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -55,6 +55,8 @@ const (
 	Admin_GetUsageSeries_FullMethodName             = "/switchboard.core.v1.Admin/GetUsageSeries"
 	Admin_ListCooldowns_FullMethodName              = "/switchboard.core.v1.Admin/ListCooldowns"
 	Admin_ListProviders_FullMethodName              = "/switchboard.core.v1.Admin/ListProviders"
+	Admin_CreateSignInCode_FullMethodName           = "/switchboard.core.v1.Admin/CreateSignInCode"
+	Admin_RedeemSignInCode_FullMethodName           = "/switchboard.core.v1.Admin/RedeemSignInCode"
 )
 
 // AdminClient is the client API for Admin service.
@@ -137,6 +139,12 @@ type AdminClient interface {
 	// ListProviders lists the provider registry: each provider's id, the
 	// fields a connection of it takes and how it logs in.
 	ListProviders(ctx context.Context, in *ListProvidersRequest, opts ...grpc.CallOption) (*ListProvidersResponse, error)
+	// CreateSignInCode mints a one-time console sign-in code (single use,
+	// short-lived) for the admin token the call carries.
+	CreateSignInCode(ctx context.Context, in *CreateSignInCodeRequest, opts ...grpc.CallOption) (*CreateSignInCodeResponse, error)
+	// RedeemSignInCode exchanges a sign-in code, once, for the admin token. It
+	// needs no token: the code is the credential.
+	RedeemSignInCode(ctx context.Context, in *RedeemSignInCodeRequest, opts ...grpc.CallOption) (*RedeemSignInCodeResponse, error)
 }
 
 type adminClient struct {
@@ -507,6 +515,26 @@ func (c *adminClient) ListProviders(ctx context.Context, in *ListProvidersReques
 	return out, nil
 }
 
+func (c *adminClient) CreateSignInCode(ctx context.Context, in *CreateSignInCodeRequest, opts ...grpc.CallOption) (*CreateSignInCodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateSignInCodeResponse)
+	err := c.cc.Invoke(ctx, Admin_CreateSignInCode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RedeemSignInCode(ctx context.Context, in *RedeemSignInCodeRequest, opts ...grpc.CallOption) (*RedeemSignInCodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RedeemSignInCodeResponse)
+	err := c.cc.Invoke(ctx, Admin_RedeemSignInCode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -587,6 +615,12 @@ type AdminServer interface {
 	// ListProviders lists the provider registry: each provider's id, the
 	// fields a connection of it takes and how it logs in.
 	ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error)
+	// CreateSignInCode mints a one-time console sign-in code (single use,
+	// short-lived) for the admin token the call carries.
+	CreateSignInCode(context.Context, *CreateSignInCodeRequest) (*CreateSignInCodeResponse, error)
+	// RedeemSignInCode exchanges a sign-in code, once, for the admin token. It
+	// needs no token: the code is the credential.
+	RedeemSignInCode(context.Context, *RedeemSignInCodeRequest) (*RedeemSignInCodeResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -704,6 +738,12 @@ func (UnimplementedAdminServer) ListCooldowns(context.Context, *ListCooldownsReq
 }
 func (UnimplementedAdminServer) ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListProviders not implemented")
+}
+func (UnimplementedAdminServer) CreateSignInCode(context.Context, *CreateSignInCodeRequest) (*CreateSignInCodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateSignInCode not implemented")
+}
+func (UnimplementedAdminServer) RedeemSignInCode(context.Context, *RedeemSignInCodeRequest) (*RedeemSignInCodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RedeemSignInCode not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -1374,6 +1414,42 @@ func _Admin_ListProviders_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CreateSignInCode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateSignInCodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateSignInCode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreateSignInCode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateSignInCode(ctx, req.(*CreateSignInCodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RedeemSignInCode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RedeemSignInCodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RedeemSignInCode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RedeemSignInCode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RedeemSignInCode(ctx, req.(*RedeemSignInCodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1524,6 +1600,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListProviders",
 			Handler:    _Admin_ListProviders_Handler,
+		},
+		{
+			MethodName: "CreateSignInCode",
+			Handler:    _Admin_CreateSignInCode_Handler,
+		},
+		{
+			MethodName: "RedeemSignInCode",
+			Handler:    _Admin_RedeemSignInCode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
