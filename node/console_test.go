@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -128,7 +129,8 @@ func (b *browser) do(cmd map[string]any) any {
 	if err != nil {
 		path := filepath.Join(b.shots, "failure.png")
 		_, _ = b.try(map[string]any{"op": "screenshot", "path": path})
-		b.t.Fatalf("browser %v: %v (screenshot %s)", cmd, err, path)
+		problems, _ := b.try(map[string]any{"op": "problems"})
+		b.t.Fatalf("browser %v: %v (screenshot %s; page problems %v)", cmd, err, path, problems)
 	}
 	return v
 }
@@ -281,6 +283,37 @@ func TestConsoleJourneys(t *testing.T) {
 	b.waitText("Logged in: the connection qwen was added.")
 	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable qwen"})
 	assert.GreaterOrEqual(t, f.tokenPolls(), 2, "the console polled until the login completed")
+
+	// The authorization-code login (Codex): the console shows the sign-in
+	// link, the operator pastes the address the browser lands on.
+	b.click("button", "Log in to codex")
+	authorize := b.do(map[string]any{"op": "attr", "role": "link", "name": "Open the codex sign-in page", "attr": "href"}).(string)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	consent, err := noFollow.Get(authorize)
+	require.NoError(t, err)
+	consent.Body.Close()
+	require.Equal(t, http.StatusFound, consent.StatusCode)
+	b.fill("Redirect address or code", consent.Header.Get("Location"))
+	b.click("button", "Finish login")
+	b.waitText("Logged in: the connection codex was added.")
+	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable codex"})
+
+	// Thousands of models stay paged: the listing draws one page.
+	var many []string
+	for i := range 3000 {
+		many = append(many, fmt.Sprintf("m-%04d", i))
+	}
+	big := upstreamtest.New(t, upstreamtest.WithModels(many...))
+	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-big", "name": "big",
+		"providerSpecificData": map[string]any{"baseUrl": big.URL(), "prefix": "big"}})
+	b.goTo(ui + "#/models")
+	b.waitText("big/m-0000")
+	assert.Regexp(t, `All \(30\d\d\)`, b.text(), "every model is counted")
+	rows := b.do(map[string]any{"op": "count", "selector": "section[aria-labelledby='list-h'] tbody tr"})
+	assert.EqualValues(t, 50, rows, "one page of rows in the document")
+	b.fill("Filter models", "m-2999")
+	b.waitText("big/m-2999")
+	assert.Contains(t, b.text(), "(1 items)")
 
 	// Settings.
 	b.goTo(ui + "#/settings")

@@ -52,7 +52,7 @@ const ops = {
   text: async (c) => (await locate({ selector: 'main', ...c }).innerText()),
   value: async (c) => locate(c).inputValue(),
   attr: async (c) => locate(c).getAttribute(c.attr),
-  count: async (c) => locate(c).count(),
+  count: async (c) => scope(c).locator(c.selector).count(),
   focused: async () => page.evaluate(() => {
     const e = document.activeElement;
     return e ? `${e.tagName.toLowerCase()}:${e.getAttribute('aria-label') || e.textContent.trim().slice(0, 40)}` : '';

@@ -9,11 +9,8 @@ export async function render(root) {
     h('h2', { id: 'issue-h', text: 'Issue a key' }),
     h('div', { class: 'row' }, field('Key name', name), h('div', { class: 'field' }, h('button', { type: 'submit', class: 'primary', text: 'Issue key' }))),
     shown);
-  const reload = async () => {
-    const fresh = h('div');
-    await render(fresh);
-    root.replaceChildren(...fresh.childNodes);
-  };
+  // A reload builds the page anew and swaps it in whole.
+  const reload = () => render(root);
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     busy(form.querySelector('[type=submit]'), async () => {
@@ -41,7 +38,7 @@ export async function render(root) {
       keyBox.select();
     }, 'Issuing…');
   });
-  root.append(form);
+  root.replaceChildren(form);
   renderList(root, keys, reload);
 }
 

@@ -18,12 +18,9 @@ async function listModels() {
 export async function render(root) {
   const [{ models, note }, disabled, aliases, combos] = await Promise.all([
     listModels(), get('/api/models/disabled'), get('/api/models/aliases'), get('/api/models/combos')]);
-  const reload = async () => {
-    const fresh = h('div');
-    await render(fresh);
-    root.replaceChildren(...fresh.childNodes);
-  };
-  root.append(listing(models, note, reload), disabledSection(disabled.disabled || {}, reload),
+  // A reload builds the page anew and swaps it in whole.
+  const reload = () => render(root);
+  root.replaceChildren(listing(models, note, reload), disabledSection(disabled.disabled || {}, reload),
     aliasSection(aliases.aliases || {}, reload), comboSection(combos.combos || [], reload));
 }
 

@@ -6,12 +6,9 @@ const enc = encodeURIComponent;
 export async function render(root) {
   const [{ connections = [] }, { providers = [] }] = await Promise.all([get('/api/providers'), get('/api/registry/providers')]);
   const detail = h('div', { id: 'provider-detail' });
-  const reload = async () => {
-    const fresh = h('div');
-    await render(fresh);
-    root.replaceChildren(...fresh.childNodes);
-  };
-  root.append(
+  // A reload builds the page anew and swaps it in whole.
+  const reload = () => render(root);
+  root.replaceChildren(
     h('section', { 'aria-labelledby': 'conns-h' },
       h('h2', { id: 'conns-h', text: 'Connections' }),
       connectionsTable(connections, detail, reload)),
