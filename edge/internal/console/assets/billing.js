@@ -9,8 +9,13 @@ export async function render(root) {
     return;
   }
   const data = await resp.json().catch(() => ({}));
-  if (data.errors?.length) {
-    root.append(h('p', { class: 'error', role: 'alert', text: data.errors[0].message }));
+  const err = data.errors?.[0];
+  if (err && (err.extensions?.code === 'BILLING_NOT_CONFIGURED' || /not configured/i.test(err.message || ''))) {
+    root.append(h('p', { class: 'card', text: 'Billing is not configured on this gateway (no Stripe key).' }));
+    return;
+  }
+  if (err) {
+    root.append(h('p', { class: 'error', role: 'alert', text: err.message }));
     return;
   }
   const money = (minor, cur) => (minor == null ? '—' : `${(minor / 100).toFixed(2)} ${String(cur || '').toUpperCase()}`);
