@@ -182,3 +182,46 @@ func TestRequestLogFiltersAndPages(t *testing.T) {
 		assert.Equal(t, http.StatusUnauthorized, resp.Status)
 	})
 }
+
+// BenchmarkRequestLog measures one GET /api/usage/requests over a stream
+// of 30,000 events: the newest page, a filter no event matches (the scan
+// bound), and a page of one key's requests.
+func BenchmarkRequestLog(b *testing.B) {
+	sb := nodetest.Serve(b, b.TempDir())
+	js, err := jetstream.New(sb.Node.NATS())
+	require.NoError(b, err)
+	machine := sb.Node.DefaultMachineID()
+	const n = 30_000
+	var futures []jetstream.PubAckFuture
+	for i := range n {
+		data, err := proto.Marshal(&busv1.UsageEvent{
+			RequestId: fmt.Sprintf("req-%d", i), MachineId: machine, KeyId: fmt.Sprintf("k%d", i%20),
+			Model: "m", Provider: "openai", Status: 200, TotalTokens: 100, Time: timestamppb.Now(),
+		})
+		require.NoError(b, err)
+		f, err := js.PublishAsync(spine.SubjectUsage+"."+machine, data)
+		require.NoError(b, err)
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			b.Fatal(err)
+		}
+	}
+	for _, bc := range []struct{ name, query string }{
+		{"newest 50", "limit=50"},
+		{"one key of 20", "keyId=k7&limit=50"},
+		{"no match, scan bound", "model=none&limit=50"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				resp := sb.Admin(b, http.MethodGet, pathRequests+"?"+bc.query, nil)
+				if resp.Status != http.StatusOK {
+					b.Fatalf("%d %s", resp.Status, resp.Body)
+				}
+			}
+		})
+	}
+}

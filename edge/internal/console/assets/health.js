@@ -24,7 +24,9 @@ export async function render(root) {
       const cooling = cds.map((cd) => {
         const left = h('span', { class: 'left', text: duration(cd.secondsLeft) });
         until.push([left, now + cd.secondsLeft * 1000]);
-        const cause = [cd.reason, cd.status ? `HTTP ${cd.status}` : '', cd.message].filter(Boolean).join(', ');
+        // The message usually starts with the reason; say each thing once.
+        const msg = cd.message && cd.reason && cd.message.startsWith(`${cd.reason}:`) ? cd.message.slice(cd.reason.length + 1).trim() : cd.message;
+        const cause = [cd.reason, cd.status && !(msg || '').includes(String(cd.status)) ? `HTTP ${cd.status}` : '', msg].filter(Boolean).join(', ');
         return h('div', {}, h('strong', { text: cd.model || 'all models' }), ': ', left, ' left', cause ? ` (${cause})` : '');
       });
       const t = c.lastTest;

@@ -9,7 +9,7 @@ export async function render(root, params) {
   const period = select(periods, params.get('period') || '24h');
   const by = select([['provider', 'Provider'], ['model', 'Model'], ['key', 'Key']], params.get('by') || 'provider');
   const controls = h('div', { class: 'row' }, field('Period', period), field('Split by', by));
-  const summary = h('div', { 'aria-live': 'polite' });
+  const summary = h('div');
   const log = h('section', { 'aria-labelledby': 'log-h' });
   root.append(controls, summary, log);
   const draw = async () => {
