@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	"github.com/switchboardhq/switchboard/node/nodetest"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
@@ -224,4 +225,102 @@ func BenchmarkRequestLog(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestConsoleAdminRoutes covers the small admin routes the console reads:
+// usage over time by key, the cooldowns running now, and the registry.
+func TestConsoleAdminRoutes(t *testing.T) {
+	up := upstreamtest.New(t)
+	sb := nodetest.Serve(t, t.TempDir())
+	connID := sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-local", "name": "local",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "local"}})
+	issue := func(name string) (id, key string) {
+		r := sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": name})
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+		return r.JSON["id"].(string), r.JSON["key"].(string)
+	}
+	aID, aKey := issue("alpha")
+	bID, bKey := issue("beta")
+	chat := func(key string) int {
+		return sb.Do(t, http.MethodPost, "/v1/chat/completions", map[string]any{
+			"model": "local/gpt-4o-mini", "messages": []map[string]any{{"role": "user", "content": "hi"}}},
+			"Authorization", "Bearer "+key).Status
+	}
+	require.Equal(t, http.StatusOK, chat(aKey))
+	require.Equal(t, http.StatusOK, chat(aKey))
+	require.Equal(t, http.StatusOK, chat(bKey))
+	up.Enqueue(pathChat, upstreamtest.RateLimited("90"))
+	require.Equal(t, http.StatusTooManyRequests, chat(bKey))
+
+	t.Run("cooldowns", func(t *testing.T) {
+		r := sb.Admin(t, http.MethodGet, "/api/cooldowns", nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		cds := r.JSON["cooldowns"].([]any)
+		require.Len(t, cds, 1)
+		cd := cds[0].(map[string]any)
+		assert.Equal(t, connID, cd["connectionId"])
+		assert.Equal(t, "local", cd["connectionName"])
+		assert.EqualValues(t, 429, cd["status"])
+		assert.NotEmpty(t, cd["reason"])
+		assert.InDelta(t, 90, cd["secondsLeft"], 5, "Retry-After: 90")
+
+		other := sb.Admin(t, http.MethodPost, "/api/machines", map[string]any{"name": "b"}).JSON["machine"].(map[string]any)["id"].(string)
+		r = sb.Admin(t, http.MethodGet, "/api/cooldowns", nil, "X-Switchboard-Machine", other)
+		assert.Empty(t, r.JSON["cooldowns"], "another machine sees none")
+
+		require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodDelete, "/api/providers/"+connID+"/cooldowns", nil).Status)
+		r = sb.Admin(t, http.MethodGet, "/api/cooldowns", nil)
+		assert.Empty(t, r.JSON["cooldowns"])
+	})
+
+	t.Run("series by key", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			s := sb.Admin(t, http.MethodGet, "/api/usage/stats?period=24h", nil)
+			tot, _ := s.JSON["totals"].(map[string]any)
+			return tot != nil && tot["requests"] == float64(4)
+		}, 30*time.Second, 50*time.Millisecond)
+		r := sb.Admin(t, http.MethodGet, "/api/usage/series?period=24h&by=key", nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		assert.Len(t, r.JSON["buckets"], 24, "hourly over 24 hours")
+		sum := func(v any) (total float64) {
+			for _, x := range v.([]any) {
+				total += x.(float64)
+			}
+			return total
+		}
+		got := map[string][3]float64{}
+		for _, s := range r.JSON["series"].([]any) {
+			m := s.(map[string]any)
+			assert.Len(t, m["requests"], 24)
+			got[m["name"].(string)] = [3]float64{sum(m["requests"]), sum(m["errors"]), sum(m["totalTokens"])}
+			assert.Contains(t, []string{aID, bID}, m["key"])
+		}
+		assert.Equal(t, 2.0, got["alpha"][0])
+		assert.Equal(t, 0.0, got["alpha"][1])
+		assert.Positive(t, got["alpha"][2])
+		assert.Equal(t, 2.0, got["beta"][0])
+		assert.Equal(t, 1.0, got["beta"][1], "the 429")
+
+		r = sb.Admin(t, http.MethodGet, "/api/usage/series?period=7d&by=model", nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		assert.Len(t, r.JSON["buckets"], 7, "daily over 7 days")
+		for _, q := range []string{"period=1y", "by=color"} {
+			assert.Equal(t, http.StatusBadRequest, sb.Admin(t, http.MethodGet, "/api/usage/series?"+q, nil).Status, q)
+		}
+	})
+
+	t.Run("registry", func(t *testing.T) {
+		r := sb.Admin(t, http.MethodGet, "/api/registry/providers", nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		auth := map[string]string{}
+		for _, p := range r.JSON["providers"].([]any) {
+			m := p.(map[string]any)
+			auth[m["id"].(string)] = m["auth"].(string)
+		}
+		assert.Equal(t, "apikey", auth["openai"])
+		assert.Equal(t, "apikey", auth["openai-compatible"])
+		assert.Equal(t, "device", auth["qwen"])
+		assert.Equal(t, "authorization", auth["codex"])
+		assert.Equal(t, http.StatusUnauthorized, sb.Do(t, http.MethodGet, "/api/registry/providers", nil).Status)
+	})
 }
