@@ -358,6 +358,19 @@ func TestConsoleJourneys(t *testing.T) {
 	require.ErrorAs(t, err, &apiErr)
 	assert.Equal(t, http.StatusUnauthorized, apiErr.StatusCode)
 
+	// The machine picker: pages act on the chosen machine (tenant).
+	team := sb.Admin(t, http.MethodPost, "/api/machines", map[string]any{"name": "team-b"})
+	require.Equal(t, http.StatusCreated, team.Status, "%s", team.Body)
+	b.do(map[string]any{"op": "reload"})
+	b.goTo(ui + "#/providers")
+	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable local"})
+	b.do(map[string]any{"op": "select", "label": "Machine", "value": team.JSON["machine"].(map[string]any)["id"].(string)})
+	b.waitText("Nothing yet.") // team-b has no connections
+	assert.NotContains(t, b.text(), "openai-compatible-local")
+	b.do(map[string]any{"op": "select", "label": "Machine", "value": ""})
+	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable local"})
+	b.goTo(ui + "#/keys")
+
 	// Keyboard: the first Tab reaches the skip link, and the nav links are
 	// reachable.
 	b.do(map[string]any{"op": "reload"})

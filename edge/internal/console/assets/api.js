@@ -2,11 +2,15 @@
 // in sessionStorage (this tab only).
 
 const KEY = 'switchboard.adminToken';
+const MACHINE = 'switchboard.machine';
 
 export const session = {
   get token() { return sessionStorage.getItem(KEY) || ''; },
   set(token) { sessionStorage.setItem(KEY, token); },
-  clear() { sessionStorage.removeItem(KEY); },
+  // machine is the machine (tenant) the pages act on; empty is the default.
+  get machine() { return sessionStorage.getItem(MACHINE) || ''; },
+  setMachine(id) { if (id) sessionStorage.setItem(MACHINE, id); else sessionStorage.removeItem(MACHINE); },
+  clear() { sessionStorage.removeItem(KEY); sessionStorage.removeItem(MACHINE); },
 };
 
 export class APIError extends Error {
@@ -20,6 +24,7 @@ export class APIError extends Error {
 export async function api(method, path, body, { auth = true } = {}) {
   const headers = {};
   if (auth && session.token) headers.Authorization = `Bearer ${session.token}`;
+  if (auth && session.machine) headers['X-Switchboard-Machine'] = session.machine;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   let data = null;

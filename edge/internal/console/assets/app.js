@@ -33,6 +33,8 @@ async function route() {
   document.getElementById('nav').hidden = !signedIn;
   document.getElementById('signout').hidden = !signedIn;
   document.getElementById('who').textContent = signedIn ? 'signed in with the admin token' : '';
+  document.getElementById('machine-box').hidden = !signedIn;
+  if (signedIn) loadMachines();
   if (page === 'signin' || !signedIn) {
     document.title = 'Sign in · Switchboard';
     renderSignIn(main, params);
@@ -111,8 +113,33 @@ function renderSignIn(main, params) {
   }
 }
 
+let machinesLoaded = false;
+
+// loadMachines fills the machine picker once per sign-in: the pages act on
+// the chosen machine (X-Switchboard-Machine), the default one at first.
+async function loadMachines() {
+  if (machinesLoaded) return;
+  machinesLoaded = true;
+  const sel = document.getElementById('machine');
+  try {
+    const { machines = [] } = await api('GET', '/api/machines');
+    sel.replaceChildren(...machines.map((m) => h('option', { value: m.isDefault ? '' : m.id, text: `${m.name || m.id}${m.isDefault ? ' (default)' : ''}` })));
+    sel.value = session.machine;
+    if (sel.value !== session.machine) session.setMachine('');
+  } catch {
+    machinesLoaded = false;
+  }
+}
+
+document.getElementById('machine').addEventListener('change', (ev) => {
+  session.setMachine(ev.target.value);
+  toast(`Now acting on ${ev.target.selectedOptions[0]?.textContent || 'the default machine'}.`);
+  route();
+});
+
 document.getElementById('signout').addEventListener('click', () => {
   session.clear();
+  machinesLoaded = false;
   toast('Signed out.');
   location.hash = '#/signin';
 });
