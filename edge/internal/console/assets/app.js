@@ -123,7 +123,7 @@ async function loadMachines() {
   const sel = document.getElementById('machine');
   try {
     const { machines = [] } = await api('GET', '/api/machines');
-    sel.replaceChildren(...machines.map((m) => h('option', { value: m.isDefault ? '' : m.id, text: `${m.name || m.id}${m.isDefault ? ' (default)' : ''}` })));
+    sel.replaceChildren(...machines.map((m) => h('option', { value: m.isDefault ? '' : m.id, text: `${m.name || m.id}${m.isDefault && m.name !== 'default' ? ' (default)' : ''}` })));
     sel.value = session.machine;
     if (sel.value !== session.machine) session.setMachine('');
   } catch {

@@ -1,5 +1,5 @@
 import { get, post, patch, del } from './api.js';
-import { h, field, check, select, table, badge, toast, busy, ago, pager } from './ui.js';
+import { h, field, check, select, table, badge, toast, busy, ago, pager, safeURL } from './ui.js';
 
 const enc = encodeURIComponent;
 
@@ -201,7 +201,11 @@ async function deviceLogin(p, out, reload) {
     status.textContent = `Could not start: ${e.message}`;
     return;
   }
-  const link = start.verificationUriComplete || start.verificationUri;
+  const link = safeURL(start.verificationUriComplete || start.verificationUri);
+  if (!link) {
+    status.textContent = 'The provider sent no usable verification address.';
+    return;
+  }
   const progress = h('progress', { 'aria-label': 'Waiting for the login' });
   box.insertBefore(h('div', {},
     h('p', {}, 'Open ', h('a', { href: link, target: '_blank', rel: 'noopener noreferrer', text: link }), ' and enter the code:'),
@@ -250,10 +254,15 @@ async function codeLogin(p, out, reload) {
     status.textContent = `Could not start: ${e.message}`;
     return;
   }
+  const authorizeUrl = safeURL(start.authorizeUrl);
+  if (!authorizeUrl) {
+    status.textContent = 'The login has no usable sign-in address.';
+    return;
+  }
   status.textContent = 'Open the link, sign in, then paste the address your browser lands on (or the code) here.';
   const pasted = h('input', { required: true, autocomplete: 'off' });
   const form = h('form', {},
-    h('p', {}, h('a', { href: start.authorizeUrl, target: '_blank', rel: 'noopener noreferrer', text: `Open the ${p.id} sign-in page` })),
+    h('p', {}, h('a', { href: authorizeUrl, target: '_blank', rel: 'noopener noreferrer', text: `Open the ${p.id} sign-in page` })),
     field('Redirect address or code', pasted, `It starts with ${start.redirectUri}`),
     h('button', { type: 'submit', class: 'primary', text: 'Finish login' }));
   form.addEventListener('submit', (ev) => {

@@ -141,3 +141,14 @@ export function pager(items, size, render) {
   draw();
   return wrap;
 }
+
+// safeURL lets only http(s) addresses become links: a provider's answer
+// (a verification or sign-in URL) never turns into a javascript: link.
+export function safeURL(raw) {
+  try {
+    const u = new URL(raw);
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u.href : '';
+  } catch {
+    return '';
+  }
+}
