@@ -263,6 +263,13 @@ func TestConsoleJourneys(t *testing.T) {
 	bars := b.do(map[string]any{"op": "count", "selector": "svg rect title:has-text('local')"})
 	assert.Positive(t, bars, "the charts draw the request")
 	b.shot("usage")
+	b.do(map[string]any{"op": "select", "label": "Status", "value": "error"})
+	b.click("button", "Apply filters")
+	b.waitText("0 requests shown")
+	b.do(map[string]any{"op": "select", "label": "Status", "value": ""})
+	b.do(map[string]any{"op": "select", "label": "Key", "value": "laptop"}) // by its label
+	b.click("button", "Apply filters")
+	b.waitText("1 requests shown")
 
 	// Cool the connection (the upstream answers 429) and clear it.
 	up.Enqueue(pathChat, upstreamtest.RateLimited("120"))
