@@ -205,13 +205,13 @@ func TestConsoleJourneys(t *testing.T) {
 	b.waitText("Valid (")
 	b.click("button", "Add connection")
 	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable local"})
-	b.click("button", "Models", "tr:has-text('local')")
+	b.click("button", "Models of local")
 	b.waitText("qwen2.5-coder")
 	b.shot("providers")
 	assert.Contains(t, b.text(), "3 models")
 
 	// Edit it: a new priority and enabled-models list reach the API.
-	b.click("button", "Edit", "tr:has-text('local')")
+	b.click("button", "Edit local")
 	b.fill("Priority", "3")
 	b.fill("Enabled models", "llama3, qwen2.5-coder")
 	b.click("button", "Save")

@@ -28,15 +28,15 @@ function connectionsTable(conns, detail, reload) {
         toast(`${c.name} ${active.checked ? 'enabled' : 'disabled'}.`);
       } catch (e) { active.checked = !active.checked; toast(e.message); }
     });
-    const test = h('button', { type: 'button', text: 'Test' });
+    const test = h('button', { type: 'button', text: 'Test', 'aria-label': `Test ${c.name}` });
     test.addEventListener('click', () => busy(test, async () => {
       const r = await post(`/api/providers/${enc(c.id)}/test`);
       toast(r.valid ? `${c.name}: OK (${r.latencyMs} ms)` : `${c.name}: failed: ${r.error || r.status}`);
       reload();
     }, 'Testing…'));
-    const edit = h('button', { type: 'button', text: 'Edit', onclick: () => { detail.replaceChildren(editForm(c, reload)); detail.querySelector('input')?.focus(); } });
-    const models = h('button', { type: 'button', text: 'Models', onclick: () => showModels(c, detail) });
-    const remove = h('button', { type: 'button', class: 'danger', text: 'Delete' });
+    const edit = h('button', { type: 'button', text: 'Edit', 'aria-label': `Edit ${c.name}`, onclick: () => { detail.replaceChildren(editForm(c, reload)); detail.querySelector('input')?.focus(); } });
+    const models = h('button', { type: 'button', text: 'Models', 'aria-label': `Models of ${c.name}`, onclick: () => showModels(c, detail) });
+    const remove = h('button', { type: 'button', class: 'danger', text: 'Delete', 'aria-label': `Delete ${c.name}` });
     remove.addEventListener('click', () => {
       if (!confirm(`Delete the connection ${c.name}?`)) return;
       busy(remove, async () => { await del(`/api/providers/${enc(c.id)}`); toast(`${c.name} deleted.`); reload(); });
