@@ -78,7 +78,7 @@ function renderSignIn(main, params) {
   };
   const form = h('form', { class: 'card signin', 'aria-labelledby': 'signin-title' },
     h('h1', { id: 'signin-title', text: 'Sign in to Switchboard' }),
-    h('p', { class: 'muted', text: 'Use the admin token (data/admin.token), or the one-time link `go run .` printed.' }),
+    h('p', { class: 'muted', text: 'Use the admin token (in data/admin.token), or open the one-time sign-in link that the server printed at start-up.' }),
     field('Admin token', input),
     err,
     h('button', { type: 'submit', class: 'primary', text: 'Sign in' }));
