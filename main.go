@@ -6,13 +6,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -102,6 +105,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if n.AdminTokenPath != "" {
 		fmt.Fprintf(stdout, "switchboard %s: admin token in %s\n", version, n.AdminTokenPath)
 	}
+	if addr := n.HTTPAddr(); addr != "" {
+		go printConsoleLink(ctx, "http://"+addr, consoleAdminToken(cfg), stdout)
+	}
 	if err := n.Run(ctx); err != nil {
 		log.Error("stopped with an error", "err", err)
 		return 1
@@ -155,4 +161,71 @@ func or(v, def string) string {
 		return v
 	}
 	return def
+}
+
+// consoleAdminToken is the admin token the console link is minted with: the
+// configured one, else the one generated in the data directory (empty when
+// neither is known, as on an edge of its own).
+func consoleAdminToken(cfg config.Config) string {
+	if cfg.AdminToken != "" {
+		return cfg.AdminToken
+	}
+	b, err := secrets.Load(filepath.Join(cfg.DataDir, node.AdminTokenFile))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// printConsoleLink prints the console's address and, once the service is
+// ready, a one-time sign-in link: a short-lived code the console exchanges
+// for the admin token, never the token itself.
+func printConsoleLink(ctx context.Context, base, token string, stdout io.Writer) {
+	console := base + "/ui/"
+	if token == "" {
+		fmt.Fprintf(stdout, "switchboard %s: console at %s (sign in with the admin token)\n", version, console)
+		return
+	}
+	code, err := mintSignInCode(ctx, base, token)
+	if err != nil {
+		fmt.Fprintf(stdout, "switchboard %s: console at %s (sign in with the admin token; no sign-in link: %v)\n", version, console, err)
+		return
+	}
+	fmt.Fprintf(stdout, "switchboard %s: console at %s\n", version, console)
+	fmt.Fprintf(stdout, "switchboard %s: sign in once, within 10 minutes, at %s#/signin?code=%s\n", version, console, code)
+}
+
+// mintSignInCode asks the running service for a sign-in code, waiting for
+// it to be ready (30 seconds at most).
+func mintSignInCode(ctx context.Context, base, token string) (string, error) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/console/sign-in-codes", strings.NewReader("{}"))
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err == nil {
+			var out struct {
+				Code string `json:"code"`
+			}
+			derr := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&out)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusCreated && derr == nil && out.Code != "" {
+				return out.Code, nil
+			}
+			if resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != http.StatusBadGateway {
+				return "", fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", errors.New("the service did not answer")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -191,6 +191,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 		// A token endpoint must not send codes or tokens elsewhere.
 		Clients: upstream.NewClients(upstream.Options{FirstByte: oauth.CallTimeout, NoRedirects: true}),
 	})
+	c.admin.EnableRequestLog(js)
 	log.Info("core ready", "default_machine", defaultID)
 	return c, nil
 }

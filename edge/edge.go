@@ -18,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/switchboardhq/switchboard/edge/internal/clitools"
+	"github.com/switchboardhq/switchboard/edge/internal/console"
 	"github.com/switchboardhq/switchboard/edge/internal/gateway"
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
@@ -161,6 +162,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	mux.Handle("POST /{machineId}/v1/chat/completions", limitBody(cfg.MaxBodyBytes, chat))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
 	e.mountCLITools(mux, deps.Core)
+	mux.Handle("GET /ui", console.Handler()) // the admin console (edge/internal/console)
+	mux.Handle("GET /ui/", console.Handler())
 	if deps.Billing != nil {
 		if err := mountBilling(mux, deps.Billing, cfg.Billing, e.log); err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -56,6 +57,11 @@ type Admin struct {
 	// usageHealth reports the usage pipeline (usage_stats.go); nil until
 	// WithUsageHealth.
 	usageHealth UsageHealth
+	// js reads the request log from SB_USAGE (requests.go); nil until
+	// EnableRequestLog.
+	js jetstream.JetStream
+	// signIns are the console's one-time sign-in codes (signin.go).
+	signIns signInCodes
 }
 
 var _ corev1.AdminServer = (*Admin)(nil)

@@ -4798,6 +4798,1149 @@ func (x *TestConnectionResponse) GetTestedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+type ListRequestsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key_id, model, connection_id and provider narrow to exact matches.
+	KeyId        string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	Model        string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	ConnectionId string `protobuf:"bytes,3,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	Provider     string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	// status is an HTTP status ("429"), a class ("2xx", "4xx", "5xx") or
+	// "error" (400 and above).
+	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	// since and until bound the events' times (RFC 3339).
+	Since *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	Until *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=until,proto3" json:"until,omitempty"`
+	// cursor is a previous answer's next_cursor.
+	Cursor string `protobuf:"bytes,8,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// limit is the page size, 50 by default, at most 500.
+	Limit         int32 `protobuf:"varint,9,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRequestsRequest) Reset() {
+	*x = ListRequestsRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRequestsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRequestsRequest) ProtoMessage() {}
+
+func (x *ListRequestsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRequestsRequest.ProtoReflect.Descriptor instead.
+func (*ListRequestsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ListRequestsRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *ListRequestsRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ListRequestsRequest) GetConnectionId() string {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return ""
+}
+
+func (x *ListRequestsRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ListRequestsRequest) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ListRequestsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListRequestsRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *ListRequestsRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *ListRequestsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// RequestLogEntry is one usage event as the request log shows it.
+type RequestLogEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sequence is the event's SB_USAGE stream sequence.
+	Sequence         float64                `protobuf:"fixed64,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	RequestId        string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Time             *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	KeyId            string                 `protobuf:"bytes,4,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	KeyName          string                 `protobuf:"bytes,5,opt,name=key_name,json=keyName,proto3" json:"key_name,omitempty"`
+	Provider         string                 `protobuf:"bytes,6,opt,name=provider,proto3" json:"provider,omitempty"`
+	ConnectionId     string                 `protobuf:"bytes,7,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	ConnectionName   string                 `protobuf:"bytes,8,opt,name=connection_name,json=connectionName,proto3" json:"connection_name,omitempty"`
+	Model            string                 `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
+	Endpoint         string                 `protobuf:"bytes,10,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Status           int32                  `protobuf:"varint,11,opt,name=status,proto3" json:"status,omitempty"`
+	ErrorCode        string                 `protobuf:"bytes,12,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	LatencyMs        float64                `protobuf:"fixed64,13,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	Attempts         int32                  `protobuf:"varint,14,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	PromptTokens     float64                `protobuf:"fixed64,15,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens float64                `protobuf:"fixed64,16,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	TotalTokens      float64                `protobuf:"fixed64,17,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	CachedTokens     float64                `protobuf:"fixed64,18,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	ReasoningTokens  float64                `protobuf:"fixed64,19,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
+	// event_id is the id the gateway minted for the event (request_id is
+	// the client's sanitised X-Request-Id, a correlation field only).
+	EventId string `protobuf:"bytes,20,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// tokens_estimated marks counts the gateway estimated from what it
+	// delivered, the upstream having reported none.
+	TokensEstimated bool `protobuf:"varint,21,opt,name=tokens_estimated,json=tokensEstimated,proto3" json:"tokens_estimated,omitempty"`
+	// partial marks a request that failed after part of its answer reached
+	// the client.
+	Partial       bool `protobuf:"varint,22,opt,name=partial,proto3" json:"partial,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestLogEntry) Reset() {
+	*x = RequestLogEntry{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestLogEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestLogEntry) ProtoMessage() {}
+
+func (x *RequestLogEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestLogEntry.ProtoReflect.Descriptor instead.
+func (*RequestLogEntry) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *RequestLogEntry) GetSequence() float64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *RequestLogEntry) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RequestLogEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *RequestLogEntry) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *RequestLogEntry) GetKeyName() string {
+	if x != nil {
+		return x.KeyName
+	}
+	return ""
+}
+
+func (x *RequestLogEntry) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *RequestLogEntry) GetConnectionId() string {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return ""
+}
+
+func (x *RequestLogEntry) GetConnectionName() string {
+	if x != nil {
+		return x.ConnectionName
+	}
+	return ""
+}
+
+func (x *RequestLogEntry) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *RequestLogEntry) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *RequestLogEntry) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *RequestLogEntry) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *RequestLogEntry) GetLatencyMs() float64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *RequestLogEntry) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *RequestLogEntry) GetPromptTokens() float64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *RequestLogEntry) GetCompletionTokens() float64 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *RequestLogEntry) GetTotalTokens() float64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *RequestLogEntry) GetCachedTokens() float64 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *RequestLogEntry) GetReasoningTokens() float64 {
+	if x != nil {
+		return x.ReasoningTokens
+	}
+	return 0
+}
+
+func (x *RequestLogEntry) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *RequestLogEntry) GetTokensEstimated() bool {
+	if x != nil {
+		return x.TokensEstimated
+	}
+	return false
+}
+
+func (x *RequestLogEntry) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
+}
+
+type ListRequestsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Requests []*RequestLogEntry     `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// next_cursor continues with older requests; empty at the end.
+	NextCursor string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// scanned counts the events read to answer.
+	Scanned       int32 `protobuf:"varint,3,opt,name=scanned,proto3" json:"scanned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRequestsResponse) Reset() {
+	*x = ListRequestsResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRequestsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRequestsResponse) ProtoMessage() {}
+
+func (x *ListRequestsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRequestsResponse.ProtoReflect.Descriptor instead.
+func (*ListRequestsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ListRequestsResponse) GetRequests() []*RequestLogEntry {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *ListRequestsResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
+}
+
+func (x *ListRequestsResponse) GetScanned() int32 {
+	if x != nil {
+		return x.Scanned
+	}
+	return 0
+}
+
+type GetUsageSeriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// period is "today", "24h" (hourly buckets), "7d" or "30d" (daily).
+	Period string `protobuf:"bytes,1,opt,name=period,proto3" json:"period,omitempty"`
+	// by is "provider" (the default), "model" or "key".
+	By            string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageSeriesRequest) Reset() {
+	*x = GetUsageSeriesRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageSeriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageSeriesRequest) ProtoMessage() {}
+
+func (x *GetUsageSeriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageSeriesRequest.ProtoReflect.Descriptor instead.
+func (*GetUsageSeriesRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *GetUsageSeriesRequest) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *GetUsageSeriesRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+type GetUsageSeriesResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Period string                 `protobuf:"bytes,1,opt,name=period,proto3" json:"period,omitempty"`
+	By     string                 `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	// buckets are the start times of the buckets, oldest first.
+	Buckets []*timestamppb.Timestamp `protobuf:"bytes,3,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	// series are the busiest values of the dimension (at most 8), the rest
+	// summed as "other".
+	Series        []*UsageSeries `protobuf:"bytes,4,rep,name=series,proto3" json:"series,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageSeriesResponse) Reset() {
+	*x = GetUsageSeriesResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageSeriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageSeriesResponse) ProtoMessage() {}
+
+func (x *GetUsageSeriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageSeriesResponse.ProtoReflect.Descriptor instead.
+func (*GetUsageSeriesResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *GetUsageSeriesResponse) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *GetUsageSeriesResponse) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *GetUsageSeriesResponse) GetBuckets() []*timestamppb.Timestamp {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+func (x *GetUsageSeriesResponse) GetSeries() []*UsageSeries {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
+type UsageSeries struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// requests, errors and total_tokens hold one value per bucket.
+	Requests      []float64 `protobuf:"fixed64,3,rep,packed,name=requests,proto3" json:"requests,omitempty"`
+	Errors        []float64 `protobuf:"fixed64,4,rep,packed,name=errors,proto3" json:"errors,omitempty"`
+	TotalTokens   []float64 `protobuf:"fixed64,5,rep,packed,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageSeries) Reset() {
+	*x = UsageSeries{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageSeries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageSeries) ProtoMessage() {}
+
+func (x *UsageSeries) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageSeries.ProtoReflect.Descriptor instead.
+func (*UsageSeries) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *UsageSeries) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UsageSeries) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UsageSeries) GetRequests() []float64 {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *UsageSeries) GetErrors() []float64 {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *UsageSeries) GetTotalTokens() []float64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return nil
+}
+
+type ListCooldownsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// connection_id, when set, narrows to one connection.
+	ConnectionId  string `protobuf:"bytes,1,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCooldownsRequest) Reset() {
+	*x = ListCooldownsRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCooldownsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCooldownsRequest) ProtoMessage() {}
+
+func (x *ListCooldownsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCooldownsRequest.ProtoReflect.Descriptor instead.
+func (*ListCooldownsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *ListCooldownsRequest) GetConnectionId() string {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return ""
+}
+
+type ConnectionCooldown struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConnectionId   string                 `protobuf:"bytes,1,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	ConnectionName string                 `protobuf:"bytes,2,opt,name=connection_name,json=connectionName,proto3" json:"connection_name,omitempty"`
+	Model          string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Until          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	// seconds_left is how long the cooldown still lasts.
+	SecondsLeft int32 `protobuf:"varint,5,opt,name=seconds_left,json=secondsLeft,proto3" json:"seconds_left,omitempty"`
+	// reason is why the connection was cooled ("rate_limit", "auth", ...).
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	Status        int32  `protobuf:"varint,7,opt,name=status,proto3" json:"status,omitempty"`
+	Message       string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectionCooldown) Reset() {
+	*x = ConnectionCooldown{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionCooldown) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionCooldown) ProtoMessage() {}
+
+func (x *ConnectionCooldown) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionCooldown.ProtoReflect.Descriptor instead.
+func (*ConnectionCooldown) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *ConnectionCooldown) GetConnectionId() string {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return ""
+}
+
+func (x *ConnectionCooldown) GetConnectionName() string {
+	if x != nil {
+		return x.ConnectionName
+	}
+	return ""
+}
+
+func (x *ConnectionCooldown) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ConnectionCooldown) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *ConnectionCooldown) GetSecondsLeft() int32 {
+	if x != nil {
+		return x.SecondsLeft
+	}
+	return 0
+}
+
+func (x *ConnectionCooldown) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ConnectionCooldown) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *ConnectionCooldown) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type ListCooldownsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cooldowns     []*ConnectionCooldown  `protobuf:"bytes,1,rep,name=cooldowns,proto3" json:"cooldowns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCooldownsResponse) Reset() {
+	*x = ListCooldownsResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCooldownsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCooldownsResponse) ProtoMessage() {}
+
+func (x *ListCooldownsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCooldownsResponse.ProtoReflect.Descriptor instead.
+func (*ListCooldownsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *ListCooldownsResponse) GetCooldowns() []*ConnectionCooldown {
+	if x != nil {
+		return x.Cooldowns
+	}
+	return nil
+}
+
+type ListProvidersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProvidersRequest) Reset() {
+	*x = ListProvidersRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProvidersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProvidersRequest) ProtoMessage() {}
+
+func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
+func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{88}
+}
+
+type ProviderInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Alias string                 `protobuf:"bytes,2,opt,name=alias,proto3" json:"alias,omitempty"`
+	// auth is "apikey", "device" (device-code login), "authorization"
+	// (browser login) or "none".
+	Auth           string   `protobuf:"bytes,3,opt,name=auth,proto3" json:"auth,omitempty"`
+	DefaultBaseUrl string   `protobuf:"bytes,4,opt,name=default_base_url,json=defaultBaseUrl,proto3" json:"default_base_url,omitempty"`
+	Kinds          []string `protobuf:"bytes,5,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	// base_url_required is true for the compatible families.
+	BaseUrlRequired bool `protobuf:"varint,6,opt,name=base_url_required,json=baseUrlRequired,proto3" json:"base_url_required,omitempty"`
+	// family is set for the compatible families ("openai-compatible").
+	Family        string `protobuf:"bytes,7,opt,name=family,proto3" json:"family,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderInfo) Reset() {
+	*x = ProviderInfo{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderInfo) ProtoMessage() {}
+
+func (x *ProviderInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderInfo.ProtoReflect.Descriptor instead.
+func (*ProviderInfo) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *ProviderInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ProviderInfo) GetAlias() string {
+	if x != nil {
+		return x.Alias
+	}
+	return ""
+}
+
+func (x *ProviderInfo) GetAuth() string {
+	if x != nil {
+		return x.Auth
+	}
+	return ""
+}
+
+func (x *ProviderInfo) GetDefaultBaseUrl() string {
+	if x != nil {
+		return x.DefaultBaseUrl
+	}
+	return ""
+}
+
+func (x *ProviderInfo) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *ProviderInfo) GetBaseUrlRequired() bool {
+	if x != nil {
+		return x.BaseUrlRequired
+	}
+	return false
+}
+
+func (x *ProviderInfo) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+type ListProvidersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Providers     []*ProviderInfo        `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProvidersResponse) Reset() {
+	*x = ListProvidersResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProvidersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProvidersResponse) ProtoMessage() {}
+
+func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
+func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *ListProvidersResponse) GetProviders() []*ProviderInfo {
+	if x != nil {
+		return x.Providers
+	}
+	return nil
+}
+
+type CreateSignInCodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSignInCodeRequest) Reset() {
+	*x = CreateSignInCodeRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSignInCodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSignInCodeRequest) ProtoMessage() {}
+
+func (x *CreateSignInCodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSignInCodeRequest.ProtoReflect.Descriptor instead.
+func (*CreateSignInCodeRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{91}
+}
+
+type CreateSignInCodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Code  string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// expires_in is the seconds the code stays valid.
+	ExpiresIn     int32 `protobuf:"varint,2,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSignInCodeResponse) Reset() {
+	*x = CreateSignInCodeResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSignInCodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSignInCodeResponse) ProtoMessage() {}
+
+func (x *CreateSignInCodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSignInCodeResponse.ProtoReflect.Descriptor instead.
+func (*CreateSignInCodeResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *CreateSignInCodeResponse) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *CreateSignInCodeResponse) GetExpiresIn() int32 {
+	if x != nil {
+		return x.ExpiresIn
+	}
+	return 0
+}
+
+type RedeemSignInCodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedeemSignInCodeRequest) Reset() {
+	*x = RedeemSignInCodeRequest{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedeemSignInCodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedeemSignInCodeRequest) ProtoMessage() {}
+
+func (x *RedeemSignInCodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedeemSignInCodeRequest.ProtoReflect.Descriptor instead.
+func (*RedeemSignInCodeRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *RedeemSignInCodeRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+type RedeemSignInCodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token is the admin token.
+	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedeemSignInCodeResponse) Reset() {
+	*x = RedeemSignInCodeResponse{}
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedeemSignInCodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedeemSignInCodeResponse) ProtoMessage() {}
+
+func (x *RedeemSignInCodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_admin_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedeemSignInCodeResponse.ProtoReflect.Descriptor instead.
+func (*RedeemSignInCodeResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_admin_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *RedeemSignInCodeResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
 var File_switchboard_core_v1_admin_proto protoreflect.FileDescriptor
 
 const file_switchboard_core_v1_admin_proto_rawDesc = "" +
@@ -5192,7 +6335,96 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\tH\x01R\x05error\x88\x01\x01\x127\n" +
 	"\ttested_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\btestedAtB\t\n" +
 	"\a_statusB\b\n" +
-	"\x06_error2\x9d\x1b\n" +
+	"\x06_error\"\xad\x02\n" +
+	"\x13ListRequestsRequest\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12#\n" +
+	"\rconnection_id\x18\x03 \x01(\tR\fconnectionId\x12\x1a\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x120\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
+	"\x06cursor\x18\b \x01(\tR\x06cursor\x12\x14\n" +
+	"\x05limit\x18\t \x01(\x05R\x05limit\"\xe1\x05\n" +
+	"\x0fRequestLogEntry\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x01R\bsequence\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x15\n" +
+	"\x06key_id\x18\x04 \x01(\tR\x05keyId\x12\x19\n" +
+	"\bkey_name\x18\x05 \x01(\tR\akeyName\x12\x1a\n" +
+	"\bprovider\x18\x06 \x01(\tR\bprovider\x12#\n" +
+	"\rconnection_id\x18\a \x01(\tR\fconnectionId\x12'\n" +
+	"\x0fconnection_name\x18\b \x01(\tR\x0econnectionName\x12\x14\n" +
+	"\x05model\x18\t \x01(\tR\x05model\x12\x1a\n" +
+	"\bendpoint\x18\n" +
+	" \x01(\tR\bendpoint\x12\x16\n" +
+	"\x06status\x18\v \x01(\x05R\x06status\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\f \x01(\tR\terrorCode\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\r \x01(\x01R\tlatencyMs\x12\x1a\n" +
+	"\battempts\x18\x0e \x01(\x05R\battempts\x12#\n" +
+	"\rprompt_tokens\x18\x0f \x01(\x01R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\x10 \x01(\x01R\x10completionTokens\x12!\n" +
+	"\ftotal_tokens\x18\x11 \x01(\x01R\vtotalTokens\x12#\n" +
+	"\rcached_tokens\x18\x12 \x01(\x01R\fcachedTokens\x12)\n" +
+	"\x10reasoning_tokens\x18\x13 \x01(\x01R\x0freasoningTokens\x12\x19\n" +
+	"\bevent_id\x18\x14 \x01(\tR\aeventId\x12)\n" +
+	"\x10tokens_estimated\x18\x15 \x01(\bR\x0ftokensEstimated\x12\x18\n" +
+	"\apartial\x18\x16 \x01(\bR\apartial\"\x93\x01\n" +
+	"\x14ListRequestsResponse\x12@\n" +
+	"\brequests\x18\x01 \x03(\v2$.switchboard.core.v1.RequestLogEntryR\brequests\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\tR\n" +
+	"nextCursor\x12\x18\n" +
+	"\ascanned\x18\x03 \x01(\x05R\ascanned\"?\n" +
+	"\x15GetUsageSeriesRequest\x12\x16\n" +
+	"\x06period\x18\x01 \x01(\tR\x06period\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\"\xb0\x01\n" +
+	"\x16GetUsageSeriesResponse\x12\x16\n" +
+	"\x06period\x18\x01 \x01(\tR\x06period\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x124\n" +
+	"\abuckets\x18\x03 \x03(\v2\x1a.google.protobuf.TimestampR\abuckets\x128\n" +
+	"\x06series\x18\x04 \x03(\v2 .switchboard.core.v1.UsageSeriesR\x06series\"\x8a\x01\n" +
+	"\vUsageSeries\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\brequests\x18\x03 \x03(\x01R\brequests\x12\x16\n" +
+	"\x06errors\x18\x04 \x03(\x01R\x06errors\x12!\n" +
+	"\ftotal_tokens\x18\x05 \x03(\x01R\vtotalTokens\";\n" +
+	"\x14ListCooldownsRequest\x12#\n" +
+	"\rconnection_id\x18\x01 \x01(\tR\fconnectionId\"\x97\x02\n" +
+	"\x12ConnectionCooldown\x12#\n" +
+	"\rconnection_id\x18\x01 \x01(\tR\fconnectionId\x12'\n" +
+	"\x0fconnection_name\x18\x02 \x01(\tR\x0econnectionName\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x120\n" +
+	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12!\n" +
+	"\fseconds_left\x18\x05 \x01(\x05R\vsecondsLeft\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06status\x18\a \x01(\x05R\x06status\x12\x18\n" +
+	"\amessage\x18\b \x01(\tR\amessage\"^\n" +
+	"\x15ListCooldownsResponse\x12E\n" +
+	"\tcooldowns\x18\x01 \x03(\v2'.switchboard.core.v1.ConnectionCooldownR\tcooldowns\"\x16\n" +
+	"\x14ListProvidersRequest\"\xcc\x01\n" +
+	"\fProviderInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05alias\x18\x02 \x01(\tR\x05alias\x12\x12\n" +
+	"\x04auth\x18\x03 \x01(\tR\x04auth\x12(\n" +
+	"\x10default_base_url\x18\x04 \x01(\tR\x0edefaultBaseUrl\x12\x14\n" +
+	"\x05kinds\x18\x05 \x03(\tR\x05kinds\x12*\n" +
+	"\x11base_url_required\x18\x06 \x01(\bR\x0fbaseUrlRequired\x12\x16\n" +
+	"\x06family\x18\a \x01(\tR\x06family\"X\n" +
+	"\x15ListProvidersResponse\x12?\n" +
+	"\tproviders\x18\x01 \x03(\v2!.switchboard.core.v1.ProviderInfoR\tproviders\"\x19\n" +
+	"\x17CreateSignInCodeRequest\"M\n" +
+	"\x18CreateSignInCodeResponse\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1d\n" +
+	"\n" +
+	"expires_in\x18\x02 \x01(\x05R\texpiresIn\"-\n" +
+	"\x17RedeemSignInCodeRequest\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\"0\n" +
+	"\x18RedeemSignInCodeResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token2\x9f \n" +
 	"\x05Admin\x12o\n" +
 	"\x10CreateConnection\x12,.switchboard.core.v1.CreateConnectionRequest\x1a-.switchboard.core.v1.CreateConnectionResponse\x12l\n" +
 	"\x0fListConnections\x12+.switchboard.core.v1.ListConnectionsRequest\x1a,.switchboard.core.v1.ListConnectionsResponse\x12f\n" +
@@ -5229,7 +6461,13 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\x10StartDeviceLogin\x12,.switchboard.core.v1.StartDeviceLoginRequest\x1a-.switchboard.core.v1.StartDeviceLoginResponse\x12l\n" +
 	"\x0fPollDeviceLogin\x12+.switchboard.core.v1.PollDeviceLoginRequest\x1a,.switchboard.core.v1.PollDeviceLoginResponse\x12\x84\x01\n" +
 	"\x17StartAuthorizationLogin\x123.switchboard.core.v1.StartAuthorizationLoginRequest\x1a4.switchboard.core.v1.StartAuthorizationLoginResponse\x12\x8d\x01\n" +
-	"\x1aCompleteAuthorizationLogin\x126.switchboard.core.v1.CompleteAuthorizationLoginRequest\x1a7.switchboard.core.v1.CompleteAuthorizationLoginResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
+	"\x1aCompleteAuthorizationLogin\x126.switchboard.core.v1.CompleteAuthorizationLoginRequest\x1a7.switchboard.core.v1.CompleteAuthorizationLoginResponse\x12c\n" +
+	"\fListRequests\x12(.switchboard.core.v1.ListRequestsRequest\x1a).switchboard.core.v1.ListRequestsResponse\x12i\n" +
+	"\x0eGetUsageSeries\x12*.switchboard.core.v1.GetUsageSeriesRequest\x1a+.switchboard.core.v1.GetUsageSeriesResponse\x12f\n" +
+	"\rListCooldowns\x12).switchboard.core.v1.ListCooldownsRequest\x1a*.switchboard.core.v1.ListCooldownsResponse\x12f\n" +
+	"\rListProviders\x12).switchboard.core.v1.ListProvidersRequest\x1a*.switchboard.core.v1.ListProvidersResponse\x12o\n" +
+	"\x10CreateSignInCode\x12,.switchboard.core.v1.CreateSignInCodeRequest\x1a-.switchboard.core.v1.CreateSignInCodeResponse\x12o\n" +
+	"\x10RedeemSignInCode\x12,.switchboard.core.v1.RedeemSignInCodeRequest\x1a-.switchboard.core.v1.RedeemSignInCodeResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
 
 var (
 	file_switchboard_core_v1_admin_proto_rawDescOnce sync.Once
@@ -5243,7 +6481,7 @@ func file_switchboard_core_v1_admin_proto_rawDescGZIP() []byte {
 	return file_switchboard_core_v1_admin_proto_rawDescData
 }
 
-var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_switchboard_core_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_switchboard_core_v1_admin_proto_goTypes = []any{
 	(*Connection)(nil),                         // 0: switchboard.core.v1.Connection
 	(*ConnectionTest)(nil),                     // 1: switchboard.core.v1.ConnectionTest
@@ -5324,137 +6562,174 @@ var file_switchboard_core_v1_admin_proto_goTypes = []any{
 	(*ValidateProviderResponse)(nil),           // 76: switchboard.core.v1.ValidateProviderResponse
 	(*TestConnectionRequest)(nil),              // 77: switchboard.core.v1.TestConnectionRequest
 	(*TestConnectionResponse)(nil),             // 78: switchboard.core.v1.TestConnectionResponse
-	nil,                                        // 79: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
-	nil,                                        // 80: switchboard.core.v1.GetAliasesResponse.AliasesEntry
-	nil,                                        // 81: switchboard.core.v1.PutAliasesRequest.AliasesEntry
-	nil,                                        // 82: switchboard.core.v1.PutAliasesResponse.AliasesEntry
-	(*timestamppb.Timestamp)(nil),              // 83: google.protobuf.Timestamp
-	(*structpb.ListValue)(nil),                 // 84: google.protobuf.ListValue
-	(*v1.Model)(nil),                           // 85: switchboard.bus.v1.Model
-	(*v1.UsageRow)(nil),                        // 86: switchboard.bus.v1.UsageRow
+	(*ListRequestsRequest)(nil),                // 79: switchboard.core.v1.ListRequestsRequest
+	(*RequestLogEntry)(nil),                    // 80: switchboard.core.v1.RequestLogEntry
+	(*ListRequestsResponse)(nil),               // 81: switchboard.core.v1.ListRequestsResponse
+	(*GetUsageSeriesRequest)(nil),              // 82: switchboard.core.v1.GetUsageSeriesRequest
+	(*GetUsageSeriesResponse)(nil),             // 83: switchboard.core.v1.GetUsageSeriesResponse
+	(*UsageSeries)(nil),                        // 84: switchboard.core.v1.UsageSeries
+	(*ListCooldownsRequest)(nil),               // 85: switchboard.core.v1.ListCooldownsRequest
+	(*ConnectionCooldown)(nil),                 // 86: switchboard.core.v1.ConnectionCooldown
+	(*ListCooldownsResponse)(nil),              // 87: switchboard.core.v1.ListCooldownsResponse
+	(*ListProvidersRequest)(nil),               // 88: switchboard.core.v1.ListProvidersRequest
+	(*ProviderInfo)(nil),                       // 89: switchboard.core.v1.ProviderInfo
+	(*ListProvidersResponse)(nil),              // 90: switchboard.core.v1.ListProvidersResponse
+	(*CreateSignInCodeRequest)(nil),            // 91: switchboard.core.v1.CreateSignInCodeRequest
+	(*CreateSignInCodeResponse)(nil),           // 92: switchboard.core.v1.CreateSignInCodeResponse
+	(*RedeemSignInCodeRequest)(nil),            // 93: switchboard.core.v1.RedeemSignInCodeRequest
+	(*RedeemSignInCodeResponse)(nil),           // 94: switchboard.core.v1.RedeemSignInCodeResponse
+	nil,                                        // 95: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	nil,                                        // 96: switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	nil,                                        // 97: switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	nil,                                        // 98: switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	(*timestamppb.Timestamp)(nil),              // 99: google.protobuf.Timestamp
+	(*structpb.ListValue)(nil),                 // 100: google.protobuf.ListValue
+	(*v1.Model)(nil),                           // 101: switchboard.bus.v1.Model
+	(*v1.UsageRow)(nil),                        // 102: switchboard.bus.v1.UsageRow
 }
 var file_switchboard_core_v1_admin_proto_depIdxs = []int32{
-	2,  // 0: switchboard.core.v1.Connection.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	83, // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
-	83, // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	83, // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 4: switchboard.core.v1.Connection.last_test:type_name -> switchboard.core.v1.ConnectionTest
-	83, // 5: switchboard.core.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
-	3,  // 6: switchboard.core.v1.ProviderSpecificData.caveman:type_name -> switchboard.core.v1.CavemanOverride
-	83, // 7: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 8: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	4,  // 9: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
-	0,  // 10: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	0,  // 11: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
-	0,  // 12: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	12, // 13: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
-	84, // 14: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
-	3,  // 15: switchboard.core.v1.ProviderSpecificDataPatch.caveman:type_name -> switchboard.core.v1.CavemanOverride
-	0,  // 16: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	83, // 17: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	83, // 18: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
-	16, // 19: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
-	23, // 20: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	23, // 21: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	83, // 22: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
-	28, // 23: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
-	28, // 24: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
-	0,  // 25: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
-	85, // 26: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
-	83, // 27: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
-	79, // 28: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
-	80, // 29: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
-	81, // 30: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
-	82, // 31: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
-	51, // 32: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
-	51, // 33: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
-	51, // 34: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
-	57, // 35: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
-	60, // 36: switchboard.core.v1.ApplyUsageRequest.deltas:type_name -> switchboard.core.v1.UsageDelta
-	86, // 37: switchboard.core.v1.UsageDelta.rows:type_name -> switchboard.bus.v1.UsageRow
-	83, // 38: switchboard.core.v1.GetUsageStatsResponse.from:type_name -> google.protobuf.Timestamp
-	83, // 39: switchboard.core.v1.GetUsageStatsResponse.to:type_name -> google.protobuf.Timestamp
-	65, // 40: switchboard.core.v1.GetUsageStatsResponse.totals:type_name -> switchboard.core.v1.UsageTotals
-	66, // 41: switchboard.core.v1.GetUsageStatsResponse.by_provider:type_name -> switchboard.core.v1.UsageBreakdown
-	66, // 42: switchboard.core.v1.GetUsageStatsResponse.by_model:type_name -> switchboard.core.v1.UsageBreakdown
-	66, // 43: switchboard.core.v1.GetUsageStatsResponse.by_connection:type_name -> switchboard.core.v1.UsageBreakdown
-	66, // 44: switchboard.core.v1.GetUsageStatsResponse.by_key:type_name -> switchboard.core.v1.UsageBreakdown
-	66, // 45: switchboard.core.v1.GetUsageStatsResponse.by_endpoint:type_name -> switchboard.core.v1.UsageBreakdown
-	64, // 46: switchboard.core.v1.GetUsageStatsResponse.pipeline:type_name -> switchboard.core.v1.UsagePipeline
-	0,  // 47: switchboard.core.v1.PollDeviceLoginResponse.connection:type_name -> switchboard.core.v1.Connection
-	0,  // 48: switchboard.core.v1.CompleteAuthorizationLoginResponse.connection:type_name -> switchboard.core.v1.Connection
-	2,  // 49: switchboard.core.v1.ValidateProviderRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	83, // 50: switchboard.core.v1.TestConnectionResponse.tested_at:type_name -> google.protobuf.Timestamp
-	84, // 51: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
-	5,  // 52: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
-	7,  // 53: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
-	9,  // 54: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
-	11, // 55: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
-	14, // 56: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
-	17, // 57: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
-	19, // 58: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
-	21, // 59: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
-	24, // 60: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
-	26, // 61: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
-	41, // 62: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
-	43, // 63: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
-	45, // 64: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
-	47, // 65: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
-	49, // 66: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
-	52, // 67: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
-	54, // 68: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
-	56, // 69: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
-	29, // 70: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
-	31, // 71: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
-	33, // 72: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
-	37, // 73: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
-	39, // 74: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
-	35, // 75: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
-	59, // 76: switchboard.core.v1.Admin.ApplyUsage:input_type -> switchboard.core.v1.ApplyUsageRequest
-	62, // 77: switchboard.core.v1.Admin.GetUsageStats:input_type -> switchboard.core.v1.GetUsageStatsRequest
-	75, // 78: switchboard.core.v1.Admin.ValidateProvider:input_type -> switchboard.core.v1.ValidateProviderRequest
-	77, // 79: switchboard.core.v1.Admin.TestConnection:input_type -> switchboard.core.v1.TestConnectionRequest
-	67, // 80: switchboard.core.v1.Admin.StartDeviceLogin:input_type -> switchboard.core.v1.StartDeviceLoginRequest
-	69, // 81: switchboard.core.v1.Admin.PollDeviceLogin:input_type -> switchboard.core.v1.PollDeviceLoginRequest
-	71, // 82: switchboard.core.v1.Admin.StartAuthorizationLogin:input_type -> switchboard.core.v1.StartAuthorizationLoginRequest
-	73, // 83: switchboard.core.v1.Admin.CompleteAuthorizationLogin:input_type -> switchboard.core.v1.CompleteAuthorizationLoginRequest
-	6,  // 84: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
-	8,  // 85: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
-	10, // 86: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
-	13, // 87: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
-	15, // 88: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
-	18, // 89: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
-	20, // 90: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
-	22, // 91: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
-	25, // 92: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
-	27, // 93: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
-	42, // 94: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
-	44, // 95: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
-	46, // 96: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
-	48, // 97: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
-	50, // 98: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
-	53, // 99: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
-	55, // 100: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
-	58, // 101: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
-	30, // 102: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
-	32, // 103: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
-	34, // 104: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
-	38, // 105: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
-	40, // 106: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
-	36, // 107: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
-	61, // 108: switchboard.core.v1.Admin.ApplyUsage:output_type -> switchboard.core.v1.ApplyUsageResponse
-	63, // 109: switchboard.core.v1.Admin.GetUsageStats:output_type -> switchboard.core.v1.GetUsageStatsResponse
-	76, // 110: switchboard.core.v1.Admin.ValidateProvider:output_type -> switchboard.core.v1.ValidateProviderResponse
-	78, // 111: switchboard.core.v1.Admin.TestConnection:output_type -> switchboard.core.v1.TestConnectionResponse
-	68, // 112: switchboard.core.v1.Admin.StartDeviceLogin:output_type -> switchboard.core.v1.StartDeviceLoginResponse
-	70, // 113: switchboard.core.v1.Admin.PollDeviceLogin:output_type -> switchboard.core.v1.PollDeviceLoginResponse
-	72, // 114: switchboard.core.v1.Admin.StartAuthorizationLogin:output_type -> switchboard.core.v1.StartAuthorizationLoginResponse
-	74, // 115: switchboard.core.v1.Admin.CompleteAuthorizationLogin:output_type -> switchboard.core.v1.CompleteAuthorizationLoginResponse
-	84, // [84:116] is the sub-list for method output_type
-	52, // [52:84] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	2,   // 0: switchboard.core.v1.Connection.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	99,  // 1: switchboard.core.v1.Connection.expires_at:type_name -> google.protobuf.Timestamp
+	99,  // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	1,   // 4: switchboard.core.v1.Connection.last_test:type_name -> switchboard.core.v1.ConnectionTest
+	99,  // 5: switchboard.core.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
+	3,   // 6: switchboard.core.v1.ProviderSpecificData.caveman:type_name -> switchboard.core.v1.CavemanOverride
+	99,  // 7: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
+	2,   // 8: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	4,   // 9: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
+	0,   // 10: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	0,   // 11: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
+	0,   // 12: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	12,  // 13: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
+	100, // 14: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
+	3,   // 15: switchboard.core.v1.ProviderSpecificDataPatch.caveman:type_name -> switchboard.core.v1.CavemanOverride
+	0,   // 16: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	99,  // 17: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 18: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
+	16,  // 19: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
+	23,  // 20: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
+	23,  // 21: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
+	99,  // 22: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	28,  // 23: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
+	28,  // 24: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
+	0,   // 25: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
+	101, // 26: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
+	99,  // 27: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
+	95,  // 28: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	96,  // 29: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	97,  // 30: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	98,  // 31: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	51,  // 32: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	51,  // 33: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
+	51,  // 34: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	57,  // 35: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
+	60,  // 36: switchboard.core.v1.ApplyUsageRequest.deltas:type_name -> switchboard.core.v1.UsageDelta
+	102, // 37: switchboard.core.v1.UsageDelta.rows:type_name -> switchboard.bus.v1.UsageRow
+	99,  // 38: switchboard.core.v1.GetUsageStatsResponse.from:type_name -> google.protobuf.Timestamp
+	99,  // 39: switchboard.core.v1.GetUsageStatsResponse.to:type_name -> google.protobuf.Timestamp
+	65,  // 40: switchboard.core.v1.GetUsageStatsResponse.totals:type_name -> switchboard.core.v1.UsageTotals
+	66,  // 41: switchboard.core.v1.GetUsageStatsResponse.by_provider:type_name -> switchboard.core.v1.UsageBreakdown
+	66,  // 42: switchboard.core.v1.GetUsageStatsResponse.by_model:type_name -> switchboard.core.v1.UsageBreakdown
+	66,  // 43: switchboard.core.v1.GetUsageStatsResponse.by_connection:type_name -> switchboard.core.v1.UsageBreakdown
+	66,  // 44: switchboard.core.v1.GetUsageStatsResponse.by_key:type_name -> switchboard.core.v1.UsageBreakdown
+	66,  // 45: switchboard.core.v1.GetUsageStatsResponse.by_endpoint:type_name -> switchboard.core.v1.UsageBreakdown
+	64,  // 46: switchboard.core.v1.GetUsageStatsResponse.pipeline:type_name -> switchboard.core.v1.UsagePipeline
+	0,   // 47: switchboard.core.v1.PollDeviceLoginResponse.connection:type_name -> switchboard.core.v1.Connection
+	0,   // 48: switchboard.core.v1.CompleteAuthorizationLoginResponse.connection:type_name -> switchboard.core.v1.Connection
+	2,   // 49: switchboard.core.v1.ValidateProviderRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	99,  // 50: switchboard.core.v1.TestConnectionResponse.tested_at:type_name -> google.protobuf.Timestamp
+	99,  // 51: switchboard.core.v1.ListRequestsRequest.since:type_name -> google.protobuf.Timestamp
+	99,  // 52: switchboard.core.v1.ListRequestsRequest.until:type_name -> google.protobuf.Timestamp
+	99,  // 53: switchboard.core.v1.RequestLogEntry.time:type_name -> google.protobuf.Timestamp
+	80,  // 54: switchboard.core.v1.ListRequestsResponse.requests:type_name -> switchboard.core.v1.RequestLogEntry
+	99,  // 55: switchboard.core.v1.GetUsageSeriesResponse.buckets:type_name -> google.protobuf.Timestamp
+	84,  // 56: switchboard.core.v1.GetUsageSeriesResponse.series:type_name -> switchboard.core.v1.UsageSeries
+	99,  // 57: switchboard.core.v1.ConnectionCooldown.until:type_name -> google.protobuf.Timestamp
+	86,  // 58: switchboard.core.v1.ListCooldownsResponse.cooldowns:type_name -> switchboard.core.v1.ConnectionCooldown
+	89,  // 59: switchboard.core.v1.ListProvidersResponse.providers:type_name -> switchboard.core.v1.ProviderInfo
+	100, // 60: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
+	5,   // 61: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
+	7,   // 62: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
+	9,   // 63: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
+	11,  // 64: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
+	14,  // 65: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
+	17,  // 66: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
+	19,  // 67: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
+	21,  // 68: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
+	24,  // 69: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
+	26,  // 70: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
+	41,  // 71: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
+	43,  // 72: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
+	45,  // 73: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
+	47,  // 74: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
+	49,  // 75: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
+	52,  // 76: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
+	54,  // 77: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
+	56,  // 78: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
+	29,  // 79: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
+	31,  // 80: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
+	33,  // 81: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
+	37,  // 82: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
+	39,  // 83: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
+	35,  // 84: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
+	59,  // 85: switchboard.core.v1.Admin.ApplyUsage:input_type -> switchboard.core.v1.ApplyUsageRequest
+	62,  // 86: switchboard.core.v1.Admin.GetUsageStats:input_type -> switchboard.core.v1.GetUsageStatsRequest
+	75,  // 87: switchboard.core.v1.Admin.ValidateProvider:input_type -> switchboard.core.v1.ValidateProviderRequest
+	77,  // 88: switchboard.core.v1.Admin.TestConnection:input_type -> switchboard.core.v1.TestConnectionRequest
+	67,  // 89: switchboard.core.v1.Admin.StartDeviceLogin:input_type -> switchboard.core.v1.StartDeviceLoginRequest
+	69,  // 90: switchboard.core.v1.Admin.PollDeviceLogin:input_type -> switchboard.core.v1.PollDeviceLoginRequest
+	71,  // 91: switchboard.core.v1.Admin.StartAuthorizationLogin:input_type -> switchboard.core.v1.StartAuthorizationLoginRequest
+	73,  // 92: switchboard.core.v1.Admin.CompleteAuthorizationLogin:input_type -> switchboard.core.v1.CompleteAuthorizationLoginRequest
+	79,  // 93: switchboard.core.v1.Admin.ListRequests:input_type -> switchboard.core.v1.ListRequestsRequest
+	82,  // 94: switchboard.core.v1.Admin.GetUsageSeries:input_type -> switchboard.core.v1.GetUsageSeriesRequest
+	85,  // 95: switchboard.core.v1.Admin.ListCooldowns:input_type -> switchboard.core.v1.ListCooldownsRequest
+	88,  // 96: switchboard.core.v1.Admin.ListProviders:input_type -> switchboard.core.v1.ListProvidersRequest
+	91,  // 97: switchboard.core.v1.Admin.CreateSignInCode:input_type -> switchboard.core.v1.CreateSignInCodeRequest
+	93,  // 98: switchboard.core.v1.Admin.RedeemSignInCode:input_type -> switchboard.core.v1.RedeemSignInCodeRequest
+	6,   // 99: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
+	8,   // 100: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
+	10,  // 101: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
+	13,  // 102: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
+	15,  // 103: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
+	18,  // 104: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
+	20,  // 105: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
+	22,  // 106: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
+	25,  // 107: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
+	27,  // 108: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
+	42,  // 109: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
+	44,  // 110: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
+	46,  // 111: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
+	48,  // 112: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
+	50,  // 113: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
+	53,  // 114: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
+	55,  // 115: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
+	58,  // 116: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
+	30,  // 117: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
+	32,  // 118: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
+	34,  // 119: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
+	38,  // 120: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
+	40,  // 121: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
+	36,  // 122: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
+	61,  // 123: switchboard.core.v1.Admin.ApplyUsage:output_type -> switchboard.core.v1.ApplyUsageResponse
+	63,  // 124: switchboard.core.v1.Admin.GetUsageStats:output_type -> switchboard.core.v1.GetUsageStatsResponse
+	76,  // 125: switchboard.core.v1.Admin.ValidateProvider:output_type -> switchboard.core.v1.ValidateProviderResponse
+	78,  // 126: switchboard.core.v1.Admin.TestConnection:output_type -> switchboard.core.v1.TestConnectionResponse
+	68,  // 127: switchboard.core.v1.Admin.StartDeviceLogin:output_type -> switchboard.core.v1.StartDeviceLoginResponse
+	70,  // 128: switchboard.core.v1.Admin.PollDeviceLogin:output_type -> switchboard.core.v1.PollDeviceLoginResponse
+	72,  // 129: switchboard.core.v1.Admin.StartAuthorizationLogin:output_type -> switchboard.core.v1.StartAuthorizationLoginResponse
+	74,  // 130: switchboard.core.v1.Admin.CompleteAuthorizationLogin:output_type -> switchboard.core.v1.CompleteAuthorizationLoginResponse
+	81,  // 131: switchboard.core.v1.Admin.ListRequests:output_type -> switchboard.core.v1.ListRequestsResponse
+	83,  // 132: switchboard.core.v1.Admin.GetUsageSeries:output_type -> switchboard.core.v1.GetUsageSeriesResponse
+	87,  // 133: switchboard.core.v1.Admin.ListCooldowns:output_type -> switchboard.core.v1.ListCooldownsResponse
+	90,  // 134: switchboard.core.v1.Admin.ListProviders:output_type -> switchboard.core.v1.ListProvidersResponse
+	92,  // 135: switchboard.core.v1.Admin.CreateSignInCode:output_type -> switchboard.core.v1.CreateSignInCodeResponse
+	94,  // 136: switchboard.core.v1.Admin.RedeemSignInCode:output_type -> switchboard.core.v1.RedeemSignInCodeResponse
+	99,  // [99:137] is the sub-list for method output_type
+	61,  // [61:99] is the sub-list for method input_type
+	61,  // [61:61] is the sub-list for extension type_name
+	61,  // [61:61] is the sub-list for extension extendee
+	0,   // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_admin_proto_init() }
@@ -5475,7 +6750,7 @@ func file_switchboard_core_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_admin_proto_rawDesc), len(file_switchboard_core_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   83,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

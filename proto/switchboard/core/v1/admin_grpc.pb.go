@@ -51,6 +51,12 @@ const (
 	Admin_PollDeviceLogin_FullMethodName            = "/switchboard.core.v1.Admin/PollDeviceLogin"
 	Admin_StartAuthorizationLogin_FullMethodName    = "/switchboard.core.v1.Admin/StartAuthorizationLogin"
 	Admin_CompleteAuthorizationLogin_FullMethodName = "/switchboard.core.v1.Admin/CompleteAuthorizationLogin"
+	Admin_ListRequests_FullMethodName               = "/switchboard.core.v1.Admin/ListRequests"
+	Admin_GetUsageSeries_FullMethodName             = "/switchboard.core.v1.Admin/GetUsageSeries"
+	Admin_ListCooldowns_FullMethodName              = "/switchboard.core.v1.Admin/ListCooldowns"
+	Admin_ListProviders_FullMethodName              = "/switchboard.core.v1.Admin/ListProviders"
+	Admin_CreateSignInCode_FullMethodName           = "/switchboard.core.v1.Admin/CreateSignInCode"
+	Admin_RedeemSignInCode_FullMethodName           = "/switchboard.core.v1.Admin/RedeemSignInCode"
 )
 
 // AdminClient is the client API for Admin service.
@@ -120,6 +126,25 @@ type AdminClient interface {
 	// CompleteAuthorizationLogin exchanges the code the browser brought back
 	// to the redirect URI and creates the connection.
 	CompleteAuthorizationLogin(ctx context.Context, in *CompleteAuthorizationLoginRequest, opts ...grpc.CallOption) (*CompleteAuthorizationLoginResponse, error)
+	// ListRequests pages through a machine's recent requests, newest first,
+	// read from the SB_USAGE stream (no second database). One call scans a
+	// bounded number of events; a page may be short when the scan bound is hit
+	// and next_cursor then continues the scan.
+	ListRequests(ctx context.Context, in *ListRequestsRequest, opts ...grpc.CallOption) (*ListRequestsResponse, error)
+	// GetUsageSeries answers a machine's usage over time (hourly or daily
+	// buckets) split by provider, model or key, from the roll-ups.
+	GetUsageSeries(ctx context.Context, in *GetUsageSeriesRequest, opts ...grpc.CallOption) (*GetUsageSeriesResponse, error)
+	// ListCooldowns lists the machine's cooled connections and models now.
+	ListCooldowns(ctx context.Context, in *ListCooldownsRequest, opts ...grpc.CallOption) (*ListCooldownsResponse, error)
+	// ListProviders lists the provider registry: each provider's id, the
+	// fields a connection of it takes and how it logs in.
+	ListProviders(ctx context.Context, in *ListProvidersRequest, opts ...grpc.CallOption) (*ListProvidersResponse, error)
+	// CreateSignInCode mints a one-time console sign-in code (single use,
+	// short-lived) for the admin token the call carries.
+	CreateSignInCode(ctx context.Context, in *CreateSignInCodeRequest, opts ...grpc.CallOption) (*CreateSignInCodeResponse, error)
+	// RedeemSignInCode exchanges a sign-in code, once, for the admin token. It
+	// needs no token: the code is the credential.
+	RedeemSignInCode(ctx context.Context, in *RedeemSignInCodeRequest, opts ...grpc.CallOption) (*RedeemSignInCodeResponse, error)
 }
 
 type adminClient struct {
@@ -450,6 +475,66 @@ func (c *adminClient) CompleteAuthorizationLogin(ctx context.Context, in *Comple
 	return out, nil
 }
 
+func (c *adminClient) ListRequests(ctx context.Context, in *ListRequestsRequest, opts ...grpc.CallOption) (*ListRequestsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRequestsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListRequests_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) GetUsageSeries(ctx context.Context, in *GetUsageSeriesRequest, opts ...grpc.CallOption) (*GetUsageSeriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUsageSeriesResponse)
+	err := c.cc.Invoke(ctx, Admin_GetUsageSeries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListCooldowns(ctx context.Context, in *ListCooldownsRequest, opts ...grpc.CallOption) (*ListCooldownsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCooldownsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListCooldowns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListProviders(ctx context.Context, in *ListProvidersRequest, opts ...grpc.CallOption) (*ListProvidersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProvidersResponse)
+	err := c.cc.Invoke(ctx, Admin_ListProviders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CreateSignInCode(ctx context.Context, in *CreateSignInCodeRequest, opts ...grpc.CallOption) (*CreateSignInCodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateSignInCodeResponse)
+	err := c.cc.Invoke(ctx, Admin_CreateSignInCode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RedeemSignInCode(ctx context.Context, in *RedeemSignInCodeRequest, opts ...grpc.CallOption) (*RedeemSignInCodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RedeemSignInCodeResponse)
+	err := c.cc.Invoke(ctx, Admin_RedeemSignInCode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -517,6 +602,25 @@ type AdminServer interface {
 	// CompleteAuthorizationLogin exchanges the code the browser brought back
 	// to the redirect URI and creates the connection.
 	CompleteAuthorizationLogin(context.Context, *CompleteAuthorizationLoginRequest) (*CompleteAuthorizationLoginResponse, error)
+	// ListRequests pages through a machine's recent requests, newest first,
+	// read from the SB_USAGE stream (no second database). One call scans a
+	// bounded number of events; a page may be short when the scan bound is hit
+	// and next_cursor then continues the scan.
+	ListRequests(context.Context, *ListRequestsRequest) (*ListRequestsResponse, error)
+	// GetUsageSeries answers a machine's usage over time (hourly or daily
+	// buckets) split by provider, model or key, from the roll-ups.
+	GetUsageSeries(context.Context, *GetUsageSeriesRequest) (*GetUsageSeriesResponse, error)
+	// ListCooldowns lists the machine's cooled connections and models now.
+	ListCooldowns(context.Context, *ListCooldownsRequest) (*ListCooldownsResponse, error)
+	// ListProviders lists the provider registry: each provider's id, the
+	// fields a connection of it takes and how it logs in.
+	ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error)
+	// CreateSignInCode mints a one-time console sign-in code (single use,
+	// short-lived) for the admin token the call carries.
+	CreateSignInCode(context.Context, *CreateSignInCodeRequest) (*CreateSignInCodeResponse, error)
+	// RedeemSignInCode exchanges a sign-in code, once, for the admin token. It
+	// needs no token: the code is the credential.
+	RedeemSignInCode(context.Context, *RedeemSignInCodeRequest) (*RedeemSignInCodeResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -622,6 +726,24 @@ func (UnimplementedAdminServer) StartAuthorizationLogin(context.Context, *StartA
 }
 func (UnimplementedAdminServer) CompleteAuthorizationLogin(context.Context, *CompleteAuthorizationLoginRequest) (*CompleteAuthorizationLoginResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CompleteAuthorizationLogin not implemented")
+}
+func (UnimplementedAdminServer) ListRequests(context.Context, *ListRequestsRequest) (*ListRequestsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRequests not implemented")
+}
+func (UnimplementedAdminServer) GetUsageSeries(context.Context, *GetUsageSeriesRequest) (*GetUsageSeriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUsageSeries not implemented")
+}
+func (UnimplementedAdminServer) ListCooldowns(context.Context, *ListCooldownsRequest) (*ListCooldownsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCooldowns not implemented")
+}
+func (UnimplementedAdminServer) ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProviders not implemented")
+}
+func (UnimplementedAdminServer) CreateSignInCode(context.Context, *CreateSignInCodeRequest) (*CreateSignInCodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateSignInCode not implemented")
+}
+func (UnimplementedAdminServer) RedeemSignInCode(context.Context, *RedeemSignInCodeRequest) (*RedeemSignInCodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RedeemSignInCode not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -1220,6 +1342,114 @@ func _Admin_CompleteAuthorizationLogin_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ListRequests_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRequestsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListRequests(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListRequests_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListRequests(ctx, req.(*ListRequestsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_GetUsageSeries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUsageSeriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetUsageSeries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetUsageSeries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetUsageSeries(ctx, req.(*GetUsageSeriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListCooldowns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCooldownsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListCooldowns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListCooldowns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListCooldowns(ctx, req.(*ListCooldownsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListProviders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProvidersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListProviders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListProviders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListProviders(ctx, req.(*ListProvidersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_CreateSignInCode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateSignInCodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateSignInCode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreateSignInCode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateSignInCode(ctx, req.(*CreateSignInCodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RedeemSignInCode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RedeemSignInCodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RedeemSignInCode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RedeemSignInCode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RedeemSignInCode(ctx, req.(*RedeemSignInCodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1354,6 +1584,30 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CompleteAuthorizationLogin",
 			Handler:    _Admin_CompleteAuthorizationLogin_Handler,
+		},
+		{
+			MethodName: "ListRequests",
+			Handler:    _Admin_ListRequests_Handler,
+		},
+		{
+			MethodName: "GetUsageSeries",
+			Handler:    _Admin_GetUsageSeries_Handler,
+		},
+		{
+			MethodName: "ListCooldowns",
+			Handler:    _Admin_ListCooldowns_Handler,
+		},
+		{
+			MethodName: "ListProviders",
+			Handler:    _Admin_ListProviders_Handler,
+		},
+		{
+			MethodName: "CreateSignInCode",
+			Handler:    _Admin_CreateSignInCode_Handler,
+		},
+		{
+			MethodName: "RedeemSignInCode",
+			Handler:    _Admin_RedeemSignInCode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,54 @@
+// The admin API client: every call carries the admin token the sign-in kept
+// in sessionStorage (this tab only).
+
+const KEY = 'switchboard.adminToken';
+const MACHINE = 'switchboard.machine';
+
+export const session = {
+  get token() { return sessionStorage.getItem(KEY) || ''; },
+  set(token) { sessionStorage.setItem(KEY, token); },
+  // machine is the machine (tenant) the pages act on; empty is the default.
+  get machine() { return sessionStorage.getItem(MACHINE) || ''; },
+  setMachine(id) { if (id) sessionStorage.setItem(MACHINE, id); else sessionStorage.removeItem(MACHINE); },
+  clear() { sessionStorage.removeItem(KEY); sessionStorage.removeItem(MACHINE); },
+};
+
+export class APIError extends Error {
+  constructor(status, body) {
+    super(body?.error?.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = body?.error?.code;
+  }
+}
+
+export async function api(method, path, body, { auth = true } = {}) {
+  const headers = {};
+  if (auth && session.token) headers.Authorization = `Bearer ${session.token}`;
+  if (auth && session.machine) headers['X-Switchboard-Machine'] = session.machine;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let data = null;
+  const text = await resp.text();
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!resp.ok) {
+    if (resp.status === 401 && auth && path.startsWith('/api/')) {
+      session.clear();
+      location.hash = '#/signin';
+    }
+    throw new APIError(resp.status, data);
+  }
+  return data;
+}
+
+export const get = (p) => api('GET', p);
+export const post = (p, b = {}) => api('POST', p, b);
+export const patch = (p, b) => api('PATCH', p, b);
+export const put = (p, b) => api('PUT', p, b);
+export const del = (p) => api('DELETE', p);
+
+export function qs(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}

@@ -1,0 +1,56 @@
+import { get, post, del } from './api.js';
+import { h, field, table, toast, busy, fmtTime } from './ui.js';
+
+export async function render(root) {
+  const { keys = [] } = await get('/api/keys');
+  const shown = h('div', { 'aria-live': 'polite' });
+  const name = h('input', { required: true, placeholder: 'laptop' });
+  const form = h('form', { class: 'card', 'aria-labelledby': 'issue-h' },
+    h('h2', { id: 'issue-h', text: 'Issue a key' }),
+    h('div', { class: 'row' }, field('Key name', name), h('div', { class: 'field' }, h('button', { type: 'submit', class: 'primary', text: 'Issue key' }))),
+    shown);
+  // A reload builds the page anew and swaps it in whole.
+  const reload = () => render(root);
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    busy(form.querySelector('[type=submit]'), async () => {
+      const r = await post('/api/keys', { name: name.value.trim() });
+      const keyBox = h('input', { readonly: true, value: r.key, class: 'secret', 'aria-label': 'New API key' });
+      const copy = h('button', { type: 'button', text: 'Copy' });
+      copy.addEventListener('click', async () => {
+        try {
+          await navigator.clipboard.writeText(r.key);
+        } catch {
+          keyBox.select();
+          document.execCommand('copy');
+        }
+        toast('Key copied.');
+      });
+      const list = await get('/api/keys');
+      const fresh = h('div');
+      renderList(fresh, list.keys || [], reload);
+      root.querySelector('#keys-list').replaceWith(fresh.firstChild);
+      shown.replaceChildren(h('div', { class: 'card', role: 'alert' },
+        h('p', {}, h('strong', { text: `The key ${r.name} is shown this once.` }), ' Copy it now: it cannot be shown again.'),
+        h('div', { class: 'row' }, keyBox, copy)));
+      name.value = '';
+      keyBox.focus();
+      keyBox.select();
+    }, 'Issuing…');
+  });
+  root.replaceChildren(form);
+  renderList(root, keys, reload);
+}
+
+function renderList(root, keys, reload) {
+  const rows = keys.map((k) => {
+    const revoke = h('button', { type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${k.name}` });
+    revoke.addEventListener('click', () => {
+      if (!confirm(`Revoke the key ${k.name}? Clients using it stop working.`)) return;
+      busy(revoke, async () => { await del(`/api/keys/${encodeURIComponent(k.id)}`); toast(`${k.name} revoked.`); reload(); });
+    });
+    return h('tr', {}, h('td', { text: k.name }), h('td', { class: 'secret', text: k.id }), h('td', { text: fmtTime(k.createdAt) }), h('td', {}, revoke));
+  });
+  root.append(h('section', { id: 'keys-list', 'aria-labelledby': 'keys-h' }, h('h2', { id: 'keys-h', text: `Keys (${keys.length})` }),
+    table(['Name', 'Id', 'Created', 'Actions'], rows, 'API keys')));
+}

@@ -1,0 +1,133 @@
+import { get, post, put, del, qs } from './api.js';
+import { h, field, table, toast, busy, pager } from './ui.js';
+
+const kinds = ['llm', 'embedding', 'image', 'tts', 'stt', 'video', 'music'];
+
+async function listModels() {
+  // /v1/models answers for the default machine without a key; with keys
+  // required, fall back to each connection's own list.
+  const resp = await fetch('/v1/models');
+  if (resp.ok) return { models: (await resp.json()).data || [], note: '' };
+  const { connections = [] } = await get('/api/providers');
+  const lists = await Promise.all(connections.map((c) => get(`/api/providers/${encodeURIComponent(c.id)}/models`)
+    .then((r) => (r.models || []).map((m) => ({ id: `${c.providerSpecificData?.prefix || c.provider}/${m.id}`, kind: m.kind, owned_by: c.name })))
+    .catch(() => [])));
+  return { models: lists.flat(), note: 'Listed from each connection (the gateway requires API keys for /v1/models).' };
+}
+
+export async function render(root) {
+  const [{ models, note }, disabled, aliases, combos] = await Promise.all([
+    listModels(), get('/api/models/disabled'), get('/api/models/aliases'), get('/api/models/combos')]);
+  // A reload builds the page anew and swaps it in whole.
+  const reload = () => render(root);
+  root.replaceChildren(listing(models, note, reload), disabledSection(disabled.disabled || {}, reload),
+    aliasSection(aliases.aliases || {}, reload), comboSection(combos.combos || [], reload));
+}
+
+function listing(models, note, reload) {
+  const counts = {};
+  for (const m of models) counts[m.kind || 'llm'] = (counts[m.kind || 'llm'] || 0) + 1;
+  let kind = '';
+  const filter = h('input', { type: 'search', placeholder: 'filter by id' });
+  const body = h('div');
+  const tabs = h('div', { class: 'tabs', role: 'group', 'aria-label': 'Kind' });
+  const draw = () => {
+    const f = filter.value.trim().toLowerCase();
+    const shown = models.filter((m) => (!kind || (m.kind || 'llm') === kind) && (!f || m.id.toLowerCase().includes(f)));
+    body.replaceChildren(pager(shown, 50, (page) => table(['Model', 'Kind', 'Owner', 'Actions'], page.map((m) => {
+      const off = h('button', { type: 'button', text: 'Disable', 'aria-label': `Disable ${m.id}` });
+      off.addEventListener('click', () => busy(off, async () => {
+        const i = m.id.indexOf('/');
+        if (i < 0) throw new Error('Only provider models can be disabled.');
+        await post('/api/models/disabled', { providerAlias: m.id.slice(0, i), ids: [m.id.slice(i + 1)] });
+        toast(`${m.id} disabled.`);
+        reload();
+      }));
+      return h('tr', {}, h('td', { text: m.id }), h('td', { text: m.kind || 'llm' }), h('td', { text: m.owned_by || '' }), h('td', {}, off));
+    }), 'Models')));
+  };
+  const tab = (k, label) => {
+    const b = h('button', { type: 'button', 'aria-pressed': String(k === kind), text: label });
+    b.addEventListener('click', () => {
+      kind = k;
+      for (const x of tabs.children) x.setAttribute('aria-pressed', String(x === b));
+      draw();
+    });
+    return b;
+  };
+  tabs.append(tab('', `All (${models.length})`), ...kinds.filter((k) => counts[k]).map((k) => tab(k, `${k} (${counts[k]})`)));
+  filter.addEventListener('input', draw);
+  draw();
+  return h('section', { 'aria-labelledby': 'list-h' }, h('h2', { id: 'list-h', text: 'Models by kind' }),
+    note ? h('p', { class: 'muted', text: note }) : null, tabs, field('Filter models', filter), body);
+}
+
+function disabledSection(disabled, reload) {
+  const rows = [];
+  for (const [alias, ids] of Object.entries(disabled)) {
+    for (const id of ids || []) {
+      const on = h('button', { type: 'button', text: 'Enable', 'aria-label': `Enable ${alias}/${id}` });
+      on.addEventListener('click', () => busy(on, async () => {
+        await del(`/api/models/disabled${qs({ providerAlias: alias, id })}`);
+        toast(`${alias}/${id} enabled.`);
+        reload();
+      }));
+      rows.push(h('tr', {}, h('td', { text: `${alias}/${id}` }), h('td', {}, on)));
+    }
+  }
+  return h('section', { 'aria-labelledby': 'dis-h' }, h('h2', { id: 'dis-h', text: `Disabled models (${rows.length})` }),
+    table(['Model', 'Actions'], rows, 'Disabled models'));
+}
+
+function aliasSection(aliases, reload) {
+  const rows = Object.entries(aliases).map(([name, target]) => {
+    const rm = h('button', { type: 'button', class: 'danger', text: 'Remove', 'aria-label': `Remove alias ${name}` });
+    rm.addEventListener('click', () => busy(rm, async () => {
+      const next = { ...aliases };
+      delete next[name];
+      await put('/api/models/aliases', { aliases: next });
+      reload();
+    }));
+    return h('tr', {}, h('td', { text: name }), h('td', { text: target }), h('td', {}, rm));
+  });
+  const name = h('input', { required: true, placeholder: 'fast' });
+  const target = h('input', { required: true, placeholder: 'openai/gpt-4o-mini' });
+  const form = h('form', { class: 'row' }, field('Alias', name), field('Model', target),
+    h('div', { class: 'field' }, h('button', { type: 'submit', text: 'Add alias' })));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    busy(form.querySelector('button'), async () => {
+      await put('/api/models/aliases', { aliases: { ...aliases, [name.value.trim()]: target.value.trim() } });
+      toast('Alias saved.');
+      reload();
+    });
+  });
+  return h('section', { class: 'card', 'aria-labelledby': 'alias-h' }, h('h2', { id: 'alias-h', text: 'Aliases' }),
+    table(['Alias', 'Model', 'Actions'], rows, 'Aliases'), form);
+}
+
+function comboSection(combos, reload) {
+  const rows = combos.map((c, i) => {
+    const rm = h('button', { type: 'button', class: 'danger', text: 'Remove', 'aria-label': `Remove combo ${c.name}` });
+    rm.addEventListener('click', () => busy(rm, async () => {
+      await put('/api/models/combos', { combos: combos.filter((_, j) => j !== i) });
+      reload();
+    }));
+    return h('tr', {}, h('td', { text: c.name }), h('td', { text: (c.models || []).join(' → ') }), h('td', {}, rm));
+  });
+  const name = h('input', { required: true, placeholder: 'best' });
+  const list = h('input', { required: true, placeholder: 'claude/sonnet, openai/gpt-4o' });
+  const form = h('form', { class: 'row' }, field('Combo name', name), field('Models, in order', list),
+    h('div', { class: 'field' }, h('button', { type: 'submit', text: 'Add combo' })));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    busy(form.querySelector('button'), async () => {
+      const models = list.value.split(',').map((x) => x.trim()).filter(Boolean);
+      await put('/api/models/combos', { combos: [...combos, { name: name.value.trim(), models }] });
+      toast('Combo saved.');
+      reload();
+    });
+  });
+  return h('section', { class: 'card', 'aria-labelledby': 'combo-h' }, h('h2', { id: 'combo-h', text: 'Combos' }),
+    table(['Combo', 'Models (tried in order)', 'Actions'], rows, 'Combos'), form);
+}

@@ -1,0 +1,295 @@
+import { get, post, patch, del } from './api.js';
+import { h, field, check, select, table, badge, toast, busy, ago, pager, safeURL } from './ui.js';
+
+const enc = encodeURIComponent;
+
+export async function render(root) {
+  const [{ connections = [] }, { providers = [] }] = await Promise.all([get('/api/providers'), get('/api/registry/providers')]);
+  const detail = h('div', { id: 'provider-detail' });
+  // A reload builds the page anew and swaps it in whole.
+  const reload = () => render(root);
+  root.replaceChildren(
+    h('section', { 'aria-labelledby': 'conns-h' },
+      h('h2', { id: 'conns-h', text: 'Connections' }),
+      connectionsTable(connections, detail, reload)),
+    detail,
+    addForm(providers, reload),
+    loginSection(providers, reload),
+    registryTable(providers));
+}
+
+function connectionsTable(conns, detail, reload) {
+  const rows = conns.map((c) => {
+    const d = c.providerSpecificData || {};
+    const active = h('input', { type: 'checkbox', checked: !!c.isActive, 'aria-label': `Enable ${c.name}` });
+    active.addEventListener('change', async () => {
+      try {
+        await patch(`/api/providers/${enc(c.id)}`, { isActive: active.checked });
+        toast(`${c.name} ${active.checked ? 'enabled' : 'disabled'}.`);
+      } catch (e) { active.checked = !active.checked; toast(e.message); }
+    });
+    const test = h('button', { type: 'button', text: 'Test', 'aria-label': `Test ${c.name}` });
+    test.addEventListener('click', () => busy(test, async () => {
+      const r = await post(`/api/providers/${enc(c.id)}/test`);
+      toast(r.valid ? `${c.name}: OK (${r.latencyMs} ms)` : `${c.name}: failed: ${r.error || r.status}`);
+      reload();
+    }, 'Testing…'));
+    const edit = h('button', { type: 'button', text: 'Edit', 'aria-label': `Edit ${c.name}`, onclick: () => { detail.replaceChildren(editForm(c, reload)); detail.querySelector('input')?.focus(); } });
+    const models = h('button', { type: 'button', text: 'Models', 'aria-label': `Models of ${c.name}`, onclick: () => showModels(c, detail) });
+    const remove = h('button', { type: 'button', class: 'danger', text: 'Delete', 'aria-label': `Delete ${c.name}` });
+    remove.addEventListener('click', () => {
+      if (!confirm(`Delete the connection ${c.name}?`)) return;
+      busy(remove, async () => { await del(`/api/providers/${enc(c.id)}`); toast(`${c.name} deleted.`); reload(); });
+    });
+    const t = c.lastTest;
+    return h('tr', {},
+      h('td', {}, h('strong', { text: c.name }), h('div', { class: 'muted', text: c.id })),
+      h('td', { text: c.provider }),
+      h('td', { text: d.prefix || '' }),
+      h('td', { class: 'num', text: c.priority }),
+      h('td', {}, check('Active', active)),
+      h('td', {}, c.needsRelogin ? badge('needs re-login', 'bad') : badge(c.authType || 'apikey')),
+      h('td', {}, t && t.testedAt ? badge(t.ok ? `OK ${ago(t.testedAt)}` : `failed ${ago(t.testedAt)}`, t.ok ? 'ok' : 'bad') : h('span', { class: 'muted', text: 'not tested' })),
+      h('td', {}, h('div', { class: 'actions' }, test, edit, models, remove)));
+  });
+  return table(['Name', 'Provider', 'Prefix', ['Priority', 'num'], 'State', 'Auth', 'Last test', 'Actions'], rows, 'Connections');
+}
+
+function editForm(c, reload) {
+  const d = c.providerSpecificData || {};
+  const name = h('input', { value: c.name, required: true });
+  const priority = h('input', { type: 'number', min: 1, value: c.priority });
+  const apiKey = h('input', { type: 'password', autocomplete: 'off', placeholder: c.hasApiKey ? 'unchanged' : '' });
+  const baseUrl = h('input', { type: 'url', value: d.baseUrl || '' });
+  const prefix = h('input', { value: d.prefix || '' });
+  const enabled = h('textarea', { rows: 2, text: (d.enabledModels || []).join(', ') });
+  const proxy = h('input', { value: d.proxyUrl || '' });
+  const form = h('form', { class: 'card', 'aria-labelledby': 'edit-h' },
+    h('h2', { id: 'edit-h', text: `Edit ${c.name}` }),
+    h('div', { class: 'row' }, field('Name', name), field('Priority', priority), field('API key', apiKey, 'Leave blank to keep the stored key.')),
+    h('div', { class: 'row' }, field('Base URL', baseUrl), field('Prefix', prefix), field('Proxy URL', proxy)),
+    field('Enabled models', enabled, 'Comma-separated; empty lists every model.'),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', text: 'Save' }),
+      h('button', { type: 'button', text: 'Cancel', onclick: () => form.remove() })));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const body = {
+      name: name.value.trim(), priority: Number(priority.value) || 1,
+      providerSpecificData: {
+        baseUrl: baseUrl.value.trim(), prefix: prefix.value.trim(), proxyUrl: proxy.value.trim(),
+        enabledModels: splitList(enabled.value),
+      },
+    };
+    if (apiKey.value) body.apiKey = apiKey.value;
+    busy(form.querySelector('[type=submit]'), async () => {
+      await patch(`/api/providers/${enc(c.id)}`, body);
+      toast(`${body.name} saved.`);
+      reload();
+    }, 'Saving…');
+  });
+  return form;
+}
+
+function splitList(s) {
+  return s.split(/[\s,]+/).map((x) => x.trim()).filter(Boolean);
+}
+
+async function showModels(c, detail) {
+  const status = h('p', { role: 'status', class: 'muted', text: 'Fetching the models…' });
+  const list = h('div');
+  const refresh = h('button', { type: 'button', text: 'Refresh the catalog' });
+  const box = h('section', { class: 'card', 'aria-labelledby': 'models-h', 'aria-busy': 'true' },
+    h('h2', { id: 'models-h', text: `Models of ${c.name}` }), h('div', { class: 'actions' }, refresh), status, list);
+  detail.replaceChildren(box);
+  const load = async (path, method) => {
+    box.setAttribute('aria-busy', 'true');
+    status.replaceChildren(h('progress', { 'aria-label': 'Fetching the models' }), ' Fetching the models from the upstream…');
+    try {
+      const r = method === 'POST' ? await post(path) : await get(path);
+      const models = r.models || [];
+      status.textContent = `${models.length} models${r.warning ? ` (${r.warning})` : ''}.`;
+      list.replaceChildren(pager(models, 100, (page) => table(['Model', 'Kind'],
+        page.map((m) => h('tr', {}, h('td', { text: m.id }), h('td', { text: m.kind }))), `Models of ${c.name}`)));
+    } catch (e) {
+      status.textContent = `Could not list the models: ${e.message}`;
+    } finally {
+      box.removeAttribute('aria-busy');
+    }
+  };
+  refresh.addEventListener('click', () => busy(refresh, () => load(`/api/providers/${enc(c.id)}/models/refresh`, 'POST'), 'Refreshing…'));
+  await load(`/api/providers/${enc(c.id)}/models`, 'GET');
+  box.querySelector('h2').focus?.();
+}
+
+function addForm(providers, reload) {
+  const apiProviders = providers.filter((p) => p.auth === 'apikey');
+  const provider = select(apiProviders.map((p) => [p.id, p.family ? `${p.id} (any compatible server)` : p.id]));
+  const suffix = h('input', { placeholder: 'local', pattern: '[a-z0-9]+(-[a-z0-9]+)*' });
+  const suffixField = field('Suffix', suffix, 'The connection\u2019s provider is <family>-<suffix>.');
+  const name = h('input', { required: true });
+  const apiKey = h('input', { type: 'password', autocomplete: 'off' });
+  const baseUrl = h('input', { type: 'url', placeholder: 'http://127.0.0.1:11434/v1' });
+  const prefix = h('input');
+  const priority = h('input', { type: 'number', min: 1, value: 1 });
+  const enabled = h('textarea', { rows: 2 });
+  const proxy = h('input');
+  const result = h('p', { role: 'status' });
+  const sync = () => {
+    const p = apiProviders.find((x) => x.id === provider.value);
+    suffixField.hidden = !p?.family;
+    baseUrl.required = !!p?.baseUrlRequired;
+    baseUrl.placeholder = p?.defaultBaseUrl || 'http://127.0.0.1:11434/v1';
+  };
+  provider.addEventListener('change', sync);
+  sync();
+  const providerID = () => {
+    const p = apiProviders.find((x) => x.id === provider.value);
+    return p?.family ? `${p.family}-${suffix.value.trim() || 'default'}` : provider.value;
+  };
+  const data = () => ({ baseUrl: baseUrl.value.trim(), prefix: prefix.value.trim(), proxyUrl: proxy.value.trim(), enabledModels: splitList(enabled.value) });
+  const validate = h('button', { type: 'button', text: 'Validate' });
+  validate.addEventListener('click', () => busy(validate, async () => {
+    const r = await post('/api/providers/validate', { provider: providerID(), apiKey: apiKey.value, providerSpecificData: data() });
+    result.textContent = r.valid ? `Valid (${r.latencyMs} ms).` : `Not valid: ${r.error || r.status}`;
+    result.className = r.valid ? '' : 'error';
+  }, 'Validating…'));
+  const form = h('form', { class: 'card', 'aria-labelledby': 'add-h' },
+    h('h2', { id: 'add-h', text: 'Add a connection' }),
+    h('div', { class: 'row' }, field('Provider', provider), suffixField, field('Name', name)),
+    h('div', { class: 'row' }, field('API key', apiKey), field('Base URL', baseUrl), field('Prefix', prefix), field('Priority', priority)),
+    h('div', { class: 'row' }, field('Enabled models', enabled, 'Comma-separated; empty lists every model.'), field('Proxy URL', proxy)),
+    result,
+    h('div', { class: 'actions' }, validate, h('button', { type: 'submit', class: 'primary', text: 'Add connection' })));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    busy(form.querySelector('[type=submit]'), async () => {
+      const r = await post('/api/providers', {
+        provider: providerID(), name: name.value.trim(), apiKey: apiKey.value,
+        priority: Number(priority.value) || 1, providerSpecificData: data(),
+      });
+      toast(`Added ${r.connection.name}.`);
+      reload();
+    }, 'Adding…');
+  });
+  return form;
+}
+
+function loginSection(providers, reload) {
+  const logins = providers.filter((p) => p.auth === 'device' || p.auth === 'authorization');
+  const out = h('div', { 'aria-live': 'polite' });
+  const buttons = logins.map((p) => {
+    const b = h('button', { type: 'button', text: `Log in to ${p.id}` });
+    b.addEventListener('click', () => (p.auth === 'device' ? deviceLogin(p, out, reload) : codeLogin(p, out, reload)));
+    return b;
+  });
+  return h('section', { class: 'card', 'aria-labelledby': 'login-h' },
+    h('h2', { id: 'login-h', text: 'Subscription logins (OAuth)' }),
+    logins.length ? h('div', { class: 'actions' }, buttons) : h('p', { class: 'muted', text: 'No OAuth providers.' }),
+    out);
+}
+
+async function deviceLogin(p, out, reload) {
+  let stopped = false;
+  const status = h('p', { role: 'status', text: 'Asking the provider for a code…' });
+  const cancel = h('button', { type: 'button', text: 'Cancel', onclick: () => { stopped = true; out.replaceChildren(); } });
+  const box = h('div', { class: 'card', 'aria-labelledby': 'device-h' }, h('h3', { id: 'device-h', text: `Log in to ${p.id}` }), status, cancel);
+  out.replaceChildren(box);
+  let start;
+  try {
+    start = await post(`/api/oauth/${enc(p.id)}/device-code`, { name: p.id });
+  } catch (e) {
+    status.textContent = `Could not start: ${e.message}`;
+    return;
+  }
+  const link = safeURL(start.verificationUriComplete || start.verificationUri);
+  if (!link) {
+    status.textContent = 'The provider sent no usable verification address.';
+    return;
+  }
+  const progress = h('progress', { 'aria-label': 'Waiting for the login' });
+  box.insertBefore(h('div', {},
+    h('p', {}, 'Open ', h('a', { href: link, target: '_blank', rel: 'noopener noreferrer', text: link }), ' and enter the code:'),
+    h('p', { class: 'code', 'aria-label': 'User code', text: start.userCode }),
+    progress), status);
+  status.textContent = 'Waiting for you to approve the login…';
+  let interval = Math.max(1, start.interval || 5);
+  const deadline = Date.now() + (start.expiresIn || 900) * 1000;
+  while (!stopped && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, interval * 1000));
+    if (stopped) return;
+    let r;
+    try {
+      r = await post(`/api/oauth/${enc(p.id)}/poll`, { flowId: start.flowId });
+    } catch (e) {
+      status.textContent = `Polling failed: ${e.message}`;
+      progress.remove();
+      return;
+    }
+    if (r.interval) interval = r.interval;
+    if (r.status === 'complete') {
+      progress.remove();
+      status.textContent = `Logged in: the connection ${r.connection?.name || p.id} was added.`;
+      toast(`Logged in to ${p.id}.`);
+      setTimeout(reload, 1500);
+      return;
+    }
+    if (r.status === 'denied' || r.status === 'expired') {
+      progress.remove();
+      status.textContent = `The login ${r.status === 'denied' ? 'was denied' : 'expired'}${r.error ? ` (${r.error})` : ''}.`;
+      return;
+    }
+    status.textContent = r.status === 'slow_down' ? 'Waiting (the provider asked to poll slower)…' : 'Waiting for you to approve the login…';
+  }
+  if (!stopped) { progress.remove(); status.textContent = 'The code expired.'; }
+}
+
+async function codeLogin(p, out, reload) {
+  const status = h('p', { role: 'status', text: 'Preparing the login…' });
+  const box = h('div', { class: 'card' }, h('h3', { text: `Log in to ${p.id}` }), status);
+  out.replaceChildren(box);
+  let start;
+  try {
+    start = await post(`/api/oauth/${enc(p.id)}/authorize`, { name: p.id });
+  } catch (e) {
+    status.textContent = `Could not start: ${e.message}`;
+    return;
+  }
+  const authorizeUrl = safeURL(start.authorizeUrl);
+  if (!authorizeUrl) {
+    status.textContent = 'The login has no usable sign-in address.';
+    return;
+  }
+  status.textContent = 'Open the link, sign in, then paste the address your browser lands on (or the code) here.';
+  const pasted = h('input', { required: true, autocomplete: 'off' });
+  const form = h('form', {},
+    h('p', {}, h('a', { href: authorizeUrl, target: '_blank', rel: 'noopener noreferrer', text: `Open the ${p.id} sign-in page` })),
+    field('Redirect address or code', pasted, `It starts with ${start.redirectUri}`),
+    h('button', { type: 'submit', class: 'primary', text: 'Finish login' }));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    let code = pasted.value.trim();
+    let state = '';
+    try {
+      const u = new URL(code);
+      code = u.searchParams.get('code') || '';
+      state = u.searchParams.get('state') || '';
+    } catch { /* a bare code */ }
+    busy(form.querySelector('[type=submit]'), async () => {
+      const r = await post(`/api/oauth/${enc(p.id)}/exchange`, { flowId: start.flowId, code, state });
+      status.textContent = `Logged in: the connection ${r.connection?.name || p.id} was added.`;
+      form.remove();
+      setTimeout(reload, 1500);
+    }, 'Finishing…');
+  });
+  box.append(form);
+}
+
+function registryTable(providers) {
+  const rows = providers.map((p) => h('tr', {},
+    h('td', { text: p.id }), h('td', { text: p.alias || '' }),
+    h('td', { text: p.auth === 'apikey' ? 'API key' : p.auth === 'device' ? 'device code' : 'browser login' }),
+    h('td', { text: p.baseUrlRequired ? 'required' : (p.defaultBaseUrl || '') }),
+    h('td', { text: (p.kinds || []).join(', ') })));
+  return h('details', { class: 'card' }, h('summary', { text: `The registry: ${providers.length} providers and their fields` }),
+    table(['Provider', 'Model prefix', 'Sign-in', 'Base URL', 'Kinds'], rows, 'Provider registry'));
+}

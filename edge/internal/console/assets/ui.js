@@ -1,0 +1,154 @@
+// Small DOM helpers. Text is always set with textContent: values from the
+// API never become markup.
+
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'text') el.textContent = v;
+    else if (k in el && typeof v !== 'string') el[k] = v;
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+}
+
+let fieldSeq = 0;
+
+// field is a labelled input (or select/textarea given as control).
+export function field(label, control, hint) {
+  const id = control.id || `f${++fieldSeq}`;
+  control.id = id;
+  const kids = [h('label', { for: id, text: label }), control];
+  if (hint) {
+    const hid = `${id}-hint`;
+    control.setAttribute('aria-describedby', hid);
+    kids.push(h('div', { id: hid, class: 'muted', text: hint }));
+  }
+  return h('div', { class: 'field' }, kids);
+}
+
+export function check(label, input) {
+  return h('label', { class: 'check' }, input, label);
+}
+
+export function select(options, value) {
+  const s = h('select');
+  for (const o of options) {
+    const [v, t] = Array.isArray(o) ? o : [o, o];
+    s.append(h('option', { value: v, text: t }));
+  }
+  if (value !== undefined) s.value = value;
+  return s;
+}
+
+export function table(headers, rows, caption) {
+  const t = h('table');
+  if (caption) t.append(h('caption', { class: 'sr', text: caption }));
+  t.append(h('thead', {}, h('tr', {}, headers.map((x) => {
+    const [text, cls] = Array.isArray(x) ? x : [x];
+    return h('th', { scope: 'col', class: cls, text });
+  }))));
+  const body = h('tbody');
+  for (const r of rows) body.append(r);
+  if (!rows.length) body.append(h('tr', {}, h('td', { colspan: headers.length, class: 'muted', text: 'Nothing yet.' })));
+  t.append(body);
+  return h('div', { class: 'table-wrap' }, t);
+}
+
+export function badge(text, kind = '') {
+  return h('span', { class: `badge ${kind}`, text });
+}
+
+let toastTimer;
+export function toast(msg) {
+  const s = document.getElementById('status');
+  s.textContent = msg;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => { s.textContent = ''; }, 6000);
+}
+
+// busy disables a button while fn runs and reports its error.
+export async function busy(btn, fn, label) {
+  const old = btn.textContent;
+  btn.disabled = true;
+  btn.setAttribute('aria-busy', 'true');
+  if (label) btn.textContent = label;
+  try {
+    return await fn();
+  } catch (e) {
+    toast(e.message);
+    return undefined;
+  } finally {
+    btn.disabled = false;
+    btn.removeAttribute('aria-busy');
+    btn.textContent = old;
+  }
+}
+
+export function fmtTime(ts) {
+  if (!ts) return '';
+  const d = new Date(ts);
+  return isNaN(d) ? '' : d.toLocaleString();
+}
+
+export function fmtNum(n) {
+  return Number(n || 0).toLocaleString();
+}
+
+export function ago(ts) {
+  if (!ts) return 'never';
+  const s = Math.round((Date.now() - new Date(ts)) / 1000);
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.round(s / 60)}m ago`;
+  if (s < 86400) return `${Math.round(s / 3600)}h ago`;
+  return `${Math.round(s / 86400)}d ago`;
+}
+
+export function duration(sec) {
+  sec = Math.max(0, Math.round(sec));
+  if (sec < 60) return `${sec}s`;
+  const m = Math.floor(sec / 60);
+  return `${m}m ${sec % 60}s`;
+}
+
+// pager renders items page by page (fast with thousands of rows).
+export function pager(items, size, render) {
+  const wrap = h('div');
+  let page = 0;
+  const pages = () => Math.max(1, Math.ceil(items.length / size));
+  const info = h('span', { class: 'muted', 'aria-live': 'polite' });
+  const prev = h('button', { type: 'button', text: 'Previous page', onclick: () => { page--; draw(); } });
+  const next = h('button', { type: 'button', text: 'Next page', onclick: () => { page++; draw(); } });
+  const body = h('div');
+  function draw() {
+    page = Math.min(Math.max(page, 0), pages() - 1);
+    body.replaceChildren(render(items.slice(page * size, (page + 1) * size)));
+    info.textContent = `Page ${page + 1} of ${pages()} (${items.length} items)`;
+    prev.disabled = page === 0;
+    next.disabled = page >= pages() - 1;
+  }
+  wrap.append(body, h('div', { class: 'pager' }, prev, info, next));
+  draw();
+  return wrap;
+}
+
+// safeURL lets only http(s) addresses become links: a provider's answer
+// (a verification or sign-in URL) never turns into a javascript: link.
+export function safeURL(raw) {
+  try {
+    const u = new URL(raw);
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u.href : '';
+  } catch {
+    return '';
+  }
+}

@@ -1,0 +1,88 @@
+// The console's browser driver for node/console_test.go: Debian's chromium,
+// headless, driven by playwright-core. It reads one JSON command per line on
+// stdin and answers one JSON line on stdout: {ok, value} or {ok: false,
+// error}. Locators are by accessible role and name, or by label, as a user
+// (or a screen reader) finds things.
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import readline from 'node:readline';
+
+const userDataDir = mkdtempSync(join(tmpdir(), 'sb-console-'));
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  viewport: { width: 1366, height: 768 }, // a laptop screen
+});
+const page = context.pages()[0] || await context.newPage();
+page.setDefaultTimeout(Number(process.env.STEP_TIMEOUT_MS || 20000));
+const problems = [];
+page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+// Failed fetches (a refused token, a 404 probe) are expected; script errors
+// and CSP violations are not.
+page.on('console', (m) => {
+  if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console: ${m.text()}`);
+});
+
+function scope(cmd) {
+  return cmd.within ? page.locator(cmd.within) : page;
+}
+
+function locate(cmd) {
+  const s = scope(cmd);
+  if (cmd.label) return s.getByLabel(cmd.label, { exact: cmd.exact ?? true }).first();
+  if (cmd.role) return s.getByRole(cmd.role, { name: cmd.name, exact: cmd.exact ?? true }).first();
+  if (cmd.text) return s.getByText(cmd.text, { exact: cmd.exact ?? false }).first();
+  return s.locator(cmd.selector).first();
+}
+
+const ops = {
+  goto: async (c) => { await page.goto(c.url); return page.url(); },
+  reload: async () => { await page.reload(); return page.url(); },
+  acceptDialogs: async () => { page.on('dialog', (d) => d.accept()); return true; },
+  click: async (c) => { await locate(c).click(); return true; },
+  fill: async (c) => { await locate(c).fill(c.value); return true; },
+  select: async (c) => { await locate(c).selectOption(c.value); return true; },
+  check: async (c) => { await locate(c).setChecked(c.checked ?? true); return true; },
+  press: async (c) => { await page.keyboard.press(c.key); return true; },
+  wait: async (c) => { await locate(c).waitFor({ state: c.state || 'visible', timeout: c.timeout }); return true; },
+  text: async (c) => (await locate({ selector: 'main', ...c }).innerText()),
+  value: async (c) => locate(c).inputValue(),
+  attr: async (c) => locate(c).getAttribute(c.attr),
+  count: async (c) => scope(c).locator(c.selector).count(),
+  focused: async () => page.evaluate(() => {
+    const e = document.activeElement;
+    return e ? `${e.tagName.toLowerCase()}:${e.getAttribute('aria-label') || e.textContent.trim().slice(0, 40)}` : '';
+  }),
+  hash: async () => page.evaluate(() => location.hash),
+  session: async () => page.evaluate(() => JSON.stringify(sessionStorage)),
+  title: async () => page.title(),
+  screenshot: async (c) => { await page.screenshot({ path: c.path, fullPage: true }); return c.path; },
+  problems: async () => problems.splice(0),
+  fetchHeaders: async (c) => {
+    const r = await page.request.get(c.url);
+    return r.headers();
+  },
+};
+
+const rl = readline.createInterface({ input: process.stdin });
+for await (const line of rl) {
+  if (!line.trim()) continue;
+  let cmd;
+  let out;
+  try {
+    cmd = JSON.parse(line);
+    if (cmd.op === 'close') break;
+    const fn = ops[cmd.op];
+    if (!fn) throw new Error(`unknown op ${cmd.op}`);
+    out = { ok: true, value: await fn(cmd) };
+  } catch (e) {
+    out = { ok: false, error: String(e?.message || e).split('\n').slice(0, 6).join('\n') };
+  }
+  process.stdout.write(`${JSON.stringify(out)}\n`);
+}
+await context.close();
+rmSync(userDataDir, { recursive: true, force: true });
