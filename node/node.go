@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -69,6 +70,8 @@ type Node struct {
 
 	embedded *spine.Embedded
 	nc       *nats.Conn
+	// lock is held on the data directory while the embedded store is open.
+	lock *dirLock
 
 	grpcServer *grpc.Server
 	grpcLn     net.Listener
@@ -209,6 +212,12 @@ func (n *Node) connectNATS() error {
 	var err error
 	if n.cfg.NATSURL != "" {
 		n.nc, err = spine.Connect(n.cfg.NATSURL, "switchboard", n.log)
+		return err
+	}
+	// One owner per data directory: a second process on the same store
+	// would corrupt it.
+	n.lock, err = lockDataDir(n.cfg.DataDir)
+	if err != nil {
 		return err
 	}
 	n.embedded, err = spine.StartEmbedded(spine.EmbeddedConfig{DataDir: n.cfg.DataDir, Logger: n.log})
@@ -373,24 +382,50 @@ func (n *Node) DefaultMachineID() string {
 }
 
 // Run runs the roles until ctx ends or one fails, then shuts down in order:
-// the edge drains its requests and the workers their jobs while core still
-// answers, then core and the gRPC server stop, then NATS.
+// stop accepting (health checks answer NOT_SERVING, so clients balancing
+// across replicas move away; the edge stops listening), finish in-flight
+// work (the edge's requests and the workers' jobs while core still answers,
+// then the gRPC server's graceful stop, bounded by the shutdown timeout),
+// then stop core and billing (core publishes the usage events it still
+// buffers, including those of requests that finished during the drain),
+// then close NATS and the embedded server.
 func (n *Node) Run(ctx context.Context) error {
 	defer n.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	back, backCtx := errgroup.WithContext(context.WithoutCancel(ctx))
-	backCtx, stopBack := context.WithCancel(backCtx)
+
+	// The roles' background work (core, billing) runs on its own context,
+	// cancelled only once nothing can produce work for it any more.
+	var back errgroup.Group
+	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBack()
+	backFailed := make(chan struct{})
+	var failOnce sync.Once
+	goBack := func(f func() error) {
+		back.Go(func() error {
+			err := f()
+			if err != nil {
+				failOnce.Do(func() { close(backFailed) })
+			}
+			return err
+		})
+	}
 	if n.core != nil {
-		back.Go(func() error { return n.core.Run(backCtx) })
+		goBack(func() error { return n.core.Run(backCtx) })
 	}
 	if n.billing != nil {
-		back.Go(func() error { return n.billing.Run(backCtx) })
+		goBack(func() error { return n.billing.Run(backCtx) })
 	}
+	var serving errgroup.Group
 	if n.grpcServer != nil {
-		back.Go(func() error { return serveGRPC(n.grpcServer, n.grpcLn) })
-		back.Go(func() error { return serveGRPC(n.grpcServer, n.memLn) })
+		serving.Go(func() error {
+			err := serveGRPC(n.grpcServer, n.grpcLn)
+			if err != nil {
+				failOnce.Do(func() { close(backFailed) })
+			}
+			return err
+		})
+		serving.Go(func() error { return serveGRPC(n.grpcServer, n.memLn) })
 		n.log.Info("grpc listening", "addr", n.GRPCAddr())
 	}
 	var front errgroup.Group
@@ -407,33 +442,42 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.workers != nil {
 		run(n.workers.Run)
 	}
-	if n.edge == nil && n.workers == nil {
-		run(func(ctx context.Context) error { <-ctx.Done(); return nil })
-	}
-	// A back-end failure (the gRPC listener) stops the front too.
+	// A back-end failure (core, billing, the gRPC listener) stops the front
+	// too.
 	go func() {
 		select {
-		case <-backCtx.Done():
+		case <-backFailed:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	frontErr := front.Wait()
+	<-ctx.Done()
+	// Stop accepting: remote clients see NOT_SERVING and pick another
+	// replica while this one drains.
 	if n.health != nil {
 		n.health.Shutdown()
 	}
-	stopBack()
+	// Finish in-flight work: the edge's requests, the workers' jobs.
+	frontErr := front.Wait()
 	if n.grpcServer != nil {
 		stopped := make(chan struct{})
 		go func() { n.grpcServer.GracefulStop(); close(stopped) }()
+		timer := time.NewTimer(n.cfg.ShutdownTimeout)
 		select {
 		case <-stopped:
-		case <-time.After(n.cfg.ShutdownTimeout):
+		case <-timer.C:
+			n.log.Warn("grpc drain timed out; closing the remaining calls", "timeout", n.cfg.ShutdownTimeout)
 			n.grpcServer.Stop()
+			<-stopped
 		}
+		timer.Stop()
 	}
+	servingErr := serving.Wait()
+	// Nothing can start a request any more: core and billing finish their
+	// background work (core publishes its buffered usage events) and return.
+	stopBack()
 	backErr := back.Wait()
-	return errors.Join(frontErr, backErr)
+	return errors.Join(frontErr, servingErr, backErr)
 }
 
 func serveGRPC(s *grpc.Server, ln net.Listener) error {
@@ -464,6 +508,7 @@ func (n *Node) close() {
 	if n.embedded != nil {
 		n.embedded.Shutdown()
 	}
+	n.lock.release()
 }
 
 // recoverUnary turns a panicking handler into an internal error instead of a
