@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -165,7 +167,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 
 	var coreConn grpc.ClientConnInterface
 	if needs(RoleEdge) || needs(RoleWorker) {
-		coreConn, err = n.dial(cfg.CoreAddr, needs(RoleCore))
+		coreConn, err = n.dial(cfg.CoreAddr, corev1.Router_ServiceDesc.ServiceName, needs(RoleCore))
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +184,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		// configuration's defaults) serves no billing routes.
 		var billingConn grpc.ClientConnInterface
 		if needs(RoleBilling) || cfg.BillingAddr != "" {
-			c, err := n.dial(cfg.BillingAddr, needs(RoleBilling))
+			c, err := n.dial(cfg.BillingAddr, billingv1.Billing_ServiceDesc.ServiceName, needs(RoleBilling))
 			if err != nil {
 				return nil, err
 			}
@@ -339,19 +341,59 @@ func (n *Node) listenGRPC() error {
 // serves them, else over the network.
 // In process, unary calls go straight to the handlers (inproc) and streams
 // over an in-memory gRPC connection.
-func (n *Node) dial(addr string, local bool) (grpc.ClientConnInterface, error) {
+// Over the network, addrs is one address, a comma separated list of them,
+// or a DNS name with several addresses; calls are balanced round robin
+// across the replicas whose health check reports service SERVING, so a
+// replica that stops (NOT_SERVING while it drains) or dies is left out, and
+// calls that never reached it are retried transparently on another.
+func (n *Node) dial(addrs, service string, local bool) (grpc.ClientConnInterface, error) {
 	if local {
 		return n.local, nil
 	}
-	conn, err := grpc.NewClient(addr,
+	target, res := balancedTarget(config.Addrs(addrs))
+	if target == "" {
+		return nil, fmt.Errorf("dial %s: no address", service)
+	}
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
-	)
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		grpc.WithDefaultServiceConfig(balancedServiceConfig(service)),
+	}
+	if res != nil {
+		opts = append(opts, grpc.WithResolvers(res))
+	}
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
+		return nil, fmt.Errorf("dial %s: %w", addrs, err)
 	}
 	n.conns = append(n.conns, conn)
 	return conn, nil
+}
+
+// balancedTarget is the gRPC target of an address list: DNS for a single
+// host name (every address it resolves to is a replica), else a fixed list.
+func balancedTarget(addrs []string) (string, resolver.Builder) {
+	switch len(addrs) {
+	case 0:
+		return "", nil
+	case 1:
+		if host, _, err := net.SplitHostPort(addrs[0]); err == nil && net.ParseIP(host) == nil {
+			return "dns:///" + addrs[0], nil
+		}
+	}
+	r := manual.NewBuilderWithScheme("switchboard-replicas")
+	state := resolver.State{}
+	for _, a := range addrs {
+		state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+	}
+	r.InitialState(state)
+	return r.Scheme() + ":///replicas", r
+}
+
+// balancedServiceConfig spreads calls over every replica whose health check
+// reports service as SERVING.
+func balancedServiceConfig(service string) string {
+	return `{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":"` + service + `"}}`
 }
 
 // NATS is the process's NATS connection (nil for an edge-only process).
