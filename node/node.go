@@ -106,7 +106,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 	needs := func(r Role) bool { return slices.Contains(roles, r) }
 
 	if needs(RoleCore) || needs(RoleWorker) || needs(RoleBilling) {
-		if err := n.connectNATS(); err != nil {
+		if err := n.connectNATS(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -210,10 +210,10 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 	return n, nil
 }
 
-func (n *Node) connectNATS() error {
+func (n *Node) connectNATS(ctx context.Context) error {
 	var err error
 	if n.cfg.NATSURL != "" {
-		n.nc, err = spine.Connect(n.cfg.NATSURL, "switchboard", n.log)
+		n.nc, err = spine.Connect(ctx, n.cfg.NATSURL, "switchboard", n.log)
 		return err
 	}
 	// One owner per data directory: a second process on the same store

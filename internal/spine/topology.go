@@ -2,7 +2,9 @@ package spine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -119,22 +121,91 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 	return EnsureBuckets(ctx, js, t.Buckets()...)
 }
 
-// EnsureStreams creates or updates streams.
+// EnsureStreams creates or updates streams. Each is retried with backoff
+// while the cluster cannot answer (no JetStream leader yet, a node
+// restarting, a concurrent creator's "already in use"), for at most
+// EnsureWait or until ctx ends.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfgs ...jetstream.StreamConfig) error {
 	for _, cfg := range cfgs {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		err := retryEnsure(ctx, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateStream(ctx, cfg)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("spine: stream %s: %w", cfg.Name, err)
 		}
 	}
 	return nil
 }
 
-// EnsureBuckets creates or updates key-value buckets.
+// EnsureBuckets creates or updates key-value buckets, retried as
+// EnsureStreams does.
 func EnsureBuckets(ctx context.Context, js jetstream.JetStream, cfgs ...jetstream.KeyValueConfig) error {
 	for _, cfg := range cfgs {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+		err := retryEnsure(ctx, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("spine: bucket %s: %w", cfg.Bucket, err)
 		}
 	}
 	return nil
 }
+
+// EnsureWait bounds how long one stream or bucket creation is retried
+// (sooner when the caller's context ends).
+const EnsureWait = 2 * time.Minute
+
+// ensureAttempt bounds one creation attempt; a cluster electing its
+// JetStream leader answers nothing for a few seconds.
+const ensureAttempt = 10 * time.Second
+
+// retryEnsure runs create until it succeeds, fails for good, or the wait is
+// over. Creation is idempotent (create or update to the same definition),
+// so a retry after a concurrent creator won is a plain update.
+func retryEnsure(ctx context.Context, create func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, EnsureWait)
+	defer cancel()
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, ensureAttempt)
+		err := create(actx)
+		acancel()
+		if err == nil || permanentEnsureError(err) {
+			return err
+		}
+		// Jitter keeps creators started together from retrying in step.
+		wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff)))
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("gave up after %d attempts: %w", attempt, err)
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// permanentEnsureError reports an error no retry can fix: a definition the
+// server refuses.
+func permanentEnsureError(err error) bool {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode {
+	case jsErrStreamInvalidConfig, jsErrStreamSubjectOverlap, jsErrReplicasNotSupported, jetstream.JSErrCodeJetStreamNotEnabledForAccount:
+		return true
+	}
+	return false
+}
+
+// JetStream API error codes (nats-server's errors.json) nats.go does not
+// name.
+const (
+	jsErrStreamInvalidConfig  jetstream.ErrorCode = 10052
+	jsErrStreamSubjectOverlap jetstream.ErrorCode = 10065
+	jsErrReplicasNotSupported jetstream.ErrorCode = 10074
+)
