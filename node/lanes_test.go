@@ -1,12 +1,16 @@
 package node_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
@@ -61,4 +65,49 @@ func TestBillingDownKeepsTheGatewayServing(t *testing.T) {
 	coreNode.Stop()
 	ready = edge.Do(t, http.MethodGet, "/readyz", nil)
 	assert.Equal(t, http.StatusServiceUnavailable, ready.Status, "%s", ready.Body)
+}
+
+// SIGTERM to a core replica in split mode: a request in flight on it
+// finishes during the drain, and its usage event is published before the
+// process ends (core stops only after the gRPC server's graceful stop).
+func TestCoreStopPublishesUsageOfRequestsFinishingDuringDrain(t *testing.T) {
+	natsURL := nodetest.StartNATS(t)
+	arrived := make(chan struct{}, 1)
+	up := upstreamtest.New(t, upstreamtest.WithEmbeddingDims(4), upstreamtest.WithRequestHook(func(r upstreamtest.Request) {
+		if r.Path == pathEmbed {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	coreCfg := nodetest.Config(t.TempDir())
+	coreCfg.NATSURL = natsURL
+	coreNode := nodetest.Start(t, coreCfg, node.RoleCore)
+	edgeCfg := nodetest.Config(t.TempDir())
+	edgeCfg.CoreAddr = coreNode.Node.GRPCAddr()
+	edge := nodetest.Start(t, edgeCfg, node.RoleEdge)
+	edge.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "k",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL()}})
+
+	up.Enqueue(pathEmbed, upstreamtest.SlowFirstByte(time.Second))
+	done := make(chan nodetest.Response, 1)
+	go func() {
+		done <- edge.Do(t, http.MethodPost, pathEmbed, map[string]any{"model": embedModel, "input": "x"})
+	}()
+	<-arrived
+	coreNode.Stop()
+	r := <-done
+	require.Equal(t, http.StatusOK, r.Status, "the request in flight finished during the drain: %s", r.Body)
+
+	nc, err := spine.Connect(context.Background(), natsURL, "observer", nil)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	stream, err := js.Stream(context.Background(), spine.StreamUsage)
+	require.NoError(t, err)
+	info, err := stream.Info(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), info.State.Msgs, "the usage event of the drained request was published")
 }
