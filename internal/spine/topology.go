@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 )
 
 // Key-value buckets owned by core.
@@ -113,53 +114,68 @@ func (t Topology) replicas() int {
 }
 
 // Ensure creates the topology's streams and buckets, or updates them to the
-// definitions here. It is idempotent and safe to run from every replica.
+// definitions here. It is idempotent and safe to run from every replica at
+// once.
 func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
-	if err := EnsureStreams(ctx, js, t.Streams()...); err != nil {
-		return err
-	}
-	return EnsureBuckets(ctx, js, t.Buckets()...)
+	var g errgroup.Group
+	g.Go(func() error { return EnsureStreams(ctx, js, t.Streams()...) })
+	g.Go(func() error { return EnsureBuckets(ctx, js, t.Buckets()...) })
+	return g.Wait()
 }
 
-// EnsureStreams creates or updates streams. Each is retried with backoff
-// while the cluster cannot answer (no JetStream leader yet, a node
-// restarting, a concurrent creator's "already in use"), for at most
-// EnsureWait or until ctx ends.
+// EnsureStreams creates or updates streams, all at once. Each is retried
+// with backoff while the cluster cannot answer (no JetStream leader yet, a
+// node restarting, another creator's stream still being placed), for at
+// most EnsureWait or until ctx ends.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfgs ...jetstream.StreamConfig) error {
+	var g errgroup.Group
 	for _, cfg := range cfgs {
-		err := retryEnsure(ctx, func(ctx context.Context) error {
-			_, err := js.CreateOrUpdateStream(ctx, cfg)
-			return err
+		g.Go(func() error {
+			err := retryEnsure(ctx, func(ctx context.Context) error {
+				_, err := js.CreateOrUpdateStream(ctx, cfg)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("spine: stream %s: %w", cfg.Name, err)
+			}
+			return nil
 		})
-		if err != nil {
-			return fmt.Errorf("spine: stream %s: %w", cfg.Name, err)
-		}
 	}
-	return nil
+	return g.Wait()
 }
 
-// EnsureBuckets creates or updates key-value buckets, retried as
-// EnsureStreams does.
+// EnsureBuckets creates or updates key-value buckets, as EnsureStreams
+// does streams.
 func EnsureBuckets(ctx context.Context, js jetstream.JetStream, cfgs ...jetstream.KeyValueConfig) error {
+	var g errgroup.Group
 	for _, cfg := range cfgs {
-		err := retryEnsure(ctx, func(ctx context.Context) error {
-			_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
-			return err
+		g.Go(func() error {
+			err := retryEnsure(ctx, func(ctx context.Context) error {
+				_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("spine: bucket %s: %w", cfg.Bucket, err)
+			}
+			return nil
 		})
-		if err != nil {
-			return fmt.Errorf("spine: bucket %s: %w", cfg.Bucket, err)
-		}
 	}
-	return nil
+	return g.Wait()
 }
 
 // EnsureWait bounds how long one stream or bucket creation is retried
 // (sooner when the caller's context ends).
 const EnsureWait = 2 * time.Minute
 
-// ensureAttempt bounds one creation attempt; a cluster electing its
-// JetStream leader answers nothing for a few seconds.
-const ensureAttempt = 10 * time.Second
+// ensureAttempt bounds the first creation attempt. A request sent while
+// the cluster elects its JetStream leader, or while another creator's
+// stream is still being placed, gets no answer at all; the next attempt
+// then finds the stream. So attempts stay short, growing slowly to
+// ensureAttemptMax (JetStream's own API timeout) for a slow cluster.
+const (
+	ensureAttempt    = 2 * time.Second
+	ensureAttemptMax = 5 * time.Second
+)
 
 // retryEnsure runs create until it succeeds, fails for good, or the wait is
 // over. Creation is idempotent (create or update to the same definition),
@@ -167,9 +183,9 @@ const ensureAttempt = 10 * time.Second
 func retryEnsure(ctx context.Context, create func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, EnsureWait)
 	defer cancel()
-	backoff := 100 * time.Millisecond
+	backoff, limit := 100*time.Millisecond, ensureAttempt
 	for attempt := 1; ; attempt++ {
-		actx, acancel := context.WithTimeout(ctx, ensureAttempt)
+		actx, acancel := context.WithTimeout(ctx, limit)
 		err := create(actx)
 		acancel()
 		if err == nil || permanentEnsureError(err) {
@@ -185,6 +201,7 @@ func retryEnsure(ctx context.Context, create func(context.Context) error) error 
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, 2*time.Second)
+		limit = min(limit+time.Second, ensureAttemptMax)
 	}
 }
 

@@ -47,6 +47,7 @@ func NewNATSCluster(t testing.TB, size int) *NATSCluster {
 			Listen:  true,
 			Port:    clientPorts[i],
 			Name:    fmt.Sprintf("nats-%d", i),
+			Logger:  Logger(),
 			Cluster: &spine.ClusterConfig{Name: "switchboard-test", Port: routePorts[i], Routes: routes},
 		}})
 	}
@@ -159,11 +160,23 @@ func (c *NATSCluster) StreamLeader(t testing.TB, stream string) int {
 	return leader
 }
 
-// FreePort is a TCP port on 127.0.0.1 free at the time of the call.
+// FreePort is a TCP port on 127.0.0.1 free at the time of the call and
+// never handed out before in this test binary (the kernel may offer a port
+// again once its probe listener closed, before its first user binds it).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if _, taken := handedOut.LoadOrStore(port, true); !taken {
+			return port
+		}
+	}
+	t.Fatal("no fresh TCP port")
+	return 0
 }
+
+// handedOut are the ports FreePort returned.
+var handedOut sync.Map
