@@ -240,3 +240,19 @@ func TestCoreReplicaStoppedUnderLoad(t *testing.T) {
 	l.report(t)
 	assert.Zero(t, l.failed.Load(), "a core draining costs no request")
 }
+
+// One of two core replicas dies under load (no drain): at most the calls in
+// flight on it fail; the edge keeps answering on the other.
+func TestCoreReplicaKilledUnderLoad(t *testing.T) {
+	natsURL := nodetest.StartNATS(t)
+	d := deploy(t, natsURL, 1, 2)
+
+	const clients = 4
+	l := startLoad(t, d.edge.BaseURL, clients)
+	l.until(t, 150, "before the kill")
+	d.cores[0].Node.Crash()
+	l.until(t, 300, "with one core")
+	l.end()
+	l.report(t)
+	assert.LessOrEqual(t, l.failed.Load(), int64(clients), "only calls in flight on the killed replica fail")
+}
