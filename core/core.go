@@ -233,9 +233,11 @@ func ensureDefaultMachine(ctx context.Context, st *store.Store) (string, error) 
 	if err := st.Machines.Create(ctx, defaultMachineKey, m); err != nil && !errors.Is(err, kvmirror.ErrExists) {
 		return "", err
 	}
-	e, ok := st.Machines.Get(defaultMachineKey)
-	if !ok {
-		return "", errors.New("default machine pointer missing after create")
+	// Another core starting at the same time may have won the create; its
+	// pointer reaches this mirror shortly.
+	e, err := awaitEntry(ctx, st.Machines, defaultMachineKey)
+	if err != nil {
+		return "", fmt.Errorf("default machine pointer missing after create: %w", err)
 	}
 	m = e.Value
 	if err := st.Machines.Create(ctx, m.GetId(), m); err != nil && !errors.Is(err, kvmirror.ErrExists) {
@@ -245,6 +247,21 @@ func ensureDefaultMachine(ctx context.Context, st *store.Store) (string, error) 
 		return "", err
 	}
 	return m.GetId(), nil
+}
+
+// awaitEntry is key's entry once the mirror has it.
+func awaitEntry(ctx context.Context, b *kvmirror.Bucket[*busv1.Machine], key string) (kvmirror.Entry[*busv1.Machine], error) {
+	for {
+		ch := b.Changed()
+		if e, ok := b.Get(key); ok {
+			return e, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return kvmirror.Entry[*busv1.Machine]{}, ctx.Err()
+		}
+	}
 }
 
 // Register adds core's services to a gRPC server.

@@ -234,29 +234,27 @@ func (e *Edge) Run(ctx context.Context) error {
 	return nil
 }
 
-// readyz answers 200 once the services the edge fronts answer health checks.
+// readyz answers 200 once core, which every gateway route needs, answers
+// health checks. Billing is reported but never makes the edge unready: a
+// load balancer must not take the OpenAI gateway out because billing is
+// restarting (GraphQL answers BILLING_UNAVAILABLE meanwhile).
 func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	checks := []struct {
-		name, service string
-		conn          grpc.ClientConnInterface
-	}{
-		{"core", corev1.Router_ServiceDesc.ServiceName, e.core},
-		{"billing", billingv1.Billing_ServiceDesc.ServiceName, e.billing},
+	serving := func(conn grpc.ClientConnInterface, service string) bool {
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 	}
-	for _, c := range checks {
-		if c.conn == nil {
-			continue
-		}
-		resp, err := healthpb.NewHealthClient(c.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: c.service})
-		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-			openai.NewProblem(http.StatusServiceUnavailable, "not_ready", c.name+" is not ready", "").Write(w)
-			return
-		}
+	if e.core != nil && !serving(e.core, corev1.Router_ServiceDesc.ServiceName) {
+		openai.NewProblem(http.StatusServiceUnavailable, "not_ready", "core is not ready", "").Write(w)
+		return
+	}
+	body := "ready\n"
+	if e.billing != nil && !serving(e.billing, billingv1.Billing_ServiceDesc.ServiceName) {
+		body += "billing: degraded (billing calls answer BILLING_UNAVAILABLE)\n"
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte("ready\n"))
+	_, _ = w.Write([]byte(body))
 }
 
 func tooLarge(w http.ResponseWriter, limit int64) {

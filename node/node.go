@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,6 +24,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -73,6 +76,8 @@ type Node struct {
 
 	embedded *spine.Embedded
 	nc       *nats.Conn
+	// lock is held on the data directory while the embedded store is open.
+	lock *dirLock
 
 	grpcServer *grpc.Server
 	grpcLn     net.Listener
@@ -108,7 +113,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 	needs := func(r Role) bool { return slices.Contains(roles, r) }
 
 	if needs(RoleCore) || needs(RoleWorker) || needs(RoleBilling) {
-		if err := n.connectNATS(); err != nil {
+		if err := n.connectNATS(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +181,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 
 	var coreConn grpc.ClientConnInterface
 	if needs(RoleEdge) || needs(RoleWorker) {
-		coreConn, err = n.dial(cfg.CoreAddr, needs(RoleCore))
+		coreConn, err = n.dial(cfg.CoreAddr, corev1.Router_ServiceDesc.ServiceName, needs(RoleCore))
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +202,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		// configuration's defaults) serves no billing routes.
 		var billingConn grpc.ClientConnInterface
 		if needs(RoleBilling) || cfg.BillingAddr != "" {
-			c, err := n.dial(cfg.BillingAddr, needs(RoleBilling))
+			c, err := n.dial(cfg.BillingAddr, billingv1.Billing_ServiceDesc.ServiceName, needs(RoleBilling))
 			if err != nil {
 				return nil, err
 			}
@@ -230,10 +235,16 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 	return n, nil
 }
 
-func (n *Node) connectNATS() error {
+func (n *Node) connectNATS(ctx context.Context) error {
 	var err error
 	if n.cfg.NATSURL != "" {
-		n.nc, err = spine.Connect(n.cfg.NATSURL, "switchboard", n.log)
+		n.nc, err = spine.Connect(ctx, n.cfg.NATSURL, "switchboard", n.log)
+		return err
+	}
+	// One owner per data directory: a second process on the same store
+	// would corrupt it.
+	n.lock, err = lockDataDir(n.cfg.DataDir)
+	if err != nil {
 		return err
 	}
 	n.embedded, err = spine.StartEmbedded(spine.EmbeddedConfig{DataDir: n.cfg.DataDir, Logger: n.log})
@@ -408,18 +419,31 @@ func (n *Node) listenGRPC() error {
 // serves them, else over the network.
 // In process, unary calls go straight to the handlers (inproc) and streams
 // over an in-memory gRPC connection.
+// Over the network, addrs is one address, a comma separated list of them,
+// or a DNS name with several addresses; calls are balanced round robin
+// across the replicas whose health check reports service SERVING, so a
+// replica that stops (NOT_SERVING while it drains) or dies is left out, and
+// calls that never reached it are retried transparently on another.
 // Either way calls carry the internal token and pass the same guard.
-func (n *Node) dial(addr string, local bool) (grpc.ClientConnInterface, error) {
+func (n *Node) dial(addrs, service string, local bool) (grpc.ClientConnInterface, error) {
 	if local {
 		return rpcauth.WithToken(n.local, n.internalToken), nil
+	}
+	target, res := balancedTarget(config.Addrs(addrs))
+	if target == "" {
+		return nil, fmt.Errorf("dial %s: no address", service)
 	}
 	opts, err := n.dialOptions()
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(addr, opts...)
+	opts = append(opts, grpc.WithDefaultServiceConfig(balancedServiceConfig(service)))
+	if res != nil {
+		opts = append(opts, grpc.WithResolvers(res))
+	}
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
+		return nil, fmt.Errorf("dial %s: %w", addrs, err)
 	}
 	n.conns = append(n.conns, conn)
 	return conn, nil
@@ -443,6 +467,32 @@ func (n *Node) dialOptions() ([]grpc.DialOption, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(rpcauth.TokenCredentials(n.internalToken)))
 	}
 	return opts, nil
+}
+
+// balancedTarget is the gRPC target of an address list: DNS for a single
+// host name (every address it resolves to is a replica), else a fixed list.
+func balancedTarget(addrs []string) (string, resolver.Builder) {
+	switch len(addrs) {
+	case 0:
+		return "", nil
+	case 1:
+		if host, _, err := net.SplitHostPort(addrs[0]); err == nil && net.ParseIP(host) == nil {
+			return "dns:///" + addrs[0], nil
+		}
+	}
+	r := manual.NewBuilderWithScheme("switchboard-replicas")
+	state := resolver.State{}
+	for _, a := range addrs {
+		state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+	}
+	r.InitialState(state)
+	return r.Scheme() + ":///replicas", r
+}
+
+// balancedServiceConfig spreads calls over every replica whose health check
+// reports service as SERVING.
+func balancedServiceConfig(service string) string {
+	return `{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":"` + service + `"}}`
 }
 
 // NATS is the process's NATS connection (nil for an edge-only process).
@@ -473,24 +523,50 @@ func (n *Node) DefaultMachineID() string {
 }
 
 // Run runs the roles until ctx ends or one fails, then shuts down in order:
-// the edge drains its requests and the workers their jobs while core still
-// answers, then core and the gRPC server stop, then NATS.
+// stop accepting (health checks answer NOT_SERVING, so clients balancing
+// across replicas move away; the edge stops listening), finish in-flight
+// work (the edge's requests and the workers' jobs while core still answers,
+// then the gRPC server's graceful stop, bounded by the shutdown timeout),
+// then stop core and billing (core publishes the usage events it still
+// buffers, including those of requests that finished during the drain),
+// then close NATS and the embedded server.
 func (n *Node) Run(ctx context.Context) error {
 	defer n.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	back, backCtx := errgroup.WithContext(context.WithoutCancel(ctx))
-	backCtx, stopBack := context.WithCancel(backCtx)
+
+	// The roles' background work (core, billing) runs on its own context,
+	// cancelled only once nothing can produce work for it any more.
+	var back errgroup.Group
+	backCtx, stopBack := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBack()
+	backFailed := make(chan struct{})
+	var failOnce sync.Once
+	goBack := func(f func() error) {
+		back.Go(func() error {
+			err := f()
+			if err != nil {
+				failOnce.Do(func() { close(backFailed) })
+			}
+			return err
+		})
+	}
 	if n.core != nil {
-		back.Go(func() error { return n.core.Run(backCtx) })
+		goBack(func() error { return n.core.Run(backCtx) })
 	}
 	if n.billing != nil {
-		back.Go(func() error { return n.billing.Run(backCtx) })
+		goBack(func() error { return n.billing.Run(backCtx) })
 	}
+	var serving errgroup.Group
 	if n.grpcServer != nil {
-		back.Go(func() error { return serveGRPC(n.grpcServer, n.grpcLn) })
-		back.Go(func() error { return serveGRPC(n.grpcServer, n.memLn) })
+		serving.Go(func() error {
+			err := serveGRPC(n.grpcServer, n.grpcLn)
+			if err != nil {
+				failOnce.Do(func() { close(backFailed) })
+			}
+			return err
+		})
+		serving.Go(func() error { return serveGRPC(n.grpcServer, n.memLn) })
 		n.log.Info("grpc listening", "addr", n.GRPCAddr())
 	}
 	var front errgroup.Group
@@ -507,33 +583,42 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.workers != nil {
 		run(n.workers.Run)
 	}
-	if n.edge == nil && n.workers == nil {
-		run(func(ctx context.Context) error { <-ctx.Done(); return nil })
-	}
-	// A back-end failure (the gRPC listener) stops the front too.
+	// A back-end failure (core, billing, the gRPC listener) stops the front
+	// too.
 	go func() {
 		select {
-		case <-backCtx.Done():
+		case <-backFailed:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	frontErr := front.Wait()
+	<-ctx.Done()
+	// Stop accepting: remote clients see NOT_SERVING and pick another
+	// replica while this one drains.
 	if n.health != nil {
 		n.health.Shutdown()
 	}
-	stopBack()
+	// Finish in-flight work: the edge's requests, the workers' jobs.
+	frontErr := front.Wait()
 	if n.grpcServer != nil {
 		stopped := make(chan struct{})
 		go func() { n.grpcServer.GracefulStop(); close(stopped) }()
+		timer := time.NewTimer(n.cfg.ShutdownTimeout)
 		select {
 		case <-stopped:
-		case <-time.After(n.cfg.ShutdownTimeout):
+		case <-timer.C:
+			n.log.Warn("grpc drain timed out; closing the remaining calls", "timeout", n.cfg.ShutdownTimeout)
 			n.grpcServer.Stop()
+			<-stopped
 		}
+		timer.Stop()
 	}
+	servingErr := serving.Wait()
+	// Nothing can start a request any more: core and billing finish their
+	// background work (core publishes its buffered usage events) and return.
+	stopBack()
 	backErr := back.Wait()
-	return errors.Join(frontErr, backErr)
+	return errors.Join(frontErr, servingErr, backErr)
 }
 
 func serveGRPC(s *grpc.Server, ln net.Listener) error {
@@ -564,6 +649,7 @@ func (n *Node) close() {
 	if n.embedded != nil {
 		n.embedded.Shutdown()
 	}
+	n.lock.release()
 }
 
 // chainUnary runs interceptors in order around a handler, for the

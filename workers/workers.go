@@ -86,30 +86,60 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Workers, error) {
 
 // Run takes jobs until ctx ends, then finishes the ones in flight.
 func (w *Workers) Run(ctx context.Context) error {
-	g, ctx := errgroup.WithContext(ctx)
+	var g errgroup.Group
 	g.Go(func() error {
-		return jobs.Consumer[*busv1.CatalogRefreshJob]{
+		return w.keep(ctx, "catalog-refresh", jobs.Consumer[*busv1.CatalogRefreshJob]{
 			Durable:     "catalog-refresh",
 			Subject:     spine.SubjectCatalogRefresh + ".>",
 			New:         func() *busv1.CatalogRefreshJob { return new(busv1.CatalogRefreshJob) },
 			Handle:      w.catalog.Handle,
 			Concurrency: w.cfg.Concurrency,
 			Timeout:     w.jobTimeout(catalogrefresh.FetchTimeout + 10*time.Second),
-		}.Run(ctx, w.js, w.log)
+		}.Run)
 	})
 	g.Go(func() error {
-		return jobs.Consumer[*busv1.TokenRefreshJob]{
+		return w.keep(ctx, "token-refresh", jobs.Consumer[*busv1.TokenRefreshJob]{
 			Durable:     "token-refresh",
 			Subject:     spine.SubjectTokenRefresh + ".>",
 			New:         func() *busv1.TokenRefreshJob { return new(busv1.TokenRefreshJob) },
 			Handle:      w.tokens.Handle,
 			Concurrency: w.cfg.Concurrency,
 			Timeout:     w.jobTimeout(tokenrefresh.JobTimeout),
-		}.Run(ctx, w.js, w.log)
+		}.Run)
 	})
-	g.Go(func() error { return w.usage.Run(ctx, w.js) })
+	g.Go(func() error {
+		return w.keep(ctx, "usage-rollup", func(ctx context.Context, js jetstream.JetStream, _ *slog.Logger) error {
+			return w.usage.Run(ctx, js)
+		})
+	})
 	w.log.Info("workers running")
 	return g.Wait()
+}
+
+// keep runs one consumer until ctx ends, starting it again with backoff
+// when it fails (its durable consumer could not be created while the
+// cluster elects a leader or a node restarts, or its subscription broke):
+// one consumer's trouble never stops the others or the process.
+func (w *Workers) keep(ctx context.Context, name string, run func(context.Context, jetstream.JetStream, *slog.Logger) error) error {
+	backoff := 250 * time.Millisecond
+	for {
+		err := run(ctx, w.js, w.log)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			err = errors.New("stopped on its own")
+		}
+		w.log.Warn("consumer failed; starting it again", "consumer", name, "err", err, "in", backoff)
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
 }
 
 // jobTimeout is the configured bound on a job, else def.

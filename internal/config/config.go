@@ -146,8 +146,8 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	dataDir := s.add("SWITCHBOARD_DATA_DIR", "data-dir", "./data", "embedded NATS store and generated keys", false)
 	natsURL := s.add("SWITCHBOARD_NATS_URL", "nats-url", "", "external NATS URL(s), comma separated; empty runs an embedded server", true)
 	replicas := s.add("SWITCHBOARD_NATS_REPLICAS", "nats-replicas", "1", "replicas of streams and buckets (3 on a cluster)", false)
-	coreAddr := s.add("SWITCHBOARD_CORE_ADDR", "core-addr", "", "where edge and workers reach core (default: the gRPC listener)", false)
-	billingAddr := s.add("SWITCHBOARD_BILLING_ADDR", "billing-addr", "", "where edge reaches billing (default: the gRPC listener)", false)
+	coreAddr := s.add("SWITCHBOARD_CORE_ADDR", "core-addr", "", "where edge and workers reach core: host:port, a comma separated list of them, or a DNS name with several addresses; calls are balanced across the healthy ones (default: the gRPC listener)", false)
+	billingAddr := s.add("SWITCHBOARD_BILLING_ADDR", "billing-addr", "", "where edge reaches billing, as for --core-addr (default: the gRPC listener)", false)
 	adminToken := s.add("SWITCHBOARD_ADMIN_TOKEN", "admin-token", "", "admin bearer token (generated into the data directory when empty)", true)
 	secretKey := s.add("SWITCHBOARD_SECRET_KEY", "secret-key", "", "base64 32-byte key for secrets at rest (generated when empty)", true)
 	internalToken := s.add("SWITCHBOARD_INTERNAL_TOKEN", "internal-token", "", "service credential of gRPC calls between roles (generated into the data directory by serve; required by split billing and edge)", true)
@@ -236,10 +236,10 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	check(httpAddr, validAddr(c.HTTPAddr))
 	check(grpcAddr, validAddr(c.GRPCAddr))
 	if c.CoreAddr != "" {
-		check(coreAddr, validAddr(c.CoreAddr))
+		check(coreAddr, validAddrList(c.CoreAddr))
 	}
 	if c.BillingAddr != "" {
-		check(billingAddr, validAddr(c.BillingAddr))
+		check(billingAddr, validAddrList(c.BillingAddr))
 	}
 	if c.DataDir == "" {
 		check(dataDir, errors.New("must not be empty"))
@@ -424,6 +424,27 @@ func readableFile(name string) error {
 		return fmt.Errorf("cannot read %q", name)
 	}
 	return f.Close()
+}
+
+func validAddrList(list string) error {
+	for _, addr := range strings.Split(list, ",") {
+		if err := validAddr(strings.TrimSpace(addr)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Addrs splits an address list (SWITCHBOARD_CORE_ADDR,
+// SWITCHBOARD_BILLING_ADDR) into its host:port addresses.
+func Addrs(list string) []string {
+	var out []string
+	for _, addr := range strings.Split(list, ",") {
+		if addr = strings.TrimSpace(addr); addr != "" {
+			out = append(out, addr)
+		}
+	}
+	return out
 }
 
 func validNATSURL(list string) error {

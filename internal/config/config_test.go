@@ -172,3 +172,31 @@ func TestCORSOriginsAndBodyLimits(t *testing.T) {
 		assert.Error(t, err, "%v", bad)
 	}
 }
+
+// Edge and workers may be given several core (and billing) replicas.
+func TestAddressLists(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		want        []string
+		bad         bool
+	}{
+		{name: "one", value: "10.0.0.1:9090", want: []string{"10.0.0.1:9090"}},
+		{name: "list", value: "10.0.0.1:9090, 10.0.0.2:9090,core-3:9090", want: []string{"10.0.0.1:9090", "10.0.0.2:9090", "core-3:9090"}},
+		{name: "dns name", value: "core.switchboard.svc:9090", want: []string{"core.switchboard.svc:9090"}},
+		{name: "missing port in list", value: "10.0.0.1:9090,10.0.0.2", bad: true},
+		{name: "bad port", value: "10.0.0.1:90900", bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load("edge", nil, env(map[string]string{"SWITCHBOARD_CORE_ADDR": tc.value, "SWITCHBOARD_BILLING_ADDR": tc.value}), io.Discard)
+			if tc.bad {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "SWITCHBOARD_CORE_ADDR")
+				assert.Contains(t, err.Error(), "SWITCHBOARD_BILLING_ADDR")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, Addrs(c.CoreAddr))
+			assert.Equal(t, tc.want, Addrs(c.BillingAddr))
+		})
+	}
+}

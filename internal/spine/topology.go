@@ -3,10 +3,13 @@ package spine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 )
 
 // Key-value buckets owned by core.
@@ -140,30 +143,115 @@ func (t Topology) replicas() int {
 }
 
 // Ensure creates the topology's streams and buckets, or updates them to the
-// definitions here. It is idempotent and safe to run from every replica.
+// definitions here. It is idempotent and safe to run from every replica at
+// once.
 func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
-	if err := EnsureStreams(ctx, js, t.Streams()...); err != nil {
-		return err
-	}
-	return EnsureBuckets(ctx, js, t.Buckets()...)
+	var g errgroup.Group
+	g.Go(func() error { return EnsureStreams(ctx, js, t.Streams()...) })
+	g.Go(func() error { return EnsureBuckets(ctx, js, t.Buckets()...) })
+	return g.Wait()
 }
 
-// EnsureStreams creates or updates streams.
+// EnsureStreams creates or updates streams, all at once. Each is retried
+// with backoff while the cluster cannot answer (no JetStream leader yet, a
+// node restarting, another creator's stream still being placed), for at
+// most EnsureWait or until ctx ends.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfgs ...jetstream.StreamConfig) error {
+	var g errgroup.Group
 	for _, cfg := range cfgs {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("spine: stream %s: %w", cfg.Name, err)
-		}
+		g.Go(func() error {
+			err := retryEnsure(ctx, func(ctx context.Context) error {
+				_, err := js.CreateOrUpdateStream(ctx, cfg)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("spine: stream %s: %w", cfg.Name, err)
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
-// EnsureBuckets creates or updates key-value buckets.
+// EnsureBuckets creates or updates key-value buckets, as EnsureStreams
+// does streams.
 func EnsureBuckets(ctx context.Context, js jetstream.JetStream, cfgs ...jetstream.KeyValueConfig) error {
+	var g errgroup.Group
 	for _, cfg := range cfgs {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
-			return fmt.Errorf("spine: bucket %s: %w", cfg.Bucket, err)
-		}
+		g.Go(func() error {
+			err := retryEnsure(ctx, func(ctx context.Context) error {
+				_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("spine: bucket %s: %w", cfg.Bucket, err)
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
+
+// EnsureWait bounds how long one stream or bucket creation is retried
+// (sooner when the caller's context ends).
+const EnsureWait = 2 * time.Minute
+
+// ensureAttempt bounds the first creation attempt. A request sent while
+// the cluster elects its JetStream leader, or while another creator's
+// stream is still being placed, gets no answer at all; the next attempt
+// then finds the stream. So attempts stay short, growing slowly to
+// ensureAttemptMax (JetStream's own API timeout) for a slow cluster.
+const (
+	ensureAttempt    = 2 * time.Second
+	ensureAttemptMax = 5 * time.Second
+)
+
+// retryEnsure runs create until it succeeds, fails for good, or the wait is
+// over. Creation is idempotent (create or update to the same definition),
+// so a retry after a concurrent creator won is a plain update.
+func retryEnsure(ctx context.Context, create func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, EnsureWait)
+	defer cancel()
+	backoff, limit := 100*time.Millisecond, ensureAttempt
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, limit)
+		err := create(actx)
+		acancel()
+		if err == nil || permanentEnsureError(err) {
+			return err
+		}
+		// Jitter keeps creators started together from retrying in step.
+		wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff)))
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("gave up after %d attempts: %w", attempt, err)
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		limit = min(limit+time.Second, ensureAttemptMax)
+	}
+}
+
+// permanentEnsureError reports an error no retry can fix: a definition the
+// server refuses.
+func permanentEnsureError(err error) bool {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode {
+	case jsErrStreamInvalidConfig, jsErrStreamSubjectOverlap, jsErrReplicasNotSupported, jetstream.JSErrCodeJetStreamNotEnabledForAccount:
+		return true
+	}
+	return false
+}
+
+// JetStream API error codes (nats-server's errors.json) nats.go does not
+// name.
+const (
+	jsErrStreamInvalidConfig  jetstream.ErrorCode = 10052
+	jsErrStreamSubjectOverlap jetstream.ErrorCode = 10065
+	jsErrReplicasNotSupported jetstream.ErrorCode = 10074
+)

@@ -74,12 +74,15 @@ func Logger() *slog.Logger {
 // Start runs a process with the given roles until the test ends (or Stop).
 func Start(t testing.TB, cfg config.Config, roles ...node.Role) *Instance {
 	t.Helper()
+	n, err := node.Start(context.Background(), cfg, Logger(), roles...)
+	require.NoError(t, err, "start %v", roles)
+	return Run(t, n, cfg, roles...)
+}
+
+// Run runs a started process until the test ends (or Stop).
+func Run(t testing.TB, n *node.Node, cfg config.Config, roles ...node.Role) *Instance {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, cfg, Logger(), roles...)
-	if err != nil {
-		cancel()
-		require.NoError(t, err, "start %v", roles)
-	}
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
 	in := &Instance{Node: n, Config: cfg}
