@@ -1,8 +1,10 @@
-// Package chat serves /v1/chat/completions: it sends the client's body to
-// the model's upstream (translated when the upstream speaks Anthropic
-// Messages), relays a streamed answer event by event, falls back to another
-// connection only until the first event reached the client, and ends a
-// stream that breaks after that with an error, never a clean close.
+// Package chat serves the gateway's three chat dialects (OpenAI Chat
+// Completions, Anthropic Messages, OpenAI Responses) on one path: it sends
+// the client's body to the model's upstream through the translator of the
+// (dialect, upstream format) pair (a pass-through when the two match),
+// relays a streamed answer event by event, falls back to another connection
+// only until the first event reached the client, and ends a stream that
+// breaks after that with an error, never a clean close.
 package chat
 
 import (
@@ -28,24 +30,32 @@ const (
 )
 
 // Sink receives the answer. Start is called once, before the first chunk
-// or the completion, with the time spent waiting on upstreams so far.
+// or the completion, with the time spent waiting on upstreams so far. A
+// chunk is one event of the client's dialect: event is its SSE name
+// (empty for Chat Completions, whose events have none).
 type Sink interface {
 	Start(upstream time.Duration) error
-	Chunk(data []byte) error
+	Chunk(event string, data []byte) error
 	Completion(data []byte) error
 }
 
 // Request is a chat request.
 type Request struct {
 	MachineID string
-	Body      []byte
+	// Dialect is the shape of Body and of the answer.
+	Dialect Dialect
+	Body    []byte
+	// Header holds the client headers a translator may forward upstream
+	// (lower-case names: anthropic-version, anthropic-beta).
+	Header map[string]string
 	// Caveman returns the terse-output level for a connection ("" for off).
 	Caveman func(c *busv1.Connection) string
 }
 
-// Usage is what the answering upstream reported.
+// Usage is what the answering upstream reported. PromptTokens counts every
+// input token; CachedTokens (cache reads) and CacheWriteTokens are subsets.
 type Usage struct {
-	PromptTokens, CompletionTokens, TotalTokens, CachedTokens, ReasoningTokens int64
+	PromptTokens, CompletionTokens, TotalTokens, CachedTokens, ReasoningTokens, CacheWriteTokens int64
 }
 
 // Result describes the answer.
@@ -117,54 +127,6 @@ func Supports(spec provider.Spec) bool {
 	return spec.Format == provider.FormatOpenAI || spec.Format == provider.FormatAnthropic
 }
 
-// parsed is what the gateway reads of a chat body; the rest passes through.
-type parsed struct {
-	fields       map[string]json.RawMessage
-	model        string
-	stream       bool
-	includeUsage bool
-}
-
-func parse(body []byte) (parsed, error) {
-	var p parsed
-	if err := json.Unmarshal(body, &p.fields); err != nil || p.fields == nil {
-		return p, &RequestError{Code: "invalid_json", Message: "the request body is not a JSON object"}
-	}
-	raw, ok := p.fields["model"]
-	if !ok || string(raw) == "null" {
-		return p, &RequestError{Param: "model", Code: "missing_required_parameter", Message: "you must provide a model parameter"}
-	}
-	if json.Unmarshal(raw, &p.model) != nil || p.model == "" {
-		return p, &RequestError{Param: "model", Code: "invalid_type", Message: "'model' must be a non-empty string"}
-	}
-	msgs, ok := p.fields["messages"]
-	if !ok || string(msgs) == "null" {
-		return p, &RequestError{Param: "messages", Code: "missing_required_parameter", Message: "you must provide a messages parameter"}
-	}
-	var list []json.RawMessage
-	if json.Unmarshal(msgs, &list) != nil {
-		return p, &RequestError{Param: "messages", Code: "invalid_type", Message: "'messages' must be an array"}
-	}
-	if len(list) == 0 {
-		return p, &RequestError{Param: "messages", Code: "invalid_value", Message: "'messages' must not be empty"}
-	}
-	if s, ok := p.fields["stream"]; ok && string(s) != "null" {
-		if json.Unmarshal(s, &p.stream) != nil {
-			return p, &RequestError{Param: "stream", Code: "invalid_type", Message: "'stream' must be a boolean"}
-		}
-	}
-	if so, ok := p.fields["stream_options"]; ok && string(so) != "null" {
-		var opts struct {
-			IncludeUsage bool `json:"include_usage"`
-		}
-		if json.Unmarshal(so, &opts) != nil {
-			return p, &RequestError{Param: "stream_options", Code: "invalid_type", Message: "'stream_options' must be an object"}
-		}
-		p.includeUsage = opts.IncludeUsage
-	}
-	return p, nil
-}
-
 // Model returns the model a body names, for routing and errors.
 func Model(body []byte) string {
 	var m struct {
@@ -176,10 +138,11 @@ func Model(body []byte) string {
 
 // Complete answers the request into sink.
 func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result, dispatch.Result, error) {
-	p, err := parse(req.Body)
+	in, err := parse(req.Dialect, req.Body)
 	if err != nil {
 		return Result{}, dispatch.Result{}, err
 	}
+	in.header = req.Header
 	start := time.Now()
 	var out Result
 	started := false
@@ -191,13 +154,13 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 		out.Upstream = time.Since(start)
 		return sink.Start(out.Upstream)
 	}
-	res, err := s.d.Do(ctx, dispatch.Request{MachineID: req.MachineID, Model: p.model, Supports: Supports},
+	res, err := s.d.Do(ctx, dispatch.Request{MachineID: req.MachineID, Model: in.model, Supports: Supports},
 		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
 			level := ""
 			if req.Caveman != nil {
 				level = req.Caveman(c.Connection)
 			}
-			a := attempt{svc: s, p: p, t: t, c: c, sink: sink, begin: begin, level: level}
+			a := attempt{svc: s, in: in, tr: pick(in.dialect, t.Spec), t: t, c: c, sink: sink, begin: begin, level: level}
 			u, err := a.run(ctx)
 			if err == nil {
 				out.Usage = u
