@@ -87,7 +87,7 @@ func (s *Server) serveMessages(o *output, r *http.Request, body []byte) {
 		}
 	}
 	a.text = EchoPrefix + userText
-	if !toolResult {
+	if !toolResult && !s.cfg.noToolCalls {
 		for _, t := range messageTools(&req) {
 			a.calls = append(a.calls, toolCall{id: s.newID("toolu_01", 22), name: t.name, args: toolArguments(t.schema, userText)})
 		}

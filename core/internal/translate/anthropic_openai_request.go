@@ -212,6 +212,17 @@ func chatMessagesOf(m inMsgMessage, param string) ([]outChatMessage, error) {
 		return nil, err
 	}
 	switch m.Role {
+	case "system":
+		// Mid-conversation system text (Claude Code sends it): a system
+		// message at that place.
+		var text []string
+		for i, b := range blocks {
+			if b.Type != "text" {
+				return nil, invalid(param+".content["+strconv.Itoa(i)+"].type", "system messages hold text blocks only")
+			}
+			text = append(text, b.Text)
+		}
+		return []outChatMessage{{Role: "system", Content: strings.Join(text, "\n\n")}}, nil
 	case "assistant":
 		msg := outChatMessage{Role: "assistant"}
 		var text strings.Builder
@@ -285,7 +296,7 @@ func chatMessagesOf(m inMsgMessage, param string) ([]outChatMessage, error) {
 		}
 		return out, nil
 	}
-	return nil, invalid(param+".role", "role must be user or assistant")
+	return nil, invalid(param+".role", "role must be user, assistant or system")
 }
 
 func sourceURL(s *msgSource, param string) (string, error) {
