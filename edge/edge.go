@@ -104,6 +104,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	mux.Handle("POST /{machineId}/v1/chat/completions", limitBody(cfg.MaxBodyBytes, chat))
 	messages := &openai.Messages{Router: corev1.NewRouterClient(deps.Core), Upstream: emb.Upstream, KeepAliveEvery: cfg.KeepAliveEvery}
 	mux.Handle("POST /v1/messages", limitBody(cfg.MaxBodyBytes, messages))
+	responses := &openai.Responses{Router: corev1.NewRouterClient(deps.Core), Upstream: emb.Upstream, KeepAliveEvery: cfg.KeepAliveEvery}
+	mux.Handle("POST /v1/responses", limitBody(cfg.MaxBodyBytes, responses))
 	mux.Handle("POST /v1/messages/count_tokens", limitBody(cfg.MaxBodyBytes, &openai.CountTokens{Router: corev1.NewRouterClient(deps.Core)}))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
 	e.mountCLITools(mux, deps.Core)

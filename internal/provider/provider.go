@@ -97,6 +97,10 @@ type Spec struct {
 	DefaultBaseURL string
 	Auth           Auth
 	Format         Format
+	// Responses is true when the upstream also speaks OpenAI's Responses
+	// API at {BaseURL}/responses: /v1/responses requests go to it as they
+	// are instead of being translated.
+	Responses bool
 	// Kinds lists the model kinds the provider serves.
 	Kinds []string
 	// Listing is true when GET {BaseURL}/models lists the models live.

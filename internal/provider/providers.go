@@ -36,7 +36,7 @@ func builtinSpecs() []Spec {
 func openAI() Spec {
 	return Spec{
 		ID: "openai", Alias: "openai", DefaultBaseURL: "https://api.openai.com/v1",
-		Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
+		Auth: AuthBearer, Format: FormatOpenAI, Responses: true, Listing: true,
 		Kinds: []string{KindLLM, KindEmbedding, KindSTT, KindTTS, KindImage, KindVideo},
 		Models: []Model{
 			chat("gpt-5.2", 400_000, ModalityText, ModalityImage),
@@ -294,7 +294,7 @@ func kimi() Spec {
 func codex() Spec {
 	return Spec{
 		ID: "codex", Alias: "codex", DefaultBaseURL: "https://chatgpt.com/backend-api/codex",
-		Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
+		Auth: AuthBearer, Format: FormatOpenAI, Responses: true, Listing: true,
 		Kinds: []string{KindLLM},
 		Models: []Model{
 			chat("gpt-5-codex", 400_000, ModalityText, ModalityImage),

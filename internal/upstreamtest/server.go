@@ -352,6 +352,9 @@ func (s *Server) dispatch(o *output, r *http.Request, body []byte, up *upload) {
 		case PathMessages:
 			s.serveMessages(o, r, body)
 			return
+		case PathResponses:
+			s.serveResponses(o, body)
+			return
 		case PathTranscriptions:
 			s.serveTranscription(o, up, "transcribe")
 			return

@@ -41,7 +41,7 @@ func (a *attempt) body() ([]byte, error) {
 	if a.level != "" {
 		// A body the injector cannot read goes upstream as it is: the
 		// upstream is the judge of the request's shape.
-		if terse, err := injector(a.t.Spec.Format)(body, a.level); err == nil {
+		if terse, err := a.tr.inject(body, a.level); err == nil {
 			return terse, nil
 		}
 	}

@@ -7,9 +7,8 @@ import (
 )
 
 // chatAnthropic is Chat Completions to an Anthropic-shaped upstream.
-type chatAnthropic struct{}
+type chatAnthropic struct{ toAnthropic }
 
-func (chatAnthropic) path() string                { return "/messages" }
 func (chatAnthropic) header(http.Header, inbound) {}
 
 func (chatAnthropic) errorBody(raw []byte) []byte { return translate.AnthropicErrorToOpenAI(raw) }

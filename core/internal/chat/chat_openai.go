@@ -8,9 +8,8 @@ import (
 
 // chatOpenAI is Chat Completions to an OpenAI-shaped upstream: a
 // pass-through (model swapped; usage asked for on streams, for metering).
-type chatOpenAI struct{}
+type chatOpenAI struct{ toChat }
 
-func (chatOpenAI) path() string                { return "/chat/completions" }
 func (chatOpenAI) header(http.Header, inbound) {}
 func (chatOpenAI) errorBody(raw []byte) []byte { return raw }
 func (chatOpenAI) events(in inbound, _ string) eventTranslator {

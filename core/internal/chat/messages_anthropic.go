@@ -8,9 +8,8 @@ import (
 // messagesAnthropic is Anthropic Messages to an Anthropic-shaped upstream:
 // a pass-through (model swapped), with the client's anthropic-version and
 // anthropic-beta forwarded.
-type messagesAnthropic struct{}
+type messagesAnthropic struct{ toAnthropic }
 
-func (messagesAnthropic) path() string                { return "/messages" }
 func (messagesAnthropic) errorBody(raw []byte) []byte { return raw }
 
 // forwardedAnthropic are the client headers an Anthropic-shaped upstream gets.

@@ -9,9 +9,8 @@ import (
 // messagesOpenAI is Anthropic Messages to an OpenAI-shaped (Chat
 // Completions) upstream. Errors stay in OpenAI's shape; the edge's
 // /v1/messages route renders every error in Anthropic's.
-type messagesOpenAI struct{}
+type messagesOpenAI struct{ toChat }
 
-func (messagesOpenAI) path() string                { return "/chat/completions" }
 func (messagesOpenAI) header(http.Header, inbound) {}
 func (messagesOpenAI) errorBody(raw []byte) []byte { return raw }
 

@@ -16,6 +16,8 @@ import (
 type translator interface {
 	// path is the upstream path after the connection's base URL.
 	path() string
+	// inject adds caveman's terse prompt to an upstream body.
+	inject(body []byte, level string) ([]byte, error)
 	// header adds the headers the upstream needs beyond the credential.
 	header(h http.Header, in inbound)
 	// request builds the upstream body for model.
@@ -61,6 +63,14 @@ func pick(d Dialect, spec provider.Spec) translator {
 			return messagesAnthropic{}
 		}
 		return messagesOpenAI{}
+	case DialectResponses:
+		switch {
+		case spec.Responses:
+			return responsesNative{}
+		case anthropic:
+			return responsesAnthropic{}
+		}
+		return responsesOpenAI{}
 	}
 	if anthropic {
 		return chatAnthropic{}
@@ -68,12 +78,24 @@ func pick(d Dialect, spec provider.Spec) translator {
 	return chatOpenAI{}
 }
 
-// injector is caveman's prompt injection in an upstream format's shape.
-func injector(f provider.Format) func([]byte, string) ([]byte, error) {
-	if f == provider.FormatAnthropic {
-		return caveman.InjectAnthropic
-	}
-	return caveman.InjectOpenAI
+// The upstream shapes: where a translator sends its body and how caveman's
+// prompt goes into it. Translators embed one.
+type (
+	toChat      struct{}
+	toAnthropic struct{}
+	toResponses struct{}
+)
+
+func (toChat) path() string      { return "/chat/completions" }
+func (toAnthropic) path() string { return "/messages" }
+func (toResponses) path() string { return "/responses" }
+
+func (toChat) inject(b []byte, level string) ([]byte, error) { return caveman.InjectOpenAI(b, level) }
+func (toAnthropic) inject(b []byte, level string) ([]byte, error) {
+	return caveman.InjectAnthropic(b, level)
+}
+func (toResponses) inject(b []byte, level string) ([]byte, error) {
+	return caveman.InjectResponses(b, level)
 }
 
 // requestError turns a translation failure into the client's 400.

@@ -85,6 +85,9 @@ type event struct {
 type dialectEvents struct {
 	// done is written after the last event of a whole answer.
 	done []byte
+	// seen, when set, is shown every event relayed (a dialect's in-band
+	// error may name what the stream started).
+	seen func(e event)
 	// failure renders a mid-stream error.
 	failure func(err error) []byte
 }
@@ -132,6 +135,9 @@ func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration,
 		}
 		return rc.Flush() == nil
 	}
+	if d.seen != nil {
+		d.seen(first)
+	}
 	if !write(writeEvent(first)) {
 		return
 	}
@@ -174,6 +180,9 @@ func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration,
 				}
 				write(d.failure(it.err))
 				return
+			}
+			if d.seen != nil {
+				d.seen(it.ev)
 			}
 			if !write(writeEvent(it.ev)) {
 				return
