@@ -142,6 +142,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 	clients := upstream.NewClients(timeouts(cfg))
 	disp := dispatch.New(st, routing.NewResolver(st, reg), cooldowns, jobPub, v, clients, log)
 	use := usage.NewPublisher(js, log)
+	stored, err := js.KeyValue(ctx, spine.BucketResponses)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("core: %w", err)
+	}
+	chatSvc := chat.New(disp, chat.Options{StallTimeout: cfg.StallTimeout, FirstEventTimeout: cfg.FirstByteTimeout,
+		Responses: chat.KVResponses{KV: stored}, Log: log})
 	c := &Core{
 		scanEvery: cmp.Or(cfg.CatalogScanEvery, time.Minute),
 		lister:    lister,
@@ -149,7 +156,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 			Auth:       auth,
 			Catalog:    lister,
 			Embeddings: embeddings.New(disp),
-			Chat:       chat.New(disp, chat.Options{StallTimeout: cfg.StallTimeout, FirstEventTimeout: cfg.FirstByteTimeout}),
+			Chat:       chatSvc,
 			Audio:      audio.New(disp, audio.Options{MaxBytes: cfg.MaxAudioBytes}),
 			Caveman:    cavemanLevel(st),
 			Usage:      use,

@@ -106,6 +106,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	mux.Handle("POST /v1/messages", limitBody(cfg.MaxBodyBytes, messages))
 	responses := &openai.Responses{Router: corev1.NewRouterClient(deps.Core), Upstream: emb.Upstream, KeepAliveEvery: cfg.KeepAliveEvery}
 	mux.Handle("POST /v1/responses", limitBody(cfg.MaxBodyBytes, responses))
+	mux.Handle("GET /v1/responses/{id}", &openai.GetResponse{Router: corev1.NewRouterClient(deps.Core)})
 	mux.Handle("POST /v1/messages/count_tokens", limitBody(cfg.MaxBodyBytes, &openai.CountTokens{Router: corev1.NewRouterClient(deps.Core)}))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
 	e.mountCLITools(mux, deps.Core)

@@ -174,3 +174,69 @@ func TestResponsesErrors(t *testing.T) {
 		})
 	}
 }
+
+// store keeps an answer for GET /v1/responses/{id} and previous_response_id
+// (the conversation goes upstream whole, whatever the upstream); store:
+// false keeps nothing; another machine's key sees nothing.
+func TestResponsesStored(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	up := upstreamtest.New(t)
+	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-local", "name": "c", "apiKey": "sk-up",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "local"}})
+	client := sdk(t, sb)
+	ctx := context.Background()
+	first, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "local/m",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("my name is Ada")}})
+	require.NoError(t, err)
+
+	got, err := client.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+	require.NoError(t, err)
+	assert.Equal(t, first.ID, got.ID)
+	assert.Equal(t, "echo: my name is Ada", got.OutputText())
+
+	// Streamed, continuing the first.
+	types, second, err := streamResponse(t, client, responses.ResponseNewParams{Model: "local/m",
+		PreviousResponseID: openai.String(first.ID),
+		Input:              responses.ResponseNewParamsInputUnion{OfString: openai.String("what is my name?")}})
+	require.NoError(t, err)
+	require.NotNil(t, second, "%v", types)
+	last := up.Requests()[len(up.Requests())-1]
+	assert.Contains(t, string(last.Body), "my name is Ada", "the stored turn went upstream")
+	assert.Contains(t, string(last.Body), "echo: my name is Ada", "with its answer")
+	assert.NotContains(t, string(last.Body), "previous_response_id")
+
+	// A third turn on the second carries the whole conversation.
+	_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "local/m",
+		PreviousResponseID: openai.String(second.ID),
+		Input:              responses.ResponseNewParamsInputUnion{OfString: openai.String("third")}})
+	require.NoError(t, err)
+	last = up.Requests()[len(up.Requests())-1]
+	for _, s := range []string{"my name is Ada", "what is my name?", "third"} {
+		assert.Contains(t, string(last.Body), s)
+	}
+
+	notStored, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "local/m", Store: openai.Bool(false),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("forget me")}})
+	require.NoError(t, err)
+	_, err = client.Responses.Get(ctx, notStored.ID, responses.ResponseGetParams{})
+	var apiErr *openai.Error
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusNotFound, apiErr.StatusCode)
+
+	_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "local/m", PreviousResponseID: openai.String(notStored.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}})
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+	assert.Equal(t, "previous_response_id", apiErr.Param)
+
+	// Another machine's key does not see the first machine's answers.
+	m := sb.Admin(t, http.MethodPost, "/api/machines", map[string]any{"name": "other"})
+	require.Equal(t, http.StatusCreated, m.Status, "%s", m.Body)
+	mid := m.JSON["machine"].(map[string]any)["id"].(string)
+	k := sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "o"}, "X-Switchboard-Machine", mid)
+	require.Equal(t, http.StatusCreated, k.Status)
+	r := sb.Do(t, http.MethodGet, pathResponses+"/"+first.ID, nil, "Authorization", "Bearer "+k.JSON["key"].(string))
+	assert.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
+	r = sb.Do(t, http.MethodGet, pathResponses+"/"+first.ID, nil, "Authorization", "Bearer "+gatewayKey(t, sb))
+	assert.Equal(t, http.StatusOK, r.Status, "the owner's key does")
+}

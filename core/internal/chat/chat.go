@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
@@ -103,6 +104,10 @@ type Options struct {
 	// FirstEventTimeout is how long a stream may take to send its first
 	// event; past it the next connection is tried.
 	FirstEventTimeout time.Duration
+	// Responses keeps stored Responses answers; nil stores nothing.
+	Responses ResponseStore
+	// Log, when set, receives what fails after an answer was sent.
+	Log *slog.Logger
 }
 
 // Service answers chat requests.
@@ -143,6 +148,14 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 		return Result{}, dispatch.Result{}, err
 	}
 	in.header = req.Header
+	var kept *capture
+	if in.dialect == DialectResponses {
+		if err := s.continueFrom(ctx, req.MachineID, &in); err != nil {
+			return Result{}, dispatch.Result{}, err
+		}
+		kept = &capture{Sink: sink}
+		sink = kept
+	}
 	start := time.Now()
 	var out Result
 	started := false
@@ -167,7 +180,18 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 			}
 			return err
 		})
+	if err == nil && kept != nil {
+		if serr := s.store(req.MachineID, in, kept.response); serr != nil {
+			s.log(ctx, "storing a response failed", serr)
+		}
+	}
 	return out, res, err
+}
+
+func (s *Service) log(ctx context.Context, msg string, err error) {
+	if s.opts.Log != nil {
+		s.opts.Log.WarnContext(ctx, msg, "err", err)
+	}
 }
 
 var errFirstEvent = errors.New("upstream sent no event in time")

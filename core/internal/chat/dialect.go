@@ -36,6 +36,9 @@ type inbound struct {
 	stream       bool
 	includeUsage bool
 	header       map[string]string
+	// history is a Responses request's whole conversation as input items
+	// (a stored predecessor's included), kept with its answer.
+	history []json.RawMessage
 }
 
 // parse reads the fields every dialect shares (model, stream) and checks the

@@ -2,10 +2,12 @@ package grpcapi
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboardhq/switchboard/core/internal/caveman"
@@ -85,4 +87,20 @@ func (s *chatSink) Chunk(event string, data []byte) error {
 
 func (s *chatSink) Completion(data []byte) error {
 	return s.stream.Send(&corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Completion{Completion: data}})
+}
+
+// GetResponse returns a stored Responses answer of the caller's machine.
+func (r *Router) GetResponse(ctx context.Context, req *corev1.GetResponseRequest) (*corev1.GetResponseResponse, error) {
+	p, err := r.Auth.Gateway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body, err := r.Chat.GetResponse(ctx, p.MachineID, req.GetId())
+	if errors.Is(err, chat.ErrResponseNotFound) {
+		return nil, statusError(codes.NotFound, "not_found", "Response with id '"+req.GetId()+"' not found.", MetaHTTPStatus, "404")
+	}
+	if err != nil {
+		return nil, gatewayError(r.Log, err, "")
+	}
+	return &corev1.GetResponseResponse{Body: body}, nil
 }

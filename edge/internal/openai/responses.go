@@ -106,3 +106,20 @@ func responsesEvents() dialectEvents {
 		},
 	}
 }
+
+// GetResponse serves GET /v1/responses/{id}: a response stored with store.
+type GetResponse struct {
+	Router corev1.RouterClient
+}
+
+func (h *GetResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, id := Outgoing(r)
+	w.Header().Set("X-Request-Id", id)
+	resp, err := h.Router.GetResponse(ctx, &corev1.GetResponseRequest{Id: r.PathValue("id")})
+	if err != nil {
+		FromError(err).Write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(resp.GetBody())
+}

@@ -963,6 +963,96 @@ func (x *CountTokensRequest) GetHeaders() map[string]string {
 	return nil
 }
 
+type GetResponseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the response's id ("resp_...").
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponseRequest) Reset() {
+	*x = GetResponseRequest{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponseRequest) ProtoMessage() {}
+
+func (x *GetResponseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponseRequest.ProtoReflect.Descriptor instead.
+func (*GetResponseRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetResponseRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetResponseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// body is the response object, JSON.
+	Body          []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponseResponse) Reset() {
+	*x = GetResponseResponse{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponseResponse) ProtoMessage() {}
+
+func (x *GetResponseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponseResponse.ProtoReflect.Descriptor instead.
+func (*GetResponseResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetResponseResponse) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
 type CountTokensResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// body is {"input_tokens": n}.
@@ -973,7 +1063,7 @@ type CountTokensResponse struct {
 
 func (x *CountTokensResponse) Reset() {
 	*x = CountTokensResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1075,7 @@ func (x *CountTokensResponse) String() string {
 func (*CountTokensResponse) ProtoMessage() {}
 
 func (x *CountTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1088,7 @@ func (x *CountTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTokensResponse.ProtoReflect.Descriptor instead.
 func (*CountTokensResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CountTokensResponse) GetBody() []byte {
@@ -1021,7 +1111,7 @@ type TranscribeRequest struct {
 
 func (x *TranscribeRequest) Reset() {
 	*x = TranscribeRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1123,7 @@ func (x *TranscribeRequest) String() string {
 func (*TranscribeRequest) ProtoMessage() {}
 
 func (x *TranscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1136,7 @@ func (x *TranscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeRequest.ProtoReflect.Descriptor instead.
 func (*TranscribeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TranscribeRequest) GetPart() isTranscribeRequest_Part {
@@ -1108,7 +1198,7 @@ type TranscribeOptions struct {
 
 func (x *TranscribeOptions) Reset() {
 	*x = TranscribeOptions{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1210,7 @@ func (x *TranscribeOptions) String() string {
 func (*TranscribeOptions) ProtoMessage() {}
 
 func (x *TranscribeOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1223,7 @@ func (x *TranscribeOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeOptions.ProtoReflect.Descriptor instead.
 func (*TranscribeOptions) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TranscribeOptions) GetModel() string {
@@ -1204,7 +1294,7 @@ type TranscribeResponse struct {
 
 func (x *TranscribeResponse) Reset() {
 	*x = TranscribeResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1306,7 @@ func (x *TranscribeResponse) String() string {
 func (*TranscribeResponse) ProtoMessage() {}
 
 func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1319,7 @@ func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeResponse.ProtoReflect.Descriptor instead.
 func (*TranscribeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TranscribeResponse) GetBody() []byte {
@@ -1257,7 +1347,7 @@ type SpeechRequest struct {
 
 func (x *SpeechRequest) Reset() {
 	*x = SpeechRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1359,7 @@ func (x *SpeechRequest) String() string {
 func (*SpeechRequest) ProtoMessage() {}
 
 func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1372,7 @@ func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechRequest.ProtoReflect.Descriptor instead.
 func (*SpeechRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SpeechRequest) GetBody() []byte {
@@ -1305,7 +1395,7 @@ type SpeechResponse struct {
 
 func (x *SpeechResponse) Reset() {
 	*x = SpeechResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1407,7 @@ func (x *SpeechResponse) String() string {
 func (*SpeechResponse) ProtoMessage() {}
 
 func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1420,7 @@ func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechResponse.ProtoReflect.Descriptor instead.
 func (*SpeechResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SpeechResponse) GetPart() isSpeechResponse_Part {
@@ -1385,7 +1475,7 @@ type ListVoicesRequest struct {
 
 func (x *ListVoicesRequest) Reset() {
 	*x = ListVoicesRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1487,7 @@ func (x *ListVoicesRequest) String() string {
 func (*ListVoicesRequest) ProtoMessage() {}
 
 func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1500,7 @@ func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesRequest.ProtoReflect.Descriptor instead.
 func (*ListVoicesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListVoicesRequest) GetProvider() string {
@@ -1441,7 +1531,7 @@ type Voice struct {
 
 func (x *Voice) Reset() {
 	*x = Voice{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1543,7 @@ func (x *Voice) String() string {
 func (*Voice) ProtoMessage() {}
 
 func (x *Voice) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1556,7 @@ func (x *Voice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Voice.ProtoReflect.Descriptor instead.
 func (*Voice) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Voice) GetId() string {
@@ -1514,7 +1604,7 @@ type ListVoicesResponse struct {
 
 func (x *ListVoicesResponse) Reset() {
 	*x = ListVoicesResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1616,7 @@ func (x *ListVoicesResponse) String() string {
 func (*ListVoicesResponse) ProtoMessage() {}
 
 func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1629,7 @@ func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesResponse.ProtoReflect.Descriptor instead.
 func (*ListVoicesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListVoicesResponse) GetObject() string {
@@ -1636,7 +1726,11 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\aheaders\x18\x02 \x03(\v24.switchboard.core.v1.CountTokensRequest.HeadersEntryR\aheaders\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\")\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"$\n" +
+	"\x12GetResponseRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\")\n" +
+	"\x13GetResponseResponse\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\")\n" +
 	"\x13CountTokensResponse\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\"w\n" +
 	"\x11TranscribeRequest\x12B\n" +
@@ -1677,14 +1771,15 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\vChatDialect\x12\x1c\n" +
 	"\x18CHAT_DIALECT_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CHAT_DIALECT_MESSAGES\x10\x01\x12\x1a\n" +
-	"\x16CHAT_DIALECT_RESPONSES\x10\x022\xa4\x06\n" +
+	"\x16CHAT_DIALECT_RESPONSES\x10\x022\x86\a\n" +
 	"\x06Router\x12]\n" +
 	"\n" +
 	"ListModels\x12&.switchboard.core.v1.ListModelsRequest\x1a'.switchboard.core.v1.ListModelsResponse\x12o\n" +
 	"\x10CreateEmbeddings\x12,.switchboard.core.v1.CreateEmbeddingsRequest\x1a-.switchboard.core.v1.CreateEmbeddingsResponse\x12c\n" +
 	"\fGetModelInfo\x12(.switchboard.core.v1.GetModelInfoRequest\x1a).switchboard.core.v1.GetModelInfoResponse\x12n\n" +
 	"\x0fChatCompletions\x12+.switchboard.core.v1.ChatCompletionsRequest\x1a,.switchboard.core.v1.ChatCompletionsResponse0\x01\x12`\n" +
-	"\vCountTokens\x12'.switchboard.core.v1.CountTokensRequest\x1a(.switchboard.core.v1.CountTokensResponse\x12_\n" +
+	"\vCountTokens\x12'.switchboard.core.v1.CountTokensRequest\x1a(.switchboard.core.v1.CountTokensResponse\x12`\n" +
+	"\vGetResponse\x12'.switchboard.core.v1.GetResponseRequest\x1a(.switchboard.core.v1.GetResponseResponse\x12_\n" +
 	"\n" +
 	"Transcribe\x12&.switchboard.core.v1.TranscribeRequest\x1a'.switchboard.core.v1.TranscribeResponse(\x01\x12S\n" +
 	"\x06Speech\x12\".switchboard.core.v1.SpeechRequest\x1a#.switchboard.core.v1.SpeechResponse0\x01\x12]\n" +
@@ -1704,7 +1799,7 @@ func file_switchboard_core_v1_router_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_core_v1_router_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_switchboard_core_v1_router_proto_goTypes = []any{
 	(ChatDialect)(0),                 // 0: switchboard.core.v1.ChatDialect
 	(*ListModelsRequest)(nil),        // 1: switchboard.core.v1.ListModelsRequest
@@ -1720,17 +1815,19 @@ var file_switchboard_core_v1_router_proto_goTypes = []any{
 	(*ChatCompletionsRequest)(nil),   // 11: switchboard.core.v1.ChatCompletionsRequest
 	(*ChatCompletionsResponse)(nil),  // 12: switchboard.core.v1.ChatCompletionsResponse
 	(*CountTokensRequest)(nil),       // 13: switchboard.core.v1.CountTokensRequest
-	(*CountTokensResponse)(nil),      // 14: switchboard.core.v1.CountTokensResponse
-	(*TranscribeRequest)(nil),        // 15: switchboard.core.v1.TranscribeRequest
-	(*TranscribeOptions)(nil),        // 16: switchboard.core.v1.TranscribeOptions
-	(*TranscribeResponse)(nil),       // 17: switchboard.core.v1.TranscribeResponse
-	(*SpeechRequest)(nil),            // 18: switchboard.core.v1.SpeechRequest
-	(*SpeechResponse)(nil),           // 19: switchboard.core.v1.SpeechResponse
-	(*ListVoicesRequest)(nil),        // 20: switchboard.core.v1.ListVoicesRequest
-	(*Voice)(nil),                    // 21: switchboard.core.v1.Voice
-	(*ListVoicesResponse)(nil),       // 22: switchboard.core.v1.ListVoicesResponse
-	nil,                              // 23: switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
-	nil,                              // 24: switchboard.core.v1.CountTokensRequest.HeadersEntry
+	(*GetResponseRequest)(nil),       // 14: switchboard.core.v1.GetResponseRequest
+	(*GetResponseResponse)(nil),      // 15: switchboard.core.v1.GetResponseResponse
+	(*CountTokensResponse)(nil),      // 16: switchboard.core.v1.CountTokensResponse
+	(*TranscribeRequest)(nil),        // 17: switchboard.core.v1.TranscribeRequest
+	(*TranscribeOptions)(nil),        // 18: switchboard.core.v1.TranscribeOptions
+	(*TranscribeResponse)(nil),       // 19: switchboard.core.v1.TranscribeResponse
+	(*SpeechRequest)(nil),            // 20: switchboard.core.v1.SpeechRequest
+	(*SpeechResponse)(nil),           // 21: switchboard.core.v1.SpeechResponse
+	(*ListVoicesRequest)(nil),        // 22: switchboard.core.v1.ListVoicesRequest
+	(*Voice)(nil),                    // 23: switchboard.core.v1.Voice
+	(*ListVoicesResponse)(nil),       // 24: switchboard.core.v1.ListVoicesResponse
+	nil,                              // 25: switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	nil,                              // 26: switchboard.core.v1.CountTokensRequest.HeadersEntry
 }
 var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	3,  // 0: switchboard.core.v1.ListModelsResponse.data:type_name -> switchboard.core.v1.ModelEntry
@@ -1738,28 +1835,30 @@ var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	9,  // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
 	10, // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
 	0,  // 4: switchboard.core.v1.ChatCompletionsRequest.dialect:type_name -> switchboard.core.v1.ChatDialect
-	23, // 5: switchboard.core.v1.ChatCompletionsRequest.headers:type_name -> switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
-	24, // 6: switchboard.core.v1.CountTokensRequest.headers:type_name -> switchboard.core.v1.CountTokensRequest.HeadersEntry
-	16, // 7: switchboard.core.v1.TranscribeRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
-	21, // 8: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
+	25, // 5: switchboard.core.v1.ChatCompletionsRequest.headers:type_name -> switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	26, // 6: switchboard.core.v1.CountTokensRequest.headers:type_name -> switchboard.core.v1.CountTokensRequest.HeadersEntry
+	18, // 7: switchboard.core.v1.TranscribeRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
+	23, // 8: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
 	1,  // 9: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
 	6,  // 10: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
 	4,  // 11: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
 	11, // 12: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
 	13, // 13: switchboard.core.v1.Router.CountTokens:input_type -> switchboard.core.v1.CountTokensRequest
-	15, // 14: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
-	18, // 15: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
-	20, // 16: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
-	2,  // 17: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
-	8,  // 18: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
-	5,  // 19: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
-	12, // 20: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
-	14, // 21: switchboard.core.v1.Router.CountTokens:output_type -> switchboard.core.v1.CountTokensResponse
-	17, // 22: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
-	19, // 23: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
-	22, // 24: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
+	14, // 14: switchboard.core.v1.Router.GetResponse:input_type -> switchboard.core.v1.GetResponseRequest
+	17, // 15: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
+	20, // 16: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
+	22, // 17: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
+	2,  // 18: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
+	8,  // 19: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
+	5,  // 20: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
+	12, // 21: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
+	16, // 22: switchboard.core.v1.Router.CountTokens:output_type -> switchboard.core.v1.CountTokensResponse
+	15, // 23: switchboard.core.v1.Router.GetResponse:output_type -> switchboard.core.v1.GetResponseResponse
+	19, // 24: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
+	21, // 25: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
+	24, // 26: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1776,12 +1875,12 @@ func file_switchboard_core_v1_router_proto_init() {
 		(*ChatCompletionsResponse_Chunk)(nil),
 		(*ChatCompletionsResponse_Completion)(nil),
 	}
-	file_switchboard_core_v1_router_proto_msgTypes[14].OneofWrappers = []any{
+	file_switchboard_core_v1_router_proto_msgTypes[16].OneofWrappers = []any{
 		(*TranscribeRequest_Options)(nil),
 		(*TranscribeRequest_Audio)(nil),
 	}
-	file_switchboard_core_v1_router_proto_msgTypes[15].OneofWrappers = []any{}
-	file_switchboard_core_v1_router_proto_msgTypes[18].OneofWrappers = []any{
+	file_switchboard_core_v1_router_proto_msgTypes[17].OneofWrappers = []any{}
+	file_switchboard_core_v1_router_proto_msgTypes[20].OneofWrappers = []any{
 		(*SpeechResponse_ContentType)(nil),
 		(*SpeechResponse_Audio)(nil),
 	}
@@ -1791,7 +1890,7 @@ func file_switchboard_core_v1_router_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_router_proto_rawDesc), len(file_switchboard_core_v1_router_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
