@@ -152,6 +152,7 @@ func (e *Edge) mountCLITools(mux *http.ServeMux, core grpc.ClientConnInterface) 
 		PublicURL: publicURL,
 		Home:      home,
 	})
+	mux.Handle(clitools.CodexSettingsPath, &clitools.CodexSettings{Admin: corev1.NewAdminClient(core), PublicURL: publicURL, Home: home})
 }
 
 // Addr is the address the edge listens on.

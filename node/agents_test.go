@@ -38,7 +38,7 @@ func agentBin(t *testing.T, name string) string {
 // and env; nothing else of the test's environment (no real keys) leaks in.
 func runAgent(t *testing.T, home, bin string, env map[string]string, args ...string) (stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = home
