@@ -129,7 +129,7 @@ func New(d *dispatch.Dispatcher, opts Options) *Service {
 
 // Supports reports whether a provider answers chat.
 func Supports(spec provider.Spec) bool {
-	return spec.Format == provider.FormatOpenAI || spec.Format == provider.FormatAnthropic
+	return spec.Format == provider.FormatOpenAI || spec.Format == provider.FormatAnthropic || spec.Format == provider.FormatResponses
 }
 
 // Model returns the model a body names, for routing and errors.

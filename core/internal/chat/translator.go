@@ -57,6 +57,15 @@ var (
 // pick returns the translator of a dialect and an upstream's format.
 func pick(d Dialect, spec provider.Spec) translator {
 	anthropic := spec.Format == provider.FormatAnthropic
+	if spec.Format == provider.FormatResponses {
+		switch d {
+		case DialectMessages:
+			return messagesResponses{}
+		case DialectResponses:
+			return responsesNative{}
+		}
+		return chatResponses{}
+	}
 	switch d {
 	case DialectMessages:
 		if anthropic {
