@@ -172,11 +172,14 @@ func TestMessagesPassThroughToAnthropic(t *testing.T) {
 	assert.Equal(t, "get_weather", a.tools[0]["name"])
 	assert.Equal(t, "tool_use", a.stopReason)
 
-	// count_tokens: this upstream has none, so the gateway estimates.
+	// count_tokens: the upstream's own count, model swapped.
 	ct := sb.Do(t, http.MethodPost, pathMessages+"/count_tokens", map[string]any{"model": "claude/claude-sonnet-4-6",
 		"messages": []map[string]any{{"role": "user", "content": "count these words please"}}}, "x-api-key", key)
 	require.Equal(t, http.StatusOK, ct.Status, string(ct.Body))
-	assert.Positive(t, ct.JSON["input_tokens"])
+	assert.Equal(t, float64(upstreamtest.Tokens("count these words please")), ct.JSON["input_tokens"])
+	last := up.Requests()[len(up.Requests())-1]
+	assert.Equal(t, upstreamtest.PathCountTokens, last.Path)
+	assert.Contains(t, string(last.Body), `"model":"claude-sonnet-4-6"`)
 }
 
 // /v1/messages against an OpenAI-shaped upstream: translated both ways,
@@ -242,6 +245,15 @@ func TestMessagesTranslatedToOpenAI(t *testing.T) {
 	last := up.Requests()[len(up.Requests())-1]
 	assert.Contains(t, string(last.Body), `"role":"tool"`, "the tool result went upstream as a tool message")
 	assert.Contains(t, string(last.Body), `"tool_calls"`)
+
+	// count_tokens: no counting endpoint on this shape, so the gateway
+	// estimates, with no upstream call.
+	n := len(up.Requests())
+	ct := sb.Do(t, http.MethodPost, pathMessages+"/count_tokens", map[string]any{"model": chatModel,
+		"messages": []map[string]any{{"role": "user", "content": "count these words please"}}}, "x-api-key", key)
+	require.Equal(t, http.StatusOK, ct.Status, string(ct.Body))
+	assert.Positive(t, ct.JSON["input_tokens"])
+	assert.Len(t, up.Requests(), n)
 }
 
 // Errors on /v1/messages are in Anthropic's shape; a stream that breaks

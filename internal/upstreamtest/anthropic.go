@@ -272,3 +272,32 @@ func (s *Server) streamMessage(o *output, a *messageAnswer) {
 		o.end()
 	}
 }
+
+// PathCountTokens is Anthropic's token counting route.
+const PathCountTokens = "/v1/messages/count_tokens"
+
+// serveCountTokens answers POST /v1/messages/count_tokens with the input
+// tokens the fake would bill for the request.
+func (s *Server) serveCountTokens(o *output, r *http.Request, body []byte) {
+	if r.Header.Get("Anthropic-Version") == "" {
+		anthropicInvalid(o, msgAnthropicNoVersion)
+		return
+	}
+	var req messagesRequest
+	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" || len(req.Messages) == 0 {
+		anthropicInvalid(o, "model and messages are required")
+		return
+	}
+	if req.MaxTokens != nil {
+		anthropicInvalid(o, "max_tokens: Extra inputs are not permitted")
+		return
+	}
+	sys, _ := contentText(req.System)
+	n := Tokens(sys)
+	for _, m := range req.Messages {
+		t, _ := contentText(m.Content)
+		n += Tokens(t)
+	}
+	b, _ := json.Marshal(map[string]int{"input_tokens": n})
+	o.sendJSON(http.StatusOK, b)
+}

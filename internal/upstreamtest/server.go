@@ -355,6 +355,9 @@ func (s *Server) dispatch(o *output, r *http.Request, body []byte, up *upload) {
 		case PathResponses:
 			s.serveResponses(o, body)
 			return
+		case PathCountTokens:
+			s.serveCountTokens(o, r, body)
+			return
 		case PathTranscriptions:
 			s.serveTranscription(o, up, "transcribe")
 			return
