@@ -147,8 +147,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 		stop()
 		return nil, fmt.Errorf("core: %w", err)
 	}
+	affinity, err := js.KeyValue(ctx, spine.BucketAffinity)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("core: %w", err)
+	}
 	chatSvc := chat.New(disp, chat.Options{StallTimeout: cfg.StallTimeout, FirstEventTimeout: cfg.FirstByteTimeout,
-		Responses: chat.KVResponses{KV: stored}, Log: log})
+		Responses: chat.KVResponses{KV: stored}, Affinity: chat.KVAffinity{KV: affinity}, Log: log})
 	c := &Core{
 		scanEvery: cmp.Or(cfg.CatalogScanEvery, time.Minute),
 		lister:    lister,

@@ -106,6 +106,8 @@ type Options struct {
 	FirstEventTimeout time.Duration
 	// Responses keeps stored Responses answers; nil stores nothing.
 	Responses ResponseStore
+	// Affinity keeps sessions on their connection; nil turns it off.
+	Affinity AffinityStore
 	// Log, when set, receives what fails after an answer was sent.
 	Log *slog.Logger
 }
@@ -167,7 +169,8 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 		out.Upstream = time.Since(start)
 		return sink.Start(out.Upstream)
 	}
-	res, err := s.d.Do(ctx, dispatch.Request{MachineID: req.MachineID, Model: in.model, Supports: Supports},
+	affKey, prefer := s.affinity(ctx, req.MachineID, in)
+	res, err := s.d.Do(ctx, dispatch.Request{MachineID: req.MachineID, Model: in.model, Supports: Supports, Prefer: prefer},
 		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
 			level := ""
 			if req.Caveman != nil {
@@ -180,6 +183,9 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 			}
 			return err
 		})
+	if err == nil && res.Conn != nil {
+		s.remember(ctx, affKey, res.Conn.Connection.GetId())
+	}
 	if err == nil && kept != nil {
 		if serr := s.store(req.MachineID, in, kept.response); serr != nil {
 			s.log(ctx, "storing a response failed", serr)

@@ -42,7 +42,7 @@ func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// cancels the upstream's.
 	defer cancel()
 	w.Header().Set("X-Request-Id", id)
-	stream, err := h.Router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{Body: body})
+	stream, err := h.Router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{Body: body, Headers: dialectHeaders(r, sessionHeaders)})
 	if err != nil {
 		FromError(err).Write(w)
 		return

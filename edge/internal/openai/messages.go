@@ -28,7 +28,11 @@ type Messages struct {
 
 // anthropicHeaders are the client headers handed to core for an
 // Anthropic-shaped upstream.
-var anthropicHeaders = []string{"anthropic-version", "anthropic-beta"}
+var anthropicHeaders = []string{"anthropic-version", "anthropic-beta", "x-session-id"}
+
+// sessionHeaders name a conversation, for session affinity: ours, and
+// Codex's.
+var sessionHeaders = []string{"x-session-id", "session_id"}
 
 func dialectHeaders(r *http.Request, names []string) map[string]string {
 	out := map[string]string{}

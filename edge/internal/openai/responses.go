@@ -31,7 +31,7 @@ func (h *Responses) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	w.Header().Set("X-Request-Id", id)
 	stream, err := h.Router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{
-		Body: body, Dialect: corev1.ChatDialect_CHAT_DIALECT_RESPONSES})
+		Body: body, Dialect: corev1.ChatDialect_CHAT_DIALECT_RESPONSES, Headers: dialectHeaders(r, sessionHeaders)})
 	if err != nil {
 		FromError(err).Write(w)
 		return
