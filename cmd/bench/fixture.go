@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/config"
-	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node"
 )
 
 // profileLabel is the profiler label that tells the load client, the fake
