@@ -163,6 +163,18 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 		stop()
 		return nil, fmt.Errorf("core: %w", err)
 	}
+	stored, err := js.KeyValue(ctx, spine.BucketResponses)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("core: %w", err)
+	}
+	affinity, err := js.KeyValue(ctx, spine.BucketAffinity)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("core: %w", err)
+	}
+	chatSvc := chat.New(disp, chat.Options{StallTimeout: cfg.StallTimeout, FirstEventTimeout: cfg.FirstByteTimeout,
+		Responses: chat.KVResponses{KV: stored}, Affinity: chat.KVAffinity{KV: affinity}, Log: log})
 	c := &Core{
 		scanEvery: cmp.Or(cfg.CatalogScanEvery, time.Minute),
 		lister:    lister,
@@ -170,7 +182,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 			Auth:       auth,
 			Catalog:    lister,
 			Embeddings: embeddings.New(disp),
-			Chat:       chat.New(disp, chat.Options{StallTimeout: cfg.StallTimeout, FirstEventTimeout: cfg.FirstByteTimeout}),
+			Chat:       chatSvc,
 			Audio:      audio.New(disp, audio.Options{MaxBytes: cfg.MaxAudioBytes}),
 			Caveman:    cavemanLevel(st),
 			Usage:      use,

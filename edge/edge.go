@@ -160,6 +160,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	chat := &openai.Chat{Router: corev1.NewRouterClient(deps.Core), Upstream: emb.Upstream, KeepAliveEvery: cfg.KeepAliveEvery}
 	mux.Handle("POST /v1/chat/completions", limitBody(cfg.MaxBodyBytes, chat))
 	mux.Handle("POST /{machineId}/v1/chat/completions", limitBody(cfg.MaxBodyBytes, chat))
+	messages := &openai.Messages{Router: corev1.NewRouterClient(deps.Core), Upstream: emb.Upstream, KeepAliveEvery: cfg.KeepAliveEvery}
+	mux.Handle("POST /v1/messages", limitBody(cfg.MaxBodyBytes, messages))
+	responses := &openai.Responses{Router: corev1.NewRouterClient(deps.Core), Upstream: emb.Upstream, KeepAliveEvery: cfg.KeepAliveEvery}
+	mux.Handle("POST /v1/responses", limitBody(cfg.MaxBodyBytes, responses))
+	mux.Handle("GET /v1/responses/{id}", &openai.GetResponse{Router: corev1.NewRouterClient(deps.Core)})
+	mux.Handle("POST /v1/messages/count_tokens", limitBody(cfg.MaxBodyBytes, &openai.CountTokens{Router: corev1.NewRouterClient(deps.Core)}))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
 	e.mountCLITools(mux, deps.Core)
 	mux.Handle("GET /ui", console.Handler()) // the admin console (edge/internal/console)
@@ -207,6 +213,7 @@ func (e *Edge) mountCLITools(mux *http.ServeMux, core grpc.ClientConnInterface) 
 		PublicURL: publicURL,
 		Home:      home,
 	})
+	mux.Handle(clitools.CodexSettingsPath, &clitools.CodexSettings{Admin: corev1.NewAdminClient(core), PublicURL: publicURL, Home: home})
 }
 
 // Addr is the address the edge listens on.

@@ -56,6 +56,10 @@ func workloads(dims int) []workload {
 		embeddingsWorkload("base64", dims),
 		chatWorkload(false),
 		chatWorkload(true),
+		messagesWorkload(false),
+		messagesWorkload(true),
+		responsesWorkload(false),
+		responsesWorkload(true),
 		modelsWorkload(),
 	}
 }
@@ -406,7 +410,10 @@ func fetch(ctx context.Context, c *http.Client, tg *target) ([]byte, http.Header
 	if resp.StatusCode != http.StatusOK {
 		return nil, nil, fmt.Errorf("%d %s", resp.StatusCode, bytes.TrimSpace(data[:min(len(data), errorSnippet)]))
 	}
-	if tg.stream && !bytes.HasSuffix(bytes.TrimRight(data, "\r\n"), streamEnd) {
+	if tg.stream && tg.whole != nil && !tg.whole(data) {
+		return nil, nil, errors.New("a stream that does not end whole")
+	}
+	if tg.stream && tg.whole == nil && !bytes.HasSuffix(bytes.TrimRight(data, "\r\n"), streamEnd) {
 		return nil, nil, fmt.Errorf("a stream that does not end with %s", streamEnd)
 	}
 	return data, resp.Header, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,7 +31,8 @@ func TestQuickRun(t *testing.T) {
 	for _, w := range rep.Workloads {
 		names = append(names, w.Name)
 	}
-	assert.Equal(t, []string{"embeddings-float", "embeddings-base64", "chat", "chat-stream", "models"}, names)
+	assert.Equal(t, []string{"embeddings-float", "embeddings-base64", "chat", "chat-stream",
+		"messages", "messages-stream", "responses", "responses-stream", "models"}, names)
 	assert.Zero(t, rep.Failures, "failed requests")
 	for _, w := range rep.Workloads {
 		require.Len(t, w.Rounds, 1, w.Name)
@@ -43,7 +45,7 @@ func TestQuickRun(t *testing.T) {
 				assert.Zero(t, s.NonOK, "%s %s: non-2xx (first: %s)", w.Name, name, s.FirstError)
 				assert.Zero(t, s.Transport, "%s %s: transport errors (first: %s)", w.Name, name, s.FirstError)
 				assert.Zero(t, s.Invalid, "%s %s: incomplete streams (first: %s)", w.Name, name, s.FirstError)
-				if w.Name == "chat-stream" {
+				if strings.HasSuffix(w.Name, "-stream") {
 					assert.NotNil(t, s.TTFBP50Us, "%s %s: time to the first event", w.Name, name)
 				} else {
 					assert.Nil(t, s.TTFBP50Us, "%s %s: a time to the first event of a non-stream", w.Name, name)

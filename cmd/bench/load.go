@@ -65,6 +65,9 @@ type target struct {
 	// first "data:" event is measured, and a stream that does not end
 	// with "data: [DONE]" is a failure.
 	stream bool
+	// whole, when set, replaces the [DONE] check for dialects whose
+	// streams end otherwise (Messages, Responses).
+	whole func(stream []byte) bool
 }
 
 // newTarget builds a target; body nil means none. Requests with a body are
@@ -189,7 +192,12 @@ func (tg *target) do(ctx context.Context, c *http.Client, t *tally) {
 		t.nonOK++
 		t.fail(fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(snippet)))
 		return
-	case tg.stream && !bytes.HasSuffix(bytes.TrimRight(t.buf, "\r\n"), streamEnd):
+	case tg.stream && tg.whole != nil && !tg.whole(t.buf):
+		t.invalid++
+		tail := t.buf[max(len(t.buf)-errorSnippet, 0):]
+		t.fail(fmt.Sprintf("a stream that does not end whole: ...%s", bytes.TrimSpace(tail)))
+		return
+	case tg.stream && tg.whole == nil && !bytes.HasSuffix(bytes.TrimRight(t.buf, "\r\n"), streamEnd):
 		t.invalid++
 		tail := t.buf[max(len(t.buf)-errorSnippet, 0):]
 		t.fail(fmt.Sprintf("a stream that does not end with %s: ...%s", streamEnd, bytes.TrimSpace(tail)))

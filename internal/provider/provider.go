@@ -39,6 +39,9 @@ type Format string
 const (
 	FormatOpenAI    Format = "openai"
 	FormatAnthropic Format = "anthropic"
+	// FormatResponses is OpenAI's Responses API only (the ChatGPT backend of
+	// codex connections): chat and Messages requests are translated to it.
+	FormatResponses Format = "responses"
 	// FormatElevenLabs is ElevenLabs' own audio API (text-to-speech, voices,
 	// speech-to-text).
 	FormatElevenLabs Format = "elevenlabs"
@@ -97,6 +100,14 @@ type Spec struct {
 	DefaultBaseURL string
 	Auth           Auth
 	Format         Format
+	// Headers are sent with every request to the provider, beyond the
+	// credential: the request shape a subscription backend requires
+	// (Copilot's editor and integration ids, Codex's originator).
+	Headers map[string]string
+	// Responses is true when the upstream also speaks OpenAI's Responses
+	// API at {BaseURL}/responses: /v1/responses requests go to it as they
+	// are instead of being translated.
+	Responses bool
 	// Kinds lists the model kinds the provider serves.
 	Kinds []string
 	// Listing is true when GET {BaseURL}/models lists the models live.

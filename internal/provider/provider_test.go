@@ -51,7 +51,7 @@ func TestRegistryEntries(t *testing.T) {
 			assert.False(t, strings.HasSuffix(s.DefaultBaseURL, "/"), "no trailing slash")
 			assert.Equal(t, s.DefaultBaseURL, s.BaseURL(""), "the default base is already normalised")
 
-			assert.Contains(t, []Format{FormatOpenAI, FormatAnthropic, FormatElevenLabs}, s.Format)
+			assert.Contains(t, []Format{FormatOpenAI, FormatAnthropic, FormatElevenLabs, FormatResponses}, s.Format)
 			assert.Contains(t, []Auth{AuthBearer, AuthXAPIKey, AuthXIAPIKey}, s.Auth)
 			assert.Equal(t, s.Format == FormatAnthropic, s.Auth == AuthXAPIKey, "Anthropic format goes with x-api-key auth")
 			assert.Equal(t, s.Format == FormatElevenLabs, s.Auth == AuthXIAPIKey, "ElevenLabs format goes with xi-api-key auth")
@@ -175,6 +175,10 @@ func TestProviderShapes(t *testing.T) {
 			continue
 		}
 		s, _ := r.Lookup(id)
+		if id == "codex" {
+			assert.Equal(t, FormatResponses, s.Format, "the ChatGPT backend speaks only Responses")
+			continue
+		}
 		assert.Equal(t, FormatOpenAI, s.Format, "%s is spoken to in the OpenAI format", id)
 		assert.Equal(t, AuthBearer, s.Auth, id)
 	}
@@ -416,4 +420,30 @@ func uniq(xs []string) []string {
 	out := slices.Clone(xs)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// Each subscription backend's request shape is in the table: Authorize sets
+// the headers it requires along with the credential.
+func TestSubscriptionRequestShapes(t *testing.T) {
+	r := NewRegistry()
+	cop, _ := r.Lookup("github-copilot")
+	h := http.Header{}
+	cop.Authorize(h, "tid=copilot-token")
+	assert.Equal(t, "Bearer tid=copilot-token", h.Get("Authorization"))
+	assert.Equal(t, "vscode-chat", h.Get("Copilot-Integration-Id"))
+	assert.NotEmpty(t, h.Get("Editor-Version"))
+	assert.NotEmpty(t, h.Get("Editor-Plugin-Version"))
+
+	cx, _ := r.Lookup("codex")
+	h = http.Header{}
+	cx.Authorize(h, "chatgpt-token")
+	assert.Equal(t, "Bearer chatgpt-token", h.Get("Authorization"))
+	assert.Equal(t, "responses=experimental", h.Get("OpenAI-Beta"))
+	assert.Equal(t, "codex_cli_rs", h.Get("Originator"))
+	assert.True(t, cx.Responses)
+
+	oa, _ := r.Lookup("openai")
+	h = http.Header{}
+	oa.Authorize(h, "sk")
+	assert.Empty(t, h.Get("Copilot-Integration-Id"), "no other provider's headers")
 }

@@ -36,7 +36,7 @@ func builtinSpecs() []Spec {
 func openAI() Spec {
 	return Spec{
 		ID: "openai", Alias: "openai", DefaultBaseURL: "https://api.openai.com/v1",
-		Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
+		Auth: AuthBearer, Format: FormatOpenAI, Responses: true, Listing: true,
 		Kinds: []string{KindLLM, KindEmbedding, KindSTT, KindTTS, KindImage, KindVideo},
 		Models: []Model{
 			chat("gpt-5.2", 400_000, ModalityText, ModalityImage),
@@ -257,6 +257,15 @@ func githubCopilot() Spec {
 	return Spec{
 		ID: "github-copilot", Alias: "copilot", DefaultBaseURL: "https://api.githubcopilot.com",
 		Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
+		// Copilot refuses requests that do not name an editor and an
+		// integration.
+		Headers: map[string]string{
+			"Editor-Version":         "vscode/1.104.0",
+			"Editor-Plugin-Version":  "copilot-chat/0.31.0",
+			"Copilot-Integration-Id": "vscode-chat",
+			"User-Agent":             "GitHubCopilotChat/0.31.0",
+			"Openai-Intent":          "conversation-panel",
+		},
 		Kinds: []string{KindLLM},
 		Models: []Model{
 			chat("gpt-4.1", 128_000, ModalityText, ModalityImage),
@@ -294,7 +303,12 @@ func kimi() Spec {
 func codex() Spec {
 	return Spec{
 		ID: "codex", Alias: "codex", DefaultBaseURL: "https://chatgpt.com/backend-api/codex",
-		Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
+		// The ChatGPT backend speaks only Responses, at {base}/responses.
+		Auth: AuthBearer, Format: FormatResponses, Responses: true, Listing: true,
+		Headers: map[string]string{
+			"OpenAI-Beta": "responses=experimental",
+			"Originator":  "codex_cli_rs",
+		},
 		Kinds: []string{KindLLM},
 		Models: []Model{
 			chat("gpt-5-codex", 400_000, ModalityText, ModalityImage),

@@ -20,8 +20,12 @@ func (s Spec) BaseURL(override string) string {
 	return base
 }
 
-// Authorize sets the credential headers of the provider's auth style.
+// Authorize sets the credential headers of the provider's auth style, and
+// the provider's own request headers.
 func (s Spec) Authorize(h http.Header, credential string) {
+	for k, v := range s.Headers {
+		h.Set(k, v)
+	}
 	switch s.Auth {
 	case AuthXIAPIKey:
 		if credential != "" {

@@ -25,6 +25,13 @@ const (
 	// BucketOAuthFlows holds OAuth logins in progress (device codes, PKCE
 	// verifiers), forgotten after OAuthFlowTTL.
 	BucketOAuthFlows = "sb_oauth_flows"
+	// BucketResponses holds Responses API answers stored for
+	// previous_response_id and GET /v1/responses/{id}, forgotten after
+	// ResponseTTL.
+	BucketResponses = "sb_responses"
+	// BucketAffinity maps chat sessions to the connection serving them,
+	// forgotten after AffinityTTL without use.
+	BucketAffinity = "sb_affinity"
 )
 
 // Streams and their subjects.
@@ -55,6 +62,12 @@ const CatalogTTL = time.Hour
 // UsageRollupTTL is how long a day's usage roll-up is kept after its last
 // update: the 30-day statistics window and some margin.
 const UsageRollupTTL = 40 * 24 * time.Hour
+
+// AffinityTTL is how long an idle session keeps its connection.
+const AffinityTTL = time.Hour
+
+// ResponseTTL is how long a stored Responses answer is kept.
+const ResponseTTL = 30 * 24 * time.Hour
 
 // OAuthFlowTTL is how long an OAuth login in progress is kept: longer than
 // any provider's device code lives.
@@ -92,6 +105,8 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 		{Bucket: BucketCatalogs, Description: "live model catalogs per connection", History: 1, TTL: CatalogTTL, Replicas: r},
 		{Bucket: BucketUsageRollups, Description: "usage roll-ups per machine and UTC day", History: 1, TTL: UsageRollupTTL, Replicas: r},
 		{Bucket: BucketOAuthFlows, Description: "OAuth logins in progress, secrets sealed", History: 1, TTL: OAuthFlowTTL, Replicas: r},
+		{Bucket: BucketAffinity, Description: "chat session to connection affinity per machine", History: 1, TTL: AffinityTTL, Replicas: r},
+		{Bucket: BucketResponses, Description: "stored Responses API answers per machine", History: 1, TTL: ResponseTTL, Replicas: r},
 	}
 }
 

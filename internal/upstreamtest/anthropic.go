@@ -87,7 +87,7 @@ func (s *Server) serveMessages(o *output, r *http.Request, body []byte) {
 		}
 	}
 	a.text = EchoPrefix + userText
-	if !toolResult {
+	if !toolResult && !s.cfg.noToolCalls {
 		for _, t := range messageTools(&req) {
 			a.calls = append(a.calls, toolCall{id: s.newID("toolu_01", 22), name: t.name, args: toolArguments(t.schema, userText)})
 		}
@@ -271,4 +271,33 @@ func (s *Server) streamMessage(o *output, a *messageAnswer) {
 	if ok {
 		o.end()
 	}
+}
+
+// PathCountTokens is Anthropic's token counting route.
+const PathCountTokens = "/v1/messages/count_tokens"
+
+// serveCountTokens answers POST /v1/messages/count_tokens with the input
+// tokens the fake would bill for the request.
+func (s *Server) serveCountTokens(o *output, r *http.Request, body []byte) {
+	if r.Header.Get("Anthropic-Version") == "" {
+		anthropicInvalid(o, msgAnthropicNoVersion)
+		return
+	}
+	var req messagesRequest
+	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" || len(req.Messages) == 0 {
+		anthropicInvalid(o, "model and messages are required")
+		return
+	}
+	if req.MaxTokens != nil {
+		anthropicInvalid(o, "max_tokens: Extra inputs are not permitted")
+		return
+	}
+	sys, _ := contentText(req.System)
+	n := Tokens(sys)
+	for _, m := range req.Messages {
+		t, _ := contentText(m.Content)
+		n += Tokens(t)
+	}
+	b, _ := json.Marshal(map[string]int{"input_tokens": n})
+	o.sendJSON(http.StatusOK, b)
 }

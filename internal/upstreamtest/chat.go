@@ -82,7 +82,11 @@ func (s *Server) serveChat(o *output, r *http.Request, body []byte) {
 		// The conversation continues after a tool call: answer with text.
 		a.text = EchoPrefix + lastText
 	} else {
-		for _, t := range chatTools(&req) {
+		tools := chatTools(&req)
+		if s.cfg.noToolCalls {
+			tools = nil
+		}
+		for _, t := range tools {
 			args := toolArguments(t.schema, userText)
 			a.calls = append(a.calls, toolCall{id: s.newID("call_", 24), name: t.name, args: args})
 			a.completionTokens += Tokens(args)

@@ -47,6 +47,7 @@ type config struct {
 	record        bool
 	hook          func(Request)
 	chunkDelay    time.Duration
+	noToolCalls   bool
 }
 
 // WithModels sets the model ids listed by GET /v1/models. The default is
@@ -98,6 +99,13 @@ func WithRequestHook(fn func(Request)) Option {
 // mimic token-by-token generation.
 func WithChunkDelay(d time.Duration) Option {
 	return func(c *config) { c.chunkDelay = d }
+}
+
+// WithoutToolCalls makes the fake answer with text even when the request
+// offers tools, as a model that needs none would; coding agents send dozens
+// of tools with every request and would otherwise run them.
+func WithoutToolCalls() Option {
+	return func(c *config) { c.noToolCalls = true }
 }
 
 // Server is a fake upstream provider: an HTTP test server speaking the
@@ -343,6 +351,12 @@ func (s *Server) dispatch(o *output, r *http.Request, body []byte, up *upload) {
 			return
 		case PathMessages:
 			s.serveMessages(o, r, body)
+			return
+		case PathResponses:
+			s.serveResponses(o, body)
+			return
+		case PathCountTokens:
+			s.serveCountTokens(o, r, body)
 			return
 		case PathTranscriptions:
 			s.serveTranscription(o, up, "transcribe")

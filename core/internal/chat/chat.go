@@ -1,14 +1,17 @@
-// Package chat serves /v1/chat/completions: it sends the client's body to
-// the model's upstream (translated when the upstream speaks Anthropic
-// Messages), relays a streamed answer event by event, falls back to another
-// connection only until the first event reached the client, and ends a
-// stream that breaks after that with an error, never a clean close.
+// Package chat serves the gateway's three chat dialects (OpenAI Chat
+// Completions, Anthropic Messages, OpenAI Responses) on one path: it sends
+// the client's body to the model's upstream through the translator of the
+// (dialect, upstream format) pair (a pass-through when the two match),
+// relays a streamed answer event by event, falls back to another connection
+// only until the first event reached the client, and ends a stream that
+// breaks after that with an error, never a clean close.
 package chat
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
@@ -28,24 +31,32 @@ const (
 )
 
 // Sink receives the answer. Start is called once, before the first chunk
-// or the completion, with the time spent waiting on upstreams so far.
+// or the completion, with the time spent waiting on upstreams so far. A
+// chunk is one event of the client's dialect: event is its SSE name
+// (empty for Chat Completions, whose events have none).
 type Sink interface {
 	Start(upstream time.Duration) error
-	Chunk(data []byte) error
+	Chunk(event string, data []byte) error
 	Completion(data []byte) error
 }
 
 // Request is a chat request.
 type Request struct {
 	MachineID string
-	Body      []byte
+	// Dialect is the shape of Body and of the answer.
+	Dialect Dialect
+	Body    []byte
+	// Header holds the client headers a translator may forward upstream
+	// (lower-case names: anthropic-version, anthropic-beta).
+	Header map[string]string
 	// Caveman returns the terse-output level for a connection ("" for off).
 	Caveman func(c *busv1.Connection) string
 }
 
-// Usage is what the answering upstream reported.
+// Usage is what the answering upstream reported. PromptTokens counts every
+// input token; CachedTokens (cache reads) and CacheWriteTokens are subsets.
 type Usage struct {
-	PromptTokens, CompletionTokens, TotalTokens, CachedTokens, ReasoningTokens int64
+	PromptTokens, CompletionTokens, TotalTokens, CachedTokens, ReasoningTokens, CacheWriteTokens int64
 	// Partial: the stream failed or was abandoned after content reached the
 	// client; the usage is what was delivered. Estimated: the upstream
 	// reported none, the tokens are the gateway's count (delivered.go).
@@ -97,6 +108,12 @@ type Options struct {
 	// FirstEventTimeout is how long a stream may take to send its first
 	// event; past it the next connection is tried.
 	FirstEventTimeout time.Duration
+	// Responses keeps stored Responses answers; nil stores nothing.
+	Responses ResponseStore
+	// Affinity keeps sessions on their connection; nil turns it off.
+	Affinity AffinityStore
+	// Log, when set, receives what fails after an answer was sent.
+	Log *slog.Logger
 }
 
 // Service answers chat requests.
@@ -118,55 +135,7 @@ func New(d *dispatch.Dispatcher, opts Options) *Service {
 
 // Supports reports whether a provider answers chat.
 func Supports(spec provider.Spec) bool {
-	return spec.Format == provider.FormatOpenAI || spec.Format == provider.FormatAnthropic
-}
-
-// parsed is what the gateway reads of a chat body; the rest passes through.
-type parsed struct {
-	fields       map[string]json.RawMessage
-	model        string
-	stream       bool
-	includeUsage bool
-}
-
-func parse(body []byte) (parsed, error) {
-	var p parsed
-	if err := json.Unmarshal(body, &p.fields); err != nil || p.fields == nil {
-		return p, &RequestError{Code: "invalid_json", Message: "the request body is not a JSON object"}
-	}
-	raw, ok := p.fields["model"]
-	if !ok || string(raw) == "null" {
-		return p, &RequestError{Param: "model", Code: "missing_required_parameter", Message: "you must provide a model parameter"}
-	}
-	if json.Unmarshal(raw, &p.model) != nil || p.model == "" {
-		return p, &RequestError{Param: "model", Code: "invalid_type", Message: "'model' must be a non-empty string"}
-	}
-	msgs, ok := p.fields["messages"]
-	if !ok || string(msgs) == "null" {
-		return p, &RequestError{Param: "messages", Code: "missing_required_parameter", Message: "you must provide a messages parameter"}
-	}
-	var list []json.RawMessage
-	if json.Unmarshal(msgs, &list) != nil {
-		return p, &RequestError{Param: "messages", Code: "invalid_type", Message: "'messages' must be an array"}
-	}
-	if len(list) == 0 {
-		return p, &RequestError{Param: "messages", Code: "invalid_value", Message: "'messages' must not be empty"}
-	}
-	if s, ok := p.fields["stream"]; ok && string(s) != "null" {
-		if json.Unmarshal(s, &p.stream) != nil {
-			return p, &RequestError{Param: "stream", Code: "invalid_type", Message: "'stream' must be a boolean"}
-		}
-	}
-	if so, ok := p.fields["stream_options"]; ok && string(so) != "null" {
-		var opts struct {
-			IncludeUsage bool `json:"include_usage"`
-		}
-		if json.Unmarshal(so, &opts) != nil {
-			return p, &RequestError{Param: "stream_options", Code: "invalid_type", Message: "'stream_options' must be an object"}
-		}
-		p.includeUsage = opts.IncludeUsage
-	}
-	return p, nil
+	return spec.Format == provider.FormatOpenAI || spec.Format == provider.FormatAnthropic || spec.Format == provider.FormatResponses
 }
 
 // Model returns the model a body names, for routing and errors.
@@ -180,9 +149,18 @@ func Model(body []byte) string {
 
 // Complete answers the request into sink.
 func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result, dispatch.Result, error) {
-	p, err := parse(req.Body)
+	in, err := parse(req.Dialect, req.Body)
 	if err != nil {
 		return Result{}, dispatch.Result{}, err
+	}
+	in.header = req.Header
+	var kept *capture
+	if in.dialect == DialectResponses {
+		if err := s.continueFrom(ctx, req.MachineID, &in); err != nil {
+			return Result{}, dispatch.Result{}, err
+		}
+		kept = &capture{Sink: sink}
+		sink = kept
 	}
 	start := time.Now()
 	var out Result
@@ -195,13 +173,14 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 		out.Upstream = time.Since(start)
 		return sink.Start(out.Upstream)
 	}
-	res, err := s.d.Do(ctx, dispatch.Request{MachineID: req.MachineID, Model: p.model, Supports: Supports},
+	affKey, prefer := s.affinity(ctx, req.MachineID, in)
+	res, err := s.d.Do(ctx, dispatch.Request{MachineID: req.MachineID, Model: in.model, Supports: Supports, Prefer: prefer},
 		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
 			level := ""
 			if req.Caveman != nil {
 				level = req.Caveman(c.Connection)
 			}
-			a := attempt{svc: s, p: p, t: t, c: c, sink: sink, begin: begin, level: level}
+			a := attempt{svc: s, in: in, tr: pick(in.dialect, t.Spec), t: t, c: c, sink: sink, begin: begin, level: level}
 			u, err := a.run(ctx)
 			if err == nil {
 				out.Usage = u
@@ -210,7 +189,21 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 			}
 			return err
 		})
+	if err == nil && res.Conn != nil {
+		s.remember(ctx, affKey, res.Conn.Connection.GetId())
+	}
+	if err == nil && kept != nil {
+		if serr := s.store(req.MachineID, in, kept.response); serr != nil {
+			s.log(ctx, "storing a response failed", serr)
+		}
+	}
 	return out, res, err
+}
+
+func (s *Service) log(ctx context.Context, msg string, err error) {
+	if s.opts.Log != nil {
+		s.opts.Log.WarnContext(ctx, msg, "err", err)
+	}
 }
 
 var errFirstEvent = errors.New("upstream sent no event in time")

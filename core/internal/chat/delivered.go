@@ -1,6 +1,9 @@
 package chat
 
-import "bytes"
+import (
+	"bytes"
+	"strings"
+)
 
 // delivered counts what a stream relayed to the client, so that a stream
 // that fails or is abandoned after content reached the client is billed for
@@ -14,15 +17,38 @@ type delivered struct {
 // charsPerToken is the estimate's ratio.
 const charsPerToken = 4
 
-// textMembers are the chunk members whose string values the client was sent as
-// text. "content" also matches "reasoning_content".
-var textMembers = [][]byte{[]byte(`content"`), []byte(`arguments"`), []byte(`refusal"`)}
+// The members whose string values a client was sent as text, per event
+// shape. In an OpenAI chat chunk "content" also matches
+// "reasoning_content"; Anthropic's deltas carry "text", "thinking" and a
+// tool call's "partial_json"; a Responses stream's text and argument deltas
+// carry "delta" (its ".done" events repeat what the deltas sent, so only
+// deltas are counted).
+var (
+	chatMembers      = [][]byte{[]byte(`content"`), []byte(`arguments"`), []byte(`refusal"`)}
+	messagesMembers  = [][]byte{[]byte(`"text"`), []byte(`"thinking"`), []byte(`"partial_json"`)}
+	responsesMembers = [][]byte{[]byte(`"delta"`)}
+)
 
-// add counts the text of one OpenAI chat chunk that reached the client. It
-// scans the bytes for the members above instead of decoding the chunk.
-func (d *delivered) add(chunk []byte) {
-	for _, f := range textMembers {
-		rest := chunk
+// add counts the text of one event that reached the client: an OpenAI chat
+// chunk (no event name), an Anthropic Messages event or an OpenAI Responses
+// event (named). It scans the bytes for the members above instead of
+// decoding the event.
+func (d *delivered) add(event string, data []byte) {
+	members := chatMembers
+	switch {
+	case event == "":
+	case strings.HasPrefix(event, "response."):
+		if !strings.HasSuffix(event, ".delta") {
+			return
+		}
+		members = responsesMembers
+	case event == "content_block_delta":
+		members = messagesMembers
+	default:
+		return // message_start, content_block_start (empty text), ping, ...
+	}
+	for _, f := range members {
+		rest := data
 		for {
 			i := bytes.Index(rest, f)
 			if i < 0 {

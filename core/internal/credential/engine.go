@@ -50,6 +50,10 @@ type Request struct {
 	// StickyLimit is the round-robin run length; zero or less means
 	// DefaultStickyLimit.
 	StickyLimit int
+	// Prefer names a candidate tried first, whatever the strategy, while
+	// it is not cooling down (session affinity); using it does not move the
+	// round-robin rotation.
+	Prefer string
 }
 
 // Attempt makes one upstream call with one candidate. It returns nil on
@@ -166,6 +170,15 @@ func (e *Engine) Do(ctx context.Context, req Request, attempt Attempt) (Result, 
 		key = rotationKey{req.MachineID, req.Provider}
 		e.rotation.arrange(key, order, stickyLimit(req.StickyLimit))
 	}
+	preferred := false
+	if req.Prefer != "" {
+		if i := slices.IndexFunc(order, func(c Candidate) bool { return c.ConnectionID == req.Prefer }); i > 0 {
+			p := order[i]
+			copy(order[1:i+1], order[:i])
+			order[0] = p
+		}
+		preferred = len(order) > 0 && order[0].ConnectionID == req.Prefer
+	}
 
 	var t tally
 	t.allRateLimited = true
@@ -178,7 +191,7 @@ func (e *Engine) Do(ctx context.Context, req Request, attempt Attempt) (Result, 
 			t.add(prev.Until, prev.Reason)
 			continue
 		}
-		if roundRobin {
+		if roundRobin && !(preferred && i == 0) {
 			e.rotation.use(key, c.ConnectionID, order)
 		}
 		f, until, done, err := e.try(ctx, req, c, attempt, &res, prev, hasPrev)

@@ -55,6 +55,9 @@ type Request struct {
 	Model     string
 	// Supports filters the providers that offer the capability.
 	Supports func(provider.Spec) bool
+	// Prefer names a connection to try first while it is healthy (session
+	// affinity).
+	Prefer string
 }
 
 // Result tells who answered.
@@ -159,6 +162,7 @@ func (d *Dispatcher) doTarget(ctx context.Context, req Request, t routing.Target
 		Candidates:  cands,
 		Strategy:    settings.GetRoutingStrategy(),
 		StickyLimit: int(settings.GetStickyLimit()),
+		Prefer:      req.Prefer,
 	}, func(ctx context.Context, c credential.Candidate) error {
 		return call(ctx, t, c.Value.(*Conn))
 	})

@@ -1,10 +1,13 @@
 package grpcapi
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboardhq/switchboard/core/internal/caveman"
@@ -13,7 +16,14 @@ import (
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
-// ChatCompletions answers a chat request, streamed or whole.
+// dialects maps the wire enum to the chat path's dialect.
+var dialects = map[corev1.ChatDialect]chat.Dialect{
+	corev1.ChatDialect_CHAT_DIALECT_UNSPECIFIED: chat.DialectChat,
+	corev1.ChatDialect_CHAT_DIALECT_MESSAGES:    chat.DialectMessages,
+	corev1.ChatDialect_CHAT_DIALECT_RESPONSES:   chat.DialectResponses,
+}
+
+// ChatCompletions answers a chat request of any dialect, streamed or whole.
 func (r *Router) ChatCompletions(req *corev1.ChatCompletionsRequest, stream grpc.ServerStreamingServer[corev1.ChatCompletionsResponse]) error {
 	ctx := stream.Context()
 	start := time.Now()
@@ -21,10 +31,11 @@ func (r *Router) ChatCompletions(req *corev1.ChatCompletionsRequest, stream grpc
 	if err != nil {
 		return err
 	}
-	creq := chat.Request{MachineID: p.MachineID, Body: req.GetBody()}
-	if !caveman.OptedOut(mdGetter(ctx)) && r.Caveman != nil {
-		creq.Caveman = func(c *busv1.Connection) string { return r.Caveman(p.MachineID, c) }
+	d, ok := dialects[req.GetDialect()]
+	if !ok {
+		return invalidParam("dialect", "invalid_value", "unknown chat dialect")
 	}
+	creq := r.chatRequest(ctx, p, d, req.GetBody(), req.GetHeaders())
 	out, res, err := r.Chat.Complete(ctx, creq, &chatSink{stream: stream})
 	if err != nil {
 		// The model is read again only to name it in the error.
@@ -32,11 +43,33 @@ func (r *Router) ChatCompletions(req *corev1.ChatCompletionsRequest, stream grpc
 	}
 	u := out.Usage
 	r.record(ctx, p, res, start, err, &busv1.UsageEvent{
-		Endpoint: "chat.completions", PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		Endpoint: d.String(), PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
 		TotalTokens: u.TotalTokens, CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens,
 		Partial: u.Partial, TokensEstimated: u.Estimated,
 	})
 	return err
+}
+
+// CountTokens answers an Anthropic count_tokens request.
+func (r *Router) CountTokens(ctx context.Context, req *corev1.CountTokensRequest) (*corev1.CountTokensResponse, error) {
+	p, err := r.Auth.Gateway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	creq := r.chatRequest(ctx, p, chat.DialectMessages, req.GetBody(), req.GetHeaders())
+	body, _, err := r.Chat.CountTokens(ctx, creq)
+	if err != nil {
+		return nil, gatewayError(r.Log, err, chat.Model(req.GetBody()))
+	}
+	return &corev1.CountTokensResponse{Body: body}, nil
+}
+
+func (r *Router) chatRequest(ctx context.Context, p Principal, d chat.Dialect, body []byte, header map[string]string) chat.Request {
+	creq := chat.Request{MachineID: p.MachineID, Dialect: d, Body: body, Header: header}
+	if !caveman.OptedOut(mdGetter(ctx)) && r.Caveman != nil {
+		creq.Caveman = func(c *busv1.Connection) string { return r.Caveman(p.MachineID, c) }
+	}
+	return creq
 }
 
 // chatSink sends the answer on the gRPC stream; the header tells the edge
@@ -49,10 +82,26 @@ func (s *chatSink) Start(upstream time.Duration) error {
 	return s.stream.SendHeader(metadata.Pairs(MDUpstreamUs, strconv.FormatInt(upstream.Microseconds(), 10)))
 }
 
-func (s *chatSink) Chunk(data []byte) error {
-	return s.stream.Send(&corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Chunk{Chunk: data}})
+func (s *chatSink) Chunk(event string, data []byte) error {
+	return s.stream.Send(&corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Chunk{Chunk: data}, EventName: event})
 }
 
 func (s *chatSink) Completion(data []byte) error {
 	return s.stream.Send(&corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Completion{Completion: data}})
+}
+
+// GetResponse returns a stored Responses answer of the caller's machine.
+func (r *Router) GetResponse(ctx context.Context, req *corev1.GetResponseRequest) (*corev1.GetResponseResponse, error) {
+	p, err := r.Auth.Gateway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body, err := r.Chat.GetResponse(ctx, p.MachineID, req.GetId())
+	if errors.Is(err, chat.ErrResponseNotFound) {
+		return nil, statusError(codes.NotFound, "not_found", "Response with id '"+req.GetId()+"' not found.", MetaHTTPStatus, "404")
+	}
+	if err != nil {
+		return nil, gatewayError(r.Log, err, "")
+	}
+	return &corev1.GetResponseResponse{Body: body}, nil
 }

@@ -35,7 +35,7 @@ func server(t *testing.T, dir string, port int) *spine.Embedded {
 // connect opens a reconnecting client connection and a JetStream on it.
 func connect(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := spine.Connect(url, "usage-test", quiet)
+	nc, err := spine.Connect(context.Background(), url, "usage-test", quiet)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)

@@ -173,19 +173,24 @@ func envString(e object, key string) string {
 	return s
 }
 
-// write replaces the file atomically: a private temporary file in the same
-// directory, synced, then renamed over the old one. The file is 0600: it
-// holds an API key.
+// write replaces the file atomically (see writeFile).
 func (f settingsFile) write(o object) error {
 	data, err := o.marshal()
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(f.path)
+	return writeFile(f.path, data)
+}
+
+// writeFile replaces a file atomically: a private temporary file in the
+// same directory, synced, then renamed over the old one. The file is 0600:
+// it holds an API key.
+func writeFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".settings.json.*.tmp")
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
@@ -209,7 +214,7 @@ func (f settingsFile) write(o object) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(name, f.path); err != nil {
+	if err := os.Rename(name, path); err != nil {
 		return err
 	}
 	done = true

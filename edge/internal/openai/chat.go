@@ -46,7 +46,7 @@ func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// cancels the upstream's.
 	defer cancel()
 	w.Header().Set("X-Request-Id", id)
-	stream, err := h.Router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{Body: body})
+	stream, err := h.Router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{Body: body, Headers: dialectHeaders(r, sessionHeaders)})
 	if err != nil {
 		FromError(err).Write(w)
 		return
@@ -71,17 +71,62 @@ func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if every <= 0 {
 		every = KeepAliveEvery
 	}
-	relay(w, r, every, first.GetChunk(), func() ([]byte, error) {
+	relay(w, r, every, chatEvents, event{data: first.GetChunk()}, func() (event, error) {
 		m, err := stream.Recv()
-		return m.GetChunk(), err
+		return event{m.GetEventName(), m.GetChunk()}, err
 	})
 }
 
+// event is one server-sent event: its name (none for Chat Completions) and
+// its data.
+type event struct {
+	name string
+	data []byte
+}
+
+// dialectEvents is how a dialect ends a stream: cleanly, or with its own
+// in-band error after the first event (never a clean close).
+type dialectEvents struct {
+	// done is written after the last event of a whole answer.
+	done []byte
+	// seen, when set, is shown every event relayed (a dialect's in-band
+	// error may name what the stream started).
+	seen func(e event)
+	// failure renders a mid-stream error.
+	failure func(err error) []byte
+}
+
+// chatEvents ends Chat Completions streams: [DONE], or an error chunk the
+// official SDKs raise.
+var chatEvents = dialectEvents{
+	done: sse.Done,
+	failure: func(err error) []byte {
+		p := FromError(err)
+		b := p.Raw
+		if b == nil {
+			b, _ = marshalNoEscape(p.Body)
+		}
+		return sse.Data(bytes.TrimSpace(b))
+	},
+}
+
+// writeEvent frames one event.
+func writeEvent(e event) []byte {
+	if e.name == "" {
+		return sse.Data(e.data)
+	}
+	b := make([]byte, 0, len(e.name)+len(e.data)+16)
+	b = append(b, "event: "...)
+	b = append(b, e.name...)
+	b = append(b, '\n')
+	return append(b, sse.Data(e.data)...)
+}
+
 // relay writes a server-sent event stream: first, then whatever next yields
-// until io.EOF ([DONE]) or an error (an in-band error event the official
-// SDKs raise, never a clean close), with a keep-alive comment after every
+// until io.EOF (the dialect's clean end) or an error (the dialect's in-band
+// error, never a clean close), with a keep-alive comment after every
 // keepAliveEvery of silence.
-func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration, first []byte, next func() ([]byte, error)) {
+func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration, d dialectEvents, first event, next func() (event, error)) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -94,20 +139,23 @@ func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration,
 		}
 		return rc.Flush() == nil
 	}
-	if !write(sse.Data(first)) {
+	if d.seen != nil {
+		d.seen(first)
+	}
+	if !write(writeEvent(first)) {
 		return
 	}
 	type item struct {
-		data []byte
-		err  error
+		ev  event
+		err error
 	}
 	items := make(chan item, 16)
 	go func() {
 		defer close(items)
 		for {
-			data, err := next()
+			ev, err := next()
 			select {
-			case items <- item{data, err}:
+			case items <- item{ev, err}:
 			case <-r.Context().Done():
 				return
 			}
@@ -126,21 +174,21 @@ func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration,
 			}
 			if it.err != nil {
 				if errors.Is(it.err, io.EOF) {
-					write(sse.Done)
+					if d.done != nil {
+						write(d.done)
+					}
 					return
 				}
 				if status.Code(it.err) == codes.Canceled && r.Context().Err() != nil {
 					return // the client left
 				}
-				p := FromError(it.err)
-				b := p.Raw
-				if b == nil {
-					b, _ = marshalNoEscape(p.Body)
-				}
-				write(sse.Data(bytes.TrimSpace(b)))
+				write(d.failure(it.err))
 				return
 			}
-			if !write(sse.Data(it.data)) {
+			if d.seen != nil {
+				d.seen(it.ev)
+			}
+			if !write(writeEvent(it.ev)) {
 				return
 			}
 			keepAlive.Reset(keepAliveEvery)

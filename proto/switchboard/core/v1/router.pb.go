@@ -21,6 +21,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ChatDialect is an API shape of the chat path.
+type ChatDialect int32
+
+const (
+	// CHAT_DIALECT_UNSPECIFIED is OpenAI Chat Completions.
+	ChatDialect_CHAT_DIALECT_UNSPECIFIED ChatDialect = 0
+	// CHAT_DIALECT_MESSAGES is Anthropic Messages.
+	ChatDialect_CHAT_DIALECT_MESSAGES ChatDialect = 1
+	// CHAT_DIALECT_RESPONSES is OpenAI Responses.
+	ChatDialect_CHAT_DIALECT_RESPONSES ChatDialect = 2
+)
+
+// Enum value maps for ChatDialect.
+var (
+	ChatDialect_name = map[int32]string{
+		0: "CHAT_DIALECT_UNSPECIFIED",
+		1: "CHAT_DIALECT_MESSAGES",
+		2: "CHAT_DIALECT_RESPONSES",
+	}
+	ChatDialect_value = map[string]int32{
+		"CHAT_DIALECT_UNSPECIFIED": 0,
+		"CHAT_DIALECT_MESSAGES":    1,
+		"CHAT_DIALECT_RESPONSES":   2,
+	}
+)
+
+func (x ChatDialect) Enum() *ChatDialect {
+	p := new(ChatDialect)
+	*p = x
+	return p
+}
+
+func (x ChatDialect) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChatDialect) Descriptor() protoreflect.EnumDescriptor {
+	return file_switchboard_core_v1_router_proto_enumTypes[0].Descriptor()
+}
+
+func (ChatDialect) Type() protoreflect.EnumType {
+	return &file_switchboard_core_v1_router_proto_enumTypes[0]
+}
+
+func (x ChatDialect) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChatDialect.Descriptor instead.
+func (ChatDialect) EnumDescriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{0}
+}
+
 type ListModelsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind, when set, lists only models of that kind.
@@ -697,7 +750,14 @@ type ChatCompletionsRequest struct {
 	// body is the OpenAI chat completions request, JSON, as the client sent
 	// it; core swaps the model and credentials and translates it where the
 	// upstream speaks another format.
-	Body          []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	Body []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	// dialect is the API shape of body and of the answer; the default is
+	// Chat Completions.
+	Dialect ChatDialect `protobuf:"varint,2,opt,name=dialect,proto3,enum=switchboard.core.v1.ChatDialect" json:"dialect,omitempty"`
+	// headers are client headers core may forward to an upstream of the
+	// dialect's own shape (lower-case names: anthropic-version,
+	// anthropic-beta).
+	Headers       map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,13 +799,30 @@ func (x *ChatCompletionsRequest) GetBody() []byte {
 	return nil
 }
 
+func (x *ChatCompletionsRequest) GetDialect() ChatDialect {
+	if x != nil {
+		return x.Dialect
+	}
+	return ChatDialect_CHAT_DIALECT_UNSPECIFIED
+}
+
+func (x *ChatCompletionsRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
 type ChatCompletionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
 	//
 	//	*ChatCompletionsResponse_Chunk
 	//	*ChatCompletionsResponse_Completion
-	Event         isChatCompletionsResponse_Event `protobuf_oneof:"event"`
+	Event isChatCompletionsResponse_Event `protobuf_oneof:"event"`
+	// event_name is the server-sent event name of chunk, for dialects that name
+	// their events (Messages, Responses); empty for Chat Completions.
+	EventName     string `protobuf:"bytes,3,opt,name=event_name,json=eventName,proto3" json:"event_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -805,23 +882,221 @@ func (x *ChatCompletionsResponse) GetCompletion() []byte {
 	return nil
 }
 
+func (x *ChatCompletionsResponse) GetEventName() string {
+	if x != nil {
+		return x.EventName
+	}
+	return ""
+}
+
 type isChatCompletionsResponse_Event interface {
 	isChatCompletionsResponse_Event()
 }
 
 type ChatCompletionsResponse_Chunk struct {
-	// chunk is one chat.completion.chunk JSON of a streaming answer.
+	// chunk is one event's JSON of a streaming answer (a
+	// chat.completion.chunk for Chat Completions).
 	Chunk []byte `protobuf:"bytes,1,opt,name=chunk,proto3,oneof"`
 }
 
 type ChatCompletionsResponse_Completion struct {
-	// completion is the chat.completion JSON of a non-streaming answer.
+	// completion is the whole answer JSON of a non-streaming request.
 	Completion []byte `protobuf:"bytes,2,opt,name=completion,proto3,oneof"`
 }
 
 func (*ChatCompletionsResponse_Chunk) isChatCompletionsResponse_Event() {}
 
 func (*ChatCompletionsResponse_Completion) isChatCompletionsResponse_Event() {}
+
+type CountTokensRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// body is the Anthropic count_tokens request (a Messages request without
+	// max_tokens), JSON.
+	Body []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	// headers as in ChatCompletionsRequest.
+	Headers       map[string]string `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountTokensRequest) Reset() {
+	*x = CountTokensRequest{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountTokensRequest) ProtoMessage() {}
+
+func (x *CountTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountTokensRequest.ProtoReflect.Descriptor instead.
+func (*CountTokensRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CountTokensRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *CountTokensRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+type GetResponseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the response's id ("resp_...").
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponseRequest) Reset() {
+	*x = GetResponseRequest{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponseRequest) ProtoMessage() {}
+
+func (x *GetResponseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponseRequest.ProtoReflect.Descriptor instead.
+func (*GetResponseRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetResponseRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetResponseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// body is the response object, JSON.
+	Body          []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponseResponse) Reset() {
+	*x = GetResponseResponse{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponseResponse) ProtoMessage() {}
+
+func (x *GetResponseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponseResponse.ProtoReflect.Descriptor instead.
+func (*GetResponseResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetResponseResponse) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+type CountTokensResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// body is {"input_tokens": n}.
+	Body          []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountTokensResponse) Reset() {
+	*x = CountTokensResponse{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountTokensResponse) ProtoMessage() {}
+
+func (x *CountTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountTokensResponse.ProtoReflect.Descriptor instead.
+func (*CountTokensResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CountTokensResponse) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
 
 type TranscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -836,7 +1111,7 @@ type TranscribeRequest struct {
 
 func (x *TranscribeRequest) Reset() {
 	*x = TranscribeRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +1123,7 @@ func (x *TranscribeRequest) String() string {
 func (*TranscribeRequest) ProtoMessage() {}
 
 func (x *TranscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1136,7 @@ func (x *TranscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeRequest.ProtoReflect.Descriptor instead.
 func (*TranscribeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TranscribeRequest) GetPart() isTranscribeRequest_Part {
@@ -923,7 +1198,7 @@ type TranscribeOptions struct {
 
 func (x *TranscribeOptions) Reset() {
 	*x = TranscribeOptions{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1210,7 @@ func (x *TranscribeOptions) String() string {
 func (*TranscribeOptions) ProtoMessage() {}
 
 func (x *TranscribeOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1223,7 @@ func (x *TranscribeOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeOptions.ProtoReflect.Descriptor instead.
 func (*TranscribeOptions) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TranscribeOptions) GetModel() string {
@@ -1019,7 +1294,7 @@ type TranscribeResponse struct {
 
 func (x *TranscribeResponse) Reset() {
 	*x = TranscribeResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1306,7 @@ func (x *TranscribeResponse) String() string {
 func (*TranscribeResponse) ProtoMessage() {}
 
 func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1319,7 @@ func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeResponse.ProtoReflect.Descriptor instead.
 func (*TranscribeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TranscribeResponse) GetBody() []byte {
@@ -1072,7 +1347,7 @@ type SpeechRequest struct {
 
 func (x *SpeechRequest) Reset() {
 	*x = SpeechRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1359,7 @@ func (x *SpeechRequest) String() string {
 func (*SpeechRequest) ProtoMessage() {}
 
 func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1372,7 @@ func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechRequest.ProtoReflect.Descriptor instead.
 func (*SpeechRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SpeechRequest) GetBody() []byte {
@@ -1120,7 +1395,7 @@ type SpeechResponse struct {
 
 func (x *SpeechResponse) Reset() {
 	*x = SpeechResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1407,7 @@ func (x *SpeechResponse) String() string {
 func (*SpeechResponse) ProtoMessage() {}
 
 func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1420,7 @@ func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechResponse.ProtoReflect.Descriptor instead.
 func (*SpeechResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SpeechResponse) GetPart() isSpeechResponse_Part {
@@ -1200,7 +1475,7 @@ type ListVoicesRequest struct {
 
 func (x *ListVoicesRequest) Reset() {
 	*x = ListVoicesRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1487,7 @@ func (x *ListVoicesRequest) String() string {
 func (*ListVoicesRequest) ProtoMessage() {}
 
 func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1500,7 @@ func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesRequest.ProtoReflect.Descriptor instead.
 func (*ListVoicesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListVoicesRequest) GetProvider() string {
@@ -1256,7 +1531,7 @@ type Voice struct {
 
 func (x *Voice) Reset() {
 	*x = Voice{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1543,7 @@ func (x *Voice) String() string {
 func (*Voice) ProtoMessage() {}
 
 func (x *Voice) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1556,7 @@ func (x *Voice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Voice.ProtoReflect.Descriptor instead.
 func (*Voice) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Voice) GetId() string {
@@ -1329,7 +1604,7 @@ type ListVoicesResponse struct {
 
 func (x *ListVoicesResponse) Reset() {
 	*x = ListVoicesResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1616,7 @@ func (x *ListVoicesResponse) String() string {
 func (*ListVoicesResponse) ProtoMessage() {}
 
 func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1629,7 @@ func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesResponse.ProtoReflect.Descriptor instead.
 func (*ListVoicesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListVoicesResponse) GetObject() string {
@@ -1430,15 +1705,34 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x06vector\x18\x02 \x03(\x02R\x06vector\"Y\n" +
 	"\x0fEmbeddingsUsage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12!\n" +
-	"\ftotal_tokens\x18\x02 \x01(\x03R\vtotalTokens\",\n" +
+	"\ftotal_tokens\x18\x02 \x01(\x03R\vtotalTokens\"\xf8\x01\n" +
 	"\x16ChatCompletionsRequest\x12\x12\n" +
-	"\x04body\x18\x01 \x01(\fR\x04body\"\\\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\x12:\n" +
+	"\adialect\x18\x02 \x01(\x0e2 .switchboard.core.v1.ChatDialectR\adialect\x12R\n" +
+	"\aheaders\x18\x03 \x03(\v28.switchboard.core.v1.ChatCompletionsRequest.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
 	"\x17ChatCompletionsResponse\x12\x16\n" +
 	"\x05chunk\x18\x01 \x01(\fH\x00R\x05chunk\x12 \n" +
 	"\n" +
 	"completion\x18\x02 \x01(\fH\x00R\n" +
-	"completionB\a\n" +
-	"\x05event\"w\n" +
+	"completion\x12\x1d\n" +
+	"\n" +
+	"event_name\x18\x03 \x01(\tR\teventNameB\a\n" +
+	"\x05event\"\xb4\x01\n" +
+	"\x12CountTokensRequest\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\x12N\n" +
+	"\aheaders\x18\x02 \x03(\v24.switchboard.core.v1.CountTokensRequest.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"$\n" +
+	"\x12GetResponseRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\")\n" +
+	"\x13GetResponseResponse\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\")\n" +
+	"\x13CountTokensResponse\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\"w\n" +
 	"\x11TranscribeRequest\x12B\n" +
 	"\aoptions\x18\x01 \x01(\v2&.switchboard.core.v1.TranscribeOptionsH\x00R\aoptions\x12\x16\n" +
 	"\x05audio\x18\x02 \x01(\fH\x00R\x05audioB\x06\n" +
@@ -1473,13 +1767,19 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x05model\x18\x05 \x01(\tR\x05model\"\\\n" +
 	"\x12ListVoicesResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12.\n" +
-	"\x04data\x18\x02 \x03(\v2\x1a.switchboard.core.v1.VoiceR\x04data2\xc2\x05\n" +
+	"\x04data\x18\x02 \x03(\v2\x1a.switchboard.core.v1.VoiceR\x04data*b\n" +
+	"\vChatDialect\x12\x1c\n" +
+	"\x18CHAT_DIALECT_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15CHAT_DIALECT_MESSAGES\x10\x01\x12\x1a\n" +
+	"\x16CHAT_DIALECT_RESPONSES\x10\x022\x86\a\n" +
 	"\x06Router\x12]\n" +
 	"\n" +
 	"ListModels\x12&.switchboard.core.v1.ListModelsRequest\x1a'.switchboard.core.v1.ListModelsResponse\x12o\n" +
 	"\x10CreateEmbeddings\x12,.switchboard.core.v1.CreateEmbeddingsRequest\x1a-.switchboard.core.v1.CreateEmbeddingsResponse\x12c\n" +
 	"\fGetModelInfo\x12(.switchboard.core.v1.GetModelInfoRequest\x1a).switchboard.core.v1.GetModelInfoResponse\x12n\n" +
-	"\x0fChatCompletions\x12+.switchboard.core.v1.ChatCompletionsRequest\x1a,.switchboard.core.v1.ChatCompletionsResponse0\x01\x12_\n" +
+	"\x0fChatCompletions\x12+.switchboard.core.v1.ChatCompletionsRequest\x1a,.switchboard.core.v1.ChatCompletionsResponse0\x01\x12`\n" +
+	"\vCountTokens\x12'.switchboard.core.v1.CountTokensRequest\x1a(.switchboard.core.v1.CountTokensResponse\x12`\n" +
+	"\vGetResponse\x12'.switchboard.core.v1.GetResponseRequest\x1a(.switchboard.core.v1.GetResponseResponse\x12_\n" +
 	"\n" +
 	"Transcribe\x12&.switchboard.core.v1.TranscribeRequest\x1a'.switchboard.core.v1.TranscribeResponse(\x01\x12S\n" +
 	"\x06Speech\x12\".switchboard.core.v1.SpeechRequest\x1a#.switchboard.core.v1.SpeechResponse0\x01\x12]\n" +
@@ -1498,55 +1798,70 @@ func file_switchboard_core_v1_router_proto_rawDescGZIP() []byte {
 	return file_switchboard_core_v1_router_proto_rawDescData
 }
 
-var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_switchboard_core_v1_router_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_switchboard_core_v1_router_proto_goTypes = []any{
-	(*ListModelsRequest)(nil),        // 0: switchboard.core.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 1: switchboard.core.v1.ListModelsResponse
-	(*ModelEntry)(nil),               // 2: switchboard.core.v1.ModelEntry
-	(*GetModelInfoRequest)(nil),      // 3: switchboard.core.v1.GetModelInfoRequest
-	(*GetModelInfoResponse)(nil),     // 4: switchboard.core.v1.GetModelInfoResponse
-	(*CreateEmbeddingsRequest)(nil),  // 5: switchboard.core.v1.CreateEmbeddingsRequest
-	(*TokenList)(nil),                // 6: switchboard.core.v1.TokenList
-	(*CreateEmbeddingsResponse)(nil), // 7: switchboard.core.v1.CreateEmbeddingsResponse
-	(*Embedding)(nil),                // 8: switchboard.core.v1.Embedding
-	(*EmbeddingsUsage)(nil),          // 9: switchboard.core.v1.EmbeddingsUsage
-	(*ChatCompletionsRequest)(nil),   // 10: switchboard.core.v1.ChatCompletionsRequest
-	(*ChatCompletionsResponse)(nil),  // 11: switchboard.core.v1.ChatCompletionsResponse
-	(*TranscribeRequest)(nil),        // 12: switchboard.core.v1.TranscribeRequest
-	(*TranscribeOptions)(nil),        // 13: switchboard.core.v1.TranscribeOptions
-	(*TranscribeResponse)(nil),       // 14: switchboard.core.v1.TranscribeResponse
-	(*SpeechRequest)(nil),            // 15: switchboard.core.v1.SpeechRequest
-	(*SpeechResponse)(nil),           // 16: switchboard.core.v1.SpeechResponse
-	(*ListVoicesRequest)(nil),        // 17: switchboard.core.v1.ListVoicesRequest
-	(*Voice)(nil),                    // 18: switchboard.core.v1.Voice
-	(*ListVoicesResponse)(nil),       // 19: switchboard.core.v1.ListVoicesResponse
+	(ChatDialect)(0),                 // 0: switchboard.core.v1.ChatDialect
+	(*ListModelsRequest)(nil),        // 1: switchboard.core.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 2: switchboard.core.v1.ListModelsResponse
+	(*ModelEntry)(nil),               // 3: switchboard.core.v1.ModelEntry
+	(*GetModelInfoRequest)(nil),      // 4: switchboard.core.v1.GetModelInfoRequest
+	(*GetModelInfoResponse)(nil),     // 5: switchboard.core.v1.GetModelInfoResponse
+	(*CreateEmbeddingsRequest)(nil),  // 6: switchboard.core.v1.CreateEmbeddingsRequest
+	(*TokenList)(nil),                // 7: switchboard.core.v1.TokenList
+	(*CreateEmbeddingsResponse)(nil), // 8: switchboard.core.v1.CreateEmbeddingsResponse
+	(*Embedding)(nil),                // 9: switchboard.core.v1.Embedding
+	(*EmbeddingsUsage)(nil),          // 10: switchboard.core.v1.EmbeddingsUsage
+	(*ChatCompletionsRequest)(nil),   // 11: switchboard.core.v1.ChatCompletionsRequest
+	(*ChatCompletionsResponse)(nil),  // 12: switchboard.core.v1.ChatCompletionsResponse
+	(*CountTokensRequest)(nil),       // 13: switchboard.core.v1.CountTokensRequest
+	(*GetResponseRequest)(nil),       // 14: switchboard.core.v1.GetResponseRequest
+	(*GetResponseResponse)(nil),      // 15: switchboard.core.v1.GetResponseResponse
+	(*CountTokensResponse)(nil),      // 16: switchboard.core.v1.CountTokensResponse
+	(*TranscribeRequest)(nil),        // 17: switchboard.core.v1.TranscribeRequest
+	(*TranscribeOptions)(nil),        // 18: switchboard.core.v1.TranscribeOptions
+	(*TranscribeResponse)(nil),       // 19: switchboard.core.v1.TranscribeResponse
+	(*SpeechRequest)(nil),            // 20: switchboard.core.v1.SpeechRequest
+	(*SpeechResponse)(nil),           // 21: switchboard.core.v1.SpeechResponse
+	(*ListVoicesRequest)(nil),        // 22: switchboard.core.v1.ListVoicesRequest
+	(*Voice)(nil),                    // 23: switchboard.core.v1.Voice
+	(*ListVoicesResponse)(nil),       // 24: switchboard.core.v1.ListVoicesResponse
+	nil,                              // 25: switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	nil,                              // 26: switchboard.core.v1.CountTokensRequest.HeadersEntry
 }
 var file_switchboard_core_v1_router_proto_depIdxs = []int32{
-	2,  // 0: switchboard.core.v1.ListModelsResponse.data:type_name -> switchboard.core.v1.ModelEntry
-	6,  // 1: switchboard.core.v1.CreateEmbeddingsRequest.tokens:type_name -> switchboard.core.v1.TokenList
-	8,  // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
-	9,  // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
-	13, // 4: switchboard.core.v1.TranscribeRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
-	18, // 5: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
-	0,  // 6: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
-	5,  // 7: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
-	3,  // 8: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
-	10, // 9: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
-	12, // 10: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
-	15, // 11: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
-	17, // 12: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
-	1,  // 13: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
-	7,  // 14: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
-	4,  // 15: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
-	11, // 16: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
-	14, // 17: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
-	16, // 18: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
-	19, // 19: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
-	13, // [13:20] is the sub-list for method output_type
-	6,  // [6:13] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	3,  // 0: switchboard.core.v1.ListModelsResponse.data:type_name -> switchboard.core.v1.ModelEntry
+	7,  // 1: switchboard.core.v1.CreateEmbeddingsRequest.tokens:type_name -> switchboard.core.v1.TokenList
+	9,  // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
+	10, // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
+	0,  // 4: switchboard.core.v1.ChatCompletionsRequest.dialect:type_name -> switchboard.core.v1.ChatDialect
+	25, // 5: switchboard.core.v1.ChatCompletionsRequest.headers:type_name -> switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	26, // 6: switchboard.core.v1.CountTokensRequest.headers:type_name -> switchboard.core.v1.CountTokensRequest.HeadersEntry
+	18, // 7: switchboard.core.v1.TranscribeRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
+	23, // 8: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
+	1,  // 9: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
+	6,  // 10: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
+	4,  // 11: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
+	11, // 12: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
+	13, // 13: switchboard.core.v1.Router.CountTokens:input_type -> switchboard.core.v1.CountTokensRequest
+	14, // 14: switchboard.core.v1.Router.GetResponse:input_type -> switchboard.core.v1.GetResponseRequest
+	17, // 15: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
+	20, // 16: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
+	22, // 17: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
+	2,  // 18: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
+	8,  // 19: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
+	5,  // 20: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
+	12, // 21: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
+	16, // 22: switchboard.core.v1.Router.CountTokens:output_type -> switchboard.core.v1.CountTokensResponse
+	15, // 23: switchboard.core.v1.Router.GetResponse:output_type -> switchboard.core.v1.GetResponseResponse
+	19, // 24: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
+	21, // 25: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
+	24, // 26: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_router_proto_init() }
@@ -1560,12 +1875,12 @@ func file_switchboard_core_v1_router_proto_init() {
 		(*ChatCompletionsResponse_Chunk)(nil),
 		(*ChatCompletionsResponse_Completion)(nil),
 	}
-	file_switchboard_core_v1_router_proto_msgTypes[12].OneofWrappers = []any{
+	file_switchboard_core_v1_router_proto_msgTypes[16].OneofWrappers = []any{
 		(*TranscribeRequest_Options)(nil),
 		(*TranscribeRequest_Audio)(nil),
 	}
-	file_switchboard_core_v1_router_proto_msgTypes[13].OneofWrappers = []any{}
-	file_switchboard_core_v1_router_proto_msgTypes[16].OneofWrappers = []any{
+	file_switchboard_core_v1_router_proto_msgTypes[17].OneofWrappers = []any{}
+	file_switchboard_core_v1_router_proto_msgTypes[20].OneofWrappers = []any{
 		(*SpeechResponse_ContentType)(nil),
 		(*SpeechResponse_Audio)(nil),
 	}
@@ -1574,13 +1889,14 @@ func file_switchboard_core_v1_router_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_router_proto_rawDesc), len(file_switchboard_core_v1_router_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   20,
+			NumEnums:      1,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_switchboard_core_v1_router_proto_goTypes,
 		DependencyIndexes: file_switchboard_core_v1_router_proto_depIdxs,
+		EnumInfos:         file_switchboard_core_v1_router_proto_enumTypes,
 		MessageInfos:      file_switchboard_core_v1_router_proto_msgTypes,
 	}.Build()
 	File_switchboard_core_v1_router_proto = out.File

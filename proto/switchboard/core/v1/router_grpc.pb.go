@@ -23,6 +23,8 @@ const (
 	Router_CreateEmbeddings_FullMethodName = "/switchboard.core.v1.Router/CreateEmbeddings"
 	Router_GetModelInfo_FullMethodName     = "/switchboard.core.v1.Router/GetModelInfo"
 	Router_ChatCompletions_FullMethodName  = "/switchboard.core.v1.Router/ChatCompletions"
+	Router_CountTokens_FullMethodName      = "/switchboard.core.v1.Router/CountTokens"
+	Router_GetResponse_FullMethodName      = "/switchboard.core.v1.Router/GetResponse"
 	Router_Transcribe_FullMethodName       = "/switchboard.core.v1.Router/Transcribe"
 	Router_Speech_FullMethodName           = "/switchboard.core.v1.Router/Speech"
 	Router_ListVoices_FullMethodName       = "/switchboard.core.v1.Router/ListVoices"
@@ -52,6 +54,12 @@ type RouterClient interface {
 	// to another connection happens before the first message only; a failure
 	// after it ends the stream with an error status.
 	ChatCompletions(ctx context.Context, in *ChatCompletionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ChatCompletionsResponse], error)
+	// CountTokens counts the input tokens of an Anthropic Messages request:
+	// the upstream's own count where its provider has one, else an estimate.
+	CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error)
+	// GetResponse returns a Responses API response the caller's machine
+	// stored (store not false), while it is kept.
+	GetResponse(ctx context.Context, in *GetResponseRequest, opts ...grpc.CallOption) (*GetResponseResponse, error)
 	// Transcribe turns speech into text. The first message carries the
 	// options, the following ones the audio in chunks.
 	Transcribe(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[TranscribeRequest, TranscribeResponse], error)
@@ -117,6 +125,26 @@ func (c *routerClient) ChatCompletions(ctx context.Context, in *ChatCompletionsR
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Router_ChatCompletionsClient = grpc.ServerStreamingClient[ChatCompletionsResponse]
+
+func (c *routerClient) CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CountTokensResponse)
+	err := c.cc.Invoke(ctx, Router_CountTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *routerClient) GetResponse(ctx context.Context, in *GetResponseRequest, opts ...grpc.CallOption) (*GetResponseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResponseResponse)
+	err := c.cc.Invoke(ctx, Router_GetResponse_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func (c *routerClient) Transcribe(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[TranscribeRequest, TranscribeResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -184,6 +212,12 @@ type RouterServer interface {
 	// to another connection happens before the first message only; a failure
 	// after it ends the stream with an error status.
 	ChatCompletions(*ChatCompletionsRequest, grpc.ServerStreamingServer[ChatCompletionsResponse]) error
+	// CountTokens counts the input tokens of an Anthropic Messages request:
+	// the upstream's own count where its provider has one, else an estimate.
+	CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error)
+	// GetResponse returns a Responses API response the caller's machine
+	// stored (store not false), while it is kept.
+	GetResponse(context.Context, *GetResponseRequest) (*GetResponseResponse, error)
 	// Transcribe turns speech into text. The first message carries the
 	// options, the following ones the audio in chunks.
 	Transcribe(grpc.ClientStreamingServer[TranscribeRequest, TranscribeResponse]) error
@@ -212,6 +246,12 @@ func (UnimplementedRouterServer) GetModelInfo(context.Context, *GetModelInfoRequ
 }
 func (UnimplementedRouterServer) ChatCompletions(*ChatCompletionsRequest, grpc.ServerStreamingServer[ChatCompletionsResponse]) error {
 	return status.Error(codes.Unimplemented, "method ChatCompletions not implemented")
+}
+func (UnimplementedRouterServer) CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CountTokens not implemented")
+}
+func (UnimplementedRouterServer) GetResponse(context.Context, *GetResponseRequest) (*GetResponseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetResponse not implemented")
 }
 func (UnimplementedRouterServer) Transcribe(grpc.ClientStreamingServer[TranscribeRequest, TranscribeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Transcribe not implemented")
@@ -308,6 +348,42 @@ func _Router_ChatCompletions_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Router_ChatCompletionsServer = grpc.ServerStreamingServer[ChatCompletionsResponse]
 
+func _Router_CountTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CountTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RouterServer).CountTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Router_CountTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RouterServer).CountTokens(ctx, req.(*CountTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Router_GetResponse_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetResponseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RouterServer).GetResponse(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Router_GetResponse_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RouterServer).GetResponse(ctx, req.(*GetResponseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Router_Transcribe_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(RouterServer).Transcribe(&grpc.GenericServerStream[TranscribeRequest, TranscribeResponse]{ServerStream: stream})
 }
@@ -362,6 +438,14 @@ var Router_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetModelInfo",
 			Handler:    _Router_GetModelInfo_Handler,
+		},
+		{
+			MethodName: "CountTokens",
+			Handler:    _Router_CountTokens_Handler,
+		},
+		{
+			MethodName: "GetResponse",
+			Handler:    _Router_GetResponse_Handler,
 		},
 		{
 			MethodName: "ListVoices",

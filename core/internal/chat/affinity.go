@@ -1,0 +1,114 @@
+package chat
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Session affinity: a request that carries a conversation identity goes
+// first to the connection that served the conversation last, while it is
+// healthy, whatever the routing strategy, so the upstream's prompt cache
+// stays warm. When that connection cools down the engine passes it over and
+// the conversation moves to whichever connection answers.
+
+// AffinityStore remembers which connection serves a session. Keys are
+// opaque (machine and a digest of the identity).
+type AffinityStore interface {
+	Get(ctx context.Context, key string) (connectionID string, err error)
+	Put(ctx context.Context, key, connectionID string) error
+}
+
+// KVAffinity is an AffinityStore on a key-value bucket whose TTL forgets
+// idle sessions; every core replica sees the same affinities.
+type KVAffinity struct{ KV jetstream.KeyValue }
+
+func (s KVAffinity) Get(ctx context.Context, key string) (string, error) {
+	e, err := s.KV.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(e.Value()), nil
+}
+
+func (s KVAffinity) Put(ctx context.Context, key, connectionID string) error {
+	_, err := s.KV.Put(ctx, key, []byte(connectionID))
+	return err
+}
+
+// sessionHeaders are the client headers that name a session: ours, and
+// Codex's.
+var sessionHeaders = []string{"x-session-id", "session_id"}
+
+// session returns the conversation identity of a request, "" for none:
+// an explicit header, Claude Code's metadata.user_id (which carries its
+// session), or a prompt_cache_key.
+func (in inbound) session() string {
+	for _, h := range sessionHeaders {
+		if v := in.header[h]; v != "" {
+			return "h:" + v
+		}
+	}
+	if raw, ok := in.fields["metadata"]; ok && in.dialect == DialectMessages {
+		var m struct {
+			UserID string `json:"user_id"`
+		}
+		if json.Unmarshal(raw, &m) == nil && m.UserID != "" {
+			return "u:" + m.UserID
+		}
+	}
+	if raw, ok := in.fields["prompt_cache_key"]; ok {
+		var k string
+		if json.Unmarshal(raw, &k) == nil && k != "" {
+			return "k:" + k
+		}
+	}
+	return ""
+}
+
+// affinityKey is the store key of a session of a machine and model.
+func affinityKey(machineID, model, session string) string {
+	sum := sha256.Sum256([]byte(model + "\x00" + session))
+	return machineID + "." + hex.EncodeToString(sum[:16])
+}
+
+// affinity returns the key of the request's session and the connection
+// that served it, if any.
+func (s *Service) affinity(ctx context.Context, machineID string, in inbound) (key, prefer string) {
+	if s.opts.Affinity == nil {
+		return "", ""
+	}
+	sess := in.session()
+	if sess == "" {
+		return "", ""
+	}
+	key = affinityKey(machineID, in.model, sess)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	prefer, err := s.opts.Affinity.Get(ctx, key)
+	if err != nil {
+		s.log(ctx, "reading a session affinity failed", err)
+	}
+	return key, prefer
+}
+
+// remember records the connection that served the session (again, so an
+// active session does not expire).
+func (s *Service) remember(ctx context.Context, key, connectionID string) {
+	if key == "" || connectionID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := s.opts.Affinity.Put(ctx, key, connectionID); err != nil {
+		s.log(ctx, "recording a session affinity failed", err)
+	}
+}

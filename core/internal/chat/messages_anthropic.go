@@ -1,0 +1,86 @@
+package chat
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// messagesAnthropic is Anthropic Messages to an Anthropic-shaped upstream:
+// a pass-through (model swapped), with the client's anthropic-version and
+// anthropic-beta forwarded.
+type messagesAnthropic struct{ toAnthropic }
+
+func (messagesAnthropic) errorBody(raw []byte) []byte { return raw }
+
+// forwardedAnthropic are the client headers an Anthropic-shaped upstream gets.
+var forwardedAnthropic = []string{"anthropic-version", "anthropic-beta"}
+
+func (messagesAnthropic) header(h http.Header, in inbound) {
+	for _, k := range forwardedAnthropic {
+		if v := in.header[k]; v != "" {
+			h.Set(k, v)
+		}
+	}
+}
+
+func (messagesAnthropic) request(in inbound, model string) ([]byte, error) {
+	m, _ := json.Marshal(model)
+	return in.withFields(map[string]json.RawMessage{"model": m})
+}
+
+func (messagesAnthropic) whole(raw []byte, _ string) ([]byte, Usage, error) {
+	var msg struct {
+		Type  string          `json:"type"`
+		Usage *anthropicUsage `json:"usage"`
+	}
+	if json.Unmarshal(raw, &msg) != nil || msg.Type != "message" {
+		return nil, Usage{}, badUpstream("upstream returned an invalid message")
+	}
+	var u anthropicUsage
+	u.merge(msg.Usage)
+	return raw, u.usage(), nil
+}
+
+func (messagesAnthropic) events(inbound, string) eventTranslator { return &anthropicEvents{} }
+
+// anthropicEvents relays Anthropic's events as they are, reading usage
+// from message_start and message_delta.
+type anthropicEvents struct {
+	u       anthropicUsage
+	stopped bool
+}
+
+func (a *anthropicEvents) event(name string, data []byte, emit emitFunc) (bool, error) {
+	var ev struct {
+		Type    string `json:"type"`
+		Message *struct {
+			Usage *anthropicUsage `json:"usage"`
+		} `json:"message"`
+		Usage *anthropicUsage `json:"usage"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return false, errMalformedEvent
+	}
+	if name == "" {
+		name = ev.Type
+	}
+	switch name {
+	case "error":
+		return false, errUpstreamEvent
+	case "message_start":
+		if ev.Message != nil {
+			a.u.merge(ev.Message.Usage)
+		}
+	case "message_delta":
+		a.u.merge(ev.Usage)
+	case "message_stop":
+		a.stopped = true
+	}
+	if err := emit(name, data); err != nil {
+		return false, err
+	}
+	return a.stopped, nil
+}
+
+func (a *anthropicEvents) finish(emitFunc) (bool, error) { return a.stopped, nil }
+func (a *anthropicEvents) usage() Usage                  { return a.u.usage() }

@@ -1,0 +1,53 @@
+package chat
+
+import (
+	"net/http"
+
+	"github.com/switchboardhq/switchboard/core/internal/translate"
+)
+
+// messagesOpenAI is Anthropic Messages to an OpenAI-shaped (Chat
+// Completions) upstream. Errors stay in OpenAI's shape; the edge's
+// /v1/messages route renders every error in Anthropic's.
+type messagesOpenAI struct{ toChat }
+
+func (messagesOpenAI) header(http.Header, inbound) {}
+func (messagesOpenAI) errorBody(raw []byte) []byte { return raw }
+
+func (messagesOpenAI) request(in inbound, model string) ([]byte, error) {
+	body, err := translate.AnthropicToOpenAIRequest(in.body, model)
+	if err != nil {
+		return nil, requestError(err, "messages")
+	}
+	return body, nil
+}
+
+func (messagesOpenAI) whole(raw []byte, model string) ([]byte, Usage, error) {
+	out, u, err := translate.OpenAIToAnthropicResponse(raw, model)
+	if err != nil {
+		return nil, Usage{}, badUpstream("upstream returned an invalid completion")
+	}
+	return out, fromTranslate(u), nil
+}
+
+func (messagesOpenAI) events(_ inbound, model string) eventTranslator {
+	return &chunksToMessages{tr: translate.NewChunkToMessages(model)}
+}
+
+// chunksToMessages turns chat.completion.chunks into Anthropic events.
+type chunksToMessages struct{ tr *translate.ChunkToMessages }
+
+func (c *chunksToMessages) event(_ string, data []byte, emit emitFunc) (bool, error) {
+	if translate.IsDone(data) {
+		return true, nil
+	}
+	if err := c.tr.Chunk(data, translate.Emit(emit)); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
+func (c *chunksToMessages) finish(emit emitFunc) (bool, error) {
+	return c.tr.Finish(translate.Emit(emit))
+}
+func (c *chunksToMessages) usage() Usage { return fromTranslate(c.tr.Usage()) }

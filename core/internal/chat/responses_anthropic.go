@@ -1,0 +1,69 @@
+package chat
+
+import (
+	"net/http"
+
+	"github.com/switchboardhq/switchboard/core/internal/translate"
+)
+
+// responsesAnthropic is OpenAI Responses to an Anthropic-shaped upstream:
+// two translators composed through Chat Completions (Responses to chat to
+// Messages, and back).
+type responsesAnthropic struct{ toAnthropic }
+
+func (responsesAnthropic) header(http.Header, inbound) {}
+
+func (responsesAnthropic) errorBody(raw []byte) []byte { return translate.AnthropicErrorToOpenAI(raw) }
+
+func (responsesAnthropic) request(in inbound, model string) ([]byte, error) {
+	chatBody, err := translate.ResponsesToOpenAIRequest(in.body, model)
+	if err != nil {
+		return nil, requestError(err, "input")
+	}
+	tr, err := translate.OpenAIToAnthropicRequest(chatBody, model)
+	if err != nil {
+		return nil, requestError(err, "input")
+	}
+	return tr.Body, nil
+}
+
+func (responsesAnthropic) whole(raw []byte, model string) ([]byte, Usage, error) {
+	chatBody, u, err := translate.AnthropicToOpenAIResponse(raw, model)
+	if err != nil {
+		return nil, Usage{}, badUpstream("upstream returned an invalid message")
+	}
+	out, _, err := translate.OpenAIToResponsesResponse(chatBody, model)
+	if err != nil {
+		return nil, Usage{}, badUpstream("upstream returned an invalid message")
+	}
+	return out, fromTranslate(u), nil
+}
+
+func (responsesAnthropic) events(_ inbound, model string) eventTranslator {
+	return &anthropicToResponses{
+		in:  translate.NewStreamTranslator(model, true),
+		out: translate.NewChunkToResponses(model),
+	}
+}
+
+// anthropicToResponses: Anthropic events to chunks to Responses events.
+type anthropicToResponses struct {
+	in  *translate.StreamTranslator
+	out *translate.ChunkToResponses
+}
+
+func (a *anthropicToResponses) event(name string, data []byte, emit emitFunc) (bool, error) {
+	err := a.in.Event(name, data, func(chunk []byte) error { return a.out.Chunk(chunk, translate.Emit(emit)) })
+	if err != nil {
+		return false, err
+	}
+	return a.in.Done(), nil
+}
+
+func (a *anthropicToResponses) finish(emit emitFunc) (bool, error) {
+	if !a.in.Done() {
+		return false, nil
+	}
+	return a.out.Finish(translate.Emit(emit))
+}
+func (a *anthropicToResponses) usage() Usage { return fromTranslate(a.in.Usage()) }

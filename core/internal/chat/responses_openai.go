@@ -1,0 +1,48 @@
+package chat
+
+import (
+	"net/http"
+
+	"github.com/switchboardhq/switchboard/core/internal/translate"
+)
+
+// responsesOpenAI is OpenAI Responses to a Chat Completions upstream.
+type responsesOpenAI struct{ toChat }
+
+func (responsesOpenAI) header(http.Header, inbound) {}
+func (responsesOpenAI) errorBody(raw []byte) []byte { return raw }
+
+func (responsesOpenAI) request(in inbound, model string) ([]byte, error) {
+	body, err := translate.ResponsesToOpenAIRequest(in.body, model)
+	if err != nil {
+		return nil, requestError(err, "input")
+	}
+	return body, nil
+}
+
+func (responsesOpenAI) whole(raw []byte, model string) ([]byte, Usage, error) {
+	out, u, err := translate.OpenAIToResponsesResponse(raw, model)
+	if err != nil {
+		return nil, Usage{}, badUpstream("upstream returned an invalid completion")
+	}
+	return out, fromTranslate(u), nil
+}
+
+func (responsesOpenAI) events(_ inbound, model string) eventTranslator {
+	return &chunksToResponses{tr: translate.NewChunkToResponses(model)}
+}
+
+// chunksToResponses turns chat.completion.chunks into Responses events.
+type chunksToResponses struct{ tr *translate.ChunkToResponses }
+
+func (c *chunksToResponses) event(_ string, data []byte, emit emitFunc) (bool, error) {
+	if translate.IsDone(data) {
+		return true, nil
+	}
+	return false, c.tr.Chunk(data, translate.Emit(emit))
+}
+
+func (c *chunksToResponses) finish(emit emitFunc) (bool, error) {
+	return c.tr.Finish(translate.Emit(emit))
+}
+func (c *chunksToResponses) usage() Usage { return fromTranslate(c.tr.Usage()) }

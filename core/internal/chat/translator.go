@@ -1,0 +1,190 @@
+package chat
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/switchboardhq/switchboard/core/internal/caveman"
+	"github.com/switchboardhq/switchboard/core/internal/translate"
+	"github.com/switchboardhq/switchboard/internal/provider"
+)
+
+// translator carries one inbound dialect to one upstream format and back:
+// the request, the whole answer, each stream event and each error. Adding a
+// dialect or an upstream format is a new translator (files named
+// <dialect>_<format>.go), not an edit of the attempt code.
+type translator interface {
+	// path is the upstream path after the connection's base URL.
+	path() string
+	// inject adds caveman's terse prompt to an upstream body.
+	inject(body []byte, level string) ([]byte, error)
+	// header adds the headers the upstream needs beyond the credential.
+	header(h http.Header, in inbound)
+	// request builds the upstream body for model.
+	request(in inbound, model string) ([]byte, error)
+	// whole converts a non-streamed answer and reads its usage.
+	whole(raw []byte, model string) ([]byte, Usage, error)
+	// events returns the converter of one attempt's stream.
+	events(in inbound, model string) eventTranslator
+	// errorBody converts an upstream error body to the shape the client's
+	// route passes through (OpenAI's, or Anthropic's on /v1/messages).
+	errorBody(raw []byte) []byte
+}
+
+// emitFunc sends one event of the client's dialect.
+type emitFunc func(event string, data []byte) error
+
+// eventTranslator converts a stream, event by event.
+type eventTranslator interface {
+	// event handles one upstream event; end reports the upstream's own
+	// end-of-stream marker (nothing more is read).
+	event(name string, data []byte, emit emitFunc) (end bool, err error)
+	// finish runs once the upstream ended (marker or EOF): complete reports
+	// whether the answer was whole; it may send closing events.
+	finish(emit emitFunc) (complete bool, err error)
+	// usage is what the upstream reported so far.
+	usage() Usage
+}
+
+// Stream errors an event translator returns.
+var (
+	// errMalformedEvent: the upstream sent an event the gateway cannot read.
+	errMalformedEvent = errors.New("the upstream sent a malformed event")
+	// errUpstreamEvent: the upstream reported an error in the stream.
+	errUpstreamEvent = errors.New("the upstream reported an error mid-stream")
+)
+
+// pick returns the translator of a dialect and an upstream's format.
+func pick(d Dialect, spec provider.Spec) translator {
+	anthropic := spec.Format == provider.FormatAnthropic
+	if spec.Format == provider.FormatResponses {
+		switch d {
+		case DialectMessages:
+			return messagesResponses{}
+		case DialectResponses:
+			return responsesNative{}
+		}
+		return chatResponses{}
+	}
+	switch d {
+	case DialectMessages:
+		if anthropic {
+			return messagesAnthropic{}
+		}
+		return messagesOpenAI{}
+	case DialectResponses:
+		switch {
+		case spec.Responses:
+			return responsesNative{}
+		case anthropic:
+			return responsesAnthropic{}
+		}
+		return responsesOpenAI{}
+	}
+	if anthropic {
+		return chatAnthropic{}
+	}
+	return chatOpenAI{}
+}
+
+// The upstream shapes: where a translator sends its body and how caveman's
+// prompt goes into it. Translators embed one.
+type (
+	toChat      struct{}
+	toAnthropic struct{}
+	toResponses struct{}
+)
+
+func (toChat) path() string      { return "/chat/completions" }
+func (toAnthropic) path() string { return "/messages" }
+func (toResponses) path() string { return "/responses" }
+
+func (toChat) inject(b []byte, level string) ([]byte, error) { return caveman.InjectOpenAI(b, level) }
+func (toAnthropic) inject(b []byte, level string) ([]byte, error) {
+	return caveman.InjectAnthropic(b, level)
+}
+func (toResponses) inject(b []byte, level string) ([]byte, error) {
+	return caveman.InjectResponses(b, level)
+}
+
+// requestError turns a translation failure into the client's 400.
+func requestError(err error, param string) error {
+	var re *translate.RequestError
+	if errors.As(err, &re) {
+		return &RequestError{Param: re.Param, Code: "invalid_value", Message: re.Message}
+	}
+	return &RequestError{Param: param, Code: "invalid_value", Message: err.Error()}
+}
+
+// usageJSON is OpenAI's usage object.
+type usageJSON struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// usage converts; completion tokens already include reasoning tokens, which
+// are kept apart only for reporting, never added again.
+func (u *usageJSON) usage() Usage {
+	if u == nil {
+		return Usage{}
+	}
+	total := u.TotalTokens
+	if total == 0 {
+		total = u.PromptTokens + u.CompletionTokens
+	}
+	return Usage{
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: total,
+		CachedTokens: u.PromptTokensDetails.CachedTokens, ReasoningTokens: u.CompletionTokensDetails.ReasoningTokens,
+	}
+}
+
+// anthropicUsage is Anthropic's usage object; input_tokens excludes cache
+// reads and writes.
+type anthropicUsage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+}
+
+// merge takes the counts u reports (message_delta repeats or updates some).
+func (u *anthropicUsage) merge(o *anthropicUsage) {
+	if o == nil {
+		return
+	}
+	for _, p := range []struct{ dst, src **int64 }{
+		{&u.InputTokens, &o.InputTokens}, {&u.OutputTokens, &o.OutputTokens},
+		{&u.CacheCreationInputTokens, &o.CacheCreationInputTokens}, {&u.CacheReadInputTokens, &o.CacheReadInputTokens},
+	} {
+		if *p.src != nil {
+			*p.dst = *p.src
+		}
+	}
+}
+
+func (u *anthropicUsage) usage() Usage {
+	v := func(p *int64) int64 {
+		if p == nil || *p < 0 {
+			return 0
+		}
+		return *p
+	}
+	read, write := v(u.CacheReadInputTokens), v(u.CacheCreationInputTokens)
+	prompt := v(u.InputTokens) + read + write
+	out := v(u.OutputTokens)
+	return Usage{PromptTokens: prompt, CompletionTokens: out, TotalTokens: prompt + out, CachedTokens: read, CacheWriteTokens: write}
+}
+
+func fromTranslate(u translate.Usage) Usage {
+	return Usage{
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens, CacheWriteTokens: u.CacheCreationTokens,
+	}
+}

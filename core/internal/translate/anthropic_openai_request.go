@@ -1,0 +1,339 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// Anthropic Messages requests to OpenAI Chat Completions requests, for
+// /v1/messages callers whose model lives on an OpenAI-shaped upstream.
+
+// inMsgRequest is a /v1/messages request as a client sends it. Content and
+// system are a string or a list of blocks.
+type inMsgRequest struct {
+	Model         string          `json:"model"`
+	MaxTokens     *int64          `json:"max_tokens"`
+	System        json.RawMessage `json:"system"`
+	Messages      []inMsgMessage  `json:"messages"`
+	Tools         []inMsgTool     `json:"tools"`
+	ToolChoice    *msgToolChoice  `json:"tool_choice"`
+	StopSequences []string        `json:"stop_sequences"`
+	Temperature   *float64        `json:"temperature"`
+	TopP          *float64        `json:"top_p"`
+	Stream        bool            `json:"stream"`
+	Metadata      *msgMetadata    `json:"metadata"`
+	Thinking      *msgThinking    `json:"thinking"`
+}
+
+type inMsgMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type inMsgBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Source    *msgSource      `json:"source"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+	Title     string          `json:"title"`
+}
+
+type inMsgTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Outgoing chat request, only what this translator writes.
+type outChatRequest struct {
+	Model             string            `json:"model"`
+	Messages          []outChatMessage  `json:"messages"`
+	MaxTokens         *int64            `json:"max_tokens,omitempty"`
+	Temperature       *float64          `json:"temperature,omitempty"`
+	TopP              *float64          `json:"top_p,omitempty"`
+	Stop              []string          `json:"stop,omitempty"`
+	Stream            bool              `json:"stream,omitempty"`
+	StreamOptions     *outStreamOptions `json:"stream_options,omitempty"`
+	Tools             []outChatTool     `json:"tools,omitempty"`
+	ToolChoice        any               `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls,omitempty"`
+	ReasoningEffort   string            `json:"reasoning_effort,omitempty"`
+	User              string            `json:"user,omitempty"`
+}
+
+type outStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type outChatMessage struct {
+	Role       string            `json:"role"`
+	Content    any               `json:"content"`
+	ToolCalls  []outChatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string            `json:"tool_call_id,omitempty"`
+}
+
+type outChatPart struct {
+	Type     string            `json:"type"`
+	Text     string            `json:"text,omitempty"`
+	ImageURL *outChatImageURL  `json:"image_url,omitempty"`
+	File     map[string]string `json:"file,omitempty"`
+}
+
+type outChatImageURL struct {
+	URL string `json:"url"`
+}
+
+type outChatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type outChatTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	} `json:"function"`
+}
+
+// AnthropicToOpenAIRequest translates a /v1/messages request body into a
+// chat.completions request for upstreamModel. Streams ask for usage. Tool
+// results become tool messages placed right after the assistant's calls;
+// thinking blocks of earlier turns are dropped (Chat Completions has no
+// place for them); server tools the upstream cannot run are refused.
+func AnthropicToOpenAIRequest(body []byte, upstreamModel string) ([]byte, error) {
+	var in inMsgRequest
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, decodeError(err)
+	}
+	out := outChatRequest{
+		Model: upstreamModel, MaxTokens: in.MaxTokens, Temperature: in.Temperature, TopP: in.TopP,
+		Stop: in.StopSequences, Stream: in.Stream,
+	}
+	if in.Stream {
+		out.StreamOptions = &outStreamOptions{IncludeUsage: true}
+	}
+	if system, err := systemText(in.System); err != nil {
+		return nil, err
+	} else if system != "" {
+		out.Messages = append(out.Messages, outChatMessage{Role: "system", Content: system})
+	}
+	for i, m := range in.Messages {
+		param := "messages[" + strconv.Itoa(i) + "]"
+		msgs, err := chatMessagesOf(m, param)
+		if err != nil {
+			return nil, err
+		}
+		out.Messages = append(out.Messages, msgs...)
+	}
+	for i, t := range in.Tools {
+		if t.Type != "" && t.Type != "custom" {
+			return nil, invalid("tools["+strconv.Itoa(i)+"].type", "the server tool "+strconv.Quote(t.Type)+" is not available on this model's upstream")
+		}
+		var ct outChatTool
+		ct.Type = "function"
+		ct.Function.Name, ct.Function.Description = t.Name, t.Description
+		ct.Function.Parameters = t.InputSchema
+		out.Tools = append(out.Tools, ct)
+	}
+	if tc := in.ToolChoice; tc != nil {
+		switch tc.Type {
+		case "auto":
+			out.ToolChoice = "auto"
+		case "any":
+			out.ToolChoice = "required"
+		case "none":
+			out.ToolChoice = "none"
+		case "tool":
+			out.ToolChoice = map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}
+		default:
+			return nil, invalid("tool_choice.type", "unknown tool_choice type "+strconv.Quote(tc.Type))
+		}
+		if tc.DisableParallelToolUse && len(out.Tools) > 0 {
+			f := false
+			out.ParallelToolCalls = &f
+		}
+	}
+	return marshal(out)
+}
+
+// systemText reads system as a string or a list of text blocks.
+func systemText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var blocks []inMsgBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return "", invalid("system", "system must be a string or a list of text blocks")
+	}
+	parts := make([]string, 0, len(blocks))
+	for i, b := range blocks {
+		if b.Type != "text" {
+			return "", invalid("system["+strconv.Itoa(i)+"].type", "system blocks must be text")
+		}
+		parts = append(parts, b.Text)
+	}
+	return strings.Join(parts, "\n\n"), nil
+}
+
+// blocksOf reads content as a string or a list of blocks.
+func blocksOf(raw json.RawMessage, param string) ([]inMsgBlock, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []inMsgBlock{{Type: "text", Text: s}}, nil
+	}
+	var blocks []inMsgBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return nil, invalid(param, "content must be a string or a list of blocks")
+	}
+	return blocks, nil
+}
+
+func chatMessagesOf(m inMsgMessage, param string) ([]outChatMessage, error) {
+	blocks, err := blocksOf(m.Content, param+".content")
+	if err != nil {
+		return nil, err
+	}
+	switch m.Role {
+	case "system":
+		// Mid-conversation system text (Claude Code sends it): a system
+		// message at that place.
+		var text []string
+		for i, b := range blocks {
+			if b.Type != "text" {
+				return nil, invalid(param+".content["+strconv.Itoa(i)+"].type", "system messages hold text blocks only")
+			}
+			text = append(text, b.Text)
+		}
+		return []outChatMessage{{Role: "system", Content: strings.Join(text, "\n\n")}}, nil
+	case "assistant":
+		msg := outChatMessage{Role: "assistant"}
+		var text strings.Builder
+		for i, b := range blocks {
+			switch b.Type {
+			case "text":
+				text.WriteString(b.Text)
+			case "tool_use":
+				var call outChatToolCall
+				call.ID, call.Type = b.ID, "function"
+				call.Function.Name = b.Name
+				args := "{}"
+				if len(b.Input) > 0 && !isNull(b.Input) {
+					args = string(b.Input)
+				}
+				call.Function.Arguments = args
+				msg.ToolCalls = append(msg.ToolCalls, call)
+			case "thinking", "redacted_thinking":
+				// No counterpart in Chat Completions.
+			default:
+				return nil, invalid(param+".content["+strconv.Itoa(i)+"].type", "unsupported block type "+strconv.Quote(b.Type)+" in an assistant message")
+			}
+		}
+		if text.Len() > 0 {
+			msg.Content = text.String()
+		}
+		return []outChatMessage{msg}, nil
+	case "user":
+		var out []outChatMessage
+		var parts []outChatPart
+		for i, b := range blocks {
+			bp := param + ".content[" + strconv.Itoa(i) + "]"
+			switch b.Type {
+			case "text":
+				parts = append(parts, outChatPart{Type: "text", Text: b.Text})
+			case "image":
+				url, err := sourceURL(b.Source, bp)
+				if err != nil {
+					return nil, err
+				}
+				parts = append(parts, outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: url}})
+			case "document":
+				url, err := sourceURL(b.Source, bp)
+				if err != nil {
+					return nil, err
+				}
+				name := b.Title
+				if name == "" {
+					name = "document.pdf"
+				}
+				parts = append(parts, outChatPart{Type: "file", File: map[string]string{"file_data": url, "filename": name}})
+			case "tool_result":
+				text, err := toolResultText(b.Content, bp+".content")
+				if err != nil {
+					return nil, err
+				}
+				if b.IsError && !strings.HasPrefix(text, "Error") {
+					text = "Error: " + text
+				}
+				out = append(out, outChatMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: text})
+			default:
+				return nil, invalid(bp+".type", "unsupported block type "+strconv.Quote(b.Type))
+			}
+		}
+		if len(parts) > 0 {
+			if len(parts) == 1 && parts[0].Type == "text" {
+				out = append(out, outChatMessage{Role: "user", Content: parts[0].Text})
+			} else {
+				out = append(out, outChatMessage{Role: "user", Content: parts})
+			}
+		}
+		return out, nil
+	}
+	return nil, invalid(param+".role", "role must be user, assistant or system")
+}
+
+func sourceURL(s *msgSource, param string) (string, error) {
+	if s == nil {
+		return "", invalid(param+".source", "a source is required")
+	}
+	switch s.Type {
+	case "base64":
+		return "data:" + s.MediaType + ";base64," + s.Data, nil
+	case "url":
+		return s.URL, nil
+	}
+	return "", invalid(param+".source.type", "source type must be base64 or url")
+}
+
+// toolResultText flattens a tool result's content (a string or text and
+// image blocks) to text; images in tool results have no place in a tool
+// message and are noted instead.
+func toolResultText(raw json.RawMessage, param string) (string, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return "", nil
+	}
+	blocks, err := blocksOf(raw, param)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	for _, blk := range blocks {
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		switch blk.Type {
+		case "text":
+			b.WriteString(blk.Text)
+		case "image":
+			b.WriteString("[image]")
+		}
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,259 @@
+package translate
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Golden tests of the Messages-to-Chat-Completions pair: Anthropic requests
+// to chat requests, chat answers and chunk streams to Anthropic messages
+// and events.
+
+func TestMessagesRequestGolden(t *testing.T) {
+	files := inputs(t, "testdata/messages/request/*.json", "testdata/anthropic/*.json")
+	for _, name := range sortedKeys(files) {
+		if !strings.HasPrefix(files[name], "testdata/messages/") {
+			continue // the anthropic/ folder holds answers, not requests
+		}
+		t.Run(name, func(t *testing.T) {
+			body, err := os.ReadFile(files[name])
+			require.NoError(t, err)
+			got, err := AnthropicToOpenAIRequest(body, "gpt-5")
+			golden := filepath.Join("testdata/golden/messages/request", name+".json")
+			if strings.HasPrefix(name, "error_") {
+				require.ErrorIs(t, err, ErrInvalidRequest)
+				goldenJSON(t, golden, map[string]any{"error": err.Error()})
+				return
+			}
+			require.NoError(t, err)
+			assertChatInvariants(t, got)
+			goldenJSON(t, golden, decodeJSON(t, got))
+		})
+	}
+}
+
+// assertChatInvariants checks what OpenAI enforces: every tool message
+// answers a tool call of an earlier assistant message.
+func assertChatInvariants(t *testing.T, body []byte) {
+	t.Helper()
+	var req struct {
+		Messages []struct {
+			Role       string `json:"role"`
+			ToolCallID string `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(body, &req))
+	calls := map[string]bool{}
+	for _, m := range req.Messages {
+		for _, c := range m.ToolCalls {
+			calls[c.ID] = true
+			assert.True(t, json.Valid([]byte(c.Function.Arguments)), "arguments are a JSON string")
+		}
+		if m.Role == "tool" {
+			assert.True(t, calls[m.ToolCallID], "tool result %s answers an earlier call", m.ToolCallID)
+		}
+	}
+}
+
+func TestMessagesResponseGolden(t *testing.T) {
+	files := inputs(t, "testdata/messages/response/*.json", "testdata/openai/*.response.json")
+	for _, name := range sortedKeys(files) {
+		t.Run(name, func(t *testing.T) {
+			body, err := os.ReadFile(files[name])
+			require.NoError(t, err)
+			got, u, err := OpenAIToAnthropicResponse(body, "gpt-5")
+			require.NoError(t, err)
+			v := decodeJSON(t, got).(map[string]any)
+			assert.True(t, strings.HasPrefix(v["id"].(string), "msg_"))
+			v["id"] = "msg_"
+			goldenJSON(t, filepath.Join("testdata/golden/messages/response", name+".json"),
+				map[string]any{"message": v, "usage": u})
+		})
+	}
+}
+
+// anthropicAccumulator puts a Messages stream together as the official SDKs
+// do, failing on anything they would refuse.
+type anthropicAccumulator struct {
+	t       *testing.T
+	started bool
+	stopped bool
+	open    map[int]map[string]any
+	partial map[int]string
+	Content []map[string]any `json:"content"`
+	Stop    string           `json:"stop_reason"`
+	Usage   map[string]any   `json:"usage"`
+}
+
+func (a *anthropicAccumulator) add(name string, data []byte) error {
+	t := a.t
+	var ev map[string]any
+	require.NoError(t, json.Unmarshal(data, &ev))
+	require.Equal(t, name, ev["type"], "event name is its type")
+	require.False(t, a.stopped, "nothing after message_stop")
+	if name != "message_start" {
+		require.True(t, a.started, "message_start first")
+	}
+	idx := -1
+	if f, ok := ev["index"].(float64); ok {
+		idx = int(f)
+	}
+	switch name {
+	case "message_start":
+		require.False(t, a.started)
+		a.started = true
+		msg := ev["message"].(map[string]any)
+		require.True(t, strings.HasPrefix(msg["id"].(string), "msg_"))
+	case "content_block_start":
+		require.Equal(t, len(a.Content), idx, "blocks start in order")
+		require.Empty(t, a.open, "one block open at a time")
+		b := ev["content_block"].(map[string]any)
+		a.open[idx] = b
+		a.Content = append(a.Content, b)
+	case "content_block_delta":
+		b := a.open[idx]
+		require.NotNil(t, b, "delta of an open block")
+		d := ev["delta"].(map[string]any)
+		switch d["type"] {
+		case "text_delta":
+			require.Equal(t, "text", b["type"])
+			b["text"] = b["text"].(string) + d["text"].(string)
+		case "thinking_delta":
+			require.Equal(t, "thinking", b["type"])
+			b["thinking"] = b["thinking"].(string) + d["thinking"].(string)
+		case "input_json_delta":
+			require.Equal(t, "tool_use", b["type"])
+			a.partial[idx] += d["partial_json"].(string)
+		default:
+			t.Fatalf("unknown delta %v", d)
+		}
+	case "content_block_stop":
+		b := a.open[idx]
+		require.NotNil(t, b)
+		if b["type"] == "tool_use" {
+			var in any
+			require.NoError(t, json.Unmarshal([]byte(a.partial[idx]), &in))
+			b["input"] = in
+		}
+		delete(a.open, idx)
+	case "message_delta":
+		a.Stop = ev["delta"].(map[string]any)["stop_reason"].(string)
+		a.Usage = ev["usage"].(map[string]any)
+	case "message_stop":
+		require.Empty(t, a.open, "every block stopped")
+		a.stopped = true
+	}
+	return nil
+}
+
+func TestMessagesStreamGolden(t *testing.T) {
+	files := inputs(t, "testdata/messages/stream/*.txt", "testdata/openai/*.response.txt")
+	for _, name := range sortedKeys(files) {
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(files[name])
+			require.NoError(t, err)
+			tr := NewChunkToMessages("gpt-5")
+			acc := &anthropicAccumulator{t: t, open: map[int]map[string]any{}, partial: map[int]string{}}
+			var events []any
+			emit := func(name string, data []byte) error {
+				v := decodeJSON(t, data)
+				if m, ok := v.(map[string]any); ok {
+					if msg, ok := m["message"].(map[string]any); ok {
+						msg["id"] = "msg_"
+					}
+				}
+				events = append(events, map[string]any{"event": name, "data": v})
+				return acc.add(name, data)
+			}
+			for _, ev := range parseSSE(raw) {
+				if IsDone(ev.data) {
+					break
+				}
+				require.NoError(t, tr.Chunk(ev.data, emit))
+			}
+			complete, err := tr.Finish(emit)
+			require.NoError(t, err)
+			require.True(t, complete)
+			require.True(t, acc.stopped)
+			goldenJSON(t, filepath.Join("testdata/golden/messages/stream", name+".json"),
+				map[string]any{"events": events, "message": acc, "usage": tr.Usage()})
+		})
+	}
+}
+
+func TestMessagesStreamCutIsIncomplete(t *testing.T) {
+	tr := NewChunkToMessages("m")
+	var names []string
+	emit := func(name string, _ []byte) error { names = append(names, name); return nil }
+	require.NoError(t, tr.Chunk([]byte(`{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}`), emit))
+	complete, err := tr.Finish(emit)
+	require.NoError(t, err)
+	assert.False(t, complete, "no finish_reason: the caller ends the stream with an error")
+	assert.NotContains(t, names, "message_stop")
+
+	err = tr.Chunk([]byte(`{"error":{"message":"overloaded","type":"server_error"}}`), emit)
+	var ae *AnthropicError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, "overloaded", ae.Message)
+	require.ErrorIs(t, tr.Chunk([]byte(`{not json`), emit), ErrMalformedUpstream)
+}
+
+// FuzzAnthropicToOpenAIRequest: any client body either translates into a
+// valid chat request or fails with a RequestError; it never panics.
+func FuzzAnthropicToOpenAIRequest(f *testing.F) {
+	files, _ := filepath.Glob("testdata/messages/request/*.json")
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, err := AnthropicToOpenAIRequest(body, "m")
+		if err != nil {
+			require.ErrorIs(t, err, ErrInvalidRequest)
+			return
+		}
+		require.True(t, json.Valid(out))
+	})
+}
+
+// FuzzChunkToMessages: any upstream chunk either translates into valid
+// events or fails with an upstream or malformed error; it never panics.
+func FuzzChunkToMessages(f *testing.F) {
+	raw, err := os.ReadFile("testdata/messages/stream/reasoning_tools.txt")
+	require.NoError(f, err)
+	for _, ev := range parseSSE(raw) {
+		f.Add(ev.data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr := NewChunkToMessages("m")
+		emit := func(_ string, d []byte) error {
+			require.True(t, json.Valid(d))
+			return nil
+		}
+		for range 2 {
+			if err := tr.Chunk(data, emit); err != nil {
+				var ae *AnthropicError
+				if !errors.As(err, &ae) {
+					require.ErrorIs(t, err, ErrMalformedUpstream)
+				}
+				return
+			}
+		}
+		_, err := tr.Finish(emit)
+		require.NoError(t, err)
+	})
+}

@@ -1,0 +1,144 @@
+package translate
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"strings"
+)
+
+// OpenAI Chat Completions answers to Anthropic Messages answers, for
+// /v1/messages callers whose model lives on an OpenAI-shaped upstream.
+
+// chatUsage is OpenAI's usage object.
+type chatUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+func (u *chatUsage) usage() Usage {
+	if u == nil {
+		return Usage{}
+	}
+	p, c := nonNegative(u.PromptTokens), nonNegative(u.CompletionTokens)
+	total := nonNegative(u.TotalTokens)
+	if total == 0 {
+		total = addSat(p, c)
+	}
+	return Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: total,
+		CachedTokens:    min(nonNegative(u.PromptTokensDetails.CachedTokens), p),
+		ReasoningTokens: nonNegative(u.CompletionTokensDetails.ReasoningTokens)}
+}
+
+// anthropicUsage is Anthropic's usage object of an OpenAI usage:
+// input_tokens excludes cache reads, which are reported apart.
+func anthropicUsage(u Usage) map[string]int64 {
+	return map[string]int64{
+		"input_tokens":                u.PromptTokens - u.CachedTokens,
+		"output_tokens":               u.CompletionTokens,
+		"cache_read_input_tokens":     u.CachedTokens,
+		"cache_creation_input_tokens": u.CacheCreationTokens,
+	}
+}
+
+type chatCompletion struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Choices []struct {
+		Message struct {
+			Content          *string         `json:"content"`
+			Refusal          *string         `json:"refusal"`
+			ReasoningContent *string         `json:"reasoning_content"`
+			Reasoning        *string         `json:"reasoning"`
+			ToolCalls        []chatToolCallS `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *chatUsage `json:"usage"`
+}
+
+// chatToolCallS is a tool call whose arguments are the usual JSON string.
+type chatToolCallS struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// stopReason maps OpenAI's finish_reason to Anthropic's stop_reason.
+func stopReason(finish string) string {
+	switch finish {
+	case "length":
+		return "max_tokens"
+	case "tool_calls", "function_call":
+		return "tool_use"
+	case "content_filter":
+		return "refusal"
+	}
+	return "end_turn"
+}
+
+// messageID makes an Anthropic-style message id of an OpenAI one.
+func messageID(id string) string {
+	id = strings.TrimPrefix(id, "chatcmpl-")
+	if id == "" {
+		return "msg_" + rand.Text()
+	}
+	return "msg_" + id
+}
+
+// toolInputOf is a tool call's arguments as a JSON object ({} when the
+// upstream sent something else).
+func toolInputOf(args string) json.RawMessage {
+	raw := json.RawMessage(strings.TrimSpace(args))
+	if isJSONObject(raw) && json.Valid(raw) {
+		return raw
+	}
+	return json.RawMessage(`{}`)
+}
+
+// OpenAIToAnthropicResponse translates a chat.completion into a Messages
+// answer for model: reasoning becomes a thinking block, text a text block,
+// tool calls tool_use blocks.
+func OpenAIToAnthropicResponse(body []byte, model string) ([]byte, Usage, error) {
+	var in chatCompletion
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, Usage{}, malformed("completion is not valid JSON")
+	}
+	if len(in.Choices) == 0 {
+		return nil, Usage{}, malformed("completion has no choices")
+	}
+	ch := in.Choices[0]
+	content := []map[string]any{}
+	reasoning := ch.Message.ReasoningContent
+	if reasoning == nil {
+		reasoning = ch.Message.Reasoning
+	}
+	if reasoning != nil && *reasoning != "" {
+		content = append(content, map[string]any{"type": "thinking", "thinking": *reasoning, "signature": ""})
+	}
+	if ch.Message.Content != nil && *ch.Message.Content != "" {
+		content = append(content, map[string]any{"type": "text", "text": *ch.Message.Content})
+	} else if ch.Message.Refusal != nil && *ch.Message.Refusal != "" {
+		content = append(content, map[string]any{"type": "text", "text": *ch.Message.Refusal})
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name, "input": toolInputOf(tc.Function.Arguments)})
+	}
+	u := in.Usage.usage()
+	out, err := marshal(map[string]any{
+		"id": messageID(in.ID), "type": "message", "role": "assistant", "model": model,
+		"content": content, "stop_reason": stopReason(ch.FinishReason), "stop_sequence": nil,
+		"usage": anthropicUsage(u),
+	})
+	return out, u, err
+}

@@ -1,0 +1,185 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// ChunkToMessages turns a stream of chat.completion.chunk payloads into
+// Anthropic Messages stream events (message_start, content_block_start,
+// content_block_delta, content_block_stop, message_delta, message_stop).
+// Reasoning deltas become a thinking block, content a text block, each tool
+// call a tool_use block whose arguments arrive as input_json_delta. Feed it
+// every chunk, then call Finish once the upstream ended; not safe for
+// concurrent use.
+type ChunkToMessages struct {
+	model    string
+	started  bool
+	finished bool // a finish_reason was seen
+	stopped  bool // message_stop sent
+	stop     string
+	index    int    // index of the open block, -1 when none
+	kind     string // "text", "thinking", "tool_use" of the open block
+	tools    map[int]int
+	blocks   int
+	usage    Usage
+}
+
+// NewChunkToMessages returns a translator naming model in message_start.
+func NewChunkToMessages(model string) *ChunkToMessages {
+	return &ChunkToMessages{model: model, index: -1, tools: map[int]int{}}
+}
+
+// Emit receives one event: its name and its JSON data.
+type Emit func(name string, data []byte) error
+
+type chatChunk struct {
+	ID      string `json:"id"`
+	Choices []struct {
+		Delta struct {
+			Content          *string         `json:"content"`
+			ReasoningContent *string         `json:"reasoning_content"`
+			Reasoning        *string         `json:"reasoning"`
+			ToolCalls        []chatToolCallS `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *chatUsage      `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+func emitJSON(emit Emit, name string, v map[string]any) error {
+	v["type"] = name
+	b, err := marshal(v)
+	if err != nil {
+		return err
+	}
+	return emit(name, b)
+}
+
+// Chunk handles one chunk's data; an error chunk returns an *AnthropicError.
+func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
+	var c chatChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return malformed("chunk is not valid JSON")
+	}
+	if len(c.Error) > 0 && !isNull(c.Error) {
+		return parseAnthropicError(data)
+	}
+	if !t.started {
+		t.started = true
+		if err := emitJSON(emit, "message_start", map[string]any{"message": map[string]any{
+			"id": messageID(c.ID), "type": "message", "role": "assistant", "model": t.model,
+			"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+			"usage": map[string]int64{"input_tokens": 0, "output_tokens": 0},
+		}}); err != nil {
+			return err
+		}
+	}
+	if c.Usage != nil {
+		t.usage = c.Usage.usage()
+	}
+	for _, ch := range c.Choices {
+		d := ch.Delta
+		reasoning := d.ReasoningContent
+		if reasoning == nil {
+			reasoning = d.Reasoning
+		}
+		if reasoning != nil && *reasoning != "" {
+			if err := t.open("thinking", map[string]any{"type": "thinking", "thinking": "", "signature": ""}, emit); err != nil {
+				return err
+			}
+			if err := t.delta(map[string]any{"type": "thinking_delta", "thinking": *reasoning}, emit); err != nil {
+				return err
+			}
+		}
+		if d.Content != nil && *d.Content != "" {
+			if err := t.open("text", map[string]any{"type": "text", "text": ""}, emit); err != nil {
+				return err
+			}
+			if err := t.delta(map[string]any{"type": "text_delta", "text": *d.Content}, emit); err != nil {
+				return err
+			}
+		}
+		for _, tc := range d.ToolCalls {
+			if _, ok := t.tools[tc.Index]; !ok {
+				if len(t.tools) >= maxStreamBlocks {
+					return malformed("too many tool calls")
+				}
+				if err := t.open("tool_use", map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name, "input": map[string]any{}}, emit); err != nil {
+					return err
+				}
+				t.tools[tc.Index] = t.index
+			}
+			if tc.Function.Arguments != "" {
+				if t.tools[tc.Index] != t.index {
+					return malformed("interleaved tool call arguments")
+				}
+				if err := t.delta(map[string]any{"type": "input_json_delta", "partial_json": tc.Function.Arguments}, emit); err != nil {
+					return err
+				}
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			t.finished = true
+			t.stop = stopReason(*ch.FinishReason)
+		}
+	}
+	return nil
+}
+
+// open starts a block of kind unless one is open already.
+func (t *ChunkToMessages) open(kind string, block map[string]any, emit Emit) error {
+	// A tool call always opens a block of its own.
+	if t.kind == kind && kind != "tool_use" && t.index >= 0 {
+		return nil
+	}
+	if err := t.closeBlock(emit); err != nil {
+		return err
+	}
+	t.index = t.blocks
+	t.blocks++
+	t.kind = kind
+	return emitJSON(emit, "content_block_start", map[string]any{"index": t.index, "content_block": block})
+}
+
+func (t *ChunkToMessages) delta(d map[string]any, emit Emit) error {
+	return emitJSON(emit, "content_block_delta", map[string]any{"index": t.index, "delta": d})
+}
+
+func (t *ChunkToMessages) closeBlock(emit Emit) error {
+	if t.index < 0 || t.kind == "" {
+		return nil
+	}
+	t.kind = ""
+	return emitJSON(emit, "content_block_stop", map[string]any{"index": t.index})
+}
+
+// Finish ends the message once the upstream's stream ended; it reports
+// whether the answer was complete (a finish_reason was seen). Nothing is
+// sent for an incomplete answer: the caller ends the stream with an error.
+func (t *ChunkToMessages) Finish(emit Emit) (bool, error) {
+	if !t.finished || !t.started {
+		return false, nil
+	}
+	if t.stopped {
+		return true, nil
+	}
+	t.stopped = true
+	if err := t.closeBlock(emit); err != nil {
+		return true, err
+	}
+	if err := emitJSON(emit, "message_delta", map[string]any{
+		"delta": map[string]any{"stop_reason": t.stop, "stop_sequence": nil},
+		"usage": anthropicUsage(t.usage),
+	}); err != nil {
+		return true, err
+	}
+	return true, emit("message_stop", []byte(`{"type":"message_stop"}`))
+}
+
+// Usage is the accounting the upstream reported.
+func (t *ChunkToMessages) Usage() Usage { return t.usage }
+
+// IsDone reports whether data is the [DONE] marker.
+func IsDone(data []byte) bool { return bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) }

@@ -1,0 +1,341 @@
+package translate
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Chat Completions answers to OpenAI Responses answers, for /v1/responses
+// callers whose model lives on an upstream without the Responses API.
+
+// responseUsage is the Responses API's usage object.
+func responseUsage(u Usage) map[string]any {
+	return map[string]any{
+		"input_tokens":          u.PromptTokens,
+		"input_tokens_details":  map[string]int64{"cached_tokens": u.CachedTokens},
+		"output_tokens":         u.CompletionTokens,
+		"output_tokens_details": map[string]int64{"reasoning_tokens": u.ReasoningTokens},
+		"total_tokens":          u.TotalTokens,
+	}
+}
+
+// responseObject is a response with its fixed fields.
+func responseObject(id, model, status string, created int64, output []any, usage any) map[string]any {
+	r := map[string]any{
+		"id": id, "object": "response", "created_at": created, "status": status, "model": model,
+		"output": output, "usage": usage, "error": nil, "incomplete_details": nil,
+		"instructions": nil, "metadata": map[string]any{}, "parallel_tool_calls": true,
+		"tool_choice": "auto", "tools": []any{}, "text": map[string]any{"format": map[string]string{"type": "text"}},
+	}
+	if status == "incomplete" {
+		r["incomplete_details"] = map[string]string{"reason": "max_output_tokens"}
+	}
+	return r
+}
+
+func itemID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
+
+// ResponseID makes a Responses id of an upstream's id.
+func ResponseID(id string) string {
+	id = strings.TrimPrefix(id, "chatcmpl-")
+	if id == "" {
+		return itemID("resp_")
+	}
+	return "resp_" + id
+}
+
+func reasoningItem(id, text, status string) map[string]any {
+	summary := []any{}
+	if text != "" {
+		summary = append(summary, map[string]string{"type": "summary_text", "text": text})
+	}
+	item := map[string]any{"id": id, "type": "reasoning", "summary": summary}
+	if status != "" {
+		item["status"] = status
+	}
+	return item
+}
+
+func messageItem(id, text, status string) map[string]any {
+	content := []any{}
+	if status == "completed" {
+		content = append(content, outputText(text))
+	}
+	return map[string]any{"id": id, "type": "message", "status": status, "role": "assistant", "content": content}
+}
+
+func outputText(text string) map[string]any {
+	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+}
+
+func callItem(id, callID, name, args, status string) map[string]any {
+	return map[string]any{"id": id, "type": "function_call", "status": status, "call_id": callID, "name": name, "arguments": args}
+}
+
+// OpenAIToResponsesResponse translates a chat.completion into a Responses
+// response for model.
+func OpenAIToResponsesResponse(body []byte, model string) ([]byte, Usage, error) {
+	var in chatCompletion
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, Usage{}, malformed("completion is not valid JSON")
+	}
+	if len(in.Choices) == 0 {
+		return nil, Usage{}, malformed("completion has no choices")
+	}
+	ch := in.Choices[0]
+	output := []any{}
+	reasoning := ch.Message.ReasoningContent
+	if reasoning == nil {
+		reasoning = ch.Message.Reasoning
+	}
+	if reasoning != nil && *reasoning != "" {
+		output = append(output, reasoningItem(itemID("rs_"), *reasoning, ""))
+	}
+	if ch.Message.Content != nil && *ch.Message.Content != "" {
+		output = append(output, messageItem(itemID("msg_"), *ch.Message.Content, "completed"))
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		output = append(output, callItem(itemID("fc_"), tc.ID, tc.Function.Name, tc.Function.Arguments, "completed"))
+	}
+	status := "completed"
+	if ch.FinishReason == "length" {
+		status = "incomplete"
+	}
+	u := in.Usage.usage()
+	out, err := marshal(responseObject(ResponseID(in.ID), model, status, time.Now().Unix(), output, responseUsage(u)))
+	return out, u, err
+}
+
+// ChunkToResponses turns chat.completion.chunk payloads into the Responses
+// API's typed stream events: response.created and response.in_progress,
+// then for each output item (reasoning, message, function call) its added,
+// delta and done events, and response.completed (or response.incomplete)
+// with the whole response and its usage. Not safe for concurrent use.
+type ChunkToResponses struct {
+	model    string
+	id       string
+	created  int64
+	seq      int64
+	started  bool
+	finished bool
+	stopped  bool
+	status   string
+	usage    Usage
+	output   []any
+	// The open item.
+	kind   string // "reasoning", "message", "function_call"
+	itemID string
+	text   strings.Builder
+	callID string
+	name   string
+	tools  map[int]bool
+	tool   int
+}
+
+// NewChunkToResponses returns a translator naming model in its response.
+func NewChunkToResponses(model string) *ChunkToResponses {
+	return &ChunkToResponses{model: model, tools: map[int]bool{}, tool: -1}
+}
+
+func (t *ChunkToResponses) emit(emit Emit, name string, v map[string]any) error {
+	v["type"] = name
+	v["sequence_number"] = t.seq
+	t.seq++
+	b, err := marshal(v)
+	if err != nil {
+		return err
+	}
+	return emit(name, b)
+}
+
+func (t *ChunkToResponses) response(status string, usage any) map[string]any {
+	return responseObject(t.id, t.model, status, t.created, append([]any{}, t.output...), usage)
+}
+
+// Chunk handles one chunk's data; an error chunk returns an *AnthropicError.
+func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
+	var c chatChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return malformed("chunk is not valid JSON")
+	}
+	if len(c.Error) > 0 && !isNull(c.Error) {
+		return parseAnthropicError(data)
+	}
+	if !t.started {
+		t.started = true
+		t.id, t.created = ResponseID(c.ID), time.Now().Unix()
+		if err := t.emit(emit, "response.created", map[string]any{"response": t.response("in_progress", nil)}); err != nil {
+			return err
+		}
+		if err := t.emit(emit, "response.in_progress", map[string]any{"response": t.response("in_progress", nil)}); err != nil {
+			return err
+		}
+	}
+	if c.Usage != nil {
+		t.usage = c.Usage.usage()
+	}
+	for _, ch := range c.Choices {
+		d := ch.Delta
+		reasoning := d.ReasoningContent
+		if reasoning == nil {
+			reasoning = d.Reasoning
+		}
+		if reasoning != nil && *reasoning != "" {
+			if err := t.open("reasoning", emit); err != nil {
+				return err
+			}
+			t.text.WriteString(*reasoning)
+			if err := t.emit(emit, "response.reasoning_summary_text.delta", map[string]any{"item_id": t.itemID,
+				"output_index": len(t.output), "summary_index": 0, "delta": *reasoning}); err != nil {
+				return err
+			}
+		}
+		if d.Content != nil && *d.Content != "" {
+			if err := t.open("message", emit); err != nil {
+				return err
+			}
+			t.text.WriteString(*d.Content)
+			if err := t.emit(emit, "response.output_text.delta", map[string]any{"item_id": t.itemID,
+				"output_index": len(t.output), "content_index": 0, "delta": *d.Content, "logprobs": []any{}}); err != nil {
+				return err
+			}
+		}
+		for _, tc := range d.ToolCalls {
+			if !t.tools[tc.Index] {
+				if len(t.tools) >= maxStreamBlocks {
+					return malformed("too many tool calls")
+				}
+				t.tools[tc.Index] = true
+				if err := t.close(emit); err != nil {
+					return err
+				}
+				t.tool, t.callID, t.name = tc.Index, tc.ID, tc.Function.Name
+				if err := t.open("function_call", emit); err != nil {
+					return err
+				}
+			}
+			if tc.Function.Arguments != "" {
+				if tc.Index != t.tool || t.kind != "function_call" {
+					return malformed("interleaved tool call arguments")
+				}
+				t.text.WriteString(tc.Function.Arguments)
+				if err := t.emit(emit, "response.function_call_arguments.delta", map[string]any{"item_id": t.itemID,
+					"output_index": len(t.output), "delta": tc.Function.Arguments}); err != nil {
+					return err
+				}
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			t.finished = true
+			t.status = "completed"
+			if *ch.FinishReason == "length" {
+				t.status = "incomplete"
+			}
+		}
+	}
+	return nil
+}
+
+// open starts an item of kind unless one is open (a function call always
+// starts its own).
+func (t *ChunkToResponses) open(kind string, emit Emit) error {
+	if t.kind == kind && kind != "function_call" {
+		return nil
+	}
+	if kind != "function_call" || t.kind != "" {
+		if err := t.close(emit); err != nil {
+			return err
+		}
+	}
+	t.kind = kind
+	t.text.Reset()
+	idx := len(t.output)
+	var item map[string]any
+	switch kind {
+	case "reasoning":
+		t.itemID = itemID("rs_")
+		item = reasoningItem(t.itemID, "", "")
+	case "message":
+		t.itemID = itemID("msg_")
+		item = messageItem(t.itemID, "", "in_progress")
+	default:
+		t.itemID = itemID("fc_")
+		item = callItem(t.itemID, t.callID, t.name, "", "in_progress")
+	}
+	if err := t.emit(emit, "response.output_item.added", map[string]any{"output_index": idx, "item": item}); err != nil {
+		return err
+	}
+	switch kind {
+	case "reasoning":
+		return t.emit(emit, "response.reasoning_summary_part.added", map[string]any{"item_id": t.itemID, "output_index": idx,
+			"summary_index": 0, "part": map[string]string{"type": "summary_text", "text": ""}})
+	case "message":
+		return t.emit(emit, "response.content_part.added", map[string]any{"item_id": t.itemID, "output_index": idx,
+			"content_index": 0, "part": outputText("")})
+	}
+	return nil
+}
+
+// close ends the open item with its done events.
+func (t *ChunkToResponses) close(emit Emit) error {
+	if t.kind == "" {
+		return nil
+	}
+	idx, text := len(t.output), t.text.String()
+	var item map[string]any
+	var err error
+	switch t.kind {
+	case "reasoning":
+		item = reasoningItem(t.itemID, text, "")
+		if err = t.emit(emit, "response.reasoning_summary_text.done", map[string]any{"item_id": t.itemID, "output_index": idx, "summary_index": 0, "text": text}); err == nil {
+			err = t.emit(emit, "response.reasoning_summary_part.done", map[string]any{"item_id": t.itemID, "output_index": idx,
+				"summary_index": 0, "part": map[string]string{"type": "summary_text", "text": text}})
+		}
+	case "message":
+		item = messageItem(t.itemID, text, "completed")
+		if err = t.emit(emit, "response.output_text.done", map[string]any{"item_id": t.itemID, "output_index": idx, "content_index": 0, "text": text, "logprobs": []any{}}); err == nil {
+			err = t.emit(emit, "response.content_part.done", map[string]any{"item_id": t.itemID, "output_index": idx, "content_index": 0, "part": outputText(text)})
+		}
+	default:
+		if text == "" {
+			text = "{}"
+		}
+		item = callItem(t.itemID, t.callID, t.name, text, "completed")
+		err = t.emit(emit, "response.function_call_arguments.done", map[string]any{"item_id": t.itemID, "output_index": idx, "arguments": text})
+	}
+	if err != nil {
+		return err
+	}
+	t.kind = ""
+	t.output = append(t.output, item)
+	return t.emit(emit, "response.output_item.done", map[string]any{"output_index": idx, "item": item})
+}
+
+// Finish ends the response once the upstream's stream ended and reports
+// whether it was complete; an incomplete one sends nothing more (the
+// caller ends the stream with response.failed).
+func (t *ChunkToResponses) Finish(emit Emit) (bool, error) {
+	if !t.finished || !t.started {
+		return false, nil
+	}
+	if t.stopped {
+		return true, nil
+	}
+	t.stopped = true
+	if err := t.close(emit); err != nil {
+		return true, err
+	}
+	name := "response.completed"
+	if t.status == "incomplete" {
+		name = "response.incomplete"
+	}
+	return true, t.emit(emit, name, map[string]any{"response": t.response(t.status, responseUsage(t.usage))})
+}
+
+// Usage is the accounting the upstream reported.
+func (t *ChunkToResponses) Usage() Usage { return t.usage }
+
+// ID is the response id once the first chunk was seen.
+func (t *ChunkToResponses) ID() string { return t.id }

@@ -1,0 +1,125 @@
+package translate
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every recorded chat request goes to Responses and back to chat with its
+// conversation intact: roles, tool calls and their results.
+func TestChatToResponsesRoundTrip(t *testing.T) {
+	files := inputs(t, "testdata/openai/*.request.json")
+	for _, name := range sortedKeys(files) {
+		t.Run(name, func(t *testing.T) {
+			body, err := os.ReadFile(files[name])
+			require.NoError(t, err)
+			resp, err := OpenAIToResponsesRequest(body, "gpt-5")
+			if name == "chat-bad-request" {
+				return
+			}
+			require.NoError(t, err)
+			back, err := ResponsesToOpenAIRequest(resp, "gpt-5")
+			require.NoError(t, err)
+			assertChatInvariants(t, back)
+			var in, out struct {
+				Messages []struct {
+					Role      string          `json:"role"`
+					ToolCalls json.RawMessage `json:"tool_calls"`
+				} `json:"messages"`
+			}
+			require.NoError(t, json.Unmarshal(body, &in))
+			require.NoError(t, json.Unmarshal(back, &out))
+			var inRoles, outRoles []string
+			for _, m := range in.Messages {
+				r := m.Role
+				if r == "developer" {
+					r = "system"
+				}
+				inRoles = append(inRoles, r)
+			}
+			for _, m := range out.Messages {
+				outRoles = append(outRoles, m.Role)
+			}
+			// System messages are joined into one set of instructions.
+			assert.Equal(t, dedupeSystem(inRoles), outRoles)
+		})
+	}
+}
+
+func dedupeSystem(roles []string) []string {
+	var out []string
+	sys := false
+	for _, r := range roles {
+		if r == "system" {
+			sys = true
+			continue
+		}
+		out = append(out, r)
+	}
+	if sys {
+		out = append([]string{"system"}, out...)
+	}
+	return out
+}
+
+// A Responses stream becomes chunks the openai-go accumulator reads: text,
+// a tool call from its argument deltas, the finish reason and the usage.
+func TestResponsesToChunks(t *testing.T) {
+	events := []string{
+		`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`,
+		`{"type":"response.reasoning_summary_text.delta","item_id":"rs_1","delta":"thinking"}`,
+		`{"type":"response.output_text.delta","item_id":"msg_1","delta":"Hello"}`,
+		`{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":""}}`,
+		`{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":"{\"city\":"}`,
+		`{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":"\"Paris\"}"}`,
+		`{"type":"response.completed","response":{"id":"resp_1","object":"response","status":"completed","output":[],"usage":{"input_tokens":10,"output_tokens":5,"total_tokens":15,"input_tokens_details":{"cached_tokens":4},"output_tokens_details":{"reasoning_tokens":2}}}}`,
+	}
+	tr := NewResponsesToChunks("gpt-5", true)
+	acc := openai.ChatCompletionAccumulator{}
+	for _, e := range events {
+		require.NoError(t, tr.Event("", []byte(e), func(c []byte) error {
+			var chunk openai.ChatCompletionChunk
+			require.NoError(t, json.Unmarshal(c, &chunk))
+			require.True(t, acc.AddChunk(chunk), "%s", c)
+			return nil
+		}))
+	}
+	require.True(t, tr.Done())
+	assert.Equal(t, "Hello", acc.Choices[0].Message.Content)
+	require.Len(t, acc.Choices[0].Message.ToolCalls, 1)
+	assert.Equal(t, "call_1", acc.Choices[0].Message.ToolCalls[0].ID)
+	assert.JSONEq(t, `{"city":"Paris"}`, acc.Choices[0].Message.ToolCalls[0].Function.Arguments)
+	assert.Equal(t, "tool_calls", string(acc.Choices[0].FinishReason))
+	assert.Equal(t, int64(15), acc.Usage.TotalTokens)
+	assert.Equal(t, Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15, CachedTokens: 4, ReasoningTokens: 2}, tr.Usage())
+
+	err := NewResponsesToChunks("m", false).Event("response.failed", []byte(`{"type":"response.failed","response":{"error":{"code":"server_error","message":"boom"}}}`), func([]byte) error { return nil })
+	var ae *AnthropicError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, "boom", ae.Message)
+}
+
+// FuzzResponsesToChunks: any upstream event translates into valid chunks
+// or fails with an upstream or malformed error; it never panics.
+func FuzzResponsesToChunks(f *testing.F) {
+	f.Add([]byte(`{"type":"response.output_text.delta","delta":"x"}`))
+	f.Add([]byte(`{"type":"response.output_item.added","item":{"type":"function_call","id":"a"}}`))
+	f.Add([]byte(`{"type":"response.completed","response":{"usage":{"input_tokens":-1}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr := NewResponsesToChunks("m", true)
+		for range 2 {
+			err := tr.Event("", data, func(c []byte) error {
+				require.True(t, json.Valid(c))
+				return nil
+			})
+			if err != nil {
+				return
+			}
+		}
+	})
+}

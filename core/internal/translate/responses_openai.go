@@ -1,0 +1,253 @@
+package translate
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// OpenAI Responses requests to Chat Completions requests, for /v1/responses
+// callers whose model lives on an upstream without the Responses API (and,
+// through OpenAIToAnthropicRequest, on Anthropic-shaped ones).
+
+type respRequest struct {
+	Model             string          `json:"model"`
+	Instructions      *string         `json:"instructions"`
+	Input             json.RawMessage `json:"input"`
+	Tools             []respTool      `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	MaxOutputTokens   *int64          `json:"max_output_tokens"`
+	Temperature       *float64        `json:"temperature"`
+	TopP              *float64        `json:"top_p"`
+	Stream            bool            `json:"stream"`
+	Reasoning         *struct {
+		Effort string `json:"effort"`
+	} `json:"reasoning"`
+	Text *struct {
+		Format *struct {
+			Type   string          `json:"type"`
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+			Strict *bool           `json:"strict"`
+		} `json:"format"`
+	} `json:"text"`
+	User string `json:"user"`
+}
+
+type respTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
+}
+
+// respItem is an input item: a message (type "message" or none), a
+// function call, a function call's output, or reasoning.
+type respItem struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+}
+
+type respPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL string `json:"image_url"`
+	FileData string `json:"file_data"`
+	Filename string `json:"filename"`
+}
+
+// ResponsesToOpenAIRequest translates a /v1/responses request body into a
+// chat.completions request for upstreamModel. Tools other than functions
+// (hosted tools such as web_search) have no counterpart and are left out.
+func ResponsesToOpenAIRequest(body []byte, upstreamModel string) ([]byte, error) {
+	var in respRequest
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, decodeError(err)
+	}
+	out := outChatRequest{Model: upstreamModel, MaxTokens: in.MaxOutputTokens, Temperature: in.Temperature,
+		TopP: in.TopP, Stream: in.Stream, ParallelToolCalls: in.ParallelToolCalls, User: in.User}
+	if in.Stream {
+		out.StreamOptions = &outStreamOptions{IncludeUsage: true}
+	}
+	if in.Reasoning != nil {
+		out.ReasoningEffort = in.Reasoning.Effort
+	}
+	if in.Instructions != nil && *in.Instructions != "" {
+		out.Messages = append(out.Messages, outChatMessage{Role: "system", Content: *in.Instructions})
+	}
+	msgs, err := respInput(in.Input)
+	if err != nil {
+		return nil, err
+	}
+	out.Messages = append(out.Messages, msgs...)
+	for _, t := range in.Tools {
+		if t.Type != "function" {
+			continue
+		}
+		var ct outChatTool
+		ct.Type = "function"
+		ct.Function.Name, ct.Function.Description, ct.Function.Parameters = t.Name, t.Description, t.Parameters
+		out.Tools = append(out.Tools, ct)
+	}
+	if len(out.Tools) == 0 {
+		out.ParallelToolCalls = nil
+	}
+	if len(in.ToolChoice) > 0 && !isNull(in.ToolChoice) && len(out.Tools) > 0 {
+		var s string
+		var obj struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}
+		switch {
+		case json.Unmarshal(in.ToolChoice, &s) == nil:
+			out.ToolChoice = s
+		case json.Unmarshal(in.ToolChoice, &obj) == nil && obj.Type == "function":
+			out.ToolChoice = map[string]any{"type": "function", "function": map[string]string{"name": obj.Name}}
+		default:
+			return nil, invalid("tool_choice", "tool_choice must be none, auto, required or a function")
+		}
+	}
+	b, err := marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	if in.Text != nil && in.Text.Format != nil && in.Text.Format.Type != "text" {
+		f := in.Text.Format
+		var rf any
+		switch f.Type {
+		case "json_object":
+			rf = map[string]string{"type": "json_object"}
+		case "json_schema":
+			rf = map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": f.Name, "schema": f.Schema, "strict": f.Strict}}
+		default:
+			return nil, invalid("text.format.type", "unknown text format "+strconv.Quote(f.Type))
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+		m["response_format"] = rf
+		return marshal(m)
+	}
+	return b, nil
+}
+
+// respInput reads input: a string (one user message) or a list of items.
+func respInput(raw json.RawMessage) ([]outChatMessage, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []outChatMessage{{Role: "user", Content: s}}, nil
+	}
+	var items []respItem
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, invalid("input", "input must be a string or a list of items")
+	}
+	var out []outChatMessage
+	for i, it := range items {
+		param := "input[" + strconv.Itoa(i) + "]"
+		switch it.Type {
+		case "", "message":
+			m, err := respMessage(it, param)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		case "function_call":
+			var call outChatToolCall
+			call.ID, call.Type = it.CallID, "function"
+			call.Function.Name = it.Name
+			call.Function.Arguments = it.Arguments
+			if call.Function.Arguments == "" {
+				call.Function.Arguments = "{}"
+			}
+			// Calls of one turn join one assistant message.
+			if n := len(out); n > 0 && out[n-1].Role == "assistant" {
+				out[n-1].ToolCalls = append(out[n-1].ToolCalls, call)
+			} else {
+				out = append(out, outChatMessage{Role: "assistant", ToolCalls: []outChatToolCall{call}})
+			}
+		case "function_call_output":
+			text, err := respOutputText(it.Output, param+".output")
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, outChatMessage{Role: "tool", ToolCallID: it.CallID, Content: text})
+		case "reasoning":
+			// The upstream reasons afresh; earlier reasoning is not sent.
+		default:
+			return nil, invalid(param+".type", "unsupported input item type "+strconv.Quote(it.Type))
+		}
+	}
+	return out, nil
+}
+
+func respMessage(it respItem, param string) (outChatMessage, error) {
+	role := it.Role
+	switch role {
+	case "user", "assistant", "system":
+	case "developer":
+		role = "system"
+	default:
+		return outChatMessage{}, invalid(param+".role", "role must be user, assistant, system or developer")
+	}
+	var s string
+	if json.Unmarshal(it.Content, &s) == nil {
+		return outChatMessage{Role: role, Content: s}, nil
+	}
+	var parts []respPart
+	if json.Unmarshal(it.Content, &parts) != nil {
+		return outChatMessage{}, invalid(param+".content", "content must be a string or a list of parts")
+	}
+	var out []outChatPart
+	var text strings.Builder
+	for i, p := range parts {
+		switch p.Type {
+		case "input_text", "output_text", "text":
+			out = append(out, outChatPart{Type: "text", Text: p.Text})
+			text.WriteString(p.Text)
+		case "refusal":
+			text.WriteString(p.Text)
+		case "input_image":
+			if role != "user" || p.ImageURL == "" {
+				return outChatMessage{}, invalid(param+".content["+strconv.Itoa(i)+"]", "images need an image_url, in user messages")
+			}
+			out = append(out, outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: p.ImageURL}})
+		case "input_file":
+			if p.FileData == "" {
+				return outChatMessage{}, invalid(param+".content["+strconv.Itoa(i)+"]", "files need file_data")
+			}
+			out = append(out, outChatPart{Type: "file", File: map[string]string{"file_data": p.FileData, "filename": p.Filename}})
+		default:
+			return outChatMessage{}, invalid(param+".content["+strconv.Itoa(i)+"].type", "unsupported content type "+strconv.Quote(p.Type))
+		}
+	}
+	if role != "user" || len(out) == 1 && out[0].Type == "text" {
+		return outChatMessage{Role: role, Content: text.String()}, nil
+	}
+	return outChatMessage{Role: role, Content: out}, nil
+}
+
+// respOutputText is a function call's output: a string, or parts whose text
+// is joined.
+func respOutputText(raw json.RawMessage, param string) (string, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []respPart
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", invalid(param, "output must be a string or a list of parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}

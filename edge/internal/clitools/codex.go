@@ -1,0 +1,219 @@
+package clitools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/switchboardhq/switchboard/edge/internal/openai"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// CodexSettingsPath is the route of the Codex CLI settings.
+const CodexSettingsPath = "/api/cli-tools/codex-settings"
+
+// CodexProvider is the model provider entry the route writes to
+// ~/.codex/config.toml.
+const CodexProvider = "switchboard"
+
+const codexTable = "model_providers." + CodexProvider
+
+// CodexSettings serves GET, POST and DELETE on CodexSettingsPath: a
+// provider entry on the gateway's /v1 with the Responses wire API, chosen
+// as Codex's model provider. The user's other settings stay as they were.
+type CodexSettings struct {
+	// Admin authenticates callers and creates API keys.
+	Admin Admin
+	// PublicURL is the gateway's public base URL.
+	PublicURL string
+	// Home is the home directory holding .codex/config.toml.
+	Home string
+	// LookPath finds an executable (exec.LookPath when nil).
+	LookPath func(string) (string, error)
+
+	mu sync.Mutex
+}
+
+// CodexStatus is what the config says now; the key is never sent back.
+type CodexStatus struct {
+	Installed    bool   `json:"installed"`
+	CLIPath      string `json:"cliPath,omitempty"`
+	ConfigPath   string `json:"configPath"`
+	ConfigExists bool   `json:"configExists"`
+	// Configured is true when Codex's provider is our entry and the entry
+	// points at this gateway.
+	Configured bool   `json:"configured"`
+	GatewayURL string `json:"gatewayUrl"`
+	Model      string `json:"model,omitempty"`
+	HasKey     bool   `json:"hasKey"`
+	KeyCreated bool   `json:"keyCreated,omitempty"`
+	KeyID      string `json:"keyId,omitempty"`
+}
+
+type codexPost struct {
+	APIKey string `json:"apiKey"`
+	Model  string `json:"model"`
+}
+
+func (h *CodexSettings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !Loopback(r) {
+		openai.NewProblem(http.StatusForbidden, "loopback_only",
+			"this route only answers requests from the machine the gateway runs on", "").Write(w)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodPost, http.MethodDelete:
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		openai.NewProblem(http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path, "").Write(w)
+		return
+	}
+	ctx := adminContext(r)
+	if _, err := h.Admin.GetSettings(ctx, &corev1.GetSettingsRequest{}); err != nil {
+		openai.FromError(err).Write(w)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var (
+		st  CodexStatus
+		err error
+	)
+	switch r.Method {
+	case http.MethodGet:
+		st, err = h.status()
+	case http.MethodPost:
+		st, err = h.configure(ctx, r)
+	case http.MethodDelete:
+		st, err = h.unconfigure()
+	}
+	if err != nil {
+		var p problemError
+		if errors.As(err, &p) {
+			p.Problem.Write(w)
+			return
+		}
+		openai.NewProblem(http.StatusInternalServerError, "settings_file_error", "the settings file could not be updated", "").Write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(st)
+}
+
+func (h *CodexSettings) path() string { return filepath.Join(h.Home, ".codex", "config.toml") }
+
+func (h *CodexSettings) apiBase() string { return strings.TrimRight(h.PublicURL, "/") + "/v1" }
+
+func (h *CodexSettings) read() (tomlDoc, bool, error) {
+	data, err := os.ReadFile(h.path())
+	if errors.Is(err, fs.ErrNotExist) {
+		return tomlDoc{}, false, nil
+	}
+	if err != nil {
+		return tomlDoc{}, false, err
+	}
+	return parseTOML(data), true, nil
+}
+
+func (h *CodexSettings) status() (CodexStatus, error) {
+	st := CodexStatus{ConfigPath: h.path(), GatewayURL: h.apiBase()}
+	look := h.LookPath
+	if look == nil {
+		look = exec.LookPath
+	}
+	if p, err := look("codex"); err == nil {
+		st.CLIPath, st.Installed = p, true
+	}
+	d, exists, err := h.read()
+	st.ConfigExists = exists
+	if err != nil {
+		return st, err
+	}
+	prov, _ := d.topValue("model_provider")
+	base, _ := d.tableValue(codexTable, "base_url")
+	st.Configured = tomlUnquote(prov) == CodexProvider && sameURL(tomlUnquote(base), st.GatewayURL)
+	if m, ok := d.topValue("model"); ok {
+		st.Model = tomlUnquote(m)
+	}
+	_, st.HasKey = d.tableValue(codexTable, "experimental_bearer_token")
+	return st, nil
+}
+
+func (h *CodexSettings) configure(ctx context.Context, r *http.Request) (CodexStatus, error) {
+	var body codexPost
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil || len(data) > maxBody {
+		return CodexStatus{}, problemError{openai.NewProblem(http.StatusBadRequest, "invalid_body", "the request body could not be read", "")}
+	}
+	if len(strings.TrimSpace(string(data))) > 0 {
+		if err := json.Unmarshal(data, &body); err != nil {
+			return CodexStatus{}, problemError{openai.NewProblem(http.StatusBadRequest, "invalid_json", "request body is not a valid JSON object", "")}
+		}
+	}
+	model, err := tomlString(body.Model)
+	if err != nil || body.Model == "" {
+		return CodexStatus{}, problemError{openai.NewProblem(http.StatusBadRequest, "invalid_value", "model is required: the model Codex asks the gateway for", "model")}
+	}
+	d, _, err := h.read()
+	if err != nil {
+		return CodexStatus{}, err
+	}
+	key, keyID := body.APIKey, ""
+	if key == "" {
+		res, err := h.Admin.CreateAPIKey(ctx, &corev1.CreateAPIKeyRequest{Name: "codex"})
+		if err != nil {
+			return CodexStatus{}, problemError{openai.FromError(err)}
+		}
+		key, keyID = res.GetKey(), res.GetId()
+	}
+	keyRaw, err := tomlString(key)
+	if err != nil {
+		return CodexStatus{}, problemError{openai.NewProblem(http.StatusBadRequest, "invalid_value", "apiKey holds control characters", "apiKey")}
+	}
+	base, err := tomlString(h.apiBase())
+	if err != nil {
+		return CodexStatus{}, err
+	}
+	d.setTop("model_provider", `"`+CodexProvider+`"`)
+	d.setTop("model", model)
+	d.setTable(codexTable, [][2]string{
+		{"name", `"Switchboard"`},
+		{"base_url", base},
+		{"wire_api", `"responses"`},
+		{"experimental_bearer_token", keyRaw},
+	})
+	if err := writeFile(h.path(), d.bytes()); err != nil {
+		return CodexStatus{}, err
+	}
+	st, err := h.status()
+	st.KeyCreated, st.KeyID = keyID != "", keyID
+	return st, err
+}
+
+// unconfigure removes our provider entry, and the provider choice when it
+// names it; the model and everything else stay.
+func (h *CodexSettings) unconfigure() (CodexStatus, error) {
+	d, exists, err := h.read()
+	if err != nil || !exists {
+		st, serr := h.status()
+		return st, errors.Join(err, serr)
+	}
+	changed := d.removeTable(codexTable)
+	if v, ok := d.topValue("model_provider"); ok && tomlUnquote(v) == CodexProvider {
+		changed = d.removeTop("model_provider") || changed
+	}
+	if changed {
+		if err := writeFile(h.path(), d.bytes()); err != nil {
+			return CodexStatus{}, err
+		}
+	}
+	return h.status()
+}

@@ -1,0 +1,136 @@
+package clitools
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func newCodexHandler(t *testing.T) (*CodexSettings, *fakeAdmin, string) {
+	t.Helper()
+	home := t.TempDir()
+	admin := &fakeAdmin{}
+	return &CodexSettings{
+		Admin: admin, PublicURL: testGateway + "/", Home: home,
+		LookPath: func(string) (string, error) { return "", errors.New("not found") },
+	}, admin, filepath.Join(home, ".codex", "config.toml")
+}
+
+const userCodexConfig = `# my settings
+model = "gpt-5"
+approval_policy = "on-request"
+model_provider = "openai"
+
+[model_providers.switchboard]
+name = "stale"
+base_url = "http://old.example/v1"
+
+[profiles.fast]
+model = "gpt-5-mini"   # keep me
+
+[mcp_servers.docs]
+command = "docs-mcp"
+args = ["--port", "1"]
+`
+
+func TestCodexSettingsRoundTripKeepsTheUsersSettings(t *testing.T) {
+	h, admin, path := newCodexHandler(t)
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	require.NoError(t, os.WriteFile(path, []byte(userCodexConfig), 0o644))
+
+	w, st := serve(t, h, http.MethodPost, "127.0.0.1:5000", `{"model":"openai/gpt-5-codex"}`, true)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.Equal(t, true, st["configured"])
+	assert.Equal(t, true, st["keyCreated"])
+	assert.Equal(t, "openai/gpt-5-codex", st["model"])
+	assert.NotContains(t, w.Body.String(), createdKey, "the key is never sent back")
+	assert.Equal(t, 1, admin.created)
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	text := string(data)
+	want := `# my settings
+model = "openai/gpt-5-codex"
+approval_policy = "on-request"
+model_provider = "switchboard"
+
+[profiles.fast]
+model = "gpt-5-mini"   # keep me
+
+[mcp_servers.docs]
+command = "docs-mcp"
+args = ["--port", "1"]
+
+[model_providers.switchboard]
+name = "Switchboard"
+base_url = "` + testGateway + `/v1"
+wire_api = "responses"
+experimental_bearer_token = "` + createdKey + `"
+`
+	assert.Equal(t, want, text)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the file holds a key")
+
+	w, st = serve(t, h, http.MethodDelete, "127.0.0.1:5000", "", true)
+	require.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, false, st["configured"])
+	data, err = os.ReadFile(path)
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), "switchboard")
+	assert.NotContains(t, string(data), createdKey)
+	assert.Contains(t, string(data), "[profiles.fast]")
+	assert.Contains(t, string(data), `approval_policy = "on-request"`)
+}
+
+func TestCodexSettingsWithoutAFileAndRefusals(t *testing.T) {
+	h, _, path := newCodexHandler(t)
+	w, _ := serve(t, h, http.MethodPost, "192.0.2.7:5000", `{"model":"m"}`, true)
+	assert.Equal(t, http.StatusForbidden, w.Code, "loopback callers only")
+	w, _ = serve(t, h, http.MethodPost, "127.0.0.1:5000", `{"model":"m"}`, false)
+	assert.Equal(t, http.StatusUnauthorized, w.Code, "the admin token is required")
+	w, _ = serve(t, h, http.MethodPost, "127.0.0.1:5000", `{}`, true)
+	assert.Equal(t, http.StatusBadRequest, w.Code, "a model is required")
+	w, _ = serve(t, h, http.MethodPost, "127.0.0.1:5000", `{"model":"a\nb = 1"}`, true)
+	assert.Equal(t, http.StatusBadRequest, w.Code, "no TOML injection through the model")
+	_, err := os.Stat(path)
+	assert.True(t, os.IsNotExist(err), "refused requests change nothing")
+
+	w, st := serve(t, h, http.MethodPost, "[::1]:5000", `{"model":"m \"q\"","apiKey":"sk-given"}`, true)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.Equal(t, true, st["configured"])
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(data), "model_provider = \"switchboard\"\nmodel = \"m \\\"q\\\"\"\n"), string(data))
+	assert.Contains(t, string(data), `experimental_bearer_token = "sk-given"`)
+}
+
+// FuzzTOMLEdit: editing any file keeps every line outside our table and
+// keys, and the result has our table once.
+func FuzzTOMLEdit(f *testing.F) {
+	f.Add([]byte(userCodexConfig))
+	f.Add([]byte("[a]\nb = 1\n"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := parseTOML(data)
+		d.setTop("model_provider", `"switchboard"`)
+		d.setTable(codexTable, [][2]string{{"wire_api", `"responses"`}})
+		out := parseTOML(d.bytes())
+		n := 0
+		for _, l := range out.lines {
+			if strings.TrimSpace(l) == "["+codexTable+"]" {
+				n++
+			}
+		}
+		assert.Equal(t, 1, n)
+		v, ok := out.tableValue(codexTable, "wire_api")
+		assert.True(t, ok)
+		assert.Equal(t, `"responses"`, v)
+	})
+}

@@ -1,0 +1,245 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
+
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// Messages serves POST /v1/messages: Anthropic's Messages API on the chat
+// path. Every error on the route is in Anthropic's shape
+// ({"type":"error","error":{"type","message"}}); a stream that fails after
+// its first event ends with Anthropic's in-band `event: error`.
+type Messages struct {
+	Router corev1.RouterClient
+	// Upstream records time core spent waiting upstream.
+	Upstream func(r *http.Request, us int64)
+	// KeepAliveEvery overrides the package's KeepAliveEvery when positive.
+	KeepAliveEvery time.Duration
+}
+
+// anthropicHeaders are the client headers handed to core for an
+// Anthropic-shaped upstream.
+var anthropicHeaders = []string{"anthropic-version", "anthropic-beta", "x-session-id"}
+
+// sessionHeaders name a conversation, for session affinity: ours, and
+// Codex's.
+var sessionHeaders = []string{"x-session-id", "session_id"}
+
+func dialectHeaders(r *http.Request, names []string) map[string]string {
+	out := map[string]string{}
+	for _, n := range names {
+		if v := r.Header.Get(n); v != "" && len(v) <= 1024 {
+			out[n] = v
+		}
+	}
+	return out
+}
+
+func (h *Messages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, ok := readAnthropicBody(w, r)
+	if !ok {
+		return
+	}
+	ctx, id := Outgoing(r)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w.Header().Set("X-Request-Id", id)
+	w.Header().Set("request-id", id)
+	stream, err := h.Router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{
+		Body: body, Dialect: corev1.ChatDialect_CHAT_DIALECT_MESSAGES, Headers: dialectHeaders(r, anthropicHeaders)})
+	if err != nil {
+		AnthropicError(err).Write(w)
+		return
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		AnthropicError(err).Write(w)
+		return
+	}
+	if md, err := stream.Header(); err == nil && h.Upstream != nil {
+		if us, ok := UpstreamMicros(md); ok {
+			h.Upstream(r, us)
+		}
+	}
+	if c, ok := first.GetEvent().(*corev1.ChatCompletionsResponse_Completion); ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(c.Completion)))
+		_, _ = w.Write(c.Completion)
+		return
+	}
+	every := h.KeepAliveEvery
+	if every <= 0 {
+		every = KeepAliveEvery
+	}
+	relay(w, r, every, messagesEvents, event{first.GetEventName(), first.GetChunk()}, func() (event, error) {
+		m, err := stream.Recv()
+		return event{m.GetEventName(), m.GetChunk()}, err
+	})
+}
+
+// CountTokens serves POST /v1/messages/count_tokens.
+type CountTokens struct {
+	Router corev1.RouterClient
+}
+
+func (h *CountTokens) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, ok := readAnthropicBody(w, r)
+	if !ok {
+		return
+	}
+	ctx, id := Outgoing(r)
+	w.Header().Set("X-Request-Id", id)
+	w.Header().Set("request-id", id)
+	resp, err := h.Router.CountTokens(ctx, &corev1.CountTokensRequest{Body: body, Headers: dialectHeaders(r, anthropicHeaders)})
+	if err != nil {
+		AnthropicError(err).Write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(resp.GetBody())
+}
+
+// messagesEvents ends Anthropic streams: message_stop was the last event
+// already; a failure is `event: error`.
+var messagesEvents = dialectEvents{
+	failure: func(err error) []byte {
+		b, _ := json.Marshal(AnthropicError(err).body())
+		return writeEvent(event{"error", b})
+	},
+}
+
+func readAnthropicBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	rec := &problemRecorder{ResponseWriter: w}
+	body, ok := readJSON(rec, r)
+	if !ok {
+		AnthropicProblem{Status: rec.status, Type: anthropicType(rec.status), Message: rec.message()}.Write(w)
+	}
+	return body, ok
+}
+
+// problemRecorder captures an OpenAI-shaped problem a shared helper writes,
+// so the route can answer it in its own shape.
+type problemRecorder struct {
+	http.ResponseWriter
+	status int
+	buf    []byte
+}
+
+func (p *problemRecorder) WriteHeader(s int)   { p.status = s }
+func (p *problemRecorder) Header() http.Header { return http.Header{} }
+func (p *problemRecorder) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	return len(b), nil
+}
+
+func (p *problemRecorder) message() string {
+	var e ErrorBody
+	if json.Unmarshal(p.buf, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	return http.StatusText(p.status)
+}
+
+// AnthropicProblem is an error in Anthropic's shape.
+type AnthropicProblem struct {
+	Status     int
+	Type       string
+	Message    string
+	RetryAfter time.Duration
+	// Raw is an upstream's Anthropic-shaped error body, passed through.
+	Raw []byte
+}
+
+type anthropicErrorBody struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (p AnthropicProblem) body() any {
+	if p.Raw != nil {
+		return json.RawMessage(p.Raw)
+	}
+	var b anthropicErrorBody
+	b.Type = "error"
+	b.Error.Type, b.Error.Message = p.Type, p.Message
+	return b
+}
+
+// Write sends the problem.
+func (p AnthropicProblem) Write(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if p.RetryAfter > 0 {
+		secs := int64((p.RetryAfter + time.Second - 1) / time.Second)
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	w.WriteHeader(p.Status)
+	b, _ := marshalNoEscape(p.body())
+	_, _ = w.Write(b)
+}
+
+// anthropicType is Anthropic's error type of an HTTP status.
+func anthropicType(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusPaymentRequired:
+		return "billing_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	case 529:
+		return "overloaded_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+// AnthropicError maps an error of a gRPC call to core to Anthropic's shape:
+// the status as FromError finds it, an upstream's Anthropic-shaped body
+// passed through, any other message kept.
+func AnthropicError(err error) AnthropicProblem {
+	p := FromError(err)
+	out := AnthropicProblem{Status: p.Status, Type: anthropicType(p.Status), Message: p.Body.Error.Message, RetryAfter: p.RetryAfter}
+	var upstream string
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			upstream = info.GetMetadata()["upstream_body"]
+		}
+	}
+	if upstream != "" {
+		var a anthropicErrorBody
+		if json.Unmarshal([]byte(upstream), &a) == nil && a.Type == "error" && a.Error.Type != "" {
+			out.Raw = []byte(strings.TrimSpace(upstream))
+			return out
+		}
+		var o ErrorBody
+		if json.Unmarshal([]byte(upstream), &o) == nil && o.Error.Message != "" {
+			out.Message = o.Error.Message
+		}
+	}
+	return out
+}

@@ -1,0 +1,125 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// Responses serves POST /v1/responses: OpenAI's Responses API on the chat
+// path. Errors are in OpenAI's shape; a stream that fails after its first
+// event ends with a response.failed event, never a clean end.
+type Responses struct {
+	Router corev1.RouterClient
+	// Upstream records time core spent waiting upstream.
+	Upstream func(r *http.Request, us int64)
+	// KeepAliveEvery overrides the package's KeepAliveEvery when positive.
+	KeepAliveEvery time.Duration
+}
+
+func (h *Responses) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, ok := readJSON(w, r)
+	if !ok {
+		return
+	}
+	ctx, id := Outgoing(r)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w.Header().Set("X-Request-Id", id)
+	stream, err := h.Router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{
+		Body: body, Dialect: corev1.ChatDialect_CHAT_DIALECT_RESPONSES, Headers: dialectHeaders(r, sessionHeaders)})
+	if err != nil {
+		FromError(err).Write(w)
+		return
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		FromError(err).Write(w)
+		return
+	}
+	if md, err := stream.Header(); err == nil && h.Upstream != nil {
+		if us, ok := UpstreamMicros(md); ok {
+			h.Upstream(r, us)
+		}
+	}
+	if c, ok := first.GetEvent().(*corev1.ChatCompletionsResponse_Completion); ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(c.Completion)))
+		_, _ = w.Write(c.Completion)
+		return
+	}
+	every := h.KeepAliveEvery
+	if every <= 0 {
+		every = KeepAliveEvery
+	}
+	relay(w, r, every, responsesEvents(), event{first.GetEventName(), first.GetChunk()}, func() (event, error) {
+		m, err := stream.Recv()
+		return event{m.GetEventName(), m.GetChunk()}, err
+	})
+}
+
+// responsesEvents ends a Responses stream: response.completed was the last
+// event already; a failure is response.failed naming the response the
+// stream started, with the next sequence number.
+func responsesEvents() dialectEvents {
+	var id, model string
+	var createdAt, seq int64
+	return dialectEvents{
+		seen: func(e event) {
+			var ev struct {
+				Seq      *int64 `json:"sequence_number"`
+				Response *struct {
+					ID        string `json:"id"`
+					Model     string `json:"model"`
+					CreatedAt int64  `json:"created_at"`
+				} `json:"response"`
+			}
+			if json.Unmarshal(e.data, &ev) != nil {
+				return
+			}
+			if ev.Seq != nil {
+				seq = *ev.Seq + 1
+			}
+			if ev.Response != nil && ev.Response.ID != "" {
+				id, model, createdAt = ev.Response.ID, ev.Response.Model, ev.Response.CreatedAt
+			}
+		},
+		failure: func(err error) []byte {
+			p := FromError(err)
+			msg, code := p.Body.Error.Message, ""
+			if p.Body.Error.Code != nil {
+				code = *p.Body.Error.Code
+			}
+			b, _ := json.Marshal(map[string]any{
+				"type": "response.failed", "sequence_number": seq,
+				"response": map[string]any{
+					"id": id, "object": "response", "created_at": createdAt, "status": "failed", "model": model,
+					"output": []any{}, "error": map[string]string{"code": code, "message": msg},
+					"incomplete_details": nil, "usage": nil,
+				},
+			})
+			return writeEvent(event{"response.failed", b})
+		},
+	}
+}
+
+// GetResponse serves GET /v1/responses/{id}: a response stored with store.
+type GetResponse struct {
+	Router corev1.RouterClient
+}
+
+func (h *GetResponse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, id := Outgoing(r)
+	w.Header().Set("X-Request-Id", id)
+	resp, err := h.Router.GetResponse(ctx, &corev1.GetResponseRequest{Id: r.PathValue("id")})
+	if err != nil {
+		FromError(err).Write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(resp.GetBody())
+}

@@ -1,0 +1,82 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// Internal callers get Messages and Responses on the one ChatCompletions
+// RPC that carries the dialect: named events streamed, whole answers, and
+// the same errors (a bad request, a stream broken after its first event).
+func TestDialectsOverGRPC(t *testing.T) {
+	p := newPair(t)
+	key := gatewayKey(t, p.sb)
+	conn, err := grpc.NewClient(p.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	router := corev1.NewRouterClient(conn)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+
+	read := func(req *corev1.ChatCompletionsRequest) ([]string, [][]byte, error) {
+		stream, err := router.ChatCompletions(ctx, req)
+		require.NoError(t, err)
+		var names []string
+		var data [][]byte
+		for {
+			m, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return names, data, nil
+			}
+			if err != nil {
+				return names, data, err
+			}
+			names = append(names, m.GetEventName())
+			if c := m.GetCompletion(); c != nil {
+				data = append(data, c)
+			} else {
+				data = append(data, m.GetChunk())
+			}
+		}
+	}
+	body, _ := json.Marshal(messagesBody(chatModel, "hello grpc", true))
+	names, _, err := read(&corev1.ChatCompletionsRequest{Body: body, Dialect: corev1.ChatDialect_CHAT_DIALECT_MESSAGES})
+	require.NoError(t, err)
+	assert.Equal(t, "message_start", names[0])
+	assert.Equal(t, "message_stop", names[len(names)-1])
+
+	names, data, err := read(&corev1.ChatCompletionsRequest{Body: []byte(`{"model":"` + chatModel + `","input":"hello grpc"}`),
+		Dialect: corev1.ChatDialect_CHAT_DIALECT_RESPONSES})
+	require.NoError(t, err)
+	require.Len(t, data, 1, "a whole answer is one message")
+	assert.Equal(t, []string{""}, names)
+	assert.Contains(t, string(data[0]), "echo: hello grpc")
+
+	_, _, err = read(&corev1.ChatCompletionsRequest{Body: []byte(`{"model":"` + chatModel + `","messages":[]}`),
+		Dialect: corev1.ChatDialect_CHAT_DIALECT_MESSAGES})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+
+	p.primary.Enqueue(pathResponses, upstreamtest.CutAfter(4))
+	names, _, err = read(&corev1.ChatCompletionsRequest{Body: []byte(`{"model":"` + chatModel + `","input":"a long answer please","stream":true}`),
+		Dialect: corev1.ChatDialect_CHAT_DIALECT_RESPONSES})
+	require.Error(t, err, "a broken stream ends with an error status, never a clean end")
+	assert.Equal(t, codes.Unavailable, status.Code(err))
+	assert.Equal(t, "response.created", names[0])
+
+	count, err := router.CountTokens(ctx, &corev1.CountTokensRequest{Body: []byte(`{"model":"` + chatModel + `","messages":[{"role":"user","content":"count me"}]}`)})
+	require.NoError(t, err)
+	assert.Contains(t, string(count.GetBody()), "input_tokens")
+}
