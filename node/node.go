@@ -483,7 +483,11 @@ func balancedTarget(addrs []string) (string, resolver.Builder) {
 	r := manual.NewBuilderWithScheme("switchboard-replicas")
 	state := resolver.State{}
 	for _, a := range addrs {
-		state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+		// TLS verifies each replica under its own host name (the target's
+		// authority names the list, not a host). The names come from the
+		// operator's configuration.
+		host, _, _ := net.SplitHostPort(a)
+		state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a, ServerName: host}}})
 	}
 	r.InitialState(state)
 	return r.Scheme() + ":///replicas", r
