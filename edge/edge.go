@@ -14,12 +14,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/switchboardhq/switchboard/edge/internal/clitools"
 	"github.com/switchboardhq/switchboard/edge/internal/gateway"
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -49,6 +51,8 @@ type Config struct {
 	// Billing configures the GraphQL and webhook routes (mounted when
 	// Deps.Billing is set).
 	Billing BillingConfig
+	// AdminToken guards GET /metrics (empty: no /metrics on this listener).
+	AdminToken string
 }
 
 // Deps are the services the edge fronts.
@@ -58,6 +62,10 @@ type Deps struct {
 	// Billing is a connection to billing's gRPC service (optional).
 	Billing grpc.ClientConnInterface
 	Logger  *slog.Logger
+	// Metrics is the process's registry (nil: no metrics).
+	Metrics *prometheus.Registry
+	// Tracing continues and starts traces (nil: off).
+	Tracing *telemetry.Tracing
 }
 
 // Edge is a running edge role.
@@ -104,6 +112,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	mux.Handle("POST /{machineId}/v1/chat/completions", limitBody(cfg.MaxBodyBytes, chat))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
 	e.mountCLITools(mux, deps.Core)
+	if deps.Metrics != nil {
+		mountMetrics(mux, deps.Metrics, cfg.AdminToken)
+	}
 	if deps.Billing != nil {
 		if err := mountBilling(mux, deps.Billing, cfg.Billing, e.log); err != nil {
 			return nil, err
@@ -116,7 +127,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	}
 	e.ln = ln
 	e.srv = &http.Server{
-		Handler:           overhead(cors(mux)),
+		Handler:           overhead(cors(deps.Tracing.Middleware(newHTTPMetrics(deps.Metrics).wrap(mux)))),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
