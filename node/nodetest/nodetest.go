@@ -74,8 +74,14 @@ func Logger() *slog.Logger {
 // Start runs a process with the given roles until the test ends (or Stop).
 func Start(t testing.TB, cfg config.Config, roles ...node.Role) *Instance {
 	t.Helper()
+	return StartWith(t, cfg, node.Options{}, roles...)
+}
+
+// StartWith is Start with node options (a tracer provider).
+func StartWith(t testing.TB, cfg config.Config, opts node.Options, roles ...node.Role) *Instance {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, cfg, Logger(), roles...)
+	n, err := node.StartWith(ctx, cfg, Logger(), opts, roles...)
 	if err != nil {
 		cancel()
 		require.NoError(t, err, "start %v", roles)
