@@ -8,9 +8,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
 )
 
@@ -174,4 +177,38 @@ func TestMetricsPrivateListener(t *testing.T) {
 		assert.Contains(t, m, name)
 	}
 	assert.Equal(t, 1.0, m.Value("switchboard_nats_connected"))
+}
+
+// An upstream that refuses an OAuth token makes the request wait for a
+// refresh job: the refresh is counted, traced in the request's trace, and
+// the job counted by the workers.
+func TestObserveTokenRefresh(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	up := upstreamtest.New(t, upstreamtest.WithAPIKey(oauthNewAccess))
+	tokens := newFakeTokenEndpoint(t, tokensAnswer(oauthNewAccess, oauthRefresh2))
+	sb := nodetest.StartWith(t, nodetest.Config(t.TempDir()), node.Options{TracerProvider: tp}, node.AllRoles...)
+	id := createOAuthConnection(t, sb, up.URL(), tokens.URL())
+	exp.Reset()
+
+	requireAnswer(t, chatAsk(t, sb, "openai-compatible-oauth/gpt-4o-mini", "hi", false), "hi")
+	m := settled(t, sb, 1, func(m nodetest.Metrics) bool {
+		return m.Value("switchboard_jobs_total", "consumer", "token-refresh", "outcome", "processed") == 1
+	})
+	assert.Equal(t, 1.0, m.Value("switchboard_token_refreshes_total", "provider", "openai-compatible-oauth", "outcome", "ok"))
+	assert.Equal(t, 1.0, m.Value("switchboard_upstream_attempts_total", "provider", "openai-compatible-oauth", "outcome", "auth"))
+	assert.Equal(t, 1.0, m.Value("switchboard_upstream_attempts_total", "provider", "openai-compatible-oauth", "outcome", "ok"))
+
+	spans := traceOf(t, exp, func(s tracetest.SpanStubs) bool {
+		return len(spansNamed(s, "switchboard.token_refresh")) == 1 && len(spansNamed(s, "switchboard.attempt")) == 2
+	})
+	refresh := spansNamed(spans, "switchboard.token_refresh")[0]
+	assert.Equal(t, id, attr(refresh, "switchboard.connection_id"))
+	for _, s := range spans {
+		for _, kv := range s.Attributes {
+			assert.NotContains(t, kv.Value.Emit(), oauthNewAccess, "no token in a span")
+			assert.NotContains(t, kv.Value.Emit(), oauthOldAccess, "no token in a span")
+		}
+	}
 }
