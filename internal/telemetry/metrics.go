@@ -38,10 +38,11 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-// Registerer returns reg, or a private throwaway registry when reg is nil,
-// so packages register their metrics without checking.
+// Registerer returns reg, or a private throwaway registry when reg is nil
+// (a nil *prometheus.Registry included), so packages register their
+// metrics without checking.
 func Registerer(reg prometheus.Registerer) prometheus.Registerer {
-	if reg == nil {
+	if r, ok := reg.(*prometheus.Registry); reg == nil || (ok && r == nil) {
 		return prometheus.NewRegistry()
 	}
 	return reg

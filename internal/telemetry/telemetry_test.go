@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -151,5 +152,15 @@ func BenchmarkSpanOn(b *testing.B) {
 	for b.Loop() {
 		_, span := tr.Start(ctx, "switchboard.attempt", trace.SpanKindInternal)
 		span.End()
+	}
+}
+
+// A role built without a registry, even a typed nil one, still starts.
+func TestRegistererNil(t *testing.T) {
+	var typed *prometheus.Registry
+	for _, reg := range []prometheus.Registerer{nil, typed} {
+		assert.NotPanics(t, func() {
+			Registerer(reg).MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "x_total", Help: "x"}))
+		})
 	}
 }
