@@ -63,6 +63,7 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 func (m *httpMetrics) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mw := &metricsWriter{ResponseWriter: w, start: time.Now(), status: http.StatusOK}
+		r = telemetry.TrackRoute(r)
 		next.ServeHTTP(mw, r)
 		route := telemetry.Route(r)
 		m.requests.WithLabelValues(route, method(r.Method), strconv.Itoa(mw.status)).Inc()

@@ -120,6 +120,8 @@ func TestMetricsAfterKnownSequence(t *testing.T) {
 	assert.Zero(t, m.Value("switchboard_usage_events_dropped_total"))
 	assert.Zero(t, m.Value("switchboard_usage_events_buffered"))
 	assert.Contains(t, m, "go_goroutines", "the runtime's metrics too")
+	assert.Equal(t, 4.0, m.Value("switchboard_http_requests_total", "route", "DELETE /api/providers/{id}/cooldowns", "status", "200"),
+		"the admin API's routes are its templates")
 }
 
 // Thousands of distinct model ids from clients add no series: unknown ids

@@ -174,7 +174,7 @@ func (t *Tracing) Middleware(next http.Handler) http.Handler {
 			trace.WithAttributes(attribute.String("http.request.method", r.Method)))
 		defer span.End()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		r2 := r.WithContext(ctx)
+		r2 := TrackRoute(r.WithContext(ctx))
 		next.ServeHTTP(sw, r2)
 		route := Route(r2)
 		span.SetName(r.Method + " " + route)
@@ -213,10 +213,37 @@ func (w *statusWriter) Flush() {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// Route is the pattern of the ServeMux route that served r (the request
-// passed down the handler chain), never the raw path: "unmatched" when no
-// pattern matched, and "/" for the grpc-gateway's catch-all.
+type routeKey struct{}
+
+// routeHolder is where a handler below the ServeMux (the grpc-gateway)
+// names the route it served.
+type routeHolder struct{ pattern string }
+
+// TrackRoute returns r with a place in its context where inner handlers
+// may name their route (SetRoute), reusing one already there.
+func TrackRoute(r *http.Request) *http.Request {
+	if _, ok := r.Context().Value(routeKey{}).(*routeHolder); ok {
+		return r
+	}
+	return r.WithContext(context.WithValue(r.Context(), routeKey{}, &routeHolder{}))
+}
+
+// SetRoute names the path template of the route that serves the request
+// of ctx ("/api/providers/{id}"), for handlers that route below the
+// ServeMux; Route prefixes the method.
+func SetRoute(ctx context.Context, pattern string) {
+	if h, ok := ctx.Value(routeKey{}).(*routeHolder); ok {
+		h.pattern = pattern
+	}
+}
+
+// Route is the pattern of the route that served r (the request passed down
+// the handler chain after TrackRoute), never the raw path: the one an inner
+// handler set, else the ServeMux's, else "unmatched".
 func Route(r *http.Request) string {
+	if h, ok := r.Context().Value(routeKey{}).(*routeHolder); ok && h.pattern != "" {
+		return r.Method + " " + h.pattern
+	}
 	if r.Pattern == "" {
 		return "unmatched"
 	}
