@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/switchboardhq/switchboard/billing/internal/store"
 	"github.com/switchboardhq/switchboard/billing/internal/webhook"
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -63,6 +65,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Payments replaces the Stripe client (tests); leave it nil.
 	Payments payments.Provider
+	// Metrics is the process's registry (nil: not counted).
+	Metrics prometheus.Registerer
+	// Tracing traces the webhook consumer (nil: off).
+	Tracing *telemetry.Tracing
 }
 
 // Billing is a built billing role.
@@ -133,10 +139,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Billing, error) {
 	// Mutations called with an idempotency key run once per user and key.
 	idem := idempotency.New(b.acct, idemKV, idempotency.Config{}, log)
 	b.server = grpcapi.NewServer(b.acct, idem, webhook.NewIntake(js, cfg.StripeWebhookSecret, cfg.SignatureTolerance), log)
-	b.consumer = webhook.NewConsumer(js, st, webhook.NewDispatcher(b.acct, log), webhook.ConsumerConfig{
+	b.consumer = webhook.NewConsumer(js, st, webhook.Traced(webhook.NewDispatcher(b.acct, log), deps.Tracing.Tracer("switchboard/billing")), webhook.ConsumerConfig{
 		MaxDeliver: cfg.MaxDeliver,
 		Backoff:    cfg.RetryBackoff,
 	}, log)
+	telemetry.Registerer(deps.Metrics).MustRegister(b.consumer.Collector())
 	log.Info("billing ready")
 	return b, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -35,6 +36,7 @@ import (
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -91,6 +93,11 @@ type UsageConfig struct {
 type Deps struct {
 	NATS   *nats.Conn
 	Logger *slog.Logger
+	// Metrics is the process's registry (nil: not counted); see metrics.go.
+	Metrics prometheus.Registerer
+	// Tracing traces resolutions, attempts and token refreshes, and carries
+	// the trace to upstreams (nil: off).
+	Tracing *telemetry.Tracing
 }
 
 // Core is a running core role.
@@ -156,8 +163,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 		log.Info("sealed the plain-text proxy URLs of connections", "connections", n)
 	}
 	cooldowns := store.NewCooldowns(st.Cooldowns)
-	clients := upstream.NewClients(timeouts(cfg))
-	disp := dispatch.New(st, routing.NewResolver(st, reg), cooldowns, jobPub, v, clients, log)
+	opts := timeouts(cfg)
+	opts.Wrap = deps.Tracing.Transport
+	clients := upstream.NewClients(opts)
+	resolver := routing.NewResolver(st, reg)
+	disp := dispatch.New(st, resolver, cooldowns, jobPub, v, clients, log).
+		Instrument(dispatch.NewMetrics(deps.Metrics), deps.Tracing.Tracer("switchboard/core"))
 	use, err := usage.NewPublisher(js, usage.Config{MaxEvents: cfg.Usage.BufferEvents}, log)
 	if err != nil {
 		stop()
@@ -187,6 +198,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 			Caveman:    cavemanLevel(st),
 			Usage:      use,
 			Log:        log,
+			Metrics:    grpcapi.NewRequestMetrics(deps.Metrics, resolver.Known),
 		}),
 		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, lister, keySecret, reg, log).WithUpstream(clients).WithUsageHealth(usage.NewHealth(use, js)),
 		usage:     use,
@@ -194,6 +206,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 		log:       log,
 		stop:      stop,
 	}
+	registerCollectors(deps.Metrics, cooldowns, use)
 	// The same publisher as reactive refreshes: one job per connection and
 	// token generation, whichever asks first.
 	c.tokens, c.tokenScanEvery = lifecycle.New(st.Connections, reg, jobPub, log), cfg.TokenScanEvery

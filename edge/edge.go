@@ -13,6 +13,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -21,6 +22,7 @@ import (
 	"github.com/switchboardhq/switchboard/edge/internal/console"
 	"github.com/switchboardhq/switchboard/edge/internal/gateway"
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -76,6 +78,8 @@ type Config struct {
 	// Billing configures the GraphQL and webhook routes (mounted when
 	// Deps.Billing is set).
 	Billing BillingConfig
+	// AdminToken guards GET /metrics (empty: no /metrics on this listener).
+	AdminToken string
 }
 
 // Deps are the services the edge fronts.
@@ -85,6 +89,10 @@ type Deps struct {
 	// Billing is a connection to billing's gRPC service (optional).
 	Billing grpc.ClientConnInterface
 	Logger  *slog.Logger
+	// Metrics is the process's registry (nil: no metrics).
+	Metrics *prometheus.Registry
+	// Tracing continues and starts traces (nil: off).
+	Tracing *telemetry.Tracing
 }
 
 // Edge is a running edge role.
@@ -170,6 +178,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	e.mountCLITools(mux, deps.Core)
 	mux.Handle("GET /ui", console.Handler()) // the admin console (edge/internal/console)
 	mux.Handle("GET /ui/", console.Handler())
+	if deps.Metrics != nil {
+		mountMetrics(mux, deps.Metrics, cfg.AdminToken)
+	}
 	if deps.Billing != nil {
 		if err := mountBilling(mux, deps.Billing, cfg.Billing, e.log); err != nil {
 			return nil, err
@@ -182,7 +193,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	}
 	e.ln = ln
 	e.srv = &http.Server{
-		Handler:           overhead(limitHeaders(cors(cfg.CORSOrigins, requireKey(cfg.RequireAPIKey, guardBody(e.bodies, streamingBody, mux))))),
+		// Metrics and traces sit inside the guards, where the mux has named
+		// the route; requests the guards refuse are not counted.
+		Handler:           overhead(limitHeaders(cors(cfg.CORSOrigins, requireKey(cfg.RequireAPIKey, guardBody(e.bodies, streamingBody, deps.Tracing.Middleware(newHTTPMetrics(deps.Metrics).wrap(mux))))))),
 		MaxHeaderBytes:    serverMaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

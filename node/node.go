@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,6 +38,7 @@ import (
 	"github.com/switchboardhq/switchboard/internal/rpcauth"
 	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 	"github.com/switchboardhq/switchboard/workers"
@@ -97,11 +99,22 @@ type Node struct {
 	// AdminTokenPath is where a generated admin token was written (empty
 	// when the token came from the configuration).
 	AdminTokenPath string
+
+	// The process's metrics registry, tracing and private metrics
+	// listener (telemetry.go).
+	metrics   *prometheus.Registry
+	tracing   *telemetry.Tracing
+	metricsLn *telemetry.Listener
 }
 
 // Start brings up the given roles. With no external NATS URL it starts an
 // embedded nats-server. On error everything already opened is closed.
-func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Role) (n *Node, err error) {
+func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Role) (*Node, error) {
+	return StartWith(ctx, cfg, log, Options{}, roles...)
+}
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options, roles ...Role) (n *Node, err error) {
 	n = &Node{cfg: cfg, log: log, roles: roles}
 	opened := n
 	defer func() {
@@ -111,11 +124,15 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		}
 	}()
 	needs := func(r Role) bool { return slices.Contains(roles, r) }
+	if err := n.startTelemetry(ctx, opts); err != nil {
+		return nil, err
+	}
 
 	if needs(RoleCore) || needs(RoleWorker) || needs(RoleBilling) {
 		if err := n.connectNATS(ctx); err != nil {
 			return nil, err
 		}
+		n.observeNATS()
 	}
 	adminToken, err := n.adminToken(needs(RoleCore))
 	if err != nil && (needs(RoleCore) || needs(RoleWorker)) {
@@ -145,7 +162,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			TokenScanEvery:   cfg.TokenScanEvery,
 			StallTimeout:     cfg.StallTimeout,
 			OAuth:            cfg.OAuth,
-		}, core.Deps{NATS: n.nc, Logger: log})
+		}, core.Deps{NATS: n.nc, Logger: log, Metrics: n.metrics, Tracing: n.tracing})
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +181,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			StripeAPIBase:       cfg.StripeAPIBase,
 			PublicURL:           cfg.PublicURL,
 			Replicas:            cfg.NATSReplica,
-		}, billing.Deps{NATS: n.nc, Logger: log})
+		}, billing.Deps{NATS: n.nc, Logger: log, Metrics: n.metrics, Tracing: n.tracing})
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +209,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 		// does not replace the admin token: that would make every holder
 		// of the internal token (the edge, billing) an administrator.
 		n.workers, err = workers.New(ctx, workers.Config{AdminToken: adminToken, Replicas: cfg.NATSReplica, JobTimeout: cfg.JobTimeout, UsageMaxBytes: cfg.UsageMaxBytes},
-			workers.Deps{NATS: n.nc, Core: coreConn, Logger: log})
+			workers.Deps{NATS: n.nc, Core: coreConn, Logger: log, Metrics: n.metrics})
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +244,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, roles ...Ro
 			BodyGrace:       cfg.BodyGrace,
 			Billing: edge.BillingConfig{JWTSecret: jwtSecret, JWKSURL: cfg.JWKSURL, JWTIssuer: cfg.JWTIssuer, JWTAudience: cfg.JWTAudience,
 				Dev: loopback(cfg.HTTPAddr)},
-		}, edge.Deps{Core: coreConn, Billing: billingConn, Logger: log})
+			AdminToken: adminToken,
+		}, edge.Deps{Core: coreConn, Billing: billingConn, Logger: log, Metrics: n.metrics, Tracing: n.tracing})
 		if err != nil {
 			return nil, err
 		}
@@ -396,6 +414,7 @@ func (n *Node) listenGRPC() error {
 		grpc.ChainUnaryInterceptor(recoverUnary(n.log), guard.Unary()),
 		grpc.ChainStreamInterceptor(recoverStream(n.log), guard.Stream()),
 	}
+	opts = append(opts, n.tracing.ServerOptions()...)
 	n.grpcServer = grpc.NewServer(opts...)
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpcServer, n.health)
@@ -427,7 +446,7 @@ func (n *Node) listenGRPC() error {
 // Either way calls carry the internal token and pass the same guard.
 func (n *Node) dial(addrs, service string, local bool) (grpc.ClientConnInterface, error) {
 	if local {
-		return rpcauth.WithToken(n.local, n.internalToken), nil
+		return n.tracing.ClientConn(rpcauth.WithToken(n.local, n.internalToken)), nil
 	}
 	target, res := balancedTarget(config.Addrs(addrs))
 	if target == "" {
@@ -446,7 +465,7 @@ func (n *Node) dial(addrs, service string, local bool) (grpc.ClientConnInterface
 		return nil, fmt.Errorf("dial %s: %w", addrs, err)
 	}
 	n.conns = append(n.conns, conn)
-	return conn, nil
+	return n.tracing.ClientConn(conn), nil
 }
 
 // dialOptions are the options of connections to other processes' roles:
@@ -561,6 +580,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.billing != nil {
 		goBack(func() error { return n.billing.Run(backCtx) })
 	}
+	if n.metricsLn != nil {
+		goBack(func() error { return n.metricsLn.Run(backCtx) })
+	}
 	var serving errgroup.Group
 	if n.grpcServer != nil {
 		serving.Go(func() error {
@@ -653,6 +675,7 @@ func (n *Node) close() {
 	if n.embedded != nil {
 		n.embedded.Shutdown()
 	}
+	n.stopTelemetry()
 	n.lock.release()
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
@@ -48,6 +49,8 @@ type Deps struct {
 	// Core is a connection to core's gRPC services.
 	Core   grpc.ClientConnInterface
 	Logger *slog.Logger
+	// Metrics is the process's registry (nil: not counted).
+	Metrics prometheus.Registerer
 }
 
 // Workers is a running workers role.
@@ -58,6 +61,7 @@ type Workers struct {
 	usage   *usage.Roller
 	cfg     Config
 	log     *slog.Logger
+	metrics *jobs.Metrics
 }
 
 // New prepares the workers.
@@ -81,6 +85,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Workers, error) {
 		usage:   usage.New(admin, cfg.AdminToken, usage.Config{}, log),
 		cfg:     cfg,
 		log:     log,
+		metrics: jobs.NewMetrics(deps.Metrics),
 	}, nil
 }
 
@@ -95,6 +100,7 @@ func (w *Workers) Run(ctx context.Context) error {
 			Handle:      w.catalog.Handle,
 			Concurrency: w.cfg.Concurrency,
 			Timeout:     w.jobTimeout(catalogrefresh.FetchTimeout + 10*time.Second),
+			Metrics:     w.metrics,
 		}.Run)
 	})
 	g.Go(func() error {
@@ -105,6 +111,7 @@ func (w *Workers) Run(ctx context.Context) error {
 			Handle:      w.tokens.Handle,
 			Concurrency: w.cfg.Concurrency,
 			Timeout:     w.jobTimeout(tokenrefresh.JobTimeout),
+			Metrics:     w.metrics,
 		}.Run)
 	})
 	g.Go(func() error {

@@ -15,7 +15,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	stripewebhook "github.com/stripe/stripe-go/v76/webhook"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
@@ -25,6 +27,7 @@ import (
 	"github.com/switchboardhq/switchboard/billing/internal/payments/paymentstest"
 	"github.com/switchboardhq/switchboard/internal/rpcauth"
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -46,6 +49,9 @@ type Options struct {
 	// Unconfigured starts billing without Stripe.
 	Unconfigured bool
 	Logger       *slog.Logger
+	// Metrics and TracerProvider observe billing (nil: off).
+	Metrics        prometheus.Registerer
+	TracerProvider trace.TracerProvider
 }
 
 // Harness is a running billing role with a fake Stripe.
@@ -169,7 +175,8 @@ func (h *Harness) newBilling() *billing.Billing {
 		MaxDeliver:          h.opts.MaxDeliver,
 		RetryBackoff:        h.opts.RetryBackoff,
 	}
-	deps := billing.Deps{NATS: h.NATS, Logger: h.opts.Logger, Payments: h.Stripe}
+	deps := billing.Deps{NATS: h.NATS, Logger: h.opts.Logger, Payments: h.Stripe,
+		Metrics: h.opts.Metrics, Tracing: telemetry.NewTracing(h.opts.TracerProvider)}
 	if h.opts.Unconfigured {
 		cfg, deps = billing.Config{}, billing.Deps{Logger: h.opts.Logger}
 	}

@@ -116,6 +116,11 @@ type Config struct {
 	LogLevel        slog.Level
 	LogFormat       string
 	ShutdownTimeout time.Duration
+
+	// MetricsAddr (SWITCHBOARD_METRICS_ADDR) is a private listener serving
+	// GET /metrics without authentication; empty: none (the edge still
+	// serves /metrics to the admin token).
+	MetricsAddr string
 }
 
 // setting is one configuration value: its environment variable, flag and
@@ -168,6 +173,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	stripeHook := s.add("STRIPE_WEBHOOK_SECRET", "stripe-webhook-secret", "", "Stripe webhook signing secret", true)
 	stripeBase := s.add("STRIPE_API_BASE", "stripe-api-base", "", "Stripe API base URL (for stripe-mock or a proxy)", false)
 	publicURL := s.add("SWITCHBOARD_PUBLIC_URL", "public-url", "", "public base URL for checkout and portal return links (default http://<http-addr>)", false)
+	metricsAddr := s.add("SWITCHBOARD_METRICS_ADDR", "metrics-addr", "", "private listener serving GET /metrics without authentication (default: none)", false)
 	logLevel := s.add("SWITCHBOARD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", false)
 	logFormat := s.add("SWITCHBOARD_LOG_FORMAT", "log-format", "text", "text or json", false)
 	firstByte := s.add("SWITCHBOARD_FIRST_BYTE_TIMEOUT", "first-byte-timeout", "120s", "how long an upstream may take to start answering before the next connection is tried", false)
@@ -227,6 +233,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		StripeAPIBase:       stripeBase.raw,
 		PublicURL:           publicURL.raw,
 		LogFormat:           logFormat.raw,
+		MetricsAddr:         metricsAddr.raw,
 	}
 	check := func(st *setting, err error) {
 		if err != nil {
@@ -234,6 +241,9 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		}
 	}
 	check(httpAddr, validAddr(c.HTTPAddr))
+	if c.MetricsAddr != "" {
+		check(metricsAddr, validAddr(c.MetricsAddr))
+	}
 	check(grpcAddr, validAddr(c.GRPCAddr))
 	if c.CoreAddr != "" {
 		check(coreAddr, validAddrList(c.CoreAddr))

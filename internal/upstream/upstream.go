@@ -28,6 +28,9 @@ type Options struct {
 	// NoRedirects answers a redirect instead of following it (a token
 	// endpoint must not send a refresh token elsewhere).
 	NoRedirects bool
+	// Wrap decorates each client's transport (trace propagation); nil
+	// leaves it as it is.
+	Wrap func(http.RoundTripper) http.RoundTripper
 }
 
 // Gateway suits model APIs: quick to connect, slow to think, many requests
@@ -82,7 +85,11 @@ func (c *Clients) For(baseURL, proxyURL string) (*http.Client, error) {
 			delete(c.clients, k)
 		}
 	}
-	cl := &http.Client{Transport: tr}
+	var rt http.RoundTripper = tr
+	if c.opts.Wrap != nil {
+		rt = c.opts.Wrap(tr)
+	}
+	cl := &http.Client{Transport: rt}
 	if c.opts.NoRedirects {
 		cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}

@@ -74,7 +74,13 @@ func Logger() *slog.Logger {
 // Start runs a process with the given roles until the test ends (or Stop).
 func Start(t testing.TB, cfg config.Config, roles ...node.Role) *Instance {
 	t.Helper()
-	n, err := node.Start(context.Background(), cfg, Logger(), roles...)
+	return StartWith(t, cfg, node.Options{}, roles...)
+}
+
+// StartWith is Start with node options (a tracer provider).
+func StartWith(t testing.TB, cfg config.Config, opts node.Options, roles ...node.Role) *Instance {
+	t.Helper()
+	n, err := node.StartWith(context.Background(), cfg, Logger(), opts, roles...)
 	require.NoError(t, err, "start %v", roles)
 	return Run(t, n, cfg, roles...)
 }

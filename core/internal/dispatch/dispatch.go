@@ -18,6 +18,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/secrets"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
@@ -78,6 +79,9 @@ type Dispatcher struct {
 
 	jobs        TokenJobs
 	refreshWait time.Duration
+
+	metrics *Metrics          // nil: not counted (observe.go)
+	tracer  *telemetry.Tracer // nil: not traced
 }
 
 // TokenJobs enqueues token refreshes.
@@ -110,7 +114,7 @@ func New(st *store.Store, resolver *routing.Resolver, cooldowns credential.Coold
 // an error that is the request's own (a 400 passed through, a committed
 // stream) ends the walk at once.
 func (d *Dispatcher) Do(ctx context.Context, req Request, call Call) (Result, error) {
-	targets, err := d.resolver.ResolveAll(req.MachineID, req.Model)
+	targets, err := d.resolve(ctx, req)
 	if err != nil {
 		return Result{}, err
 	}
@@ -164,8 +168,9 @@ func (d *Dispatcher) doTarget(ctx context.Context, req Request, t routing.Target
 		StickyLimit: int(settings.GetStickyLimit()),
 		Prefer:      req.Prefer,
 	}, func(ctx context.Context, c credential.Candidate) error {
-		return call(ctx, t, c.Value.(*Conn))
+		return d.attempt(ctx, t, c, call)
 	})
+	d.served(t.Spec.ID, r.Failed, err)
 	res.Attempts = r.Attempts
 	if v, ok := r.Candidate.Value.(*Conn); ok {
 		res.Conn = v

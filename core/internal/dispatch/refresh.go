@@ -19,10 +19,10 @@ var ErrNeedsRelogin = errors.New("connection needs a new login")
 
 var _ credential.Refresher = (*Dispatcher)(nil)
 
-// Refresh has a worker refresh a connection's OAuth token and waits, bounded,
+// refresh has a worker refresh a connection's OAuth token and waits, bounded,
 // until the refreshed connection is in the store. Concurrent calls for one
 // connection and token generation share one job.
-func (d *Dispatcher) Refresh(ctx context.Context, c credential.Candidate) (credential.Candidate, error) {
+func (d *Dispatcher) refresh(ctx context.Context, c credential.Candidate) (credential.Candidate, error) {
 	conn, ok := c.Value.(*Conn)
 	if !ok {
 		return c, errors.New("not a dispatch candidate")

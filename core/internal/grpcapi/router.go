@@ -47,6 +47,8 @@ type RouterDeps struct {
 	Caveman func(machineID string, c *busv1.Connection) string
 	Usage   UsageRecorder
 	Log     *slog.Logger
+	// Metrics counts requests, latencies and tokens (nil: not counted).
+	Metrics *RequestMetrics
 }
 
 var _ corev1.RouterServer = (*Router)(nil)

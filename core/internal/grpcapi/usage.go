@@ -39,6 +39,7 @@ func (r *Router) record(ctx context.Context, p Principal, res dispatch.Result, s
 		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.CachedTokens, ev.ReasoningTokens = 0, 0, 0, 0, 0
 		ev.ErrorCode = reasonOf(err)
 	}
+	r.Metrics.observe(res, ev, start)
 	r.Usage.Record(ev)
 }
 

@@ -55,6 +55,7 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 		// Core's response metadata is for the edge, not for clients.
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithForwardResponseOption(func(ctx context.Context, w http.ResponseWriter, _ proto.Message) error {
+			nameRoute(ctx)
 			md, ok := runtime.ServerMetadataFromContext(ctx)
 			if !ok {
 				return nil
@@ -70,7 +71,8 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 			}
 			return nil
 		}),
-		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+		runtime.WithErrorHandler(func(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+			nameRoute(ctx)
 			// A body the edge refused to read (too large, too slow, no
 			// memory) shows here as a decoding error: answer what it was.
 			if openai.BodyError(r) != nil {

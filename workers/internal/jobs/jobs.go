@@ -33,6 +33,8 @@ type Consumer[T proto.Message] struct {
 	// MaxDeliver bounds the attempts of one job (10); a job whose last
 	// attempt fails is logged as given up and ended.
 	MaxDeliver int
+	// Metrics counts the outcomes (nil: not counted).
+	Metrics *Metrics
 }
 
 // Run consumes until ctx ends, then stops taking jobs and waits for the ones
@@ -91,6 +93,7 @@ func (c Consumer[T]) handle(ctx context.Context, msg jetstream.Msg, log *slog.Lo
 	job := c.New()
 	if err := proto.Unmarshal(msg.Data(), job); err != nil {
 		log.Error("undecodable job dropped", "subject", msg.Subject(), "err", err)
+		c.Metrics.count(c.Durable, outcomeDeadLettered)
 		_ = msg.Term()
 		return
 	}
@@ -98,6 +101,7 @@ func (c Consumer[T]) handle(ctx context.Context, msg jetstream.Msg, log *slog.Lo
 	err := c.Handle(hctx, job)
 	cancel()
 	if err == nil {
+		c.Metrics.count(c.Durable, outcomeProcessed)
 		if err := msg.DoubleAck(ctx); err != nil {
 			log.Warn("job ack not confirmed", "subject", msg.Subject(), "err", err)
 		}
@@ -110,10 +114,12 @@ func (c Consumer[T]) handle(ctx context.Context, msg jetstream.Msg, log *slog.Lo
 	if attempt >= uint64(c.MaxDeliver) {
 		// The server delivers it no more: say so, and end it.
 		log.Error("job failed its last attempt, given up", "subject", msg.Subject(), "attempts", attempt, "err", err)
+		c.Metrics.count(c.Durable, outcomeDeadLettered)
 		_ = msg.Term()
 		return
 	}
 	delay := time.Duration(1<<min(attempt, 6)) * time.Second
+	c.Metrics.count(c.Durable, outcomeRetried)
 	log.Warn("job failed, will retry", "subject", msg.Subject(), "attempt", attempt, "retry_in", delay, "err", err)
 	_ = msg.NakWithDelay(delay)
 }

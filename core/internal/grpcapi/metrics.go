@@ -1,0 +1,70 @@
+package grpcapi
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboardhq/switchboard/core/internal/dispatch"
+	"github.com/switchboardhq/switchboard/core/internal/routing"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+// RequestMetrics count the Router's gateway requests as their usage events
+// describe them. The model label is the resolved upstream model when the
+// gateway knows it (Known), else "other"; a request that resolved to no
+// provider has provider "none".
+type RequestMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	tokens   *prometheus.CounterVec
+	// Known reports whether a resolved model may be a label value.
+	known func(routing.Target) bool
+}
+
+// NewRequestMetrics registers the request metrics with reg; known bounds
+// the model label (nil: every model is "other").
+func NewRequestMetrics(reg prometheus.Registerer, known func(routing.Target) bool) *RequestMetrics {
+	m := &RequestMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: telemetry.Namespace, Name: "requests_total",
+			Help: "Gateway requests core answered, by endpoint (the client's dialect: chat.completions, embeddings ...), provider, model and the HTTP status the client got.",
+		}, []string{"endpoint", "provider", "model", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: telemetry.Namespace, Name: "request_duration_seconds",
+			Help:    "Time core spent on a gateway request, a relayed stream included, by endpoint and provider.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"endpoint", "provider"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: telemetry.Namespace, Name: "tokens_total",
+			Help: "Tokens billed, by provider, model and kind (prompt or completion).",
+		}, []string{"provider", "model", "kind"}),
+		known: known,
+	}
+	telemetry.Registerer(reg).MustRegister(m.requests, m.duration, m.tokens)
+	return m
+}
+
+// observe counts a finished request from its usage event.
+func (m *RequestMetrics) observe(res dispatch.Result, ev *busv1.UsageEvent, start time.Time) {
+	if m == nil {
+		return
+	}
+	provider, model := ev.GetProvider(), telemetry.Other
+	if provider == "" {
+		provider = "none"
+	}
+	if m.known != nil && m.known(res.Target) {
+		model = ev.GetModel()
+	}
+	m.requests.WithLabelValues(ev.GetEndpoint(), provider, model, strconv.Itoa(int(ev.GetStatus()))).Inc()
+	m.duration.WithLabelValues(ev.GetEndpoint(), provider).Observe(time.Since(start).Seconds())
+	if n := ev.GetPromptTokens(); n > 0 {
+		m.tokens.WithLabelValues(provider, model, "prompt").Add(float64(n))
+	}
+	if n := ev.GetCompletionTokens(); n > 0 {
+		m.tokens.WithLabelValues(provider, model, "completion").Add(float64(n))
+	}
+}
