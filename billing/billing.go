@@ -103,7 +103,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Billing, error) {
 	}
 	if pay == nil {
 		log.Info("billing is not configured (no STRIPE_SECRET_KEY); billing calls answer BILLING_NOT_CONFIGURED")
-		b.server = grpcapi.NewServer(nil, nil, nil, log)
+		b.server = grpcapi.NewServer(nil, nil, nil, nil, log)
 		return b, nil
 	}
 	if deps.NATS == nil {
@@ -138,7 +138,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Billing, error) {
 	b.acct = account.New(pay, st, account.Config{PublicURL: cfg.PublicURL}, log)
 	// Mutations called with an idempotency key run once per user and key.
 	idem := idempotency.New(b.acct, idemKV, idempotency.Config{}, log)
-	b.server = grpcapi.NewServer(b.acct, idem, webhook.NewIntake(js, cfg.StripeWebhookSecret, cfg.SignatureTolerance), log)
+	b.server = grpcapi.NewServer(b.acct, idem, webhook.NewIntake(js, cfg.StripeWebhookSecret, cfg.SignatureTolerance),
+		webhook.NewDeadLetters(js, st), log)
 	b.consumer = webhook.NewConsumer(js, st, webhook.Traced(webhook.NewDispatcher(b.acct, log), deps.Tracing.Tracer("switchboard/billing")), webhook.ConsumerConfig{
 		MaxDeliver: cfg.MaxDeliver,
 		Backoff:    cfg.RetryBackoff,

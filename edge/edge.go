@@ -181,6 +181,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	if deps.Metrics != nil {
 		mountMetrics(mux, deps.Metrics, cfg.AdminToken)
 	}
+	mountBillingAdmin(mux, deps.Billing, cfg.AdminToken, e.log) // the console's billing routes (/api/billing/...)
 	if deps.Billing != nil {
 		if err := mountBilling(mux, deps.Billing, cfg.Billing, e.log); err != nil {
 			return nil, err

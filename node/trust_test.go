@@ -75,6 +75,19 @@ func TestBillingRefusesCallersWithoutInternalToken(t *testing.T) {
 			_, err := c.IngestWebhook(ctx, &billingv1.IngestWebhookRequest{Payload: []byte("{}"), Signature: "t=1,v1=00"})
 			return err
 		},
+		// The operator methods, claiming the edge's admin flag.
+		"subscriptions": func(ctx context.Context, c billingv1.BillingClient) error {
+			_, err := c.ListSubscriptions(rpcauth.VouchAdmin(ctx), &billingv1.ListSubscriptionsRequest{})
+			return err
+		},
+		"dead letters": func(ctx context.Context, c billingv1.BillingClient) error {
+			_, err := c.ListDeadEvents(rpcauth.VouchAdmin(ctx), &billingv1.ListDeadEventsRequest{})
+			return err
+		},
+		"retry": func(ctx context.Context, c billingv1.BillingClient) error {
+			_, err := c.RetryDeadEvent(rpcauth.VouchAdmin(ctx), &billingv1.RetryDeadEventRequest{Id: "evt_1"})
+			return err
+		},
 	}
 	for name, call := range calls {
 		err := call(context.Background(), anon)

@@ -206,6 +206,38 @@ func VouchedUser(ctx context.Context) (User, error) {
 	return u, nil
 }
 
+// VouchAdmin returns ctx whose outgoing metadata says the caller presented
+// the admin token to the edge, and names no user: an operator's call is
+// never made on behalf of a signed-in user.
+func VouchAdmin(ctx context.Context) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	md.Delete(contract.MDUserID)
+	md.Delete(contract.MDUserEmail)
+	md.Set(contract.MDAdmin, "1")
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// ErrNotAdmin: the call is not an operator's (VouchedAdmin).
+var ErrNotAdmin = errors.New("rpcauth: an operator's call is required")
+
+// VouchedAdmin reports whether ctx's call is an operator's: the Guard
+// admitted it with the internal token, exactly one MDAdmin "1" came with
+// it, and no user was named (not even an ill-formed one).
+func VouchedAdmin(ctx context.Context) error {
+	if !FromRole(ctx) {
+		return ErrNotAdmin
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if len(md.Get(contract.MDUserID)) != 0 || len(md.Get(contract.MDUserEmail)) != 0 {
+		return ErrNotAdmin
+	}
+	if v := md.Get(contract.MDAdmin); len(v) != 1 || v[0] != "1" {
+		return ErrNotAdmin
+	}
+	return nil
+}
+
 // TokenCredentials returns per-RPC credentials sending the internal token on
 // every call of a connection. They are sent on plaintext connections too:
 // a private network is the deployment's choice, and TLS (ServerTLS,

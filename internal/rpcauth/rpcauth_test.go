@@ -178,3 +178,45 @@ func TestWithToken(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "u", (<-w.seen).ID)
 }
+
+// adminCheck is a health server that answers SERVING only to an operator's
+// call (VouchedAdmin).
+type adminCheck struct {
+	healthpb.UnimplementedHealthServer
+}
+
+func (adminCheck) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if rpcauth.VouchedAdmin(ctx) != nil {
+		return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}, nil
+	}
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+func TestVouchedAdminOnlyFromRoles(t *testing.T) {
+	addr := serve(t, rpcauth.GuardConfig{Token: token, SelfAuthenticated: []string{healthpb.Health_ServiceDesc.ServiceName}},
+		func(s *grpc.Server) { healthpb.RegisterHealthServer(s, adminCheck{}) })
+	anon := healthpb.NewHealthClient(dial(t, addr))
+	role := healthpb.NewHealthClient(dial(t, addr, grpc.WithPerRPCCredentials(rpcauth.TokenCredentials(token))))
+	admin := rpcauth.VouchAdmin(context.Background())
+	cases := []struct {
+		name   string
+		client healthpb.HealthClient
+		ctx    context.Context
+		admit  bool
+	}{
+		{"role vouching an admin", role, admin, true},
+		{"anonymous caller claiming admin", anon, admin, false},
+		{"role without the flag", role, context.Background(), false},
+		{"role vouching a user", role, rpcauth.VouchUser(context.Background(), rpcauth.User{ID: "u"}), false},
+		{"admin and a user", role, metadata.AppendToOutgoingContext(admin, contract.MDUserID, "u"), false},
+		{"VouchAdmin drops a user vouched before", role, rpcauth.VouchAdmin(rpcauth.VouchUser(context.Background(), rpcauth.User{ID: "u", Email: "e"})), true},
+		{"two flags", role, metadata.AppendToOutgoingContext(admin, contract.MDAdmin, "1"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := tc.client.Check(tc.ctx, &healthpb.HealthCheckRequest{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.admit, resp.GetStatus() == healthpb.HealthCheckResponse_SERVING)
+		})
+	}
+}

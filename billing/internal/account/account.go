@@ -116,6 +116,12 @@ func (s *Service) Current(userID string) *billingv1.SubscriptionRecord {
 	return nil
 }
 
+// AllSubscriptions pages through every user's subscriptions, newest first
+// (for operators).
+func (s *Service) AllSubscriptions(take, skip int) ([]*billingv1.SubscriptionRecord, int) {
+	return s.st.SubscriptionPage(take, skip)
+}
+
 // Invoices pages through a user's invoices, newest first.
 func (s *Service) Invoices(userID string, take, skip int) ([]*billingv1.Invoice, int) {
 	recs, total := s.st.Invoices(userID, take, skip)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/switchboardhq/switchboard/billing/internal/account"
+	"github.com/switchboardhq/switchboard/billing/internal/store"
 	"github.com/switchboardhq/switchboard/billing/internal/webhook"
 	"github.com/switchboardhq/switchboard/internal/rpcauth"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
@@ -38,6 +39,15 @@ type Mutations interface {
 
 var _ Mutations = (*account.Service)(nil)
 
+// DeadLetters are the Stripe events the consumer set aside
+// (webhook.DeadLetters).
+type DeadLetters interface {
+	List(ctx context.Context) ([]store.DeadLetter, error)
+	Retry(ctx context.Context, key string) (string, error)
+}
+
+var _ DeadLetters = (*webhook.DeadLetters)(nil)
+
 // Server implements billingv1.BillingServer. A nil account service means
 // billing is not configured: every method answers BILLING_NOT_CONFIGURED.
 type Server struct {
@@ -45,6 +55,7 @@ type Server struct {
 	acct   *account.Service
 	mut    Mutations
 	intake Intake
+	dead   DeadLetters
 	log    *slog.Logger
 }
 
@@ -52,11 +63,11 @@ var _ billingv1.BillingServer = (*Server)(nil)
 
 // NewServer returns the Billing service. The mutations go through mut, or
 // straight to acct when mut is nil.
-func NewServer(acct *account.Service, mut Mutations, intake Intake, log *slog.Logger) *Server {
+func NewServer(acct *account.Service, mut Mutations, intake Intake, dead DeadLetters, log *slog.Logger) *Server {
 	if mut == nil && acct != nil {
 		mut = acct
 	}
-	return &Server{acct: acct, mut: mut, intake: intake, log: log}
+	return &Server{acct: acct, mut: mut, intake: intake, dead: dead, log: log}
 }
 
 func (s *Server) ready() error {

@@ -39,6 +39,14 @@ const EventMemory = 30 * 24 * time.Hour
 // remembered after it finished: twice the 24 hours Stripe keeps its keys.
 const IdempotencyMemory = 48 * time.Hour
 
+// DeadMemory is how long an event that kept failing is kept for an operator
+// to read and retry; DeadMaxBytes bounds the bucket (a full bucket refuses
+// new dead letters, and their events then stay on the stream, retried).
+const (
+	DeadMemory   = 90 * 24 * time.Hour
+	DeadMaxBytes = 256 << 20
+)
+
 // Buckets are billing's bucket definitions with the given replicas.
 func Buckets(replicas int) []jetstream.KeyValueConfig {
 	if replicas < 1 {
@@ -49,7 +57,7 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 		{Bucket: BucketSubscriptions, Description: "billing: subscriptions by user, past revisions kept", History: 16, Replicas: replicas},
 		{Bucket: BucketInvoices, Description: "billing: invoices by user", History: 1, Replicas: replicas},
 		{Bucket: BucketEvents, Description: "billing: processed Stripe event ids", History: 1, TTL: EventMemory, Replicas: replicas},
-		{Bucket: BucketDead, Description: "billing: Stripe events that kept failing", History: 1, Replicas: replicas},
+		{Bucket: BucketDead, Description: "billing: Stripe events that kept failing", History: 1, TTL: DeadMemory, MaxBytes: DeadMaxBytes, Replicas: replicas},
 		{Bucket: BucketIdempotency, Description: "billing: mutations called with an idempotency key, and their outcomes", History: 1, TTL: IdempotencyMemory, Replicas: replicas},
 	}
 }
@@ -185,6 +193,31 @@ func (s *Store) Subscriptions(userID string) []*billingv1.SubscriptionRecord {
 	return out
 }
 
+// SubscriptionPage returns one page of every user's subscriptions, newest
+// first, and how many there are.
+func (s *Store) SubscriptionPage(take, skip int) ([]*billingv1.SubscriptionRecord, int) {
+	var all []*billingv1.SubscriptionRecord
+	s.AllSubscriptions(func(r *billingv1.SubscriptionRecord) bool {
+		all = append(all, r)
+		return true
+	})
+	slices.SortFunc(all, func(a, b *billingv1.SubscriptionRecord) int {
+		return cmp.Or(
+			b.GetSubscription().GetCreatedAt().AsTime().Compare(a.GetSubscription().GetCreatedAt().AsTime()),
+			strings.Compare(b.GetSubscription().GetId(), a.GetSubscription().GetId()),
+		)
+	})
+	total := len(all)
+	if skip >= total {
+		return nil, total
+	}
+	all = all[skip:]
+	if take < len(all) {
+		all = all[:take]
+	}
+	return all, total
+}
+
 // AllSubscriptions calls fn for every subscription record until it returns
 // false.
 func (s *Store) AllSubscriptions(fn func(*billingv1.SubscriptionRecord) bool) {
@@ -268,13 +301,22 @@ func (s *Store) PutDead(ctx context.Context, ev *billingv1.DeadEvent) error {
 	return err
 }
 
-// DeadEvents returns the events kept for inspection.
-func (s *Store) DeadEvents(ctx context.Context) ([]*billingv1.DeadEvent, error) {
+// DeadLetter is a kept event and the key it is kept under.
+type DeadLetter struct {
+	Key   string
+	Event *billingv1.DeadEvent
+}
+
+// ErrNoDeadLetter: no event is kept under the key.
+var ErrNoDeadLetter = errors.New("no such dead letter")
+
+// DeadEvents returns the events kept for inspection, newest first.
+func (s *Store) DeadEvents(ctx context.Context) ([]DeadLetter, error) {
 	lister, err := s.dead.ListKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []*billingv1.DeadEvent
+	var out []DeadLetter
 	for key := range lister.Keys() {
 		e, err := s.dead.Get(ctx, key)
 		if err != nil {
@@ -282,8 +324,43 @@ func (s *Store) DeadEvents(ctx context.Context) ([]*billingv1.DeadEvent, error) 
 		}
 		ev := new(billingv1.DeadEvent)
 		if proto.Unmarshal(e.Value(), ev) == nil {
-			out = append(out, ev)
+			out = append(out, DeadLetter{Key: key, Event: ev})
 		}
 	}
+	slices.SortFunc(out, func(a, b DeadLetter) int {
+		return cmp.Or(
+			b.Event.GetFailedAt().AsTime().Compare(a.Event.GetFailedAt().AsTime()),
+			strings.Compare(a.Key, b.Key),
+		)
+	})
 	return out, nil
+}
+
+// DeadEvent returns the event kept under key.
+func (s *Store) DeadEvent(ctx context.Context, key string) (*billingv1.DeadEvent, uint64, error) {
+	if !validToken(key) {
+		return nil, 0, ErrNoDeadLetter
+	}
+	e, err := s.dead.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, ErrNoDeadLetter
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	ev := new(billingv1.DeadEvent)
+	if err := proto.Unmarshal(e.Value(), ev); err != nil {
+		return nil, 0, err
+	}
+	return ev, e.Revision(), nil
+}
+
+// DeleteDead forgets the event kept under key at revision rev (another
+// retry of it that came first wins: ErrNoDeadLetter).
+func (s *Store) DeleteDead(ctx context.Context, key string, rev uint64) error {
+	err := s.dead.Purge(ctx, key, jetstream.LastRevision(rev))
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) {
+		return ErrNoDeadLetter
+	}
+	return err
 }

@@ -13,7 +13,10 @@ import (
 )
 
 // RequestMetrics count the Router's gateway requests as their usage events
-// describe them. The model label is the resolved upstream model when the
+// describe them. The endpoint label is the usage event's endpoint, which
+// names the client's dialect for chat (chat.Dialect's String:
+// chat.completions, messages, responses) and the API otherwise
+// (embeddings, audio.transcriptions, audio.speech): six values. The model label is the resolved upstream model when the
 // gateway knows it (Known), else "other"; a request that resolved to no
 // provider has provider "none".
 type RequestMetrics struct {
@@ -30,11 +33,11 @@ func NewRequestMetrics(reg prometheus.Registerer, known func(routing.Target) boo
 	m := &RequestMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: telemetry.Namespace, Name: "requests_total",
-			Help: "Gateway requests core answered, by endpoint (the client's dialect: chat.completions, embeddings ...), provider, model and the HTTP status the client got.",
+			Help: "Gateway requests core answered, by endpoint (the client's API and dialect, one of chat.completions, messages, responses, embeddings, audio.transcriptions, audio.speech), provider, model and the HTTP status the client got.",
 		}, []string{"endpoint", "provider", "model", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: telemetry.Namespace, Name: "request_duration_seconds",
-			Help:    "Time core spent on a gateway request, a relayed stream included, by endpoint and provider.",
+			Help:    "Time core spent on a gateway request, a relayed stream included, by endpoint (the client's API and dialect, as in switchboard_requests_total) and provider.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 		}, []string{"endpoint", "provider"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -31,6 +31,7 @@ func TestHandler(t *testing.T) {
 		{"/ui/app.js", http.StatusOK, "text/javascript", "import"},
 		{"/ui/charts.js", http.StatusOK, "text/javascript", "createElementNS"},
 		{"/ui/app.css", http.StatusOK, "text/css", ":root"},
+		{"/ui/billing.js", http.StatusOK, "text/javascript", "/api/billing/dead-letters"},
 		{"/ui/missing.js", http.StatusNotFound, "", ""},
 		{"/ui", http.StatusMovedPermanently, "", ""},
 	}

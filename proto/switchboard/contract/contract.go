@@ -16,8 +16,12 @@ const (
 	// MDInternalToken; values are percent-encoded UTF-8.
 	MDUserID    = "x-switchboard-user-id"
 	MDUserEmail = "x-switchboard-user-email"
+	// MDAdmin ("1") says the caller presented the admin token to the edge:
+	// billing's operator methods read it only from a caller that presented
+	// MDInternalToken and vouched for no user.
+	MDAdmin = "x-switchboard-admin"
 )
 
 // InternalKeys are the metadata keys only roles may set; the edge never
 // forwards them from a client's request.
-var InternalKeys = []string{MDInternalToken, MDUserID, MDUserEmail}
+var InternalKeys = []string{MDInternalToken, MDUserID, MDUserEmail, MDAdmin}

@@ -1696,6 +1696,463 @@ func (x *IngestWebhookResponse) GetDuplicate() bool {
 	return false
 }
 
+type ListSubscriptionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// take is the page size (1 to 100; 0 means 20).
+	Take          int32 `protobuf:"varint,1,opt,name=take,proto3" json:"take,omitempty"`
+	Skip          int32 `protobuf:"varint,2,opt,name=skip,proto3" json:"skip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSubscriptionsRequest) Reset() {
+	*x = ListSubscriptionsRequest{}
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSubscriptionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSubscriptionsRequest) ProtoMessage() {}
+
+func (x *ListSubscriptionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSubscriptionsRequest.ProtoReflect.Descriptor instead.
+func (*ListSubscriptionsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_billing_v1_billing_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListSubscriptionsRequest) GetTake() int32 {
+	if x != nil {
+		return x.Take
+	}
+	return 0
+}
+
+func (x *ListSubscriptionsRequest) GetSkip() int32 {
+	if x != nil {
+		return x.Skip
+	}
+	return 0
+}
+
+// UserSubscription is one subscription of one user, for operators. It
+// carries no payment details.
+type UserSubscription struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_id is the JWT subject of the subscriber.
+	UserId       string        `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Subscription *Subscription `protobuf:"bytes,2,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	// cancel_at_period_end is true when the subscription ends at the end of
+	// its current period.
+	CancelAtPeriodEnd bool `protobuf:"varint,3,opt,name=cancel_at_period_end,json=cancelAtPeriodEnd,proto3" json:"cancel_at_period_end,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *UserSubscription) Reset() {
+	*x = UserSubscription{}
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserSubscription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserSubscription) ProtoMessage() {}
+
+func (x *UserSubscription) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserSubscription.ProtoReflect.Descriptor instead.
+func (*UserSubscription) Descriptor() ([]byte, []int) {
+	return file_switchboard_billing_v1_billing_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *UserSubscription) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UserSubscription) GetSubscription() *Subscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+func (x *UserSubscription) GetCancelAtPeriodEnd() bool {
+	if x != nil {
+		return x.CancelAtPeriodEnd
+	}
+	return false
+}
+
+type ListSubscriptionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscriptions []*UserSubscription    `protobuf:"bytes,1,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	// total is the number of subscriptions of all users.
+	Total         int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSubscriptionsResponse) Reset() {
+	*x = ListSubscriptionsResponse{}
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSubscriptionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSubscriptionsResponse) ProtoMessage() {}
+
+func (x *ListSubscriptionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSubscriptionsResponse.ProtoReflect.Descriptor instead.
+func (*ListSubscriptionsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_billing_v1_billing_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListSubscriptionsResponse) GetSubscriptions() []*UserSubscription {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+func (x *ListSubscriptionsResponse) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+type ListDeadEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// take is the page size (1 to 100; 0 means 20).
+	Take          int32 `protobuf:"varint,1,opt,name=take,proto3" json:"take,omitempty"`
+	Skip          int32 `protobuf:"varint,2,opt,name=skip,proto3" json:"skip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadEventsRequest) Reset() {
+	*x = ListDeadEventsRequest{}
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadEventsRequest) ProtoMessage() {}
+
+func (x *ListDeadEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListDeadEventsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_billing_v1_billing_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListDeadEventsRequest) GetTake() int32 {
+	if x != nil {
+		return x.Take
+	}
+	return 0
+}
+
+func (x *ListDeadEventsRequest) GetSkip() int32 {
+	if x != nil {
+		return x.Skip
+	}
+	return 0
+}
+
+// DeadLetter is a Stripe event that kept failing (its payload is not
+// shown).
+type DeadLetter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id names the dead letter for RetryDeadEvent (the event id when it is a
+	// valid one).
+	Id      string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	EventId string `protobuf:"bytes,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// type is the Stripe event type, e.g. "invoice.paid".
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// failed_at is when it was set aside.
+	FailedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=failed_at,json=failedAt,proto3" json:"failed_at,omitempty"`
+	// attempts is how often it was tried.
+	Attempts uint64 `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// last_error is the failure of the last attempt.
+	LastError     string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_switchboard_billing_v1_billing_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DeadLetter) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetFailedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FailedAt
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetAttempts() uint64 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+type ListDeadEventsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*DeadLetter          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	Total         int32                  `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadEventsResponse) Reset() {
+	*x = ListDeadEventsResponse{}
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadEventsResponse) ProtoMessage() {}
+
+func (x *ListDeadEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListDeadEventsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_billing_v1_billing_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListDeadEventsResponse) GetEvents() []*DeadLetter {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ListDeadEventsResponse) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+type RetryDeadEventRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is a DeadLetter id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryDeadEventRequest) Reset() {
+	*x = RetryDeadEventRequest{}
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryDeadEventRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryDeadEventRequest) ProtoMessage() {}
+
+func (x *RetryDeadEventRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryDeadEventRequest.ProtoReflect.Descriptor instead.
+func (*RetryDeadEventRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_billing_v1_billing_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RetryDeadEventRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RetryDeadEventResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryDeadEventResponse) Reset() {
+	*x = RetryDeadEventResponse{}
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryDeadEventResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryDeadEventResponse) ProtoMessage() {}
+
+func (x *RetryDeadEventResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_billing_v1_billing_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryDeadEventResponse.ProtoReflect.Descriptor instead.
+func (*RetryDeadEventResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_billing_v1_billing_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RetryDeadEventResponse) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
 var File_switchboard_billing_v1_billing_proto protoreflect.FileDescriptor
 
 const file_switchboard_billing_v1_billing_proto_rawDesc = "" +
@@ -1802,7 +2259,36 @@ const file_switchboard_billing_v1_billing_proto_rawDesc = "" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x02 \x01(\tR\teventType\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate*S\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"B\n" +
+	"\x18ListSubscriptionsRequest\x12\x12\n" +
+	"\x04take\x18\x01 \x01(\x05R\x04take\x12\x12\n" +
+	"\x04skip\x18\x02 \x01(\x05R\x04skip\"\xa6\x01\n" +
+	"\x10UserSubscription\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12H\n" +
+	"\fsubscription\x18\x02 \x01(\v2$.switchboard.billing.v1.SubscriptionR\fsubscription\x12/\n" +
+	"\x14cancel_at_period_end\x18\x03 \x01(\bR\x11cancelAtPeriodEnd\"\x81\x01\n" +
+	"\x19ListSubscriptionsResponse\x12N\n" +
+	"\rsubscriptions\x18\x01 \x03(\v2(.switchboard.billing.v1.UserSubscriptionR\rsubscriptions\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\"?\n" +
+	"\x15ListDeadEventsRequest\x12\x12\n" +
+	"\x04take\x18\x01 \x01(\x05R\x04take\x12\x12\n" +
+	"\x04skip\x18\x02 \x01(\x05R\x04skip\"\xbf\x01\n" +
+	"\n" +
+	"DeadLetter\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x127\n" +
+	"\tfailed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bfailedAt\x12\x1a\n" +
+	"\battempts\x18\x05 \x01(\x04R\battempts\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\"j\n" +
+	"\x16ListDeadEventsResponse\x12:\n" +
+	"\x06events\x18\x01 \x03(\v2\".switchboard.billing.v1.DeadLetterR\x06events\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\"'\n" +
+	"\x15RetryDeadEventRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
+	"\x16RetryDeadEventResponse\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId*S\n" +
 	"\tRecurring\x12\x19\n" +
 	"\x15RECURRING_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11RECURRING_MONTHLY\x10\x01\x12\x14\n" +
@@ -1829,7 +2315,7 @@ const file_switchboard_billing_v1_billing_proto_rawDesc = "" +
 	"\x13INVOICE_STATUS_OPEN\x10\x02\x12\x17\n" +
 	"\x13INVOICE_STATUS_VOID\x10\x03\x12\x17\n" +
 	"\x13INVOICE_STATUS_PAID\x10\x04\x12 \n" +
-	"\x1cINVOICE_STATUS_UNCOLLECTIBLE\x10\x052\x9f\t\n" +
+	"\x1cINVOICE_STATUS_UNCOLLECTIBLE\x10\x052\xfb\v\n" +
 	"\aBilling\x12]\n" +
 	"\bCheckout\x12'.switchboard.billing.v1.CheckoutRequest\x1a(.switchboard.billing.v1.CheckoutResponse\x12\x81\x01\n" +
 	"\x14CreateCustomerPortal\x123.switchboard.billing.v1.CreateCustomerPortalRequest\x1a4.switchboard.billing.v1.CreateCustomerPortalResponse\x12{\n" +
@@ -1841,7 +2327,10 @@ const file_switchboard_billing_v1_billing_proto_rawDesc = "" +
 	"\rCountInvoices\x12,.switchboard.billing.v1.CountInvoicesRequest\x1a-.switchboard.billing.v1.CountInvoicesResponse\x12c\n" +
 	"\n" +
 	"ListPrices\x12).switchboard.billing.v1.ListPricesRequest\x1a*.switchboard.billing.v1.ListPricesResponse\x12l\n" +
-	"\rIngestWebhook\x12,.switchboard.billing.v1.IngestWebhookRequest\x1a-.switchboard.billing.v1.IngestWebhookResponseBMZKgithub.com/switchboardhq/switchboard/proto/switchboard/billing/v1;billingv1b\x06proto3"
+	"\rIngestWebhook\x12,.switchboard.billing.v1.IngestWebhookRequest\x1a-.switchboard.billing.v1.IngestWebhookResponse\x12x\n" +
+	"\x11ListSubscriptions\x120.switchboard.billing.v1.ListSubscriptionsRequest\x1a1.switchboard.billing.v1.ListSubscriptionsResponse\x12o\n" +
+	"\x0eListDeadEvents\x12-.switchboard.billing.v1.ListDeadEventsRequest\x1a..switchboard.billing.v1.ListDeadEventsResponse\x12o\n" +
+	"\x0eRetryDeadEvent\x12-.switchboard.billing.v1.RetryDeadEventRequest\x1a..switchboard.billing.v1.RetryDeadEventResponseBMZKgithub.com/switchboardhq/switchboard/proto/switchboard/billing/v1;billingv1b\x06proto3"
 
 var (
 	file_switchboard_billing_v1_billing_proto_rawDescOnce sync.Once
@@ -1856,7 +2345,7 @@ func file_switchboard_billing_v1_billing_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_billing_v1_billing_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_switchboard_billing_v1_billing_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_switchboard_billing_v1_billing_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_switchboard_billing_v1_billing_proto_goTypes = []any{
 	(Recurring)(0),                              // 0: switchboard.billing.v1.Recurring
 	(Plan)(0),                                   // 1: switchboard.billing.v1.Plan
@@ -1886,27 +2375,35 @@ var file_switchboard_billing_v1_billing_proto_goTypes = []any{
 	(*ListPricesResponse)(nil),                  // 25: switchboard.billing.v1.ListPricesResponse
 	(*IngestWebhookRequest)(nil),                // 26: switchboard.billing.v1.IngestWebhookRequest
 	(*IngestWebhookResponse)(nil),               // 27: switchboard.billing.v1.IngestWebhookResponse
-	(*timestamppb.Timestamp)(nil),               // 28: google.protobuf.Timestamp
+	(*ListSubscriptionsRequest)(nil),            // 28: switchboard.billing.v1.ListSubscriptionsRequest
+	(*UserSubscription)(nil),                    // 29: switchboard.billing.v1.UserSubscription
+	(*ListSubscriptionsResponse)(nil),           // 30: switchboard.billing.v1.ListSubscriptionsResponse
+	(*ListDeadEventsRequest)(nil),               // 31: switchboard.billing.v1.ListDeadEventsRequest
+	(*DeadLetter)(nil),                          // 32: switchboard.billing.v1.DeadLetter
+	(*ListDeadEventsResponse)(nil),              // 33: switchboard.billing.v1.ListDeadEventsResponse
+	(*RetryDeadEventRequest)(nil),               // 34: switchboard.billing.v1.RetryDeadEventRequest
+	(*RetryDeadEventResponse)(nil),              // 35: switchboard.billing.v1.RetryDeadEventResponse
+	(*timestamppb.Timestamp)(nil),               // 36: google.protobuf.Timestamp
 }
 var file_switchboard_billing_v1_billing_proto_depIdxs = []int32{
 	1,  // 0: switchboard.billing.v1.Subscription.plan:type_name -> switchboard.billing.v1.Plan
 	0,  // 1: switchboard.billing.v1.Subscription.recurring:type_name -> switchboard.billing.v1.Recurring
 	2,  // 2: switchboard.billing.v1.Subscription.status:type_name -> switchboard.billing.v1.SubscriptionStatus
-	28, // 3: switchboard.billing.v1.Subscription.start:type_name -> google.protobuf.Timestamp
-	28, // 4: switchboard.billing.v1.Subscription.end:type_name -> google.protobuf.Timestamp
-	28, // 5: switchboard.billing.v1.Subscription.trial_start:type_name -> google.protobuf.Timestamp
-	28, // 6: switchboard.billing.v1.Subscription.trial_end:type_name -> google.protobuf.Timestamp
-	28, // 7: switchboard.billing.v1.Subscription.next_bill_at:type_name -> google.protobuf.Timestamp
-	28, // 8: switchboard.billing.v1.Subscription.canceled_at:type_name -> google.protobuf.Timestamp
-	28, // 9: switchboard.billing.v1.Subscription.created_at:type_name -> google.protobuf.Timestamp
-	28, // 10: switchboard.billing.v1.Subscription.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 3: switchboard.billing.v1.Subscription.start:type_name -> google.protobuf.Timestamp
+	36, // 4: switchboard.billing.v1.Subscription.end:type_name -> google.protobuf.Timestamp
+	36, // 5: switchboard.billing.v1.Subscription.trial_start:type_name -> google.protobuf.Timestamp
+	36, // 6: switchboard.billing.v1.Subscription.trial_end:type_name -> google.protobuf.Timestamp
+	36, // 7: switchboard.billing.v1.Subscription.next_bill_at:type_name -> google.protobuf.Timestamp
+	36, // 8: switchboard.billing.v1.Subscription.canceled_at:type_name -> google.protobuf.Timestamp
+	36, // 9: switchboard.billing.v1.Subscription.created_at:type_name -> google.protobuf.Timestamp
+	36, // 10: switchboard.billing.v1.Subscription.updated_at:type_name -> google.protobuf.Timestamp
 	0,  // 11: switchboard.billing.v1.Subscription.pending_recurring:type_name -> switchboard.billing.v1.Recurring
-	28, // 12: switchboard.billing.v1.Subscription.recurring_changes_at:type_name -> google.protobuf.Timestamp
+	36, // 12: switchboard.billing.v1.Subscription.recurring_changes_at:type_name -> google.protobuf.Timestamp
 	1,  // 13: switchboard.billing.v1.Invoice.plan:type_name -> switchboard.billing.v1.Plan
 	0,  // 14: switchboard.billing.v1.Invoice.recurring:type_name -> switchboard.billing.v1.Recurring
 	3,  // 15: switchboard.billing.v1.Invoice.status:type_name -> switchboard.billing.v1.InvoiceStatus
-	28, // 16: switchboard.billing.v1.Invoice.created_at:type_name -> google.protobuf.Timestamp
-	28, // 17: switchboard.billing.v1.Invoice.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 16: switchboard.billing.v1.Invoice.created_at:type_name -> google.protobuf.Timestamp
+	36, // 17: switchboard.billing.v1.Invoice.updated_at:type_name -> google.protobuf.Timestamp
 	1,  // 18: switchboard.billing.v1.Price.plan:type_name -> switchboard.billing.v1.Plan
 	4,  // 19: switchboard.billing.v1.CheckoutRequest.user:type_name -> switchboard.billing.v1.User
 	0,  // 20: switchboard.billing.v1.CheckoutRequest.recurring:type_name -> switchboard.billing.v1.Recurring
@@ -1925,31 +2422,41 @@ var file_switchboard_billing_v1_billing_proto_depIdxs = []int32{
 	6,  // 33: switchboard.billing.v1.ListInvoicesResponse.invoices:type_name -> switchboard.billing.v1.Invoice
 	4,  // 34: switchboard.billing.v1.CountInvoicesRequest.user:type_name -> switchboard.billing.v1.User
 	7,  // 35: switchboard.billing.v1.ListPricesResponse.prices:type_name -> switchboard.billing.v1.Price
-	8,  // 36: switchboard.billing.v1.Billing.Checkout:input_type -> switchboard.billing.v1.CheckoutRequest
-	10, // 37: switchboard.billing.v1.Billing.CreateCustomerPortal:input_type -> switchboard.billing.v1.CreateCustomerPortalRequest
-	12, // 38: switchboard.billing.v1.Billing.CancelSubscription:input_type -> switchboard.billing.v1.CancelSubscriptionRequest
-	14, // 39: switchboard.billing.v1.Billing.ResumeSubscription:input_type -> switchboard.billing.v1.ResumeSubscriptionRequest
-	16, // 40: switchboard.billing.v1.Billing.UpdateSubscriptionRecurring:input_type -> switchboard.billing.v1.UpdateSubscriptionRecurringRequest
-	18, // 41: switchboard.billing.v1.Billing.GetSubscription:input_type -> switchboard.billing.v1.GetSubscriptionRequest
-	20, // 42: switchboard.billing.v1.Billing.ListInvoices:input_type -> switchboard.billing.v1.ListInvoicesRequest
-	22, // 43: switchboard.billing.v1.Billing.CountInvoices:input_type -> switchboard.billing.v1.CountInvoicesRequest
-	24, // 44: switchboard.billing.v1.Billing.ListPrices:input_type -> switchboard.billing.v1.ListPricesRequest
-	26, // 45: switchboard.billing.v1.Billing.IngestWebhook:input_type -> switchboard.billing.v1.IngestWebhookRequest
-	9,  // 46: switchboard.billing.v1.Billing.Checkout:output_type -> switchboard.billing.v1.CheckoutResponse
-	11, // 47: switchboard.billing.v1.Billing.CreateCustomerPortal:output_type -> switchboard.billing.v1.CreateCustomerPortalResponse
-	13, // 48: switchboard.billing.v1.Billing.CancelSubscription:output_type -> switchboard.billing.v1.CancelSubscriptionResponse
-	15, // 49: switchboard.billing.v1.Billing.ResumeSubscription:output_type -> switchboard.billing.v1.ResumeSubscriptionResponse
-	17, // 50: switchboard.billing.v1.Billing.UpdateSubscriptionRecurring:output_type -> switchboard.billing.v1.UpdateSubscriptionRecurringResponse
-	19, // 51: switchboard.billing.v1.Billing.GetSubscription:output_type -> switchboard.billing.v1.GetSubscriptionResponse
-	21, // 52: switchboard.billing.v1.Billing.ListInvoices:output_type -> switchboard.billing.v1.ListInvoicesResponse
-	23, // 53: switchboard.billing.v1.Billing.CountInvoices:output_type -> switchboard.billing.v1.CountInvoicesResponse
-	25, // 54: switchboard.billing.v1.Billing.ListPrices:output_type -> switchboard.billing.v1.ListPricesResponse
-	27, // 55: switchboard.billing.v1.Billing.IngestWebhook:output_type -> switchboard.billing.v1.IngestWebhookResponse
-	46, // [46:56] is the sub-list for method output_type
-	36, // [36:46] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	5,  // 36: switchboard.billing.v1.UserSubscription.subscription:type_name -> switchboard.billing.v1.Subscription
+	29, // 37: switchboard.billing.v1.ListSubscriptionsResponse.subscriptions:type_name -> switchboard.billing.v1.UserSubscription
+	36, // 38: switchboard.billing.v1.DeadLetter.failed_at:type_name -> google.protobuf.Timestamp
+	32, // 39: switchboard.billing.v1.ListDeadEventsResponse.events:type_name -> switchboard.billing.v1.DeadLetter
+	8,  // 40: switchboard.billing.v1.Billing.Checkout:input_type -> switchboard.billing.v1.CheckoutRequest
+	10, // 41: switchboard.billing.v1.Billing.CreateCustomerPortal:input_type -> switchboard.billing.v1.CreateCustomerPortalRequest
+	12, // 42: switchboard.billing.v1.Billing.CancelSubscription:input_type -> switchboard.billing.v1.CancelSubscriptionRequest
+	14, // 43: switchboard.billing.v1.Billing.ResumeSubscription:input_type -> switchboard.billing.v1.ResumeSubscriptionRequest
+	16, // 44: switchboard.billing.v1.Billing.UpdateSubscriptionRecurring:input_type -> switchboard.billing.v1.UpdateSubscriptionRecurringRequest
+	18, // 45: switchboard.billing.v1.Billing.GetSubscription:input_type -> switchboard.billing.v1.GetSubscriptionRequest
+	20, // 46: switchboard.billing.v1.Billing.ListInvoices:input_type -> switchboard.billing.v1.ListInvoicesRequest
+	22, // 47: switchboard.billing.v1.Billing.CountInvoices:input_type -> switchboard.billing.v1.CountInvoicesRequest
+	24, // 48: switchboard.billing.v1.Billing.ListPrices:input_type -> switchboard.billing.v1.ListPricesRequest
+	26, // 49: switchboard.billing.v1.Billing.IngestWebhook:input_type -> switchboard.billing.v1.IngestWebhookRequest
+	28, // 50: switchboard.billing.v1.Billing.ListSubscriptions:input_type -> switchboard.billing.v1.ListSubscriptionsRequest
+	31, // 51: switchboard.billing.v1.Billing.ListDeadEvents:input_type -> switchboard.billing.v1.ListDeadEventsRequest
+	34, // 52: switchboard.billing.v1.Billing.RetryDeadEvent:input_type -> switchboard.billing.v1.RetryDeadEventRequest
+	9,  // 53: switchboard.billing.v1.Billing.Checkout:output_type -> switchboard.billing.v1.CheckoutResponse
+	11, // 54: switchboard.billing.v1.Billing.CreateCustomerPortal:output_type -> switchboard.billing.v1.CreateCustomerPortalResponse
+	13, // 55: switchboard.billing.v1.Billing.CancelSubscription:output_type -> switchboard.billing.v1.CancelSubscriptionResponse
+	15, // 56: switchboard.billing.v1.Billing.ResumeSubscription:output_type -> switchboard.billing.v1.ResumeSubscriptionResponse
+	17, // 57: switchboard.billing.v1.Billing.UpdateSubscriptionRecurring:output_type -> switchboard.billing.v1.UpdateSubscriptionRecurringResponse
+	19, // 58: switchboard.billing.v1.Billing.GetSubscription:output_type -> switchboard.billing.v1.GetSubscriptionResponse
+	21, // 59: switchboard.billing.v1.Billing.ListInvoices:output_type -> switchboard.billing.v1.ListInvoicesResponse
+	23, // 60: switchboard.billing.v1.Billing.CountInvoices:output_type -> switchboard.billing.v1.CountInvoicesResponse
+	25, // 61: switchboard.billing.v1.Billing.ListPrices:output_type -> switchboard.billing.v1.ListPricesResponse
+	27, // 62: switchboard.billing.v1.Billing.IngestWebhook:output_type -> switchboard.billing.v1.IngestWebhookResponse
+	30, // 63: switchboard.billing.v1.Billing.ListSubscriptions:output_type -> switchboard.billing.v1.ListSubscriptionsResponse
+	33, // 64: switchboard.billing.v1.Billing.ListDeadEvents:output_type -> switchboard.billing.v1.ListDeadEventsResponse
+	35, // 65: switchboard.billing.v1.Billing.RetryDeadEvent:output_type -> switchboard.billing.v1.RetryDeadEventResponse
+	53, // [53:66] is the sub-list for method output_type
+	40, // [40:53] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_billing_v1_billing_proto_init() }
@@ -1963,7 +2470,7 @@ func file_switchboard_billing_v1_billing_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_billing_v1_billing_proto_rawDesc), len(file_switchboard_billing_v1_billing_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   24,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

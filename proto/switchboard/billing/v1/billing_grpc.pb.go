@@ -29,6 +29,9 @@ const (
 	Billing_CountInvoices_FullMethodName               = "/switchboard.billing.v1.Billing/CountInvoices"
 	Billing_ListPrices_FullMethodName                  = "/switchboard.billing.v1.Billing/ListPrices"
 	Billing_IngestWebhook_FullMethodName               = "/switchboard.billing.v1.Billing/IngestWebhook"
+	Billing_ListSubscriptions_FullMethodName           = "/switchboard.billing.v1.Billing/ListSubscriptions"
+	Billing_ListDeadEvents_FullMethodName              = "/switchboard.billing.v1.Billing/ListDeadEvents"
+	Billing_RetryDeadEvent_FullMethodName              = "/switchboard.billing.v1.Billing/RetryDeadEvent"
 )
 
 // BillingClient is the client API for Billing service.
@@ -76,6 +79,15 @@ type BillingClient interface {
 	// IngestWebhook verifies a Stripe webhook delivery and stores its event on
 	// the bus. It returns only once the bus acknowledged the event.
 	IngestWebhook(ctx context.Context, in *IngestWebhookRequest, opts ...grpc.CallOption) (*IngestWebhookResponse, error)
+	// ListSubscriptions pages through every user's subscriptions, newest
+	// first.
+	ListSubscriptions(ctx context.Context, in *ListSubscriptionsRequest, opts ...grpc.CallOption) (*ListSubscriptionsResponse, error)
+	// ListDeadEvents pages through the Stripe events that kept failing and
+	// were set aside, newest first.
+	ListDeadEvents(ctx context.Context, in *ListDeadEventsRequest, opts ...grpc.CallOption) (*ListDeadEventsResponse, error)
+	// RetryDeadEvent hands a set-aside event to the consumer again (it is
+	// removed from the dead letters; failing again puts it back).
+	RetryDeadEvent(ctx context.Context, in *RetryDeadEventRequest, opts ...grpc.CallOption) (*RetryDeadEventResponse, error)
 }
 
 type billingClient struct {
@@ -186,6 +198,36 @@ func (c *billingClient) IngestWebhook(ctx context.Context, in *IngestWebhookRequ
 	return out, nil
 }
 
+func (c *billingClient) ListSubscriptions(ctx context.Context, in *ListSubscriptionsRequest, opts ...grpc.CallOption) (*ListSubscriptionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSubscriptionsResponse)
+	err := c.cc.Invoke(ctx, Billing_ListSubscriptions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *billingClient) ListDeadEvents(ctx context.Context, in *ListDeadEventsRequest, opts ...grpc.CallOption) (*ListDeadEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDeadEventsResponse)
+	err := c.cc.Invoke(ctx, Billing_ListDeadEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *billingClient) RetryDeadEvent(ctx context.Context, in *RetryDeadEventRequest, opts ...grpc.CallOption) (*RetryDeadEventResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetryDeadEventResponse)
+	err := c.cc.Invoke(ctx, Billing_RetryDeadEvent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BillingServer is the server API for Billing service.
 // All implementations must embed UnimplementedBillingServer
 // for forward compatibility.
@@ -231,6 +273,15 @@ type BillingServer interface {
 	// IngestWebhook verifies a Stripe webhook delivery and stores its event on
 	// the bus. It returns only once the bus acknowledged the event.
 	IngestWebhook(context.Context, *IngestWebhookRequest) (*IngestWebhookResponse, error)
+	// ListSubscriptions pages through every user's subscriptions, newest
+	// first.
+	ListSubscriptions(context.Context, *ListSubscriptionsRequest) (*ListSubscriptionsResponse, error)
+	// ListDeadEvents pages through the Stripe events that kept failing and
+	// were set aside, newest first.
+	ListDeadEvents(context.Context, *ListDeadEventsRequest) (*ListDeadEventsResponse, error)
+	// RetryDeadEvent hands a set-aside event to the consumer again (it is
+	// removed from the dead letters; failing again puts it back).
+	RetryDeadEvent(context.Context, *RetryDeadEventRequest) (*RetryDeadEventResponse, error)
 	mustEmbedUnimplementedBillingServer()
 }
 
@@ -270,6 +321,15 @@ func (UnimplementedBillingServer) ListPrices(context.Context, *ListPricesRequest
 }
 func (UnimplementedBillingServer) IngestWebhook(context.Context, *IngestWebhookRequest) (*IngestWebhookResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method IngestWebhook not implemented")
+}
+func (UnimplementedBillingServer) ListSubscriptions(context.Context, *ListSubscriptionsRequest) (*ListSubscriptionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSubscriptions not implemented")
+}
+func (UnimplementedBillingServer) ListDeadEvents(context.Context, *ListDeadEventsRequest) (*ListDeadEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDeadEvents not implemented")
+}
+func (UnimplementedBillingServer) RetryDeadEvent(context.Context, *RetryDeadEventRequest) (*RetryDeadEventResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryDeadEvent not implemented")
 }
 func (UnimplementedBillingServer) mustEmbedUnimplementedBillingServer() {}
 func (UnimplementedBillingServer) testEmbeddedByValue()                 {}
@@ -472,6 +532,60 @@ func _Billing_IngestWebhook_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Billing_ListSubscriptions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSubscriptionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BillingServer).ListSubscriptions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Billing_ListSubscriptions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BillingServer).ListSubscriptions(ctx, req.(*ListSubscriptionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Billing_ListDeadEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDeadEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BillingServer).ListDeadEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Billing_ListDeadEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BillingServer).ListDeadEvents(ctx, req.(*ListDeadEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Billing_RetryDeadEvent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryDeadEventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BillingServer).RetryDeadEvent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Billing_RetryDeadEvent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BillingServer).RetryDeadEvent(ctx, req.(*RetryDeadEventRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Billing_ServiceDesc is the grpc.ServiceDesc for Billing service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -518,6 +632,18 @@ var Billing_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "IngestWebhook",
 			Handler:    _Billing_IngestWebhook_Handler,
+		},
+		{
+			MethodName: "ListSubscriptions",
+			Handler:    _Billing_ListSubscriptions_Handler,
+		},
+		{
+			MethodName: "ListDeadEvents",
+			Handler:    _Billing_ListDeadEvents_Handler,
+		},
+		{
+			MethodName: "RetryDeadEvent",
+			Handler:    _Billing_RetryDeadEvent_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
