@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -167,7 +168,6 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	mux.Handle("GET /v1/responses/{id}", &openai.GetResponse{Router: corev1.NewRouterClient(deps.Core)})
 	mux.Handle("POST /v1/messages/count_tokens", limitBody(cfg.MaxBodyBytes, &openai.CountTokens{Router: corev1.NewRouterClient(deps.Core)}))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
-	e.mountCLITools(mux, deps.Core)
 	mux.Handle("GET /ui", console.Handler()) // the admin console (edge/internal/console)
 	mux.Handle("GET /ui/", console.Handler())
 	if deps.Billing != nil {
@@ -181,6 +181,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 		return nil, fmt.Errorf("edge: listen: %w", err)
 	}
 	e.ln = ln
+	// After the listener: the settings routes write its real address when
+	// HTTPAddr asked for port 0.
+	e.mountCLITools(mux, deps.Core)
 	e.srv = &http.Server{
 		Handler:           overhead(limitHeaders(cors(cfg.CORSOrigins, requireKey(cfg.RequireAPIKey, guardBody(e.bodies, streamingBody, mux))))),
 		MaxHeaderBytes:    serverMaxHeaderBytes,
@@ -206,14 +209,33 @@ func (e *Edge) mountCLITools(mux *http.ServeMux, core grpc.ClientConnInterface) 
 	}
 	publicURL := e.cfg.PublicURL
 	if publicURL == "" {
-		publicURL = "http://" + e.cfg.HTTPAddr
+		publicURL = "http://" + localAddr(e.ln.Addr())
+	} else if u, err := url.Parse(publicURL); err == nil && u.Port() == "0" {
+		// The default public URL is http://<HTTPAddr>; with port 0 it
+		// names no port a tool could reach.
+		u.Host = localAddr(e.ln.Addr())
+		publicURL = u.String()
 	}
 	mux.Handle(clitools.ClaudeSettingsPath, &clitools.ClaudeSettings{
 		Admin:     corev1.NewAdminClient(core),
+		Models:    corev1.NewRouterClient(core),
 		PublicURL: publicURL,
 		Home:      home,
 	})
 	mux.Handle(clitools.CodexSettingsPath, &clitools.CodexSettings{Admin: corev1.NewAdminClient(core), PublicURL: publicURL, Home: home})
+}
+
+// localAddr is the listener's address as a client on the same machine
+// dials it: the real port, and loopback for a wildcard host.
+func localAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // Addr is the address the edge listens on.
