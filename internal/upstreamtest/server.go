@@ -48,6 +48,7 @@ type config struct {
 	hook          func(Request)
 	chunkDelay    time.Duration
 	noToolCalls   bool
+	streamOnly    bool
 }
 
 // WithModels sets the model ids listed by GET /v1/models. The default is
@@ -106,6 +107,13 @@ func WithChunkDelay(d time.Duration) Option {
 // of tools with every request and would otherwise run them.
 func WithoutToolCalls() Option {
 	return func(c *config) { c.noToolCalls = true }
+}
+
+// WithStreamOnlyResponses makes /v1/responses refuse a request without
+// "stream": true with a 400, as the ChatGPT backend of codex connections
+// does.
+func WithStreamOnlyResponses() Option {
+	return func(c *config) { c.streamOnly = true }
 }
 
 // Server is a fake upstream provider: an HTTP test server speaking the
