@@ -15,5 +15,18 @@
 // A request the upstream would refuse for a reason we can see here (bad tool
 // call arguments, an unsupported content part) fails with an error matching
 // ErrInvalidRequest before anything is sent, so a client's mistake never
-// costs an upstream round trip or cools a connection down.
+// costs an upstream round trip or cools a connection down. Hosted tools
+// (Messages' server tools, Responses' web_search and the like) have no Chat
+// Completions counterpart and are refused the same way on both routes; they
+// pass through where the upstream speaks the client's dialect natively.
+//
+// Thinking signatures: a non-Anthropic upstream's reasoning is rendered as
+// thinking blocks whose "signature" is the empty string (the field is kept
+// because Anthropic's clients expect it; the gateway cannot sign). Such a
+// block sent back by the client is never forwarded as is: Messages to Chat
+// Completions (and on to Responses) drops thinking blocks, which have no
+// counterpart there, and the pass-through to an Anthropic-shaped upstream
+// drops the unsigned ones (core/internal/chat messagesAnthropic), since
+// Anthropic refuses a signature it did not make; signed blocks pass
+// untouched.
 package translate

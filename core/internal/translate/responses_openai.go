@@ -65,7 +65,9 @@ type respPart struct {
 
 // ResponsesToOpenAIRequest translates a /v1/responses request body into a
 // chat.completions request for upstreamModel. Tools other than functions
-// (hosted tools such as web_search) have no counterpart and are left out.
+// (hosted tools such as web_search) have no counterpart: the request is
+// refused, as Messages' server tools are (AnthropicToOpenAIRequest), rather
+// than answered without the tool the client asked for.
 func ResponsesToOpenAIRequest(body []byte, upstreamModel string) ([]byte, error) {
 	var in respRequest
 	if err := json.Unmarshal(body, &in); err != nil {
@@ -87,9 +89,9 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string) ([]byte, error)
 		return nil, err
 	}
 	out.Messages = append(out.Messages, msgs...)
-	for _, t := range in.Tools {
+	for i, t := range in.Tools {
 		if t.Type != "function" {
-			continue
+			return nil, invalid("tools["+strconv.Itoa(i)+"].type", "the hosted tool "+strconv.Quote(t.Type)+" is not available on this model's upstream")
 		}
 		var ct outChatTool
 		ct.Type = "function"
