@@ -286,6 +286,6 @@ func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(body))
 }
 
-func tooLarge(w http.ResponseWriter, limit int64) {
-	openai.TooLarge(limit).Write(w)
+func tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+	openai.TooLarge(limit).WriteFor(w, r)
 }
