@@ -49,6 +49,8 @@ type config struct {
 	chunkDelay    time.Duration
 	noToolCalls   bool
 	streamOnly    bool
+	cacheWrite    int
+	cacheRead     int
 }
 
 // WithModels sets the model ids listed by GET /v1/models. The default is
@@ -114,6 +116,13 @@ func WithoutToolCalls() Option {
 // does.
 func WithStreamOnlyResponses() Option {
 	return func(c *config) { c.streamOnly = true }
+}
+
+// WithPromptCache makes /v1/messages answers report write tokens written to
+// and read tokens read from the prompt cache (cache_creation_input_tokens
+// and cache_read_input_tokens), as Anthropic does for cache_control.
+func WithPromptCache(write, read int) Option {
+	return func(c *config) { c.cacheWrite, c.cacheRead = write, read }
 }
 
 // Server is a fake upstream provider: an HTTP test server speaking the

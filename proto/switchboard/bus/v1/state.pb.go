@@ -1434,9 +1434,11 @@ type UsageCounters struct {
 	CachedTokens     int64 `protobuf:"varint,6,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
 	ReasoningTokens  int64 `protobuf:"varint,7,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
 	// latency_ms is the sum of the requests' latencies.
-	LatencyMs     int64 `protobuf:"varint,8,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LatencyMs int64 `protobuf:"varint,8,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// cache_write_tokens sums the events' cache_write_tokens.
+	CacheWriteTokens int64 `protobuf:"varint,9,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *UsageCounters) Reset() {
@@ -1521,6 +1523,13 @@ func (x *UsageCounters) GetReasoningTokens() int64 {
 func (x *UsageCounters) GetLatencyMs() int64 {
 	if x != nil {
 		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *UsageCounters) GetCacheWriteTokens() int64 {
+	if x != nil {
+		return x.CacheWriteTokens
 	}
 	return 0
 }
@@ -1668,7 +1677,7 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\rconnection_id\x18\x04 \x01(\tR\fconnectionId\x12\x15\n" +
 	"\x06key_id\x18\x05 \x01(\tR\x05keyId\x12\x1a\n" +
 	"\bendpoint\x18\x06 \x01(\tR\bendpoint\x12=\n" +
-	"\bcounters\x18\a \x01(\v2!.switchboard.bus.v1.UsageCountersR\bcounters\"\xa7\x02\n" +
+	"\bcounters\x18\a \x01(\v2!.switchboard.bus.v1.UsageCountersR\bcounters\"\xd5\x02\n" +
 	"\rUsageCounters\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x03R\brequests\x12\x16\n" +
 	"\x06errors\x18\x02 \x01(\x03R\x06errors\x12#\n" +
@@ -1678,7 +1687,8 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\rcached_tokens\x18\x06 \x01(\x03R\fcachedTokens\x12)\n" +
 	"\x10reasoning_tokens\x18\a \x01(\x03R\x0freasoningTokens\x12\x1d\n" +
 	"\n" +
-	"latency_ms\x18\b \x01(\x03R\tlatencyMsBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
+	"latency_ms\x18\b \x01(\x03R\tlatencyMs\x12,\n" +
+	"\x12cache_write_tokens\x18\t \x01(\x03R\x10cacheWriteTokensBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
 
 var (
 	file_switchboard_bus_v1_state_proto_rawDescOnce sync.Once
