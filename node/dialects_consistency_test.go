@@ -34,10 +34,12 @@ func postJSON(t *testing.T, sb *nodetest.Instance, key, path string, body any) (
 }
 
 // Hosted tools (web_search and the like) have no counterpart in Chat
-// Completions: translated to a chat upstream, a Messages and a Responses
-// request naming one are both refused with a 400 in the route's own shape,
-// and nothing goes upstream; where the upstream speaks the dialect natively
-// the tool passes through.
+// Completions, and both routes treat them alike: translated to a chat
+// upstream, a Messages or Responses request whose only tools are hosted is
+// refused with a 400 in the route's own shape and nothing goes upstream;
+// beside the client's own tools they are left out (Codex offers web_search
+// with every turn); where the upstream speaks the dialect natively they
+// pass through.
 func TestHostedToolsRefusedWhenTranslated(t *testing.T) {
 	sb := nodetest.Serve(t, t.TempDir())
 	up := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-up"))
@@ -71,6 +73,21 @@ func TestHostedToolsRefusedWhenTranslated(t *testing.T) {
 	assert.Equal(t, "invalid_request_error", ae.Error.Type)
 	assert.Contains(t, ae.Error.Message, "web_search")
 	assert.Zero(t, up.Count(pathChat), "nothing went upstream")
+
+	// Beside functions, on either route: left out, answered.
+	fn := map[string]any{"type": "function", "name": "get_weather", "parameters": map[string]any{"type": "object"}}
+	status, raw = postJSON(t, sb, key, pathResponses, map[string]any{"model": "local/gpt-4o-mini", "input": "news?",
+		"tools": []any{fn, map[string]any{"type": "web_search"}}})
+	assert.Equal(t, http.StatusOK, status, "%s", raw)
+	status, raw = postJSON(t, sb, key, pathMessages, map[string]any{"model": "local/gpt-4o-mini", "max_tokens": 64,
+		"messages": []any{map[string]any{"role": "user", "content": "news?"}},
+		"tools": []any{map[string]any{"name": "get_weather", "input_schema": map[string]any{"type": "object"}},
+			map[string]any{"type": "web_search_20250305", "name": "web_search"}}})
+	assert.Equal(t, http.StatusOK, status, "%s", raw)
+	require.Equal(t, 2, up.Count(pathChat))
+	for _, r := range up.Requests() {
+		assert.NotContains(t, string(r.Body), "web_search", "the hosted tool was left out")
+	}
 
 	// Native Responses: the hosted tool reaches the upstream as sent.
 	status, raw = postJSON(t, sb, key, pathResponses, map[string]any{"model": chatModel, "input": "news?",

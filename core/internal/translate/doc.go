@@ -15,10 +15,16 @@
 // A request the upstream would refuse for a reason we can see here (bad tool
 // call arguments, an unsupported content part) fails with an error matching
 // ErrInvalidRequest before anything is sent, so a client's mistake never
-// costs an upstream round trip or cools a connection down. Hosted tools
-// (Messages' server tools, Responses' web_search and the like) have no Chat
-// Completions counterpart and are refused the same way on both routes; they
-// pass through where the upstream speaks the client's dialect natively.
+// costs an upstream round trip or cools a connection down.
+//
+// Hosted tools (Messages' server tools, Responses' web_search and the like)
+// have no Chat Completions counterpart; both routes treat them alike. Offered
+// beside the client's own tools they are left out (Codex offers web_search
+// with every turn: refusing would make a chat upstream unusable), so the
+// model answers with the tools it can call. A request whose only tools are
+// hosted, or whose tool_choice names one, is refused with a 400: the answer
+// could not be what it asks for. They pass through untouched where the
+// upstream speaks the client's dialect natively.
 //
 // Thinking signatures: a non-Anthropic upstream's reasoning is rendered as
 // thinking blocks whose "signature" is the empty string (the field is kept
