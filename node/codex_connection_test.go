@@ -160,3 +160,25 @@ func TestCodexLoginAccountHeaderAndStreamOnlyBackend(t *testing.T) {
 		checkUpstream(t, 3)
 	})
 }
+
+// A non-streamed request assembled from a stream-only backend keeps the
+// stream's watchdog: a backend that goes silent mid-stream gives way to the
+// next connection before anything reached the client.
+func TestCodexStreamOnlyStallFallsOver(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	primary := upstreamtest.New(t, upstreamtest.WithAPIKey("tok-1"), upstreamtest.WithStreamOnlyResponses())
+	fallback := upstreamtest.New(t, upstreamtest.WithAPIKey("tok-2"), upstreamtest.WithStreamOnlyResponses())
+	for i, up := range []*upstreamtest.Server{primary, fallback} {
+		r := sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "codex", "name": "cx" + string(rune('a'+i)),
+			"apiKey": []string{"tok-1", "tok-2"}[i], "priority": i + 1, "providerSpecificData": map[string]any{"baseUrl": up.URL()}})
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	}
+	primary.Enqueue(pathResponses, upstreamtest.StallAfter(2))
+	client := sdk(t, sb)
+	resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "codex/gpt-5-codex",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("still there?")}})
+	require.NoError(t, err)
+	assert.Equal(t, "echo: still there?", resp.Choices[0].Message.Content)
+	assert.Equal(t, 1, primary.Count(pathResponses))
+	assert.Equal(t, 1, fallback.Count(pathResponses), "the fallback answered")
+}

@@ -13,8 +13,9 @@ import (
 // streams (provider.Spec.StreamOnly).
 type assembler interface {
 	// assemble reads the upstream's stream to its end and returns the
-	// non-streamed answer body it amounts to.
-	assemble(r io.Reader) ([]byte, error)
+	// non-streamed answer body it amounts to; event is called on every
+	// event read (the stall watchdog).
+	assemble(r io.Reader, event func()) ([]byte, error)
 }
 
 var _ assembler = toResponses{}
@@ -22,7 +23,7 @@ var _ assembler = toResponses{}
 // assemble builds a Responses object from a Responses stream: the final
 // response.completed (or response.incomplete) object, its output filled
 // from the output_item.done events when the backend left it empty.
-func (toResponses) assemble(r io.Reader) ([]byte, error) {
+func (toResponses) assemble(r io.Reader, event func()) ([]byte, error) {
 	rd := sse.NewReader(r, maxEvent)
 	var items []json.RawMessage
 	for {
@@ -33,6 +34,7 @@ func (toResponses) assemble(r io.Reader) ([]byte, error) {
 		if err != nil {
 			return nil, badUpstream("the upstream stream broke off")
 		}
+		event()
 		var e struct {
 			Type        string          `json:"type"`
 			OutputIndex *int            `json:"output_index"`

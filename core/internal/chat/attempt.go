@@ -97,8 +97,15 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		return Usage{}, &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: raw}
 	}
 	if assembled {
-		raw, err := asm.assemble(io.LimitReader(resp.Body, maxBody))
+		// The stream's watchdogs apply: nothing reached the client yet, so
+		// a silent upstream gives way to the next connection.
+		watchdog := time.AfterFunc(a.svc.opts.FirstEventTimeout, func() { cancel(errFirstEvent) })
+		defer watchdog.Stop()
+		raw, err := asm.assemble(io.LimitReader(resp.Body, maxBody), func() { watchdog.Reset(a.svc.opts.StallTimeout) })
 		if err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errFirstEvent) || errors.Is(cause, errStalled) {
+				return Usage{}, badUpstream("the upstream stream stalled")
+			}
 			return Usage{}, err
 		}
 		return a.wholeRaw(raw)
