@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -175,7 +176,6 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	mux.Handle("GET /v1/responses/{id}", &openai.GetResponse{Router: corev1.NewRouterClient(deps.Core)})
 	mux.Handle("POST /v1/messages/count_tokens", limitBody(cfg.MaxBodyBytes, &openai.CountTokens{Router: corev1.NewRouterClient(deps.Core)}))
 	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
-	e.mountCLITools(mux, deps.Core)
 	mux.Handle("GET /ui", console.Handler()) // the admin console (edge/internal/console)
 	mux.Handle("GET /ui/", console.Handler())
 	if deps.Metrics != nil {
@@ -193,6 +193,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 		return nil, fmt.Errorf("edge: listen: %w", err)
 	}
 	e.ln = ln
+	// After the listener: the settings routes write its real address when
+	// HTTPAddr asked for port 0.
+	e.mountCLITools(mux, deps.Core)
 	e.srv = &http.Server{
 		// Metrics and traces sit inside the guards, where the mux has named
 		// the route; requests the guards refuse are not counted.
@@ -220,14 +223,33 @@ func (e *Edge) mountCLITools(mux *http.ServeMux, core grpc.ClientConnInterface) 
 	}
 	publicURL := e.cfg.PublicURL
 	if publicURL == "" {
-		publicURL = "http://" + e.cfg.HTTPAddr
+		publicURL = "http://" + localAddr(e.ln.Addr())
+	} else if u, err := url.Parse(publicURL); err == nil && u.Port() == "0" {
+		// The default public URL is http://<HTTPAddr>; with port 0 it
+		// names no port a tool could reach.
+		u.Host = localAddr(e.ln.Addr())
+		publicURL = u.String()
 	}
 	mux.Handle(clitools.ClaudeSettingsPath, &clitools.ClaudeSettings{
 		Admin:     corev1.NewAdminClient(core),
+		Models:    corev1.NewRouterClient(core),
 		PublicURL: publicURL,
 		Home:      home,
 	})
 	mux.Handle(clitools.CodexSettingsPath, &clitools.CodexSettings{Admin: corev1.NewAdminClient(core), PublicURL: publicURL, Home: home})
+}
+
+// localAddr is the listener's address as a client on the same machine
+// dials it: the real port, and loopback for a wildcard host.
+func localAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // Addr is the address the edge listens on.
@@ -278,6 +300,6 @@ func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(body))
 }
 
-func tooLarge(w http.ResponseWriter, limit int64) {
-	openai.TooLarge(limit).Write(w)
+func tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+	openai.TooLarge(limit).WriteFor(w, r)
 }

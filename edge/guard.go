@@ -87,7 +87,7 @@ func cors(origins []string, next http.Handler) http.Handler {
 			h.Add("Vary", "Access-Control-Request-Headers")
 			reqHeaders := r.Header.Get("Access-Control-Request-Headers")
 			if !allowed(origin) && !asksKeyHeader(reqHeaders) {
-				refuseOrigin(w)
+				refuseOrigin(w, r)
 				return
 			}
 			h.Set("Access-Control-Allow-Origin", grant)
@@ -101,7 +101,7 @@ func cors(origins []string, next http.Handler) http.Handler {
 			return
 		}
 		if apiKey(r.Header) == "" && !allowed(origin) {
-			refuseOrigin(w)
+			refuseOrigin(w, r)
 			return
 		}
 		h.Set("Access-Control-Allow-Origin", grant)
@@ -124,9 +124,9 @@ func asksKeyHeader(list string) bool {
 	return false
 }
 
-func refuseOrigin(w http.ResponseWriter) {
+func refuseOrigin(w http.ResponseWriter, r *http.Request) {
 	openai.NewProblem(http.StatusUnauthorized, "origin_not_allowed",
-		"requests from web pages need an API key (Authorization: Bearer <key>) unless their origin is in SWITCHBOARD_CORS_ORIGINS", "").Write(w)
+		"requests from web pages need an API key (Authorization: Bearer <key>) unless their origin is in SWITCHBOARD_CORS_ORIGINS", "").WriteFor(w, r)
 }
 
 // requireKey refuses a gateway request without a well-formed API key
@@ -143,9 +143,9 @@ func requireKey(all bool, next http.Handler) http.Handler {
 		k := apiKey(r.Header)
 		switch {
 		case k == "":
-			openai.NewProblem(http.StatusUnauthorized, "missing_api_key", "an API key is required (Authorization: Bearer <key>)", "").Write(w)
+			openai.NewProblem(http.StatusUnauthorized, "missing_api_key", "an API key is required (Authorization: Bearer <key>)", "").WriteFor(w, r)
 		case !wellFormedKey(k):
-			openai.NewProblem(http.StatusUnauthorized, "invalid_api_key", "invalid API key", "").Write(w)
+			openai.NewProblem(http.StatusUnauthorized, "invalid_api_key", "invalid API key", "").WriteFor(w, r)
 		default:
 			next.ServeHTTP(w, r)
 		}
@@ -196,7 +196,7 @@ func limitHeaders(next http.Handler) http.Handler {
 			case webhookPath:
 				webhookAnswer(w, code, msg)
 			default:
-				openai.NewProblem(code, "headers_too_large", msg, "").Write(w)
+				openai.NewProblem(code, "headers_too_large", msg, "").WriteFor(w, r)
 			}
 			return
 		}

@@ -92,7 +92,7 @@ func isGatewayPath(p string) bool {
 func limitBody(limit int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
-			tooLarge(w, limit)
+			tooLarge(w, r, limit)
 			return
 		}
 		openai.Limit(w, r, limit)

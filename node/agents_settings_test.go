@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,4 +58,38 @@ func TestAgentsConfiguredBySettingsRoutes(t *testing.T) {
 	assert.Contains(t, out, "echo: say papaya", "Codex printed the fake's answer")
 	assert.Positive(t, up.Count(pathChat), "Claude Code went through Messages to chat")
 	assert.Positive(t, up.Count(pathResponses), "Codex went through Responses natively")
+}
+
+// Claude Code configured by the settings route alone, posting nothing: the
+// gateway listens on port 0 and its models are prefix/model, so the route
+// must write the listener's real port and models the machine routes
+// (Claude Code's own defaults, claude-sonnet-…, resolve nowhere here).
+func TestClaudeConfiguredByRouteAloneOnPrefixedModels(t *testing.T) {
+	claude := agentBin(t, "claude")
+	home := t.TempDir()
+	cfg := nodetest.Config(t.TempDir())
+	cfg.CLIHomeDir = home
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.PublicURL = "http://" + cfg.HTTPAddr // what the config's default makes of it
+	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	up := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-up"), upstreamtest.WithoutToolCalls(),
+		upstreamtest.WithModels("gpt-4.1", "gpt-4o-mini"))
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "sk-up",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "pfx"}})
+
+	r := sb.Admin(t, http.MethodPost, "/api/cli-tools/claude-settings", nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, sb.BaseURL, r.JSON["gatewayUrl"], "the listener's real port")
+	models, _ := r.JSON["models"].(map[string]any)
+	require.NotNil(t, models, "%s", r.Body)
+	for _, k := range []string{"ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "ANTHROPIC_DEFAULT_HAIKU_MODEL"} {
+		v, _ := models[k].(string)
+		assert.True(t, strings.HasPrefix(v, "pfx/"), "%s = %q is a routable prefixed model", k, v)
+	}
+	assert.Contains(t, models["ANTHROPIC_SMALL_FAST_MODEL"], "mini", "a small model for the small slot")
+
+	out, _ := runAgent(t, home, claude, map[string]string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}, "-p", "say mango")
+	assert.Contains(t, out, "echo: ", "Claude Code printed the fake's answer")
+	assert.Contains(t, out, "say mango")
+	assert.Positive(t, up.Count(pathChat))
 }

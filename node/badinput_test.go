@@ -22,9 +22,10 @@ import (
 type errorShape int
 
 const (
-	shapeOpenAI  errorShape = iota // {"error":{"message","type","code","param"}}
-	shapeGraphQL                   // {"errors":[{"message","extensions":{"code","status"}}]}
-	shapeWebhook                   // {"error":"..."}
+	shapeOpenAI    errorShape = iota // {"error":{"message","type","code","param"}}
+	shapeGraphQL                     // {"errors":[{"message","extensions":{"code","status"}}]}
+	shapeWebhook                     // {"error":"..."}
+	shapeAnthropic                   // {"type":"error","error":{"type","message"}}
 )
 
 // badRoute is one route of the bad-input table.
@@ -41,6 +42,10 @@ type badRoute struct {
 	headers   []string
 	// list is the member a list is sent in (default "input").
 	list string
+	// bound, when set, is the most items list takes, each like item, in a
+	// request that would otherwise be answered by the upstream.
+	bound int
+	item  string
 }
 
 // badCase is one bad input: the request to send.
@@ -80,6 +85,19 @@ func TestBadInputTable(t *testing.T) {
 		{name: "legacy embeddings", method: http.MethodPost, path: "/" + machine + "/v1/embeddings", body: true, headers: key},
 		{name: "chat", method: http.MethodPost, path: "/v1/chat/completions", body: true, headers: key, list: "messages"},
 		{name: "legacy chat", method: http.MethodPost, path: "/" + machine + "/v1/chat/completions", body: true, headers: key, list: "stop"},
+		{name: "messages", method: http.MethodPost, path: pathMessages, shape: shapeAnthropic, body: true, headers: key, list: "messages",
+			bound: 10_000, item: `{"role":"user","content":"x"}`},
+		{name: "messages tools", method: http.MethodPost, path: pathMessages, shape: shapeAnthropic, body: true, headers: key, list: "tools",
+			bound: 1024, item: `{"name":"t","input_schema":{"type":"object"}}`},
+		{name: "messages stop sequences", method: http.MethodPost, path: pathMessages, shape: shapeAnthropic, body: true, headers: key, list: "stop_sequences",
+			bound: 256, item: `"s"`},
+		{name: "messages system blocks", method: http.MethodPost, path: pathMessages, shape: shapeAnthropic, body: true, headers: key, list: "system",
+			bound: 10_000, item: `{"type":"text","text":"x"}`},
+		{name: "count tokens", method: http.MethodPost, path: "/v1/messages/count_tokens", shape: shapeAnthropic, body: true, headers: key, list: "messages"},
+		{name: "responses", method: http.MethodPost, path: pathResponses, body: true, headers: key, list: "input",
+			bound: 10_000, item: `{"role":"user","content":"x"}`},
+		{name: "responses tools", method: http.MethodPost, path: pathResponses, body: true, headers: key, list: "tools",
+			bound: 128, item: `{"type":"function","name":"t","parameters":{"type":"object"}}`},
 		{name: "speech", method: http.MethodPost, path: "/v1/audio/speech", body: true, headers: key},
 		{name: "transcriptions", method: http.MethodPost, path: "/v1/audio/transcriptions", form: true, needsType: true, headers: key},
 		{name: "models", method: http.MethodGet, path: "/v1/models", headers: key},
@@ -122,6 +140,17 @@ func TestBadInputTable(t *testing.T) {
 					field = "input"
 				}
 				return strings.NewReader(`{"model":"` + embedModel + `","query":"{ prices { plan } }","` + field + `":` + million + `}`)
+			}},
+		{name: "list one past its bound", applies: func(r badRoute) bool { return r.bound > 0 }, contentType: "application/json",
+			body: func(r badRoute) io.Reader {
+				var b strings.Builder
+				if r.path == pathResponses {
+					b.WriteString(`{"model":"` + chatModel + `","input":"x"`)
+				} else {
+					b.WriteString(`{"model":"` + chatModel + `","max_tokens":16,"messages":[{"role":"user","content":"x"}]`)
+				}
+				b.WriteString(`,"` + r.list + `":[` + strings.TrimSuffix(strings.Repeat(r.item+",", r.bound+1), ",") + `]}`)
+				return strings.NewReader(b.String())
 			}},
 		{name: "wrong content type", applies: func(r badRoute) bool { return r.needsType }, contentType: "text/plain",
 			body: str(`{"query":"{ prices { plan } }"}`)},
@@ -289,6 +318,20 @@ func assertShape(t *testing.T, shape errorShape, raw []byte) {
 		require.NotEmpty(t, b.Errors, "%s", clip(raw))
 		assert.NotEmpty(t, b.Errors[0].Extensions["code"], "%s", clip(raw))
 		assert.NotEqual(t, "INTERNAL_SERVER_ERROR", b.Errors[0].Extensions["code"])
+	case shapeAnthropic:
+		var b struct {
+			Type  string `json:"type"`
+			Error *struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &b), "Anthropic error shape: %s", clip(raw))
+		assert.Equal(t, "error", b.Type, "%s", clip(raw))
+		require.NotNil(t, b.Error, "%s", clip(raw))
+		assert.NotEmpty(t, b.Error.Type)
+		assert.NotEmpty(t, b.Error.Message)
+		assert.NotContains(t, b.Error.Message, "proto:", "no library messages")
 	case shapeWebhook:
 		var b struct {
 			Error string `json:"error"`

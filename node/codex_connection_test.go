@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -73,4 +74,111 @@ func TestCodexConnectionSpeaksResponses(t *testing.T) {
 	require.Error(t, stream.Err(), "never a clean end")
 	assert.Contains(t, stream.Err().Error(), "stream_interrupted")
 	assert.Positive(t, n, "the break came after the first event")
+}
+
+// loginCodex runs a codex authorization-code login against the fake auth
+// server, through the admin routes.
+func loginCodex(t *testing.T, sb *nodetest.Instance) {
+	t.Helper()
+	start := sb.Admin(t, http.MethodPost, "/api/oauth/codex/authorize", map[string]any{"redirectUri": "http://127.0.0.1:9/cb"})
+	require.Equal(t, http.StatusOK, start.Status, "%s", start.Body)
+	authURL := start.JSON["authorizeUrl"].(string)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(authURL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusFound, resp.StatusCode)
+	r := sb.Admin(t, http.MethodPost, "/api/oauth/codex/exchange", map[string]any{"flowId": start.JSON["flowId"], "code": fakeAuthCode})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+}
+
+// The ChatGPT backend of a codex login: every request carries the account
+// id the login's id_token named (chatgpt-account-id), and since the backend
+// answers only streamed requests, non-streamed chat, Messages and Responses
+// requests go up streamed and come back whole in the client's dialect.
+func TestCodexLoginAccountHeaderAndStreamOnlyBackend(t *testing.T) {
+	up := upstreamtest.New(t, upstreamtest.WithAPIKey(fakeAccess), upstreamtest.WithStreamOnlyResponses())
+	f := newFakeAuthServer(t, pollOK)
+	sb := serveWithOAuth(t, f, up.URL())
+	loginCodex(t, sb)
+	key := gatewayKey(t, sb)
+	ctx := context.Background()
+
+	checkUpstream := func(t *testing.T, n int) {
+		t.Helper()
+		reqs := up.Requests()
+		require.Len(t, reqs, n)
+		req := reqs[n-1]
+		assert.Equal(t, pathResponses, req.Path)
+		assert.Equal(t, fakeAccountID, req.Header.Get("chatgpt-account-id"))
+		assert.Equal(t, "Bearer "+fakeAccess, req.Header.Get("Authorization"))
+		var sent map[string]any
+		require.NoError(t, json.Unmarshal(req.Body, &sent))
+		assert.Equal(t, true, sent["stream"], "the backend only streams")
+	}
+
+	t.Run("chat", func(t *testing.T) {
+		client := sdk(t, sb)
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "codex/gpt-5-codex",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello whole chat")}})
+		require.NoError(t, err)
+		assert.Equal(t, "chat.completion", string(resp.Object))
+		assert.Equal(t, "echo: hello whole chat", resp.Choices[0].Message.Content)
+		assert.Positive(t, resp.Usage.TotalTokens)
+		checkUpstream(t, 1)
+	})
+	t.Run("messages", func(t *testing.T) {
+		r, raw, events := postMessages(t, sb, key, messagesBody("codex/gpt-5-codex", "hello whole messages", false))
+		require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+		require.Nil(t, events, "a whole answer, not a stream")
+		var msg struct {
+			Type    string `json:"type"`
+			Content []struct {
+				Type, Text string
+			} `json:"content"`
+			StopReason string `json:"stop_reason"`
+			Usage      struct {
+				OutputTokens int `json:"output_tokens"`
+			} `json:"usage"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &msg), "%s", raw)
+		assert.Equal(t, "message", msg.Type)
+		require.NotEmpty(t, msg.Content)
+		assert.Equal(t, "echo: hello whole messages", msg.Content[0].Text)
+		assert.Equal(t, "end_turn", msg.StopReason)
+		assert.Positive(t, msg.Usage.OutputTokens)
+		checkUpstream(t, 2)
+	})
+	t.Run("responses", func(t *testing.T) {
+		client := sdk(t, sb)
+		resp, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "codex/gpt-5-codex",
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello whole responses")}})
+		require.NoError(t, err)
+		assert.Equal(t, "completed", string(resp.Status))
+		assert.Equal(t, "echo: hello whole responses", resp.OutputText())
+		assert.Positive(t, resp.Usage.TotalTokens)
+		checkUpstream(t, 3)
+	})
+}
+
+// A non-streamed request assembled from a stream-only backend keeps the
+// stream's watchdog: a backend that goes silent mid-stream gives way to the
+// next connection before anything reached the client.
+func TestCodexStreamOnlyStallFallsOver(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	primary := upstreamtest.New(t, upstreamtest.WithAPIKey("tok-1"), upstreamtest.WithStreamOnlyResponses())
+	fallback := upstreamtest.New(t, upstreamtest.WithAPIKey("tok-2"), upstreamtest.WithStreamOnlyResponses())
+	for i, up := range []*upstreamtest.Server{primary, fallback} {
+		r := sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "codex", "name": "cx" + string(rune('a'+i)),
+			"apiKey": []string{"tok-1", "tok-2"}[i], "priority": i + 1, "providerSpecificData": map[string]any{"baseUrl": up.URL()}})
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	}
+	primary.Enqueue(pathResponses, upstreamtest.StallAfter(2))
+	client := sdk(t, sb)
+	resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "codex/gpt-5-codex",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("still there?")}})
+	require.NoError(t, err)
+	assert.Equal(t, "echo: still there?", resp.Choices[0].Message.Content)
+	assert.Equal(t, 1, primary.Count(pathResponses))
+	assert.Equal(t, 1, fallback.Count(pathResponses), "the fallback answered")
 }

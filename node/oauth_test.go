@@ -26,12 +26,17 @@ import (
 // Values the fake authorization server hands out, distinctive so a leak
 // would be caught.
 const (
-	fakeClientID    = "fake-client-7c1"
-	fakeUserCode    = "WDJB-MJHT"
-	fakeAccess      = "at-login-4f2a90"
-	fakeRefresh     = "rt-login-81bc3e"
-	fakeCopilot     = "cop-token-d07e55"
-	fakeAuthCode    = "ac-code-19e0f4"
+	fakeClientID  = "fake-client-7c1"
+	fakeUserCode  = "WDJB-MJHT"
+	fakeAccess    = "at-login-4f2a90"
+	fakeRefresh   = "rt-login-81bc3e"
+	fakeCopilot   = "cop-token-d07e55"
+	fakeAuthCode  = "ac-code-19e0f4"
+	fakeAccountID = "acct-7d1e9c20"
+	// fakeIDToken is an id_token naming the ChatGPT account as OpenAI's
+	// does (header {"alg":"none"}, claims {"https://api.openai.com/auth":
+	// {"chatgpt_account_id": fakeAccountID}}, no signature).
+	fakeIDToken     = "eyJhbGciOiJub25lIn0.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hhdGdwdF9hY2NvdW50X2lkIjoiYWNjdC03ZDFlOWMyMCJ9fQ.sig"
 	pollOK          = "ok"
 	fakeCopilotLife = 25 * time.Minute
 )
@@ -113,7 +118,8 @@ func (f *fakeAuthServer) deviceCode(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAuthServer) tokens() map[string]any {
-	body := map[string]any{"access_token": fakeAccess, "refresh_token": fakeRefresh, "token_type": "Bearer", "expires_in": 3600}
+	body := map[string]any{"access_token": fakeAccess, "refresh_token": fakeRefresh, "token_type": "Bearer", "expires_in": 3600,
+		"id_token": fakeIDToken}
 	if f.resourceURL != "" {
 		body["resource_url"] = f.resourceURL
 	}

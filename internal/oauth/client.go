@@ -85,6 +85,9 @@ type Token struct {
 	ExpiresIn int64
 	// ResourceURL is the API host some providers name (Qwen).
 	ResourceURL string
+	// IDToken is the OpenID Connect id_token, when the answer has one
+	// (Codex: it names the ChatGPT account).
+	IDToken string
 }
 
 // DeviceAuthorize asks p's device authorization endpoint for a user code.
@@ -204,6 +207,7 @@ func tokenCall(ctx context.Context, client *http.Client, tokenURL string, format
 		RefreshToken string     `json:"refresh_token"`
 		ExpiresIn    number     `json:"expires_in"`
 		ResourceURL  string     `json:"resource_url"`
+		IDToken      string     `json:"id_token"`
 		Error        ErrorField `json:"error"`
 	}
 	derr := decode(ctype, body, &a)
@@ -218,7 +222,7 @@ func tokenCall(ctx context.Context, client *http.Client, tokenURL string, format
 	case a.AccessToken == "":
 		return Token{}, &Error{Status: status, Reason: "no access_token in the answer"}
 	}
-	return Token{AccessToken: a.AccessToken, RefreshToken: a.RefreshToken, ExpiresIn: int64(a.ExpiresIn), ResourceURL: a.ResourceURL}, nil
+	return Token{AccessToken: a.AccessToken, RefreshToken: a.RefreshToken, ExpiresIn: int64(a.ExpiresIn), ResourceURL: a.ResourceURL, IDToken: a.IDToken}, nil
 }
 
 // post sends form to endpoint as a form or JSON body and reads the answer.

@@ -67,6 +67,11 @@ type Provider struct {
 	// BaseURL is the connection's base URL; empty keeps the registry's
 	// default. A resource_url or Copilot endpoint wins over it.
 	BaseURL string
+	// Claims are values the login keeps with its connection (in its
+	// ProviderData.values), by name: the path of a JWT claim read from the
+	// token answer's id_token, else from the access token (Codex: the
+	// ChatGPT account id, which internal/provider's DataHeaders send).
+	Claims map[string][]string
 	// Refresh is how the connections of the login renew their access
 	// token; empty means RefreshGrant.
 	Refresh RefreshMethod
@@ -160,6 +165,9 @@ func defaults() []Provider {
 			AuthorizeParams: map[string]string{
 				"id_token_add_organizations": "true",
 				"codex_cli_simplified_flow":  "true",
+			},
+			Claims: map[string][]string{
+				"chatgpt_account_id": {"https://api.openai.com/auth", "chatgpt_account_id"},
 			},
 		},
 	}

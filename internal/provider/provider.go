@@ -104,6 +104,15 @@ type Spec struct {
 	// credential: the request shape a subscription backend requires
 	// (Copilot's editor and integration ids, Codex's originator).
 	Headers map[string]string
+	// DataHeaders are headers whose value is a connection's stored value
+	// (header name to key of the connection's ProviderData.values, which a
+	// login fills from its tokens): Codex's chatgpt-account-id. A value the
+	// connection does not have sends no header.
+	DataHeaders map[string]string
+	// StreamOnly is true when the upstream answers only streamed requests
+	// (the ChatGPT backend): a non-streamed request goes up streamed and the
+	// stream is assembled into the whole answer.
+	StreamOnly bool
 	// Responses is true when the upstream also speaks OpenAI's Responses
 	// API at {BaseURL}/responses: /v1/responses requests go to it as they
 	// are instead of being translated.

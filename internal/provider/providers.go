@@ -309,7 +309,10 @@ func codex() Spec {
 			"OpenAI-Beta": "responses=experimental",
 			"Originator":  "codex_cli_rs",
 		},
-		Kinds: []string{KindLLM},
+		// The login's id_token names the ChatGPT account (internal/oauth).
+		DataHeaders: map[string]string{"chatgpt-account-id": "chatgpt_account_id"},
+		StreamOnly:  true,
+		Kinds:       []string{KindLLM},
 		Models: []Model{
 			chat("gpt-5-codex", 400_000, ModalityText, ModalityImage),
 			chat("gpt-5", 400_000, ModalityText, ModalityImage),

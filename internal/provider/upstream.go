@@ -23,8 +23,19 @@ func (s Spec) BaseURL(override string) string {
 // Authorize sets the credential headers of the provider's auth style, and
 // the provider's own request headers.
 func (s Spec) Authorize(h http.Header, credential string) {
+	s.AuthorizeWith(h, credential, nil)
+}
+
+// AuthorizeWith is Authorize for a connection with stored values: the
+// provider's DataHeaders carry them.
+func (s Spec) AuthorizeWith(h http.Header, credential string, values map[string]string) {
 	for k, v := range s.Headers {
 		h.Set(k, v)
+	}
+	for header, key := range s.DataHeaders {
+		if v := values[key]; v != "" {
+			h.Set(header, v)
+		}
 	}
 	switch s.Auth {
 	case AuthXIAPIKey:

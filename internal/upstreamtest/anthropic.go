@@ -35,6 +35,9 @@ type messageAnswer struct {
 	calls        []toolCall
 	inputTokens  int
 	outputTokens int
+	// cacheWrite and cacheRead are the prompt cache tokens reported
+	// (WithPromptCache).
+	cacheWrite, cacheRead int
 }
 
 func (a *messageAnswer) stopReason() string {
@@ -74,7 +77,7 @@ func (s *Server) serveMessages(o *output, r *http.Request, body []byte) {
 		return
 	}
 
-	a := messageAnswer{id: s.newID("msg_01", 22), model: req.Model}
+	a := messageAnswer{id: s.newID("msg_01", 22), model: req.Model, cacheWrite: s.cfg.cacheWrite, cacheRead: s.cfg.cacheRead}
 	sys, _ := contentText(req.System)
 	a.inputTokens = Tokens(sys)
 	var userText string
@@ -136,11 +139,16 @@ func messageTools(req *messagesRequest) []toolDef {
 }
 
 // appendAnthropicUsage appends the usage object of a message.
-func appendAnthropicUsage(b []byte, input, output int) []byte {
+func appendAnthropicUsage(b []byte, a *messageAnswer, output int) []byte {
 	b = append(b, `{"input_tokens":`...)
-	b = appendInt(b, input)
-	b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,`+
-		`"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0},"output_tokens":`...)
+	b = appendInt(b, a.inputTokens)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = appendInt(b, a.cacheWrite)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = appendInt(b, a.cacheRead)
+	b = append(b, `,"cache_creation":{"ephemeral_5m_input_tokens":`...)
+	b = appendInt(b, a.cacheWrite)
+	b = append(b, `,"ephemeral_1h_input_tokens":0},"output_tokens":`...)
 	b = appendInt(b, output)
 	return append(b, `,"service_tier":"standard"}`...)
 }
@@ -172,7 +180,7 @@ func (a *messageAnswer) appendMessage(b []byte) []byte {
 	b = append(b, `],"stop_reason":`...)
 	b = appendString(b, a.stopReason())
 	b = append(b, `,"stop_sequence":null,"usage":`...)
-	b = appendAnthropicUsage(b, a.inputTokens, a.outputTokens)
+	b = appendAnthropicUsage(b, a, a.outputTokens)
 	return append(b, '}')
 }
 
@@ -207,7 +215,7 @@ func (s *Server) streamMessage(o *output, a *messageAnswer) {
 		b = append(b, `{"type":"message_start","message":`...)
 		b = a.appendMessageHead(b)
 		b = append(b, `],"stop_reason":null,"stop_sequence":null,"usage":`...)
-		b = appendAnthropicUsage(b, a.inputTokens, 1)
+		b = appendAnthropicUsage(b, a, 1)
 		return append(b, '}')
 	})
 	ok = ok && ms.emit(chunkContent, "content_block_start", 3, func(b []byte) []byte {
@@ -261,7 +269,11 @@ func (s *Server) streamMessage(o *output, a *messageAnswer) {
 		b = appendString(b, a.stopReason())
 		b = append(b, `,"stop_sequence":null},"usage":{"input_tokens":`...)
 		b = appendInt(b, a.inputTokens)
-		b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":`...)
+		b = append(b, `,"cache_creation_input_tokens":`...)
+		b = appendInt(b, a.cacheWrite)
+		b = append(b, `,"cache_read_input_tokens":`...)
+		b = appendInt(b, a.cacheRead)
+		b = append(b, `,"output_tokens":`...)
 		b = appendInt(b, a.outputTokens)
 		return append(b, '}')
 	})

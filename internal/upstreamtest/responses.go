@@ -45,6 +45,10 @@ func (s *Server) serveResponses(o *output, body []byte) {
 		o.sendJSON(http.StatusBadRequest, invalidRequest("missing_required_parameter", "model", msgOpenAINoModel))
 		return
 	}
+	if s.cfg.streamOnly && !req.Stream {
+		o.sendJSON(http.StatusBadRequest, []byte(`{"detail":"Stream must be set to true"}`))
+		return
+	}
 	var userText string
 	afterTool := false
 	var s1 string

@@ -48,6 +48,9 @@ type config struct {
 	hook          func(Request)
 	chunkDelay    time.Duration
 	noToolCalls   bool
+	streamOnly    bool
+	cacheWrite    int
+	cacheRead     int
 }
 
 // WithModels sets the model ids listed by GET /v1/models. The default is
@@ -106,6 +109,20 @@ func WithChunkDelay(d time.Duration) Option {
 // of tools with every request and would otherwise run them.
 func WithoutToolCalls() Option {
 	return func(c *config) { c.noToolCalls = true }
+}
+
+// WithStreamOnlyResponses makes /v1/responses refuse a request without
+// "stream": true with a 400, as the ChatGPT backend of codex connections
+// does.
+func WithStreamOnlyResponses() Option {
+	return func(c *config) { c.streamOnly = true }
+}
+
+// WithPromptCache makes /v1/messages answers report write tokens written to
+// and read tokens read from the prompt cache (cache_creation_input_tokens
+// and cache_read_input_tokens), as Anthropic does for cache_control.
+func WithPromptCache(write, read int) Option {
+	return func(c *config) { c.cacheWrite, c.cacheRead = write, read }
 }
 
 // Server is a fake upstream provider: an HTTP test server speaking the

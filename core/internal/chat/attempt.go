@@ -62,6 +62,15 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		}
 		return Usage{}, err
 	}
+	// An upstream that only streams gets a non-streamed request streamed,
+	// and its stream is assembled into the whole answer.
+	asm, canAssemble := a.tr.(assembler)
+	assembled := !a.in.stream && a.c.Spec.StreamOnly && canAssemble
+	if assembled {
+		if body, err = forceStream(body); err != nil {
+			return Usage{}, err
+		}
+	}
 	// The stream's watchdog cancels the call when the upstream goes silent.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -70,7 +79,7 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		return Usage{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if a.in.stream {
+	if a.in.stream || assembled {
 		req.Header.Set("Accept", "text/event-stream")
 	} else {
 		req.Header.Set("Accept", "application/json")
@@ -86,6 +95,20 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		raw = a.tr.errorBody(a.c.Scrub(raw))
 		return Usage{}, &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+	}
+	if assembled {
+		// The stream's watchdogs apply: nothing reached the client yet, so
+		// a silent upstream gives way to the next connection.
+		watchdog := time.AfterFunc(a.svc.opts.FirstEventTimeout, func() { cancel(errFirstEvent) })
+		defer watchdog.Stop()
+		raw, err := asm.assemble(io.LimitReader(resp.Body, maxBody), func() { watchdog.Reset(a.svc.opts.StallTimeout) })
+		if err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errFirstEvent) || errors.Is(cause, errStalled) {
+				return Usage{}, badUpstream("the upstream stream stalled")
+			}
+			return Usage{}, err
+		}
+		return a.wholeRaw(raw)
 	}
 	if !a.in.stream {
 		return a.whole(resp.Body)
@@ -106,6 +129,11 @@ func (a *attempt) whole(r io.Reader) (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
+	return a.wholeRaw(raw)
+}
+
+// wholeRaw relays a non-streamed answer's body.
+func (a *attempt) wholeRaw(raw []byte) (Usage, error) {
 	out, u, err := a.tr.whole(raw, a.t.Model)
 	if err != nil {
 		return Usage{}, err

@@ -1,8 +1,12 @@
 package chat
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzParse: every dialect's parser either reads a body (a model, a list
@@ -34,4 +38,28 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("a parsed body has a model")
 		}
 	})
+}
+
+func TestWithoutUnsignedThinking(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+		changed        bool
+	}{
+		{"no thinking", `[{"role":"user","content":"hi"}]`, ``, false},
+		{"signed kept", `[{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"sig"},{"type":"text","text":"a"}]}]`, ``, false},
+		{"empty signature dropped", `[{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":""},{"type":"text","text":"a"}]}]`,
+			`[{"role":"assistant","content":[{"type":"text","text":"a"}]}]`, true},
+		{"missing signature dropped", `[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"thinking","thinking":"t"}]},{"role":"user","content":"r"}]`,
+			`[{"role":"user","content":"q"},{"role":"user","content":"r"}]`, true},
+		{"text mentioning thinking", `[{"role":"user","content":"\"thinking\""}]`, ``, false},
+		{"unreadable", `{"thinking"`, ``, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, changed := withoutUnsignedThinking(json.RawMessage(tc.in))
+			require.Equal(t, tc.changed, changed)
+			if tc.changed {
+				assert.JSONEq(t, tc.want, string(got))
+			}
+		})
+	}
 }

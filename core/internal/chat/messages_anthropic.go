@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 )
@@ -25,7 +26,64 @@ func (messagesAnthropic) header(h http.Header, in inbound) {
 
 func (messagesAnthropic) request(in inbound, model string) ([]byte, error) {
 	m, _ := json.Marshal(model)
-	return in.withFields(map[string]json.RawMessage{"model": m})
+	set := map[string]json.RawMessage{"model": m}
+	if msgs, ok := withoutUnsignedThinking(in.fields["messages"]); ok {
+		set["messages"] = msgs
+	}
+	return in.withFields(set)
+}
+
+// withoutUnsignedThinking drops the thinking blocks without a signature
+// from a Messages request's messages: the gateway renders a non-Anthropic
+// upstream's reasoning as thinking blocks with an empty signature (it cannot
+// sign them), and a client such as Claude Code sends them back on the next
+// turn; an Anthropic upstream refuses a thinking block whose signature it
+// did not make. ok is false when nothing was dropped (the body then goes up
+// untouched).
+func withoutUnsignedThinking(raw json.RawMessage) (json.RawMessage, bool) {
+	if !bytes.Contains(raw, []byte(`"thinking"`)) {
+		return nil, false
+	}
+	var msgs []map[string]json.RawMessage
+	if json.Unmarshal(raw, &msgs) != nil {
+		return nil, false // the upstream judges a body we cannot read
+	}
+	changed := false
+	kept := msgs[:0]
+	for _, m := range msgs {
+		var blocks []json.RawMessage
+		if json.Unmarshal(m["content"], &blocks) != nil {
+			kept = append(kept, m)
+			continue
+		}
+		out := blocks[:0]
+		for _, b := range blocks {
+			var blk struct {
+				Type      string  `json:"type"`
+				Signature *string `json:"signature"`
+			}
+			if json.Unmarshal(b, &blk) == nil && blk.Type == "thinking" && (blk.Signature == nil || *blk.Signature == "") {
+				changed = true
+				continue
+			}
+			out = append(out, b)
+		}
+		if len(out) == 0 && len(blocks) > 0 {
+			continue // a message that held nothing else goes too
+		}
+		if len(out) != len(blocks) {
+			m["content"], _ = json.Marshal(out)
+		}
+		kept = append(kept, m)
+	}
+	if !changed {
+		return nil, false
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
 }
 
 func (messagesAnthropic) whole(raw []byte, _ string) ([]byte, Usage, error) {

@@ -40,7 +40,9 @@ type Conn struct {
 }
 
 // Authorize sets the connection's credential on an upstream request.
-func (c *Conn) Authorize(h http.Header) { c.Spec.Authorize(h, c.Credential) }
+func (c *Conn) Authorize(h http.Header) {
+	c.Spec.AuthorizeWith(h, c.Credential, c.Connection.GetData().GetValues())
+}
 
 // Scrub removes the connection's credential from text that may be shown to
 // a client (an upstream error body that echoes the key).

@@ -45,7 +45,7 @@ func (r *Router) ChatCompletions(req *corev1.ChatCompletionsRequest, stream grpc
 	r.record(ctx, p, res, start, err, &busv1.UsageEvent{
 		Endpoint: d.String(), PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
 		TotalTokens: u.TotalTokens, CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens,
-		Partial: u.Partial, TokensEstimated: u.Estimated,
+		CacheWriteTokens: u.CacheWriteTokens, Partial: u.Partial, TokensEstimated: u.Estimated,
 	})
 	return err
 }

@@ -49,7 +49,7 @@ type checkResult struct {
 
 // check calls GET {base}/models with credential through proxyURL. Its error
 // text never holds the credential or the proxy's password.
-func (a *Admin) check(ctx context.Context, spec provider.Spec, baseOverride, proxyURL, credential string) checkResult {
+func (a *Admin) check(ctx context.Context, spec provider.Spec, baseOverride, proxyURL, credential string, values map[string]string) checkResult {
 	base := spec.BaseURL(baseOverride)
 	if base == "" {
 		return checkResult{err: "the provider has no base URL; set providerSpecificData.baseUrl"}
@@ -68,7 +68,7 @@ func (a *Admin) check(ctx context.Context, spec provider.Spec, baseOverride, pro
 		return checkResult{err: "invalid base URL"}
 	}
 	req.Header.Set("Accept", "application/json")
-	spec.Authorize(req.Header, credential)
+	spec.AuthorizeWith(req.Header, credential, values)
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -150,7 +150,7 @@ func (a *Admin) ValidateProvider(ctx context.Context, req *corev1.ValidateProvid
 	if err := a.validData(&corev1.ProviderSpecificData{BaseUrl: d.GetBaseUrl(), ProxyUrl: d.GetProxyUrl()}, spec); err != nil {
 		return nil, err
 	}
-	r := a.check(ctx, spec, d.GetBaseUrl(), d.GetProxyUrl(), req.GetApiKey())
+	r := a.check(ctx, spec, d.GetBaseUrl(), d.GetProxyUrl(), req.GetApiKey(), nil)
 	a.log.Info("provider credential checked", "provider", req.GetProvider(), "valid", r.ok, "status", r.status, "latency", r.latency)
 	out := &corev1.ValidateProviderResponse{Valid: r.ok, LatencyMs: latencyMs(r.latency)}
 	if r.status != 0 {
@@ -182,7 +182,7 @@ func (a *Admin) TestConnection(ctx context.Context, req *corev1.TestConnectionRe
 	if err != nil {
 		return nil, err
 	}
-	r := a.check(ctx, spec, c.GetData().GetBaseUrl(), vault.ProxyURL(c, sec), vault.Credential(sec))
+	r := a.check(ctx, spec, c.GetData().GetBaseUrl(), vault.ProxyURL(c, sec), vault.Credential(sec), c.GetData().GetValues())
 	test := &busv1.ConnectionTest{
 		TestedAt:  timestamppb.New(a.now()),
 		Ok:        r.ok,

@@ -528,7 +528,7 @@ func (a *Admin) completeLogin(ctx context.Context, f *busv1.OAuthFlow, proxyURL 
 		Name:      f.GetName(),
 		Priority:  1,
 		IsActive:  true,
-		Data:      &busv1.ProviderData{BaseUrl: baseURL},
+		Data:      &busv1.ProviderData{BaseUrl: baseURL, Values: p.Values(tok)},
 		Oauth:     st,
 		CreatedAt: timestamppb.New(now),
 		UpdatedAt: timestamppb.New(now),

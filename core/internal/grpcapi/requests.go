@@ -352,6 +352,7 @@ func requestEntry(seq uint64, ev *busv1.UsageEvent, n names) *corev1.RequestLogE
 		CompletionTokens: float64(ev.GetCompletionTokens()),
 		TotalTokens:      float64(ev.GetTotalTokens()),
 		CachedTokens:     float64(ev.GetCachedTokens()),
+		CacheWriteTokens: float64(ev.GetCacheWriteTokens()),
 		ReasoningTokens:  float64(ev.GetReasoningTokens()),
 		EventId:          ev.GetEventId(),
 		TokensEstimated:  ev.GetTokensEstimated(),

@@ -37,6 +37,7 @@ func (r *Router) record(ctx context.Context, p Principal, res dispatch.Result, s
 	}
 	if err != nil && !ev.GetPartial() {
 		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.CachedTokens, ev.ReasoningTokens = 0, 0, 0, 0, 0
+		ev.CacheWriteTokens = 0
 		ev.ErrorCode = reasonOf(err)
 	}
 	r.Metrics.observe(res, ev, start)

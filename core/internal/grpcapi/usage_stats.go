@@ -225,6 +225,7 @@ func usageTotals(c *busv1.UsageCounters) *corev1.UsageTotals {
 		CompletionTokens: float64(c.GetCompletionTokens()),
 		TotalTokens:      float64(c.GetTotalTokens()),
 		CachedTokens:     float64(c.GetCachedTokens()),
+		CacheWriteTokens: float64(c.GetCacheWriteTokens()),
 		ReasoningTokens:  float64(c.GetReasoningTokens()),
 		AvgLatencyMs:     avgLatency(c),
 	}
@@ -243,6 +244,7 @@ func usageBreakdowns(rows []rollup.Breakdown, names map[string]string) []*corev1
 			CompletionTokens: float64(c.GetCompletionTokens()),
 			TotalTokens:      float64(c.GetTotalTokens()),
 			CachedTokens:     float64(c.GetCachedTokens()),
+			CacheWriteTokens: float64(c.GetCacheWriteTokens()),
 			ReasoningTokens:  float64(c.GetReasoningTokens()),
 			AvgLatencyMs:     avgLatency(c),
 		}

@@ -207,6 +207,7 @@ func AddCounters(dst, src *busv1.UsageCounters) {
 	dst.CompletionTokens += src.GetCompletionTokens()
 	dst.TotalTokens += src.GetTotalTokens()
 	dst.CachedTokens += src.GetCachedTokens()
+	dst.CacheWriteTokens += src.GetCacheWriteTokens()
 	dst.ReasoningTokens += src.GetReasoningTokens()
 	dst.LatencyMs += src.GetLatencyMs()
 }

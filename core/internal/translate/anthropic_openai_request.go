@@ -139,15 +139,29 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string) ([]byte, error)
 		}
 		out.Messages = append(out.Messages, msgs...)
 	}
+	// Server tools have no Chat Completions counterpart: left out when
+	// the request offers tools of its own too, refused when they are all
+	// it offers or tool_choice names one (see doc.go).
+	firstServer, serverNames := -1, map[string]bool{}
 	for i, t := range in.Tools {
 		if t.Type != "" && t.Type != "custom" {
-			return nil, invalid("tools["+strconv.Itoa(i)+"].type", "the server tool "+strconv.Quote(t.Type)+" is not available on this model's upstream")
+			if firstServer < 0 {
+				firstServer = i
+			}
+			serverNames[t.Name] = true
+			continue
 		}
 		var ct outChatTool
 		ct.Type = "function"
 		ct.Function.Name, ct.Function.Description = t.Name, t.Description
 		ct.Function.Parameters = t.InputSchema
 		out.Tools = append(out.Tools, ct)
+	}
+	if firstServer >= 0 && len(out.Tools) == 0 {
+		return nil, invalid("tools["+strconv.Itoa(firstServer)+"].type", "the server tool "+strconv.Quote(in.Tools[firstServer].Type)+" is not available on this model's upstream")
+	}
+	if tc := in.ToolChoice; tc != nil && tc.Type == "tool" && serverNames[tc.Name] {
+		return nil, invalid("tool_choice.name", "the server tool "+strconv.Quote(tc.Name)+" is not available on this model's upstream")
 	}
 	if tc := in.ToolChoice; tc != nil {
 		switch tc.Type {

@@ -16,4 +16,23 @@
 // call arguments, an unsupported content part) fails with an error matching
 // ErrInvalidRequest before anything is sent, so a client's mistake never
 // costs an upstream round trip or cools a connection down.
+//
+// Hosted tools (Messages' server tools, Responses' web_search and the like)
+// have no Chat Completions counterpart; both routes treat them alike. Offered
+// beside the client's own tools they are left out (Codex offers web_search
+// with every turn: refusing would make a chat upstream unusable), so the
+// model answers with the tools it can call. A request whose only tools are
+// hosted, or whose tool_choice names one, is refused with a 400: the answer
+// could not be what it asks for. They pass through untouched where the
+// upstream speaks the client's dialect natively.
+//
+// Thinking signatures: a non-Anthropic upstream's reasoning is rendered as
+// thinking blocks whose "signature" is the empty string (the field is kept
+// because Anthropic's clients expect it; the gateway cannot sign). Such a
+// block sent back by the client is never forwarded as is: Messages to Chat
+// Completions (and on to Responses) drops thinking blocks, which have no
+// counterpart there, and the pass-through to an Anthropic-shaped upstream
+// drops the unsigned ones (core/internal/chat messagesAnthropic), since
+// Anthropic refuses a signature it did not make; signed blocks pass
+// untouched.
 package translate

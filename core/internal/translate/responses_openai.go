@@ -65,7 +65,9 @@ type respPart struct {
 
 // ResponsesToOpenAIRequest translates a /v1/responses request body into a
 // chat.completions request for upstreamModel. Tools other than functions
-// (hosted tools such as web_search) have no counterpart and are left out.
+// (hosted tools such as web_search, Codex's namespaces) have no
+// counterpart: they are left out beside functions and refused alone, as
+// Messages' server tools are (AnthropicToOpenAIRequest).
 func ResponsesToOpenAIRequest(body []byte, upstreamModel string) ([]byte, error) {
 	var in respRequest
 	if err := json.Unmarshal(body, &in); err != nil {
@@ -87,14 +89,24 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string) ([]byte, error)
 		return nil, err
 	}
 	out.Messages = append(out.Messages, msgs...)
-	for _, t := range in.Tools {
+	// Hosted tools have no Chat Completions counterpart: left out when the
+	// request offers functions too (Codex offers web_search with every
+	// turn), refused when they are all it offers (see doc.go).
+	firstHosted := -1
+	for i, t := range in.Tools {
 		if t.Type != "function" {
+			if firstHosted < 0 {
+				firstHosted = i
+			}
 			continue
 		}
 		var ct outChatTool
 		ct.Type = "function"
 		ct.Function.Name, ct.Function.Description, ct.Function.Parameters = t.Name, t.Description, t.Parameters
 		out.Tools = append(out.Tools, ct)
+	}
+	if firstHosted >= 0 && len(out.Tools) == 0 {
+		return nil, invalid("tools["+strconv.Itoa(firstHosted)+"].type", "the hosted tool "+strconv.Quote(in.Tools[firstHosted].Type)+" is not available on this model's upstream")
 	}
 	if len(out.Tools) == 0 {
 		out.ParallelToolCalls = nil

@@ -65,6 +65,10 @@ type ClaudeSettings struct {
 	PublicURL string
 	// Home is the home directory holding .claude/settings.json.
 	Home string
+	// Models lists what the written key's machine can route; the model env
+	// keys a POST leaves out are chosen from it (none are written when nil
+	// or when the listing fails).
+	Models Models
 	// LookPath finds an executable (exec.LookPath when nil).
 	LookPath func(string) (string, error)
 
@@ -248,6 +252,30 @@ func (h *ClaudeSettings) configure(ctx context.Context, r *http.Request) (Status
 		{EnvOpus, body.OpusModel},
 		{EnvSonnet, body.SonnetModel},
 		{EnvHaiku, body.HaikuModel},
+	}
+	// Model keys not posted get models the machine routes, so Claude Code
+	// works out of the box on a gateway whose ids are prefix/model (its
+	// own defaults, claude-sonnet-…, resolve nowhere). A value already in
+	// the file is kept while it is still routable.
+	if body.Model == "" || body.SmallFastModel == "" || body.OpusModel == "" || body.SonnetModel == "" || body.HaikuModel == "" {
+		if ids := h.routableLLMs(ctx, key); len(ids) > 0 {
+			routable := make(map[string]bool, len(ids))
+			for _, id := range ids {
+				routable[id] = true
+			}
+			c := chooseClaudeModels(ids)
+			chosen := map[string]string{EnvModel: c.main, EnvSmallFast: c.small, EnvOpus: c.opus, EnvSonnet: c.sonnet, EnvHaiku: c.haiku}
+			for i := range sets {
+				def, ok := chosen[sets[i].key]
+				if !ok || sets[i].value != "" {
+					continue
+				}
+				if cur := envString(e, sets[i].key); cur != "" && routable[cur] {
+					continue
+				}
+				sets[i].value = def
+			}
+		}
 	}
 	for _, s := range sets {
 		if s.value == "" {

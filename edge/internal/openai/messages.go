@@ -122,8 +122,13 @@ func readAnthropicBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, ok := readJSON(rec, r)
 	if !ok {
 		AnthropicProblem{Status: rec.status, Type: anthropicType(rec.status), Message: rec.message()}.Write(w)
+		return nil, false
 	}
-	return body, ok
+	if p := CheckMessages(body); p != nil {
+		AnthropicProblem{Status: p.Status, Type: anthropicType(p.Status), Message: p.Body.Error.Message}.Write(w)
+		return nil, false
+	}
+	return body, true
 }
 
 // problemRecorder captures an OpenAI-shaped problem a shared helper writes,
@@ -188,6 +193,27 @@ func (p AnthropicProblem) Write(w http.ResponseWriter) {
 	w.WriteHeader(p.Status)
 	b, _ := marshalNoEscape(p.body())
 	_, _ = w.Write(b)
+}
+
+// IsMessagesPath reports the Anthropic Messages routes, whose errors are in
+// Anthropic's shape.
+func IsMessagesPath(p string) bool {
+	return p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/")
+}
+
+// WriteFor writes p in the shape of r's route: Anthropic's on the Messages
+// routes, OpenAI's elsewhere. The edge's guards answer with it, so a
+// request they refuse gets the same shape as one its handler refuses.
+func (p Problem) WriteFor(w http.ResponseWriter, r *http.Request) {
+	if r != nil && IsMessagesPath(r.URL.Path) {
+		msg := p.Body.Error.Message
+		if msg == "" {
+			msg = http.StatusText(p.Status)
+		}
+		AnthropicProblem{Status: p.Status, Type: anthropicType(p.Status), Message: msg, RetryAfter: p.RetryAfter}.Write(w)
+		return
+	}
+	p.Write(w)
 }
 
 // anthropicType is Anthropic's error type of an HTTP status.

@@ -26,6 +26,10 @@ func (h *Responses) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if p := CheckResponses(body); p != nil {
+		p.Write(w)
+		return
+	}
 	ctx, id := Outgoing(r)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -20,6 +20,15 @@ const (
 	MaxChatTools       = 128
 	MaxChatStop        = 4
 	MaxChatN           = 128
+	// The Messages and Responses bounds. Anthropic documents none: the
+	// Messages ones are generous (Claude Code with many MCP servers sends
+	// hundreds of tools); Responses takes OpenAI's 128 tools.
+	MaxMessagesMessages = 10_000
+	MaxMessagesTools    = 1024
+	MaxMessagesStop     = 256
+	MaxMessagesSystem   = 10_000
+	MaxResponsesInput   = 10_000
+	MaxResponsesTools   = 128
 )
 
 // readJSON reads a JSON route's body: a browser's body must say it is
@@ -223,4 +232,62 @@ func CheckChat(body []byte) *Problem {
 		}
 	}
 	return nil
+}
+
+// listBound bounds one top-level list member of a request body.
+type listBound struct {
+	name string
+	max  int
+	// scalar: the member may also be a single value (a string), not
+	// counted.
+	scalar bool
+}
+
+// checkLists is the 400 of a well-formed body whose bounded lists exceed
+// their bounds, or nil. Members that are absent or null are not checked
+// here (core says what is required).
+func checkLists(body []byte, bounds ...listBound) *Problem {
+	bad := func(code, msg, param string) *Problem {
+		p := NewProblem(http.StatusBadRequest, code, msg, param)
+		return &p
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(body, &members); err != nil {
+		return bad("invalid_json", "the request body is not a JSON object", "")
+	}
+	for _, l := range bounds {
+		raw, ok := members[l.name]
+		if !ok || isNull(raw) {
+			continue
+		}
+		n, ok := countItems(raw, l.max)
+		if !ok {
+			if l.scalar {
+				continue
+			}
+			return bad("invalid_type", "'"+l.name+"' must be an array", l.name)
+		}
+		if n > l.max {
+			return bad("array_too_long", "'"+l.name+"' holds more than "+strconv.Itoa(l.max)+" items", l.name)
+		}
+	}
+	return nil
+}
+
+// CheckMessages bounds the lists of an Anthropic Messages (or
+// count_tokens) body: messages, tools, stop_sequences and system blocks.
+func CheckMessages(body []byte) *Problem {
+	return checkLists(body,
+		listBound{name: "messages", max: MaxMessagesMessages},
+		listBound{name: "tools", max: MaxMessagesTools},
+		listBound{name: "stop_sequences", max: MaxMessagesStop},
+		listBound{name: "system", max: MaxMessagesSystem, scalar: true})
+}
+
+// CheckResponses bounds the lists of a Responses body: input items and
+// tools.
+func CheckResponses(body []byte) *Problem {
+	return checkLists(body,
+		listBound{name: "input", max: MaxResponsesInput, scalar: true},
+		listBound{name: "tools", max: MaxResponsesTools})
 }

@@ -98,3 +98,44 @@ func FuzzCountItems(f *testing.F) {
 		require.Equal(t, len(items), n, s)
 	})
 }
+
+func TestCheckMessagesAndResponsesBounds(t *testing.T) {
+	list := func(item string, n int) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]"
+	}
+	msg := `{"role":"user","content":"a,b]"}`
+	cases := []struct {
+		name  string
+		check func([]byte) *Problem
+		body  string
+		code  string
+		param string
+	}{
+		{"messages ok", CheckMessages, `{"messages":` + list(msg, 3) + `,"system":"be brief","stop_sequences":["x"],"tools":[]}`, "", ""},
+		{"messages at the bound", CheckMessages, `{"messages":` + list(msg, MaxMessagesMessages) + `}`, "", ""},
+		{"too many messages", CheckMessages, `{"messages":` + list(msg, MaxMessagesMessages+1) + `}`, "array_too_long", "messages"},
+		{"too many tools", CheckMessages, `{"messages":[],"tools":` + list(`{}`, MaxMessagesTools+1) + `}`, "array_too_long", "tools"},
+		{"too many stop sequences", CheckMessages, `{"stop_sequences":` + list(`"s"`, MaxMessagesStop+1) + `}`, "array_too_long", "stop_sequences"},
+		{"too many system blocks", CheckMessages, `{"system":` + list(`{"type":"text","text":"x"}`, MaxMessagesSystem+1) + `}`, "array_too_long", "system"},
+		{"stop sequences not a list", CheckMessages, `{"stop_sequences":"x"}`, "invalid_type", "stop_sequences"},
+		{"responses string input", CheckResponses, `{"input":"hi","tools":[]}`, "", ""},
+		{"too many input items", CheckResponses, `{"input":` + list(msg, MaxResponsesInput+1) + `}`, "array_too_long", "input"},
+		{"too many responses tools", CheckResponses, `{"input":"x","tools":` + list(`{}`, MaxResponsesTools+1) + `}`, "array_too_long", "tools"},
+		{"not an object", CheckResponses, `[1]`, "invalid_json", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.check([]byte(tc.body))
+			if tc.code == "" {
+				assert.Nil(t, p)
+				return
+			}
+			require.NotNil(t, p)
+			assert.Equal(t, http.StatusBadRequest, p.Status)
+			assert.Equal(t, tc.code, *p.Body.Error.Code)
+			if tc.param != "" {
+				assert.Equal(t, tc.param, *p.Body.Error.Param)
+			}
+		})
+	}
+}

@@ -104,6 +104,7 @@ func RowOf(ev *busv1.UsageEvent, hour int32) *busv1.UsageRow {
 		CompletionTokens: ev.GetCompletionTokens(),
 		TotalTokens:      ev.GetTotalTokens(),
 		CachedTokens:     ev.GetCachedTokens(),
+		CacheWriteTokens: ev.GetCacheWriteTokens(),
 		ReasoningTokens:  ev.GetReasoningTokens(),
 		LatencyMs:        ev.GetLatencyMs(),
 	}
@@ -148,6 +149,7 @@ func addCounters(dst, src *busv1.UsageCounters) {
 	dst.CompletionTokens += src.GetCompletionTokens()
 	dst.TotalTokens += src.GetTotalTokens()
 	dst.CachedTokens += src.GetCachedTokens()
+	dst.CacheWriteTokens += src.GetCacheWriteTokens()
 	dst.ReasoningTokens += src.GetReasoningTokens()
 	dst.LatencyMs += src.GetLatencyMs()
 }

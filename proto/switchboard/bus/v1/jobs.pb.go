@@ -198,9 +198,13 @@ type UsageEvent struct {
 	TokensEstimated bool `protobuf:"varint,21,opt,name=tokens_estimated,json=tokensEstimated,proto3" json:"tokens_estimated,omitempty"`
 	// partial says the request failed or was abandoned after part of the
 	// answer reached the client; the tokens are what was delivered.
-	Partial       bool `protobuf:"varint,22,opt,name=partial,proto3" json:"partial,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Partial bool `protobuf:"varint,22,opt,name=partial,proto3" json:"partial,omitempty"`
+	// cache_write_tokens counts the input tokens written to the upstream's
+	// prompt cache (Anthropic's cache_creation_input_tokens), a subset of
+	// prompt_tokens like cached_tokens (the cache reads).
+	CacheWriteTokens int64 `protobuf:"varint,23,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *UsageEvent) Reset() {
@@ -387,6 +391,13 @@ func (x *UsageEvent) GetPartial() bool {
 	return false
 }
 
+func (x *UsageEvent) GetCacheWriteTokens() int64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
+}
+
 var File_switchboard_bus_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
@@ -404,7 +415,7 @@ const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12=\n" +
-	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\xe0\x05\n" +
+	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\x8e\x06\n" +
 	"\n" +
 	"UsageEvent\x12\x1d\n" +
 	"\n" +
@@ -435,7 +446,8 @@ const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
 	"characters\x12\x19\n" +
 	"\bevent_id\x18\x14 \x01(\tR\aeventId\x12)\n" +
 	"\x10tokens_estimated\x18\x15 \x01(\bR\x0ftokensEstimated\x12\x18\n" +
-	"\apartial\x18\x16 \x01(\bR\apartialBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
+	"\apartial\x18\x16 \x01(\bR\apartial\x12,\n" +
+	"\x12cache_write_tokens\x18\x17 \x01(\x03R\x10cacheWriteTokensBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
 
 var (
 	file_switchboard_bus_v1_jobs_proto_rawDescOnce sync.Once

@@ -328,7 +328,12 @@ type ProviderData struct {
 	// there (at start and on the connection's next write).
 	ProxyUrl string `protobuf:"bytes,4,opt,name=proxy_url,json=proxyUrl,proto3" json:"proxy_url,omitempty"`
 	// caveman overrides the machine's terse-output setting on this connection.
-	Caveman       *CavemanOverride `protobuf:"bytes,5,opt,name=caveman,proto3" json:"caveman,omitempty"`
+	Caveman *CavemanOverride `protobuf:"bytes,5,opt,name=caveman,proto3" json:"caveman,omitempty"`
+	// values are non-secret values a login read from its tokens, by the names
+	// the provider tables give them (internal/oauth Provider.Claims); the
+	// provider table's DataHeaders send some of them upstream (codex's
+	// chatgpt_account_id as chatgpt-account-id).
+	Values        map[string]string `protobuf:"bytes,6,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -394,6 +399,13 @@ func (x *ProviderData) GetProxyUrl() string {
 func (x *ProviderData) GetCaveman() *CavemanOverride {
 	if x != nil {
 		return x.Caveman
+	}
+	return nil
+}
+
+func (x *ProviderData) GetValues() map[string]string {
+	if x != nil {
+		return x.Values
 	}
 	return nil
 }
@@ -1422,9 +1434,11 @@ type UsageCounters struct {
 	CachedTokens     int64 `protobuf:"varint,6,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
 	ReasoningTokens  int64 `protobuf:"varint,7,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
 	// latency_ms is the sum of the requests' latencies.
-	LatencyMs     int64 `protobuf:"varint,8,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LatencyMs int64 `protobuf:"varint,8,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// cache_write_tokens sums the events' cache_write_tokens.
+	CacheWriteTokens int64 `protobuf:"varint,9,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *UsageCounters) Reset() {
@@ -1513,6 +1527,13 @@ func (x *UsageCounters) GetLatencyMs() int64 {
 	return 0
 }
 
+func (x *UsageCounters) GetCacheWriteTokens() int64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
+}
+
 var File_switchboard_bus_v1_state_proto protoreflect.FileDescriptor
 
 const file_switchboard_bus_v1_state_proto_rawDesc = "" +
@@ -1549,13 +1570,17 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\x05R\x06status\x12\x1d\n" +
 	"\n" +
 	"latency_ms\x18\x04 \x01(\x05R\tlatencyMs\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xc4\x01\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xc5\x02\n" +
 	"\fProviderData\x12\x19\n" +
 	"\bbase_url\x18\x01 \x01(\tR\abaseUrl\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12%\n" +
 	"\x0eenabled_models\x18\x03 \x03(\tR\renabledModels\x12\x1b\n" +
 	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\x12=\n" +
-	"\acaveman\x18\x05 \x01(\v2#.switchboard.bus.v1.CavemanOverrideR\acaveman\"R\n" +
+	"\acaveman\x18\x05 \x01(\v2#.switchboard.bus.v1.CavemanOverrideR\acaveman\x12D\n" +
+	"\x06values\x18\x06 \x03(\v2,.switchboard.bus.v1.ProviderData.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"R\n" +
 	"\x0fCavemanOverride\x12\x1d\n" +
 	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12\x14\n" +
 	"\x05level\x18\x02 \x01(\tR\x05levelB\n" +
@@ -1652,7 +1677,7 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\rconnection_id\x18\x04 \x01(\tR\fconnectionId\x12\x15\n" +
 	"\x06key_id\x18\x05 \x01(\tR\x05keyId\x12\x1a\n" +
 	"\bendpoint\x18\x06 \x01(\tR\bendpoint\x12=\n" +
-	"\bcounters\x18\a \x01(\v2!.switchboard.bus.v1.UsageCountersR\bcounters\"\xa7\x02\n" +
+	"\bcounters\x18\a \x01(\v2!.switchboard.bus.v1.UsageCountersR\bcounters\"\xd5\x02\n" +
 	"\rUsageCounters\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x03R\brequests\x12\x16\n" +
 	"\x06errors\x18\x02 \x01(\x03R\x06errors\x12#\n" +
@@ -1662,7 +1687,8 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\rcached_tokens\x18\x06 \x01(\x03R\fcachedTokens\x12)\n" +
 	"\x10reasoning_tokens\x18\a \x01(\x03R\x0freasoningTokens\x12\x1d\n" +
 	"\n" +
-	"latency_ms\x18\b \x01(\x03R\tlatencyMsBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
+	"latency_ms\x18\b \x01(\x03R\tlatencyMs\x12,\n" +
+	"\x12cache_write_tokens\x18\t \x01(\x03R\x10cacheWriteTokensBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
 
 var (
 	file_switchboard_bus_v1_state_proto_rawDescOnce sync.Once
@@ -1676,7 +1702,7 @@ func file_switchboard_bus_v1_state_proto_rawDescGZIP() []byte {
 	return file_switchboard_bus_v1_state_proto_rawDescData
 }
 
-var file_switchboard_bus_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_switchboard_bus_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_switchboard_bus_v1_state_proto_goTypes = []any{
 	(*Machine)(nil),               // 0: switchboard.bus.v1.Machine
 	(*Connection)(nil),            // 1: switchboard.bus.v1.Connection
@@ -1696,37 +1722,39 @@ var file_switchboard_bus_v1_state_proto_goTypes = []any{
 	(*UsageRollup)(nil),           // 15: switchboard.bus.v1.UsageRollup
 	(*UsageRow)(nil),              // 16: switchboard.bus.v1.UsageRow
 	(*UsageCounters)(nil),         // 17: switchboard.bus.v1.UsageCounters
-	nil,                           // 18: switchboard.bus.v1.Settings.AliasesEntry
-	nil,                           // 19: switchboard.bus.v1.DisabledModels.AliasesEntry
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	nil,                           // 18: switchboard.bus.v1.ProviderData.ValuesEntry
+	nil,                           // 19: switchboard.bus.v1.Settings.AliasesEntry
+	nil,                           // 20: switchboard.bus.v1.DisabledModels.AliasesEntry
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_switchboard_bus_v1_state_proto_depIdxs = []int32{
-	20, // 0: switchboard.bus.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	21, // 0: switchboard.bus.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
 	3,  // 1: switchboard.bus.v1.Connection.data:type_name -> switchboard.bus.v1.ProviderData
 	6,  // 2: switchboard.bus.v1.Connection.oauth:type_name -> switchboard.bus.v1.OAuthState
-	20, // 3: switchboard.bus.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
-	20, // 4: switchboard.bus.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 3: switchboard.bus.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
+	21, // 4: switchboard.bus.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
 	2,  // 5: switchboard.bus.v1.Connection.last_test:type_name -> switchboard.bus.v1.ConnectionTest
-	20, // 6: switchboard.bus.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
+	21, // 6: switchboard.bus.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
 	4,  // 7: switchboard.bus.v1.ProviderData.caveman:type_name -> switchboard.bus.v1.CavemanOverride
-	20, // 8: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
-	20, // 9: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	18, // 10: switchboard.bus.v1.Settings.aliases:type_name -> switchboard.bus.v1.Settings.AliasesEntry
-	9,  // 11: switchboard.bus.v1.Settings.combos:type_name -> switchboard.bus.v1.Combo
-	19, // 12: switchboard.bus.v1.DisabledModels.aliases:type_name -> switchboard.bus.v1.DisabledModels.AliasesEntry
-	13, // 13: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
-	20, // 14: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
-	20, // 15: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
-	20, // 16: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
-	16, // 17: switchboard.bus.v1.UsageRollup.rows:type_name -> switchboard.bus.v1.UsageRow
-	20, // 18: switchboard.bus.v1.UsageRollup.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 19: switchboard.bus.v1.UsageRow.counters:type_name -> switchboard.bus.v1.UsageCounters
-	11, // 20: switchboard.bus.v1.DisabledModels.AliasesEntry.value:type_name -> switchboard.bus.v1.ModelIDs
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	18, // 8: switchboard.bus.v1.ProviderData.values:type_name -> switchboard.bus.v1.ProviderData.ValuesEntry
+	21, // 9: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 10: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	19, // 11: switchboard.bus.v1.Settings.aliases:type_name -> switchboard.bus.v1.Settings.AliasesEntry
+	9,  // 12: switchboard.bus.v1.Settings.combos:type_name -> switchboard.bus.v1.Combo
+	20, // 13: switchboard.bus.v1.DisabledModels.aliases:type_name -> switchboard.bus.v1.DisabledModels.AliasesEntry
+	13, // 14: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
+	21, // 15: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
+	21, // 16: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 17: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
+	16, // 18: switchboard.bus.v1.UsageRollup.rows:type_name -> switchboard.bus.v1.UsageRow
+	21, // 19: switchboard.bus.v1.UsageRollup.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 20: switchboard.bus.v1.UsageRow.counters:type_name -> switchboard.bus.v1.UsageCounters
+	11, // 21: switchboard.bus.v1.DisabledModels.AliasesEntry.value:type_name -> switchboard.bus.v1.ModelIDs
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_bus_v1_state_proto_init() }
@@ -1741,7 +1769,7 @@ func file_switchboard_bus_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_bus_v1_state_proto_rawDesc), len(file_switchboard_bus_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

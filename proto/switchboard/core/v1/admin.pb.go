@@ -3771,6 +3771,8 @@ type UsageTotals struct {
 	CachedTokens     float64 `protobuf:"fixed64,6,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
 	ReasoningTokens  float64 `protobuf:"fixed64,7,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
 	AvgLatencyMs     float64 `protobuf:"fixed64,8,opt,name=avg_latency_ms,json=avgLatencyMs,proto3" json:"avg_latency_ms,omitempty"`
+	// cache_write_tokens are input tokens written to upstream prompt caches.
+	CacheWriteTokens float64 `protobuf:"fixed64,9,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -3861,6 +3863,13 @@ func (x *UsageTotals) GetAvgLatencyMs() float64 {
 	return 0
 }
 
+func (x *UsageTotals) GetCacheWriteTokens() float64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
+}
+
 // UsageBreakdown is one row of a breakdown: its key (provider, model,
 // connection id, API key id or endpoint) and the totals of that key.
 type UsageBreakdown struct {
@@ -3876,6 +3885,7 @@ type UsageBreakdown struct {
 	CachedTokens     float64 `protobuf:"fixed64,8,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
 	ReasoningTokens  float64 `protobuf:"fixed64,9,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
 	AvgLatencyMs     float64 `protobuf:"fixed64,10,opt,name=avg_latency_ms,json=avgLatencyMs,proto3" json:"avg_latency_ms,omitempty"`
+	CacheWriteTokens float64 `protobuf:"fixed64,11,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -3976,6 +3986,13 @@ func (x *UsageBreakdown) GetReasoningTokens() float64 {
 func (x *UsageBreakdown) GetAvgLatencyMs() float64 {
 	if x != nil {
 		return x.AvgLatencyMs
+	}
+	return 0
+}
+
+func (x *UsageBreakdown) GetCacheWriteTokens() float64 {
+	if x != nil {
+		return x.CacheWriteTokens
 	}
 	return 0
 }
@@ -4943,9 +4960,10 @@ type RequestLogEntry struct {
 	TokensEstimated bool `protobuf:"varint,21,opt,name=tokens_estimated,json=tokensEstimated,proto3" json:"tokens_estimated,omitempty"`
 	// partial marks a request that failed after part of its answer reached
 	// the client.
-	Partial       bool `protobuf:"varint,22,opt,name=partial,proto3" json:"partial,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Partial          bool    `protobuf:"varint,22,opt,name=partial,proto3" json:"partial,omitempty"`
+	CacheWriteTokens float64 `protobuf:"fixed64,23,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RequestLogEntry) Reset() {
@@ -5130,6 +5148,13 @@ func (x *RequestLogEntry) GetPartial() bool {
 		return x.Partial
 	}
 	return false
+}
+
+func (x *RequestLogEntry) GetCacheWriteTokens() float64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
 }
 
 type ListRequestsResponse struct {
@@ -6245,7 +6270,7 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\bbuffered\x18\x01 \x01(\x01R\bbuffered\x12\x18\n" +
 	"\adropped\x18\x02 \x01(\x01R\adropped\x12\x18\n" +
 	"\arefused\x18\x03 \x01(\x01R\arefused\x12#\n" +
-	"\rdead_lettered\x18\x04 \x01(\x01R\fdeadLettered\"\xac\x02\n" +
+	"\rdead_lettered\x18\x04 \x01(\x01R\fdeadLettered\"\xda\x02\n" +
 	"\vUsageTotals\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x01R\brequests\x12\x16\n" +
 	"\x06errors\x18\x02 \x01(\x01R\x06errors\x12#\n" +
@@ -6254,7 +6279,8 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\ftotal_tokens\x18\x05 \x01(\x01R\vtotalTokens\x12#\n" +
 	"\rcached_tokens\x18\x06 \x01(\x01R\fcachedTokens\x12)\n" +
 	"\x10reasoning_tokens\x18\a \x01(\x01R\x0freasoningTokens\x12$\n" +
-	"\x0eavg_latency_ms\x18\b \x01(\x01R\favgLatencyMs\"\xd5\x02\n" +
+	"\x0eavg_latency_ms\x18\b \x01(\x01R\favgLatencyMs\x12,\n" +
+	"\x12cache_write_tokens\x18\t \x01(\x01R\x10cacheWriteTokens\"\x83\x03\n" +
 	"\x0eUsageBreakdown\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
@@ -6266,7 +6292,8 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\rcached_tokens\x18\b \x01(\x01R\fcachedTokens\x12)\n" +
 	"\x10reasoning_tokens\x18\t \x01(\x01R\x0freasoningTokens\x12$\n" +
 	"\x0eavg_latency_ms\x18\n" +
-	" \x01(\x01R\favgLatencyMs\"f\n" +
+	" \x01(\x01R\favgLatencyMs\x12,\n" +
+	"\x12cache_write_tokens\x18\v \x01(\x01R\x10cacheWriteTokens\"f\n" +
 	"\x17StartDeviceLoginRequest\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -6345,7 +6372,7 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
 	"\x05until\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
 	"\x06cursor\x18\b \x01(\tR\x06cursor\x12\x14\n" +
-	"\x05limit\x18\t \x01(\x05R\x05limit\"\xe1\x05\n" +
+	"\x05limit\x18\t \x01(\x05R\x05limit\"\x8f\x06\n" +
 	"\x0fRequestLogEntry\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x01R\bsequence\x12\x1d\n" +
 	"\n" +
@@ -6372,7 +6399,8 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\x10reasoning_tokens\x18\x13 \x01(\x01R\x0freasoningTokens\x12\x19\n" +
 	"\bevent_id\x18\x14 \x01(\tR\aeventId\x12)\n" +
 	"\x10tokens_estimated\x18\x15 \x01(\bR\x0ftokensEstimated\x12\x18\n" +
-	"\apartial\x18\x16 \x01(\bR\apartial\"\x93\x01\n" +
+	"\apartial\x18\x16 \x01(\bR\apartial\x12,\n" +
+	"\x12cache_write_tokens\x18\x17 \x01(\x01R\x10cacheWriteTokens\"\x93\x01\n" +
 	"\x14ListRequestsResponse\x12@\n" +
 	"\brequests\x18\x01 \x03(\v2$.switchboard.core.v1.RequestLogEntryR\brequests\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
