@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +65,28 @@ func (w workload) rate(o options) int {
 // whether it records a usage event, and bars (in report.go, by name) holds
 // the targets for it. Proxy, figures, ratios and the report follow.
 func workloads(dims int) []workload {
+	return allWorkloads(dims)
+}
+
+// workloadNames are the names of every workload, in order.
+func workloadNames() []string {
+	var names []string
+	for _, w := range allWorkloads(1) {
+		names = append(names, w.name)
+	}
+	return names
+}
+
+// selected are the workloads o runs.
+func selected(o options) []workload {
+	ws := workloads(o.Dims)
+	if len(o.Only) == 0 {
+		return ws
+	}
+	return slices.DeleteFunc(ws, func(w workload) bool { return !slices.Contains(o.Only, w.name) })
+}
+
+func allWorkloads(dims int) []workload {
 	return []workload{
 		embeddingsWorkload("float", dims),
 		embeddingsWorkload("base64", dims),
@@ -324,7 +347,7 @@ func run(ctx context.Context, o options, fo fixtureOptions, logger *slog.Logger,
 // requests that record a usage event were answered 2xx (probes and warm-up
 // included).
 func measure(ctx context.Context, o options, f *fixture, client *http.Client, rep *report, progress io.Writer) (answered int, err error) {
-	ws := workloads(o.Dims)
+	ws := selected(o)
 	trios := make([]trio, len(ws))
 	for i, w := range ws {
 		d, g, err := w.targets(f)

@@ -45,6 +45,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -58,6 +60,8 @@ type options struct {
 	Rounds      int
 	Dims        int
 	Quick       bool
+	// Only names the workloads to run; empty: all.
+	Only []string
 	// MaxOthers is the share of CPU (percent) other processes may take
 	// during a phase before its round is repeated (at most Rounds
 	// repeats in all); 100 never repeats.
@@ -114,6 +118,11 @@ func (o options) validate() error {
 	if o.Dims < 1 || o.Dims > 16384 {
 		errs = append(errs, errors.New("-dims must be in [1, 16384]"))
 	}
+	for _, name := range o.Only {
+		if !slices.Contains(workloadNames(), name) {
+			errs = append(errs, fmt.Errorf("-workloads: no workload %q", name))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -144,6 +153,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Dims, "dims", def.Dims, "embedding vector length served by the fake upstream")
 	fs.Float64Var(&o.MaxOthers, "max-others", def.MaxOthers, "repeat a round when other processes took more than this percentage of the CPUs during one of its phases (at most -rounds repeats; 100: never)")
 	fs.BoolVar(&o.Quick, "quick", false, "smoke run of a few seconds (explicit flags still win)")
+	only := fs.String("workloads", "", "comma-separated workloads to run (default: all): "+strings.Join(workloadNames(), ", "))
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	verbose := fs.Bool("v", false, "log the gateway's warnings and errors to stderr")
 	var fo fixtureOptions
@@ -185,6 +195,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		if !set["max-others"] {
 			o.MaxOthers = q.MaxOthers
 		}
+	}
+	if *only != "" {
+		o.Only = strings.Split(*only, ",")
 	}
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
