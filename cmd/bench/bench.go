@@ -317,6 +317,9 @@ func run(ctx context.Context, o options, fo fixtureOptions, logger *slog.Logger,
 	if st, ok := readProc(f.proxy.pid()); ok {
 		rep.Proxy.PeakMiB = mib(st.hwmKB)
 	}
+	if log := f.proxy.stderr.String(); log != "" {
+		fmt.Fprintf(progress, "the proxy's log (last lines):\n%s\n", log)
+	}
 	if fo.heapProfile != "" {
 		if err := f.fetchProfile(ctx, "heap", fo.heapProfile); err != nil {
 			return nil, fmt.Errorf("heap profile: %w", err)

@@ -84,7 +84,16 @@ func serveProxy(target string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	// Full duplex: the HTTP/1 server would otherwise close the inbound
+	// body once the answer's headers are written, while the transport may
+	// still read it (to check it was not longer than declared), and the
+	// connection to the upstream, the answer with it, would be cut
+	// (golang/go#40747).
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		rp.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "%shttp://%s\n", listenLine, ln.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
