@@ -88,7 +88,7 @@ func TestQuickRun(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-rate", "0"}, {"-concurrency", "0"}, {"-duration", "-1s"}, {"-rounds", "0"}, {"extra"}, {"-nope"},
+		{"-rate", "0"}, {"-concurrency", "0"}, {"-duration", "-1s"}, {"-rounds", "0"}, {"extra"}, {"-nope"}, {"-workloads", "chat,nope"},
 	} {
 		assert.Equal(t, exitSetup, runMain(args, io.Discard, io.Discard), "%q", args)
 	}
