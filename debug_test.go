@@ -35,11 +35,11 @@ func TestMemoryDefaults(t *testing.T) {
 		wantLimit int64 // -1: left as it was
 		wantErr   bool
 	}{
-		{"defaults", nil, defaultGCPercent, defaultMemoryLimitMiB << 20, false},
-		{"explicit GOGC and GOMEMLIMIT win", map[string]string{"GOGC": "50", "GOMEMLIMIT": "1GiB"}, -1, -1, false},
-		{"configured limit", map[string]string{memoryLimitEnv: "128"}, defaultGCPercent, 128 << 20, false},
-		{"bad limit", map[string]string{memoryLimitEnv: "lots"}, defaultGCPercent, -1, true},
-		{"limit too small", map[string]string{memoryLimitEnv: "1"}, defaultGCPercent, -1, true},
+		{"defaults", nil, -1, defaultMemoryLimitMiB << 20, false},
+		{"an explicit GOMEMLIMIT wins", map[string]string{"GOGC": "50", "GOMEMLIMIT": "1GiB", memoryLimitEnv: "128"}, -1, -1, false},
+		{"configured limit", map[string]string{memoryLimitEnv: "128"}, -1, 128 << 20, false},
+		{"bad limit", map[string]string{memoryLimitEnv: "lots"}, -1, -1, true},
+		{"limit too small", map[string]string{memoryLimitEnv: "1"}, -1, -1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			restoreMemory(t)
@@ -53,7 +53,7 @@ func TestMemoryDefaults(t *testing.T) {
 			}
 			gc := debug.SetGCPercent(77)
 			if tc.wantGC < 0 {
-				assert.Equal(t, 77, gc, "GOGC set: the percent is left to the runtime")
+				assert.Equal(t, 77, gc, "the GC percent is left to the runtime")
 			} else {
 				assert.Equal(t, tc.wantGC, gc)
 			}

@@ -30,7 +30,7 @@
 // the gateway, a stream cut short) and every lost usage event is reported,
 // and makes the program exit with status 1.
 //
-//	go run ./cmd/bench                   # 3 rounds of 5 s per phase: about 5 minutes
+//	go run ./cmd/bench                   # 2 rounds of 4 s per phase: about 5 minutes
 //	go run ./cmd/bench -quick            # a few seconds, for CI smoke
 //	go run ./cmd/bench -json > out.json  # machine-readable
 //	go run ./cmd/bench -cpuprofile cpu.out -heapprofile heap.out -allocprofile allocs.out -gctrace gc.txt
@@ -71,11 +71,11 @@ type options struct {
 // defaultOptions is a full run: about five minutes.
 func defaultOptions() options {
 	return options{
-		Duration:    5 * time.Second,
+		Duration:    4 * time.Second,
 		Warmup:      time.Second,
 		Rate:        1000,
 		Concurrency: 32,
-		Rounds:      3,
+		Rounds:      2,
 		Dims:        1536,
 		MaxOthers:   10,
 	}
