@@ -89,6 +89,16 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 2
 	}
 	log := cfg.Logger(stderr)
+	if err := tuneMemory(getenv); err != nil {
+		fmt.Fprintf(stderr, "switchboard: invalid configuration:\n%v\n", err)
+		return 2
+	}
+	stopDiagnostics, err := startDiagnostics(getenv, stdout, log)
+	defer stopDiagnostics()
+	if err != nil {
+		log.Error("diagnostics", "err", err)
+		return 1
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	n, err := node.Start(ctx, cfg, log, roles...)

@@ -430,14 +430,15 @@ func (n *Node) listenGRPC() error {
 	}
 	n.conns = append(n.conns, mem)
 	n.local = inproc.New(mem, chainUnary(recoverUnary(n.log), guard.Unary()))
+	n.local.ServeStreams(recoverStream(n.log), guard.Stream())
 	healthpb.RegisterHealthServer(n.local, n.health)
 	return nil
 }
 
 // dial connects to a role's gRPC services: in process when this process
 // serves them, else over the network.
-// In process, unary calls go straight to the handlers (inproc) and streams
-// over an in-memory gRPC connection.
+// In process, unary calls and server streams go straight to the handlers
+// (inproc), other streams over an in-memory gRPC connection.
 // Over the network, addrs is one address, a comma separated list of them,
 // or a DNS name with several addresses; calls are balanced round robin
 // across the replicas whose health check reports service SERVING, so a

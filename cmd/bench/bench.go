@@ -12,7 +12,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +22,11 @@ import (
 // benchInput is the text every request embeds, and the user message of
 // every chat request.
 const benchInput = "The quick brown fox jumps over the lazy dog"
+
+// streamInput is the user message of streamed chat: the fake streams a role
+// chunk, one chunk per word of "echo: " and the message (18) and a finish
+// chunk, 20 chunks in all.
+const streamInput = "The quick brown fox jumps over the lazy dog and then the dog sleeps under the tree"
 
 // workload is one kind of request, sent to both targets.
 type workload struct {
@@ -33,7 +38,11 @@ type workload struct {
 	// for requests too heavy to be sent at -rate without measuring a
 	// queue instead of a request.
 	maxRate int
-	// targets builds the direct and gateway targets.
+	// usage: every answered gateway request of this workload records one
+	// usage event (counted against the events published at the end).
+	usage bool
+	// targets builds the direct and gateway targets; the proxy's is the
+	// direct one sent through the proxy.
 	targets func(f *fixture) (direct, gateway *target, err error)
 	// check judges a probe's 2xx answer body; for the gateway's answer,
 	// direct is the direct answer to compare it with (nil when judging
@@ -49,8 +58,35 @@ func (w workload) rate(o options) int {
 	return o.Rate
 }
 
-// workloads are the measured workloads, in order.
+// workloads are the measured workloads, in order. A new dialect (Anthropic
+// Messages, OpenAI Responses; pass-through and translated) is one more
+// workload here: its direct target is the fake's own route for it, its
+// gateway target the gateway's route, check judges an answer, usage says
+// whether it records a usage event, and bars (in report.go, by name) holds
+// the targets for it. Proxy, figures, ratios and the report follow.
 func workloads(dims int) []workload {
+	return allWorkloads(dims)
+}
+
+// workloadNames are the names of every workload, in order.
+func workloadNames() []string {
+	var names []string
+	for _, w := range allWorkloads(1) {
+		names = append(names, w.name)
+	}
+	return names
+}
+
+// selected are the workloads o runs.
+func selected(o options) []workload {
+	ws := workloads(o.Dims)
+	if len(o.Only) == 0 {
+		return ws
+	}
+	return slices.DeleteFunc(ws, func(w workload) bool { return !slices.Contains(o.Only, w.name) })
+}
+
+func allWorkloads(dims int) []workload {
 	return []workload{
 		embeddingsWorkload("float", dims),
 		embeddingsWorkload("base64", dims),
@@ -81,6 +117,7 @@ func embeddingsWorkload(format string, dims int) workload {
 	return workload{
 		name:   "embeddings-" + format,
 		format: format,
+		usage:  true,
 		targets: func(f *fixture) (*target, *target, error) {
 			direct := newTarget("direct", http.MethodPost, f.upstream.URL()+"/embeddings", body(upstreamEmbedModel),
 				"Authorization", "Bearer "+upstreamKey)
@@ -115,8 +152,12 @@ func embeddingsWorkload(format string, dims int) workload {
 // (no chunk delay), so the figures are the cost of the calls, not of
 // generation.
 func chatWorkload(stream bool) workload {
+	input := benchInput
+	if stream {
+		input = streamInput
+	}
 	body := func(model string) []byte {
-		m := map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": benchInput}}}
+		m := map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": input}}}
 		if stream {
 			m["stream"] = true
 		}
@@ -129,7 +170,8 @@ func chatWorkload(stream bool) workload {
 		content = streamContent
 	}
 	return workload{
-		name: name,
+		name:  name,
+		usage: true,
 		targets: func(f *fixture) (*target, *target, error) {
 			direct := newTarget("direct", http.MethodPost, f.upstream.URL()+"/chat/completions", body(upstreamChatModel),
 				"Authorization", "Bearer "+upstreamKey)
@@ -143,7 +185,7 @@ func chatWorkload(stream bool) workload {
 			if err != nil {
 				return err
 			}
-			if want := upstreamtest.EchoPrefix + benchInput; got != want {
+			if want := upstreamtest.EchoPrefix + input; got != want {
 				return fmt.Errorf("answer %q, want %q", got, want)
 			}
 			return nil
@@ -250,65 +292,114 @@ func modelsWorkload() workload {
 
 // run starts the system, measures every workload and returns the report.
 // Progress lines go to progress.
-func run(ctx context.Context, o options, logger *slog.Logger, progress io.Writer) (rep *report, err error) {
+func run(ctx context.Context, o options, fo fixtureOptions, logger *slog.Logger, progress io.Writer) (rep *report, err error) {
 	rep = newReport(o)
-	f, err := startFixture(ctx, o.Dims, logger)
+	fo.dims = o.Dims
+	f, err := startFixture(ctx, fo, logger)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if cerr := f.close(); cerr != nil && err == nil {
-			err = fmt.Errorf("stop the gateway: %w", cerr)
+			err = fmt.Errorf("stop: %w", cerr)
 		}
 	}()
+	rep.Gateway.ReadyMs = ms(f.readyLine)
+	rep.Gateway.ReadyHTTPMs = ms(f.readyHTTP)
+	rep.Gateway.RestMiB = mib(f.restKB)
+	fmt.Fprintf(progress, "gateway ready %.0f ms after exec (/readyz 200 at %.0f ms); %.1f MiB resident at rest\n",
+		rep.Gateway.ReadyMs, rep.Gateway.ReadyHTTPMs, rep.Gateway.RestMiB)
 	client := newLoadClient(o.Concurrency)
 	defer client.CloseIdleConnections()
-	pprof.Do(ctx, pprof.Labels(profileLabel, "client"), func(ctx context.Context) {
-		err = measure(ctx, o, f, client, rep, progress)
-	})
-	if err != nil {
+	var answered int
+	if answered, err = measure(ctx, o, f, client, rep, progress); err != nil {
 		return nil, err
 	}
+	if st, ok := readProc(f.gateway.pid()); ok {
+		rep.Gateway.PeakMiB = mib(st.hwmKB)
+	}
+	if st, ok := readProc(f.proxy.pid()); ok {
+		rep.Proxy.PeakMiB = mib(st.hwmKB)
+	}
+	if log := f.proxy.stderr.String(); log != "" {
+		fmt.Fprintf(progress, "the proxy's log (last lines):\n%s\n", log)
+	}
+	if fo.heapProfile != "" {
+		if err := f.fetchProfile(ctx, "heap", fo.heapProfile); err != nil {
+			return nil, fmt.Errorf("heap profile: %w", err)
+		}
+	}
+	if fo.allocProfile != "" {
+		if err := f.fetchProfile(ctx, "allocs", fo.allocProfile); err != nil {
+			return nil, fmt.Errorf("allocation profile: %w", err)
+		}
+	}
+	// Stop the gateway (it drains its usage buffer on the way), then count
+	// what reached its usage stream.
+	g := f.gateway
+	f.gateway = nil
+	if err := g.stop(30 * time.Second); err != nil {
+		return nil, fmt.Errorf("stop the gateway: %w", err)
+	}
+	rep.Usage.Answered = answered
+	if rep.Usage.Published, rep.Usage.DeadLetters, err = countUsage(ctx, f.dataDir); err != nil {
+		return nil, fmt.Errorf("count usage events: %w", err)
+	}
+	rep.Usage.Lost = max(rep.Usage.Answered-rep.Usage.Published-rep.Usage.DeadLetters, 0)
 	rep.finish()
 	return rep, nil
 }
 
-// measure probes, warms up and runs the rounds.
-func measure(ctx context.Context, o options, f *fixture, client *http.Client, rep *report, progress io.Writer) error {
-	type pair struct{ direct, gateway *target }
-	ws := workloads(o.Dims)
-	pairs := make([]pair, len(ws))
+// measure probes, warms up and runs the rounds. It returns how many gateway
+// requests that record a usage event were answered 2xx (probes and warm-up
+// included).
+func measure(ctx context.Context, o options, f *fixture, client *http.Client, rep *report, progress io.Writer) (answered int, err error) {
+	ws := selected(o)
+	trios := make([]trio, len(ws))
 	for i, w := range ws {
 		d, g, err := w.targets(f)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		g.overhead = true
-		if err := probe(ctx, client, w, d, g); err != nil {
-			return fmt.Errorf("%s: %w", w.name, err)
+		g.pid = f.gateway.pid()
+		p := d.via("proxy", f.upstream.URL(), f.proxy.url+"/v1")
+		p.pid = f.proxy.pid()
+		n, err := probe(ctx, client, w, d, p, g)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", w.name, err)
 		}
-		pairs[i] = pair{d, g}
+		if w.usage {
+			answered += n
+		}
+		trios[i] = trio{d, p, g}
 		rep.Workloads = append(rep.Workloads, &workloadReport{Name: w.name, Format: w.format, Rate: w.rate(o), Note: w.note})
 	}
 
 	if o.Warmup > 0 {
-		for _, p := range pairs {
-			for _, tg := range []*target{p.direct, p.gateway} {
-				closedLoop(ctx, client, tg, o.Concurrency, o.Warmup)
+		for i, t := range trios {
+			for _, tg := range t.all() {
+				ph := closedLoop(ctx, client, tg, o.Concurrency, o.Warmup)
+				if tg == t.gateway && ws[i].usage {
+					answered += len(ph.samples)
+				}
 			}
 		}
 	}
 
 	repeats := o.Rounds // rounds that may be repeated, in all
 	for r := range o.Rounds {
-		for i, p := range pairs {
+		for i, t := range trios {
 			wr := rep.Workloads[i]
 			for {
-				rd, worst, err := measureRound(ctx, o, ws[i].rate(o), client, p.direct, p.gateway, func(s string) {
+				rd, worst, err := measureRound(ctx, o, ws[i].rate(o), client, t, func(s string) {
 					fmt.Fprintf(progress, "round %d/%d %-17s %s\n", r+1, o.Rounds, wr.Name, s)
 				})
 				if err != nil {
-					return err
+					return 0, err
+				}
+				if ws[i].usage {
+					answered += rd.Gateway.Saturation.Requests + rd.Gateway.Fixed.Requests
 				}
 				if worst > o.MaxOthers && repeats > 0 {
 					repeats--
@@ -321,13 +412,20 @@ func measure(ctx context.Context, o options, f *fixture, client *http.Client, re
 			}
 		}
 	}
-	return nil
+	return answered, nil
 }
 
-// measureRound runs one round of a workload, interleaved: saturation direct
-// then gateway, fixed rate direct then gateway. It returns the largest share
-// of CPU other processes took during a phase (0 where unknown).
-func measureRound(ctx context.Context, o options, rate int, client *http.Client, direct, gateway *target, report func(string)) (rd roundReport, worst float64, err error) {
+// trio is one workload's targets: straight to the fake, through the bare
+// proxy, through the gateway.
+type trio struct{ direct, proxy, gateway *target }
+
+func (t trio) all() []*target { return []*target{t.direct, t.proxy, t.gateway} }
+
+// measureRound runs one round of a workload, interleaved: saturation
+// direct, proxy, gateway, then the fixed rate in the same order. It returns
+// the largest share of CPU other processes took during a phase (0 where
+// unknown).
+func measureRound(ctx context.Context, o options, rate int, client *http.Client, t trio, report func(string)) (rd roundReport, worst float64, err error) {
 	saturation := func(tg *target) *phase { return closedLoop(ctx, client, tg, o.Concurrency, o.Duration) }
 	fixed := func(tg *target) *phase { return openLoop(ctx, client, tg, rate, o.Duration) }
 	steps := []struct {
@@ -336,10 +434,12 @@ func measureRound(ctx context.Context, o options, rate int, client *http.Client,
 		dst  *stats
 		load func(*target) *phase
 	}{
-		{"saturation", direct, &rd.Direct.Saturation, saturation},
-		{"saturation", gateway, &rd.Gateway.Saturation, saturation},
-		{"fixed-rate", direct, &rd.Direct.Fixed, fixed},
-		{"fixed-rate", gateway, &rd.Gateway.Fixed, fixed},
+		{"saturation", t.direct, &rd.Direct.Saturation, saturation},
+		{"saturation", t.proxy, &rd.Proxy.Saturation, saturation},
+		{"saturation", t.gateway, &rd.Gateway.Saturation, saturation},
+		{"fixed-rate", t.direct, &rd.Direct.Fixed, fixed},
+		{"fixed-rate", t.proxy, &rd.Proxy.Fixed, fixed},
+		{"fixed-rate", t.gateway, &rd.Gateway.Fixed, fixed},
 	}
 	for _, s := range steps {
 		runtime.GC() // start every phase with the same heap
@@ -355,39 +455,50 @@ func measureRound(ctx context.Context, o options, rate int, client *http.Client,
 	return rd, worst, nil
 }
 
-// probe checks once, before any load, that both targets give the workload
-// a good answer (w.check), the gateway's with the overhead header, and for a
-// stream a whole one. It waits (at most 10 s) for what the fixture created to
-// reach the gateway's routing and catalog.
-func probe(ctx context.Context, c *http.Client, w workload, direct, gateway *target) error {
+// probe checks once, before any load, that the three targets give the
+// workload a good answer (w.check), the gateway's with the overhead header,
+// and for a stream a whole one. It waits (at most 10 s) for what the fixture
+// created to reach the gateway's routing and catalog, and returns how many
+// gateway requests were answered 2xx.
+func probe(ctx context.Context, c *http.Client, w workload, direct, proxy, gateway *target) (int, error) {
 	want, _, err := fetch(ctx, c, direct)
 	if err == nil {
 		err = w.check(want, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("direct: %w", err)
+		return 0, fmt.Errorf("direct: %w", err)
+	}
+	// The proxy passes the upstream's answer on: judged as a direct one.
+	got, _, err := fetch(ctx, c, proxy)
+	if err == nil {
+		err = w.check(got, nil)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("proxy: %w", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
+	answered := 0
 	for {
 		got, header, err := fetch(ctx, c, gateway)
-		if err == nil && header.Get(overheadHeader) == "" {
-			return fmt.Errorf("gateway: the answer has no %s header", overheadHeader)
-		}
 		if err == nil {
+			answered++
+			if header.Get(overheadHeader) == "" {
+				return answered, fmt.Errorf("gateway: the answer has no %s header", overheadHeader)
+			}
 			err = w.check(got, want)
 		}
 		if err == nil {
-			return nil
+			return answered, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("gateway: %w", err)
+			return answered, fmt.Errorf("gateway: %w", err)
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return ctx.Err()
+			return answered, ctx.Err()
 		}
 	}
 }

@@ -6,12 +6,22 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// TestMain lets the test binary be re-executed as the bench's proxy, as the
+// bench program is.
+func TestMain(m *testing.M) {
+	if code, ran := runRole(); ran {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
 
 // The quick run drives every workload (embeddings, chat, chat streams, the
 // 5,000-model listing) through the gateway and directly, and every request
@@ -22,7 +32,7 @@ func TestQuickRun(t *testing.T) {
 		t.Skip("starts the whole service and loads it for about 2 s")
 	}
 	var progress bytes.Buffer
-	rep, err := run(context.Background(), quickOptions(), slog.New(slog.DiscardHandler), &progress)
+	rep, err := run(context.Background(), quickOptions(), fixtureOptions{}, slog.New(slog.DiscardHandler), &progress)
 	require.NoError(t, err)
 	t.Log("\n" + progress.String())
 
@@ -39,6 +49,7 @@ func TestQuickRun(t *testing.T) {
 		for _, r := range w.Rounds {
 			for name, s := range map[string]stats{
 				"direct saturation": r.Direct.Saturation, "direct fixed-rate": r.Direct.Fixed,
+				"proxy saturation": r.Proxy.Saturation, "proxy fixed-rate": r.Proxy.Fixed,
 				"gateway saturation": r.Gateway.Saturation, "gateway fixed-rate": r.Gateway.Fixed,
 			} {
 				assert.Positive(t, s.Requests, "%s %s: answered requests", w.Name, name)
@@ -57,7 +68,18 @@ func TestQuickRun(t *testing.T) {
 			}
 		}
 		require.NotNil(t, w.Gateway.OverheadP50Us, w.Name)
+		assert.Positive(t, w.Gateway.TargetCPUPerReqUs, "%s: the gateway process's CPU per request", w.Name)
+		assert.Positive(t, w.Proxy.TargetCPUPerReqUs, "%s: the proxy process's CPU per request", w.Name)
 	}
+
+	// The gateway ran as its own process: its start-up and memory were
+	// read from /proc, and every answered request that records usage has
+	// its event in the usage stream.
+	assert.Positive(t, rep.Gateway.ReadyMs, "ready time")
+	assert.Positive(t, rep.Gateway.RestMiB, "memory at rest")
+	assert.GreaterOrEqual(t, rep.Gateway.PeakMiB, rep.Gateway.RestMiB, "peak memory")
+	assert.Positive(t, rep.Usage.Answered, "answered requests that record usage")
+	assert.Zero(t, rep.Usage.Lost, "usage events lost: %+v", rep.Usage)
 
 	// Both outputs render.
 	require.NoError(t, rep.writeTable(io.Discard))
@@ -68,7 +90,7 @@ func TestQuickRun(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-rate", "0"}, {"-concurrency", "0"}, {"-duration", "-1s"}, {"-rounds", "0"}, {"extra"}, {"-nope"},
+		{"-rate", "0"}, {"-concurrency", "0"}, {"-duration", "-1s"}, {"-rounds", "0"}, {"extra"}, {"-nope"}, {"-workloads", "chat,nope"},
 	} {
 		assert.Equal(t, exitSetup, runMain(args, io.Discard, io.Discard), "%q", args)
 	}

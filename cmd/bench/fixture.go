@@ -13,17 +13,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"runtime/pprof"
+	"os/exec"
+	"path/filepath"
 	"time"
 
-	"github.com/switchboardhq/switchboard/internal/config"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
-	"github.com/switchboardhq/switchboard/node"
 )
-
-// profileLabel is the profiler label that tells the load client, the fake
-// upstream and the gateway apart in a CPU profile.
-const profileLabel = "bench"
 
 // Names the fixture gives to what it creates, and the models the workloads
 // name: the upstream's own model id directly, "openai/<id>" through the
@@ -46,22 +41,79 @@ const (
 	catalogModels      = 50 // per connection
 )
 
-// fixture is the system under test: a fake upstream and a switchboard
-// process serving every role, both in this process on loopback.
+// fixture is the system under test: a fake upstream in this process (with
+// the load client), and two processes in front of it on loopback: the bare
+// reverse proxy (this program re-executed) and the gateway (the switchboard
+// binary's serve command).
 type fixture struct {
 	upstream   *upstreamtest.Server
+	proxy      *child
+	gateway    *child
 	gatewayURL string // http://127.0.0.1:port
 	apiKey     string // a gateway API key of the default machine
 	catalogKey string // a gateway API key of the catalog machine
 
-	cancel  context.CancelFunc
-	done    chan error
-	dataDir string
+	// Start-up figures of the gateway: exec to the line announcing its
+	// address, exec to the first 200 of /readyz, resident memory at rest
+	// (configured, before any load), and peak before the load.
+	readyLine, readyHTTP time.Duration
+	restKB, restHWMKB    int64
+
+	debugAddr string // the gateway's pprof listener, if asked for
+	dataDir   string
+	tmpDir    string
 }
 
-// startFixture starts the fake upstream and the gateway, and creates the
-// connection to the fake and an API key through the admin API.
-func startFixture(ctx context.Context, dims int, logger *slog.Logger) (f *fixture, err error) {
+// freeLoopbackAddr is a loopback address with a port free a moment ago.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// fetchProfile saves the gateway's named pprof profile (heap, allocs) to
+// path.
+func (f *fixture) fetchProfile(ctx context.Context, name, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+f.debugAddr+"/debug/pprof/"+name, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s profile: %s", name, resp.Status)
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// fixtureOptions are how the gateway is run and observed.
+type fixtureOptions struct {
+	dims     int
+	serveBin string // a switchboard binary; empty: `go build` one
+	// profiles: where the gateway writes its CPU profile, and where its
+	// heap and allocation profiles (fetched at the end) and GC trace go;
+	// empty: not taken.
+	cpuProfile, heapProfile, allocProfile, gcTrace string
+	stderr                                         io.Writer // the gateway's log (warnings), or nil
+}
+
+// startFixture starts the fake upstream, the proxy and the gateway, and
+// creates the connection to the fake and an API key through the admin API.
+func startFixture(ctx context.Context, o fixtureOptions, logger *slog.Logger) (f *fixture, err error) {
 	f = &fixture{}
 	defer func() {
 		if err != nil {
@@ -69,48 +121,66 @@ func startFixture(ctx context.Context, dims int, logger *slog.Logger) (f *fixtur
 			f = nil
 		}
 	}()
-	// Goroutines inherit profiler labels: with -cpuprofile, `go tool pprof
-	// -tagfocus bench=gateway` shows the gateway alone.
-	pprof.Do(ctx, pprof.Labels(profileLabel, "upstream"), func(context.Context) {
-		f.upstream = upstreamtest.NewServer(upstreamtest.WithoutRecording(), upstreamtest.WithEmbeddingDims(dims))
-	})
+	f.upstream = upstreamtest.NewServer(upstreamtest.WithoutRecording(), upstreamtest.WithEmbeddingDims(o.dims))
 	if err := requireLoopback(f.upstream.URL()); err != nil {
 		return nil, err
 	}
-
-	f.dataDir, err = os.MkdirTemp("", "switchboard-bench-")
+	f.tmpDir, err = os.MkdirTemp("", "switchboard-bench-")
 	if err != nil {
 		return nil, err
 	}
-	adminToken := "bench-" + rand.Text()
-	cfg := config.Config{
-		HTTPAddr:        "127.0.0.1:0",
-		GRPCAddr:        "127.0.0.1:0",
-		DataDir:         f.dataDir,
-		AdminToken:      adminToken,
-		NATSReplica:     1,
-		PublicURL:       "http://127.0.0.1",
-		ShutdownTimeout: 5 * time.Second,
-		LogLevel:        slog.LevelWarn,
-		LogFormat:       "text",
+	if f.proxy, err = startProxy(ctx, f.upstream.URL()); err != nil {
+		return nil, fmt.Errorf("start the proxy: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var n *node.Node
-	pprof.Do(runCtx, pprof.Labels(profileLabel, "gateway"), func(runCtx context.Context) {
-		n, err = node.Start(runCtx, cfg, logger, node.AllRoles...)
-		if err != nil {
-			return
+	bin := o.serveBin
+	if bin == "" {
+		logger.Info("building the switchboard binary")
+		if bin, err = buildServe(ctx, f.tmpDir); err != nil {
+			return nil, err
 		}
-		f.done = make(chan error, 1)
-		go func() { f.done <- n.Run(runCtx) }()
-	})
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("start the gateway: %w", err)
 	}
-	f.cancel = cancel
-	f.gatewayURL = "http://" + n.HTTPAddr()
-	if err := requireLoopback(f.gatewayURL); err != nil {
+	f.dataDir = filepath.Join(f.tmpDir, "data")
+	adminToken := "bench-" + rand.Text()
+	cmd := exec.Command(bin, "serve")
+	env := append(os.Environ(),
+		"SWITCHBOARD_HTTP_ADDR=127.0.0.1:0",
+		"SWITCHBOARD_GRPC_ADDR=127.0.0.1:0",
+		"SWITCHBOARD_DATA_DIR="+f.dataDir,
+		"SWITCHBOARD_ADMIN_TOKEN="+adminToken,
+		"SWITCHBOARD_PUBLIC_URL=http://127.0.0.1",
+		"SWITCHBOARD_LOG_LEVEL=warn",
+		"SWITCHBOARD_SHUTDOWN_TIMEOUT=5s",
+	)
+	var gcTrace *os.File
+	if o.cpuProfile != "" {
+		abs, err := filepath.Abs(o.cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, "SWITCHBOARD_CPU_PROFILE="+abs)
+	}
+	if o.heapProfile != "" || o.allocProfile != "" {
+		if f.debugAddr, err = freeLoopbackAddr(); err != nil {
+			return nil, err
+		}
+		env = append(env, "SWITCHBOARD_DEBUG_ADDR="+f.debugAddr)
+	}
+	stderr := o.stderr
+	if o.gcTrace != "" {
+		env = append(env, "GODEBUG=gctrace=1")
+		if gcTrace, err = os.Create(o.gcTrace); err != nil {
+			return nil, err
+		}
+		stderr = gcTrace // gctrace lines and the log both
+	}
+	cmd.Env = env
+	f.gateway, err = startChild(ctx, "switchboard serve", cmd, "OpenAI-compatible API at ", stderr)
+	if err != nil {
+		return nil, err
+	}
+	f.readyLine = f.gateway.ready
+	f.gatewayURL = f.gateway.url
+	if err := f.waitReady(ctx); err != nil {
 		return nil, err
 	}
 
@@ -145,6 +215,47 @@ func startFixture(ctx context.Context, dims int, logger *slog.Logger) (f *fixtur
 		return nil, fmt.Errorf("create the catalog machine: %w", err)
 	}
 	return f, nil
+}
+
+// waitReady waits (at most 30 s) for the gateway's /readyz to answer 200,
+// then measures its memory at rest a second later.
+func (f *fixture) waitReady(ctx context.Context) error {
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
+	defer c.CloseIdleConnections()
+	deadline := time.Now().Add(30 * time.Second)
+	t0 := time.Now().Add(-f.readyLine) // about the exec
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.gatewayURL+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				f.readyHTTP = time.Since(t0)
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the gateway was not ready within 30s: %s", f.gateway.stderr.String())
+		}
+		select {
+		case <-time.After(2 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	select {
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if st, ok := readProc(f.gateway.pid()); ok {
+		f.restKB, f.restHWMKB = st.rssKB, st.hwmKB
+	}
+	return nil
 }
 
 // createCatalog creates the catalog machine, its connections and an API key
@@ -222,23 +333,25 @@ func (f *fixture) admin(ctx context.Context, c *http.Client, token, path string,
 	return json.Unmarshal(data, out)
 }
 
-// close stops the gateway (waiting for it to drain, at most 30 s) and the
-// fake, and removes the data directory.
+// close stops the gateway (waiting for it to drain, at most 30 s), the
+// proxy and the fake, and removes the temporary directory.
 func (f *fixture) close() error {
 	var err error
-	if f.cancel != nil {
-		f.cancel()
-		select {
-		case err = <-f.done:
-		case <-time.After(30 * time.Second):
-			err = errors.New("the gateway did not stop within 30s")
-		}
+	if f.gateway != nil {
+		err = f.gateway.stop(30 * time.Second)
+		f.gateway = nil
+	}
+	if f.proxy != nil {
+		err = errors.Join(err, f.proxy.stop(10*time.Second))
+		f.proxy = nil
 	}
 	if f.upstream != nil {
 		f.upstream.Close()
+		f.upstream = nil
 	}
-	if f.dataDir != "" {
-		err = errors.Join(err, os.RemoveAll(f.dataDir))
+	if f.tmpDir != "" {
+		err = errors.Join(err, os.RemoveAll(f.tmpDir))
+		f.tmpDir = ""
 	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,19 @@ type target struct {
 	// whole, when set, replaces the [DONE] check for dialects whose
 	// streams end otherwise (Messages, Responses).
 	whole func(stream []byte) bool
+	// pid is the process serving the target, whose CPU time per request
+	// is measured (0: none of its own, the fake in this process).
+	pid int
+}
+
+// via is tg sent through another server: the same request with base (the
+// start of tg's URL) replaced by to.
+func (tg *target) via(name, base, to string) *target {
+	c := *tg
+	c.name = name
+	c.url = to + strings.TrimPrefix(tg.url, base)
+	c.header = tg.header.Clone()
+	return &c
 }
 
 // newTarget builds a target; body nil means none. Requests with a body are
@@ -116,6 +130,7 @@ type phase struct {
 	firstError string
 	elapsed    time.Duration
 	cpu        time.Duration // process CPU time used during the phase
+	targetCPU  time.Duration // CPU time of the target's process; -1 unknown
 	others     time.Duration // CPU time other processes used meanwhile; -1 unknown
 }
 
@@ -248,6 +263,7 @@ func closedLoop(ctx context.Context, c *http.Client, tg *target, concurrency int
 	ctx, cancel := context.WithTimeout(ctx, d+requestTimeout)
 	defer cancel()
 	cpu := sampleCPU()
+	before, known := targetCPU(tg)
 	start := time.Now()
 	end := start.Add(d)
 	var wg sync.WaitGroup
@@ -263,6 +279,15 @@ func closedLoop(ctx context.Context, c *http.Client, tg *target, concurrency int
 	wg.Wait()
 	p.elapsed = time.Since(start)
 	p.cpu, p.others = sampleCPU().since(cpu)
+	p.targetCPU = -1
+	if after, ok := targetCPU(tg); ok && known {
+		p.targetCPU = after - before
+		// The target's process is another one: its CPU time counts as
+		// competition in the machine's busy time, not as others'.
+		if p.others >= 0 {
+			p.others = max(p.others-p.targetCPU, 0)
+		}
+	}
 	return p
 }
 
@@ -283,6 +308,7 @@ func openLoop(ctx context.Context, c *http.Client, tg *target, rate int, d time.
 	defer timer.Stop()
 	<-timer.C
 	cpu := sampleCPU()
+	before, known := targetCPU(tg)
 	start := time.Now()
 	for i := 0; i < total && ctx.Err() == nil; i++ {
 		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
@@ -308,6 +334,24 @@ func openLoop(ctx context.Context, c *http.Client, tg *target, rate int, d time.
 	inFlight.Wait()
 	p.elapsed = time.Since(start)
 	p.cpu, p.others = sampleCPU().since(cpu)
+	p.targetCPU = -1
+	if after, ok := targetCPU(tg); ok && known {
+		p.targetCPU = after - before
+		// The target's process is another one: its CPU time counts as
+		// competition in the machine's busy time, not as others'.
+		if p.others >= 0 {
+			p.others = max(p.others-p.targetCPU, 0)
+		}
+	}
 	p.dropped = int(dropped.Load())
 	return p
+}
+
+// targetCPU is the CPU time the process serving tg has used so far.
+func targetCPU(tg *target) (time.Duration, bool) {
+	if tg.pid == 0 {
+		return 0, false
+	}
+	st, ok := readProc(tg.pid)
+	return st.cpu, ok
 }

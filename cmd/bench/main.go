@@ -1,29 +1,39 @@
-// Command bench measures what the gateway adds to a request. It starts a
-// fake OpenAI upstream and the whole service (as `switchboard serve` runs it)
-// in this process, then drives the same workloads at the upstream directly
-// and through the gateway, in interleaved rounds. The workloads are
-// embeddings (float and base64), chat completions, streamed chat
-// completions (also timed to their first data event; a stream that does not
-// end with data: [DONE] is a failure), and GET /v1/models of a second
-// machine with 100 connections and 5,000 models (whose direct counterpart,
-// the fake's own short list, is only a floor). Each workload has:
+// Command bench measures what the gateway adds to a request, beside what a
+// bare reverse proxy adds. It starts a fake OpenAI upstream in this process
+// (with the load client), a bare httputil.ReverseProxy in front of it (this
+// program re-executed in the proxy role, a process of its own) and the
+// gateway (the switchboard binary, built with `go build` unless -serve-bin
+// names one, running `serve` with a temporary data directory), then drives
+// the same workloads at the upstream directly, through the proxy and through
+// the gateway, in interleaved rounds. The workloads are embeddings (float
+// and base64, 1,536 floats), chat completions, streamed chat completions (20
+// chunks, also timed to their first data event; a stream that does not end
+// with data: [DONE] is a failure), and GET /v1/models of a second machine
+// with 100 connections and 5,000 models (whose direct counterpart, the fake's
+// own short list, is only a floor). Each workload has:
 //
 //   - a closed-loop saturation phase (-concurrency connections for
-//     -duration) gives requests per second;
+//     -duration) gives requests per second, and the CPU time per request
+//     of the proxy's and the gateway's processes (/proc utime+stime);
 //   - an open-loop phase at a fixed -rate (for -duration; the models
 //     workload caps it at 20 req/s) gives p50 and p99 latency (and for
 //     streams to the first event), and for the gateway the p50 and p99 of
 //     its own added time as it reports it in X-Switchboard-Overhead-Us.
 //
 // Figures are medians over rounds; the gateway is judged by ratios against the
-// direct calls of the same run (throughput ratio, added p50 and p99), never by
-// absolute times. Every request without a good answer (not 2xx, no overhead
-// header from the gateway, a stream cut short) is counted and reported, and
-// makes the program exit with status 1.
+// proxy of the same run (throughput ratio, added p50 over the proxy's, added
+// p99) against issue 14's bars, never by absolute times. The run also
+// reports the gateway's time from exec to ready, its resident memory at rest
+// and its peak (VmHWM), and counts the usage events it published (in its
+// usage stream, once it stopped) against the answered requests that record
+// one. Every request without a good answer (not 2xx, no overhead header from
+// the gateway, a stream cut short) and every lost usage event is reported,
+// and makes the program exit with status 1.
 //
-//	go run ./cmd/bench                   # 3 rounds of 5 s per phase
+//	go run ./cmd/bench                   # 2 rounds of 4 s per phase: about 5 minutes
 //	go run ./cmd/bench -quick            # a few seconds, for CI smoke
 //	go run ./cmd/bench -json > out.json  # machine-readable
+//	go run ./cmd/bench -cpuprofile cpu.out -heapprofile heap.out -allocprofile allocs.out -gctrace gc.txt
 package main
 
 import (
@@ -35,7 +45,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/pprof"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -49,20 +60,22 @@ type options struct {
 	Rounds      int
 	Dims        int
 	Quick       bool
+	// Only names the workloads to run; empty: all.
+	Only []string
 	// MaxOthers is the share of CPU (percent) other processes may take
 	// during a phase before its round is repeated (at most Rounds
 	// repeats in all); 100 never repeats.
 	MaxOthers float64
 }
 
-// defaultOptions is a full run: about two minutes.
+// defaultOptions is a full run: about five minutes.
 func defaultOptions() options {
 	return options{
-		Duration:    5 * time.Second,
+		Duration:    4 * time.Second,
 		Warmup:      time.Second,
 		Rate:        1000,
 		Concurrency: 32,
-		Rounds:      3,
+		Rounds:      2,
 		Dims:        1536,
 		MaxOthers:   10,
 	}
@@ -105,6 +118,11 @@ func (o options) validate() error {
 	if o.Dims < 1 || o.Dims > 16384 {
 		errs = append(errs, errors.New("-dims must be in [1, 16384]"))
 	}
+	for _, name := range o.Only {
+		if !slices.Contains(workloadNames(), name) {
+			errs = append(errs, fmt.Errorf("-workloads: no workload %q", name))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -116,6 +134,9 @@ const (
 )
 
 func main() {
+	if code, ran := runRole(); ran {
+		os.Exit(code)
+	}
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -132,9 +153,15 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Dims, "dims", def.Dims, "embedding vector length served by the fake upstream")
 	fs.Float64Var(&o.MaxOthers, "max-others", def.MaxOthers, "repeat a round when other processes took more than this percentage of the CPUs during one of its phases (at most -rounds repeats; 100: never)")
 	fs.BoolVar(&o.Quick, "quick", false, "smoke run of a few seconds (explicit flags still win)")
+	only := fs.String("workloads", "", "comma-separated workloads to run (default: all): "+strings.Join(workloadNames(), ", "))
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	verbose := fs.Bool("v", false, "log the gateway's warnings and errors to stderr")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (load client, gateway and fake upstream) to this file")
+	var fo fixtureOptions
+	fs.StringVar(&fo.serveBin, "serve-bin", "", "the switchboard binary to run as the gateway (default: `go build` one into a temporary directory)")
+	fs.StringVar(&fo.cpuProfile, "cpuprofile", "", "write a CPU profile of the gateway process's whole life to this file")
+	fs.StringVar(&fo.heapProfile, "heapprofile", "", "write the gateway's heap profile (in use, at the end of the load) to this file")
+	fs.StringVar(&fo.allocProfile, "allocprofile", "", "write the gateway's allocation profile (everything allocated since it started) to this file")
+	fs.StringVar(&fo.gcTrace, "gctrace", "", "run the gateway with GODEBUG=gctrace=1 and write its standard error to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -169,6 +196,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			o.MaxOthers = q.MaxOthers
 		}
 	}
+	if *only != "" {
+		o.Only = strings.Split(*only, ",")
+	}
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return exitSetup
@@ -181,21 +211,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintf(stderr, "bench: %v\n", err)
-			return exitSetup
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "bench: %v\n", err)
-			return exitSetup
-		}
-		defer pprof.StopCPUProfile()
+	if *verbose {
+		fo.stderr = stderr
 	}
-
-	rep, err := run(ctx, o, logger, stderr)
+	rep, err := run(ctx, o, fo, logger, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return exitSetup
@@ -208,6 +227,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return exitSetup
+	}
+	if n := rep.Usage.Lost; n > 0 {
+		fmt.Fprintf(stderr, "bench: FAILED: %d usage events lost\n", n)
+		return exitErrors
 	}
 	if n := rep.Failures; n > 0 {
 		fmt.Fprintf(stderr, "bench: FAILED: %d requests did not get a good answer (see the report)\n", n)

@@ -41,7 +41,52 @@ type report struct {
 	// and worst phase), when the platform tells.
 	OthersMedianPct *float64 `json:"othersCpuMedianPct,omitempty"`
 	OthersMaxPct    *float64 `json:"othersCpuMaxPct,omitempty"`
+
+	Gateway gatewayFigures `json:"gateway"`
+	Proxy   proxyFigures   `json:"proxy"`
+	Usage   usageCount     `json:"usage"`
 }
+
+// gatewayFigures are the gateway process's start-up and memory.
+type gatewayFigures struct {
+	ReadyMs     float64 `json:"readyMs"`     // exec to the line announcing its address
+	ReadyHTTPMs float64 `json:"readyHttpMs"` // exec to the first 200 of /readyz
+	RestMiB     float64 `json:"restMiB"`     // VmRSS a second after ready, nothing configured
+	PeakMiB     float64 `json:"peakMiB"`     // VmHWM at the end of the load
+}
+
+type proxyFigures struct {
+	PeakMiB float64 `json:"peakMiB"`
+}
+
+// usageCount compares the usage events the gateway published (counted in
+// its usage stream once it stopped) with the answered requests that record
+// one.
+type usageCount struct {
+	Answered    int `json:"answered"`
+	Published   int `json:"published"`
+	DeadLetters int `json:"deadLetters"`
+	Lost        int `json:"lost"`
+}
+
+// bar is the issue's target for a workload, against the bare proxy of the
+// same run.
+type bar struct {
+	Throughput float64 `json:"throughputVsProxy"` // at least
+	P50        float64 `json:"addedP50VsProxy"`   // at most (streams: to the first event)
+	P99Us      float64 `json:"addedP99Us"`        // under
+}
+
+// bars are the targets by workload name (issue 14); a workload without one
+// is measured, not judged.
+var bars = map[string]bar{
+	"chat":             {Throughput: 0.85, P50: 1.3, P99Us: 1000},
+	"embeddings-float": {Throughput: 0.85, P50: 1.3, P99Us: 1000},
+	"chat-stream":      {Throughput: 0.8, P50: 1.3, P99Us: 1500},
+}
+
+// peakBarMiB is the bound on the gateway's peak memory under load.
+const peakBarMiB = 60
 
 // noisyPct is the share of CPU taken by other processes above which a
 // phase's figures are flagged as noisy.
@@ -69,7 +114,21 @@ type workloadReport struct {
 	Note string `json:"note,omitempty"`
 
 	Direct  summary `json:"direct"`
+	Proxy   summary `json:"proxy"`
 	Gateway summary `json:"gateway"`
+
+	// Against the bare proxy: gateway over proxy req/s; the gateway's
+	// added p50 (streams: to the first event) over the proxy's; the
+	// proxy's own added p50 and p99; gateway process CPU per request over
+	// the proxy process's.
+	ThroughputVsProxy float64 `json:"throughputVsProxy"`
+	P50VsProxy        float64 `json:"addedP50VsProxy"`
+	ProxyAddedP50Us   float64 `json:"proxyAddedP50Us"`
+	ProxyAddedP99Us   float64 `json:"proxyAddedP99Us"`
+	CPUVsProxy        float64 `json:"cpuVsProxy"`
+	Bar               *bar    `json:"bar,omitempty"`
+	Meets             *bool   `json:"meetsBar,omitempty"`
+
 	// ThroughputRatio is gateway req/s over direct req/s at saturation.
 	ThroughputRatio float64 `json:"throughputRatio"`
 	// AddedP50Us and AddedP99Us are gateway minus direct latency at the
@@ -90,21 +149,25 @@ type workloadReport struct {
 
 // summary is one target of a workload, medians over rounds.
 type summary struct {
-	RPS             float64  `json:"requestsPerSecond"` // saturation
-	SaturationP50Us float64  `json:"saturationP50Us"`
-	SaturationP99Us float64  `json:"saturationP99Us"`
-	CPUPerRequestUs float64  `json:"cpuPerRequestUs"` // saturation, whole process
-	P50Us           float64  `json:"p50Us"`           // fixed rate
-	P99Us           float64  `json:"p99Us"`
-	TTFBP50Us       *float64 `json:"ttfbP50Us,omitempty"` // fixed rate, streams only
-	TTFBP99Us       *float64 `json:"ttfbP99Us,omitempty"`
-	OverheadP50Us   *float64 `json:"overheadP50Us,omitempty"` // fixed rate, gateway only
-	OverheadP99Us   *float64 `json:"overheadP99Us,omitempty"`
-	Failures        int      `json:"failures"` // over all rounds
+	RPS             float64 `json:"requestsPerSecond"` // saturation
+	SaturationP50Us float64 `json:"saturationP50Us"`
+	SaturationP99Us float64 `json:"saturationP99Us"`
+	CPUPerRequestUs float64 `json:"cpuPerRequestUs"` // saturation, whole process
+	// TargetCPUPerReqUs is the CPU time per request of the target's own
+	// process (proxy, gateway) at saturation.
+	TargetCPUPerReqUs float64  `json:"targetCpuPerRequestUs"`
+	P50Us             float64  `json:"p50Us"` // fixed rate
+	P99Us             float64  `json:"p99Us"`
+	TTFBP50Us         *float64 `json:"ttfbP50Us,omitempty"` // fixed rate, streams only
+	TTFBP99Us         *float64 `json:"ttfbP99Us,omitempty"`
+	OverheadP50Us     *float64 `json:"overheadP50Us,omitempty"` // fixed rate, gateway only
+	OverheadP99Us     *float64 `json:"overheadP99Us,omitempty"`
+	Failures          int      `json:"failures"` // over all rounds
 }
 
 type roundReport struct {
 	Direct  targetRound `json:"direct"`
+	Proxy   targetRound `json:"proxy"`
 	Gateway targetRound `json:"gateway"`
 }
 
@@ -124,8 +187,9 @@ type stats struct {
 	FirstError    string   `json:"firstError,omitempty"`
 	ElapsedS      float64  `json:"elapsedSeconds"`
 	RPS           float64  `json:"requestsPerSecond"`
-	CPUPerReqUs   float64  `json:"cpuPerRequestUs"`        // process CPU time over answered requests
-	OthersPct     *float64 `json:"othersCpuPct,omitempty"` // CPU share other processes took meanwhile
+	CPUPerReqUs   float64  `json:"cpuPerRequestUs"`                 // process CPU time over answered requests
+	TargetCPUUs   *float64 `json:"targetCpuPerRequestUs,omitempty"` // the target process's
+	OthersPct     *float64 `json:"othersCpuPct,omitempty"`          // CPU share other processes took meanwhile
 	P50Us         float64  `json:"p50Us"`
 	P99Us         float64  `json:"p99Us"`
 	TTFBP50Us     *float64 `json:"ttfbP50Us,omitempty"` // streams: to the first data event
@@ -145,6 +209,9 @@ func (s stats) brief() string {
 	}
 	if s.OverheadP50Us != nil {
 		b += fmt.Sprintf(" overhead p50 %-8s p99 %-8s", fmtUs(*s.OverheadP50Us), fmtUs(*s.OverheadP99Us))
+	}
+	if s.TargetCPUUs != nil {
+		b += fmt.Sprintf(" cpu/req %s", fmtUs(*s.TargetCPUUs))
 	}
 	if s.OthersPct != nil {
 		b += fmt.Sprintf(" others %.0f%%", *s.OthersPct)
@@ -178,6 +245,10 @@ func (p *phase) stats(tg *target) stats {
 	}
 	if len(p.samples) > 0 {
 		s.CPUPerReqUs = us(p.cpu) / float64(len(p.samples))
+		if p.targetCPU >= 0 {
+			v := us(p.targetCPU) / float64(len(p.samples))
+			s.TargetCPUUs = &v
+		}
 	}
 	if p.others >= 0 && p.elapsed > 0 {
 		pct := 100 * p.others.Seconds() / (p.elapsed.Seconds() * float64(runtime.NumCPU()))
@@ -273,28 +344,49 @@ func (r *report) finish() {
 	var others []float64
 	for _, w := range r.Workloads {
 		w.Direct = summarize(w.Rounds, func(rr roundReport) targetRound { return rr.Direct })
+		w.Proxy = summarize(w.Rounds, func(rr roundReport) targetRound { return rr.Proxy })
 		w.Gateway = summarize(w.Rounds, func(rr roundReport) targetRound { return rr.Gateway })
-		// Ratios and differences are taken within each round (the two
+		// Ratios and differences are taken within each round (the
 		// targets ran back to back), then the median over rounds.
-		w.ThroughputRatio = medianOf(w.Rounds, func(rr roundReport) float64 {
-			if rr.Direct.Saturation.RPS == 0 {
+		ratio := func(a, b float64) float64 {
+			if b == 0 {
 				return 0
 			}
-			return rr.Gateway.Saturation.RPS / rr.Direct.Saturation.RPS
+			return a / b
+		}
+		w.ThroughputRatio = medianOf(w.Rounds, func(rr roundReport) float64 {
+			return ratio(rr.Gateway.Saturation.RPS, rr.Direct.Saturation.RPS)
+		})
+		w.ThroughputVsProxy = medianOf(w.Rounds, func(rr roundReport) float64 {
+			return ratio(rr.Gateway.Saturation.RPS, rr.Proxy.Saturation.RPS)
 		})
 		w.AddedP50Us = medianOf(w.Rounds, func(rr roundReport) float64 { return rr.Gateway.Fixed.P50Us - rr.Direct.Fixed.P50Us })
 		w.AddedP99Us = medianOf(w.Rounds, func(rr roundReport) float64 { return rr.Gateway.Fixed.P99Us - rr.Direct.Fixed.P99Us })
-		if w.Direct.TTFBP50Us != nil && w.Gateway.TTFBP50Us != nil {
+		w.ProxyAddedP50Us = medianOf(w.Rounds, func(rr roundReport) float64 { return rr.Proxy.Fixed.P50Us - rr.Direct.Fixed.P50Us })
+		w.ProxyAddedP99Us = medianOf(w.Rounds, func(rr roundReport) float64 { return rr.Proxy.Fixed.P99Us - rr.Direct.Fixed.P99Us })
+		w.P50VsProxy = medianOf(w.Rounds, func(rr roundReport) float64 {
+			return ratio(rr.Gateway.Fixed.P50Us-rr.Direct.Fixed.P50Us, rr.Proxy.Fixed.P50Us-rr.Direct.Fixed.P50Us)
+		})
+		p99 := w.AddedP99Us
+		if w.Direct.TTFBP50Us != nil && w.Gateway.TTFBP50Us != nil && w.Proxy.TTFBP50Us != nil {
 			p50 := medianOf(w.Rounds, func(rr roundReport) float64 { return *rr.Gateway.Fixed.TTFBP50Us - *rr.Direct.Fixed.TTFBP50Us })
-			p99 := medianOf(w.Rounds, func(rr roundReport) float64 { return *rr.Gateway.Fixed.TTFBP99Us - *rr.Direct.Fixed.TTFBP99Us })
-			w.AddedTTFBP50Us, w.AddedTTFBP99Us = &p50, &p99
+			t99 := medianOf(w.Rounds, func(rr roundReport) float64 { return *rr.Gateway.Fixed.TTFBP99Us - *rr.Direct.Fixed.TTFBP99Us })
+			w.AddedTTFBP50Us, w.AddedTTFBP99Us = &p50, &t99
+			w.P50VsProxy = medianOf(w.Rounds, func(rr roundReport) float64 {
+				return ratio(*rr.Gateway.Fixed.TTFBP50Us-*rr.Direct.Fixed.TTFBP50Us, *rr.Proxy.Fixed.TTFBP50Us-*rr.Direct.Fixed.TTFBP50Us)
+			})
 		}
 		w.AddedCPUUs = medianOf(w.Rounds, func(rr roundReport) float64 {
 			return rr.Gateway.Saturation.CPUPerReqUs - rr.Direct.Saturation.CPUPerReqUs
 		})
-		r.Failures += w.Direct.Failures + w.Gateway.Failures
+		w.CPUVsProxy = ratio(w.Gateway.TargetCPUPerReqUs, w.Proxy.TargetCPUPerReqUs)
+		if b, ok := bars[w.Name]; ok {
+			meets := w.ThroughputVsProxy >= b.Throughput && w.P50VsProxy <= b.P50 && p99 < b.P99Us
+			w.Bar, w.Meets = &b, &meets
+		}
+		r.Failures += w.Direct.Failures + w.Proxy.Failures + w.Gateway.Failures
 		for _, rr := range w.Rounds {
-			for _, s := range []stats{rr.Direct.Saturation, rr.Direct.Fixed, rr.Gateway.Saturation, rr.Gateway.Fixed} {
+			for _, s := range []stats{rr.Direct.Saturation, rr.Direct.Fixed, rr.Proxy.Saturation, rr.Proxy.Fixed, rr.Gateway.Saturation, rr.Gateway.Fixed} {
 				r.Dropped += s.Dropped
 				if s.OthersPct != nil {
 					others = append(others, *s.OthersPct)
@@ -317,8 +409,14 @@ func summarize(rounds []roundReport, pick func(roundReport) targetRound) summary
 		SaturationP50Us: get(func(t targetRound) float64 { return t.Saturation.P50Us }),
 		SaturationP99Us: get(func(t targetRound) float64 { return t.Saturation.P99Us }),
 		CPUPerRequestUs: get(func(t targetRound) float64 { return t.Saturation.CPUPerReqUs }),
-		P50Us:           get(func(t targetRound) float64 { return t.Fixed.P50Us }),
-		P99Us:           get(func(t targetRound) float64 { return t.Fixed.P99Us }),
+		TargetCPUPerReqUs: get(func(t targetRound) float64 {
+			if t.Saturation.TargetCPUUs == nil {
+				return 0
+			}
+			return *t.Saturation.TargetCPUUs
+		}),
+		P50Us: get(func(t targetRound) float64 { return t.Fixed.P50Us }),
+		P99Us: get(func(t targetRound) float64 { return t.Fixed.P99Us }),
 	}
 	hasOverhead, hasTTFB := len(rounds) > 0, len(rounds) > 0
 	for _, rr := range rounds {
@@ -363,7 +461,7 @@ func (r *report) writeTable(w io.Writer) error {
 		for _, t := range []struct {
 			name string
 			s    summary
-		}{{"direct", wr.Direct}, {"gateway", wr.Gateway}} {
+		}{{"direct", wr.Direct}, {"proxy", wr.Proxy}, {"gateway", wr.Gateway}} {
 			o50, o99 := "-", "-"
 			if t.s.OverheadP50Us != nil {
 				o50, o99 = fmtUs(*t.s.OverheadP50Us), fmtUs(*t.s.OverheadP99Us)
@@ -372,23 +470,59 @@ func (r *report) writeTable(w io.Writer) error {
 			if t.s.TTFBP50Us != nil {
 				t50, t99 = fmtUs(*t.s.TTFBP50Us), fmtUs(*t.s.TTFBP99Us)
 			}
+			cpu := "-"
+			if t.name != "direct" {
+				cpu = fmtUs(t.s.TargetCPUPerReqUs)
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n",
-				wr.Name, t.name, t.s.RPS, fmtUs(t.s.P50Us), fmtUs(t.s.P99Us), t50, t99, o50, o99, fmtUs(t.s.CPUPerRequestUs), t.s.Failures)
+				wr.Name, t.name, t.s.RPS, fmtUs(t.s.P50Us), fmtUs(t.s.P99Us), t50, t99, o50, o99, cpu, t.s.Failures)
 		}
 		t50, t99 := "", ""
 		if wr.AddedTTFBP50Us != nil {
 			t50, t99 = signedUs(*wr.AddedTTFBP50Us), signedUs(*wr.AddedTTFBP99Us)
 		}
-		fmt.Fprintf(tw, "%s\tgateway/direct\t%sx\t%s\t%s\t%s\t%s\t\t\t%s\t\n",
-			wr.Name, fmtRatio(wr.ThroughputRatio), signedUs(wr.AddedP50Us), signedUs(wr.AddedP99Us), t50, t99, signedUs(wr.AddedCPUUs))
+		fmt.Fprintf(tw, "%s\tgateway/direct\t%sx\t%s\t%s\t%s\t%s\t\t\t\t\n",
+			wr.Name, fmtRatio(wr.ThroughputRatio), signedUs(wr.AddedP50Us), signedUs(wr.AddedP99Us), t50, t99)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "\nagainst the bare reverse proxy (issue 14's bars in brackets):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\treq/s vs proxy\tadded p50 proxy / gateway\tratio\tadded p99 proxy / gateway\tcpu/req proxy / gateway\tmeets")
+	for _, wr := range r.Workloads {
+		b := bar{}
+		if wr.Bar != nil {
+			b = *wr.Bar
+		}
+		pp50, gp50, gp99 := wr.ProxyAddedP50Us, wr.AddedP50Us, wr.AddedP99Us
+		if wr.AddedTTFBP50Us != nil {
+			gp50 = *wr.AddedTTFBP50Us
+			pp50 = medianOf(wr.Rounds, func(rr roundReport) float64 { return *rr.Proxy.Fixed.TTFBP50Us - *rr.Direct.Fixed.TTFBP50Us })
+		}
+		meets := "-"
+		if wr.Meets != nil {
+			meets = map[bool]string{true: "yes", false: "NO"}[*wr.Meets]
+		}
+		fmt.Fprintf(tw, "%s\t%sx%s\t%s / %s\t%sx%s\t%s / %s%s\t%s / %s (%sx)\t%s\n", wr.Name,
+			fmtRatio(wr.ThroughputVsProxy), barStr(b.Throughput, ">="),
+			signedUs(pp50), signedUs(gp50), fmtRatio(wr.P50VsProxy), barStr(b.P50, "<="),
+			signedUs(wr.ProxyAddedP99Us), signedUs(gp99), barUs(b.P99Us),
+			fmtUs(wr.Proxy.TargetCPUPerReqUs), fmtUs(wr.Gateway.TargetCPUPerReqUs), fmtRatio(wr.CPUVsProxy), meets)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	g := r.Gateway
+	fmt.Fprintf(w, "gateway: ready %.0f ms after exec (/readyz 200 at %.0f ms) [< 100 ms]; %.1f MiB at rest [< 40]; peak %.1f MiB under load [<= %d] (proxy peak %.1f MiB)\n",
+		g.ReadyMs, g.ReadyHTTPMs, g.RestMiB, g.PeakMiB, peakBarMiB, r.Proxy.PeakMiB)
+	u := r.Usage
+	fmt.Fprintf(w, "usage events: %d answered requests that record one, %d published, %d dead-lettered, %d lost\n",
+		u.Answered, u.Published, u.DeadLetters, u.Lost)
 	fmt.Fprintln(w, "\nreq/s: closed loop at saturation; p50/p99 (to the end of the answer), ttfb (streams: to the first data event)")
 	fmt.Fprintln(w, "and overhead (X-Switchboard-Overhead-Us): open loop at the fixed rate;")
-	fmt.Fprintln(w, "cpu/req: CPU time of the whole process (load client, fake upstream, and gateway) per request at saturation.")
-	fmt.Fprintln(w, "gateway/direct: throughput ratio, added p50 and p99, added CPU per request (gateway minus direct, per round).")
+	fmt.Fprintln(w, "cpu/req: CPU time (/proc utime+stime) of the proxy or gateway process per request at saturation.")
+	fmt.Fprintln(w, "gateway/direct: throughput ratio, added p50 and p99 (gateway minus direct, per round).")
 	for _, wr := range r.Workloads {
 		if wr.Note != "" {
 			fmt.Fprintln(w, wr.Note+".")
@@ -409,6 +543,7 @@ func (r *report) writeTable(w io.Writer) error {
 					s    stats
 				}{
 					{"direct saturation", rr.Direct.Saturation}, {"direct fixed-rate", rr.Direct.Fixed},
+					{"proxy saturation", rr.Proxy.Saturation}, {"proxy fixed-rate", rr.Proxy.Fixed},
 					{"gateway saturation", rr.Gateway.Saturation}, {"gateway fixed-rate", rr.Gateway.Fixed},
 				} {
 					if n := x.s.failed(); n > 0 {
@@ -467,3 +602,21 @@ func signedUs(v float64) string {
 }
 
 func orDash(s string) string { return cmp.Or(strings.TrimSpace(s), "-") }
+
+func barStr(v float64, op string) string {
+	if v == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" [%s %g]", op, v)
+}
+
+func barUs(v float64) string {
+	if v == 0 {
+		return ""
+	}
+	return " [< " + fmtUs(v) + "]"
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func mib(kb int64) float64 { return float64(kb) / 1024 }

@@ -1,7 +1,8 @@
 // Package inproc lets one process call its own gRPC services without a
 // network hop: unary calls go straight to the registered handler, with the
 // metadata, headers, trailers and status a real connection would carry.
-// Streaming calls go through a fallback connection (an in-memory gRPC
+// Server streams run in place too once ServeStreams was called (stream.go);
+// other streaming calls go through a fallback connection (an in-memory gRPC
 // connection to the same services).
 package inproc
 
@@ -32,6 +33,10 @@ type Conn struct {
 
 	mu      sync.RWMutex
 	methods map[string]method
+	// Server streams served in place (stream.go).
+	streams           map[string]streamMethod
+	streamsInPlace    bool
+	streamInterceptor grpc.StreamServerInterceptor
 }
 
 type method struct {
@@ -57,6 +62,7 @@ func (c *Conn) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	for _, m := range desc.Methods {
 		c.methods["/"+desc.ServiceName+"/"+m.MethodName] = method{impl: impl, handler: m.Handler}
 	}
+	c.registerStreams(desc, impl)
 }
 
 // Invoke calls a unary method in process.
@@ -106,8 +112,12 @@ func (c *Conn) Invoke(ctx context.Context, fullMethod string, args, reply any, o
 	return nil
 }
 
-// NewStream opens a streaming call on the fallback connection.
+// NewStream opens a streaming call: in place for a server stream once
+// ServeStreams was called, else on the fallback connection.
 func (c *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if m, interceptor, ok := c.localStream(method); ok {
+		return c.newLocalStream(ctx, m, interceptor, method, opts)
+	}
 	if c.fallback == nil {
 		return nil, status.Errorf(codes.Unimplemented, "inproc: no connection for streaming method %s", method)
 	}

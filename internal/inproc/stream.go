@@ -1,0 +1,399 @@
+package inproc
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Server streams in place: once ServeStreams was called, a call to a
+// registered server-streaming method (one request, a stream of responses)
+// runs its handler in a goroutine of this process, behind the stream
+// interceptors, and hands each response to the caller without gRPC framing,
+// HTTP/2 or serialization. What the callers rely on is kept:
+//
+//   - the handler works on its own copy of the request, and the caller
+//     receives its own copy of each response: SendMsg returns once the
+//     caller has copied the message (so a handler may reuse it, as over
+//     the wire), which also makes a handler wait for a caller that does not
+//     read, as flow control would;
+//   - outgoing metadata arrives as incoming metadata; headers (SetHeader,
+//     SendHeader, sent with the first response at the latest) reach
+//     Header(), trailers reach Trailer() and the call options, keys
+//     lower-cased;
+//   - the handler's context ends when the caller's does and when the
+//     handler returns; a caller whose context ends gets codes.Canceled or
+//     DeadlineExceeded from RecvMsg;
+//   - a handler's status error reaches RecvMsg as it is, any other error
+//     as codes.Unknown; a clean return is io.EOF after the last response.
+//
+// Client-streaming and bidirectional methods keep using the fallback
+// connection.
+
+type streamMethod struct {
+	impl any
+	desc grpc.StreamDesc
+}
+
+// ServeStreams makes registered server-streaming methods run in place,
+// behind the given interceptors (the first one outermost, as
+// grpc.ChainStreamInterceptor orders them). Call it before any stream is
+// opened.
+func (c *Conn) ServeStreams(interceptors ...grpc.StreamServerInterceptor) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.streamsInPlace = true
+	c.streamInterceptor = chainStream(interceptors)
+}
+
+// registerStreams records a service's server-streaming methods.
+func (c *Conn) registerStreams(desc *grpc.ServiceDesc, impl any) {
+	if c.streams == nil {
+		c.streams = make(map[string]streamMethod)
+	}
+	for _, s := range desc.Streams {
+		if s.ServerStreams && !s.ClientStreams {
+			c.streams["/"+desc.ServiceName+"/"+s.StreamName] = streamMethod{impl: impl, desc: s}
+		}
+	}
+}
+
+// localStream returns the in-place method of fullMethod, if streams are
+// served in place and it is one.
+func (c *Conn) localStream(fullMethod string) (streamMethod, grpc.StreamServerInterceptor, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.streamsInPlace {
+		return streamMethod{}, nil, false
+	}
+	m, ok := c.streams[fullMethod]
+	return m, c.streamInterceptor, ok
+}
+
+func chainStream(is []grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
+	var chain []grpc.StreamServerInterceptor
+	for _, i := range is {
+		if i != nil {
+			chain = append(chain, i)
+		}
+	}
+	if len(chain) == 0 {
+		return nil
+	}
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		var call func(i int, ss grpc.ServerStream) error
+		call = func(i int, ss grpc.ServerStream) error {
+			if i == len(chain) {
+				return handler(srv, ss)
+			}
+			return chain[i](srv, ss, info, func(_ any, ss grpc.ServerStream) error { return call(i+1, ss) })
+		}
+		return call(0, ss)
+	}
+}
+
+// call is one stream served in place: the caller's side (clientStream) and
+// the handler's (serverStream) share it.
+type call struct {
+	method string
+	opts   []grpc.CallOption
+
+	cctx context.Context // the caller's
+	sctx context.Context // the handler's
+	stop context.CancelFunc
+
+	req     chan proto.Message // the request, once
+	resp    chan proto.Message // each response, until the caller copied it
+	copied  chan struct{}      // the caller copied the response it took
+	done    chan struct{}      // closed when the handler returned
+	headerc chan struct{}      // closed when the headers are sent
+
+	mu         sync.Mutex
+	header     metadata.MD
+	trailer    metadata.MD
+	headerSent bool
+	err        error // the handler's outcome, once done
+	sent       bool  // the caller sent its request
+	closedSend bool
+	finished   bool // RecvMsg returned an error: the call options got their values
+	// trailersOnly: the handler failed before sending headers; Header
+	// then returns its error, as over the wire.
+	trailersOnly bool
+}
+
+// newLocalStream starts the handler of m and returns the caller's side.
+func (c *Conn) newLocalStream(ctx context.Context, m streamMethod, interceptor grpc.StreamServerInterceptor, method string, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	cl := &call{
+		method:  method,
+		opts:    opts,
+		cctx:    ctx,
+		req:     make(chan proto.Message, 1),
+		resp:    make(chan proto.Message),
+		copied:  make(chan struct{}),
+		done:    make(chan struct{}),
+		headerc: make(chan struct{}),
+	}
+	sctx, stop := context.WithCancel(metadata.NewIncomingContext(ctx, md.Copy()))
+	ss := &handlerStream{call: cl}
+	cl.sctx, cl.stop = grpc.NewContextWithServerTransportStream(sctx, transportStream{ss}), stop
+	info := &grpc.StreamServerInfo{FullMethod: method, IsClientStream: false, IsServerStream: true}
+	go func() {
+		var err error
+		if interceptor != nil {
+			err = interceptor(m.impl, ss, info, m.desc.Handler)
+		} else {
+			err = m.desc.Handler(m.impl, ss)
+		}
+		if err != nil {
+			if _, isStatus := status.FromError(err); !isStatus {
+				err = status.Error(codes.Unknown, err.Error())
+			}
+		}
+		cl.mu.Lock()
+		cl.err = err
+		cl.trailersOnly = !cl.headerSent && err != nil
+		cl.sendHeaderLocked()
+		cl.mu.Unlock()
+		close(cl.done)
+		stop()
+	}()
+	return &clientStream{call: cl}, nil
+}
+
+// sendHeaderLocked marks the headers sent (once).
+func (cl *call) sendHeaderLocked() {
+	if !cl.headerSent {
+		cl.headerSent = true
+		close(cl.headerc)
+	}
+}
+
+// clientStream is the caller's side of a call.
+type clientStream struct{ *call }
+
+func (s *clientStream) Context() context.Context { return s.cctx }
+
+// Header waits for the headers (or the end of the call).
+func (s *clientStream) Header() (metadata.MD, error) {
+	select {
+	case <-s.headerc:
+	case <-s.cctx.Done():
+		return nil, status.FromContextError(s.cctx.Err()).Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.trailersOnly {
+		return nil, s.err
+	}
+	return s.header.Copy(), nil
+}
+
+// Trailer is valid once RecvMsg returned an error.
+func (s *clientStream) Trailer() metadata.MD {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.done:
+		return s.trailer.Copy()
+	default:
+		return nil
+	}
+}
+
+func (s *clientStream) CloseSend() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closedSend {
+		s.closedSend = true
+		close(s.req)
+	}
+	return nil
+}
+
+func (s *clientStream) SendMsg(m any) error {
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return status.Error(codes.Internal, "inproc: messages must be protobuf")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closedSend {
+		return status.Error(codes.Internal, "SendMsg called after CloseSend")
+	}
+	if s.sent {
+		return status.Error(codes.Internal, "inproc: one request on a server stream")
+	}
+	s.sent = true
+	// The handler owns what it decodes: a copy, made now (the caller may
+	// reuse its message once SendMsg returned, as over the wire).
+	s.req <- proto.Clone(msg)
+	return nil
+}
+
+// RecvMsg copies the next response into m; io.EOF after the last one.
+func (s *clientStream) RecvMsg(m any) error {
+	out, ok := m.(proto.Message)
+	if !ok {
+		return status.Error(codes.Internal, "inproc: messages must be protobuf")
+	}
+	// A response already offered goes before the end of the call.
+	select {
+	case msg := <-s.resp:
+		return s.take(out, msg)
+	default:
+	}
+	select {
+	case msg := <-s.resp:
+		return s.take(out, msg)
+	case <-s.done:
+		return s.finish(nil)
+	case <-s.cctx.Done():
+		s.stop()
+		return s.finish(status.FromContextError(s.cctx.Err()).Err())
+	}
+}
+
+func (s *clientStream) take(out, msg proto.Message) error {
+	proto.Reset(out)
+	proto.Merge(out, msg)
+	s.copied <- struct{}{}
+	return nil
+}
+
+// finish ends the caller's side: the handler's outcome (io.EOF for a clean
+// one) or err, and the call options get the headers and trailers.
+func (s *clientStream) finish(err error) error {
+	if err == nil {
+		s.mu.Lock()
+		err = s.err
+		s.mu.Unlock()
+		if err == nil {
+			err = io.EOF
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.finished {
+		s.finished = true
+		deliverTo(s.opts, s.header, s.trailer)
+	}
+	return err
+}
+
+// handlerStream is the handler's side of a call (also its
+// grpc.ServerTransportStream, for grpc.SetHeader and friends).
+type handlerStream struct {
+	*call
+	recvd bool
+}
+
+func (s *handlerStream) Method() string           { return s.method }
+func (s *handlerStream) Context() context.Context { return s.sctx }
+
+func (s *handlerStream) SetHeader(md metadata.MD) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.headerSent {
+		return status.Error(codes.Internal, "transport: the stream is done or WriteHeader was already called")
+	}
+	s.header = metadata.Join(s.header, lower(md))
+	return nil
+}
+
+func (s *handlerStream) SendHeader(md metadata.MD) error {
+	if err := s.SetHeader(md); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sendHeaderLocked()
+	return nil
+}
+
+func (s *handlerStream) SetTrailer(md metadata.MD) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trailer = metadata.Join(s.trailer, lower(md))
+}
+
+// transportStream adapts SetTrailer to grpc.ServerTransportStream's
+// signature (which returns an error).
+type transportStream struct{ *handlerStream }
+
+func (t transportStream) SetTrailer(md metadata.MD) error {
+	t.handlerStream.SetTrailer(md)
+	return nil
+}
+
+// SendMsg hands m to the caller and returns once the caller copied it.
+func (s *handlerStream) SendMsg(m any) error {
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return status.Error(codes.Internal, "inproc: messages must be protobuf")
+	}
+	s.mu.Lock()
+	s.sendHeaderLocked()
+	s.mu.Unlock()
+	select {
+	case s.resp <- msg:
+	case <-s.sctx.Done():
+		return status.FromContextError(s.sctx.Err()).Err()
+	}
+	select {
+	case <-s.copied:
+		return nil
+	case <-s.sctx.Done():
+		// The caller took the message: it copies it whatever happens.
+		<-s.copied
+		return nil
+	}
+}
+
+// RecvMsg gives the handler its copy of the request.
+func (s *handlerStream) RecvMsg(m any) error {
+	out, ok := m.(proto.Message)
+	if !ok {
+		return status.Error(codes.Internal, "inproc: messages must be protobuf")
+	}
+	if s.recvd {
+		return io.EOF
+	}
+	select {
+	case msg, ok := <-s.req:
+		if !ok {
+			return status.Error(codes.Internal, "inproc: the caller closed the stream without a request")
+		}
+		s.recvd = true
+		proto.Reset(out)
+		proto.Merge(out, msg)
+		return nil
+	case <-s.sctx.Done():
+		return status.FromContextError(s.sctx.Err()).Err()
+	}
+}
+
+// deliverTo hands headers and trailers to the caller's call options.
+func deliverTo(opts []grpc.CallOption, header, trailer metadata.MD) {
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			*o.HeaderAddr = header.Copy()
+		case *grpc.HeaderCallOption:
+			*o.HeaderAddr = header.Copy()
+		case grpc.TrailerCallOption:
+			*o.TrailerAddr = trailer.Copy()
+		case *grpc.TrailerCallOption:
+			*o.TrailerAddr = trailer.Copy()
+		}
+	}
+}

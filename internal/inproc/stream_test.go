@@ -1,0 +1,246 @@
+package inproc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+)
+
+// watcher is a health server whose Watch does what the requested service
+// name says, to compare a stream served in place with one over gRPC.
+type watcher struct {
+	healthpb.UnimplementedHealthServer
+	seen      chan metadata.MD
+	cancelled chan error
+}
+
+func newWatcher() *watcher {
+	return &watcher{seen: make(chan metadata.MD, 16), cancelled: make(chan error, 16)}
+}
+
+func (w *watcher) Watch(req *healthpb.HealthCheckRequest, ss grpc.ServerStreamingServer[healthpb.HealthCheckResponse]) error {
+	ctx := ss.Context()
+	md, _ := metadata.FromIncomingContext(ctx)
+	w.seen <- md
+	service := req.GetService()
+	req.Service = "changed by the handler"
+	switch service {
+	case "ok":
+		if err := grpc.SetHeader(ctx, metadata.Pairs("X-Upstream-Us", "42")); err != nil {
+			return err
+		}
+		// One message, reused: the caller must get each value as sent.
+		m := &healthpb.HealthCheckResponse{}
+		for _, st := range []healthpb.HealthCheckResponse_ServingStatus{
+			healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING, healthpb.HealthCheckResponse_SERVICE_UNKNOWN,
+		} {
+			m.Status = st
+			if err := ss.SendMsg(m); err != nil {
+				return err
+			}
+		}
+		ss.SetTrailer(metadata.Pairs("T", "1"))
+		return nil
+	case "send-header":
+		if err := ss.SendHeader(metadata.Pairs("h", "early")); err != nil {
+			return err
+		}
+		return ss.SendMsg(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING})
+	case "fail-early":
+		return status.Error(codes.NotFound, "no such service")
+	case "fail-late":
+		if err := ss.SendMsg(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}); err != nil {
+			return err
+		}
+		return status.Error(codes.ResourceExhausted, "all rate limited")
+	case "plain-error":
+		return errors.New("boom")
+	case "block":
+		if err := ss.SendMsg(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		w.cancelled <- ctx.Err()
+		return ctx.Err()
+	case "panic":
+		panic("boom")
+	}
+	return status.Error(codes.InvalidArgument, "unknown case")
+}
+
+// recoverStream is an interceptor as the node chains them: a panicking
+// handler becomes codes.Internal.
+func recoverStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = status.Error(codes.Internal, "internal error")
+		}
+	}()
+	return h(srv, ss)
+}
+
+// tagStream is a second interceptor: it refuses calls without
+// authorization, as the guard does, to show the chain runs in order.
+func tagStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	if len(md.Get("authorization")) == 0 {
+		return status.Error(codes.Unauthenticated, "no authorization")
+	}
+	return h(srv, ss)
+}
+
+// connections are the two ways of reaching the same watcher: over a real
+// gRPC connection (in memory) and in place.
+func connections(t *testing.T) map[string]struct {
+	conn grpc.ClientConnInterface
+	w    *watcher
+} {
+	t.Helper()
+	out := map[string]struct {
+		conn grpc.ClientConnInterface
+		w    *watcher
+	}{}
+
+	wg := newWatcher()
+	srv := grpc.NewServer(grpc.ChainStreamInterceptor(recoverStream, tagStream))
+	healthpb.RegisterHealthServer(srv, wg)
+	ln := bufconn.Listen(1 << 20)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	cc, err := grpc.NewClient("passthrough:///mem",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }))
+	require.NoError(t, err)
+	t.Cleanup(func() { cc.Close() })
+	out["grpc"] = struct {
+		conn grpc.ClientConnInterface
+		w    *watcher
+	}{cc, wg}
+
+	wi := newWatcher()
+	c := New(nil, nil)
+	healthpb.RegisterHealthServer(c, wi)
+	c.ServeStreams(recoverStream, tagStream)
+	out["in place"] = struct {
+		conn grpc.ClientConnInterface
+		w    *watcher
+	}{c, wi}
+	return out
+}
+
+func authorized() context.Context {
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer k")
+}
+
+// Every case gives the same outcome over gRPC and in place.
+func TestServerStreamsInPlaceBehaveAsOverGRPC(t *testing.T) {
+	for name, c := range connections(t) {
+		client := healthpb.NewHealthClient(c.conn)
+		t.Run(name+"/responses, metadata, headers and trailers", func(t *testing.T) {
+			req := &healthpb.HealthCheckRequest{Service: "ok"}
+			var header, trailer metadata.MD
+			stream, err := client.Watch(authorized(), req, grpc.Header(&header), grpc.Trailer(&trailer))
+			require.NoError(t, err)
+			var got []healthpb.HealthCheckResponse_ServingStatus
+			for {
+				m, err := stream.Recv()
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+				got = append(got, m.GetStatus())
+			}
+			assert.Equal(t, []healthpb.HealthCheckResponse_ServingStatus{
+				healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING, healthpb.HealthCheckResponse_SERVICE_UNKNOWN,
+			}, got, "each response as it was sent, though the handler reused its message")
+			md, err := stream.Header()
+			require.NoError(t, err)
+			assert.Equal(t, []string{"42"}, md.Get("x-upstream-us"))
+			assert.Equal(t, []string{"1"}, stream.Trailer().Get("t"), "trailer keys lower-cased")
+			assert.Equal(t, []string{"42"}, header.Get("x-upstream-us"), "the Header call option")
+			assert.Equal(t, []string{"1"}, trailer.Get("t"), "the Trailer call option")
+			assert.Equal(t, "ok", req.GetService(), "the handler works on its own copy of the request")
+			seen := <-c.w.seen
+			assert.Equal(t, []string{"Bearer k"}, seen.Get("authorization"), "outgoing metadata arrives as incoming")
+		})
+		t.Run(name+"/headers sent before the first response", func(t *testing.T) {
+			stream, err := client.Watch(authorized(), &healthpb.HealthCheckRequest{Service: "send-header"})
+			require.NoError(t, err)
+			md, err := stream.Header()
+			require.NoError(t, err)
+			assert.Equal(t, []string{"early"}, md.Get("h"))
+			_, err = stream.Recv()
+			require.NoError(t, err)
+			_, err = stream.Recv()
+			assert.Equal(t, io.EOF, err)
+			<-c.w.seen
+		})
+		for service, want := range map[string]codes.Code{
+			"fail-early": codes.NotFound, "fail-late": codes.ResourceExhausted, "plain-error": codes.Unknown, "panic": codes.Internal,
+		} {
+			t.Run(name+"/"+service, func(t *testing.T) {
+				stream, err := client.Watch(authorized(), &healthpb.HealthCheckRequest{Service: service})
+				require.NoError(t, err)
+				var last error
+				for range 10 {
+					if _, last = stream.Recv(); last != nil {
+						break
+					}
+				}
+				assert.Equal(t, want, status.Code(last), "%v", last)
+				if service == "fail-late" {
+					assert.Equal(t, "all rate limited", status.Convert(last).Message())
+				}
+				<-c.w.seen
+			})
+		}
+		t.Run(name+"/interceptors run", func(t *testing.T) {
+			stream, err := client.Watch(context.Background(), &healthpb.HealthCheckRequest{Service: "ok"})
+			require.NoError(t, err)
+			_, err = stream.Recv()
+			assert.Equal(t, codes.Unauthenticated, status.Code(err))
+		})
+		t.Run(name+"/cancelling the caller's context ends the handler's", func(t *testing.T) {
+			ctx, cancel := context.WithCancel(authorized())
+			defer cancel()
+			stream, err := client.Watch(ctx, &healthpb.HealthCheckRequest{Service: "block"})
+			require.NoError(t, err)
+			_, err = stream.Recv()
+			require.NoError(t, err)
+			cancel()
+			_, err = stream.Recv()
+			assert.Equal(t, codes.Canceled, status.Code(err), "%v", err)
+			assert.ErrorIs(t, <-c.w.cancelled, context.Canceled, "the handler saw its context end")
+			<-c.w.seen
+		})
+		t.Run(name+"/a context already done", func(t *testing.T) {
+			ctx, cancel := context.WithCancel(authorized())
+			cancel()
+			stream, err := client.Watch(ctx, &healthpb.HealthCheckRequest{Service: "ok"})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			assert.Equal(t, codes.Canceled, status.Code(err), "%v", err)
+		})
+	}
+}
+
+// Without ServeStreams, streams still need the fallback connection.
+func TestStreamsInPlaceAreOptIn(t *testing.T) {
+	c := New(nil, nil)
+	healthpb.RegisterHealthServer(c, newWatcher())
+	_, err := healthpb.NewHealthClient(c).Watch(authorized(), &healthpb.HealthCheckRequest{Service: "ok"})
+	assert.Equal(t, codes.Unimplemented, status.Code(err))
+}
