@@ -139,3 +139,17 @@ func leaveAfterFirstChunk(t *testing.T, sb *nodetest.Instance) {
 	cancel()
 	resp.Body.Close()
 }
+
+// connectionWithout reads a connection through the admin API and checks
+// that none of secrets is in the answer.
+func connectionWithout(t *testing.T, sb *nodetest.Instance, id string, secrets ...string) map[string]any {
+	t.Helper()
+	get := sb.Admin(t, http.MethodGet, "/api/providers/"+id, nil)
+	require.Equal(t, http.StatusOK, get.Status, "%s", get.Body)
+	for _, secret := range secrets {
+		require.NotContains(t, string(get.Body), secret, "secrets never come back")
+	}
+	c, ok := get.JSON["connection"].(map[string]any)
+	require.True(t, ok, "%s", get.Body)
+	return c
+}
