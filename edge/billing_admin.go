@@ -94,6 +94,26 @@ func paging(w http.ResponseWriter, r *http.Request) (take, skip int32, ok bool) 
 	return vals[0], vals[1], true
 }
 
+// listPage reads a list route's paging, calls billing with it and answers
+// a failure; ok is false when the answer was written already.
+func listPage[R any](a *billingAdmin, w http.ResponseWriter, r *http.Request, op string, list func(ctx context.Context, take, skip int32) (R, error)) (resp R, ok bool) {
+	take, skip, ok := paging(w, r)
+	if !ok {
+		return resp, false
+	}
+	ctx, cancel, ok := a.call(w, r)
+	if !ok {
+		return resp, false
+	}
+	defer cancel()
+	resp, err := list(ctx, take, skip)
+	if err != nil {
+		a.fail(w, op, err)
+		return resp, false
+	}
+	return resp, true
+}
+
 type subscriptionRow struct {
 	UserID            string `json:"userId"`
 	ID                string `json:"id"`
@@ -108,18 +128,10 @@ type subscriptionRow struct {
 }
 
 func (a *billingAdmin) subscriptions(w http.ResponseWriter, r *http.Request) {
-	take, skip, ok := paging(w, r)
+	resp, ok := listPage(a, w, r, "list subscriptions", func(ctx context.Context, take, skip int32) (*billingv1.ListSubscriptionsResponse, error) {
+		return a.client.ListSubscriptions(ctx, &billingv1.ListSubscriptionsRequest{Take: take, Skip: skip})
+	})
 	if !ok {
-		return
-	}
-	ctx, cancel, ok := a.call(w, r)
-	if !ok {
-		return
-	}
-	defer cancel()
-	resp, err := a.client.ListSubscriptions(ctx, &billingv1.ListSubscriptionsRequest{Take: take, Skip: skip})
-	if err != nil {
-		a.fail(w, "list subscriptions", err)
 		return
 	}
 	rows := make([]subscriptionRow, 0, len(resp.GetSubscriptions()))
@@ -147,18 +159,10 @@ type deadLetterRow struct {
 }
 
 func (a *billingAdmin) deadLetters(w http.ResponseWriter, r *http.Request) {
-	take, skip, ok := paging(w, r)
+	resp, ok := listPage(a, w, r, "list dead letters", func(ctx context.Context, take, skip int32) (*billingv1.ListDeadEventsResponse, error) {
+		return a.client.ListDeadEvents(ctx, &billingv1.ListDeadEventsRequest{Take: take, Skip: skip})
+	})
 	if !ok {
-		return
-	}
-	ctx, cancel, ok := a.call(w, r)
-	if !ok {
-		return
-	}
-	defer cancel()
-	resp, err := a.client.ListDeadEvents(ctx, &billingv1.ListDeadEventsRequest{Take: take, Skip: skip})
-	if err != nil {
-		a.fail(w, "list dead letters", err)
 		return
 	}
 	rows := make([]deadLetterRow, 0, len(resp.GetEvents()))

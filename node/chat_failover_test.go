@@ -140,18 +140,6 @@ func errorMessage(r chatReply) string {
 	return m
 }
 
-// chatBearers lists the Authorization headers of an upstream's chat
-// requests, in order.
-func chatBearers(up *upstreamtest.Server) []string {
-	var out []string
-	for _, r := range up.Requests() {
-		if r.Path == upstreamtest.PathChatCompletions {
-			out = append(out, r.Header.Get("Authorization"))
-		}
-	}
-	return out
-}
-
 // The rows of reference/failover.md not covered by TestChatStreamFailures
 // and TestChatFailoverBeforeFirstByte, each for a streamed and a whole
 // request, against a primary that misbehaves and a healthy fallback.
@@ -396,7 +384,7 @@ func TestChatRefreshOn401(t *testing.T) {
 			r := chatAsk(t, sb, oauthChatModel, "hi", m.stream)
 			requireAnswer(t, r, "hi")
 			assert.Equal(t, []url.Values{refreshGrant(oauthRefresh1)}, tokens.grants(), "one refresh-token grant")
-			assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + oauthNewAccess}, chatBearers(up),
+			assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + oauthNewAccess}, bearers(up, upstreamtest.PathChatCompletions),
 				"refused once, retried once with the new token")
 			assert.Equal(t, false, connection(t, sb, id)["needsRelogin"])
 
@@ -427,7 +415,7 @@ func TestChatRefreshOn401(t *testing.T) {
 			r := chatAsk(t, sb, oauthChatModel, "hi", m.stream)
 			requireAnswer(t, r, "hi")
 			assert.Equal(t, []url.Values{refreshGrant(oauthRefresh1)}, tokens.grants())
-			assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + fallbackKey}, chatBearers(up),
+			assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + fallbackKey}, bearers(up, upstreamtest.PathChatCompletions),
 				"the OAuth connection first, then the fallback")
 			require.Eventually(t, func() bool {
 				return connection(t, sb, id)["needsRelogin"] == true
@@ -440,7 +428,7 @@ func TestChatRefreshOn401(t *testing.T) {
 			// Routing now skips it: no call with the old token, no new refresh.
 			requireAnswer(t, chatAsk(t, sb, oauthChatModel, "again", m.stream), "again")
 			assert.Len(t, tokens.grants(), 1)
-			assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + fallbackKey, "Bearer " + fallbackKey}, chatBearers(up))
+			assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + fallbackKey, "Bearer " + fallbackKey}, bearers(up, upstreamtest.PathChatCompletions))
 		})
 	}
 }

@@ -283,20 +283,7 @@ func TestChatClientDisconnectCancelsUpstream(t *testing.T) {
 	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "k",
 		"providerSpecificData": map[string]any{"baseUrl": up.URL + "/v1"}})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	body := `{"model":"openai/gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sb.BaseURL+pathChat, strings.NewReader(body))
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "data: ") {
-			break
-		}
-	}
-	cancel()
-	resp.Body.Close()
+	leaveAfterFirstChunk(t, sb)
 	select {
 	case <-gone:
 	case <-time.After(10 * time.Second):

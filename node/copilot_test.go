@@ -109,30 +109,11 @@ func serveCopilot(t *testing.T, f *fakeAuthServer, ex *fakeCopilotExchange, toke
 	return nodetest.Start(t, cfg, node.AllRoles...)
 }
 
-// copilotBearers lists the Authorization headers of the upstream's chat
-// requests, in order.
-func copilotBearers(up *upstreamtest.Server) []string {
-	var out []string
-	for _, r := range up.Requests() {
-		if r.Path == upstreamtest.PathChatCompletions {
-			out = append(out, r.Header.Get("Authorization"))
-		}
-	}
-	return out
-}
-
 // copilotConnection reads a connection through the admin API and checks
 // that no token of these tests is in it.
 func copilotConnection(t *testing.T, sb *nodetest.Instance, id string) map[string]any {
 	t.Helper()
-	get := sb.Admin(t, http.MethodGet, "/api/providers/"+id, nil)
-	require.Equal(t, http.StatusOK, get.Status, "%s", get.Body)
-	for _, secret := range []string{copilotOld, copilotNew, copilotSentinel, githubDirect, githubSentinel, fakeAccess} {
-		require.NotContains(t, string(get.Body), secret, "secrets never come back")
-	}
-	c, ok := get.JSON["connection"].(map[string]any)
-	require.True(t, ok, "%s", get.Body)
-	return c
+	return connectionWithout(t, sb, id, copilotOld, copilotNew, copilotSentinel, githubDirect, githubSentinel, fakeAccess)
 }
 
 func connExpiry(t *testing.T, c map[string]any) time.Time {
@@ -175,7 +156,7 @@ func TestCopilotRefreshOn401ExchangesGitHubToken(t *testing.T) {
 
 	chat := chatThrough(t, sb, "copilot/gpt-4o")
 	require.Equal(t, http.StatusOK, chat.Status, "%s", chat.Body)
-	assert.Equal(t, []string{"Bearer " + copilotOld, "Bearer " + copilotNew}, copilotBearers(up),
+	assert.Equal(t, []string{"Bearer " + copilotOld, "Bearer " + copilotNew}, bearers(up, upstreamtest.PathChatCompletions),
 		"refused once, retried once with the new Copilot token")
 	assert.Equal(t, []string{"token " + fakeAccess, "token " + fakeAccess}, ex.exchanges(),
 		"one refresh: an exchange of the stored GitHub token")
@@ -219,7 +200,7 @@ func TestCopilotExchangeRefusedNeedsRelogin(t *testing.T) {
 
 	chat := chatThrough(t, sb, "copilot/gpt-4o")
 	require.Equal(t, http.StatusOK, chat.Status, "%s", chat.Body)
-	assert.Equal(t, []string{"Bearer " + copilotOld, "Bearer " + fallbackKey}, copilotBearers(up),
+	assert.Equal(t, []string{"Bearer " + copilotOld, "Bearer " + fallbackKey}, bearers(up, upstreamtest.PathChatCompletions),
 		"the OAuth connection first, then the fallback")
 	require.Eventually(t, func() bool {
 		return copilotConnection(t, sb, id)["needsRelogin"] == true
@@ -228,7 +209,7 @@ func TestCopilotExchangeRefusedNeedsRelogin(t *testing.T) {
 
 	require.Equal(t, http.StatusOK, chatThrough(t, sb, "copilot/gpt-4o").Status)
 	assert.Len(t, ex.exchanges(), 1)
-	assert.Equal(t, []string{"Bearer " + copilotOld, "Bearer " + fallbackKey, "Bearer " + fallbackKey}, copilotBearers(up))
+	assert.Equal(t, []string{"Bearer " + copilotOld, "Bearer " + fallbackKey, "Bearer " + fallbackKey}, bearers(up, upstreamtest.PathChatCompletions))
 }
 
 // A Copilot token within the provider's lead time (5 minutes) is exchanged
@@ -259,7 +240,7 @@ func TestCopilotProactiveRefresh(t *testing.T) {
 
 	// The new token serves requests.
 	require.Equal(t, http.StatusOK, chatThrough(t, sb, "copilot/gpt-4o").Status)
-	assert.Equal(t, []string{"Bearer " + copilotNew}, copilotBearers(up))
+	assert.Equal(t, []string{"Bearer " + copilotNew}, bearers(up, upstreamtest.PathChatCompletions))
 
 	// Scans go on: a connection created now is refreshed by a later scan,
 	// which does not exchange the fresh token's GitHub token again.

@@ -1,11 +1,8 @@
 package node_test
 
 import (
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,60 +12,6 @@ import (
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	"github.com/switchboardhq/switchboard/node/nodetest"
 )
-
-// recordingProxy is an HTTP forward proxy that records the requests passing
-// through it: "<method> <absolute URI>", as a client configured with a proxy
-// sends plain-HTTP requests.
-type recordingProxy struct {
-	*httptest.Server
-	mu   sync.Mutex
-	seen []string
-}
-
-func newRecordingProxy(t *testing.T) *recordingProxy {
-	t.Helper()
-	p := &recordingProxy{}
-	// Forwarding goes straight to the target, whatever the environment
-	// says.
-	forward := &http.Transport{Proxy: nil}
-	t.Cleanup(forward.CloseIdleConnections)
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !r.URL.IsAbs() {
-			http.Error(w, "not a proxy request", http.StatusBadRequest)
-			return
-		}
-		p.mu.Lock()
-		p.seen = append(p.seen, r.Method+" "+r.URL.String())
-		p.mu.Unlock()
-		out := r.Clone(r.Context())
-		out.RequestURI = ""
-		out.Header.Del("Proxy-Connection")
-		out.Header.Del("Proxy-Authorization")
-		resp, err := forward.RoundTrip(out)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	}))
-	t.Cleanup(p.Close)
-	return p
-}
-
-func (p *recordingProxy) requests() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.seen...)
-}
-
-func (p *recordingProxy) saw(req string) bool {
-	return slices.Contains(p.requests(), req)
-}
 
 // Every call made for a connection with a proxyUrl goes through that proxy:
 // embeddings and chat (core), the token refresh (workers), the live catalog

@@ -122,26 +122,7 @@ func embed(t *testing.T, sb *nodetest.Instance) nodetest.Response {
 // token of these tests is in it.
 func connection(t *testing.T, sb *nodetest.Instance, id string) map[string]any {
 	t.Helper()
-	get := sb.Admin(t, http.MethodGet, "/api/providers/"+id, nil)
-	require.Equal(t, http.StatusOK, get.Status, "%s", get.Body)
-	for _, secret := range []string{oauthOldAccess, oauthRefresh1, oauthNewAccess, oauthRefresh2} {
-		require.NotContains(t, string(get.Body), secret, "secrets never come back")
-	}
-	c, ok := get.JSON["connection"].(map[string]any)
-	require.True(t, ok, "%s", get.Body)
-	return c
-}
-
-// bearers lists the Authorization headers of the upstream's embeddings
-// requests, in order.
-func bearers(up *upstreamtest.Server) []string {
-	var out []string
-	for _, r := range up.Requests() {
-		if r.Path == upstreamtest.PathEmbeddings {
-			out = append(out, r.Header.Get("Authorization"))
-		}
-	}
-	return out
+	return connectionWithout(t, sb, id, oauthOldAccess, oauthRefresh1, oauthNewAccess, oauthRefresh2)
 }
 
 // Failure scenario 17: an upstream refuses the access token; the worker
@@ -162,7 +143,7 @@ func TestRefreshOn401RetriesWithNewToken(t *testing.T) {
 	assert.Len(t, resp.JSON["data"], 1)
 
 	assert.Equal(t, []url.Values{refreshGrant(oauthRefresh1)}, tokens.grants(), "one refresh-token grant")
-	assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + oauthNewAccess}, bearers(up),
+	assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + oauthNewAccess}, bearers(up, upstreamtest.PathEmbeddings),
 		"refused once, retried once with the new token")
 
 	c := connection(t, sb, id)
@@ -211,7 +192,7 @@ func TestRefreshRefusedFallsBackAndNeedsRelogin(t *testing.T) {
 	resp := embed(t, sb)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	assert.Equal(t, []url.Values{refreshGrant(oauthRefresh1)}, tokens.grants())
-	assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + fallbackKey}, bearers(up),
+	assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + fallbackKey}, bearers(up, upstreamtest.PathEmbeddings),
 		"the OAuth connection first, then the fallback")
 
 	require.Eventually(t, func() bool {
@@ -222,7 +203,7 @@ func TestRefreshRefusedFallsBackAndNeedsRelogin(t *testing.T) {
 	// refresh.
 	require.Equal(t, http.StatusOK, embed(t, sb).Status)
 	assert.Len(t, tokens.grants(), 1)
-	assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + fallbackKey, "Bearer " + fallbackKey}, bearers(up))
+	assert.Equal(t, []string{"Bearer " + oauthOldAccess, "Bearer " + fallbackKey, "Bearer " + fallbackKey}, bearers(up, upstreamtest.PathEmbeddings))
 }
 
 // A burst of requests refused on one token causes one refresh, and every
@@ -277,7 +258,7 @@ func TestRefreshConcurrent401sRefreshOnce(t *testing.T) {
 
 	assert.Equal(t, []url.Values{refreshGrant(oauthRefresh1)}, tokens.grants(), "exactly one refresh")
 	var old, fresh int
-	for _, b := range bearers(up) {
+	for _, b := range bearers(up, upstreamtest.PathEmbeddings) {
 		switch b {
 		case "Bearer " + oauthOldAccess:
 			old++

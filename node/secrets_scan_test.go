@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -64,75 +63,6 @@ func (b *syncBuffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return bytes.Clone(b.buf.Bytes())
-}
-
-// authProxy is an HTTP forward proxy that requires a user name and
-// password, and counts the requests it forwarded with them.
-type authProxy struct {
-	*httptest.Server
-	mu      sync.Mutex
-	seen    []string
-	refused int
-}
-
-func newAuthProxy(t *testing.T, user, pass string) *authProxy {
-	t.Helper()
-	p := &authProxy{}
-	want := basicScheme + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
-	forward := &http.Transport{Proxy: nil}
-	t.Cleanup(forward.CloseIdleConnections)
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !r.URL.IsAbs() {
-			http.Error(w, "not a proxy request", http.StatusBadRequest)
-			return
-		}
-		if r.Header.Get("Proxy-Authorization") != want {
-			p.mu.Lock()
-			p.refused++
-			p.mu.Unlock()
-			w.Header().Set("Proxy-Authenticate", `Basic realm="scan"`)
-			http.Error(w, "proxy authentication required", http.StatusProxyAuthRequired)
-			return
-		}
-		p.mu.Lock()
-		p.seen = append(p.seen, r.Method+" "+r.URL.String())
-		p.mu.Unlock()
-		out := r.Clone(r.Context())
-		out.RequestURI = ""
-		out.Header.Del("Proxy-Connection")
-		out.Header.Del("Proxy-Authorization")
-		resp, err := forward.RoundTrip(out)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	}))
-	t.Cleanup(p.Close)
-	return p
-}
-
-func (p *authProxy) saw(req string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Contains(p.seen, req)
-}
-
-func (p *authProxy) forwarded() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.seen)
-}
-
-func (p *authProxy) refusals() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.refused
 }
 
 // startLogged runs every role in one process, as serve does, logging at

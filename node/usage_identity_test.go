@@ -1,8 +1,6 @@
 package node_test
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -108,21 +106,7 @@ func TestUsageClientDisconnectBilledWhatWasDelivered(t *testing.T) {
 	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "k",
 		"providerSpecificData": map[string]any{"baseUrl": up.URL + "/v1"}})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	body := `{"model":"openai/gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sb.BaseURL+pathChat, strings.NewReader(body))
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "data: ") {
-			break
-		}
-	}
-	cancel()
-	resp.Body.Close()
+	leaveAfterFirstChunk(t, sb)
 
 	var evs []*busv1.UsageEvent
 	require.Eventually(t, func() bool { evs = usageEvents(t, sb); return len(evs) >= 1 }, 10*time.Second, 20*time.Millisecond)

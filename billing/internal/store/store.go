@@ -184,12 +184,7 @@ func (s *Store) Subscriptions(userID string) []*billingv1.SubscriptionRecord {
 		}
 		return true
 	})
-	slices.SortFunc(out, func(a, b *billingv1.SubscriptionRecord) int {
-		return cmp.Or(
-			b.GetSubscription().GetCreatedAt().AsTime().Compare(a.GetSubscription().GetCreatedAt().AsTime()),
-			strings.Compare(b.GetSubscription().GetId(), a.GetSubscription().GetId()),
-		)
-	})
+	sortNewest(out, subscriptionOrder)
 	return out
 }
 
@@ -201,21 +196,7 @@ func (s *Store) SubscriptionPage(take, skip int) ([]*billingv1.SubscriptionRecor
 		all = append(all, r)
 		return true
 	})
-	slices.SortFunc(all, func(a, b *billingv1.SubscriptionRecord) int {
-		return cmp.Or(
-			b.GetSubscription().GetCreatedAt().AsTime().Compare(a.GetSubscription().GetCreatedAt().AsTime()),
-			strings.Compare(b.GetSubscription().GetId(), a.GetSubscription().GetId()),
-		)
-	})
-	total := len(all)
-	if skip >= total {
-		return nil, total
-	}
-	all = all[skip:]
-	if take < len(all) {
-		all = all[:take]
-	}
-	return all, total
+	return newestPage(all, subscriptionOrder, take, skip)
 }
 
 // AllSubscriptions calls fn for every subscription record until it returns
@@ -245,12 +226,33 @@ func (s *Store) Invoices(userID string, take, skip int) ([]*billingv1.InvoiceRec
 		}
 		return true
 	})
-	slices.SortFunc(all, func(a, b *billingv1.InvoiceRecord) int {
-		return cmp.Or(
-			b.GetInvoice().GetCreatedAt().AsTime().Compare(a.GetInvoice().GetCreatedAt().AsTime()),
-			strings.Compare(b.GetInvoice().GetId(), a.GetInvoice().GetId()),
-		)
+	return newestPage(all, invoiceOrder, take, skip)
+}
+
+// subscriptionOrder and invoiceOrder give what a record is ordered by:
+// when it was created, then its id.
+func subscriptionOrder(r *billingv1.SubscriptionRecord) (time.Time, string) {
+	return r.GetSubscription().GetCreatedAt().AsTime(), r.GetSubscription().GetId()
+}
+
+func invoiceOrder(r *billingv1.InvoiceRecord) (time.Time, string) {
+	return r.GetInvoice().GetCreatedAt().AsTime(), r.GetInvoice().GetId()
+}
+
+// sortNewest sorts records newest first, the greater id first among those
+// created at the same time.
+func sortNewest[T any](all []T, order func(T) (time.Time, string)) {
+	slices.SortFunc(all, func(a, b T) int {
+		at, aid := order(a)
+		bt, bid := order(b)
+		return cmp.Or(bt.Compare(at), strings.Compare(bid, aid))
 	})
+}
+
+// newestPage sorts records newest first and returns the page skip and take
+// choose, and how many there are.
+func newestPage[T any](all []T, order func(T) (time.Time, string), take, skip int) ([]T, int) {
+	sortNewest(all, order)
 	total := len(all)
 	if skip >= total {
 		return nil, total

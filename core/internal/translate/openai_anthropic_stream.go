@@ -36,16 +36,40 @@ type Emit func(name string, data []byte) error
 type chatChunk struct {
 	ID      string `json:"id"`
 	Choices []struct {
-		Delta struct {
-			Content          *string         `json:"content"`
-			ReasoningContent *string         `json:"reasoning_content"`
-			Reasoning        *string         `json:"reasoning"`
-			ToolCalls        []chatToolCallS `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
+		Delta        chunkDelta `json:"delta"`
+		FinishReason *string    `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *chatUsage      `json:"usage"`
 	Error json.RawMessage `json:"error"`
+}
+
+type chunkDelta struct {
+	Content          *string         `json:"content"`
+	ReasoningContent *string         `json:"reasoning_content"`
+	Reasoning        *string         `json:"reasoning"`
+	ToolCalls        []chatToolCallS `json:"tool_calls"`
+}
+
+// reasoning is the delta's reasoning text, under either name upstreams use
+// (reasoning_content first); nil when there is none.
+func (d *chunkDelta) reasoning() *string {
+	if d.ReasoningContent != nil {
+		return d.ReasoningContent
+	}
+	return d.Reasoning
+}
+
+// parseChunk reads one chunk's data; an error chunk returns an
+// *AnthropicError.
+func parseChunk(data []byte) (chatChunk, error) {
+	var c chatChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return c, malformed("chunk is not valid JSON")
+	}
+	if len(c.Error) > 0 && !isNull(c.Error) {
+		return c, parseAnthropicError(data)
+	}
+	return c, nil
 }
 
 func emitJSON(emit Emit, name string, v map[string]any) error {
@@ -59,12 +83,9 @@ func emitJSON(emit Emit, name string, v map[string]any) error {
 
 // Chunk handles one chunk's data; an error chunk returns an *AnthropicError.
 func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
-	var c chatChunk
-	if err := json.Unmarshal(data, &c); err != nil {
-		return malformed("chunk is not valid JSON")
-	}
-	if len(c.Error) > 0 && !isNull(c.Error) {
-		return parseAnthropicError(data)
+	c, err := parseChunk(data)
+	if err != nil {
+		return err
 	}
 	if !t.started {
 		t.started = true
@@ -81,10 +102,7 @@ func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
 	}
 	for _, ch := range c.Choices {
 		d := ch.Delta
-		reasoning := d.ReasoningContent
-		if reasoning == nil {
-			reasoning = d.Reasoning
-		}
+		reasoning := d.reasoning()
 		if reasoning != nil && *reasoning != "" {
 			if err := t.open("thinking", map[string]any{"type": "thinking", "thinking": "", "signature": ""}, emit); err != nil {
 				return err

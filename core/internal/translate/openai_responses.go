@@ -156,12 +156,9 @@ func (t *ChunkToResponses) response(status string, usage any) map[string]any {
 
 // Chunk handles one chunk's data; an error chunk returns an *AnthropicError.
 func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
-	var c chatChunk
-	if err := json.Unmarshal(data, &c); err != nil {
-		return malformed("chunk is not valid JSON")
-	}
-	if len(c.Error) > 0 && !isNull(c.Error) {
-		return parseAnthropicError(data)
+	c, err := parseChunk(data)
+	if err != nil {
+		return err
 	}
 	if !t.started {
 		t.started = true
@@ -178,10 +175,7 @@ func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
 	}
 	for _, ch := range c.Choices {
 		d := ch.Delta
-		reasoning := d.ReasoningContent
-		if reasoning == nil {
-			reasoning = d.Reasoning
-		}
+		reasoning := d.reasoning()
 		if reasoning != nil && *reasoning != "" {
 			if err := t.open("reasoning", emit); err != nil {
 				return err

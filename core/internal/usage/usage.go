@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/wait"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
@@ -245,7 +246,7 @@ func (p *Publisher) flush(ctx context.Context) {
 	for ctx.Err() == nil {
 		if !p.nc.IsConnected() {
 			// Publishing now would only fill the client's reconnect buffer.
-			if !sleep(ctx, backoff) {
+			if !wait.Sleep(ctx, backoff) {
 				return
 			}
 			backoff = min(2*backoff, maxBackoff)
@@ -263,7 +264,7 @@ func (p *Publisher) flush(ctx context.Context) {
 		}
 		p.retried.Add(int64(len(retry)))
 		p.log.Warn("usage events not acknowledged, retrying", "count", len(retry), "in", backoff)
-		if !sleep(ctx, backoff) {
+		if !wait.Sleep(ctx, backoff) {
 			return
 		}
 		backoff = min(2*backoff, maxBackoff)
@@ -341,15 +342,4 @@ func (p *Publisher) send(items []item) []item {
 		retry = append(retry, it)
 	}
 	return retry
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

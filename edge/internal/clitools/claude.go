@@ -110,6 +110,23 @@ type postBody struct {
 }
 
 func (h *ClaudeSettings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	serveSettings(w, r, settingsRoute[Status]{admin: h.Admin, mu: &h.mu, status: h.status, configure: h.configure, unconfigure: h.unconfigure})
+}
+
+// settingsRoute is what a CLI settings route does for each method; the
+// shared request handling is serveSettings.
+type settingsRoute[S any] struct {
+	admin       Admin
+	mu          *sync.Mutex
+	status      func() (S, error)
+	configure   func(ctx context.Context, r *http.Request) (S, error)
+	unconfigure func() (S, error)
+}
+
+// serveSettings answers a CLI settings route: loopback callers only, GET,
+// POST or DELETE, the admin token checked by core, one read-modify-write of
+// the file at a time, and the status (or the problem) as JSON.
+func serveSettings[S any](w http.ResponseWriter, r *http.Request, rt settingsRoute[S]) {
 	if !Loopback(r) {
 		openai.NewProblem(http.StatusForbidden, "loopback_only",
 			"this route only answers requests from the machine the gateway runs on", "").Write(w)
@@ -123,23 +140,23 @@ func (h *ClaudeSettings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := adminContext(r)
-	if _, err := h.Admin.GetSettings(ctx, &corev1.GetSettingsRequest{}); err != nil {
+	if _, err := rt.admin.GetSettings(ctx, &corev1.GetSettingsRequest{}); err != nil {
 		openai.FromError(err).Write(w)
 		return
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	var (
-		st  Status
+		st  S
 		err error
 	)
 	switch r.Method {
 	case http.MethodGet:
-		st, err = h.status()
+		st, err = rt.status()
 	case http.MethodPost:
-		st, err = h.configure(ctx, r)
+		st, err = rt.configure(ctx, r)
 	case http.MethodDelete:
-		st, err = h.unconfigure()
+		st, err = rt.unconfigure()
 	}
 	if err != nil {
 		var p problemError

@@ -64,48 +64,7 @@ type codexPost struct {
 }
 
 func (h *CodexSettings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !Loopback(r) {
-		openai.NewProblem(http.StatusForbidden, "loopback_only",
-			"this route only answers requests from the machine the gateway runs on", "").Write(w)
-		return
-	}
-	switch r.Method {
-	case http.MethodGet, http.MethodPost, http.MethodDelete:
-	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
-		openai.NewProblem(http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path, "").Write(w)
-		return
-	}
-	ctx := adminContext(r)
-	if _, err := h.Admin.GetSettings(ctx, &corev1.GetSettingsRequest{}); err != nil {
-		openai.FromError(err).Write(w)
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var (
-		st  CodexStatus
-		err error
-	)
-	switch r.Method {
-	case http.MethodGet:
-		st, err = h.status()
-	case http.MethodPost:
-		st, err = h.configure(ctx, r)
-	case http.MethodDelete:
-		st, err = h.unconfigure()
-	}
-	if err != nil {
-		var p problemError
-		if errors.As(err, &p) {
-			p.Problem.Write(w)
-			return
-		}
-		openai.NewProblem(http.StatusInternalServerError, "settings_file_error", "the settings file could not be updated", "").Write(w)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(st)
+	serveSettings(w, r, settingsRoute[CodexStatus]{admin: h.Admin, mu: &h.mu, status: h.status, configure: h.configure, unconfigure: h.unconfigure})
 }
 
 func (h *CodexSettings) path() string { return filepath.Join(h.Home, ".codex", "config.toml") }

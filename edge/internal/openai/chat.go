@@ -40,25 +40,51 @@ func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.Write(w)
 		return
 	}
+	serveChat(w, r, h.Router, h.Upstream, h.KeepAliveEvery, chatDialect{
+		req:    &corev1.ChatCompletionsRequest{Body: body, Headers: dialectHeaders(r, sessionHeaders)},
+		fail:   func(w http.ResponseWriter, err error) { FromError(err).Write(w) },
+		events: chatEvents,
+	})
+}
+
+// chatDialect is what a chat-path route adds to the shared call of core's
+// ChatCompletions: the request, its error shape and its stream's end.
+type chatDialect struct {
+	req *corev1.ChatCompletionsRequest
+	// idHeaders are response headers naming the request besides
+	// X-Request-Id.
+	idHeaders []string
+	// fail writes an error that came before the stream started, in the
+	// route's shape.
+	fail   func(w http.ResponseWriter, err error)
+	events dialectEvents
+}
+
+// serveChat calls core's ChatCompletions for a checked body: a whole answer
+// is written as it came, a streamed one relayed event by event.
+func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClient, upstream func(r *http.Request, us int64), keepAlive time.Duration, d chatDialect) {
 	ctx, id := Outgoing(r)
 	ctx, cancel := context.WithCancel(ctx)
 	// Leaving the handler (the client went away) cancels core's call, which
 	// cancels the upstream's.
 	defer cancel()
 	w.Header().Set("X-Request-Id", id)
-	stream, err := h.Router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{Body: body, Headers: dialectHeaders(r, sessionHeaders)})
+	for _, k := range d.idHeaders {
+		w.Header().Set(k, id)
+	}
+	stream, err := router.ChatCompletions(ctx, d.req)
 	if err != nil {
-		FromError(err).Write(w)
+		d.fail(w, err)
 		return
 	}
 	first, err := stream.Recv()
 	if err != nil {
-		FromError(err).Write(w)
+		d.fail(w, err)
 		return
 	}
-	if md, err := stream.Header(); err == nil && h.Upstream != nil {
+	if md, err := stream.Header(); err == nil && upstream != nil {
 		if us, ok := UpstreamMicros(md); ok {
-			h.Upstream(r, us)
+			upstream(r, us)
 		}
 	}
 	if c, ok := first.GetEvent().(*corev1.ChatCompletionsResponse_Completion); ok {
@@ -67,11 +93,10 @@ func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(c.Completion)
 		return
 	}
-	every := h.KeepAliveEvery
-	if every <= 0 {
-		every = KeepAliveEvery
+	if keepAlive <= 0 {
+		keepAlive = KeepAliveEvery
 	}
-	relay(w, r, every, chatEvents, event{data: first.GetChunk()}, func() (event, error) {
+	relay(w, r, keepAlive, d.events, event{first.GetEventName(), first.GetChunk()}, func() (event, error) {
 		m, err := stream.Recv()
 		return event{m.GetEventName(), m.GetChunk()}, err
 	})

@@ -77,15 +77,21 @@ func NewProblem(httpStatus int, code, message, param string) Problem {
 	return p
 }
 
-// Write sends the problem.
-func (p Problem) Write(w http.ResponseWriter) {
+// writeProblemHeader starts an error answer of either shape: JSON, a
+// Retry-After in whole seconds (rounded up) when set, and the status.
+func writeProblemHeader(w http.ResponseWriter, status int, retryAfter time.Duration) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	if p.RetryAfter > 0 {
-		secs := int64((p.RetryAfter + time.Second - 1) / time.Second)
+	if retryAfter > 0 {
+		secs := int64((retryAfter + time.Second - 1) / time.Second)
 		h.Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
-	w.WriteHeader(p.Status)
+	w.WriteHeader(status)
+}
+
+// Write sends the problem.
+func (p Problem) Write(w http.ResponseWriter) {
+	writeProblemHeader(w, p.Status, p.RetryAfter)
 	if p.Raw != nil {
 		_, _ = w.Write(p.Raw)
 		return

@@ -1,10 +1,8 @@
 package openai
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,40 +47,12 @@ func (h *Messages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, id := Outgoing(r)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w.Header().Set("X-Request-Id", id)
-	w.Header().Set("request-id", id)
-	stream, err := h.Router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{
-		Body: body, Dialect: corev1.ChatDialect_CHAT_DIALECT_MESSAGES, Headers: dialectHeaders(r, anthropicHeaders)})
-	if err != nil {
-		AnthropicError(err).Write(w)
-		return
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		AnthropicError(err).Write(w)
-		return
-	}
-	if md, err := stream.Header(); err == nil && h.Upstream != nil {
-		if us, ok := UpstreamMicros(md); ok {
-			h.Upstream(r, us)
-		}
-	}
-	if c, ok := first.GetEvent().(*corev1.ChatCompletionsResponse_Completion); ok {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(c.Completion)))
-		_, _ = w.Write(c.Completion)
-		return
-	}
-	every := h.KeepAliveEvery
-	if every <= 0 {
-		every = KeepAliveEvery
-	}
-	relay(w, r, every, messagesEvents, event{first.GetEventName(), first.GetChunk()}, func() (event, error) {
-		m, err := stream.Recv()
-		return event{m.GetEventName(), m.GetChunk()}, err
+	serveChat(w, r, h.Router, h.Upstream, h.KeepAliveEvery, chatDialect{
+		req: &corev1.ChatCompletionsRequest{
+			Body: body, Dialect: corev1.ChatDialect_CHAT_DIALECT_MESSAGES, Headers: dialectHeaders(r, anthropicHeaders)},
+		idHeaders: []string{"request-id"},
+		fail:      func(w http.ResponseWriter, err error) { AnthropicError(err).Write(w) },
+		events:    messagesEvents,
 	})
 }
 
@@ -184,13 +154,7 @@ func (p AnthropicProblem) body() any {
 
 // Write sends the problem.
 func (p AnthropicProblem) Write(w http.ResponseWriter) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	if p.RetryAfter > 0 {
-		secs := int64((p.RetryAfter + time.Second - 1) / time.Second)
-		h.Set("Retry-After", strconv.FormatInt(secs, 10))
-	}
-	w.WriteHeader(p.Status)
+	writeProblemHeader(w, p.Status, p.RetryAfter)
 	b, _ := marshalNoEscape(p.body())
 	_, _ = w.Write(b)
 }

@@ -1,10 +1,8 @@
 package openai
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
 
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -30,39 +28,11 @@ func (h *Responses) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.Write(w)
 		return
 	}
-	ctx, id := Outgoing(r)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w.Header().Set("X-Request-Id", id)
-	stream, err := h.Router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{
-		Body: body, Dialect: corev1.ChatDialect_CHAT_DIALECT_RESPONSES, Headers: dialectHeaders(r, sessionHeaders)})
-	if err != nil {
-		FromError(err).Write(w)
-		return
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		FromError(err).Write(w)
-		return
-	}
-	if md, err := stream.Header(); err == nil && h.Upstream != nil {
-		if us, ok := UpstreamMicros(md); ok {
-			h.Upstream(r, us)
-		}
-	}
-	if c, ok := first.GetEvent().(*corev1.ChatCompletionsResponse_Completion); ok {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(c.Completion)))
-		_, _ = w.Write(c.Completion)
-		return
-	}
-	every := h.KeepAliveEvery
-	if every <= 0 {
-		every = KeepAliveEvery
-	}
-	relay(w, r, every, responsesEvents(), event{first.GetEventName(), first.GetChunk()}, func() (event, error) {
-		m, err := stream.Recv()
-		return event{m.GetEventName(), m.GetChunk()}, err
+	serveChat(w, r, h.Router, h.Upstream, h.KeepAliveEvery, chatDialect{
+		req: &corev1.ChatCompletionsRequest{
+			Body: body, Dialect: corev1.ChatDialect_CHAT_DIALECT_RESPONSES, Headers: dialectHeaders(r, sessionHeaders)},
+		fail:   func(w http.ResponseWriter, err error) { FromError(err).Write(w) },
+		events: responsesEvents(),
 	})
 }
 

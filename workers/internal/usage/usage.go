@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/wait"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -113,7 +114,7 @@ func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
 		batch, err := cons.Fetch(r.cfg.Batch, jetstream.FetchMaxWait(r.cfg.MaxWait))
 		if err != nil {
 			r.log.Warn("usage fetch failed", "err", err, "retry_in", backoff)
-			if !sleep(ctx, backoff) {
+			if !wait.Sleep(ctx, backoff) {
 				break
 			}
 			backoff = min(2*backoff, 30*time.Second)
@@ -343,7 +344,7 @@ func (r *Roller) apply(ctx context.Context, req *corev1.ApplyUsageRequest, beat 
 			return nil, err
 		}
 		r.log.Warn("storing usage failed, will retry", "deltas", len(req.GetDeltas()), "retry_in", backoff, "err", err)
-		sleep(ctx, backoff)
+		wait.Sleep(ctx, backoff)
 		backoff = min(2*backoff, 15*time.Second)
 		if beat != nil {
 			beat()
@@ -365,17 +366,6 @@ func refusedCall(err error) bool {
 func inProgress(msgs []jetstream.Msg) {
 	for _, m := range msgs {
 		_ = m.InProgress()
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
