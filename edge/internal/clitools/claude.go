@@ -229,20 +229,29 @@ func (h *ClaudeSettings) status() (Status, error) {
 	return st, nil
 }
 
+// readPost reads a settings route's optional JSON body into v: an empty
+// body leaves v as it is; one over maxBody is 413.
+func readPost(r *http.Request, v any) error {
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return problemError{openai.NewProblem(http.StatusBadRequest, "invalid_body", "the request body could not be read", "")}
+	}
+	if len(data) > maxBody {
+		return problemError{openai.NewProblem(http.StatusRequestEntityTooLarge, "request_too_large", "request body is too large", "")}
+	}
+	if len(strings.TrimSpace(string(data))) > 0 {
+		if err := json.Unmarshal(data, v); err != nil {
+			return problemError{openai.NewProblem(http.StatusBadRequest, "invalid_json", "request body is not a valid JSON object", "")}
+		}
+	}
+	return nil
+}
+
 // configure merges the gateway's env keys into the settings file.
 func (h *ClaudeSettings) configure(ctx context.Context, r *http.Request) (Status, error) {
 	var body postBody
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return Status{}, problemError{openai.NewProblem(http.StatusBadRequest, "invalid_body", "the request body could not be read", "")}
-	}
-	if len(data) > maxBody {
-		return Status{}, problemError{openai.NewProblem(http.StatusRequestEntityTooLarge, "request_too_large", "request body is too large", "")}
-	}
-	if len(strings.TrimSpace(string(data))) > 0 {
-		if err := json.Unmarshal(data, &body); err != nil {
-			return Status{}, problemError{openai.NewProblem(http.StatusBadRequest, "invalid_json", "request body is not a valid JSON object", "")}
-		}
+	if err := readPost(r, &body); err != nil {
+		return Status{}, err
 	}
 	f := h.file()
 	o, _, err := f.read()

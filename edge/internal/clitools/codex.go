@@ -2,9 +2,7 @@ package clitools
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -108,14 +106,8 @@ func (h *CodexSettings) status() (CodexStatus, error) {
 
 func (h *CodexSettings) configure(ctx context.Context, r *http.Request) (CodexStatus, error) {
 	var body codexPost
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil || len(data) > maxBody {
-		return CodexStatus{}, problemError{openai.NewProblem(http.StatusBadRequest, "invalid_body", "the request body could not be read", "")}
-	}
-	if len(strings.TrimSpace(string(data))) > 0 {
-		if err := json.Unmarshal(data, &body); err != nil {
-			return CodexStatus{}, problemError{openai.NewProblem(http.StatusBadRequest, "invalid_json", "request body is not a valid JSON object", "")}
-		}
+	if err := readPost(r, &body); err != nil {
+		return CodexStatus{}, err
 	}
 	model, err := tomlString(body.Model)
 	if err != nil || body.Model == "" {

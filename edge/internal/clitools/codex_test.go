@@ -99,6 +99,8 @@ func TestCodexSettingsWithoutAFileAndRefusals(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, w.Code, "a model is required")
 	w, _ = serve(t, h, http.MethodPost, "127.0.0.1:5000", `{"model":"a\nb = 1"}`, true)
 	assert.Equal(t, http.StatusBadRequest, w.Code, "no TOML injection through the model")
+	w, _ = serve(t, h, http.MethodPost, "127.0.0.1:5000", `{"model":"`+strings.Repeat("m", maxBody)+`"}`, true)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, w.Code, "an oversized body is 413, as on the Claude route")
 	_, err := os.Stat(path)
 	assert.True(t, os.IsNotExist(err), "refused requests change nothing")
 
