@@ -430,7 +430,11 @@ func (n *Node) listenGRPC() error {
 	}
 	n.conns = append(n.conns, mem)
 	n.local = inproc.New(mem, chainUnary(recoverUnary(n.log), guard.Unary()))
-	n.local.ServeStreams(recoverStream(n.log), guard.Stream())
+	streams := []grpc.StreamServerInterceptor{recoverStream(n.log), guard.Stream()}
+	if ti := n.tracing.StreamServerInterceptor(); ti != nil {
+		streams = append(streams, ti) // core's server span, as on the network
+	}
+	n.local.ServeStreams(streams...)
 	healthpb.RegisterHealthServer(n.local, n.health)
 	return nil
 }

@@ -88,30 +88,46 @@ func (t *Tracing) ServerOptions() []grpc.ServerOption {
 		return tr.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("rpc.system", "grpc"), attribute.String("rpc.method", method)))
 	}
-	end := func(span trace.Span, err error) {
-		if err != nil {
-			st := status.Convert(err)
-			span.SetAttributes(attribute.String("rpc.grpc.status_code", st.Code().String()))
-			if st.Code() != grpccodes.OK {
-				span.SetStatus(codes.Error, st.Code().String())
-			}
-		}
-		span.End()
-	}
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			ctx, span := start(ctx, info.FullMethod)
 			resp, err := h(ctx, req)
-			end(span, err)
+			endServerSpan(span, err)
 			return resp, err
 		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			ctx, span := start(ss.Context(), info.FullMethod)
-			err := h(srv, &tracedStream{ServerStream: ss, ctx: ctx})
-			end(span, err)
-			return err
-		}),
+		grpc.ChainStreamInterceptor(t.StreamServerInterceptor()),
 	}
+}
+
+// StreamServerInterceptor starts a server span per stream, continuing the
+// caller's trace; the in-process path runs it as the gRPC server does.
+// Off, it is nil.
+func (t *Tracing) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	if t == nil {
+		return nil
+	}
+	tr := t.provider.Tracer("switchboard/grpc")
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		md, _ := metadata.FromIncomingContext(ss.Context())
+		ctx := t.prop.Extract(ss.Context(), mdCarrier(md))
+		ctx, span := tr.Start(ctx, info.FullMethod, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("rpc.system", "grpc"), attribute.String("rpc.method", info.FullMethod)))
+		err := h(srv, &tracedStream{ServerStream: ss, ctx: ctx})
+		endServerSpan(span, err)
+		return err
+	}
+}
+
+// endServerSpan ends a server span with the call's gRPC status.
+func endServerSpan(span trace.Span, err error) {
+	if err != nil {
+		st := status.Convert(err)
+		span.SetAttributes(attribute.String("rpc.grpc.status_code", st.Code().String()))
+		if st.Code() != grpccodes.OK {
+			span.SetStatus(codes.Error, st.Code().String())
+		}
+	}
+	span.End()
 }
 
 type tracedStream struct {
