@@ -32,7 +32,7 @@ func (chatOpenAI) whole(raw []byte, _ string) ([]byte, Usage, error) {
 	// Only the usage is decoded; the answer passes through as it came.
 	var u usageJSON
 	if v := member(raw, "usage"); v != nil && !isNull(v) {
-		_ = json.Unmarshal(v, &u)
+		u.decode(v)
 	}
 	return raw, u.usage(), nil
 }
@@ -113,7 +113,7 @@ func inspectMembers(data []byte) chunkFacts {
 	}
 	if usage != nil && !isNull(usage) {
 		f.usage = new(usageJSON)
-		if json.Unmarshal(usage, f.usage) != nil {
+		if !f.usage.decode(usage) {
 			return chunkFacts{}
 		}
 	}

@@ -59,6 +59,10 @@ var chunkSeeds = []string{
 	`"usage"`,
 	`{"error":null,"choices":[{"finish_reason":null}]}`,
 	`{"id":"x\\","finish_reason":"stop","choices":[[]]}`,
+	`{"usage":{"prompt_tokens":1.5,"total_tokens":3},"choices":[]}`,
+	`{"usage":{"prompt_tokens_details":5,"total_tokens":3,"completion_tokens_details":{"reasoning_tokens":null}}}`,
+	`{"usage":{"prompt_tokens":-0,"completion_tokens":99999999999999999999,"PROMPT_TOKENS_DETAILS":{"Cached_Tokens":2}}}`,
+	`{"usage":[1],"choices":[{"finish_reason":"stop"}]}`,
 }
 
 func TestInspectAgreesWithDecoding(t *testing.T) {
