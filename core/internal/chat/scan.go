@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 )
 
 // A few readers of raw JSON the gateway already checked with json.Valid:
@@ -91,7 +92,8 @@ func members(obj []byte, fn func(key, value []byte) bool) bool {
 	for i < len(obj) && obj[i] == '"' {
 		end := skipString(obj, i)
 		key := obj[i+1 : end-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			// encoding/json's reading: escapes resolved, bad UTF-8 replaced.
 			var s string
 			_ = json.Unmarshal(obj[i:end], &s)
 			key = []byte(s)

@@ -3,6 +3,7 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -182,6 +183,119 @@ func BenchmarkReadFacts(b *testing.B) {
 	b.Run("whole/scan", func(b *testing.B) {
 		for b.Loop() {
 			_, _, _ = chatOpenAI{}.whole(whole, "m")
+		}
+	})
+}
+
+var bodySeeds = []string{
+	`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`,
+	` {"model" : "m" , "messages" : [ ] } `,
+	`{"model":"m","messages":{"role":"user"}}`,
+	`{"model":"m","messages":null}`,
+	`{"model":"m","input":"hi"}`,
+	`{"model":"m","input":[{"role":"user","content":"hi"}]}`,
+	`{"model":"m","input":5}`,
+	`{"mod\u0065l":"m","messages":[1],"model":"n"}`,
+	`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`,
+	`[]`,
+	`null`,
+	`{"model":"m"`,
+	`{"model":"m","messages":[1]} x`,
+}
+
+// decodedParse is parse's verdict and fields when it decoded the body with
+// encoding/json.
+func decodedParse(d Dialect, body []byte) (map[string]json.RawMessage, string) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil || fields == nil {
+		return nil, "invalid_json"
+	}
+	code := func(name string) string {
+		var list []json.RawMessage
+		if json.Unmarshal(fields[name], &list) != nil {
+			return "invalid_type"
+		}
+		if len(list) == 0 {
+			return "invalid_value"
+		}
+		return ""
+	}
+	switch {
+	case d == DialectResponses:
+		var s string
+		var list []json.RawMessage
+		if in, ok := fields["input"]; ok && string(in) != "null" && json.Unmarshal(in, &s) != nil && json.Unmarshal(in, &list) != nil {
+			return fields, "invalid_type"
+		}
+	case fields["messages"] != nil && string(fields["messages"]) != "null":
+		return fields, code("messages")
+	}
+	return fields, ""
+}
+
+func TestParseAgreesWithDecoding(t *testing.T) {
+	for _, s := range bodySeeds {
+		for _, d := range []Dialect{DialectChat, DialectResponses} {
+			checkParse(t, d, []byte(s))
+		}
+	}
+}
+
+func checkParse(t *testing.T, d Dialect, body []byte) {
+	t.Helper()
+	wantFields, wantCode := decodedParse(d, body)
+	in, err := parse(d, body)
+	if wantCode == "invalid_json" {
+		var re *RequestError
+		require.ErrorAs(t, err, &re, "%s", body)
+		require.Equal(t, "invalid_json", re.Code, "%s", body)
+		return
+	}
+	require.Equal(t, len(wantFields), len(in.fields), "%s", body)
+	for k, v := range wantFields {
+		require.Equal(t, string(v), string(in.fields[k]), "%s: %s", body, k)
+	}
+	// The list's verdict, unless parse stopped earlier (at the model or
+	// the stream flag, which it checks first).
+	var re *RequestError
+	if errors.As(err, &re) && (re.Param == "model" || re.Param == "stream") {
+		return
+	}
+	if wantCode == "" {
+		if err != nil {
+			list := re.Param == "messages" || re.Param == "input"
+			require.False(t, list && re.Code != "missing_required_parameter", "%s: %v", body, err)
+		}
+		return
+	}
+	require.ErrorAs(t, err, &re, "%s", body)
+	require.Equal(t, wantCode, re.Code, "%s", body)
+}
+
+func FuzzParseAgreesWithDecoding(f *testing.F) {
+	for _, s := range bodySeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if json.Valid(body) && hasDuplicateKeys(body) {
+			return
+		}
+		checkParse(t, DialectChat, body)
+		checkParse(t, DialectResponses, body)
+	})
+}
+
+// A chat request read by decoding (as before) and by the raw reader.
+func BenchmarkParse(b *testing.B) {
+	body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"` + string(bytes.Repeat([]byte("tell me more "), 30)) + `"}],"temperature":0.2,"max_tokens":256,"stream":false}`)
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			decodedParse(DialectChat, body)
+		}
+	})
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = parse(DialectChat, body)
 		}
 	})
 }
