@@ -29,11 +29,12 @@ func (chatOpenAI) whole(raw []byte, _ string) ([]byte, Usage, error) {
 	if !json.Valid(raw) {
 		return nil, Usage{}, badUpstream("upstream returned invalid JSON")
 	}
-	var body struct {
-		Usage *usageJSON `json:"usage"`
+	// Only the usage is decoded; the answer passes through as it came.
+	var u usageJSON
+	if v := member(raw, "usage"); v != nil && !isNull(v) {
+		u.decode(v)
 	}
-	_ = json.Unmarshal(raw, &body)
-	return raw, body.Usage.usage(), nil
+	return raw, u.usage(), nil
 }
 
 // openAIChunks relays chat.completion.chunk events as they are, reading
@@ -80,32 +81,64 @@ type chunkFacts struct {
 }
 
 // inspect reads a chunk's usage, finish reason and error without decoding
-// the common content chunk: only chunks that mention them are decoded.
+// the common content chunk: only chunks that mention them are read, and of
+// those only the members named (data passed json.Valid). A chunk whose
+// members have the wrong types tells nothing.
 func inspect(data []byte) chunkFacts {
-	var f chunkFacts
 	hasUsage := bytes.Contains(data, []byte(`"usage"`)) && !bytes.Contains(data, []byte(`"usage":null`))
 	hasFinish := bytes.Contains(data, []byte(`"finish_reason"`)) && !bytes.Contains(data, []byte(`"finish_reason":null`))
 	hasError := bytes.HasPrefix(bytes.TrimSpace(data), []byte(`{"error"`))
 	if !hasUsage && !hasFinish && !hasError {
-		return f
+		return chunkFacts{}
 	}
-	var c struct {
-		Choices []struct {
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage *usageJSON      `json:"usage"`
-		Error json.RawMessage `json:"error"`
+	return inspectMembers(data)
+}
+
+// inspectMembers reads the members inspect needs.
+func inspectMembers(data []byte) chunkFacts {
+	var f chunkFacts
+	var choices, usage, errv []byte
+	if !members(data, func(k, v []byte) bool {
+		switch {
+		case bytes.EqualFold(k, []byte("choices")):
+			choices = v
+		case bytes.EqualFold(k, []byte("usage")):
+			usage = v
+		case bytes.EqualFold(k, []byte("error")):
+			errv = v
+		}
+		return true
+	}) {
+		return chunkFacts{}
 	}
-	if json.Unmarshal(data, &c) != nil {
-		return f
-	}
-	f.usage = c.Usage
-	f.usageOnly = c.Usage != nil && len(c.Choices) == 0
-	f.err = len(c.Error) > 0 && string(c.Error) != "null"
-	for _, ch := range c.Choices {
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			f.finished = true
+	if usage != nil && !isNull(usage) {
+		f.usage = new(usageJSON)
+		if !f.usage.decode(usage) {
+			return chunkFacts{}
 		}
 	}
+	n := 0
+	if choices != nil && !isNull(choices) {
+		ok := elements(choices, func(c []byte) bool {
+			n++
+			if isNull(c) {
+				return true
+			}
+			fr := member(c, "finish_reason")
+			if c[0] != '{' || (fr != nil && fr[0] != '"' && !isNull(fr)) {
+				n = -1
+				return false
+			}
+			if fr != nil && len(fr) > 2 && fr[0] == '"' {
+				f.finished = true
+			}
+			return true
+		})
+		if !ok || n < 0 {
+			return chunkFacts{}
+		}
+	}
+	f.usageOnly = f.usage != nil && n == 0
+	f.err = errv != nil && !isNull(errv)
 	return f
 }

@@ -45,7 +45,18 @@ type inbound struct {
 // one that must be there (messages, or input).
 func parse(d Dialect, body []byte) (inbound, error) {
 	in := inbound{dialect: d, body: body}
-	if err := json.Unmarshal(body, &in.fields); err != nil || in.fields == nil {
+	// The members are read in place: their values alias body, which is
+	// never changed.
+	if json.Valid(body) {
+		fields := make(map[string]json.RawMessage, 16)
+		if members(body, func(k, v []byte) bool {
+			fields[string(k)] = v
+			return true
+		}) {
+			in.fields = fields
+		}
+	}
+	if in.fields == nil {
 		return in, &RequestError{Code: "invalid_json", Message: "the request body is not a JSON object"}
 	}
 	raw, ok := in.fields["model"]
@@ -66,9 +77,7 @@ func parse(d Dialect, body []byte) (inbound, error) {
 		if !ok || string(input) == "null" {
 			return in, &RequestError{Param: "input", Code: "missing_required_parameter", Message: "you must provide an input parameter"}
 		}
-		var s string
-		var list []json.RawMessage
-		if json.Unmarshal(input, &s) != nil && json.Unmarshal(input, &list) != nil {
+		if input[0] != '"' && input[0] != '[' {
 			return in, &RequestError{Param: "input", Code: "invalid_type", Message: "'input' must be a string or an array of items"}
 		}
 		return in, nil
@@ -106,11 +115,14 @@ func requireList(fields map[string]json.RawMessage, name string) error {
 	if !ok || string(msgs) == "null" {
 		return &RequestError{Param: name, Code: "missing_required_parameter", Message: "you must provide a " + name + " parameter"}
 	}
-	var list []json.RawMessage
-	if json.Unmarshal(msgs, &list) != nil {
+	n := 0
+	if !elements(msgs, func([]byte) bool {
+		n++
+		return false // one is enough
+	}) {
 		return &RequestError{Param: name, Code: "invalid_type", Message: "'" + name + "' must be an array"}
 	}
-	if len(list) == 0 {
+	if n == 0 {
 		return &RequestError{Param: name, Code: "invalid_value", Message: "'" + name + "' must not be empty"}
 	}
 	return nil

@@ -137,20 +137,30 @@ var chatEvents = dialectEvents{
 
 // writeEvent frames one event.
 func writeEvent(e event) []byte {
-	if e.name == "" {
-		return sse.Data(e.data)
-	}
-	b := make([]byte, 0, len(e.name)+len(e.data)+16)
-	b = append(b, "event: "...)
-	b = append(b, e.name...)
-	b = append(b, '\n')
-	return append(b, sse.Data(e.data)...)
+	return appendEvent(make([]byte, 0, len(e.name)+len(e.data)+16), e)
 }
+
+// appendEvent frames one event onto b.
+func appendEvent(b []byte, e event) []byte {
+	if e.name != "" {
+		b = append(b, "event: "...)
+		b = append(b, e.name...)
+		b = append(b, '\n')
+	}
+	b = append(b, "data: "...)
+	b = append(b, e.data...)
+	return append(b, '\n', '\n')
+}
+
+// maxBatch bounds the bytes relay gathers before a flush.
+const maxBatch = 64 << 10
 
 // relay writes a server-sent event stream: first, then whatever next yields
 // until io.EOF (the dialect's clean end) or an error (the dialect's in-band
 // error, never a clean close), with a keep-alive comment after every
-// keepAliveEvery of silence.
+// keepAliveEvery of silence. Events already queued when one arrives are
+// written with it and flushed together: a flush waits for nothing that is
+// not already there, so coalescing adds no latency.
 func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration, d dialectEvents, first event, next func() (event, error)) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -158,8 +168,15 @@ func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration,
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	rc := http.NewResponseController(w)
-	write := func(b []byte) bool {
-		if _, err := w.Write(b); err != nil {
+	// buf holds the events of one flush; it is reused for the next.
+	var buf []byte
+	send := func() bool {
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		if cap(buf) > maxBatch {
+			buf = nil // a huge event's buffer is not kept for the stream's life
+		}
+		if err != nil {
 			return false
 		}
 		return rc.Flush() == nil
@@ -167,7 +184,8 @@ func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration,
 	if d.seen != nil {
 		d.seen(first)
 	}
-	if !write(writeEvent(first)) {
+	buf = appendEvent(make([]byte, 0, 4<<10), first)
+	if !send() {
 		return
 	}
 	type item struct {
@@ -189,36 +207,55 @@ func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration,
 			}
 		}
 	}()
+	// add queues one item's bytes; false means the stream ended (its last
+	// bytes, if any, are queued).
+	add := func(it item, ok bool) bool {
+		if !ok {
+			return false
+		}
+		if it.err != nil {
+			if errors.Is(it.err, io.EOF) {
+				buf = append(buf, d.done...)
+				return false
+			}
+			if status.Code(it.err) == codes.Canceled && r.Context().Err() != nil {
+				return false // the client left
+			}
+			buf = append(buf, d.failure(it.err)...)
+			return false
+		}
+		if d.seen != nil {
+			d.seen(it.ev)
+		}
+		buf = appendEvent(buf, it.ev)
+		return true
+	}
 	keepAlive := time.NewTimer(keepAliveEvery)
 	defer keepAlive.Stop()
 	for {
 		select {
 		case it, ok := <-items:
-			if !ok {
+			more := add(it, ok)
+			// Take what is already queued, then flush it all at once.
+		drain:
+			for more && len(buf) < maxBatch {
+				select {
+				case it, ok := <-items:
+					more = add(it, ok)
+				default:
+					break drain
+				}
+			}
+			if len(buf) > 0 && !send() {
 				return
 			}
-			if it.err != nil {
-				if errors.Is(it.err, io.EOF) {
-					if d.done != nil {
-						write(d.done)
-					}
-					return
-				}
-				if status.Code(it.err) == codes.Canceled && r.Context().Err() != nil {
-					return // the client left
-				}
-				write(d.failure(it.err))
-				return
-			}
-			if d.seen != nil {
-				d.seen(it.ev)
-			}
-			if !write(writeEvent(it.ev)) {
+			if !more {
 				return
 			}
 			keepAlive.Reset(keepAliveEvery)
 		case <-keepAlive.C:
-			if !write(sse.KeepAlive) {
+			buf = append(buf, sse.KeepAlive...)
+			if !send() {
 				return
 			}
 			keepAlive.Reset(keepAliveEvery)

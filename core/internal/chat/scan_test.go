@@ -1,0 +1,301 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// decodedFacts is what inspect reported when it decoded the whole chunk
+// with encoding/json: the reference the raw reader must agree with.
+func decodedFacts(data []byte) chunkFacts {
+	var f chunkFacts
+	var c struct {
+		Choices []struct {
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *usageJSON      `json:"usage"`
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return f
+	}
+	f.usage = c.Usage
+	f.usageOnly = c.Usage != nil && len(c.Choices) == 0
+	f.err = len(c.Error) > 0 && string(c.Error) != "null"
+	for _, ch := range c.Choices {
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			f.finished = true
+		}
+	}
+	return f
+}
+
+// decodedUsage is the usage chatOpenAI.whole read when it decoded the whole
+// answer.
+func decodedUsage(raw []byte) Usage {
+	var body struct {
+		Usage *usageJSON `json:"usage"`
+	}
+	_ = json.Unmarshal(raw, &body)
+	return body.Usage.usage()
+}
+
+var chunkSeeds = []string{
+	`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi \"there\" {["},"finish_reason":null}],"usage":null}`,
+	`{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`,
+	`{"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17,"prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":2}}}`,
+	`{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}`,
+	`{"error":{"message":"overloaded","type":"server_error"}}`,
+	` { "choices" : [ null , {"finish_reason" : ""} ] , "usage" : { "total_tokens" : 9 } } `,
+	`{"choices":"no","usage":{"prompt_tokens":1}}`,
+	`{"choices":[{"finish_reason":7}],"usage":null}`,
+	`{"usage":{"prompt_tokens":"12"},"choices":[]}`,
+	`{"Usage":{"prompt_tokens":4},"CHOICES":[{"Finish_Reason":"stop"}]}`,
+	`{"us\u0061ge":{"prompt_tokens":4},"choices":[]}`,
+	`[{"usage":{"prompt_tokens":4}}]`,
+	`"usage"`,
+	`{"error":null,"choices":[{"finish_reason":null}]}`,
+	`{"id":"x\\","finish_reason":"stop","choices":[[]]}`,
+	`{"usage":{"prompt_tokens":1.5,"total_tokens":3},"choices":[]}`,
+	`{"usage":{"prompt_tokens_details":5,"total_tokens":3,"completion_tokens_details":{"reasoning_tokens":null}}}`,
+	`{"usage":{"prompt_tokens":-0,"completion_tokens":99999999999999999999,"PROMPT_TOKENS_DETAILS":{"Cached_Tokens":2}}}`,
+	`{"usage":[1],"choices":[{"finish_reason":"stop"}]}`,
+}
+
+func TestInspectAgreesWithDecoding(t *testing.T) {
+	for _, s := range chunkSeeds {
+		t.Run(s, func(t *testing.T) {
+			require.True(t, json.Valid([]byte(s)))
+			require.Equal(t, decodedFacts([]byte(s)), inspectAll([]byte(s)))
+			require.Equal(t, decodedUsage([]byte(s)), wholeUsage(t, []byte(s)))
+		})
+	}
+}
+
+func TestInspectReadsTheLastChunks(t *testing.T) {
+	f := inspect([]byte(chunkSeeds[2]))
+	require.True(t, f.usageOnly)
+	require.Equal(t, Usage{PromptTokens: 12, CompletionTokens: 5, TotalTokens: 17, CachedTokens: 3, ReasoningTokens: 2}, f.usage.usage())
+	require.True(t, inspect([]byte(chunkSeeds[1])).finished)
+	require.False(t, inspect([]byte(chunkSeeds[0])).finished)
+	require.True(t, inspect([]byte(chunkSeeds[4])).err)
+}
+
+// inspectAll is inspect without its shortcut for chunks that mention
+// nothing it reads, so that every chunk is compared.
+func inspectAll(data []byte) chunkFacts {
+	return inspectMembers(data)
+}
+
+func wholeUsage(t testing.TB, raw []byte) Usage {
+	_, u, err := chatOpenAI{}.whole(raw, "m")
+	require.NoError(t, err)
+	return u
+}
+
+func FuzzInspect(f *testing.F) {
+	for _, s := range chunkSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) || hasDuplicateKeys(data) {
+			return
+		}
+		require.Equal(t, decodedFacts(data), inspectAll(data), "%s", data)
+		require.Equal(t, decodedUsage(data), wholeUsage(t, data), "%s", data)
+	})
+}
+
+// hasDuplicateKeys reports whether an object of data repeats a name
+// (encoding/json merges repeated objects; upstreams do not send them).
+func hasDuplicateKeys(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	type frame struct {
+		obj  bool
+		seen map[string]bool
+		key  bool // the next string in an object is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{', '[':
+				if top != nil && top.obj {
+					top.key = true
+				}
+				stack = append(stack, &frame{obj: v == '{', seen: map[string]bool{}, key: v == '{'})
+				continue
+			default:
+				stack = stack[:len(stack)-1]
+				continue
+			}
+		case string:
+			if top != nil && top.obj && top.key {
+				k := string(bytes.ToLower([]byte(v)))
+				if top.seen[k] {
+					return true
+				}
+				top.seen[k] = true
+				top.key = false
+				continue
+			}
+		}
+		if top != nil && top.obj {
+			top.key = true
+		}
+	}
+}
+
+// The last chunks and a whole answer, read by decoding (as before) and by
+// the raw reader.
+func BenchmarkReadFacts(b *testing.B) {
+	finish := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":20,"total_tokens":32,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}`)
+	whole := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"` + string(bytes.Repeat([]byte("lorem ipsum "), 40)) + `","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":20,"total_tokens":32,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}},"system_fingerprint":"fp_1"}`)
+	b.Run("chunk/decode", func(b *testing.B) {
+		for b.Loop() {
+			decodedFacts(finish)
+		}
+	})
+	b.Run("chunk/scan", func(b *testing.B) {
+		for b.Loop() {
+			inspect(finish)
+		}
+	})
+	b.Run("whole/decode", func(b *testing.B) {
+		for b.Loop() {
+			_ = json.Valid(whole)
+			decodedUsage(whole)
+		}
+	})
+	b.Run("whole/scan", func(b *testing.B) {
+		for b.Loop() {
+			_, _, _ = chatOpenAI{}.whole(whole, "m")
+		}
+	})
+}
+
+var bodySeeds = []string{
+	`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`,
+	` {"model" : "m" , "messages" : [ ] } `,
+	`{"model":"m","messages":{"role":"user"}}`,
+	`{"model":"m","messages":null}`,
+	`{"model":"m","input":"hi"}`,
+	`{"model":"m","input":[{"role":"user","content":"hi"}]}`,
+	`{"model":"m","input":5}`,
+	`{"mod\u0065l":"m","messages":[1],"model":"n"}`,
+	`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`,
+	`[]`,
+	`null`,
+	`{"model":"m"`,
+	`{"model":"m","messages":[1]} x`,
+}
+
+// decodedParse is parse's verdict and fields when it decoded the body with
+// encoding/json.
+func decodedParse(d Dialect, body []byte) (map[string]json.RawMessage, string) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil || fields == nil {
+		return nil, "invalid_json"
+	}
+	code := func(name string) string {
+		var list []json.RawMessage
+		if json.Unmarshal(fields[name], &list) != nil {
+			return "invalid_type"
+		}
+		if len(list) == 0 {
+			return "invalid_value"
+		}
+		return ""
+	}
+	switch {
+	case d == DialectResponses:
+		var s string
+		var list []json.RawMessage
+		if in, ok := fields["input"]; ok && string(in) != "null" && json.Unmarshal(in, &s) != nil && json.Unmarshal(in, &list) != nil {
+			return fields, "invalid_type"
+		}
+	case fields["messages"] != nil && string(fields["messages"]) != "null":
+		return fields, code("messages")
+	}
+	return fields, ""
+}
+
+func TestParseAgreesWithDecoding(t *testing.T) {
+	for _, s := range bodySeeds {
+		for _, d := range []Dialect{DialectChat, DialectResponses} {
+			checkParse(t, d, []byte(s))
+		}
+	}
+}
+
+func checkParse(t *testing.T, d Dialect, body []byte) {
+	t.Helper()
+	wantFields, wantCode := decodedParse(d, body)
+	in, err := parse(d, body)
+	if wantCode == "invalid_json" {
+		var re *RequestError
+		require.ErrorAs(t, err, &re, "%s", body)
+		require.Equal(t, "invalid_json", re.Code, "%s", body)
+		return
+	}
+	require.Equal(t, len(wantFields), len(in.fields), "%s", body)
+	for k, v := range wantFields {
+		require.Equal(t, string(v), string(in.fields[k]), "%s: %s", body, k)
+	}
+	// The list's verdict, unless parse stopped earlier (at the model or
+	// the stream flag, which it checks first).
+	var re *RequestError
+	if errors.As(err, &re) && (re.Param == "model" || re.Param == "stream") {
+		return
+	}
+	if wantCode == "" {
+		if err != nil {
+			list := re.Param == "messages" || re.Param == "input"
+			require.False(t, list && re.Code != "missing_required_parameter", "%s: %v", body, err)
+		}
+		return
+	}
+	require.ErrorAs(t, err, &re, "%s", body)
+	require.Equal(t, wantCode, re.Code, "%s", body)
+}
+
+func FuzzParseAgreesWithDecoding(f *testing.F) {
+	for _, s := range bodySeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if json.Valid(body) && hasDuplicateKeys(body) {
+			return
+		}
+		checkParse(t, DialectChat, body)
+		checkParse(t, DialectResponses, body)
+	})
+}
+
+// A chat request read by decoding (as before) and by the raw reader.
+func BenchmarkParse(b *testing.B) {
+	body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"` + string(bytes.Repeat([]byte("tell me more "), 30)) + `"}],"temperature":0.2,"max_tokens":256,"stream":false}`)
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			decodedParse(DialectChat, body)
+		}
+	})
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = parse(DialectChat, body)
+		}
+	})
+}

@@ -1,0 +1,106 @@
+package openai
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// flushRecorder records what each flush sent to the client.
+type flushRecorder struct {
+	header  http.Header
+	mu      sync.Mutex
+	pending bytes.Buffer
+	flushed []string
+	onFlush chan string
+}
+
+func (f *flushRecorder) Header() http.Header { return f.header }
+func (f *flushRecorder) WriteHeader(int)     {}
+func (f *flushRecorder) Write(b []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pending.Write(b)
+}
+func (f *flushRecorder) Flush() {
+	f.mu.Lock()
+	s := f.pending.String()
+	f.pending.Reset()
+	f.flushed = append(f.flushed, s)
+	f.mu.Unlock()
+	if f.onFlush != nil {
+		f.onFlush <- s
+	}
+}
+
+func TestRelayFlushesAnEventWithoutWaitingForTheNext(t *testing.T) {
+	w := &flushRecorder{header: http.Header{}, onFlush: make(chan string, 8)}
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	release := make(chan struct{})
+	calls := 0
+	next := func() (event, error) {
+		calls++
+		switch calls {
+		case 1:
+			return event{data: []byte(`{"n":1}`)}, nil
+		case 2:
+			<-release // the upstream is silent until the client saw event 1
+			return event{data: []byte(`{"n":2}`)}, nil
+		}
+		return event{}, io.EOF
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		relay(w, r, time.Hour, chatEvents, event{data: []byte(`{"n":0}`)}, next)
+	}()
+	require.Equal(t, "data: {\"n\":0}\n\n", <-w.onFlush)
+	require.Equal(t, "data: {\"n\":1}\n\n", <-w.onFlush, "a lone event is flushed at once")
+	close(release)
+	<-done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	require.Equal(t, "data: {\"n\":0}\n\ndata: {\"n\":1}\n\ndata: {\"n\":2}\n\ndata: [DONE]\n\n", join(w.flushed)+w.pending.String())
+	require.Zero(t, w.pending.Len(), "everything written was flushed")
+}
+
+func TestRelayWritesEveryEventInOrder(t *testing.T) {
+	for _, n := range []int{0, 1, 5, 200} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			w := &flushRecorder{header: http.Header{}}
+			r := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
+			i := 0
+			var want bytes.Buffer
+			want.WriteString("event: first\ndata: {}\n\n")
+			next := func() (event, error) {
+				if i == n {
+					return event{}, io.EOF
+				}
+				i++
+				return event{name: "delta", data: []byte(fmt.Sprintf(`{"i":%d}`, i))}, nil
+			}
+			for k := 1; k <= n; k++ {
+				fmt.Fprintf(&want, "event: delta\ndata: {\"i\":%d}\n\n", k)
+			}
+			want.WriteString("data: [DONE]\n\n")
+			relay(w, r, time.Hour, chatEvents, event{name: "first", data: []byte(`{}`)}, next)
+			require.Equal(t, want.String(), join(w.flushed))
+			require.Zero(t, w.pending.Len(), "everything written was flushed")
+		})
+	}
+}
+
+func join(s []string) string {
+	var b bytes.Buffer
+	for _, x := range s {
+		b.WriteString(x)
+	}
+	return b.String()
+}
