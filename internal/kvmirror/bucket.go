@@ -16,6 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboardhq/switchboard/internal/wait"
 )
 
 // ErrNotFound is returned for a key the bucket does not hold.
@@ -208,14 +210,10 @@ const modifyAttempts = 64
 
 // pause waits a random time that grows with the attempt (at most 20 ms).
 func pause(ctx context.Context, attempt int) error {
-	t := time.NewTimer(time.Duration(rand.Int64N(int64(min(attempt+1, 20)) * int64(time.Millisecond))))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !wait.Sleep(ctx, time.Duration(rand.Int64N(int64(min(attempt+1, 20))*int64(time.Millisecond)))) {
 		return ctx.Err()
 	}
+	return nil
 }
 
 // Modify applies fn to a copy of the value under key and stores the result
