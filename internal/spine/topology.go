@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/switchboardhq/switchboard/internal/wait"
 )
 
 // Key-value buckets owned by core.
@@ -236,13 +238,8 @@ func retryEnsure(ctx context.Context, create func(context.Context) error) error 
 			return err
 		}
 		// Jitter keeps creators started together from retrying in step.
-		wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff)))
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !wait.Sleep(ctx, backoff/2+time.Duration(rand.Int64N(int64(backoff)))) {
 			return fmt.Errorf("gave up after %d attempts: %w", attempt, err)
-		case <-timer.C:
 		}
 		backoff = min(2*backoff, 2*time.Second)
 		limit = min(limit+time.Second, ensureAttemptMax)

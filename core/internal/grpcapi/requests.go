@@ -133,10 +133,9 @@ func (a *Admin) ListRequests(ctx context.Context, req *corev1.ListRequestsReques
 	if err != nil {
 		return nil, a.busError(err)
 	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return nil, a.busError(err)
-	}
+	// Stream already asked the server for the stream's state: no second
+	// round trip per call.
+	info := stream.CachedInfo()
 	subject := spine.SubjectUsage + "." + machineID
 	lower := info.State.FirstSeq // inclusive
 	if upper == 0 || upper > info.State.LastSeq+1 {
@@ -438,7 +437,10 @@ func (a *Admin) GetUsageSeries(ctx context.Context, req *corev1.GetUsageSeriesRe
 	slices.SortFunc(keys, func(x, y string) int {
 		return cmp.Or(cmp.Compare(total[y], total[x]), strings.Compare(x, y))
 	})
-	n := a.names(machineID)
+	var n names // key names, read only when the series are by key
+	if by == "key" {
+		n = a.names(machineID)
+	}
 	var other *corev1.UsageSeries
 	for i, k := range keys {
 		s := series[k]

@@ -205,8 +205,10 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 		_ = m.NakWithDelay(time.Duration(1<<min(attempt, 5)) * time.Second)
 	}
 	// A lost acknowledgement only means a redelivery, which core ignores.
-	for _, m := range keep {
-		if md, err := m.Metadata(); err == nil && refused[md.Sequence.Stream] {
+	// events[i] was decoded from keep[i]: its Seq is that message's stream
+	// sequence.
+	for i, m := range keep {
+		if refused[events[i].Seq] {
 			continue
 		}
 		_ = m.Ack()
