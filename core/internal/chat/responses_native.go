@@ -3,6 +3,8 @@ package chat
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/switchboardhq/switchboard/core/internal/translate"
 )
 
 // responsesNative is OpenAI Responses to an upstream that speaks it (openai,
@@ -34,12 +36,8 @@ func (u *responsesUsage) usage() Usage {
 	if u == nil {
 		return Usage{}
 	}
-	total := u.TotalTokens
-	if total == 0 {
-		total = u.InputTokens + u.OutputTokens
-	}
-	return Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: total,
-		CachedTokens: u.InputTokensDetails.CachedTokens, ReasoningTokens: u.OutputTokensDetails.ReasoningTokens}
+	return fromTranslate(translate.OpenAIUsage(u.InputTokens, u.OutputTokens, u.TotalTokens,
+		u.InputTokensDetails.CachedTokens, u.OutputTokensDetails.ReasoningTokens))
 }
 
 func (responsesNative) whole(raw []byte, _ string) ([]byte, Usage, error) {

@@ -135,14 +135,8 @@ func (u *usageJSON) usage() Usage {
 	if u == nil {
 		return Usage{}
 	}
-	total := u.TotalTokens
-	if total == 0 {
-		total = u.PromptTokens + u.CompletionTokens
-	}
-	return Usage{
-		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: total,
-		CachedTokens: u.PromptTokensDetails.CachedTokens, ReasoningTokens: u.CompletionTokensDetails.ReasoningTokens,
-	}
+	return fromTranslate(translate.OpenAIUsage(u.PromptTokens, u.CompletionTokens, u.TotalTokens,
+		u.PromptTokensDetails.CachedTokens, u.CompletionTokensDetails.ReasoningTokens))
 }
 
 // anthropicUsage is Anthropic's usage object; input_tokens excludes cache

@@ -26,14 +26,8 @@ func (u *chatUsage) usage() Usage {
 	if u == nil {
 		return Usage{}
 	}
-	p, c := nonNegative(u.PromptTokens), nonNegative(u.CompletionTokens)
-	total := nonNegative(u.TotalTokens)
-	if total == 0 {
-		total = addSat(p, c)
-	}
-	return Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: total,
-		CachedTokens:    min(nonNegative(u.PromptTokensDetails.CachedTokens), p),
-		ReasoningTokens: nonNegative(u.CompletionTokensDetails.ReasoningTokens)}
+	return OpenAIUsage(u.PromptTokens, u.CompletionTokens, u.TotalTokens,
+		u.PromptTokensDetails.CachedTokens, u.CompletionTokensDetails.ReasoningTokens)
 }
 
 // anthropicUsage is Anthropic's usage object of an OpenAI usage:

@@ -44,6 +44,20 @@ func (u msgUsage) usage() Usage {
 	}
 }
 
+// OpenAIUsage converts OpenAI's counts (Chat's prompt and completion
+// tokens, or Responses' input and output tokens) as they are billed:
+// negatives count as zero, cache reads are capped at the prompt, and a
+// missing total is the sum, so a bad upstream cannot make a bill negative
+// or wrap around on any route, passed through or translated.
+func OpenAIUsage(prompt, completion, total, cached, reasoning int64) Usage {
+	p, c, t := nonNegative(prompt), nonNegative(completion), nonNegative(total)
+	if t == 0 {
+		t = addSat(p, c)
+	}
+	return Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: t,
+		CachedTokens: min(nonNegative(cached), p), ReasoningTokens: nonNegative(reasoning)}
+}
+
 func nonNegative(n int64) int64 { return max(n, 0) }
 
 func addSat(a, b int64) int64 {
