@@ -88,40 +88,15 @@ var messagesEvents = dialectEvents{
 }
 
 func readAnthropicBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	rec := &problemRecorder{ResponseWriter: w}
-	body, ok := readJSON(rec, r)
+	body, ok := readJSON(w, r) // its problems are written in Anthropic's shape here
 	if !ok {
-		AnthropicProblem{Status: rec.status, Type: anthropicType(rec.status), Message: rec.message()}.Write(w)
 		return nil, false
 	}
 	if p := CheckMessages(body); p != nil {
-		AnthropicProblem{Status: p.Status, Type: anthropicType(p.Status), Message: p.Body.Error.Message}.Write(w)
+		p.WriteFor(w, r)
 		return nil, false
 	}
 	return body, true
-}
-
-// problemRecorder captures an OpenAI-shaped problem a shared helper writes,
-// so the route can answer it in its own shape.
-type problemRecorder struct {
-	http.ResponseWriter
-	status int
-	buf    []byte
-}
-
-func (p *problemRecorder) WriteHeader(s int)   { p.status = s }
-func (p *problemRecorder) Header() http.Header { return http.Header{} }
-func (p *problemRecorder) Write(b []byte) (int, error) {
-	p.buf = append(p.buf, b...)
-	return len(b), nil
-}
-
-func (p *problemRecorder) message() string {
-	var e ErrorBody
-	if json.Unmarshal(p.buf, &e) == nil && e.Error.Message != "" {
-		return e.Error.Message
-	}
-	return http.StatusText(p.status)
 }
 
 // AnthropicProblem is an error in Anthropic's shape.

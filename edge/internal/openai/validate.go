@@ -35,20 +35,20 @@ const (
 // JSON (a page may send text/plain without a preflight, never
 // application/json), and the body must be well-formed UTF-8 JSON holding
 // one object, nested at most 10,000 deep (encoding/json's bound). It
-// answers the error itself when not.
+// answers the error itself when not, in the route's shape (WriteFor).
 func readJSON(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.Header.Get("Origin") != "" && !isJSONType(r.Header.Get("Content-Type")) {
 		NewProblem(http.StatusUnsupportedMediaType, "invalid_content_type",
-			"the request body must be application/json", "").Write(w)
+			"the request body must be application/json", "").WriteFor(w, r)
 		return nil, false
 	}
 	body, err := readAll(r)
 	if err != nil {
-		BodyProblem(r, err).Write(w)
+		BodyProblem(r, err).WriteFor(w, r)
 		return nil, false
 	}
 	if p := CheckJSON(body); p != nil {
-		p.Write(w)
+		p.WriteFor(w, r)
 		return nil, false
 	}
 	return body, true
