@@ -429,7 +429,7 @@ func (n *Node) listenGRPC() error {
 		return fmt.Errorf("in-process connection: %w", err)
 	}
 	n.conns = append(n.conns, mem)
-	n.local = inproc.New(mem, chainUnary(recoverUnary(n.log), guard.Unary()))
+	n.local = inproc.New(mem, recoverUnary(n.log), guard.Unary())
 	streams := []grpc.StreamServerInterceptor{recoverStream(n.log), guard.Stream()}
 	if ti := n.tracing.StreamServerInterceptor(); ti != nil {
 		streams = append(streams, ti) // core's server span, as on the network
@@ -682,16 +682,6 @@ func (n *Node) close() {
 	}
 	n.stopTelemetry()
 	n.lock.release()
-}
-
-// chainUnary runs interceptors in order around a handler, for the
-// in-process path, which takes one interceptor.
-func chainUnary(first, second grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		return first(ctx, req, info, func(ctx context.Context, req any) (any, error) {
-			return second(ctx, req, info, handler)
-		})
-	}
 }
 
 // recoverUnary turns a panicking handler into an internal error instead of a

@@ -50,9 +50,34 @@ var (
 )
 
 // New returns a Conn whose streaming calls use fallback and whose unary
-// handlers run behind interceptor (may be nil), as on the real server.
-func New(fallback grpc.ClientConnInterface, interceptor grpc.UnaryServerInterceptor) *Conn {
-	return &Conn{fallback: fallback, interceptor: interceptor, methods: make(map[string]method)}
+// handlers run behind interceptors (the first outermost, nil ones left out),
+// as on the real server.
+func New(fallback grpc.ClientConnInterface, interceptors ...grpc.UnaryServerInterceptor) *Conn {
+	return &Conn{fallback: fallback, interceptor: chainUnary(interceptors), methods: make(map[string]method)}
+}
+
+// chainUnary runs interceptors in order around a handler, as
+// grpc.ChainUnaryInterceptor does on the real server.
+func chainUnary(is []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	var chain []grpc.UnaryServerInterceptor
+	for _, i := range is {
+		if i != nil {
+			chain = append(chain, i)
+		}
+	}
+	if len(chain) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		var call func(i int, ctx context.Context, req any) (any, error)
+		call = func(i int, ctx context.Context, req any) (any, error) {
+			if i == len(chain) {
+				return handler(ctx, req)
+			}
+			return chain[i](ctx, req, info, func(ctx context.Context, req any) (any, error) { return call(i+1, ctx, req) })
+		}
+		return call(0, ctx, req)
+	}
 }
 
 // RegisterService records a service's unary methods.

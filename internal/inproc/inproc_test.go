@@ -119,3 +119,22 @@ func TestMessageLimitSameAsNetwork(t *testing.T) {
 		assert.NoError(t, err, name)
 	}
 }
+
+// Several unary interceptors run in the order given, the first outermost,
+// as grpc.ChainUnaryInterceptor runs them on the real server.
+func TestUnaryInterceptorsChainInOrder(t *testing.T) {
+	var order []string
+	mark := func(name string) grpc.UnaryServerInterceptor {
+		return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			order = append(order, name+" in")
+			resp, err := h(ctx, req)
+			order = append(order, name+" out")
+			return resp, err
+		}
+	}
+	c := New(nil, mark("outer"), nil, mark("inner"))
+	healthpb.RegisterHealthServer(c, &probe{})
+	_, err := healthpb.NewHealthClient(c).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"outer in", "inner in", "inner out", "outer out"}, order)
+}
