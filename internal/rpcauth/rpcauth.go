@@ -258,25 +258,30 @@ func (tokenCreds) RequireTransportSecurity() bool { return false }
 // token in its outgoing metadata: for connections that are not dialed, such
 // as the in-process one (internal/inproc), whose calls pass the same Guard.
 func WithToken(conn grpc.ClientConnInterface, token string) grpc.ClientConnInterface {
-	return &tokenConn{conn: conn, token: token}
+	return WithContext(conn, func(ctx context.Context) context.Context {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		md = md.Copy()
+		md.Set(contract.MDInternalToken, token)
+		return metadata.NewOutgoingContext(ctx, md)
+	})
 }
 
-type tokenConn struct {
-	conn  grpc.ClientConnInterface
-	token string
+// WithContext wraps a connection so that every call, unary or streaming,
+// runs with f applied to its context: how the token, a vouched user and a
+// trace's propagation ride on a connection.
+func WithContext(conn grpc.ClientConnInterface, f func(context.Context) context.Context) grpc.ClientConnInterface {
+	return ctxConn{conn: conn, f: f}
 }
 
-func (c *tokenConn) attach(ctx context.Context) context.Context {
-	md, _ := metadata.FromOutgoingContext(ctx)
-	md = md.Copy()
-	md.Set(contract.MDInternalToken, c.token)
-	return metadata.NewOutgoingContext(ctx, md)
+type ctxConn struct {
+	conn grpc.ClientConnInterface
+	f    func(context.Context) context.Context
 }
 
-func (c *tokenConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	return c.conn.Invoke(c.attach(ctx), method, args, reply, opts...)
+func (c ctxConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return c.conn.Invoke(c.f(ctx), method, args, reply, opts...)
 }
 
-func (c *tokenConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	return c.conn.NewStream(c.attach(ctx), desc, method, opts...)
+func (c ctxConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.conn.NewStream(c.f(ctx), desc, method, opts...)
 }

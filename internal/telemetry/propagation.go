@@ -12,6 +12,8 @@ import (
 	grpccodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/switchboardhq/switchboard/internal/rpcauth"
 )
 
 // The W3C trace context travels by hand: propagation.TraceContext over HTTP
@@ -57,22 +59,7 @@ func (t *Tracing) ClientConn(cc grpc.ClientConnInterface) grpc.ClientConnInterfa
 	if t == nil || cc == nil {
 		return cc
 	}
-	return &tracedConn{cc: cc, t: t}
-}
-
-type tracedConn struct {
-	cc grpc.ClientConnInterface
-	t  *Tracing
-}
-
-var _ grpc.ClientConnInterface = (*tracedConn)(nil)
-
-func (c *tracedConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	return c.cc.Invoke(c.t.inject(ctx), method, args, reply, opts...)
-}
-
-func (c *tracedConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	return c.cc.NewStream(c.t.inject(ctx), desc, method, opts...)
+	return rpcauth.WithContext(cc, t.inject)
 }
 
 // ServerOptions are the gRPC server options that continue a caller's trace
