@@ -207,22 +207,15 @@ func CheckChat(body []byte) *Problem {
 		return bad("array_too_long", "'messages' holds more than "+strconv.Itoa(MaxChatMessages)+" items", "messages")
 	}
 	for _, l := range []struct {
-		name string
-		raw  json.RawMessage
-		max  int
-	}{{"tools", b.Tools, MaxChatTools}, {"functions", b.Functions, MaxChatTools}, {"stop", b.Stop, MaxChatStop}} {
-		if isNull(l.raw) {
-			continue
-		}
-		n, ok := countItems(l.raw, l.max)
-		if !ok {
-			if l.name == "stop" {
-				continue // a single string
-			}
-			return bad("invalid_type", "'"+l.name+"' must be an array", l.name)
-		}
-		if n > l.max {
-			return bad("array_too_long", "'"+l.name+"' holds more than "+strconv.Itoa(l.max)+" items", l.name)
+		raw   json.RawMessage
+		bound listBound
+	}{
+		{b.Tools, listBound{"tools", MaxChatTools, false}},
+		{b.Functions, listBound{"functions", MaxChatTools, false}},
+		{b.Stop, listBound{"stop", MaxChatStop, true}}, // or a single string
+	} {
+		if p := checkList(l.raw, l.bound); p != nil {
+			return p
 		}
 	}
 	if !isNull(b.N) {
@@ -256,22 +249,32 @@ func checkLists(body []byte, bounds ...listBound) *Problem {
 		return bad("invalid_json", "the request body is not a JSON object", "")
 	}
 	for _, l := range bounds {
-		raw, ok := members[l.name]
-		if !ok || isNull(raw) {
-			continue
-		}
-		n, ok := countItems(raw, l.max)
-		if !ok {
-			if l.scalar {
-				continue
-			}
-			return bad("invalid_type", "'"+l.name+"' must be an array", l.name)
-		}
-		if n > l.max {
-			return bad("array_too_long", "'"+l.name+"' holds more than "+strconv.Itoa(l.max)+" items", l.name)
+		if p := checkList(members[l.name], l); p != nil {
+			return p
 		}
 	}
 	return nil
+}
+
+// checkList is the 400 of a list member over its bound, or not a list
+// (unless a single value may stand for it); absent and null are fine.
+func checkList(raw json.RawMessage, l listBound) *Problem {
+	if isNull(raw) {
+		return nil
+	}
+	n, ok := countItems(raw, l.max)
+	var p Problem
+	switch {
+	case !ok && l.scalar:
+		return nil
+	case !ok:
+		p = NewProblem(http.StatusBadRequest, "invalid_type", "'"+l.name+"' must be an array", l.name)
+	case n > l.max:
+		p = NewProblem(http.StatusBadRequest, "array_too_long", "'"+l.name+"' holds more than "+strconv.Itoa(l.max)+" items", l.name)
+	default:
+		return nil
+	}
+	return &p
 }
 
 // CheckMessages bounds the lists of an Anthropic Messages (or
