@@ -276,52 +276,58 @@ func (n *Node) connectNATS(ctx context.Context) error {
 // adminToken is the configured token, else the one in the data directory,
 // generated there when create is set.
 func (n *Node) adminToken(create bool) (string, error) {
-	if n.cfg.AdminToken != "" {
-		return n.cfg.AdminToken, nil
+	tok, path, err := n.dataToken(tokenFile{
+		configured: n.cfg.AdminToken, file: AdminTokenFile, what: "admin token",
+		missing: "SWITCHBOARD_ADMIN_TOKEN is not set and no generated token is in the data directory",
+		created: "generated an admin token",
+	}, create)
+	if err == nil && path != "" {
+		n.AdminTokenPath = path
 	}
-	path := filepath.Join(n.cfg.DataDir, AdminTokenFile)
-	if !create {
-		b, err := secrets.Load(path)
-		if err != nil {
-			return "", errors.New("SWITCHBOARD_ADMIN_TOKEN is not set and no generated token is in the data directory")
-		}
-		return string(b), nil
-	}
-	b, created, err := secrets.LoadOrCreate(path, secrets.NewToken)
-	if err != nil {
-		return "", fmt.Errorf("admin token: %w", err)
-	}
-	if created {
-		n.log.Info("generated an admin token", "file", path)
-	}
-	n.AdminTokenPath = path
-	return string(b), nil
+	return tok, err
 }
 
 // loadInternalToken is the configured internal token, else the one in the
-// data directory, generated there when create is set (one process running
-// both ends of the calls that need it).
+// data directory, generated there when create is set.
 func (n *Node) loadInternalToken(create bool) (string, error) {
-	if n.cfg.InternalToken != "" {
-		return n.cfg.InternalToken, nil
+	tok, _, err := n.dataToken(tokenFile{
+		configured: n.cfg.InternalToken, file: InternalTokenFile, what: "internal token",
+		missing: "SWITCHBOARD_INTERNAL_TOKEN is not set and no generated token is in the data directory: " +
+			"roles in separate processes need the same internal token (the edge vouches for users to billing with it)",
+		created: "generated an internal token for calls between roles",
+	}, create)
+	return tok, err
+}
+
+// tokenFile describes a token that comes from the configuration, else from
+// a file in the data directory (generated there when create is set).
+type tokenFile struct {
+	configured, file, what, missing, created string
+}
+
+// dataToken is t's configured value, else the one in the data directory,
+// generated when create is set; path is the file it was read from or
+// written to (empty when configured).
+func (n *Node) dataToken(t tokenFile, create bool) (tok, path string, err error) {
+	if t.configured != "" {
+		return t.configured, "", nil
 	}
-	path := filepath.Join(n.cfg.DataDir, InternalTokenFile)
+	path = filepath.Join(n.cfg.DataDir, t.file)
 	if !create {
 		b, err := secrets.Load(path)
 		if err != nil {
-			return "", errors.New("SWITCHBOARD_INTERNAL_TOKEN is not set and no generated token is in the data directory: " +
-				"roles in separate processes need the same internal token (the edge vouches for users to billing with it)")
+			return "", "", errors.New(t.missing)
 		}
-		return string(b), nil
+		return string(b), "", nil
 	}
 	b, created, err := secrets.LoadOrCreate(path, secrets.NewToken)
 	if err != nil {
-		return "", fmt.Errorf("internal token: %w", err)
+		return "", "", fmt.Errorf("%s: %w", t.what, err)
 	}
 	if created {
-		n.log.Info("generated an internal token for calls between roles", "file", path)
+		n.log.Info(t.created, "file", path)
 	}
-	return string(b), nil
+	return string(b), path, nil
 }
 
 // tlsConfig is the process's gRPC TLS configuration.
