@@ -180,7 +180,16 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 			if req.Caveman != nil {
 				level = req.Caveman(c.Connection)
 			}
-			a := attempt{svc: s, in: in, tr: pick(in.dialect, t.Spec), t: t, c: c, sink: sink, begin: begin, level: level}
+			first := begin
+			if id := c.Connection.GetId(); affKey != "" && id != prefer {
+				// A session that moves is recorded before the client sees
+				// the answer, so its next request finds the new connection.
+				first = func() error {
+					s.remember(ctx, affKey, id)
+					return begin()
+				}
+			}
+			a := attempt{svc: s, in: in, tr: pick(in.dialect, t.Spec), t: t, c: c, sink: sink, begin: first, level: level}
 			u, err := a.run(ctx)
 			if err == nil {
 				out.Usage = u
@@ -189,8 +198,8 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 			}
 			return err
 		})
-	if err == nil && res.Conn != nil {
-		s.remember(ctx, affKey, res.Conn.Connection.GetId())
+	if err == nil && res.Conn != nil && res.Conn.Connection.GetId() == prefer {
+		s.remember(ctx, affKey, prefer) // keeps an active session from expiring
 	}
 	if err == nil && kept != nil {
 		if serr := s.store(req.MachineID, in, kept.response); serr != nil {
