@@ -4962,8 +4962,11 @@ type RequestLogEntry struct {
 	// the client.
 	Partial          bool    `protobuf:"varint,22,opt,name=partial,proto3" json:"partial,omitempty"`
 	CacheWriteTokens float64 `protobuf:"fixed64,23,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// index is the event's place in its message when that message is a batch
+	// of events (UsageBatch); 0 for a message of one event.
+	Index         int32 `protobuf:"varint,24,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RequestLogEntry) Reset() {
@@ -5157,12 +5160,20 @@ func (x *RequestLogEntry) GetCacheWriteTokens() float64 {
 	return 0
 }
 
+func (x *RequestLogEntry) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type ListRequestsResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Requests []*RequestLogEntry     `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
 	// next_cursor continues with older requests; empty at the end.
 	NextCursor string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	// scanned counts the events read to answer.
+	// scanned counts the stream messages read to answer (a message may be a
+	// batch of events).
 	Scanned       int32 `protobuf:"varint,3,opt,name=scanned,proto3" json:"scanned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -6372,7 +6383,7 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
 	"\x05until\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
 	"\x06cursor\x18\b \x01(\tR\x06cursor\x12\x14\n" +
-	"\x05limit\x18\t \x01(\x05R\x05limit\"\x8f\x06\n" +
+	"\x05limit\x18\t \x01(\x05R\x05limit\"\xa5\x06\n" +
 	"\x0fRequestLogEntry\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x01R\bsequence\x12\x1d\n" +
 	"\n" +
@@ -6400,7 +6411,8 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\bevent_id\x18\x14 \x01(\tR\aeventId\x12)\n" +
 	"\x10tokens_estimated\x18\x15 \x01(\bR\x0ftokensEstimated\x12\x18\n" +
 	"\apartial\x18\x16 \x01(\bR\apartial\x12,\n" +
-	"\x12cache_write_tokens\x18\x17 \x01(\x01R\x10cacheWriteTokens\"\x93\x01\n" +
+	"\x12cache_write_tokens\x18\x17 \x01(\x01R\x10cacheWriteTokens\x12\x14\n" +
+	"\x05index\x18\x18 \x01(\x05R\x05index\"\x93\x01\n" +
 	"\x14ListRequestsResponse\x12@\n" +
 	"\brequests\x18\x01 \x03(\v2$.switchboard.core.v1.RequestLogEntryR\brequests\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
