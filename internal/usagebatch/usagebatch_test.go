@@ -1,14 +1,17 @@
 package usagebatch_test
 
 import (
+	"context"
 	"strconv"
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
@@ -97,4 +100,42 @@ func FuzzSplit(f *testing.F) {
 		}
 		assert.Equal(t, usagebatch.Count(h), len(parts))
 	})
+}
+
+func TestCountEvents(t *testing.T) {
+	srv, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect("test", nil)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, spine.EnsureStreams(ctx, js, spine.Topology{}.Streams()...))
+
+	events, msgs, err := usagebatch.CountEvents(ctx, js, spine.StreamUsage)
+	require.NoError(t, err)
+	assert.Zero(t, events+msgs)
+
+	one, err := proto.Marshal(&busv1.UsageEvent{EventId: "x"})
+	require.NoError(t, err)
+	subject := spine.SubjectUsage + ".0123456789abcdef"
+	for range 3 {
+		_, err = js.Publish(ctx, subject, one)
+		require.NoError(t, err)
+	}
+	for _, n := range []int{2, 300} {
+		msg := nats.NewMsg(subject)
+		for range n {
+			msg.Data = usagebatch.Append(msg.Data, one)
+		}
+		usagebatch.SetHeader(msg.Header, n)
+		_, err = js.PublishMsg(ctx, msg)
+		require.NoError(t, err)
+	}
+	events, msgs, err = usagebatch.CountEvents(ctx, js, spine.StreamUsage)
+	require.NoError(t, err)
+	assert.Equal(t, 3+2+300, events)
+	assert.Equal(t, 5, msgs)
 }

@@ -3377,7 +3377,9 @@ type UsageDelta struct {
 	// day is the UTC day, "2006-01-02".
 	Day  string         `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
 	Rows []*v1.UsageRow `protobuf:"bytes,3,rep,name=rows,proto3" json:"rows,omitempty"`
-	// sequences are the SB_USAGE stream sequences of the events rolled up.
+	// sequences are the SB_USAGE stream sequences of the messages whose
+	// events are rolled up (a message is one event or a batch of them: a
+	// delta holds all of a message's events of its document, or none).
 	Sequences     []uint64 `protobuf:"varint,4,rep,packed,name=sequences,proto3" json:"sequences,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4932,7 +4934,8 @@ func (x *ListRequestsRequest) GetLimit() int32 {
 // RequestLogEntry is one usage event as the request log shows it.
 type RequestLogEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// sequence is the event's SB_USAGE stream sequence.
+	// sequence is the SB_USAGE stream sequence of the event's message (see
+	// index).
 	Sequence         float64                `protobuf:"fixed64,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	RequestId        string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Time             *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
