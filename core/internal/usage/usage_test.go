@@ -2,10 +2,13 @@ package usage_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -472,4 +475,80 @@ func BenchmarkRecord(b *testing.B) {
 	cancel()
 	<-p.Done()
 	b.ReportMetric(float64(p.Stats().Dropped), "dropped")
+}
+
+// BenchmarkPublishUnderLoad records events from 32 goroutines that each
+// wait 5ms (the upstream) and spend some CPU before recording, as the
+// gateway's handlers do under load (about 6,000 events/s), and reports how
+// many events a stream
+// message carried and the process's CPU per event (the embedded
+// nats-server's included): one event a message (as before batches), and
+// batches with 0, 1 (the default) and 3 yields before each round.
+func BenchmarkPublishUnderLoad(b *testing.B) {
+	for _, tc := range []struct {
+		name             string
+		yields, maxBatch int
+	}{{"the load alone, no events", 0, 0}, {"one event a message", 0, 1}, {"batches", 0, 256}, {"batches, 1 yield", 1, 256}, {"batches, 3 yields", 3, 256}} {
+		b.Run(tc.name, func(b *testing.B) {
+			srv, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: b.TempDir()})
+			require.NoError(b, err)
+			defer srv.Shutdown()
+			nc, err := srv.Connect("bench", quiet)
+			require.NoError(b, err)
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			require.NoError(b, err)
+			require.NoError(b, spine.EnsureStreams(context.Background(), js, spine.Topology{}.Streams()...))
+			p, err := usage.NewPublisher(js, usage.Config{}, quiet)
+			require.NoError(b, err)
+			usage.Tune(p, tc.yields, tc.maxBatch)
+			ctx, cancel := context.WithCancel(context.Background())
+			go p.Run(ctx)
+
+			var (
+				next atomic.Int64
+				wg   sync.WaitGroup
+				buf  = make([]byte, 4096)
+			)
+			before := cpuTime()
+			b.ResetTimer()
+			for range 32 {
+				wg.Go(func() {
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						time.Sleep(5 * time.Millisecond) // the upstream answering
+						for range 5 {
+							_ = sha256.Sum256(buf)
+						}
+						if tc.maxBatch > 0 {
+							p.Record(event(int(i)))
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for range 10_000 {
+				if p.Stats().Buffered == 0 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			used := cpuTime() - before
+			cancel()
+			<-p.Done()
+			_, msgs, err := usagebatch.CountEvents(context.Background(), js, spine.StreamUsage)
+			require.NoError(b, err)
+			if tc.maxBatch > 0 {
+				b.ReportMetric(float64(b.N)/float64(max(msgs, 1)), "events/msg")
+			}
+			b.ReportMetric(float64(used.Microseconds())/float64(b.N), "cpu-us/event")
+		})
+	}
+}
+
+// cpuTime is the CPU the process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
