@@ -61,11 +61,16 @@ type Admin interface {
 
 // Config tunes the consumer; zero values take the defaults.
 type Config struct {
-	// Batch is the most events rolled up in one call to core (1000).
+	// Batch is the most messages rolled up in one call to core (1000); a
+	// message is one event or a batch of them.
 	Batch int
+	// FetchBytes bounds the bytes of the messages of one call (4 MiB): a
+	// batch message may be 64 KiB. It is never below the largest message
+	// the server takes (and a little), which would never be delivered.
+	FetchBytes int
 	// MaxWait is how long a fetch waits to fill a batch (500ms).
 	MaxWait time.Duration
-	// MaxAckPending bounds the events delivered and not yet acknowledged
+	// MaxAckPending bounds the messages delivered and not yet acknowledged
 	// across the fleet (20000); it also bounds, in practice, the sequences a
 	// roll-up document remembers for de-duplication.
 	MaxAckPending int
@@ -80,6 +85,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Batch <= 0 {
 		c.Batch = 1000
+	}
+	if c.FetchBytes <= 0 {
+		c.FetchBytes = 4 << 20
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = 500 * time.Millisecond
@@ -122,9 +130,13 @@ func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
 		}
 		return err
 	}
+	fetchBytes := r.cfg.FetchBytes
+	if mp := js.Conn().MaxPayload(); mp > 0 {
+		fetchBytes = max(fetchBytes, int(mp)+64<<10)
+	}
 	backoff := time.Second
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(r.cfg.Batch, jetstream.FetchMaxWait(r.cfg.MaxWait))
+		batch, err := cons.Fetch(r.cfg.Batch, jetstream.FetchMaxWait(r.cfg.MaxWait), jetstream.FetchMaxBytes(fetchBytes))
 		if err != nil {
 			r.log.Warn("usage fetch failed", "err", err, "retry_in", backoff)
 			if !wait.Sleep(ctx, backoff) {
@@ -139,7 +151,7 @@ func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
 			msgs = append(msgs, m)
 		}
 		if err := batch.Error(); err != nil && ctx.Err() == nil {
-			r.log.Debug("usage fetch ended early", "err", err, "events", len(msgs))
+			r.log.Debug("usage fetch ended early", "err", err, "messages", len(msgs))
 		}
 		if len(msgs) > 0 {
 			r.Process(ctx, cons, msgs)
