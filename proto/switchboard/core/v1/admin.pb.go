@@ -3450,7 +3450,8 @@ type ApplyUsageResponse struct {
 	// duplicates counts the deltas whose events were all applied before.
 	Duplicates int32 `protobuf:"varint,2,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
 	// split lists the indexes of deltas that mix applied and new events; none
-	// of their events was applied: send them again, one event per delta.
+	// of their events was applied: send them again, one stream message's
+	// events per delta.
 	Split []int32 `protobuf:"varint,3,rep,packed,name=split,proto3" json:"split,omitempty"`
 	// failed lists the indexes of deltas that could not be stored (their
 	// document refused the write); the others were handled. Send them again
