@@ -12,14 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	"github.com/switchboardhq/switchboard/node/nodetest"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
@@ -92,30 +89,14 @@ func expected(input string) []float64 {
 	return out
 }
 
-// usageEvents reads every usage event published so far.
+// usageEvents reads every usage event published so far, batches expanded.
 func usageEvents(t *testing.T, sb *nodetest.Instance) []*busv1.UsageEvent {
 	t.Helper()
-	js, err := jetstream.New(sb.Node.NATS())
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, spine.StreamUsage, jetstream.OrderedConsumerConfig{})
-	require.NoError(t, err)
 	var out []*busv1.UsageEvent
-	for {
-		batch, err := cons.FetchNoWait(256)
-		require.NoError(t, err)
-		n := 0
-		for msg := range batch.Messages() {
-			ev := &busv1.UsageEvent{}
-			require.NoError(t, proto.Unmarshal(msg.Data(), ev))
-			out = append(out, ev)
-			n++
-		}
-		if n == 0 {
-			return out
-		}
+	for _, l := range usageLog(t, sb) {
+		out = append(out, l.ev)
 	}
+	return out
 }
 
 func TestEmbeddingsWithOfficialGoClient(t *testing.T) {

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	"github.com/switchboardhq/switchboard/node/nodetest"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
@@ -183,6 +187,88 @@ func TestRequestLogFiltersAndPages(t *testing.T) {
 		}
 		resp := sb.Do(t, http.MethodGet, pathRequests, nil)
 		assert.Equal(t, http.StatusUnauthorized, resp.Status)
+	})
+}
+
+// TestRequestLogExpandsBatches reads a stream mixing messages of one event
+// and batch messages (as core publishes under load): every event is listed
+// once, newest first (a batch's later events first), across pages that end
+// inside batches, and a plain sequence cursor (as answered before batches)
+// still continues below its message.
+func TestRequestLogExpandsBatches(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	mine := sb.Node.DefaultMachineID()
+	const otherID = "fedcba9876543210"
+	js, err := jetstream.New(sb.Node.NATS())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	var all []string // my request ids, oldest first
+	i := 0
+	newEvent := func(machine string) []byte {
+		ev := &busv1.UsageEvent{RequestId: fmt.Sprintf("req-%03d", i), EventId: fmt.Sprintf("ev-%03d", i), MachineId: machine,
+			Model: "m", Endpoint: "chat.completions", Status: 200, Time: timestamppb.Now()}
+		i++
+		if machine == mine {
+			all = append(all, ev.RequestId)
+		}
+		data, err := proto.Marshal(ev)
+		require.NoError(t, err)
+		return data
+	}
+	var batchSeq uint64 // of the first batch of mine
+	send := func(machine string, n int) {
+		msg := nats.NewMsg(spine.SubjectUsage + "." + machine)
+		if n == 1 {
+			msg.Data = newEvent(machine)
+		} else {
+			for range n {
+				msg.Data = usagebatch.Append(msg.Data, newEvent(machine))
+			}
+			usagebatch.SetHeader(msg.Header, n)
+		}
+		ack, err := js.PublishMsg(ctx, msg)
+		require.NoError(t, err)
+		if n > 1 && machine == mine && batchSeq == 0 {
+			batchSeq = ack.Sequence
+		}
+	}
+	send(mine, 1)
+	send(mine, 1)
+	send(mine, 10)
+	send(otherID, 4)
+	send(mine, 1)
+	send(mine, 5)
+	send(mine, 1)
+	slices.Reverse(all) // newest first
+	require.Len(t, all, 19)
+
+	for _, limit := range []string{"4", "3", "7", "50"} {
+		t.Run("limit "+limit, func(t *testing.T) {
+			assert.Equal(t, all, allRequests(t, sb, url.Values{"limit": {limit}}))
+		})
+	}
+	t.Run("a page ending inside a batch", func(t *testing.T) {
+		p := listRequests(t, sb, url.Values{"limit": {"3"}})
+		assert.Equal(t, all[:3], p.ids)
+		assert.Regexp(t, `^[0-9]+\.[0-9]+$`, p.next, "the cursor names the place in the batch")
+		resp := sb.Admin(t, http.MethodGet, pathRequests+"?limit=2&cursor="+p.next, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		rows := resp.JSON["requests"].([]any)
+		require.Len(t, rows, 2)
+		for j, r := range rows {
+			m := r.(map[string]any)
+			assert.Equal(t, all[3+j], m["requestId"])
+			assert.Equal(t, rows[0].(map[string]any)["sequence"], m["sequence"], "the same batch message")
+			assert.EqualValues(t, 2-j, m["index"], "its later events first")
+		}
+	})
+	t.Run("a plain sequence cursor", func(t *testing.T) {
+		// Below the first batch: only the two events published before it.
+		p := listRequests(t, sb, url.Values{"cursor": {strconv.FormatUint(batchSeq, 10)}})
+		assert.Equal(t, all[17:], p.ids)
+		assert.Empty(t, p.next)
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	"github.com/switchboardhq/switchboard/node/nodetest"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -25,13 +26,15 @@ import (
 
 const pathUsageStats = "/api/usage/stats"
 
-// loggedEvent is a usage event with its SB_USAGE stream sequence.
+// loggedEvent is a usage event with the SB_USAGE stream sequence of its
+// message.
 type loggedEvent struct {
 	seq uint64
 	ev  *busv1.UsageEvent
 }
 
-// usageLog reads every usage event published so far, with its sequence.
+// usageLog reads every usage event published so far, with its message's
+// sequence, batches expanded.
 func usageLog(t *testing.T, sb *nodetest.Instance) []loggedEvent {
 	t.Helper()
 	js, err := jetstream.New(sb.Node.NATS())
@@ -48,9 +51,14 @@ func usageLog(t *testing.T, sb *nodetest.Instance) []loggedEvent {
 		for msg := range batch.Messages() {
 			md, err := msg.Metadata()
 			require.NoError(t, err)
-			ev := &busv1.UsageEvent{}
-			require.NoError(t, proto.Unmarshal(msg.Data(), ev))
-			out = append(out, loggedEvent{seq: md.Sequence.Stream, ev: ev})
+			// A message is one event or a batch of them.
+			parts, err := usagebatch.Split(msg.Headers(), msg.Data())
+			require.NoError(t, err)
+			for _, p := range parts {
+				ev := &busv1.UsageEvent{}
+				require.NoError(t, proto.Unmarshal(p, ev))
+				out = append(out, loggedEvent{seq: md.Sequence.Stream, ev: ev})
+			}
 			n++
 		}
 		if n == 0 {

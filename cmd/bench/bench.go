@@ -342,7 +342,7 @@ func run(ctx context.Context, o options, fo fixtureOptions, logger *slog.Logger,
 		return nil, fmt.Errorf("stop the gateway: %w", err)
 	}
 	rep.Usage.Answered = answered
-	if rep.Usage.Published, rep.Usage.DeadLetters, err = countUsage(ctx, f.dataDir); err != nil {
+	if rep.Usage.Published, rep.Usage.Messages, rep.Usage.DeadLetters, err = countUsage(ctx, f.dataDir); err != nil {
 		return nil, fmt.Errorf("count usage events: %w", err)
 	}
 	rep.Usage.Lost = max(rep.Usage.Answered-rep.Usage.Published-rep.Usage.DeadLetters, 0)

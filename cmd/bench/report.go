@@ -63,8 +63,11 @@ type proxyFigures struct {
 // its usage stream once it stopped) with the answered requests that record
 // one.
 type usageCount struct {
-	Answered    int `json:"answered"`
-	Published   int `json:"published"`
+	Answered  int `json:"answered"`
+	Published int `json:"published"`
+	// Messages carried the published events (a message is one event or a
+	// batch of them).
+	Messages    int `json:"messages"`
 	DeadLetters int `json:"deadLetters"`
 	Lost        int `json:"lost"`
 }
@@ -517,8 +520,8 @@ func (r *report) writeTable(w io.Writer) error {
 	fmt.Fprintf(w, "gateway: ready %.0f ms after exec (/readyz 200 at %.0f ms) [< 100 ms]; %.1f MiB at rest [< 40]; peak %.1f MiB under load [<= %d] (proxy peak %.1f MiB)\n",
 		g.ReadyMs, g.ReadyHTTPMs, g.RestMiB, g.PeakMiB, peakBarMiB, r.Proxy.PeakMiB)
 	u := r.Usage
-	fmt.Fprintf(w, "usage events: %d answered requests that record one, %d published, %d dead-lettered, %d lost\n",
-		u.Answered, u.Published, u.DeadLetters, u.Lost)
+	fmt.Fprintf(w, "usage events: %d answered requests that record one, %d published (in %d messages), %d dead-lettered, %d lost\n",
+		u.Answered, u.Published, u.Messages, u.DeadLetters, u.Lost)
 	fmt.Fprintln(w, "\nreq/s: closed loop at saturation; p50/p99 (to the end of the answer), ttfb (streams: to the first data event)")
 	fmt.Fprintln(w, "and overhead (X-Switchboard-Overhead-Us): open loop at the fixed rate;")
 	fmt.Fprintln(w, "cpu/req: CPU time (/proc utime+stime) of the proxy or gateway process per request at saturation.")

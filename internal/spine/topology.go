@@ -46,7 +46,8 @@ const (
 	// SubjectTokenRefresh is followed by ".<connection id>".
 	SubjectTokenRefresh = "sb.jobs.token_refresh"
 
-	// StreamUsage holds one event per gateway request.
+	// StreamUsage holds one event per gateway request, a message holding
+	// one event or a batch of one machine's (internal/usagebatch).
 	StreamUsage = "SB_USAGE"
 	// SubjectUsage is followed by ".<machine id>".
 	SubjectUsage = "sb.usage"

@@ -18,6 +18,7 @@ import (
 	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -26,8 +27,9 @@ import (
 const (
 	defaultRequestPage = 50
 	maxRequestPage     = 500
-	// MaxRequestScan bounds the SB_USAGE events one ListRequests call reads;
-	// a page that needs more answers short with a cursor to continue.
+	// MaxRequestScan bounds the SB_USAGE messages one ListRequests call
+	// reads (a message may be a batch of events); a page that needs more
+	// answers short with a cursor to continue.
 	MaxRequestScan = 20_000
 	// firstScanWindow is the first window of stream sequences read back
 	// from the cursor; each next window doubles.
@@ -90,7 +92,11 @@ func (f requestFilter) match(ev *busv1.UsageEvent) bool {
 }
 
 // ListRequests reads the machine's usage events back from the cursor (the
-// stream sequence of the last answered event, exclusive), newest first. The
+// place of the last answered event, exclusive), newest first. An event's
+// place is its message's stream sequence and its index in that message
+// when the message is a batch (newer events of a batch have higher
+// indexes); a cursor is "<sequence>" for index 0 and "<sequence>.<index>"
+// otherwise, so every cursor of the time before batches still reads. The
 // stream is read forwards, so it reads windows of sequences that grow back
 // from the cursor, each with an ephemeral consumer filtered on the machine's
 // subject, and keeps the newest matches; since and until bound the window by
@@ -120,10 +126,19 @@ func (a *Admin) ListRequests(ctx context.Context, req *corev1.ListRequestsReques
 	if !f.since.IsZero() && !f.until.IsZero() && f.until.Before(f.since) {
 		return nil, invalidParam("until", "invalid_value", "until must not be before since")
 	}
-	var upper uint64 // exclusive
+	var (
+		upper  uint64 // of messages, exclusive
+		cursor place  // of events, exclusive; zero: none
+	)
 	if c := req.GetCursor(); c != "" {
-		if upper, err = strconv.ParseUint(c, 10, 64); err != nil || upper == 0 {
+		if cursor, err = parseCursor(c); err != nil {
 			return nil, invalidParam("cursor", "invalid_cursor", "cursor must be a next_cursor of a previous answer")
+		}
+		// The message of the cursor is read again when the page ended
+		// inside it.
+		upper = cursor.seq
+		if cursor.index > 0 {
+			upper++
 		}
 	}
 	if a.js == nil {
@@ -162,8 +177,8 @@ func (a *Admin) ListRequests(ctx context.Context, req *corev1.ListRequestsReques
 	}
 
 	type hit struct {
-		seq uint64
-		ev  *busv1.UsageEvent
+		at place
+		ev *busv1.UsageEvent
 	}
 	var (
 		found   []hit // newest first
@@ -184,9 +199,9 @@ func (a *Admin) ListRequests(ctx context.Context, req *corev1.ListRequestsReques
 			from = upper - w
 		}
 		var page []hit
-		n, err := readRange(ctx, stream, subject, from, upper, MaxRequestScan-scanned, func(seq uint64, ev *busv1.UsageEvent) {
-			if f.match(ev) {
-				page = append(page, hit{seq, ev})
+		n, err := readRange(ctx, stream, subject, from, upper, MaxRequestScan-scanned, func(at place, ev *busv1.UsageEvent) {
+			if (cursor.seq == 0 || at.before(cursor)) && f.match(ev) {
+				page = append(page, hit{at, ev})
 			}
 		})
 		scanned += n
@@ -205,21 +220,56 @@ func (a *Admin) ListRequests(ctx context.Context, req *corev1.ListRequestsReques
 	}
 	resp := &corev1.ListRequestsResponse{Scanned: int32(scanned)}
 	if len(found) == limit {
-		next = strconv.FormatUint(found[len(found)-1].seq, 10)
+		next = found[len(found)-1].at.String()
 	}
-	if next != "" && mustParse(next) > lower {
+	if at, err := parseCursor(next); err == nil && (place{lower, 0}).before(at) {
 		resp.NextCursor = next
 	}
 	names := a.names(machineID)
 	for _, h := range found {
-		resp.Requests = append(resp.Requests, requestEntry(h.seq, h.ev, names))
+		resp.Requests = append(resp.Requests, requestEntry(h.at, h.ev, names))
 	}
 	return resp, nil
 }
 
-func mustParse(s string) uint64 {
-	n, _ := strconv.ParseUint(s, 10, 64)
-	return n
+// place is where an event is in SB_USAGE: its message's sequence and its
+// index in that message (0 for a message of one event).
+type place struct {
+	seq   uint64
+	index int
+}
+
+// before reports whether p is older than q.
+func (p place) before(q place) bool {
+	return p.seq < q.seq || p.seq == q.seq && p.index < q.index
+}
+
+// String is p as a cursor.
+func (p place) String() string {
+	if p.index == 0 {
+		return strconv.FormatUint(p.seq, 10)
+	}
+	return strconv.FormatUint(p.seq, 10) + "." + strconv.Itoa(p.index)
+}
+
+// parseCursor reads "<sequence>" or "<sequence>.<index>".
+func parseCursor(c string) (place, error) {
+	seq, index, dotted := strings.Cut(c, ".")
+	var p place
+	var err error
+	if p.seq, err = strconv.ParseUint(seq, 10, 64); err != nil || p.seq == 0 {
+		return place{}, errors.New("invalid cursor")
+	}
+	if dotted {
+		if p.index, err = strconv.Atoi(index); err != nil || p.index <= 0 {
+			return place{}, errors.New("invalid cursor")
+		}
+	}
+	if p.String() != c {
+		// Only cursors as written: "01", "1.+2" and the like are not.
+		return place{}, errors.New("invalid cursor")
+	}
+	return p, nil
 }
 
 func (a *Admin) busError(err error) error {
@@ -271,9 +321,10 @@ func firstSeqAfter(ctx context.Context, stream jetstream.Stream, subject string,
 	return md.Sequence.Stream, true, nil
 }
 
-// readRange reads the machine's events of sequences [from, to), at most
-// budget of them, and answers how many it read.
-func readRange(ctx context.Context, stream jetstream.Stream, subject string, from, to uint64, budget int, fn func(uint64, *busv1.UsageEvent)) (int, error) {
+// readRange reads the machine's messages of sequences [from, to), at most
+// budget of them, and answers how many it read; fn gets their events, in
+// stream order, a batch's expanded.
+func readRange(ctx context.Context, stream jetstream.Stream, subject string, from, to uint64, budget int, fn func(place, *busv1.UsageEvent)) (int, error) {
 	cons, done, err := ephemeral(ctx, stream, subject, jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
 	if err != nil {
 		return 0, err
@@ -298,11 +349,17 @@ func readRange(ctx context.Context, stream jetstream.Stream, subject string, fro
 			}
 			read++
 			pending = md.NumPending
-			ev := new(busv1.UsageEvent)
-			if proto.Unmarshal(msg.Data(), ev) != nil {
+			parts, err := usagebatch.Split(msg.Headers(), msg.Data())
+			if err != nil {
 				continue
 			}
-			fn(md.Sequence.Stream, ev)
+			for i, p := range parts {
+				ev := new(busv1.UsageEvent)
+				if proto.Unmarshal(p, ev) != nil {
+					continue
+				}
+				fn(place{md.Sequence.Stream, i}, ev)
+			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			return read, err
@@ -331,9 +388,10 @@ func (a *Admin) names(machineID string) names {
 	return n
 }
 
-func requestEntry(seq uint64, ev *busv1.UsageEvent, n names) *corev1.RequestLogEntry {
+func requestEntry(at place, ev *busv1.UsageEvent, n names) *corev1.RequestLogEntry {
 	return &corev1.RequestLogEntry{
-		Sequence:         float64(seq),
+		Sequence:         float64(at.seq),
+		Index:            int32(at.index),
 		RequestId:        ev.GetRequestId(),
 		Time:             ev.GetTime(),
 		KeyId:            ev.GetKeyId(),

@@ -61,7 +61,7 @@ func (a *Admin) ApplyUsage(ctx context.Context, req *corev1.ApplyUsageRequest) (
 				return nil, a.storeError(err)
 			}
 			// This document refused the write: the other deltas go on.
-			a.log.Error("usage delta not stored", "machine", d.GetMachineId(), "day", d.GetDay(), "events", len(d.GetSequences()), "err", err)
+			a.log.Error("usage delta not stored", "machine", d.GetMachineId(), "day", d.GetDay(), "messages", len(d.GetSequences()), "err", err)
 			resp.Failed = append(resp.Failed, int32(i))
 			continue
 		}

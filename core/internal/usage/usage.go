@@ -1,14 +1,20 @@
 // Package usage publishes one event per gateway request to the SB_USAGE
 // stream, off the request path. Requests hand events to a bounded buffer; a
-// publisher goroutine sends them in batches and retries each one until
-// JetStream has acknowledged it.
+// publisher goroutine takes what is queued whenever it is woken, packs the
+// events of each machine into batch messages (internal/usagebatch: many
+// events, one stream message, so the bus's per-message work is paid once
+// per batch) and retries each message until JetStream has acknowledged it.
+// It never waits to fill a batch: at a low rate a message holds one event.
 //
-// Every event gets an id minted here, its JetStream message id: a retry of
-// an event whose acknowledgement was lost (the stream leader died between
-// storing and acknowledging, say) is dropped by the stream's
-// de-duplication, and nothing a client sends can make two events share an
-// id. An event that cannot be encoded, or that the stream refuses, is
-// logged, counted and skipped; the others flow on. While NATS is away
+// Every event gets an id minted here, and every batch too: the message's
+// JetStream message id (the event's own id for a message of one event). A
+// batch is formed once and retried intact, so a retry of a message whose
+// acknowledgement was lost (the stream leader died between storing and
+// acknowledging, say) is dropped by the stream's de-duplication, and
+// nothing a client sends can make two events share an id. An event that
+// cannot be encoded is logged, counted and skipped. A batch the stream
+// refuses is split into messages of one event; an event the stream refuses
+// is logged, counted and skipped; the others flow on. While NATS is away
 // (a cluster electing a leader, a node restarting) events wait in the
 // buffer, bounded in events and bytes; past the bound new events are
 // dropped, counted and logged.
@@ -19,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +36,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	"github.com/switchboardhq/switchboard/internal/wait"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
@@ -51,8 +59,14 @@ const (
 	DefaultMaxRefusals = 5
 )
 
-// batch is how many events are in flight to JetStream at once.
-const batch = 512
+// Batching: the events taken from the queue in one round (in flight to
+// JetStream at once), and the bounds of one batch message, in events and
+// in bytes (well under the server's payload limit, see maxPayload).
+const (
+	maxRound      = 4096
+	maxBatch      = 256
+	maxBatchBytes = 64 << 10
+)
 
 // maxBackoff caps the wait between two rounds of retries.
 const maxBackoff = 5 * time.Second
@@ -109,8 +123,19 @@ type Stats struct {
 type item struct {
 	id, subject string
 	data        []byte
+}
+
+// message is what one publish sends: one event (data is that event's
+// encoding, id its id) or a batch of several (data is their UsageBatch,
+// id minted for it). It is formed once and retried as is.
+type message struct {
+	id, subject string
+	data        []byte
+	events      []item
 	refusals    int
 }
+
+func (m *message) batch() bool { return len(m.events) > 1 }
 
 // Publisher sends usage events.
 type Publisher struct {
@@ -120,13 +145,18 @@ type Publisher struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	queue    []item // waiting, oldest first
-	inflight int    // taken from queue and not resolved
-	bytes    int64  // of queue and in flight
+	retry    []message // formed, to be sent again before the queue
+	queue    []item    // waiting, oldest first
+	waiting  int       // events in retry
+	inflight int       // events taken and not resolved
+	bytes    int64     // events' encodings, waiting or in flight
 	stopped  bool
 
 	wake chan struct{}
 	done chan struct{}
+	// yields before each round and the most events a message carries
+	// (benchmarks compare).
+	yields, maxBatch int
 
 	published, dropped, refused, retried atomic.Int64
 }
@@ -145,6 +175,7 @@ func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publis
 	return &Publisher{
 		js: own, nc: nc, cfg: cfg, log: log.With("component", "usage-publisher"),
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		yields: 1, maxBatch: maxBatch,
 	}, nil
 }
 
@@ -165,7 +196,7 @@ func (p *Publisher) Record(ev *busv1.UsageEvent) {
 	}
 	it := item{id: ev.GetEventId(), subject: spine.SubjectUsage + "." + ev.GetMachineId(), data: data}
 	p.mu.Lock()
-	full := len(p.queue)+p.inflight >= p.cfg.MaxEvents || p.bytes+int64(len(data)) > p.cfg.MaxBytes
+	full := len(p.queue)+p.waiting+p.inflight >= p.cfg.MaxEvents || p.bytes+int64(len(data)) > p.cfg.MaxBytes
 	stopped := p.stopped
 	if !full && !stopped {
 		p.queue = append(p.queue, it)
@@ -201,7 +232,7 @@ func (p *Publisher) maxPayload() int64 {
 // Stats returns the publisher's counters.
 func (p *Publisher) Stats() Stats {
 	p.mu.Lock()
-	buffered := len(p.queue) + p.inflight
+	buffered := len(p.queue) + p.waiting + p.inflight
 	p.mu.Unlock()
 	return Stats{
 		Buffered: buffered, Published: p.published.Load(), Dropped: p.dropped.Load(),
@@ -228,7 +259,7 @@ func (p *Publisher) Run(ctx context.Context) {
 			cancel()
 			p.mu.Lock()
 			p.stopped = true
-			lost := len(p.queue) + p.inflight
+			lost := len(p.queue) + p.waiting + p.inflight
 			p.mu.Unlock()
 			if lost > 0 {
 				p.dropped.Add(int64(lost))
@@ -252,18 +283,30 @@ func (p *Publisher) flush(ctx context.Context) {
 			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
-		items := p.take()
-		if len(items) == 0 {
+		for range p.yields {
+			// Let the requests that are ready to run record their events
+			// first, so that they leave in this round's batch: under load
+			// that is many events a message, when idle it costs nothing
+			// (nothing else is ready). Not a wait: no event is held back
+			// for one that is not on its way.
+			runtime.Gosched()
+		}
+		msgs, events := p.take()
+		if len(msgs) == 0 {
 			return
 		}
-		retry := p.send(items)
-		p.giveBack(items, retry)
+		retry := p.send(msgs)
+		p.giveBack(events, retry)
 		if len(retry) == 0 {
 			backoff = 100 * time.Millisecond
 			continue
 		}
-		p.retried.Add(int64(len(retry)))
-		p.log.Warn("usage events not acknowledged, retrying", "count", len(retry), "in", backoff)
+		n := 0
+		for _, m := range retry {
+			n += len(m.events)
+		}
+		p.retried.Add(int64(n))
+		p.log.Warn("usage events not acknowledged, retrying", "count", n, "messages", len(retry), "in", backoff)
 		if !wait.Sleep(ctx, backoff) {
 			return
 		}
@@ -271,47 +314,108 @@ func (p *Publisher) flush(ctx context.Context) {
 	}
 }
 
-// take moves up to a batch of events from the queue to in flight.
-func (p *Publisher) take() []item {
+// take moves the messages to send again and up to a round of queued events
+// to in flight, packing those events into messages: one per machine
+// (subject) while a batch has room, in the order they came. It answers the
+// messages and how many events they carry.
+func (p *Publisher) take() ([]message, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := min(len(p.queue), batch)
-	items := make([]item, n)
-	copy(items, p.queue[:n])
-	p.queue = p.queue[n:]
-	if len(p.queue) == 0 {
-		p.queue = nil // let the backing array go
+	msgs := p.retry
+	p.retry = nil
+	events := p.waiting
+	p.waiting = 0
+	n := min(len(p.queue), max(maxRound-events, 0))
+	if n > 0 {
+		msgs = pack(msgs, p.queue[:n], p.maxBatch, min(maxBatchBytes, p.maxPayload()))
+		p.queue = p.queue[n:]
+		if len(p.queue) == 0 {
+			p.queue = nil // let the backing array go
+		}
+		events += n
 	}
-	p.inflight += n
-	return items
+	p.inflight += events
+	return msgs, events
 }
 
-// giveBack resolves the events taken; retry go back to the queue's head,
-// in order.
-func (p *Publisher) giveBack(taken, retry []item) {
+// pack appends to msgs the messages carrying items: the items of one
+// subject go together, in order, at most maxEvents events and maxBytes of
+// batch per message.
+func pack(msgs []message, items []item, maxEvents int, maxBytes int64) []message {
+	first := len(msgs)
+	var sizes []int64        // of the batches of the new messages
+	open := map[string]int{} // subject: index in msgs of its batch with room
+	for _, it := range items {
+		size := int64(usagebatch.Size(len(it.data)))
+		if i, ok := open[it.subject]; ok {
+			if m := &msgs[i]; len(m.events) < maxEvents && sizes[i-first]+size <= maxBytes {
+				m.events = append(m.events, it)
+				sizes[i-first] += size
+				continue
+			}
+		}
+		open[it.subject] = len(msgs)
+		msgs = append(msgs, message{subject: it.subject, events: []item{it}})
+		sizes = append(sizes, size)
+	}
+	for i := first; i < len(msgs); i++ {
+		m := &msgs[i]
+		if !m.batch() {
+			// One event goes as itself, under its own id.
+			m.id, m.data = m.events[0].id, m.events[0].data
+			continue
+		}
+		m.id = uuid.NewString()
+		m.data = make([]byte, 0, sizes[i-first])
+		for _, it := range m.events {
+			m.data = usagebatch.Append(m.data, it.data)
+		}
+	}
+	return msgs
+}
+
+// giveBack resolves the events of a round (taken of them); retry go back
+// before the queue, in order.
+func (p *Publisher) giveBack(taken int, retry []message) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.inflight -= len(taken)
-	for _, it := range taken {
-		p.bytes -= int64(len(it.data))
+	p.inflight -= taken
+	n := 0
+	for _, m := range retry {
+		n += len(m.events)
 	}
-	for _, it := range retry {
-		p.bytes += int64(len(it.data))
-	}
-	p.queue = append(retry, p.queue...)
+	p.waiting += n
+	p.retry = append(retry, p.retry...)
 }
 
-// send publishes items and waits for their acknowledgements (each fails
-// after the ack timeout), returning those to try again.
-func (p *Publisher) send(items []item) []item {
-	futures := make([]jetstream.PubAckFuture, len(items))
-	errs := make([]error, len(items))
-	for i, it := range items {
-		msg := &nats.Msg{Subject: it.subject, Data: it.data, Header: nats.Header{}}
-		msg.Header.Set(jetstream.MsgIDHeader, it.id)
+// resolved frees the buffer's bytes of events published or skipped for
+// good.
+func (p *Publisher) resolved(events []item) {
+	var b int64
+	for _, it := range events {
+		b += int64(len(it.data))
+	}
+	p.mu.Lock()
+	p.bytes -= b
+	p.mu.Unlock()
+}
+
+// send publishes msgs and waits for their acknowledgements (each fails
+// after the ack timeout), returning those to try again. A batch the stream
+// refuses comes back as messages of one event each, so that only the
+// event at fault is skipped.
+func (p *Publisher) send(msgs []message) []message {
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		msg := &nats.Msg{Subject: m.subject, Data: m.data, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, m.id)
+		if m.batch() {
+			usagebatch.SetHeader(msg.Header, len(m.events))
+		}
 		futures[i], errs[i] = p.js.PublishMsgAsync(msg)
 	}
-	var retry []item
+	var retry []message
 	for i, f := range futures {
 		err := errs[i]
 		if f != nil {
@@ -320,26 +424,40 @@ func (p *Publisher) send(items []item) []item {
 			case err = <-f.Err():
 			}
 		}
+		m := msgs[i]
 		if err == nil {
-			p.published.Add(1)
+			p.published.Add(int64(len(m.events)))
+			p.resolved(m.events)
 			continue
 		}
-		it := items[i]
 		var api *jetstream.APIError
+		refused := false
 		switch {
 		case errors.Is(err, nats.ErrMaxPayload):
-			it.refusals = p.cfg.MaxRefusals
+			refused, m.refusals = true, p.cfg.MaxRefusals
 		case errors.As(err, &api) && (api.Code == 400 || api.Code == 413):
 			// The stream answered and said no to this message (not "not
 			// now", as while a leader is elected: that is retried).
-			it.refusals++
+			refused = true
+			m.refusals++
 		}
-		if it.refusals >= p.cfg.MaxRefusals {
-			n := p.refused.Add(1)
-			p.log.Error("usage event refused, skipped", "event_id", it.id, "subject", it.subject, "refused", n, "err", err)
+		if refused && m.batch() {
+			// Something in it is refused (an event too large for the
+			// stream, say): its events go again one by one, at once. The
+			// batch was not stored, so they cannot count twice.
+			p.log.Warn("usage batch refused, its events sent one by one", "batch_id", m.id, "events", len(m.events), "err", err)
+			for _, it := range m.events {
+				retry = append(retry, message{id: it.id, subject: it.subject, data: it.data, events: []item{it}})
+			}
 			continue
 		}
-		retry = append(retry, it)
+		if m.refusals >= p.cfg.MaxRefusals {
+			n := p.refused.Add(1)
+			p.resolved(m.events)
+			p.log.Error("usage event refused, skipped", "event_id", m.id, "subject", m.subject, "refused", n, "err", err)
+			continue
+		}
+		retry = append(retry, m)
 	}
 	return retry
 }

@@ -2,9 +2,13 @@ package usage_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/usage"
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
@@ -95,64 +100,155 @@ func stored(t *testing.T, js jetstream.JetStream) []jetstream.Msg {
 	}
 }
 
-func streamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
+// storedEvent is an event read back from SB_USAGE with the message that
+// carried it.
+type storedEvent struct {
+	msg jetstream.Msg
+	ev  *busv1.UsageEvent
+}
+
+// storedEvents reads every event of SB_USAGE, batches expanded, in order.
+func storedEvents(t *testing.T, js jetstream.JetStream) []storedEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, spine.StreamUsage)
-	if err != nil {
-		return 0
+	var out []storedEvent
+	for _, m := range stored(t, js) {
+		parts, err := usagebatch.Split(m.Headers(), m.Data())
+		require.NoError(t, err)
+		for _, p := range parts {
+			ev := &busv1.UsageEvent{}
+			require.NoError(t, proto.Unmarshal(p, ev))
+			out = append(out, storedEvent{m, ev})
+		}
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0
-	}
-	return info.State.Msgs
+	return out
+}
+
+// streamEvents counts the events stored on SB_USAGE (batches expanded).
+func streamEvents(t *testing.T, js jetstream.JetStream) int {
+	t.Helper()
+	return len(storedEvents(t, js))
 }
 
 // An event that cannot be encoded (a string that is not UTF-8) and one the
 // stream refuses (over its message size) are skipped and counted; every
-// good event around them arrives, each with its minted id as message id.
+// good event around them arrives, each with its minted id, and a message
+// of one event has that id as message id. Recorded before Run, the refused
+// event is inside a batch with the good ones: the batch is split and only
+// that event is skipped.
 func TestPoisonEventsAreSkippedAndTheOthersFlow(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		beforeRun bool
+	}{{"recorded while running", false}, {"inside one batch", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := server(t, t.TempDir(), 0)
+			t.Cleanup(srv.Shutdown)
+			_, js := connect(t, srv.ClientURL())
+			ensureUsageStream(t, js, func(c *jetstream.StreamConfig) { c.MaxMsgSize = 2048 })
+			p, err := usage.NewPublisher(js, usage.Config{MaxRefusals: 2}, quiet)
+			require.NoError(t, err)
+			if !tt.beforeRun {
+				run(t, p)
+			}
+			for i := range 50 {
+				p.Record(event(i))
+				if i == 10 {
+					p.Record(&busv1.UsageEvent{MachineId: machine, Model: "bad\xff\xfe", Status: 200})
+				}
+				if i == 20 {
+					p.Record(&busv1.UsageEvent{MachineId: machine, Model: strings.Repeat("m", 4096), Status: 200})
+				}
+			}
+			if tt.beforeRun {
+				assert.Equal(t, 51, p.Stats().Buffered, "the unencodable event never entered the buffer")
+				run(t, p)
+			}
+			require.Eventually(t, func() bool { return p.Stats().Buffered == 0 }, 30*time.Second, 20*time.Millisecond)
+			st := p.Stats()
+			assert.EqualValues(t, 50, st.Published)
+			assert.EqualValues(t, 2, st.Refused)
+
+			evs := storedEvents(t, js)
+			require.Len(t, evs, 50)
+			ids := map[string]bool{}
+			for _, e := range evs {
+				assert.NotEmpty(t, e.ev.GetEventId())
+				assert.NotEqual(t, 4096, len(e.ev.GetModel()))
+				if !usagebatch.IsBatch(e.msg.Headers()) {
+					assert.Equal(t, e.ev.GetEventId(), e.msg.Headers().Get(jetstream.MsgIDHeader))
+				}
+				ids[e.ev.GetEventId()] = true
+			}
+			assert.Len(t, ids, 50, "every event has an id of its own")
+		})
+	}
+}
+
+// Events recorded faster than they are published leave as batches: fewer
+// messages than events, one machine's events per message, each event
+// exactly once, the counters counting events. An event recorded alone
+// leaves alone, as a plain event message under its own id.
+func TestEventsRecordedTogetherLeaveInBatches(t *testing.T) {
 	srv := server(t, t.TempDir(), 0)
 	t.Cleanup(srv.Shutdown)
 	_, js := connect(t, srv.ClientURL())
-	ensureUsageStream(t, js, func(c *jetstream.StreamConfig) { c.MaxMsgSize = 2048 })
-	p, err := usage.NewPublisher(js, usage.Config{MaxRefusals: 2}, quiet)
+	ensureUsageStream(t, js, nil)
+	p, err := usage.NewPublisher(js, usage.Config{}, quiet)
 	require.NoError(t, err)
-	run(t, p)
 
-	for i := range 50 {
-		p.Record(event(i))
-		if i == 10 {
-			p.Record(&busv1.UsageEvent{MachineId: machine, Model: "bad\xff\xfe", Status: 200})
+	const other = "fedcba9876543210"
+	want := map[string]string{} // event id: machine
+	for i := range 1000 {
+		ev := event(i)
+		if i%5 == 0 {
+			ev.MachineId = other
 		}
-		if i == 20 {
-			p.Record(&busv1.UsageEvent{MachineId: machine, Model: strings.Repeat("m", 4096), Status: 200})
-		}
+		p.Record(ev)
+		want[ev.GetEventId()] = ev.GetMachineId()
 	}
+	run(t, p) // everything is queued when it starts
 	require.Eventually(t, func() bool { return p.Stats().Buffered == 0 }, 30*time.Second, 20*time.Millisecond)
 	st := p.Stats()
-	assert.EqualValues(t, 50, st.Published)
-	assert.EqualValues(t, 2, st.Refused)
+	assert.EqualValues(t, 1000, st.Published)
+	assert.Zero(t, st.Refused+st.Dropped+st.Retried)
 
-	msgs := stored(t, js)
-	require.Len(t, msgs, 50)
-	ids := map[string]bool{}
-	for _, m := range msgs {
-		ev := &busv1.UsageEvent{}
-		require.NoError(t, proto.Unmarshal(m.Data(), ev))
-		assert.NotEmpty(t, ev.GetEventId())
-		assert.Equal(t, ev.GetEventId(), m.Headers().Get(jetstream.MsgIDHeader))
-		ids[ev.GetEventId()] = true
+	evs := storedEvents(t, js)
+	require.Len(t, evs, 1000)
+	msgIDs := map[string]bool{}
+	got := map[string]int{}
+	for _, e := range evs {
+		got[e.ev.GetEventId()]++
+		assert.Equal(t, spine.SubjectUsage+"."+e.ev.GetMachineId(), e.msg.Subject(), "a batch holds one machine's events")
+		assert.Equal(t, want[e.ev.GetEventId()], e.ev.GetMachineId())
+		assert.True(t, usagebatch.IsBatch(e.msg.Headers()))
+		msgIDs[e.msg.Headers().Get(jetstream.MsgIDHeader)] = true
 	}
-	assert.Len(t, ids, 50, "every event has an id of its own")
+	assert.Len(t, got, 1000)
+	for id, n := range got {
+		require.Equal(t, 1, n, "event %s stored %d times", id, n)
+	}
+	// 800 and 200 events, at most 256 a batch.
+	assert.Len(t, msgIDs, 4+1, "one message per batch, each with its own id")
+	assert.Len(t, stored(t, js), 5)
+
+	one := event(2000)
+	p.Record(one)
+	require.Eventually(t, func() bool { return p.Stats().Published == 1001 }, 10*time.Second, 10*time.Millisecond)
+	msgs := stored(t, js)
+	require.Len(t, msgs, 6)
+	last := msgs[5]
+	assert.False(t, usagebatch.IsBatch(last.Headers()), "a lone event is not made to wait for company")
+	assert.Equal(t, one.GetEventId(), last.Headers().Get(jetstream.MsgIDHeader))
+	var ev busv1.UsageEvent
+	require.NoError(t, proto.Unmarshal(last.Data(), &ev))
+	assert.Equal(t, one.GetEventId(), ev.GetEventId())
 }
 
 // A publish whose acknowledgement never comes (stored, then the ack lost,
 // as when a stream leader dies between storing and acknowledging) is sent
-// again after the ack timeout; the minted id makes the stream drop the
-// second copy. A stand-in leader stores each message and never answers.
+// again after the ack timeout, the same batch under the same message id;
+// the stream drops the second copy. A stand-in leader stores each message
+// and never answers.
 func TestPublishWithoutAckIsRetriedAndDeduplicated(t *testing.T) {
 	srv := server(t, t.TempDir(), 0)
 	t.Cleanup(srv.Shutdown)
@@ -161,28 +257,44 @@ func TestPublishWithoutAckIsRetriedAndDeduplicated(t *testing.T) {
 	ensureUsageStream(t, js, func(c *jetstream.StreamConfig) { c.Subjects = []string{storedPrefix + ">"} })
 
 	const n = 20
-	seen := make(chan struct{}, 10*n)
+	var (
+		mu    sync.Mutex
+		sent  = map[string][]byte{} // message id: data, as first sent
+		again int                   // publishes of an id sent before
+	)
+	seen := make(chan struct{}, 100)
 	// The stand-in stores the message (with its message id) under another
 	// subject of the same stream and drops the reply: no ack comes.
 	hole, err := nc.Subscribe(spine.SubjectUsage+".>", func(m *nats.Msg) {
+		id := m.Header.Get(jetstream.MsgIDHeader)
+		mu.Lock()
+		if first, ok := sent[id]; ok {
+			again++
+			assert.Equal(t, first, m.Data, "a retry sends the batch intact")
+		} else {
+			sent[id] = m.Data
+		}
+		mu.Unlock()
 		out := &nats.Msg{Subject: storedPrefix + m.Subject, Data: m.Data, Header: m.Header}
 		_ = nc.PublishMsg(out)
-		seen <- struct{}{}
+		select {
+		case seen <- struct{}{}:
+		default:
+		}
 	})
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
 
 	p, err := usage.NewPublisher(js, usage.Config{AckTimeout: 300 * time.Millisecond}, quiet)
 	require.NoError(t, err)
-	run(t, p)
 	for i := range n {
 		p.Record(event(i))
 	}
-	for range n {
-		<-seen
-	}
-	require.Eventually(t, func() bool { return streamMsgs(t, js) == n }, 10*time.Second, 20*time.Millisecond)
+	run(t, p) // the n events leave together
+	<-seen
+	require.Eventually(t, func() bool { return streamEvents(t, js) == n }, 10*time.Second, 20*time.Millisecond)
 	assert.Equal(t, n, p.Stats().Buffered, "no ack came: the events wait")
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return again > 0 }, 10*time.Second, 20*time.Millisecond)
 
 	// The stream now takes the subject itself (the new leader); the
 	// stand-in goes.
@@ -194,8 +306,17 @@ func TestPublishWithoutAckIsRetriedAndDeduplicated(t *testing.T) {
 	require.Eventually(t, func() bool { return p.Stats().Buffered == 0 }, 30*time.Second, 20*time.Millisecond)
 	st := p.Stats()
 	assert.EqualValues(t, n, st.Published)
-	assert.GreaterOrEqual(t, st.Retried, int64(n))
-	assert.EqualValues(t, n, streamMsgs(t, js), "the retries were de-duplicated")
+	assert.GreaterOrEqual(t, st.Retried, int64(2*n), "retries count events")
+	mu.Lock()
+	assert.Len(t, sent, 1, "one batch, one message id, however often sent")
+	mu.Unlock()
+	evs := storedEvents(t, js)
+	require.Len(t, evs, n, "the retries were de-duplicated")
+	ids := map[string]bool{}
+	for _, e := range evs {
+		ids[e.ev.GetEventId()] = true
+	}
+	assert.Len(t, ids, n)
 }
 
 // NATS goes away: events wait in the buffer and are published once it is
@@ -231,7 +352,7 @@ func TestOutageBuffersThenPublishes(t *testing.T) {
 	st := p.Stats()
 	assert.EqualValues(t, 105, st.Published)
 	assert.Zero(t, st.Dropped)
-	assert.EqualValues(t, 105, streamMsgs(t, js))
+	assert.EqualValues(t, 105, streamEvents(t, js))
 }
 
 // Past the buffer's bound new events are dropped and counted, never
@@ -254,7 +375,7 @@ func TestOverflowIsCounted(t *testing.T) {
 
 	run(t, p)
 	require.Eventually(t, func() bool { return p.Stats().Published == 10 }, 10*time.Second, 20*time.Millisecond)
-	assert.EqualValues(t, 10, streamMsgs(t, js))
+	assert.EqualValues(t, 10, streamEvents(t, js))
 }
 
 // When Run's context ends, everything buffered is published before Run
@@ -280,7 +401,7 @@ func TestDrainPublishesEverythingBeforeRunReturns(t *testing.T) {
 		t.Fatal("Done not closed after Run returned")
 	}
 	assert.EqualValues(t, n, p.Stats().Published)
-	assert.EqualValues(t, n, streamMsgs(t, js))
+	assert.EqualValues(t, n, streamEvents(t, js))
 
 	p.Record(event(0))
 	assert.EqualValues(t, 1, p.Stats().Dropped)
@@ -324,7 +445,7 @@ func TestDrainPublishesEventsRecordedDuringIt(t *testing.T) {
 	st := p.Stats()
 	assert.EqualValues(t, 20, st.Published)
 	assert.Zero(t, st.Dropped)
-	assert.EqualValues(t, 20, streamMsgs(t, js))
+	assert.EqualValues(t, 20, streamEvents(t, js))
 }
 
 // BenchmarkRecord is the request path's cost of a usage event: minting its
@@ -354,4 +475,80 @@ func BenchmarkRecord(b *testing.B) {
 	cancel()
 	<-p.Done()
 	b.ReportMetric(float64(p.Stats().Dropped), "dropped")
+}
+
+// BenchmarkPublishUnderLoad records events from 32 goroutines that each
+// wait 5ms (the upstream) and spend some CPU before recording, as the
+// gateway's handlers do under load (about 6,000 events/s), and reports how
+// many events a stream
+// message carried and the process's CPU per event (the embedded
+// nats-server's included): one event a message (as before batches), and
+// batches with 0, 1 (the default) and 3 yields before each round.
+func BenchmarkPublishUnderLoad(b *testing.B) {
+	for _, tc := range []struct {
+		name             string
+		yields, maxBatch int
+	}{{"the load alone, no events", 0, 0}, {"one event a message", 0, 1}, {"batches", 0, 256}, {"batches, 1 yield", 1, 256}, {"batches, 3 yields", 3, 256}} {
+		b.Run(tc.name, func(b *testing.B) {
+			srv, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: b.TempDir()})
+			require.NoError(b, err)
+			defer srv.Shutdown()
+			nc, err := srv.Connect("bench", quiet)
+			require.NoError(b, err)
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			require.NoError(b, err)
+			require.NoError(b, spine.EnsureStreams(context.Background(), js, spine.Topology{}.Streams()...))
+			p, err := usage.NewPublisher(js, usage.Config{}, quiet)
+			require.NoError(b, err)
+			usage.Tune(p, tc.yields, tc.maxBatch)
+			ctx, cancel := context.WithCancel(context.Background())
+			go p.Run(ctx)
+
+			var (
+				next atomic.Int64
+				wg   sync.WaitGroup
+				buf  = make([]byte, 4096)
+			)
+			before := cpuTime()
+			b.ResetTimer()
+			for range 32 {
+				wg.Go(func() {
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						time.Sleep(5 * time.Millisecond) // the upstream answering
+						for range 5 {
+							_ = sha256.Sum256(buf)
+						}
+						if tc.maxBatch > 0 {
+							p.Record(event(int(i)))
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for range 10_000 {
+				if p.Stats().Buffered == 0 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			used := cpuTime() - before
+			cancel()
+			<-p.Done()
+			_, msgs, err := usagebatch.CountEvents(context.Background(), js, spine.StreamUsage)
+			require.NoError(b, err)
+			if tc.maxBatch > 0 {
+				b.ReportMetric(float64(b.N)/float64(max(msgs, 1)), "events/msg")
+			}
+			b.ReportMetric(float64(used.Microseconds())/float64(b.N), "cpu-us/event")
+		})
+	}
+}
+
+// cpuTime is the CPU the process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

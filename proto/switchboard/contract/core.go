@@ -55,3 +55,8 @@ var ForwardedHeaders = []string{
 	MDTokenSaverLegacy,
 	"idempotency-key",
 }
+
+// HeaderUsageEvents marks a SB_USAGE message that is a busv1.UsageBatch and
+// carries its events' count (decimal); a message without it is one
+// busv1.UsageEvent.
+const HeaderUsageEvents = "Switchboard-Usage-Events"

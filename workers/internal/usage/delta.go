@@ -18,12 +18,24 @@ const dayLayout = "2006-01-02"
 
 // Event is a usage event with its place in the stream.
 type Event struct {
-	// Seq is the event's SB_USAGE stream sequence.
-	Seq uint64
+	// Seq is the SB_USAGE stream sequence of the event's message, Index its
+	// place in that message when the message is a batch (0 otherwise).
+	// Core de-duplicates by Seq: every event of one message that goes to
+	// one roll-up document travels in the same delta.
+	Seq   uint64
+	Index int
 	// Time is when the request started (the event's time, else when it was
 	// published).
 	Time  time.Time
 	Usage *busv1.UsageEvent
+	// data is the event's encoding, for the dead-letter stream.
+	data []byte
+}
+
+// eventKey identifies an event in the stream.
+type eventKey struct {
+	seq   uint64
+	index int
 }
 
 // Group is the delta of some events and the events it sums, kept so that a
@@ -42,17 +54,18 @@ type rowKey struct {
 
 // Build rolls events up into one delta per machine and UTC day, each with
 // one row per hour, provider, model, connection, key and endpoint. Groups
-// are ordered by machine and day, rows by hour and dimensions. An event
-// whose sequence repeats one already seen is left out.
+// are ordered by machine and day, rows by hour and dimensions; a delta's
+// sequences are its events' messages', each once. An event whose sequence
+// and index repeat one already seen is left out.
 func Build(events []Event) []Group {
 	docs := map[docKey]*Group{}
 	rows := map[docKey]map[rowKey]*busv1.UsageRow{}
-	seen := make(map[uint64]bool, len(events))
+	seen := make(map[eventKey]bool, len(events))
 	for _, e := range events {
-		if seen[e.Seq] {
+		if seen[eventKey{e.Seq, e.Index}] {
 			continue
 		}
-		seen[e.Seq] = true
+		seen[eventKey{e.Seq, e.Index}] = true
 		t := e.Time.UTC()
 		dk := docKey{e.Usage.GetMachineId(), t.Format(dayLayout)}
 		g := docs[dk]
@@ -75,6 +88,7 @@ func Build(events []Event) []Group {
 	out := make([]Group, 0, len(docs))
 	for _, g := range docs {
 		slices.Sort(g.Delta.Sequences)
+		g.Delta.Sequences = slices.Compact(g.Delta.Sequences)
 		slices.SortFunc(g.Delta.Rows, compareRows)
 		out = append(out, *g)
 	}
@@ -84,11 +98,21 @@ func Build(events []Event) []Group {
 	return out
 }
 
-// Split returns one group per event of g.
+// Split returns one group per message of g's events: a message's events
+// of one document are applied together or not at all, so core can tell
+// each group applied or duplicate.
 func Split(g Group) []Group {
-	out := make([]Group, len(g.Events))
-	for i, e := range g.Events {
-		out[i] = Build([]Event{e})[0]
+	bySeq := map[uint64][]Event{}
+	var seqs []uint64
+	for _, e := range g.Events {
+		if _, ok := bySeq[e.Seq]; !ok {
+			seqs = append(seqs, e.Seq)
+		}
+		bySeq[e.Seq] = append(bySeq[e.Seq], e)
+	}
+	out := make([]Group, len(seqs))
+	for i, s := range seqs {
+		out[i] = Build(bySeq[s])[0]
 	}
 	return out
 }

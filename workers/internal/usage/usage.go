@@ -5,10 +5,21 @@
 // each event once, by its stream sequence, so an event redelivered after a
 // worker died between core's write and the acknowledgement is not counted
 // twice.
+//
+// A message is one event or a batch of them (internal/usagebatch). The
+// events of one message that fall in one roll-up document always travel in
+// one delta, under the message's sequence, so core stores them together or
+// not at all and the sequence still de-duplicates them. A message is
+// acknowledged once all its events are stored or dead-lettered. Events are
+// dead-lettered one by one, as messages of one event, so that a bad event
+// or a refusing document never takes a batch's other events with it; only
+// a message whose batch framing is broken goes to the dead-letter stream
+// whole, with its header.
 package usage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -24,8 +35,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	"github.com/switchboardhq/switchboard/internal/wait"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -48,11 +61,16 @@ type Admin interface {
 
 // Config tunes the consumer; zero values take the defaults.
 type Config struct {
-	// Batch is the most events rolled up in one call to core (1000).
+	// Batch is the most messages rolled up in one call to core (1000); a
+	// message is one event or a batch of them.
 	Batch int
+	// FetchBytes bounds the bytes of the messages of one call (4 MiB): a
+	// batch message may be 64 KiB. It is never below the largest message
+	// the server takes (and a little), which would never be delivered.
+	FetchBytes int
 	// MaxWait is how long a fetch waits to fill a batch (500ms).
 	MaxWait time.Duration
-	// MaxAckPending bounds the events delivered and not yet acknowledged
+	// MaxAckPending bounds the messages delivered and not yet acknowledged
 	// across the fleet (20000); it also bounds, in practice, the sequences a
 	// roll-up document remembers for de-duplication.
 	MaxAckPending int
@@ -67,6 +85,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Batch <= 0 {
 		c.Batch = 1000
+	}
+	if c.FetchBytes <= 0 {
+		c.FetchBytes = 4 << 20
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = 500 * time.Millisecond
@@ -109,9 +130,13 @@ func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
 		}
 		return err
 	}
+	fetchBytes := r.cfg.FetchBytes
+	if mp := js.Conn().MaxPayload(); mp > 0 {
+		fetchBytes = max(fetchBytes, int(mp)+64<<10)
+	}
 	backoff := time.Second
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(r.cfg.Batch, jetstream.FetchMaxWait(r.cfg.MaxWait))
+		batch, err := cons.Fetch(r.cfg.Batch, jetstream.FetchMaxWait(r.cfg.MaxWait), jetstream.FetchMaxBytes(fetchBytes))
 		if err != nil {
 			r.log.Warn("usage fetch failed", "err", err, "retry_in", backoff)
 			if !wait.Sleep(ctx, backoff) {
@@ -126,7 +151,7 @@ func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
 			msgs = append(msgs, m)
 		}
 		if err := batch.Error(); err != nil && ctx.Err() == nil {
-			r.log.Debug("usage fetch ended early", "err", err, "events", len(msgs))
+			r.log.Debug("usage fetch ended early", "err", err, "messages", len(msgs))
 		}
 		if len(msgs) > 0 {
 			r.Process(ctx, cons, msgs)
@@ -157,23 +182,30 @@ func (r *Roller) Consumer(ctx context.Context, js jetstream.JetStream) (jetstrea
 }
 
 // Process rolls up one batch, stores it through core and acknowledges it;
-// events that could not be stored before ctx ended are handed back. Events
-// whose document refused them are handed back with a delay, and go to the
-// dead-letter stream at their MaxDeliver-th delivery, as do undecodable
-// ones: one machine's trouble never holds up another's events.
+// events that could not be stored before ctx ended are handed back. A
+// message with events their document refused is handed back with a delay;
+// at its MaxDeliver-th delivery those events go to the dead-letter stream,
+// as do undecodable ones: one machine's trouble never holds up another's
+// events, nor one event its batch's others.
 func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []jetstream.Msg) {
-	events := make([]Event, 0, len(msgs))
+	var events []Event
 	keep := msgs[:0:0]
-	bySeq := make(map[uint64]jetstream.Msg, len(msgs))
+	bad := map[uint64][]deadEvent{} // by message sequence: events that cannot be rolled up
 	for _, m := range msgs {
-		e, err := r.decode(m)
+		evs, dead, err := r.decode(m)
 		if err != nil {
 			r.deadLetter(ctx, m, strings.TrimPrefix(m.Subject(), spine.SubjectUsage+"."), err.Error())
 			continue
 		}
+		if len(dead) > 0 {
+			bad[seqOf(m)] = dead
+		}
+		if len(evs) == 0 {
+			r.settle(ctx, m, dead)
+			continue
+		}
 		keep = append(keep, m)
-		events = append(events, e)
-		bySeq[e.Seq] = m
+		events = append(events, evs...)
 	}
 	if len(events) == 0 {
 		return
@@ -184,58 +216,78 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 	}
 	failed, err := r.Store(ctx, floor, events, func() { inProgress(keep) })
 	if err != nil {
-		r.log.Warn("usage batch handed back for redelivery", "events", len(keep), "err", err)
+		r.log.Warn("usage batch handed back for redelivery", "messages", len(keep), "events", len(events), "err", err)
 		for _, m := range keep {
 			_ = m.Nak()
 		}
 		return
 	}
-	refused := make(map[uint64]bool, len(failed))
+	refused := make(map[uint64][]Event, len(failed))
 	for _, e := range failed {
-		refused[e.Seq] = true
-		m := bySeq[e.Seq]
-		attempt := uint64(1)
-		if md, err := m.Metadata(); err == nil {
-			attempt = md.NumDelivered
-		}
-		if attempt >= uint64(r.cfg.MaxDeliver) {
-			r.deadLetter(ctx, m, e.Usage.GetMachineId(), "its roll-up document refused it")
-			continue
-		}
-		_ = m.NakWithDelay(time.Duration(1<<min(attempt, 5)) * time.Second)
+		refused[e.Seq] = append(refused[e.Seq], e)
 	}
 	// A lost acknowledgement only means a redelivery, which core ignores.
-	// events[i] was decoded from keep[i]: its Seq is that message's stream
-	// sequence.
-	for i, m := range keep {
-		if refused[events[i].Seq] {
+	for _, m := range keep {
+		seq := seqOf(m)
+		dead := bad[seq]
+		if ref := refused[seq]; len(ref) > 0 {
+			attempt := uint64(1)
+			if md, err := m.Metadata(); err == nil {
+				attempt = md.NumDelivered
+			}
+			if attempt < uint64(r.cfg.MaxDeliver) {
+				// Its other events are stored: core ignores them when
+				// they come again.
+				_ = m.NakWithDelay(time.Duration(1<<min(attempt, 5)) * time.Second)
+				continue
+			}
+			for _, e := range ref {
+				dead = append(dead, deadEvent{index: e.Index, machine: e.Usage.GetMachineId(), data: e.data, reason: "its roll-up document refused it"})
+			}
+		}
+		if len(dead) == 0 {
+			_ = m.Ack()
 			continue
 		}
-		_ = m.Ack()
+		r.settle(ctx, m, dead)
 	}
 }
 
-// deadLetter copies m to the dead-letter stream, then ends its deliveries;
-// when the copy fails it is handed back to be tried again.
+// deadEvent is an event of a message that cannot be rolled up.
+type deadEvent struct {
+	index           int
+	machine, reason string
+	data            []byte
+}
+
+// settle ends the deliveries of m, whose other events are stored, once its
+// dead events are in the dead-letter stream. A message of one event goes
+// there as it is; the events of a batch go one message each.
+func (r *Roller) settle(ctx context.Context, m jetstream.Msg, dead []deadEvent) {
+	if !usagebatch.IsBatch(m.Headers()) {
+		r.deadLetter(ctx, m, dead[0].machine, dead[0].reason)
+		return
+	}
+	for _, d := range dead {
+		if err := r.publishDead(ctx, m, d.machine, d.reason, d.data, d.index); err != nil {
+			r.log.Warn("dead-lettering a usage event failed, will retry", "subject", m.Subject(), "err", err)
+			_ = m.NakWithDelay(5 * time.Second)
+			return
+		}
+		r.log.Error("usage event dead-lettered", "subject", m.Subject(), "machine", d.machine, "index", d.index, "reason", d.reason)
+	}
+	// Every event is stored or dead-lettered.
+	_ = m.Ack()
+}
+
+// deadLetter copies m to the dead-letter stream whole, then ends its
+// deliveries; when the copy fails it is handed back to be tried again.
 func (r *Roller) deadLetter(ctx context.Context, m jetstream.Msg, machine, reason string) {
-	if !validMachineID(machine) {
-		machine = "unknown"
-	}
-	msg := &nats.Msg{Subject: spine.SubjectUsageDead + "." + machine, Data: m.Data(), Header: nats.Header{}}
-	msg.Header.Set("Sb-Original-Subject", m.Subject())
-	msg.Header.Set("Sb-Reason", reason)
-	if md, err := m.Metadata(); err == nil {
-		seq := strconv.FormatUint(md.Sequence.Stream, 10)
-		msg.Header.Set("Sb-Original-Sequence", seq)
-		msg.Header.Set(jetstream.MsgIDHeader, "dead-"+seq)
-	}
 	if r.js == nil {
 		_ = m.Nak()
 		return
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if _, err := r.js.PublishMsg(pctx, msg); err != nil {
+	if err := r.publishDead(ctx, m, machine, reason, m.Data(), -1); err != nil {
 		r.log.Warn("dead-lettering a usage event failed, will retry", "subject", m.Subject(), "err", err)
 		_ = m.NakWithDelay(5 * time.Second)
 		return
@@ -244,31 +296,109 @@ func (r *Roller) deadLetter(ctx context.Context, m jetstream.Msg, machine, reaso
 	_ = m.Term()
 }
 
-func (r *Roller) decode(m jetstream.Msg) (Event, error) {
+// publishDead stores data, from m, in the dead-letter stream: m's whole
+// payload (index -1, a batch keeping its header) or the event at index of
+// m's batch, as a message of one event. Its message id, from m's sequence
+// (and the index), makes a second copy a no-op.
+func (r *Roller) publishDead(ctx context.Context, m jetstream.Msg, machine, reason string, data []byte, index int) error {
+	if r.js == nil {
+		return errors.New("no stream")
+	}
+	if !validMachineID(machine) {
+		machine = strings.TrimPrefix(m.Subject(), spine.SubjectUsage+".")
+		if !validMachineID(machine) {
+			machine = "unknown"
+		}
+	}
+	msg := &nats.Msg{Subject: spine.SubjectUsageDead + "." + machine, Data: data, Header: nats.Header{}}
+	msg.Header.Set("Sb-Original-Subject", m.Subject())
+	msg.Header.Set("Sb-Reason", reason)
+	if index < 0 && usagebatch.IsBatch(m.Headers()) {
+		msg.Header.Set(contract.HeaderUsageEvents, m.Headers().Get(contract.HeaderUsageEvents))
+	}
+	if md, err := m.Metadata(); err == nil {
+		seq := strconv.FormatUint(md.Sequence.Stream, 10)
+		msg.Header.Set("Sb-Original-Sequence", seq)
+		id := "dead-" + seq
+		if index >= 0 {
+			msg.Header.Set("Sb-Original-Index", strconv.Itoa(index))
+			id += "." + strconv.Itoa(index)
+		}
+		msg.Header.Set(jetstream.MsgIDHeader, id)
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, err := r.js.PublishMsg(pctx, msg)
+	return err
+}
+
+// seqOf is m's stream sequence (0 without metadata: decode refuses those).
+func seqOf(m jetstream.Msg) uint64 {
+	if md, err := m.Metadata(); err == nil {
+		return md.Sequence.Stream
+	}
+	return 0
+}
+
+// decode reads m's events. An error is about the message as a whole (no
+// metadata, a single event that cannot be rolled up, a broken batch); the
+// events of a batch that cannot be rolled up come back as dead, the
+// others as events.
+func (r *Roller) decode(m jetstream.Msg) ([]Event, []deadEvent, error) {
 	md, err := m.Metadata()
 	if err != nil {
-		return Event{}, fmt.Errorf("no metadata: %w", err)
+		return nil, nil, fmt.Errorf("no metadata: %w", err)
 	}
+	parts, err := usagebatch.Split(m.Headers(), m.Data())
+	if err != nil {
+		return nil, nil, err
+	}
+	if !usagebatch.IsBatch(m.Headers()) {
+		e, err := r.decodeEvent(md, parts[0], 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []Event{e}, nil, nil
+	}
+	events := make([]Event, 0, len(parts))
+	var dead []deadEvent
+	for i, p := range parts {
+		e, err := r.decodeEvent(md, p, i)
+		if err != nil {
+			dead = append(dead, deadEvent{index: i, machine: e.Usage.GetMachineId(), data: p, reason: err.Error()})
+			continue
+		}
+		events = append(events, e)
+	}
+	return events, dead, nil
+}
+
+// decodeEvent decodes the event at index of a message; on error the event
+// is what could be decoded.
+func (r *Roller) decodeEvent(md *jetstream.MsgMetadata, data []byte, index int) (Event, error) {
 	ev := &busv1.UsageEvent{}
-	if err := proto.Unmarshal(m.Data(), ev); err != nil {
-		return Event{}, fmt.Errorf("undecodable: %w", err)
+	e := Event{Seq: md.Sequence.Stream, Index: index, Usage: ev, data: data}
+	if err := proto.Unmarshal(data, ev); err != nil {
+		return e, fmt.Errorf("undecodable: %w", err)
 	}
 	if !validMachineID(ev.GetMachineId()) {
-		return Event{}, fmt.Errorf("invalid machine id %q", ev.GetMachineId())
+		return e, fmt.Errorf("invalid machine id %q", ev.GetMachineId())
 	}
 	t := md.Timestamp
 	if ev.GetTime().IsValid() && ev.GetTime().GetSeconds() > 0 {
 		t = ev.GetTime().AsTime()
 	}
 	if r.now().Sub(t) > MaxAge {
-		return Event{}, fmt.Errorf("event of %s is older than %s", t.UTC().Format(time.RFC3339), MaxAge)
+		return e, fmt.Errorf("event of %s is older than %s", t.UTC().Format(time.RFC3339), MaxAge)
 	}
-	return Event{Seq: md.Sequence.Stream, Time: t, Usage: ev}, nil
+	e.Time = t
+	return e, nil
 }
 
 // Store hands the roll-up of events to core, retrying with backoff while ctx
 // lasts (beat is called before each retry, to keep the events' deliveries
-// alive). Deltas core reports as split are sent again one event each. The
+// alive). Deltas core reports as split are sent again one message's events
+// each. The
 // events of deltas core could not store (their document refused them) are
 // returned; the others are stored.
 func (r *Roller) Store(ctx context.Context, ackFloor uint64, events []Event, beat func()) ([]Event, error) {
@@ -310,15 +440,16 @@ func (r *Roller) Store(ctx context.Context, ackFloor uint64, events []Event, bea
 				continue
 			}
 			g := groups[i]
-			if len(g.Events) == 1 {
-				// Cannot happen: one event is either applied or not.
-				r.log.Error("single-event usage delta reported split", "machine", g.Delta.GetMachineId(), "sequence", g.Events[0].Seq)
+			if len(g.Delta.GetSequences()) == 1 {
+				// Cannot happen: one message's events are either applied or
+				// not.
+				r.log.Error("single-message usage delta reported split", "machine", g.Delta.GetMachineId(), "sequence", g.Events[0].Seq)
 				continue
 			}
 			again = append(again, Split(g)...)
 		}
 		if len(again) > 0 {
-			r.log.Info("usage deltas mixing applied and new events, sent again per event", "events", len(again))
+			r.log.Info("usage deltas mixing applied and new events, sent again per message", "deltas", len(again))
 		}
 		groups = again
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,7 +22,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -88,8 +91,9 @@ type fakeCore struct {
 	// loseReply applies, then answers Unavailable (as if the worker died
 	// before reading the answer), this many times.
 	loseReply int
-	// refuse lists machines whose documents refuse every write.
-	refuse map[string]bool
+	// refuse lists machines whose documents refuse every write, refuseDay
+	// the days whose documents do.
+	refuse, refuseDay map[string]bool
 	// invalid lists machines whose deltas make core refuse the whole call.
 	invalid map[string]bool
 	applied map[uint64]bool
@@ -119,7 +123,7 @@ func (f *fakeCore) ApplyUsage(ctx context.Context, in *corev1.ApplyUsageRequest,
 	}
 	resp := &corev1.ApplyUsageResponse{}
 	for i, d := range in.Deltas {
-		if f.refuse[d.MachineId] {
+		if f.refuse[d.MachineId] || f.refuseDay[d.Day] {
 			resp.Failed = append(resp.Failed, int32(i))
 			continue
 		}
@@ -168,6 +172,22 @@ func TestStoreSendsSplitDeltasPerEvent(t *testing.T) {
 	assert.Equal(t, 2, core.calls, "the mixed delta is sent again, per event")
 	assert.Equal(t, 1, core.splits)
 	assert.EqualValues(t, 2, core.requests(), "events 1 and 3 counted, 2 not twice")
+}
+
+// A delta mixing applied and new messages is sent again per message, not
+// per event: the events of one batch message share its sequence, and one
+// of them alone would make core take the others for duplicates.
+func TestStoreSplitsMixedDeltasPerMessage(t *testing.T) {
+	core := newFakeCore()
+	core.applied[2] = true
+	r := New(core, token, Config{}, slog.New(slog.DiscardHandler))
+	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	b0, b1 := event(5, machineA, at, "c", 200, 1), event(5, machineA, at, "c", 200, 1)
+	b1.Index = 1
+	_, err := r.Store(context.Background(), 0, []Event{event(2, machineA, at, "c", 200, 1), b0, b1}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, core.splits)
+	assert.EqualValues(t, 2, core.requests(), "both events of message 5 counted, 2 not twice")
 }
 
 // A call core refuses as a whole is sent again delta by delta: the
@@ -309,9 +329,10 @@ func TestRedeliveryAfterAWorkerDied(t *testing.T) {
 		msgs  []jetstream.Msg
 	)
 	for m := range batch.Messages() {
-		e, err := r.decode(m)
+		evs, dead, err := r.decode(m)
 		require.NoError(t, err)
-		taken = append(taken, e)
+		require.Empty(t, dead)
+		taken = append(taken, evs...)
 		msgs = append(msgs, m)
 	}
 	require.Len(t, taken, 6)
@@ -344,4 +365,162 @@ func TestRowOfClipsLongDimensions(t *testing.T) {
 	multi := RowOf(&busv1.UsageEvent{Model: strings.Repeat("é", 1000)}, 0)
 	assert.True(t, utf8.ValidString(multi.Model))
 	assert.LessOrEqual(t, len(multi.Model), maxDimension)
+}
+
+// publishBatch publishes evs as one batch message of machine.
+func publishBatch(t *testing.T, js jetstream.JetStream, machine string, evs ...*busv1.UsageEvent) {
+	t.Helper()
+	msg := nats.NewMsg(spine.SubjectUsage + "." + machine)
+	for _, ev := range evs {
+		data, err := proto.Marshal(ev)
+		require.NoError(t, err)
+		msg.Data = usagebatch.Append(msg.Data, data)
+	}
+	usagebatch.SetHeader(msg.Header, len(evs))
+	_, err := js.PublishMsg(context.Background(), msg)
+	require.NoError(t, err)
+}
+
+// deadLetters reads the dead-letter stream.
+func deadLetters(t *testing.T, js jetstream.JetStream) []jetstream.Msg {
+	t.Helper()
+	cons, err := js.OrderedConsumer(context.Background(), spine.StreamUsageDead, jetstream.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	var out []jetstream.Msg
+	for {
+		batch, err := cons.FetchNoWait(100)
+		require.NoError(t, err)
+		n := 0
+		for m := range batch.Messages() {
+			out = append(out, m)
+			n++
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+func runRoller(t *testing.T, r *Roller, js jetstream.JetStream, settled func(jetstream.Consumer) bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, js) }()
+	cons, err := js.Consumer(context.Background(), spine.StreamUsage, Durable)
+	require.Eventually(t, func() bool {
+		if err != nil {
+			cons, err = js.Consumer(context.Background(), spine.StreamUsage, Durable)
+			return false
+		}
+		return settled(cons)
+	}, 30*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// A stream mixing messages of one event (as every publisher wrote them
+// before batches) and batch messages: every event is rolled up once, a
+// lost reply of core notwithstanding, and the events of a batch that
+// cannot be rolled up (an invalid machine id, too old) go to the
+// dead-letter stream alone, one message each, without their batch's others.
+func TestBatchAndSingleMessagesRollUpEveryEventOnce(t *testing.T) {
+	js := startNATS(t)
+	core := newFakeCore()
+	core.loseReply = 1
+	// A fetch bound below a batch message's size is raised to what the
+	// server takes: the message is delivered all the same.
+	r := New(core, token, Config{Batch: 3, FetchBytes: 1024, MaxWait: 50 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	now := time.Now()
+	ev := func(machine string, prompt int64) *busv1.UsageEvent {
+		return event(0, machine, now, "c", 200, prompt).Usage
+	}
+	publish(t, js, event(1, machineA, now, "c", 200, 1), event(2, machineB, now, "c", 200, 1))
+	var big []*busv1.UsageEvent
+	for range 100 {
+		big = append(big, ev(machineA, 2))
+	}
+	publishBatch(t, js, machineA, big...)
+	bad := &busv1.UsageEvent{RequestId: "bad", MachineId: "not-a-machine", PromptTokens: 1000}
+	old := &busv1.UsageEvent{RequestId: "old", MachineId: machineB, PromptTokens: 1000, Time: timestamppb.New(now.Add(-MaxAge - time.Hour))}
+	publishBatch(t, js, machineB, ev(machineB, 3), bad, ev(machineB, 3), old)
+	publish(t, js, event(3, machineA, now, "c", 200, 4))
+	publishBatch(t, js, machineA, ev(machineA, 5), ev(machineA, 5))
+
+	runRoller(t, r, js, func(cons jetstream.Consumer) bool {
+		return core.requests() == 107 && consumerSettled(t, cons)
+	})
+	assert.EqualValues(t, 107, core.requests())
+	assert.EqualValues(t, 1+1+200+6+4+10, core.totals.PromptTokens)
+
+	dead := deadLetters(t, js)
+	require.Len(t, dead, 2)
+	for i, want := range []*busv1.UsageEvent{bad, old} {
+		m := dead[i]
+		assert.False(t, usagebatch.IsBatch(m.Headers()), "a dead event goes alone")
+		var got busv1.UsageEvent
+		require.NoError(t, proto.Unmarshal(m.Data(), &got))
+		assert.Equal(t, want.RequestId, got.RequestId)
+		assert.Equal(t, spine.SubjectUsageDead+"."+machineB, m.Subject())
+		assert.Equal(t, []string{"1", "3"}[i], m.Headers().Get("Sb-Original-Index"))
+	}
+}
+
+// A batch message whose framing is broken goes to the dead-letter stream
+// whole, its header kept, and holds nothing else up.
+func TestBrokenBatchIsDeadLetteredWhole(t *testing.T) {
+	js := startNATS(t)
+	core := newFakeCore()
+	r := New(core, token, Config{Batch: 10, MaxWait: 50 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	msg := nats.NewMsg(spine.SubjectUsage + "." + machineA)
+	msg.Data = []byte{0x0a, 0x7f, 0x01}
+	usagebatch.SetHeader(msg.Header, 3)
+	_, err := js.PublishMsg(context.Background(), msg)
+	require.NoError(t, err)
+	publish(t, js, event(1, machineA, time.Now(), "c", 200, 1))
+
+	runRoller(t, r, js, func(cons jetstream.Consumer) bool {
+		return core.requests() == 1 && consumerSettled(t, cons)
+	})
+	dead := deadLetters(t, js)
+	require.Len(t, dead, 1)
+	assert.Equal(t, msg.Data, dead[0].Data())
+	assert.Equal(t, "3", dead[0].Headers().Get(contract.HeaderUsageEvents))
+}
+
+// A batch whose events fall in two documents, one of which refuses every
+// write: the other document's events are rolled up once (the redeliveries
+// of the batch do not count them again), and at MaxDeliver only the
+// refused document's events go to the dead-letter stream, one message each.
+func TestRefusedEventsOfABatchAreDeadLetteredAlone(t *testing.T) {
+	js := startNATS(t)
+	core := newFakeCore()
+	now := time.Now().UTC()
+	yesterday := now.Add(-24 * time.Hour)
+	core.refuseDay = map[string]bool{yesterday.Format(dayLayout): true}
+	r := New(core, token, Config{Batch: 10, MaxWait: 50 * time.Millisecond, MaxDeliver: 2}, slog.New(slog.DiscardHandler))
+	var evs []*busv1.UsageEvent
+	for i := range 6 {
+		at := now
+		if i%3 == 0 {
+			at = yesterday
+		}
+		e := event(0, machineA, at, "c", 200, 1).Usage
+		e.RequestId = fmt.Sprintf("req-%d", i)
+		evs = append(evs, e)
+	}
+	publishBatch(t, js, machineA, evs...)
+
+	runRoller(t, r, js, func(cons jetstream.Consumer) bool {
+		return len(deadLetters(t, js)) == 2 && consumerSettled(t, cons)
+	})
+	assert.EqualValues(t, 4, core.requests(), "today's events counted once over the deliveries")
+	dead := deadLetters(t, js)
+	require.Len(t, dead, 2)
+	for i, m := range dead {
+		var got busv1.UsageEvent
+		require.NoError(t, proto.Unmarshal(m.Data(), &got))
+		assert.Equal(t, []string{"req-0", "req-3"}[i], got.RequestId)
+		assert.Equal(t, []string{"0", "3"}[i], m.Headers().Get("Sb-Original-Index"))
+		assert.Equal(t, "its roll-up document refused it", m.Headers().Get("Sb-Reason"))
+	}
 }

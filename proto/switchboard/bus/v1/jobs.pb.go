@@ -398,6 +398,55 @@ func (x *UsageEvent) GetCacheWriteTokens() int64 {
 	return 0
 }
 
+// UsageBatch carries several usage events of one machine in one message on
+// sb.usage.<machine_id>, so the bus's per-message work is paid once per
+// batch. Such a message has the header Switchboard-Usage-Events (the
+// events' count, contract.HeaderUsageEvents) and the batch's own id as its
+// message id; a message without that header is a single UsageEvent.
+type UsageBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*UsageEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageBatch) Reset() {
+	*x = UsageBatch{}
+	mi := &file_switchboard_bus_v1_jobs_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageBatch) ProtoMessage() {}
+
+func (x *UsageBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_bus_v1_jobs_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageBatch.ProtoReflect.Descriptor instead.
+func (*UsageBatch) Descriptor() ([]byte, []int) {
+	return file_switchboard_bus_v1_jobs_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *UsageBatch) GetEvents() []*UsageEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 var File_switchboard_bus_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
@@ -447,7 +496,10 @@ const file_switchboard_bus_v1_jobs_proto_rawDesc = "" +
 	"\bevent_id\x18\x14 \x01(\tR\aeventId\x12)\n" +
 	"\x10tokens_estimated\x18\x15 \x01(\bR\x0ftokensEstimated\x12\x18\n" +
 	"\apartial\x18\x16 \x01(\bR\apartial\x12,\n" +
-	"\x12cache_write_tokens\x18\x17 \x01(\x03R\x10cacheWriteTokensBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
+	"\x12cache_write_tokens\x18\x17 \x01(\x03R\x10cacheWriteTokens\"D\n" +
+	"\n" +
+	"UsageBatch\x126\n" +
+	"\x06events\x18\x01 \x03(\v2\x1e.switchboard.bus.v1.UsageEventR\x06eventsBEZCgithub.com/switchboardhq/switchboard/proto/switchboard/bus/v1;busv1b\x06proto3"
 
 var (
 	file_switchboard_bus_v1_jobs_proto_rawDescOnce sync.Once
@@ -461,22 +513,24 @@ func file_switchboard_bus_v1_jobs_proto_rawDescGZIP() []byte {
 	return file_switchboard_bus_v1_jobs_proto_rawDescData
 }
 
-var file_switchboard_bus_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_switchboard_bus_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_switchboard_bus_v1_jobs_proto_goTypes = []any{
 	(*CatalogRefreshJob)(nil),     // 0: switchboard.bus.v1.CatalogRefreshJob
 	(*TokenRefreshJob)(nil),       // 1: switchboard.bus.v1.TokenRefreshJob
 	(*UsageEvent)(nil),            // 2: switchboard.bus.v1.UsageEvent
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(*UsageBatch)(nil),            // 3: switchboard.bus.v1.UsageBatch
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 }
 var file_switchboard_bus_v1_jobs_proto_depIdxs = []int32{
-	3, // 0: switchboard.bus.v1.CatalogRefreshJob.requested_at:type_name -> google.protobuf.Timestamp
-	3, // 1: switchboard.bus.v1.TokenRefreshJob.requested_at:type_name -> google.protobuf.Timestamp
-	3, // 2: switchboard.bus.v1.UsageEvent.time:type_name -> google.protobuf.Timestamp
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 0: switchboard.bus.v1.CatalogRefreshJob.requested_at:type_name -> google.protobuf.Timestamp
+	4, // 1: switchboard.bus.v1.TokenRefreshJob.requested_at:type_name -> google.protobuf.Timestamp
+	4, // 2: switchboard.bus.v1.UsageEvent.time:type_name -> google.protobuf.Timestamp
+	2, // 3: switchboard.bus.v1.UsageBatch.events:type_name -> switchboard.bus.v1.UsageEvent
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_bus_v1_jobs_proto_init() }
@@ -490,7 +544,7 @@ func file_switchboard_bus_v1_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_bus_v1_jobs_proto_rawDesc), len(file_switchboard_bus_v1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -3377,7 +3377,9 @@ type UsageDelta struct {
 	// day is the UTC day, "2006-01-02".
 	Day  string         `protobuf:"bytes,2,opt,name=day,proto3" json:"day,omitempty"`
 	Rows []*v1.UsageRow `protobuf:"bytes,3,rep,name=rows,proto3" json:"rows,omitempty"`
-	// sequences are the SB_USAGE stream sequences of the events rolled up.
+	// sequences are the SB_USAGE stream sequences of the messages whose
+	// events are rolled up (a message is one event or a batch of them: a
+	// delta holds all of a message's events of its document, or none).
 	Sequences     []uint64 `protobuf:"varint,4,rep,packed,name=sequences,proto3" json:"sequences,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3448,7 +3450,8 @@ type ApplyUsageResponse struct {
 	// duplicates counts the deltas whose events were all applied before.
 	Duplicates int32 `protobuf:"varint,2,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
 	// split lists the indexes of deltas that mix applied and new events; none
-	// of their events was applied: send them again, one event per delta.
+	// of their events was applied: send them again, one stream message's
+	// events per delta.
 	Split []int32 `protobuf:"varint,3,rep,packed,name=split,proto3" json:"split,omitempty"`
 	// failed lists the indexes of deltas that could not be stored (their
 	// document refused the write); the others were handled. Send them again
@@ -4932,7 +4935,8 @@ func (x *ListRequestsRequest) GetLimit() int32 {
 // RequestLogEntry is one usage event as the request log shows it.
 type RequestLogEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// sequence is the event's SB_USAGE stream sequence.
+	// sequence is the SB_USAGE stream sequence of the event's message (see
+	// index).
 	Sequence         float64                `protobuf:"fixed64,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	RequestId        string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Time             *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
@@ -4962,8 +4966,11 @@ type RequestLogEntry struct {
 	// the client.
 	Partial          bool    `protobuf:"varint,22,opt,name=partial,proto3" json:"partial,omitempty"`
 	CacheWriteTokens float64 `protobuf:"fixed64,23,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// index is the event's place in its message when that message is a batch
+	// of events (UsageBatch); 0 for a message of one event.
+	Index         int32 `protobuf:"varint,24,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RequestLogEntry) Reset() {
@@ -5157,12 +5164,20 @@ func (x *RequestLogEntry) GetCacheWriteTokens() float64 {
 	return 0
 }
 
+func (x *RequestLogEntry) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type ListRequestsResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Requests []*RequestLogEntry     `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
 	// next_cursor continues with older requests; empty at the end.
 	NextCursor string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	// scanned counts the events read to answer.
+	// scanned counts the stream messages read to answer (a message may be a
+	// batch of events).
 	Scanned       int32 `protobuf:"varint,3,opt,name=scanned,proto3" json:"scanned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -6372,7 +6387,7 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
 	"\x05until\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
 	"\x06cursor\x18\b \x01(\tR\x06cursor\x12\x14\n" +
-	"\x05limit\x18\t \x01(\x05R\x05limit\"\x8f\x06\n" +
+	"\x05limit\x18\t \x01(\x05R\x05limit\"\xa5\x06\n" +
 	"\x0fRequestLogEntry\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x01R\bsequence\x12\x1d\n" +
 	"\n" +
@@ -6400,7 +6415,8 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\bevent_id\x18\x14 \x01(\tR\aeventId\x12)\n" +
 	"\x10tokens_estimated\x18\x15 \x01(\bR\x0ftokensEstimated\x12\x18\n" +
 	"\apartial\x18\x16 \x01(\bR\apartial\x12,\n" +
-	"\x12cache_write_tokens\x18\x17 \x01(\x01R\x10cacheWriteTokens\"\x93\x01\n" +
+	"\x12cache_write_tokens\x18\x17 \x01(\x01R\x10cacheWriteTokens\x12\x14\n" +
+	"\x05index\x18\x18 \x01(\x05R\x05index\"\x93\x01\n" +
 	"\x14ListRequestsResponse\x12@\n" +
 	"\brequests\x18\x01 \x03(\v2$.switchboard.core.v1.RequestLogEntryR\brequests\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
