@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +56,13 @@ const (
 	// DefaultMaxRefusals is how many times the stream may refuse an event
 	// before it is skipped.
 	DefaultMaxRefusals = 5
+	// DefaultLinger is how long a publishing round waits for more events to
+	// join the one that woke it. Nobody waits on a usage event (the answer
+	// has gone), so a few milliseconds cost nothing, and under load they
+	// make one stream message carry tens of events instead of a few: the
+	// stream's work (storage, de-duplication ids, delivery to the roll-up)
+	// is paid per message.
+	DefaultLinger = 5 * time.Millisecond
 )
 
 // Batching: the events taken from the queue in one round (in flight to
@@ -82,6 +88,10 @@ type Config struct {
 	Drain time.Duration
 	// MaxRefusals bounds the refusals of one event by the stream.
 	MaxRefusals int
+	// Linger is how long a round waits for more events before it publishes
+	// (negative: not at all). Rounds that find a full batch waiting, and the
+	// drain at shutdown, do not wait.
+	Linger time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -99,6 +109,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRefusals <= 0 {
 		c.MaxRefusals = DefaultMaxRefusals
+	}
+	if c.Linger == 0 {
+		c.Linger = DefaultLinger
 	}
 	return c
 }
@@ -154,9 +167,8 @@ type Publisher struct {
 
 	wake chan struct{}
 	done chan struct{}
-	// yields before each round and the most events a message carries
-	// (benchmarks compare).
-	yields, maxBatch int
+	// the most events a message carries (benchmarks compare).
+	maxBatch int
 
 	published, dropped, refused, retried atomic.Int64
 }
@@ -175,7 +187,7 @@ func NewPublisher(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Publis
 	return &Publisher{
 		js: own, nc: nc, cfg: cfg, log: log.With("component", "usage-publisher"),
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
-		yields: 1, maxBatch: maxBatch,
+		maxBatch: maxBatch,
 	}, nil
 }
 
@@ -252,6 +264,7 @@ func (p *Publisher) Run(ctx context.Context) {
 	for {
 		select {
 		case <-p.wake:
+			p.linger(ctx)
 			p.flush(ctx)
 		case <-ctx.Done():
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Drain)
@@ -270,6 +283,20 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 }
 
+// linger lets more events join the round (see DefaultLinger), unless a
+// batch is already waiting or ctx ends.
+func (p *Publisher) linger(ctx context.Context) {
+	if p.cfg.Linger <= 0 {
+		return
+	}
+	p.mu.Lock()
+	full := len(p.queue) >= p.maxBatch
+	p.mu.Unlock()
+	if !full {
+		wait.Sleep(ctx, p.cfg.Linger)
+	}
+}
+
 // flush publishes until the buffer is empty or ctx ends, backing off while
 // publishes fail.
 func (p *Publisher) flush(ctx context.Context) {
@@ -282,14 +309,6 @@ func (p *Publisher) flush(ctx context.Context) {
 			}
 			backoff = min(2*backoff, maxBackoff)
 			continue
-		}
-		for range p.yields {
-			// Let the requests that are ready to run record their events
-			// first, so that they leave in this round's batch: under load
-			// that is many events a message, when idle it costs nothing
-			// (nothing else is ready). Not a wait: no event is held back
-			// for one that is not on its way.
-			runtime.Gosched()
 		}
 		msgs, events := p.take()
 		if len(msgs) == 0 {

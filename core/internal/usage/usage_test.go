@@ -483,12 +483,14 @@ func BenchmarkRecord(b *testing.B) {
 // many events a stream
 // message carried and the process's CPU per event (the embedded
 // nats-server's included): one event a message (as before batches), and
-// batches with 0, 1 (the default) and 3 yields before each round.
+// batches published as soon as they are woken or after lingering 1 ms and
+// 5 ms (the default).
 func BenchmarkPublishUnderLoad(b *testing.B) {
 	for _, tc := range []struct {
-		name             string
-		yields, maxBatch int
-	}{{"the load alone, no events", 0, 0}, {"one event a message", 0, 1}, {"batches", 0, 256}, {"batches, 1 yield", 1, 256}, {"batches, 3 yields", 3, 256}} {
+		name     string
+		linger   time.Duration
+		maxBatch int
+	}{{"the load alone, no events", -1, 0}, {"one event a message", -1, 1}, {"batches", -1, 256}, {"batches, linger 1ms", time.Millisecond, 256}, {"batches, linger 5ms", 5 * time.Millisecond, 256}} {
 		b.Run(tc.name, func(b *testing.B) {
 			srv, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: b.TempDir()})
 			require.NoError(b, err)
@@ -499,9 +501,9 @@ func BenchmarkPublishUnderLoad(b *testing.B) {
 			js, err := jetstream.New(nc)
 			require.NoError(b, err)
 			require.NoError(b, spine.EnsureStreams(context.Background(), js, spine.Topology{}.Streams()...))
-			p, err := usage.NewPublisher(js, usage.Config{}, quiet)
+			p, err := usage.NewPublisher(js, usage.Config{Linger: tc.linger}, quiet)
 			require.NoError(b, err)
-			usage.Tune(p, tc.yields, tc.maxBatch)
+			usage.Tune(p, tc.maxBatch)
 			ctx, cancel := context.WithCancel(context.Background())
 			go p.Run(ctx)
 
