@@ -50,14 +50,19 @@ func NewAuthenticator(st *store.Store, keySecret []byte, adminToken string, requ
 	}
 }
 
+// mdGetter looks up incoming metadata one key at a time. Each lookup copies
+// only that key's values (metadata.FromIncomingContext would copy and
+// lower-case the whole map on every call).
 func mdGetter(ctx context.Context) func(string) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return func(name string) string {
-		if v := md.Get(name); len(v) > 0 {
-			return v[0]
-		}
-		return ""
+	return func(name string) string { return mdValue(ctx, name) }
+}
+
+// mdValue is the first value of an incoming metadata key, or "".
+func mdValue(ctx context.Context, name string) string {
+	if v := metadata.ValueFromIncomingContext(ctx, name); len(v) > 0 {
+		return v[0]
 	}
+	return ""
 }
 
 // Gateway resolves the caller of a gateway call from its API key. Without a
