@@ -33,6 +33,7 @@ type Principal struct {
 type Authenticator struct {
 	store      *store.Store
 	keySecret  []byte
+	lookup     *apikey.Lookup
 	adminToken []byte
 	// requireKey forces API keys on every machine (REQUIRE_API_KEY).
 	requireKey bool
@@ -44,6 +45,7 @@ func NewAuthenticator(st *store.Store, keySecret []byte, adminToken string, requ
 	return &Authenticator{
 		store:      st,
 		keySecret:  keySecret,
+		lookup:     apikey.NewLookup(keySecret),
 		adminToken: []byte(adminToken),
 		requireKey: requireKey,
 		defaultID:  defaultMachineID,
