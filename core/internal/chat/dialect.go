@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"slices"
 )
 
 // Dialect is the API shape a client speaks.
@@ -130,14 +131,100 @@ func requireList(fields map[string]json.RawMessage, name string) error {
 
 // withFields re-encodes the client's fields with some replaced: the
 // pass-through body (only the model, and what the gateway must ask for,
-// differ from the client's).
+// differ from the client's). The bytes are what json.Marshal makes of the
+// merged map[string]json.RawMessage (members sorted by key, values
+// compacted, HTML characters escaped), written without reflection.
 func (in inbound) withFields(set map[string]json.RawMessage) ([]byte, error) {
-	fields := make(map[string]json.RawMessage, len(in.fields)+len(set))
-	for k, v := range in.fields {
-		fields[k] = v
+	keys := make([]string, 0, len(in.fields)+len(set))
+	for k := range in.fields {
+		if _, ok := set[k]; !ok {
+			keys = append(keys, k)
+		}
 	}
-	for k, v := range set {
-		fields[k] = v
+	for k := range set {
+		keys = append(keys, k)
 	}
-	return json.Marshal(fields)
+	slices.Sort(keys)
+	size := 2
+	for _, v := range set {
+		size += len(v) + 32
+	}
+	out := make([]byte, 0, len(in.body)+size)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendKey(out, k)
+		out = append(out, ':')
+		// The client's values are valid JSON (parse checked the body); a
+		// replacement is checked here, as json.Marshal would.
+		v, ok := set[k]
+		if !ok {
+			v = in.fields[k]
+		} else if v != nil && !json.Valid(v) {
+			return json.Marshal(map[string]json.RawMessage{k: v})
+		}
+		if v == nil {
+			out = append(out, "null"...)
+			continue
+		}
+		out = appendCompactHTML(out, v)
+	}
+	return append(out, '}'), nil
+}
+
+// appendKey appends k as a JSON string the way encoding/json writes a map
+// key.
+func appendKey(dst []byte, k string) []byte {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(k)
+			return append(dst, q...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, k...)
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendCompactHTML appends the valid JSON value v as json.Marshal writes a
+// json.RawMessage: spaces between tokens dropped, and <, >, &, U+2028 and
+// U+2029 (which occur only inside strings) escaped.
+func appendCompactHTML(dst, v []byte) []byte {
+	start := 0
+	inString, escaped := false, false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !inString {
+			switch c {
+			case '"':
+				inString = true
+			case ' ', '\t', '\n', '\r':
+				dst = append(dst, v[start:i]...)
+				start = i + 1
+			}
+			continue
+		}
+		switch {
+		case escaped:
+			escaped = false
+		case c == '\\':
+			escaped = true
+		case c == '"':
+			inString = false
+		case c == '<' || c == '>' || c == '&':
+			dst = append(dst, v[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			start = i + 1
+		case c == 0xE2 && i+2 < len(v) && v[i+1] == 0x80 && v[i+2]&^1 == 0xA8:
+			dst = append(dst, v[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[v[i+2]&0xF])
+			i += 2
+			start = i + 1
+		}
+	}
+	return append(dst, v[start:]...)
 }
