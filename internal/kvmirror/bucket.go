@@ -132,6 +132,15 @@ func (b *Bucket[T]) Get(key string) (Entry[T], bool) {
 	return e, ok
 }
 
+// GetBytes is Get for a key held in bytes, which it does not keep: a key
+// built on the stack is looked up without being copied to a string.
+func (b *Bucket[T]) GetBytes(key []byte) (Entry[T], bool) {
+	b.mu.RLock()
+	e, ok := b.entries[string(key)]
+	b.mu.RUnlock()
+	return e, ok
+}
+
 // Range calls fn for every entry, in no order, until fn returns false. fn
 // must not write to the bucket.
 func (b *Bucket[T]) Range(fn func(key string, e Entry[T]) bool) {
