@@ -121,7 +121,7 @@ func (d *Dispatcher) attempt(ctx context.Context, t routing.Target, c credential
 
 // served counts a provider's fallbacks and its exhaustion.
 func (d *Dispatcher) served(provider string, failed []credential.Failure, err error) {
-	if d.metrics == nil {
+	if d.metrics == nil || (err == nil && len(failed) == 0) {
 		return
 	}
 	for _, f := range failed {
