@@ -1,8 +1,10 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
+	"unicode/utf8"
 )
 
 // Dialect is the API shape a client speaks.
@@ -64,11 +66,11 @@ func parse(d Dialect, body []byte) (inbound, error) {
 	if !ok || string(raw) == "null" {
 		return in, &RequestError{Param: "model", Code: "missing_required_parameter", Message: "you must provide a model parameter"}
 	}
-	if json.Unmarshal(raw, &in.model) != nil || in.model == "" {
+	if !unquote(raw, &in.model) || in.model == "" {
 		return in, &RequestError{Param: "model", Code: "invalid_type", Message: "'model' must be a non-empty string"}
 	}
 	if s, ok := in.fields["stream"]; ok && string(s) != "null" {
-		if json.Unmarshal(s, &in.stream) != nil {
+		if !readBool(s, &in.stream) {
 			return in, &RequestError{Param: "stream", Code: "invalid_type", Message: "'stream' must be a boolean"}
 		}
 	}
@@ -109,6 +111,31 @@ func parse(d Dialect, body []byte) (inbound, error) {
 		in.includeUsage = opts.IncludeUsage
 	}
 	return in, nil
+}
+
+// unquote decodes a raw value of the body (valid JSON) into a string, as
+// json.Unmarshal does; a plain string, with no escapes and valid UTF-8, is
+// read without it.
+func unquote(raw []byte, s *string) bool {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		*s = string(raw[1 : n-1])
+		return true
+	}
+	return json.Unmarshal(raw, s) == nil
+}
+
+// readBool decodes a raw value of the body (valid JSON) into a bool, as
+// json.Unmarshal does.
+func readBool(raw []byte, b *bool) bool {
+	switch string(raw) {
+	case "true":
+		*b = true
+		return true
+	case "false":
+		*b = false
+		return true
+	}
+	return json.Unmarshal(raw, b) == nil
 }
 
 func requireList(fields map[string]json.RawMessage, name string) error {

@@ -127,3 +127,25 @@ func BenchmarkWithFields(b *testing.B) {
 		}
 	}
 }
+
+// unquote and readBool read a body's value as json.Unmarshal does.
+func FuzzUnquoteAndReadBoolMatchUnmarshal(f *testing.F) {
+	for _, s := range []string{`"gpt-4o-mini"`, `"a\"b"`, `"\u00e9"`, `"é"`, "\"\xff\"", `""`, `true`, `false`, `1`, `null`, `{}`, `"true"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		var want, got string
+		wantOK := json.Unmarshal(raw, &want) == nil
+		if gotOK := unquote(raw, &got); gotOK != wantOK || got != want {
+			t.Fatalf("unquote(%q) = %q, %v; json.Unmarshal: %q, %v", raw, got, gotOK, want, wantOK)
+		}
+		var wantB, gotB bool
+		wantOK = json.Unmarshal(raw, &wantB) == nil
+		if gotOK := readBool(raw, &gotB); gotOK != wantOK || gotB != wantB {
+			t.Fatalf("readBool(%q) = %v, %v; json.Unmarshal: %v, %v", raw, gotB, gotOK, wantB, wantOK)
+		}
+	})
+}
