@@ -26,7 +26,7 @@ type attempt struct {
 	t     routing.Target
 	c     *dispatch.Conn
 	sink  Sink
-	begin func() error
+	cp    *completion // begins the answer
 	level string
 	sent  bool // a chunk reached the sink: no fallback from here on
 	// delivered counts what reached the client, billed if the stream ends
@@ -112,12 +112,17 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 			}
 			return Usage{}, err
 		}
-		return a.wholeRaw(raw)
+		return a.wholeRaw(ctx, raw)
 	}
 	if !a.in.stream {
-		return a.whole(resp.Body, resp.ContentLength)
+		return a.whole(ctx, resp.Body, resp.ContentLength)
 	}
 	return a.stream(ctx, cancel, resp.Body)
+}
+
+// begin starts the answer with this attempt's connection.
+func (a *attempt) begin(ctx context.Context) error {
+	return a.cp.begin(ctx, a.c.Connection.GetId())
 }
 
 // badUpstream is an upstream answer the gateway cannot relay: the next
@@ -128,12 +133,12 @@ func badUpstream(msg string) error {
 }
 
 // whole relays a non-streamed answer of size bytes (-1: unknown).
-func (a *attempt) whole(r io.Reader, size int64) (Usage, error) {
+func (a *attempt) whole(ctx context.Context, r io.Reader, size int64) (Usage, error) {
 	raw, err := readBody(r, size)
 	if err != nil {
 		return Usage{}, err
 	}
-	return a.wholeRaw(raw)
+	return a.wholeRaw(ctx, raw)
 }
 
 // readBody reads at most maxBody bytes of r, io.ReadAll's way, into a
@@ -163,12 +168,12 @@ func readBody(r io.Reader, size int64) ([]byte, error) {
 }
 
 // wholeRaw relays a non-streamed answer's body.
-func (a *attempt) wholeRaw(raw []byte) (Usage, error) {
+func (a *attempt) wholeRaw(ctx context.Context, raw []byte) (Usage, error) {
 	out, u, err := a.tr.whole(raw, a.t.Model)
 	if err != nil {
 		return Usage{}, err
 	}
-	if err := a.begin(); err != nil {
+	if err := a.begin(ctx); err != nil {
 		return Usage{}, credential.Committed(err)
 	}
 	if err := a.sink.Completion(out); err != nil {
@@ -186,7 +191,7 @@ func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r 
 	var sinkErr error
 	emit := func(event string, data []byte) error {
 		if !a.sent {
-			if err := a.begin(); err != nil {
+			if err := a.begin(ctx); err != nil {
 				sinkErr = err
 				return err
 			}
