@@ -192,11 +192,18 @@ func Parse(secret []byte, raw string) (Key, error) {
 	if len(raw) > MaxLen {
 		return Key{}, fmt.Errorf("%w: longer than %d characters", ErrMalformed, MaxLen)
 	}
-	parts := strings.Split(raw, "-")
+	// The parts of raw split at "-", on the stack (a key has at most four).
+	var buf [4]string
+	n := strings.Count(raw, "-") + 1
+	rest := raw
+	for i := 0; i < len(buf) && i < n; i++ {
+		buf[i], rest, _ = strings.Cut(rest, "-")
+	}
+	parts := buf[:min(n, len(buf))]
 	if parts[0] != Prefix {
 		return Key{}, fmt.Errorf("%w: missing %q prefix", ErrMalformed, Prefix+"-")
 	}
-	switch len(parts) {
+	switch n {
 	case 2:
 		if len(parts[1]) < LegacyMinLen || !isAlnum(parts[1]) {
 			return Key{}, fmt.Errorf("%w: legacy key must have at least %d characters of [A-Za-z0-9]", ErrMalformed, LegacyMinLen)

@@ -508,3 +508,13 @@ func BenchmarkLookupID(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkParse(b *testing.B) {
+	raw := "sk-" + testMachine + "-" + testKeyID + "-" + testV2Secret
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(testSecret, raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
