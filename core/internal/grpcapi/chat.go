@@ -79,7 +79,7 @@ type chatSink struct {
 }
 
 func (s *chatSink) Start(upstream time.Duration) error {
-	return s.stream.SendHeader(metadata.Pairs(MDUpstreamUs, strconv.FormatInt(upstream.Microseconds(), 10)))
+	return s.stream.SendHeader(metadata.MD{MDUpstreamUs: {strconv.FormatInt(upstream.Microseconds(), 10)}})
 }
 
 func (s *chatSink) Chunk(event string, data []byte) error {
