@@ -39,6 +39,10 @@ import (
 type streamMethod struct {
 	impl any
 	desc grpc.StreamDesc
+	// info and handler are composed once per method when the interceptors
+	// are known (compose): a call allocates no closures for the chain.
+	info    *grpc.StreamServerInfo
+	handler grpc.StreamHandler
 }
 
 // ServeStreams makes registered server-streaming methods run in place,
@@ -49,7 +53,30 @@ func (c *Conn) ServeStreams(interceptors ...grpc.StreamServerInterceptor) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.streamsInPlace = true
-	c.streamInterceptor = chainStream(interceptors)
+	c.streamChain = c.streamChain[:0]
+	for _, i := range interceptors {
+		if i != nil {
+			c.streamChain = append(c.streamChain, i)
+		}
+	}
+	for name, m := range c.streams {
+		c.streams[name] = c.compose(name, m)
+	}
+}
+
+// compose builds m's handler behind the stream interceptors (the first
+// outermost, as grpc.ChainStreamInterceptor orders them), once: the
+// closures of the chain are shared by every call of the method, as the
+// method's StreamServerInfo is.
+func (c *Conn) compose(name string, m streamMethod) streamMethod {
+	info := &grpc.StreamServerInfo{FullMethod: name, IsClientStream: false, IsServerStream: true}
+	h := m.desc.Handler
+	for i := len(c.streamChain) - 1; i >= 0; i-- {
+		interceptor, next := c.streamChain[i], h
+		h = func(srv any, ss grpc.ServerStream) error { return interceptor(srv, ss, info, next) }
+	}
+	m.info, m.handler = info, h
+	return m
 }
 
 // registerStreams records a service's server-streaming methods.
@@ -59,43 +86,22 @@ func (c *Conn) registerStreams(desc *grpc.ServiceDesc, impl any) {
 	}
 	for _, s := range desc.Streams {
 		if s.ServerStreams && !s.ClientStreams {
-			c.streams["/"+desc.ServiceName+"/"+s.StreamName] = streamMethod{impl: impl, desc: s}
+			name := "/" + desc.ServiceName + "/" + s.StreamName
+			c.streams[name] = c.compose(name, streamMethod{impl: impl, desc: s})
 		}
 	}
 }
 
 // localStream returns the in-place method of fullMethod, if streams are
 // served in place and it is one.
-func (c *Conn) localStream(fullMethod string) (streamMethod, grpc.StreamServerInterceptor, bool) {
+func (c *Conn) localStream(fullMethod string) (streamMethod, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if !c.streamsInPlace {
-		return streamMethod{}, nil, false
+		return streamMethod{}, false
 	}
 	m, ok := c.streams[fullMethod]
-	return m, c.streamInterceptor, ok
-}
-
-func chainStream(is []grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
-	var chain []grpc.StreamServerInterceptor
-	for _, i := range is {
-		if i != nil {
-			chain = append(chain, i)
-		}
-	}
-	if len(chain) == 0 {
-		return nil
-	}
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		var call func(i int, ss grpc.ServerStream) error
-		call = func(i int, ss grpc.ServerStream) error {
-			if i == len(chain) {
-				return handler(srv, ss)
-			}
-			return chain[i](srv, ss, info, func(_ any, ss grpc.ServerStream) error { return call(i+1, ss) })
-		}
-		return call(0, ss)
-	}
+	return m, ok
 }
 
 // call is one stream served in place: the caller's side (clientStream) and
@@ -108,11 +114,13 @@ type call struct {
 	sctx context.Context // the handler's
 	stop context.CancelFunc
 
-	req     chan proto.Message // the request, once
-	resp    chan proto.Message // each response, until the caller copied it
-	copied  chan struct{}      // the caller copied the response it took
-	done    chan struct{}      // closed when the handler returned
-	headerc chan struct{}      // closed when the headers are sent
+	req chan proto.Message // the request, once
+	// resp carries each response to the caller, then the caller's nil
+	// once it copied it: the two strictly alternate (the handler offers
+	// the next response only after the nil), so one channel serves both.
+	resp    chan proto.Message
+	done    chan struct{} // closed when the handler returned
+	headerc chan struct{} // closed when the headers are sent
 
 	mu         sync.Mutex
 	header     metadata.MD
@@ -125,49 +133,54 @@ type call struct {
 	// trailersOnly: the handler failed before sending headers; Header
 	// then returns its error, as over the wire.
 	trailersOnly bool
+
+	// Both sides live in the call's allocation.
+	client  clientStream
+	handler handlerStream
 }
 
 // newLocalStream starts the handler of m and returns the caller's side.
-func (c *Conn) newLocalStream(ctx context.Context, m streamMethod, interceptor grpc.StreamServerInterceptor, method string, opts []grpc.CallOption) (grpc.ClientStream, error) {
+func (c *Conn) newLocalStream(ctx context.Context, m streamMethod, method string, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
-	md, _ := metadata.FromOutgoingContext(ctx)
+	// FromOutgoingContext returns a fresh copy, keys lower-cased: the
+	// handler's own metadata, as a connection would deliver it.
+	md, ok := metadata.FromOutgoingContext(ctx)
+	if !ok {
+		md = metadata.MD{}
+	}
 	cl := &call{
 		method:  method,
 		opts:    opts,
 		cctx:    ctx,
 		req:     make(chan proto.Message, 1),
 		resp:    make(chan proto.Message),
-		copied:  make(chan struct{}),
 		done:    make(chan struct{}),
 		headerc: make(chan struct{}),
 	}
-	sctx, stop := context.WithCancel(metadata.NewIncomingContext(ctx, md.Copy()))
-	ss := &handlerStream{call: cl}
-	cl.sctx, cl.stop = grpc.NewContextWithServerTransportStream(sctx, transportStream{ss}), stop
-	info := &grpc.StreamServerInfo{FullMethod: method, IsClientStream: false, IsServerStream: true}
-	go func() {
-		var err error
-		if interceptor != nil {
-			err = interceptor(m.impl, ss, info, m.desc.Handler)
-		} else {
-			err = m.desc.Handler(m.impl, ss)
+	cl.client.call, cl.handler.call = cl, cl
+	sctx, stop := context.WithCancel(metadata.NewIncomingContext(ctx, md))
+	cl.sctx, cl.stop = grpc.NewContextWithServerTransportStream(sctx, transportStream{&cl.handler}), stop
+	go cl.serve(m)
+	return &cl.client, nil
+}
+
+// serve runs the handler behind the interceptors and records its outcome.
+func (cl *call) serve(m streamMethod) {
+	err := m.handler(m.impl, &cl.handler)
+	if err != nil {
+		if _, isStatus := status.FromError(err); !isStatus {
+			err = status.Error(codes.Unknown, err.Error())
 		}
-		if err != nil {
-			if _, isStatus := status.FromError(err); !isStatus {
-				err = status.Error(codes.Unknown, err.Error())
-			}
-		}
-		cl.mu.Lock()
-		cl.err = err
-		cl.trailersOnly = !cl.headerSent && err != nil
-		cl.sendHeaderLocked()
-		cl.mu.Unlock()
-		close(cl.done)
-		stop()
-	}()
-	return &clientStream{call: cl}, nil
+	}
+	cl.mu.Lock()
+	cl.err = err
+	cl.trailersOnly = !cl.headerSent && err != nil
+	cl.sendHeaderLocked()
+	cl.mu.Unlock()
+	close(cl.done)
+	cl.stop()
 }
 
 // sendHeaderLocked marks the headers sent (once).
@@ -266,7 +279,7 @@ func (s *clientStream) RecvMsg(m any) error {
 func (s *clientStream) take(out, msg proto.Message) error {
 	proto.Reset(out)
 	proto.Merge(out, msg)
-	s.copied <- struct{}{}
+	s.resp <- nil // copied
 	return nil
 }
 
@@ -306,7 +319,7 @@ func (s *handlerStream) SetHeader(md metadata.MD) error {
 	if s.headerSent {
 		return status.Error(codes.Internal, "transport: the stream is done or WriteHeader was already called")
 	}
-	s.header = metadata.Join(s.header, lower(md))
+	s.header = join(s.header, md)
 	return nil
 }
 
@@ -323,7 +336,7 @@ func (s *handlerStream) SendHeader(md metadata.MD) error {
 func (s *handlerStream) SetTrailer(md metadata.MD) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.trailer = metadata.Join(s.trailer, lower(md))
+	s.trailer = join(s.trailer, md)
 }
 
 // transportStream adapts SetTrailer to grpc.ServerTransportStream's
@@ -349,14 +362,10 @@ func (s *handlerStream) SendMsg(m any) error {
 	case <-s.sctx.Done():
 		return status.FromContextError(s.sctx.Err()).Err()
 	}
-	select {
-	case <-s.copied:
-		return nil
-	case <-s.sctx.Done():
-		// The caller took the message: it copies it whatever happens.
-		<-s.copied
-		return nil
-	}
+	// The caller took the message: it copies it whatever happens, and
+	// says so with a nil on the same channel.
+	<-s.resp
+	return nil
 }
 
 // RecvMsg gives the handler its copy of the request.

@@ -47,8 +47,10 @@ func (t *Tracing) inject(ctx context.Context) context.Context {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx
 	}
-	md, _ := metadata.FromOutgoingContext(ctx)
-	md = md.Copy()
+	md, ok := metadata.FromOutgoingContext(ctx) // a new MD: ours to change
+	if !ok {
+		md = metadata.MD{}
+	}
 	t.prop.Inject(ctx, mdCarrier(md))
 	return metadata.NewOutgoingContext(ctx, md)
 }
