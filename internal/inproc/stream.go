@@ -20,9 +20,11 @@ import (
 //
 //   - the handler works on its own copy of the request, and the caller
 //     receives its own copy of each response: SendMsg returns once the
-//     caller has copied the message (so a handler may reuse it, as over
-//     the wire), which also makes a handler wait for a caller that does not
-//     read, as flow control would;
+//     message was copied into the caller's (by the handler when the caller
+//     is already waiting in RecvMsg, else by the caller when it comes), so
+//     a handler may reuse it, as over the wire, and waits for a caller that
+//     does not read, as flow control would; each response costs one
+//     goroutine wakeup;
 //   - outgoing metadata arrives as incoming metadata; headers (SetHeader,
 //     SendHeader, sent with the first response at the latest) reach
 //     Header(), trailers reach Trailer() and the call options, keys
@@ -115,12 +117,20 @@ type call struct {
 	stop context.CancelFunc
 
 	req chan proto.Message // the request, once
-	// resp carries each response to the caller, then the caller's nil
-	// once it copied it: the two strictly alternate (the handler offers
-	// the next response only after the nil), so one channel serves both.
-	resp    chan proto.Message
-	done    chan struct{} // closed when the handler returned
-	headerc chan struct{} // closed when the headers are sent
+	// The handoff of each response, one wakeup per response: under mu, a
+	// caller waiting in RecvMsg leaves the message to fill in recvInto
+	// (the handler fills it, clears it and wakes the caller), and a
+	// handler whose caller is not waiting leaves its response in offered
+	// (the caller copies it, clears it and wakes the handler). Each wake
+	// token is sent under mu into a channel of one, so whoever finds the
+	// field cleared under mu after waking for another reason knows the
+	// token is there to take.
+	recvInto    proto.Message
+	offered     proto.Message
+	callerWake  chan struct{}
+	handlerWake chan struct{}
+	done        chan struct{} // closed when the handler returned
+	headerc     chan struct{} // closed when the headers are sent
 
 	mu         sync.Mutex
 	header     metadata.MD
@@ -151,13 +161,14 @@ func (c *Conn) newLocalStream(ctx context.Context, m streamMethod, method string
 		md = metadata.MD{}
 	}
 	cl := &call{
-		method:  method,
-		opts:    opts,
-		cctx:    ctx,
-		req:     make(chan proto.Message, 1),
-		resp:    make(chan proto.Message),
-		done:    make(chan struct{}),
-		headerc: make(chan struct{}),
+		method:      method,
+		opts:        opts,
+		cctx:        ctx,
+		req:         make(chan proto.Message, 1),
+		callerWake:  make(chan struct{}, 1),
+		handlerWake: make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		headerc:     make(chan struct{}),
 	}
 	cl.client.call, cl.handler.call = cl, cl
 	sctx, stop := context.WithCancel(metadata.NewIncomingContext(ctx, md))
@@ -259,28 +270,62 @@ func (s *clientStream) RecvMsg(m any) error {
 	if !ok {
 		return status.Error(codes.Internal, "inproc: messages must be protobuf")
 	}
+	s.mu.Lock()
 	// A response already offered goes before the end of the call.
+	if msg := s.offered; msg != nil {
+		proto.Reset(out)
+		proto.Merge(out, msg)
+		s.offered = nil
+		s.handlerWake <- struct{}{}
+		s.mu.Unlock()
+		return nil
+	}
 	select {
-	case msg := <-s.resp:
-		return s.take(out, msg)
+	case <-s.done:
+		s.mu.Unlock()
+		return s.finish(nil)
 	default:
 	}
+	s.recvInto = out
+	s.mu.Unlock()
+	var err error
 	select {
-	case msg := <-s.resp:
-		return s.take(out, msg)
+	case <-s.callerWake:
+		return nil // the handler filled out
 	case <-s.done:
-		return s.finish(nil)
 	case <-s.cctx.Done():
-		s.stop()
-		return s.finish(status.FromContextError(s.cctx.Err()).Err())
+		err = status.FromContextError(s.cctx.Err()).Err()
 	}
+	s.mu.Lock()
+	if s.recvInto == nil {
+		// Filled as the call ended: the response goes first.
+		<-s.callerWake
+		s.mu.Unlock()
+		return nil
+	}
+	s.recvInto = nil
+	s.mu.Unlock()
+	if err != nil {
+		s.stop()
+	}
+	return s.finish(err)
 }
 
-func (s *clientStream) take(out, msg proto.Message) error {
-	proto.Reset(out)
-	proto.Merge(out, msg)
-	s.resp <- nil // copied
-	return nil
+// Ready reports whether RecvMsg would return without waiting: a response
+// is offered or the call ended. A relay uses it to write what is already
+// there before flushing.
+func (s *clientStream) Ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.offered != nil {
+		return true
+	}
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // finish ends the caller's side: the handler's outcome (io.EOF for a clean
@@ -348,7 +393,8 @@ func (t transportStream) SetTrailer(md metadata.MD) error {
 	return nil
 }
 
-// SendMsg hands m to the caller and returns once the caller copied it.
+// SendMsg hands m to the caller and returns once the caller has its copy:
+// made here when the caller is waiting, else by the caller when it comes.
 func (s *handlerStream) SendMsg(m any) error {
 	msg, ok := m.(proto.Message)
 	if !ok {
@@ -356,16 +402,34 @@ func (s *handlerStream) SendMsg(m any) error {
 	}
 	s.mu.Lock()
 	s.sendHeaderLocked()
+	if out := s.recvInto; out != nil {
+		proto.Reset(out)
+		proto.Merge(out, msg)
+		s.recvInto = nil
+		s.callerWake <- struct{}{}
+		s.mu.Unlock()
+		return nil
+	}
+	if err := s.sctx.Err(); err != nil {
+		s.mu.Unlock()
+		return status.FromContextError(err).Err()
+	}
+	s.offered = msg
 	s.mu.Unlock()
 	select {
-	case s.resp <- msg:
+	case <-s.handlerWake:
+		return nil // the caller copied it
 	case <-s.sctx.Done():
-		return status.FromContextError(s.sctx.Err()).Err()
 	}
-	// The caller took the message: it copies it whatever happens, and
-	// says so with a nil on the same channel.
-	<-s.resp
-	return nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.offered == nil {
+		// The caller took it as the call ended: it has its copy.
+		<-s.handlerWake
+		return nil
+	}
+	s.offered = nil
+	return status.FromContextError(s.sctx.Err()).Err()
 }
 
 // RecvMsg gives the handler its copy of the request.
