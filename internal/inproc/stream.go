@@ -108,6 +108,14 @@ func (c *Conn) localStream(fullMethod string) (streamMethod, bool) {
 
 // call is one stream served in place: the caller's side (clientStream) and
 // the handler's (serverStream) share it.
+//
+// Each handoff wakes the other side once. Under mu a side that must wait
+// sets what it waits for (the caller: recvInto, the message to fill; the
+// handler: reqWaiting, or offered, its response for the caller to copy)
+// and then waits on its wake channel (capacity one). Whoever ends that
+// wait clears the field and sends one token, still under mu; so a side
+// that woke for another reason (its context ended) and finds the field
+// cleared under mu knows the token is there and takes it.
 type call struct {
 	method string
 	opts   []grpc.CallOption
@@ -116,28 +124,24 @@ type call struct {
 	sctx context.Context // the handler's
 	stop context.CancelFunc
 
-	req chan proto.Message // the request, once
-	// The handoff of each response, one wakeup per response: under mu, a
-	// caller waiting in RecvMsg leaves the message to fill in recvInto
-	// (the handler fills it, clears it and wakes the caller), and a
-	// handler whose caller is not waiting leaves its response in offered
-	// (the caller copies it, clears it and wakes the handler). Each wake
-	// token is sent under mu into a channel of one, so whoever finds the
-	// field cleared under mu after waking for another reason knows the
-	// token is there to take.
-	recvInto    proto.Message
-	offered     proto.Message
 	callerWake  chan struct{}
 	handlerWake chan struct{}
-	done        chan struct{} // closed when the handler returned
-	headerc     chan struct{} // closed when the headers are sent
 
 	mu         sync.Mutex
+	request    proto.Message // the caller's request (a copy) until the handler takes it
+	reqWaiting bool          // the handler waits for the request
+	recvInto   proto.Message // the caller waits in RecvMsg for this to be filled
+	filled     bool          // the handler filled recvInto
+	offered    proto.Message // the handler waits for the caller to copy this
+	ended      bool          // the handler returned; err is its outcome
+	// headerc is made by a Header that has to wait, and closed when the
+	// headers are sent.
+	headerc    chan struct{}
 	header     metadata.MD
 	trailer    metadata.MD
 	headerSent bool
-	err        error // the handler's outcome, once done
-	sent       bool  // the caller sent its request
+	err        error
+	sent       bool // the caller sent its request
 	closedSend bool
 	finished   bool // RecvMsg returned an error: the call options got their values
 	// trailersOnly: the handler failed before sending headers; Header
@@ -164,11 +168,8 @@ func (c *Conn) newLocalStream(ctx context.Context, m streamMethod, method string
 		method:      method,
 		opts:        opts,
 		cctx:        ctx,
-		req:         make(chan proto.Message, 1),
 		callerWake:  make(chan struct{}, 1),
 		handlerWake: make(chan struct{}, 1),
-		done:        make(chan struct{}),
-		headerc:     make(chan struct{}),
 	}
 	cl.client.call, cl.handler.call = cl, cl
 	sctx, stop := context.WithCancel(metadata.NewIncomingContext(ctx, md))
@@ -187,10 +188,14 @@ func (cl *call) serve(m streamMethod) {
 	}
 	cl.mu.Lock()
 	cl.err = err
+	cl.ended = true
 	cl.trailersOnly = !cl.headerSent && err != nil
 	cl.sendHeaderLocked()
+	if cl.recvInto != nil {
+		cl.recvInto = nil
+		cl.callerWake <- struct{}{}
+	}
 	cl.mu.Unlock()
-	close(cl.done)
 	cl.stop()
 }
 
@@ -198,7 +203,9 @@ func (cl *call) serve(m streamMethod) {
 func (cl *call) sendHeaderLocked() {
 	if !cl.headerSent {
 		cl.headerSent = true
-		close(cl.headerc)
+		if cl.headerc != nil {
+			close(cl.headerc)
+		}
 	}
 }
 
@@ -209,12 +216,20 @@ func (s *clientStream) Context() context.Context { return s.cctx }
 
 // Header waits for the headers (or the end of the call).
 func (s *clientStream) Header() (metadata.MD, error) {
-	select {
-	case <-s.headerc:
-	case <-s.cctx.Done():
-		return nil, status.FromContextError(s.cctx.Err()).Err()
-	}
 	s.mu.Lock()
+	if !s.headerSent {
+		if s.headerc == nil {
+			s.headerc = make(chan struct{})
+		}
+		c := s.headerc
+		s.mu.Unlock()
+		select {
+		case <-c:
+		case <-s.cctx.Done():
+			return nil, status.FromContextError(s.cctx.Err()).Err()
+		}
+		s.mu.Lock()
+	}
 	defer s.mu.Unlock()
 	if s.trailersOnly {
 		return nil, s.err
@@ -226,12 +241,10 @@ func (s *clientStream) Header() (metadata.MD, error) {
 func (s *clientStream) Trailer() metadata.MD {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	select {
-	case <-s.done:
-		return s.trailer.Copy()
-	default:
+	if !s.ended {
 		return nil
 	}
+	return s.trailer.Copy()
 }
 
 func (s *clientStream) CloseSend() error {
@@ -239,7 +252,7 @@ func (s *clientStream) CloseSend() error {
 	defer s.mu.Unlock()
 	if !s.closedSend {
 		s.closedSend = true
-		close(s.req)
+		s.wakeHandlerForRequestLocked()
 	}
 	return nil
 }
@@ -260,8 +273,18 @@ func (s *clientStream) SendMsg(m any) error {
 	s.sent = true
 	// The handler owns what it decodes: a copy, made now (the caller may
 	// reuse its message once SendMsg returned, as over the wire).
-	s.req <- proto.Clone(msg)
+	s.request = proto.Clone(msg)
+	s.wakeHandlerForRequestLocked()
 	return nil
+}
+
+// wakeHandlerForRequestLocked ends the handler's wait for the request, if
+// it waits.
+func (s *clientStream) wakeHandlerForRequestLocked() {
+	if s.reqWaiting {
+		s.reqWaiting = false
+		s.handlerWake <- struct{}{}
+	}
 }
 
 // RecvMsg copies the next response into m; io.EOF after the last one.
@@ -280,35 +303,48 @@ func (s *clientStream) RecvMsg(m any) error {
 		s.mu.Unlock()
 		return nil
 	}
-	select {
-	case <-s.done:
+	// A caller whose context ended gets its context's error, as over
+	// gRPC, even if the handler ended too (it sees the same context).
+	if err := s.cctx.Err(); err != nil {
+		s.mu.Unlock()
+		s.stop()
+		return s.finish(status.FromContextError(err).Err())
+	}
+	if s.ended {
 		s.mu.Unlock()
 		return s.finish(nil)
-	default:
 	}
 	s.recvInto = out
 	s.mu.Unlock()
-	var err error
+	var ctxErr error
 	select {
 	case <-s.callerWake:
-		return nil // the handler filled out
-	case <-s.done:
 	case <-s.cctx.Done():
-		err = status.FromContextError(s.cctx.Err()).Err()
+		ctxErr = status.FromContextError(s.cctx.Err()).Err()
 	}
 	s.mu.Lock()
-	if s.recvInto == nil {
-		// Filled as the call ended: the response goes first.
-		<-s.callerWake
-		s.mu.Unlock()
+	if ctxErr != nil {
+		if s.recvInto == nil {
+			<-s.callerWake // ended by the handler meanwhile: its token
+		} else {
+			s.recvInto = nil
+		}
+	}
+	filled, ended := s.filled, s.ended
+	s.filled = false
+	s.mu.Unlock()
+	if filled {
 		return nil
 	}
-	s.recvInto = nil
-	s.mu.Unlock()
-	if err != nil {
+	if err := s.cctx.Err(); err != nil {
 		s.stop()
+		return s.finish(status.FromContextError(err).Err())
 	}
-	return s.finish(err)
+	if ended {
+		return s.finish(nil)
+	}
+	s.stop()
+	return s.finish(ctxErr)
 }
 
 // Ready reports whether RecvMsg would return without waiting: a response
@@ -317,30 +353,20 @@ func (s *clientStream) RecvMsg(m any) error {
 func (s *clientStream) Ready() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.offered != nil {
-		return true
-	}
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
-	}
+	return s.offered != nil || s.ended
 }
 
 // finish ends the caller's side: the handler's outcome (io.EOF for a clean
 // one) or err, and the call options get the headers and trailers.
 func (s *clientStream) finish(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err == nil {
-		s.mu.Lock()
 		err = s.err
-		s.mu.Unlock()
 		if err == nil {
 			err = io.EOF
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.finished {
 		s.finished = true
 		deliverTo(s.opts, s.header, s.trailer)
@@ -405,7 +431,7 @@ func (s *handlerStream) SendMsg(m any) error {
 	if out := s.recvInto; out != nil {
 		proto.Reset(out)
 		proto.Merge(out, msg)
-		s.recvInto = nil
+		s.recvInto, s.filled = nil, true
 		s.callerWake <- struct{}{}
 		s.mu.Unlock()
 		return nil
@@ -441,17 +467,37 @@ func (s *handlerStream) RecvMsg(m any) error {
 	if s.recvd {
 		return io.EOF
 	}
-	select {
-	case msg, ok := <-s.req:
-		if !ok {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if msg := s.request; msg != nil {
+			s.request, s.recvd = nil, true
+			proto.Reset(out)
+			proto.Merge(out, msg)
+			return nil
+		}
+		if s.closedSend {
 			return status.Error(codes.Internal, "inproc: the caller closed the stream without a request")
 		}
-		s.recvd = true
-		proto.Reset(out)
-		proto.Merge(out, msg)
-		return nil
-	case <-s.sctx.Done():
-		return status.FromContextError(s.sctx.Err()).Err()
+		if err := s.sctx.Err(); err != nil {
+			return status.FromContextError(err).Err()
+		}
+		s.reqWaiting = true
+		s.mu.Unlock()
+		var done bool
+		select {
+		case <-s.handlerWake:
+		case <-s.sctx.Done():
+			done = true
+		}
+		s.mu.Lock()
+		if done {
+			if s.reqWaiting {
+				s.reqWaiting = false
+				return status.FromContextError(s.sctx.Err()).Err()
+			}
+			<-s.handlerWake // the caller's token, sent as the context ended
+		}
 	}
 }
 
