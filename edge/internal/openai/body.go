@@ -71,8 +71,10 @@ type bodyKey struct{}
 // in the request's context (WithBodySlot); Guard then fills it instead of
 // allocating the Body and copying the request for its context.
 type BodySlot struct {
-	body Body
-	set  bool
+	body       Body
+	set        bool
+	limited    limited // Limit's wrapper of the body
+	limitedSet bool
 }
 
 // WithBodySlot returns ctx with s as the place Guard keeps the body.
@@ -209,7 +211,15 @@ func (b *Body) Release() {
 // Limit caps r's body at limit bytes (http.MaxBytesReader); the
 // *http.MaxBytesError of a read past it is also what BodyError reports.
 func Limit(w http.ResponseWriter, r *http.Request, limit int64) {
-	r.Body = &limited{ReadCloser: http.MaxBytesReader(w, r.Body, limit), b: bodyOf(r.Context())}
+	rc := http.MaxBytesReader(w, r.Body, limit)
+	if s, ok := r.Context().Value(bodyKey{}).(*BodySlot); ok && s.set && !s.limitedSet {
+		// The guarded body's slot has room for the wrapper too.
+		s.limitedSet = true
+		s.limited = limited{ReadCloser: rc, b: &s.body}
+		r.Body = &s.limited
+		return
+	}
+	r.Body = &limited{ReadCloser: rc, b: bodyOf(r.Context())}
 }
 
 type limited struct {
@@ -219,9 +229,12 @@ type limited struct {
 
 func (l *limited) Read(p []byte) (int, error) {
 	n, err := l.ReadCloser.Read(p)
-	var tooBig *http.MaxBytesError
-	if l.b != nil && l.b.err == nil && errors.As(err, &tooBig) {
-		l.b.err = err
+	if err != nil && err != io.EOF && l.b != nil && l.b.err == nil {
+		// Only here: errors.As's target escapes, an allocation per read.
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			l.b.err = err
+		}
 	}
 	return n, err
 }
