@@ -314,3 +314,29 @@ func TestReadyReportsWhatIsThere(t *testing.T) {
 	_, err = stream.Recv()
 	assert.Equal(t, codes.NotFound, status.Code(err))
 }
+
+// The cost of a call in place with one response (a non-streamed chat's
+// shape): the handoff between the caller and the handler's goroutine.
+func BenchmarkServerStreamInPlaceOneResponse(b *testing.B) {
+	w := newWatcher()
+	c := New(nil, nil)
+	healthpb.RegisterHealthServer(c, w)
+	c.ServeStreams(recoverStream, tagStream)
+	client := healthpb.NewHealthClient(c)
+	ctx := authorized()
+	req := &healthpb.HealthCheckRequest{Service: "send-header"}
+	b.ReportAllocs()
+	for b.Loop() {
+		stream, err := client.Watch(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != io.EOF {
+			b.Fatal(err)
+		}
+		<-w.seen
+	}
+}
