@@ -34,9 +34,9 @@ type Conn struct {
 	mu      sync.RWMutex
 	methods map[string]method
 	// Server streams served in place (stream.go).
-	streams           map[string]streamMethod
-	streamsInPlace    bool
-	streamInterceptor grpc.StreamServerInterceptor
+	streams        map[string]streamMethod
+	streamsInPlace bool
+	streamChain    []grpc.StreamServerInterceptor
 }
 
 type method struct {
@@ -109,9 +109,13 @@ func (c *Conn) Invoke(ctx context.Context, fullMethod string, args, reply any, o
 	if n := proto.Size(in); n > MaxMessageBytes {
 		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, MaxMessageBytes)
 	}
-	md, _ := metadata.FromOutgoingContext(ctx)
+	// FromOutgoingContext returns a fresh copy, keys lower-cased.
+	md, ok := metadata.FromOutgoingContext(ctx)
+	if !ok {
+		md = metadata.MD{}
+	}
 	st := &serverStream{method: fullMethod}
-	sctx := grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, md.Copy()), st)
+	sctx := grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, md), st)
 	dec := func(v any) error {
 		// The handler owns what it decodes, as it would own a message
 		// read from the wire: give it a copy.
@@ -140,8 +144,8 @@ func (c *Conn) Invoke(ctx context.Context, fullMethod string, args, reply any, o
 // NewStream opens a streaming call: in place for a server stream once
 // ServeStreams was called, else on the fallback connection.
 func (c *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if m, interceptor, ok := c.localStream(method); ok {
-		return c.newLocalStream(ctx, m, interceptor, method, opts)
+	if m, ok := c.localStream(method); ok {
+		return c.newLocalStream(ctx, m, method, opts)
 	}
 	if c.fallback == nil {
 		return nil, status.Errorf(codes.Unimplemented, "inproc: no connection for streaming method %s", method)
@@ -163,7 +167,7 @@ func (s *serverStream) Method() string { return s.method }
 func (s *serverStream) SetHeader(md metadata.MD) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.header = metadata.Join(s.header, lower(md))
+	s.header = join(s.header, md)
 	return nil
 }
 
@@ -172,7 +176,7 @@ func (s *serverStream) SendHeader(md metadata.MD) error { return s.SetHeader(md)
 func (s *serverStream) SetTrailer(md metadata.MD) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.trailer = metadata.Join(s.trailer, lower(md))
+	s.trailer = join(s.trailer, md)
 	return nil
 }
 
@@ -192,6 +196,19 @@ func (s *serverStream) deliver(opts []grpc.CallOption) {
 			*o.TrailerAddr = s.trailer.Copy()
 		}
 	}
+}
+
+// join adds md to into, keys lower-cased as the wire delivers them; into
+// may be nil (the result is then a new MD).
+func join(into, md metadata.MD) metadata.MD {
+	if into == nil {
+		return lower(md)
+	}
+	for k, v := range md {
+		k = strings.ToLower(k)
+		into[k] = append(into[k], v...)
+	}
+	return into
 }
 
 // lower returns md with lower-case keys, as the wire delivers them.

@@ -220,3 +220,34 @@ func TestVouchedAdminOnlyFromRoles(t *testing.T) {
 		})
 	}
 }
+
+// The token, a vouched user and an operator's mark go on the call's own
+// metadata: the caller's outgoing metadata (shared by every call made with
+// its context) is left as it was.
+func TestVouchingLeavesCallersMetadataAlone(t *testing.T) {
+	ctx := metadata.NewOutgoingContext(context.Background(), metadata.Pairs(contract.MDUserID, "other", "k", "v"))
+	before, _ := metadata.FromOutgoingContext(ctx)
+
+	var seen metadata.MD
+	err := rpcauth.WithToken(recorder{seen: &seen}, token).Invoke(rpcauth.VouchAdmin(rpcauth.VouchUser(ctx, rpcauth.User{ID: "u"})), "/m", nil, nil)
+	require.NoError(t, err)
+
+	after, _ := metadata.FromOutgoingContext(ctx)
+	assert.Equal(t, before, after, "the caller's metadata is unchanged")
+	assert.Equal(t, []string{token}, seen.Get(contract.MDInternalToken))
+	assert.Equal(t, []string{"1"}, seen.Get(contract.MDAdmin))
+	assert.Empty(t, seen.Get(contract.MDUserID))
+	assert.Equal(t, []string{"v"}, seen.Get("k"))
+}
+
+// recorder is a connection that records the outgoing metadata of a call.
+type recorder struct{ seen *metadata.MD }
+
+func (r recorder) Invoke(ctx context.Context, _ string, _, _ any, _ ...grpc.CallOption) error {
+	*r.seen, _ = metadata.FromOutgoingContext(ctx)
+	return nil
+}
+
+func (r recorder) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, errors.New("unused")
+}

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -99,7 +101,18 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 	relay(w, r, keepAlive, d.events, event{first.GetEventName(), first.GetChunk()}, func() (event, error) {
 		m, err := stream.Recv()
 		return event{m.GetEventName(), m.GetChunk()}, err
-	})
+	}, readyOf(stream))
+}
+
+// readyOf is the in-process stream's probe of a response already there
+// (internal/inproc), or nil over a network connection.
+func readyOf(stream grpc.ServerStreamingClient[corev1.ChatCompletionsResponse]) func() bool {
+	if gs, ok := stream.(*grpc.GenericClientStream[corev1.ChatCompletionsRequest, corev1.ChatCompletionsResponse]); ok {
+		if r, ok := gs.ClientStream.(interface{ Ready() bool }); ok {
+			return r.Ready
+		}
+	}
+	return nil
 }
 
 // event is one server-sent event: its name (none for Chat Completions) and
@@ -158,18 +171,26 @@ const maxBatch = 64 << 10
 // relay writes a server-sent event stream: first, then whatever next yields
 // until io.EOF (the dialect's clean end) or an error (the dialect's in-band
 // error, never a clean close), with a keep-alive comment after every
-// keepAliveEvery of silence. Events already queued when one arrives are
-// written with it and flushed together: a flush waits for nothing that is
-// not already there, so coalescing adds no latency.
-func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration, d dialectEvents, first event, next func() (event, error)) {
+// keepAliveEvery of silence. It reads next in the handler's own goroutine
+// (next must return when the request's context ends, as a gRPC stream's
+// Recv does); the keep-alive is written from a timer, under the same lock.
+// ready, when set, reports whether next would return at once: events
+// already there are written with the one before and flushed together, so
+// coalescing adds no latency (without ready, every event is flushed).
+func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration, d dialectEvents, first event, next func() (event, error), ready func() bool) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	rc := http.NewResponseController(w)
-	// buf holds the events of one flush; it is reused for the next.
-	var buf []byte
+	var (
+		// mu guards w, buf and ended between this goroutine and the
+		// keep-alive timer's.
+		mu    sync.Mutex
+		buf   []byte // the events of one flush, reused for the next
+		ended bool   // relay returned: the timer writes nothing
+	)
 	send := func() bool {
 		_, err := w.Write(buf)
 		buf = buf[:0]
@@ -188,78 +209,63 @@ func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration,
 	if !send() {
 		return
 	}
-	type item struct {
-		ev  event
-		err error
-	}
-	items := make(chan item, 16)
-	go func() {
-		defer close(items)
-		for {
-			ev, err := next()
-			select {
-			case items <- item{ev, err}:
-			case <-r.Context().Done():
-				return
-			}
-			if err != nil {
-				return
-			}
+	var keepAlive *time.Timer
+	mu.Lock() // the timer's function runs once keepAlive is set
+	keepAlive = time.AfterFunc(keepAliveEvery, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
 		}
+		buf = append(buf, sse.KeepAlive...)
+		if send() {
+			keepAlive.Reset(keepAliveEvery)
+		}
+		// A failed write: the client is gone, and next returns once the
+		// request's context ends.
+	})
+	mu.Unlock()
+	defer func() {
+		mu.Lock()
+		ended = true
+		keepAlive.Stop()
+		mu.Unlock()
 	}()
-	// add queues one item's bytes; false means the stream ended (its last
-	// bytes, if any, are queued).
-	add := func(it item, ok bool) bool {
-		if !ok {
-			return false
-		}
-		if it.err != nil {
-			if errors.Is(it.err, io.EOF) {
+	// add queues one event's bytes, or the stream's end; false means the
+	// stream ended (its last bytes, if any, are queued).
+	add := func(ev event, err error) bool {
+		if err != nil {
+			if errors.Is(err, io.EOF) {
 				buf = append(buf, d.done...)
 				return false
 			}
-			if status.Code(it.err) == codes.Canceled && r.Context().Err() != nil {
+			if status.Code(err) == codes.Canceled && r.Context().Err() != nil {
 				return false // the client left
 			}
-			buf = append(buf, d.failure(it.err)...)
+			buf = append(buf, d.failure(err)...)
 			return false
 		}
 		if d.seen != nil {
-			d.seen(it.ev)
+			d.seen(ev)
 		}
-		buf = appendEvent(buf, it.ev)
+		buf = appendEvent(buf, ev)
 		return true
 	}
-	keepAlive := time.NewTimer(keepAliveEvery)
-	defer keepAlive.Stop()
 	for {
-		select {
-		case it, ok := <-items:
-			more := add(it, ok)
-			// Take what is already queued, then flush it all at once.
-		drain:
-			for more && len(buf) < maxBatch {
-				select {
-				case it, ok := <-items:
-					more = add(it, ok)
-				default:
-					break drain
-				}
-			}
-			if len(buf) > 0 && !send() {
-				return
-			}
-			if !more {
-				return
-			}
+		ev, err := next()
+		mu.Lock()
+		more := add(ev, err)
+		// Take what is already there, then flush it all at once.
+		for more && ready != nil && len(buf) < maxBatch && ready() {
+			ev, err = next()
+			more = add(ev, err)
+		}
+		ok := len(buf) == 0 || send()
+		if ok && more {
 			keepAlive.Reset(keepAliveEvery)
-		case <-keepAlive.C:
-			buf = append(buf, sse.KeepAlive...)
-			if !send() {
-				return
-			}
-			keepAlive.Reset(keepAliveEvery)
-		case <-r.Context().Done():
+		}
+		mu.Unlock()
+		if !ok || !more {
 			return
 		}
 	}
