@@ -77,6 +77,35 @@ func (r *Reader) Next() (Event, error) {
 	}
 }
 
+// Ready reports whether the next event is already whole in the reader's
+// buffer, so that Next will return it without waiting on the stream. A
+// relay uses it to write events that arrived together in one go (one flush,
+// one write to the client) instead of one by one, as a byte-copying proxy
+// does. It errs towards false: an event still on its way is never waited
+// for, only the lines Next would dispatch count (a keep-alive comment or an
+// empty event is not an event).
+func (r *Reader) Ready() bool {
+	buf, _ := r.br.Peek(r.br.Buffered())
+	data := false
+	for len(buf) > 0 {
+		end := bytes.IndexByte(buf, '\n')
+		if end < 0 {
+			return false // a line still on its way
+		}
+		line := bytes.TrimSuffix(buf[:end], []byte{'\r'})
+		buf = buf[end+1:]
+		switch {
+		case len(line) == 0:
+			if data {
+				return true
+			}
+		case bytes.HasPrefix(line, []byte("data")) && (len(line) == 4 || line[4] == ':'):
+			data = true
+		}
+	}
+	return false
+}
+
 // readLine returns the next line without its end (\n or \r\n).
 func (r *Reader) readLine() ([]byte, error) {
 	r.line = r.line[:0]

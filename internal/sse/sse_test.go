@@ -71,3 +71,42 @@ func FuzzReader(f *testing.F) {
 		t.Fatal("more events than bytes")
 	})
 }
+
+// TestReaderReady: Ready is true exactly when the next event Next would
+// return is already whole in the buffer.
+func TestReaderReady(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stream string
+		ready  bool
+	}{
+		{"nothing yet", "", false},
+		{"a whole event", "data: {}\n\n", true},
+		{"a whole event, CRLF", "data: {}\r\n\r\n", true},
+		{"a named event", "event: x\ndata: {}\n\n", true},
+		{"a bare data line", "data\n\n", true},
+		{"an event without its blank line", "data: {}\n", false},
+		{"half a line", "data: {", false},
+		{"a keep-alive comment only", ": ping\n\n", false},
+		{"a comment, then half an event", ": ping\n\ndata: {", false},
+		{"a comment, then a whole event", ": ping\n\ndata: {}\n\n", true},
+		{"an event without data", "event: x\n\n", false},
+		{"a field that only starts with data", "dataset: 1\n\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			r := NewReader(pr, 1<<10)
+			go func() {
+				_, _ = pw.Write([]byte("data: first\n\n" + tc.stream))
+			}()
+			ev, err := r.Next()
+			if err != nil || string(ev.Data) != "first" {
+				t.Fatalf("first event: %q %v", ev.Data, err)
+			}
+			if got := r.Ready(); got != tc.ready {
+				t.Fatalf("Ready() = %v after %q, want %v", got, tc.stream, tc.ready)
+			}
+			pw.Close()
+		})
+	}
+}
