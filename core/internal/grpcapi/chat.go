@@ -25,6 +25,7 @@ var dialects = map[corev1.ChatDialect]chat.Dialect{
 
 // ChatCompletions answers a chat request of any dialect, streamed or whole.
 func (r *Router) ChatCompletions(req *corev1.ChatCompletionsRequest, stream grpc.ServerStreamingServer[corev1.ChatCompletionsResponse]) error {
+	growStack()
 	ctx := stream.Context()
 	start := time.Now()
 	p, err := r.Auth.Gateway(ctx)
