@@ -19,6 +19,7 @@ const MDRequestID = contract.MDRequestID
 
 // CreateEmbeddings embeds texts or token arrays.
 func (r *Router) CreateEmbeddings(ctx context.Context, req *corev1.CreateEmbeddingsRequest) (*corev1.CreateEmbeddingsResponse, error) {
+	growStack()
 	start := time.Now()
 	p, err := r.Auth.Gateway(ctx)
 	if err != nil {
