@@ -154,16 +154,11 @@ type call struct {
 }
 
 // newLocalStream starts the handler of m and returns the caller's side.
-func (c *Conn) newLocalStream(ctx context.Context, m streamMethod, method string, opts []grpc.CallOption) (grpc.ClientStream, error) {
+func (c *Conn) newLocalStream(ctx context.Context, m streamMethod, method string, set *pair, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
-	// FromOutgoingContext returns a fresh copy, keys lower-cased: the
-	// handler's own metadata, as a connection would deliver it.
-	md, ok := metadata.FromOutgoingContext(ctx)
-	if !ok {
-		md = metadata.MD{}
-	}
+	md := incoming(ctx, set)
 	cl := &call{
 		method:      method,
 		opts:        opts,

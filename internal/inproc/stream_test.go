@@ -340,3 +340,46 @@ func BenchmarkServerStreamInPlaceOneResponse(b *testing.B) {
 		<-w.seen
 	}
 }
+
+// Check records the call's metadata, for the unary side of WithMetadata.
+func (w *watcher) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	w.seen <- md
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// A WithMetadata connection sets its entry on every call, replacing the
+// caller's, whether the call is served in place or on the fallback
+// connection; the caller's own metadata is left as it was.
+func TestWithMetadataSetsItsEntryOnEveryCall(t *testing.T) {
+	conns := connections(t)
+	// Nothing registered in place: every call takes the fallback (gRPC).
+	fallback := New(conns["grpc"].conn, nil)
+	for name, c := range map[string]struct {
+		conn grpc.ClientConnInterface
+		w    *watcher
+	}{
+		"in place": {conns["in place"].conn.(*Conn).WithMetadata("Authorization", "Bearer set"), conns["in place"].w},
+		"fallback": {fallback.WithMetadata("Authorization", "Bearer set"), conns["grpc"].w},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer caller", "k", "v")
+			client := healthpb.NewHealthClient(c.conn)
+			stream, err := client.Watch(ctx, &healthpb.HealthCheckRequest{Service: "send-header"})
+			require.NoError(t, err)
+			_, err = stream.Recv()
+			require.NoError(t, err)
+			seen := <-c.w.seen
+			assert.Equal(t, []string{"Bearer set"}, seen.Get("authorization"), "stream")
+			assert.Equal(t, []string{"v"}, seen.Get("k"))
+
+			_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+			require.NoError(t, err)
+			seen = <-c.w.seen
+			assert.Equal(t, []string{"Bearer set"}, seen.Get("authorization"), "unary")
+
+			mine, _ := metadata.FromOutgoingContext(ctx)
+			assert.Equal(t, []string{"Bearer caller"}, mine.Get("authorization"), "the caller's metadata is its own")
+		})
+	}
+}

@@ -136,20 +136,38 @@ func (g *Guard) Unary() grpc.UnaryServerInterceptor {
 // Stream is the Guard as a stream server interceptor.
 func (g *Guard) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, err := g.admit(ss.Context(), info.FullMethod)
-		if err != nil {
+		ctx := ss.Context()
+		if g.valid(ctx) {
+			// The stream and its role-marked context in one allocation.
+			s := &stream{ServerStream: ss}
+			s.ctx.Context = ctx
+			return handler(srv, s)
+		}
+		if _, err := g.admit(ctx, info.FullMethod); err != nil {
 			return err
 		}
-		return handler(srv, &stream{ServerStream: ss, ctx: ctx})
+		return handler(srv, ss)
 	}
 }
 
+// stream is a stream whose context is marked as a role's call.
 type stream struct {
 	grpc.ServerStream
-	ctx context.Context
+	ctx roleContext
 }
 
-func (s *stream) Context() context.Context { return s.ctx }
+func (s *stream) Context() context.Context { return &s.ctx }
+
+// roleContext is its parent marked as a role's call: what
+// context.WithValue(parent, roleKey{}, true) gives, held by value.
+type roleContext struct{ context.Context }
+
+func (c *roleContext) Value(key any) any {
+	if _, ok := key.(roleKey); ok {
+		return true
+	}
+	return c.Context.Value(key)
+}
 
 // FromRole reports whether the Guard admitted ctx's call with the internal
 // token.

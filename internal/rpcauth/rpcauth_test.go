@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -250,4 +251,55 @@ func (r recorder) Invoke(ctx context.Context, _ string, _, _ any, _ ...grpc.Call
 
 func (r recorder) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
 	return nil, errors.New("unused")
+}
+
+// roleWatch is a health server whose Watch answers SERVING only to a
+// role's call, and names the vouched user in its trailer.
+type roleWatch struct {
+	healthpb.UnimplementedHealthServer
+}
+
+func (roleWatch) Watch(_ *healthpb.HealthCheckRequest, ss grpc.ServerStreamingServer[healthpb.HealthCheckResponse]) error {
+	ctx := ss.Context()
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if rpcauth.FromRole(ctx) {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	if u, err := rpcauth.VouchedUser(ctx); err == nil {
+		ss.SetTrailer(metadata.Pairs("user", u.ID))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		return status.Error(codes.FailedPrecondition, "the caller's deadline is lost")
+	}
+	return ss.Send(&healthpb.HealthCheckResponse{Status: st})
+}
+
+// On a stream, the Guard marks a call with the token as a role's (and the
+// context keeps everything else, the deadline included); a call without
+// it reaches a self-authenticated service unmarked.
+func TestGuardMarksRoleStreams(t *testing.T) {
+	addr := serve(t, rpcauth.GuardConfig{Token: token, SelfAuthenticated: []string{healthpb.Health_ServiceDesc.ServiceName}},
+		func(s *grpc.Server) { healthpb.RegisterHealthServer(s, roleWatch{}) })
+	conn := dial(t, addr)
+	for name, tc := range map[string]struct {
+		conn grpc.ClientConnInterface
+		want healthpb.HealthCheckResponse_ServingStatus
+		user []string
+	}{
+		"with the token": {rpcauth.WithToken(conn, token), healthpb.HealthCheckResponse_SERVING, []string{"u"}},
+		"without":        {conn, healthpb.HealthCheckResponse_NOT_SERVING, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(rpcauth.VouchUser(context.Background(), rpcauth.User{ID: "u"}), time.Minute)
+			defer cancel()
+			stream, err := healthpb.NewHealthClient(tc.conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+			require.NoError(t, err)
+			m, err := stream.Recv()
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, m.GetStatus())
+			_, err = stream.Recv()
+			assert.Equal(t, io.EOF, err)
+			assert.Equal(t, tc.user, stream.Trailer().Get("user"))
+		})
+	}
 }

@@ -183,90 +183,122 @@ func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration,
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
-	rc := http.NewResponseController(w)
-	var (
-		// mu guards w, buf and ended between this goroutine and the
-		// keep-alive timer's.
-		mu    sync.Mutex
-		buf   []byte // the events of one flush, reused for the next
-		ended bool   // relay returned: the timer writes nothing
-	)
-	send := func() bool {
-		_, err := w.Write(buf)
-		buf = buf[:0]
-		if cap(buf) > maxBatch {
-			buf = nil // a huge event's buffer is not kept for the stream's life
-		}
-		if err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	rl := &relayer{w: w, r: r, rc: *http.NewResponseController(w), d: d, every: keepAliveEvery, pooled: batches.Get().(*[]byte)}
+	rl.buf = (*rl.pooled)[:0]
+	defer rl.end()
 	if d.seen != nil {
 		d.seen(first)
 	}
-	buf = appendEvent(make([]byte, 0, 4<<10), first)
-	if !send() {
+	rl.buf = appendEvent(rl.buf, first)
+	if !rl.send() {
 		return
 	}
-	var keepAlive *time.Timer
-	mu.Lock() // the timer's function runs once keepAlive is set
-	keepAlive = time.AfterFunc(keepAliveEvery, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if ended {
-			return
-		}
-		buf = append(buf, sse.KeepAlive...)
-		if send() {
-			keepAlive.Reset(keepAliveEvery)
-		}
-		// A failed write: the client is gone, and next returns once the
-		// request's context ends.
-	})
-	mu.Unlock()
-	defer func() {
-		mu.Lock()
-		ended = true
-		keepAlive.Stop()
-		mu.Unlock()
-	}()
-	// add queues one event's bytes, or the stream's end; false means the
-	// stream ended (its last bytes, if any, are queued).
-	add := func(ev event, err error) bool {
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				buf = append(buf, d.done...)
-				return false
-			}
-			if status.Code(err) == codes.Canceled && r.Context().Err() != nil {
-				return false // the client left
-			}
-			buf = append(buf, d.failure(err)...)
-			return false
-		}
-		if d.seen != nil {
-			d.seen(ev)
-		}
-		buf = appendEvent(buf, ev)
-		return true
-	}
+	rl.mu.Lock() // the timer's function runs once keepAlive is set
+	rl.keepAlive = time.AfterFunc(keepAliveEvery, rl.keepAliveDue)
+	rl.mu.Unlock()
 	for {
 		ev, err := next()
-		mu.Lock()
-		more := add(ev, err)
+		rl.mu.Lock()
+		more := rl.add(ev, err)
 		// Take what is already there, then flush it all at once.
-		for more && ready != nil && len(buf) < maxBatch && ready() {
+		for more && ready != nil && len(rl.buf) < maxBatch && ready() {
 			ev, err = next()
-			more = add(ev, err)
+			more = rl.add(ev, err)
 		}
-		ok := len(buf) == 0 || send()
+		ok := len(rl.buf) == 0 || rl.send()
 		if ok && more {
-			keepAlive.Reset(keepAliveEvery)
+			rl.keepAlive.Reset(keepAliveEvery)
 		}
-		mu.Unlock()
+		rl.mu.Unlock()
 		if !ok || !more {
 			return
 		}
 	}
 }
+
+// relayer is one relayed stream.
+type relayer struct {
+	w     http.ResponseWriter
+	r     *http.Request
+	rc    http.ResponseController
+	d     dialectEvents
+	every time.Duration
+
+	// mu guards w, buf and ended between the handler's goroutine and the
+	// keep-alive timer's.
+	mu        sync.Mutex
+	buf       []byte  // the events of one flush, reused for the next
+	pooled    *[]byte // where buf came from (batches)
+	ended     bool    // relay returned: the timer writes nothing
+	keepAlive *time.Timer
+}
+
+// send writes and flushes buf, and empties it.
+func (rl *relayer) send() bool {
+	_, err := rl.w.Write(rl.buf)
+	rl.buf = rl.buf[:0]
+	if cap(rl.buf) > maxBatch {
+		rl.buf = nil // a huge event's buffer is not kept for the stream's life
+	}
+	if err != nil {
+		return false
+	}
+	return rl.rc.Flush() == nil
+}
+
+// keepAliveDue writes a keep-alive comment after a silence.
+func (rl *relayer) keepAliveDue() {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.ended {
+		return
+	}
+	rl.buf = append(rl.buf, sse.KeepAlive...)
+	if rl.send() {
+		rl.keepAlive.Reset(rl.every)
+	}
+	// A failed write: the client is gone, and next returns once the
+	// request's context ends.
+}
+
+// end stops the timer and gives the buffer back (the timer's function,
+// which may be waiting for the lock, then sees ended and writes nothing).
+func (rl *relayer) end() {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.ended = true
+	if rl.keepAlive != nil {
+		rl.keepAlive.Stop()
+	}
+	if b := rl.buf; b != nil && cap(b) <= maxBatch {
+		*rl.pooled = b[:0]
+		batches.Put(rl.pooled)
+	}
+	rl.buf, rl.pooled = nil, nil
+}
+
+// add queues one event's bytes, or the stream's end; false means the
+// stream ended (its last bytes, if any, are queued).
+func (rl *relayer) add(ev event, err error) bool {
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			rl.buf = append(rl.buf, rl.d.done...)
+			return false
+		}
+		if status.Code(err) == codes.Canceled && rl.r.Context().Err() != nil {
+			return false // the client left
+		}
+		rl.buf = append(rl.buf, rl.d.failure(err)...)
+		return false
+	}
+	if rl.d.seen != nil {
+		rl.d.seen(ev)
+	}
+	rl.buf = appendEvent(rl.buf, ev)
+	return true
+}
+
+// batches are relay buffers between streams. A buffer is handed out empty
+// and only ever written from its length on, so no stream's bytes reach
+// another's answer; one grown past maxBatch is not kept.
+var batches = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}

@@ -158,3 +158,46 @@ func TestRelayKeepAliveWhileSilent(t *testing.T) {
 	}
 	<-done
 }
+
+// Relay buffers are reused between streams: a stream's answer holds its
+// own events and nothing of an earlier or concurrent stream's.
+func TestRelayBuffersDoNotLeakBetweenStreams(t *testing.T) {
+	stream := func(secret string, n int) (got, want string) {
+		w := &flushRecorder{header: http.Header{}}
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+		i := 0
+		next := func() (event, error) {
+			if i == n {
+				return event{}, io.EOF
+			}
+			i++
+			return event{data: []byte(fmt.Sprintf(`{"%s":%d}`, secret, i))}, nil
+		}
+		ready := func() bool { return i%3 != 0 } // batches of several events
+		relay(w, r, time.Hour, chatEvents, event{data: []byte(`{"` + secret + `":0}`)}, next, ready)
+		var b bytes.Buffer
+		for k := 0; k <= n; k++ {
+			fmt.Fprintf(&b, "data: {\"%s\":%d}\n\n", secret, k)
+		}
+		b.WriteString("data: [DONE]\n\n")
+		return join(w.flushed) + w.pending.String(), b.String()
+	}
+	long := string(bytes.Repeat([]byte("s"), 3000)) // fills most of a buffer
+	got, want := stream(long, 20)
+	require.Equal(t, want, got)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 50 {
+				got, want := stream(fmt.Sprintf("g%dk%d", g, k), k%7)
+				if got != want {
+					t.Errorf("stream g%dk%d: got %q, want %q", g, k, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
