@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,6 +50,8 @@ type Bucket[T proto.Message] struct {
 	entries map[string]Entry[T]
 	rev     uint64
 	changed chan struct{}
+	// gen counts the changes applied; it is read without the lock.
+	gen atomic.Uint64
 }
 
 // OpenBucket starts mirroring kv and returns once the current contents are in
@@ -115,6 +118,7 @@ func (b *Bucket[T]) apply(e jetstream.KeyValueEntry) {
 	if e.Revision() > b.rev {
 		b.rev = e.Revision()
 	}
+	b.gen.Add(1)
 	close(b.changed)
 	b.changed = make(chan struct{})
 	b.mu.Unlock()
@@ -124,6 +128,15 @@ func (b *Bucket[T]) apply(e jetstream.KeyValueEntry) {
 func (b *Bucket[T]) Get(key string) (Entry[T], bool) {
 	b.mu.RLock()
 	e, ok := b.entries[key]
+	b.mu.RUnlock()
+	return e, ok
+}
+
+// GetBytes is Get for a key held in bytes, which it does not keep: a key
+// built on the stack is looked up without being copied to a string.
+func (b *Bucket[T]) GetBytes(key []byte) (Entry[T], bool) {
+	b.mu.RLock()
+	e, ok := b.entries[string(key)]
 	b.mu.RUnlock()
 	return e, ok
 }
@@ -147,6 +160,12 @@ func (b *Bucket[T]) Revision() uint64 {
 	defer b.mu.RUnlock()
 	return b.rev
 }
+
+// Generation counts the changes the mirror applied, deletes included; it
+// never goes back and reads no lock. A cache derived from the entries stays
+// valid while the generation it was built at is current: the entries a Range
+// after reading the generation sees are at least that new.
+func (b *Bucket[T]) Generation() uint64 { return b.gen.Load() }
 
 // Changed returns a channel closed at the next change of the mirror.
 func (b *Bucket[T]) Changed() <-chan struct{} {

@@ -98,3 +98,21 @@ func TestOpenLoadsExistingState(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "round-robin", e.Value.GetRoutingStrategy())
 }
+
+// The generation moves with every change the mirror applies, a delete
+// included, and the change is in the mirror when the write returns.
+func TestGenerationMovesWithEveryChange(t *testing.T) {
+	_, open := newBucket(t)
+	b := open()
+	ctx := context.Background()
+	g0 := b.Generation()
+	require.NoError(t, b.Put(ctx, "m1", &busv1.Settings{CavemanLevel: "lite"}))
+	g1 := b.Generation()
+	assert.Greater(t, g1, g0)
+	_, err := b.Modify(ctx, "m1", func(s *busv1.Settings) error { s.CavemanLevel = "full"; return nil })
+	require.NoError(t, err)
+	g2 := b.Generation()
+	assert.Greater(t, g2, g1)
+	require.NoError(t, b.Delete(ctx, "m1"))
+	assert.Greater(t, b.Generation(), g2)
+}

@@ -29,13 +29,16 @@
 package apikey
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"strings"
+	"sync"
 )
 
 const (
@@ -189,11 +192,18 @@ func Parse(secret []byte, raw string) (Key, error) {
 	if len(raw) > MaxLen {
 		return Key{}, fmt.Errorf("%w: longer than %d characters", ErrMalformed, MaxLen)
 	}
-	parts := strings.Split(raw, "-")
+	// The parts of raw split at "-", on the stack (a key has at most four).
+	var buf [4]string
+	n := strings.Count(raw, "-") + 1
+	rest := raw
+	for i := 0; i < len(buf) && i < n; i++ {
+		buf[i], rest, _ = strings.Cut(rest, "-")
+	}
+	parts := buf[:min(n, len(buf))]
 	if parts[0] != Prefix {
 		return Key{}, fmt.Errorf("%w: missing %q prefix", ErrMalformed, Prefix+"-")
 	}
-	switch len(parts) {
+	switch n {
 	case 2:
 		if len(parts[1]) < LegacyMinLen || !isAlnum(parts[1]) {
 			return Key{}, fmt.Errorf("%w: legacy key must have at least %d characters of [A-Za-z0-9]", ErrMalformed, LegacyMinLen)
@@ -241,6 +251,55 @@ func LookupID(secret []byte, raw string) string {
 	mac.Write([]byte(lookupLabel))
 	mac.Write([]byte(raw))
 	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// Lookup computes LookupIDs under one secret for the request path: the
+// keyed HMAC state (what hmac.New derives from the secret) is made once and
+// reused, instead of derived again for every key checked. It is safe for
+// concurrent use.
+type Lookup struct {
+	pool sync.Pool // of *lookupState
+}
+
+// lookupState is one reusable HMAC and its scratch space; between uses it
+// holds nothing of a key (ID clears it).
+type lookupState struct {
+	mac hash.Hash
+	buf []byte
+	sum [sha256.Size]byte
+}
+
+// NewLookup returns a Lookup under secret.
+func NewLookup(secret []byte) *Lookup {
+	secret = bytes.Clone(secret)
+	l := &Lookup{}
+	l.pool.New = func() any {
+		mac := hmac.New(sha256.New, secret)
+		// The first Reset saves the keyed state, which every later Reset
+		// restores (the hash's block buffer included).
+		mac.Reset()
+		return &lookupState{mac: mac, buf: make([]byte, 0, len(lookupLabel)+MaxLen)}
+	}
+	return l
+}
+
+// ID returns LookupID(secret, raw).
+func (l *Lookup) ID(raw string) string {
+	st := l.pool.Get().(*lookupState)
+	st.buf = append(append(st.buf[:0], lookupLabel...), raw...)
+	st.mac.Write(st.buf)
+	sum := st.mac.Sum(st.sum[:0])
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum)
+	// Nothing of the key stays in the pooled state.
+	st.mac.Reset()
+	clear(st.buf[:cap(st.buf)])
+	if cap(st.buf) > len(lookupLabel)+MaxLen {
+		st.buf = make([]byte, 0, len(lookupLabel)+MaxLen)
+	}
+	clear(st.sum[:])
+	l.pool.Put(st)
+	return string(out[:])
 }
 
 // FromHeaders returns the API key presented in request headers, or "" if

@@ -448,3 +448,73 @@ func TestLookupIDOfOlderKeys(t *testing.T) {
 		assert.Len(t, LookupID(testSecret, raw), 64)
 	}
 }
+
+func TestLookupMatchesLookupID(t *testing.T) {
+	l := NewLookup(testSecret)
+	other := NewLookup(otherSecret)
+	v2, _, err := New(testMachine)
+	require.NoError(t, err)
+	keys := []string{
+		v2,
+		Format(testSecret, testMachine, testKeyID),
+		"sk-legacyKey123",
+		"",
+		strings.Repeat("x", MaxLen+10), // longer than any key Parse accepts
+		"sk-" + testMachine + "-" + testKeyID + "-" + testV2Secret,
+	}
+	// Twice over, so the second round reuses pooled state: a key's bytes
+	// must not reach the next key's id.
+	for range 2 {
+		for _, raw := range keys {
+			assert.Equal(t, LookupID(testSecret, raw), l.ID(raw))
+			assert.Equal(t, LookupID(otherSecret, raw), other.ID(raw))
+		}
+	}
+}
+
+func TestLookupConcurrent(t *testing.T) {
+	l := NewLookup(testSecret)
+	done := make(chan struct{})
+	for g := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 200 {
+				raw := "sk-" + strings.Repeat(string(rune('a'+g)), 8+i%40)
+				if l.ID(raw) != LookupID(testSecret, raw) {
+					t.Errorf("lookup id of %d/%d differs", g, i)
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+}
+
+func BenchmarkLookupID(b *testing.B) {
+	raw := "sk-" + testMachine + "-" + testKeyID + "-" + testV2Secret
+	b.Run("func", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = LookupID(testSecret, raw)
+		}
+	})
+	b.Run("pooled", func(b *testing.B) {
+		l := NewLookup(testSecret)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = l.ID(raw)
+		}
+	})
+}
+
+func BenchmarkParse(b *testing.B) {
+	raw := "sk-" + testMachine + "-" + testKeyID + "-" + testV2Secret
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(testSecret, raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

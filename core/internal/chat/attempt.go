@@ -26,7 +26,7 @@ type attempt struct {
 	t     routing.Target
 	c     *dispatch.Conn
 	sink  Sink
-	begin func() error
+	cp    *completion // begins the answer
 	level string
 	sent  bool // a chunk reached the sink: no fallback from here on
 	// delivered counts what reached the client, billed if the stream ends
@@ -71,9 +71,13 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 			return Usage{}, err
 		}
 	}
-	// The stream's watchdog cancels the call when the upstream goes silent.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	// The stream's watchdog cancels the call when the upstream goes silent;
+	// a whole answer has no watchdog, and its call ends with its body.
+	cancel := context.CancelCauseFunc(func(error) {})
+	if a.in.stream || assembled {
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.c.BaseURL+a.tr.path(), bytes.NewReader(body))
 	if err != nil {
 		return Usage{}, err
@@ -108,12 +112,17 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 			}
 			return Usage{}, err
 		}
-		return a.wholeRaw(raw)
+		return a.wholeRaw(ctx, raw)
 	}
 	if !a.in.stream {
-		return a.whole(resp.Body)
+		return a.whole(ctx, resp.Body, resp.ContentLength)
 	}
 	return a.stream(ctx, cancel, resp.Body)
+}
+
+// begin starts the answer with this attempt's connection.
+func (a *attempt) begin(ctx context.Context) error {
+	return a.cp.begin(ctx, a.c.Connection.GetId())
 }
 
 // badUpstream is an upstream answer the gateway cannot relay: the next
@@ -123,22 +132,48 @@ func badUpstream(msg string) error {
 	return &credential.UpstreamError{Status: http.StatusBadGateway, Body: b}
 }
 
-// whole relays a non-streamed answer.
-func (a *attempt) whole(r io.Reader) (Usage, error) {
-	raw, err := io.ReadAll(io.LimitReader(r, maxBody))
+// whole relays a non-streamed answer of size bytes (-1: unknown).
+func (a *attempt) whole(ctx context.Context, r io.Reader, size int64) (Usage, error) {
+	raw, err := readBody(r, size)
 	if err != nil {
 		return Usage{}, err
 	}
-	return a.wholeRaw(raw)
+	return a.wholeRaw(ctx, raw)
+}
+
+// readBody reads at most maxBody bytes of r, io.ReadAll's way, into a
+// buffer sized for the announced size: one allocation instead of a series
+// of growing ones.
+func readBody(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 || size >= maxBody {
+		return io.ReadAll(io.LimitReader(r, maxBody))
+	}
+	lr := io.LimitedReader{R: r, N: maxBody}
+	// One byte more than announced, so the read that finds the end needs
+	// no growth.
+	b := make([]byte, 0, size+1)
+	for {
+		n, err := lr.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // wholeRaw relays a non-streamed answer's body.
-func (a *attempt) wholeRaw(raw []byte) (Usage, error) {
+func (a *attempt) wholeRaw(ctx context.Context, raw []byte) (Usage, error) {
 	out, u, err := a.tr.whole(raw, a.t.Model)
 	if err != nil {
 		return Usage{}, err
 	}
-	if err := a.begin(); err != nil {
+	if err := a.begin(ctx); err != nil {
 		return Usage{}, credential.Committed(err)
 	}
 	if err := a.sink.Completion(out); err != nil {
@@ -156,7 +191,7 @@ func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r 
 	var sinkErr error
 	emit := func(event string, data []byte) error {
 		if !a.sent {
-			if err := a.begin(); err != nil {
+			if err := a.begin(ctx); err != nil {
 				sinkErr = err
 				return err
 			}

@@ -163,41 +163,10 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 		sink = kept
 	}
 	start := time.Now()
-	var out Result
-	started := false
-	begin := func() error {
-		if started {
-			return nil
-		}
-		started = true
-		out.Upstream = time.Since(start)
-		return sink.Start(out.Upstream)
-	}
 	affKey, prefer := s.affinity(ctx, req.MachineID, in)
-	res, err := s.d.Do(ctx, dispatch.Request{MachineID: req.MachineID, Model: in.model, Supports: Supports, Prefer: prefer},
-		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
-			level := ""
-			if req.Caveman != nil {
-				level = req.Caveman(c.Connection)
-			}
-			first := begin
-			if id := c.Connection.GetId(); affKey != "" && id != prefer {
-				// A session that moves is recorded before the client sees
-				// the answer, so its next request finds the new connection.
-				first = func() error {
-					s.remember(ctx, affKey, id)
-					return begin()
-				}
-			}
-			a := attempt{svc: s, in: in, tr: pick(in.dialect, t.Spec), t: t, c: c, sink: sink, begin: first, level: level}
-			u, err := a.run(ctx)
-			if err == nil {
-				out.Usage = u
-			} else if a.sent {
-				out.Usage = a.delivered.bill(u)
-			}
-			return err
-		})
+	cp := &completion{s: s, in: in, sink: sink, caveman: req.Caveman, affKey: affKey, prefer: prefer, start: start}
+	res, err := s.d.Do(ctx, dispatch.Request{MachineID: req.MachineID, Model: in.model, Supports: Supports, Prefer: prefer}, cp.call)
+	out := cp.out
 	if err == nil && res.Conn != nil && res.Conn.Connection.GetId() == prefer {
 		s.remember(ctx, affKey, prefer) // keeps an active session from expiring
 	}
@@ -207,6 +176,51 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 		}
 	}
 	return out, res, err
+}
+
+// completion is what the attempts of one request share: the answer starts
+// once, whichever connection gives it.
+type completion struct {
+	s       *Service
+	in      inbound
+	sink    Sink
+	caveman func(c *busv1.Connection) string
+	// affKey and prefer are the session's affinity key and connection.
+	affKey, prefer string
+	start          time.Time
+	started        bool
+	out            Result
+}
+
+// begin starts the answer on the sink (once) for the connection connID.
+func (cp *completion) begin(ctx context.Context, connID string) error {
+	if cp.affKey != "" && connID != cp.prefer {
+		// A session that moves is recorded before the client sees the
+		// answer, so its next request finds the new connection.
+		cp.s.remember(ctx, cp.affKey, connID)
+	}
+	if cp.started {
+		return nil
+	}
+	cp.started = true
+	cp.out.Upstream = time.Since(cp.start)
+	return cp.sink.Start(cp.out.Upstream)
+}
+
+// call is one attempt, with one connection.
+func (cp *completion) call(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
+	level := ""
+	if cp.caveman != nil {
+		level = cp.caveman(c.Connection)
+	}
+	a := attempt{svc: cp.s, in: cp.in, tr: pick(cp.in.dialect, t.Spec), t: t, c: c, sink: cp.sink, cp: cp, level: level}
+	u, err := a.run(ctx)
+	if err == nil {
+		cp.out.Usage = u
+	} else if a.sent {
+		cp.out.Usage = a.delivered.bill(u)
+	}
+	return err
 }
 
 func (s *Service) log(ctx context.Context, msg string, err error) {

@@ -85,13 +85,21 @@ type chunkFacts struct {
 // those only the members named (data passed json.Valid). A chunk whose
 // members have the wrong types tells nothing.
 func inspect(data []byte) chunkFacts {
-	hasUsage := bytes.Contains(data, []byte(`"usage"`)) && !bytes.Contains(data, []byte(`"usage":null`))
-	hasFinish := bytes.Contains(data, []byte(`"finish_reason"`)) && !bytes.Contains(data, []byte(`"finish_reason":null`))
+	hasUsage := mentions(data, `"usage"`, `"usage":null`)
+	hasFinish := mentions(data, `"finish_reason"`, `"finish_reason":null`)
 	hasError := bytes.HasPrefix(bytes.TrimSpace(data), []byte(`{"error"`))
 	if !hasUsage && !hasFinish && !hasError {
 		return chunkFacts{}
 	}
 	return inspectMembers(data)
+}
+
+// mentions reports whether data holds name and not unset (which starts
+// with name): the first unset, if any, is at or after the first name, so
+// the chunk is scanned once, not twice.
+func mentions(data []byte, name, unset string) bool {
+	i := bytes.Index(data, []byte(name))
+	return i >= 0 && !bytes.Contains(data[i:], []byte(unset))
 }
 
 // inspectMembers reads the members inspect needs.

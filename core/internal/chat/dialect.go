@@ -1,7 +1,10 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
+	"unicode/utf8"
 )
 
 // Dialect is the API shape a client speaks.
@@ -48,7 +51,7 @@ func parse(d Dialect, body []byte) (inbound, error) {
 	// The members are read in place: their values alias body, which is
 	// never changed.
 	if json.Valid(body) {
-		fields := make(map[string]json.RawMessage, 16)
+		fields := make(map[string]json.RawMessage, 8) // one group: most bodies have fewer members
 		if members(body, func(k, v []byte) bool {
 			fields[string(k)] = v
 			return true
@@ -63,11 +66,11 @@ func parse(d Dialect, body []byte) (inbound, error) {
 	if !ok || string(raw) == "null" {
 		return in, &RequestError{Param: "model", Code: "missing_required_parameter", Message: "you must provide a model parameter"}
 	}
-	if json.Unmarshal(raw, &in.model) != nil || in.model == "" {
+	if !unquote(raw, &in.model) || in.model == "" {
 		return in, &RequestError{Param: "model", Code: "invalid_type", Message: "'model' must be a non-empty string"}
 	}
 	if s, ok := in.fields["stream"]; ok && string(s) != "null" {
-		if json.Unmarshal(s, &in.stream) != nil {
+		if !readBool(s, &in.stream) {
 			return in, &RequestError{Param: "stream", Code: "invalid_type", Message: "'stream' must be a boolean"}
 		}
 	}
@@ -110,6 +113,31 @@ func parse(d Dialect, body []byte) (inbound, error) {
 	return in, nil
 }
 
+// unquote decodes a raw value of the body (valid JSON) into a string, as
+// json.Unmarshal does; a plain string, with no escapes and valid UTF-8, is
+// read without it.
+func unquote(raw []byte, s *string) bool {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		*s = string(raw[1 : n-1])
+		return true
+	}
+	return json.Unmarshal(raw, s) == nil
+}
+
+// readBool decodes a raw value of the body (valid JSON) into a bool, as
+// json.Unmarshal does.
+func readBool(raw []byte, b *bool) bool {
+	switch string(raw) {
+	case "true":
+		*b = true
+		return true
+	case "false":
+		*b = false
+		return true
+	}
+	return json.Unmarshal(raw, b) == nil
+}
+
 func requireList(fields map[string]json.RawMessage, name string) error {
 	msgs, ok := fields[name]
 	if !ok || string(msgs) == "null" {
@@ -130,14 +158,100 @@ func requireList(fields map[string]json.RawMessage, name string) error {
 
 // withFields re-encodes the client's fields with some replaced: the
 // pass-through body (only the model, and what the gateway must ask for,
-// differ from the client's).
+// differ from the client's). The bytes are what json.Marshal makes of the
+// merged map[string]json.RawMessage (members sorted by key, values
+// compacted, HTML characters escaped), written without reflection.
 func (in inbound) withFields(set map[string]json.RawMessage) ([]byte, error) {
-	fields := make(map[string]json.RawMessage, len(in.fields)+len(set))
-	for k, v := range in.fields {
-		fields[k] = v
+	keys := make([]string, 0, len(in.fields)+len(set))
+	for k := range in.fields {
+		if _, ok := set[k]; !ok {
+			keys = append(keys, k)
+		}
 	}
-	for k, v := range set {
-		fields[k] = v
+	for k := range set {
+		keys = append(keys, k)
 	}
-	return json.Marshal(fields)
+	slices.Sort(keys)
+	size := 2
+	for _, v := range set {
+		size += len(v) + 32
+	}
+	out := make([]byte, 0, len(in.body)+size)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendKey(out, k)
+		out = append(out, ':')
+		// The client's values are valid JSON (parse checked the body); a
+		// replacement is checked here, as json.Marshal would.
+		v, ok := set[k]
+		if !ok {
+			v = in.fields[k]
+		} else if v != nil && !json.Valid(v) {
+			return json.Marshal(map[string]json.RawMessage{k: v})
+		}
+		if v == nil {
+			out = append(out, "null"...)
+			continue
+		}
+		out = appendCompactHTML(out, v)
+	}
+	return append(out, '}'), nil
+}
+
+// appendKey appends k as a JSON string the way encoding/json writes a map
+// key.
+func appendKey(dst []byte, k string) []byte {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(k)
+			return append(dst, q...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, k...)
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendCompactHTML appends the valid JSON value v as json.Marshal writes a
+// json.RawMessage: spaces between tokens dropped, and <, >, &, U+2028 and
+// U+2029 (which occur only inside strings) escaped.
+func appendCompactHTML(dst, v []byte) []byte {
+	start := 0
+	inString, escaped := false, false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !inString {
+			switch c {
+			case '"':
+				inString = true
+			case ' ', '\t', '\n', '\r':
+				dst = append(dst, v[start:i]...)
+				start = i + 1
+			}
+			continue
+		}
+		switch {
+		case escaped:
+			escaped = false
+		case c == '\\':
+			escaped = true
+		case c == '"':
+			inString = false
+		case c == '<' || c == '>' || c == '&':
+			dst = append(dst, v[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			start = i + 1
+		case c == 0xE2 && i+2 < len(v) && v[i+1] == 0x80 && v[i+2]&^1 == 0xA8:
+			dst = append(dst, v[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[v[i+2]&0xF])
+			i += 2
+			start = i + 1
+		}
+	}
+	return append(dst, v[start:]...)
 }

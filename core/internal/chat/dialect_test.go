@@ -63,3 +63,89 @@ func TestWithoutUnsignedThinking(t *testing.T) {
 		})
 	}
 }
+
+// withFields writes the bytes json.Marshal makes of the merged fields.
+func FuzzWithFieldsMatchesMarshal(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"Say hello in one short sentence."}]}`,
+		`{ "model" : "m" , "stream" : true, "messages" : [ {"role": "user", "content": "a < b && c > d"} ] }`,
+		"{\"model\":\"m\",\"messages\":[{\"content\":\"line\u2028sep\u2029para \\\"q\\\" \\\\ \\u2028\"}]}",
+		`{"mo\u0064el":"x","<k>":1,"&":{"a" : [1, 2 ,3]},"\n":null,"model":"y"}`,
+		`{"b":1,"a":2,"A":3,"é":"ü","z\"q":"\\"}`,
+		"{\"k\":\"\xff\xfe\",\"\xc3\x28\":1}",
+		`{"stream_options":{"include_usage":false},"n":1e10,"f":-0.5,"t":true}`,
+		`{}`,
+	} {
+		f.Add([]byte(s), "gpt-4o-mini", true)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, model string, stream bool) {
+		if !json.Valid(body) {
+			return
+		}
+		in := inbound{body: body, fields: map[string]json.RawMessage{}}
+		if !members(body, func(k, v []byte) bool {
+			in.fields[string(k)] = v
+			return true
+		}) {
+			return
+		}
+		m, _ := json.Marshal(model)
+		set := map[string]json.RawMessage{"model": m}
+		if stream {
+			set["stream_options"] = json.RawMessage(`{"include_usage":true}`)
+		}
+		merged := map[string]json.RawMessage{}
+		for k, v := range in.fields {
+			merged[k] = v
+		}
+		for k, v := range set {
+			merged[k] = v
+		}
+		want, wantErr := json.Marshal(merged)
+		got, err := in.withFields(set)
+		require.Equal(t, wantErr, err)
+		require.Equal(t, string(want), string(got))
+	})
+}
+
+func TestWithFieldsRefusesAReplacementThatIsNotJSON(t *testing.T) {
+	in := inbound{body: []byte(`{"a":1}`), fields: map[string]json.RawMessage{"a": json.RawMessage("1")}}
+	_, err := in.withFields(map[string]json.RawMessage{"model": json.RawMessage("{")})
+	require.Error(t, err)
+	got, err := in.withFields(map[string]json.RawMessage{"model": nil})
+	require.NoError(t, err)
+	assert.Equal(t, `{"a":1,"model":null}`, string(got))
+}
+
+func BenchmarkWithFields(b *testing.B) {
+	in, err := parse(DialectChat, []byte(`{"model":"local/gpt-4o-mini","stream":true,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in one short sentence."}],"temperature":0.2}`))
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := (chatOpenAI{}).request(in, "gpt-4o-mini"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// unquote and readBool read a body's value as json.Unmarshal does.
+func FuzzUnquoteAndReadBoolMatchUnmarshal(f *testing.F) {
+	for _, s := range []string{`"gpt-4o-mini"`, `"a\"b"`, `"\u00e9"`, `"é"`, "\"\xff\"", `""`, `true`, `false`, `1`, `null`, `{}`, `"true"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		var want, got string
+		wantOK := json.Unmarshal(raw, &want) == nil
+		if gotOK := unquote(raw, &got); gotOK != wantOK || got != want {
+			t.Fatalf("unquote(%q) = %q, %v; json.Unmarshal: %q, %v", raw, got, gotOK, want, wantOK)
+		}
+		var wantB, gotB bool
+		wantOK = json.Unmarshal(raw, &wantB) == nil
+		if gotOK := readBool(raw, &gotB); gotOK != wantOK || gotB != wantB {
+			t.Fatalf("readBool(%q) = %v, %v; json.Unmarshal: %v, %v", raw, gotB, gotOK, wantB, wantOK)
+		}
+	})
+}

@@ -164,6 +164,12 @@ func hasDuplicateKeys(data []byte) bool {
 func BenchmarkReadFacts(b *testing.B) {
 	finish := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":20,"total_tokens":32,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}`)
 	whole := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"` + string(bytes.Repeat([]byte("lorem ipsum "), 40)) + `","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":20,"total_tokens":32,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}},"system_fingerprint":"fp_1"}`)
+	content := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":" hello"},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	b.Run("content/scan", func(b *testing.B) {
+		for b.Loop() {
+			inspect(content)
+		}
+	})
 	b.Run("chunk/decode", func(b *testing.B) {
 		for b.Loop() {
 			decodedFacts(finish)
@@ -296,6 +302,21 @@ func BenchmarkParse(b *testing.B) {
 	b.Run("scan", func(b *testing.B) {
 		for b.Loop() {
 			_, _ = parse(DialectChat, body)
+		}
+	})
+}
+
+// mentions is the two searches it replaces.
+func FuzzMentions(f *testing.F) {
+	for _, s := range chunkSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"usage":null,"x":{"usage":{"prompt_tokens":1}}}`))
+	f.Add([]byte(`{"x":{"usage":{}},"usage":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, name := range []string{`"usage"`, `"finish_reason"`} {
+			want := bytes.Contains(data, []byte(name)) && !bytes.Contains(data, []byte(name+":null"))
+			require.Equal(t, want, mentions(data, name, name+":null"), "%s in %s", name, data)
 		}
 	})
 }

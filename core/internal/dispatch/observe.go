@@ -24,6 +24,10 @@ type Metrics struct {
 	fallbacks *prometheus.CounterVec
 	exhausted *prometheus.CounterVec
 	refreshes *prometheus.CounterVec
+
+	// The series every attempt counts into, by label values (series.go).
+	attemptSeries  seriesCache[[2]string, prometheus.Counter]
+	durationSeries seriesCache[string, prometheus.Observer]
 }
 
 // NewMetrics registers the dispatcher's metrics with reg.
@@ -113,15 +117,20 @@ func (d *Dispatcher) attempt(ctx context.Context, t routing.Target, c credential
 	}
 	span.End()
 	if d.metrics != nil {
-		d.metrics.attempts.WithLabelValues(t.Spec.ID, outcome).Inc()
-		d.metrics.duration.WithLabelValues(t.Spec.ID).Observe(time.Since(start).Seconds())
+		m, provider := d.metrics, t.Spec.ID
+		m.attemptSeries.get([2]string{provider, outcome}, func() prometheus.Counter {
+			return m.attempts.WithLabelValues(provider, outcome)
+		}).Inc()
+		m.durationSeries.get(provider, func() prometheus.Observer {
+			return m.duration.WithLabelValues(provider)
+		}).Observe(time.Since(start).Seconds())
 	}
 	return err
 }
 
 // served counts a provider's fallbacks and its exhaustion.
 func (d *Dispatcher) served(provider string, failed []credential.Failure, err error) {
-	if d.metrics == nil {
+	if d.metrics == nil || (err == nil && len(failed) == 0) {
 		return
 	}
 	for _, f := range failed {

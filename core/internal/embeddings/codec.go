@@ -209,7 +209,8 @@ func peekModel(raw []byte) string {
 
 // member returns the JSON value of the last member named name in raw: the
 // top-level usage and model members follow the vectors in every known
-// upstream's body.
+// upstream's body. The value is only delimited here, not checked: callers
+// decode it with json.Unmarshal, which refuses one that is not JSON.
 func member(raw []byte, name string) []byte {
 	key := []byte(`"` + name + `"`)
 	i := bytes.LastIndex(raw, key)
@@ -220,10 +221,41 @@ func member(raw []byte, name string) []byte {
 	if j >= len(raw) || raw[j] != ':' {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw[j+1:]))
-	var v json.RawMessage
-	if dec.Decode(&v) != nil {
+	j = skipSpace(raw, j+1)
+	if j >= len(raw) {
 		return nil
 	}
-	return v
+	return raw[j:valueEnd(raw, j)]
+}
+
+// valueEnd returns where the JSON value that starts at raw[i] ends, when it
+// is valid: after its closing quote or bracket, or at the delimiter after a
+// number or literal.
+func valueEnd(raw []byte, i int) int {
+	depth := 0
+	for ; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return min(i+1, len(raw))
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth <= 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(raw)
 }

@@ -1,6 +1,8 @@
 package embeddings
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -42,5 +44,71 @@ func TestDecodeOrdersByIndexAndRejectsGarbage(t *testing.T) {
 	for _, bad := range []string{`[]`, `{"data":[{"embedding":"!!"}]}`, `{"data":[{"embedding":{}}]}`, `{}`, `{"data":[{"embedding":"AAA="}]}`} {
 		_, err := decode([]byte(bad))
 		assert.Error(t, err, bad)
+	}
+}
+
+// decodedMember is how member read a value before: the first JSON value
+// after the key, through a json.Decoder.
+func decodedMember(raw []byte, name string) []byte {
+	key := []byte(`"` + name + `"`)
+	i := bytes.LastIndex(raw, key)
+	if i < 0 {
+		return nil
+	}
+	j := skipSpace(raw, i+len(key))
+	if j >= len(raw) || raw[j] != ':' {
+		return nil
+	}
+	var v json.RawMessage
+	if json.NewDecoder(bytes.NewReader(raw[j+1:])).Decode(&v) != nil {
+		return nil
+	}
+	return v
+}
+
+// peekUsage and peekModel read what they read when member went through a
+// json.Decoder, whatever the body.
+func FuzzPeekAgreesWithDecoder(f *testing.F) {
+	for _, s := range []string{
+		`{"object":"list","data":[{"object":"embedding","index":0,"embedding":"AAAA"}],"model":"text-embedding-3-small","usage":{"prompt_tokens":5,"total_tokens":5}}`,
+		`{"data":[],"model" : "m\"x" ,"usage" : { "prompt_tokens" : 7 } }`,
+		`{"usage":null,"model":null}`, `{"usage":5x,"model":12}`, `{"usage":{"prompt_tokens":3}garbage`,
+		`{"model":"a\\"}`, `{"usage":{"a":]}}`, `{"usage":[{"prompt_tokens":1}]}`, `{"model":`, `"usage":"model"`,
+		`{"usage":{"prompt_tokens":2,"total_tokens":9},"usage":{"prompt_tokens":4}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var wantU struct {
+			PromptTokens int64 `json:"prompt_tokens"`
+			TotalTokens  int64 `json:"total_tokens"`
+		}
+		var wantPrompt, wantTotal int64
+		if obj := decodedMember(raw, "usage"); obj != nil && json.Unmarshal(obj, &wantU) == nil {
+			wantPrompt, wantTotal = wantU.PromptTokens, wantU.TotalTokens
+			if wantTotal == 0 {
+				wantTotal = wantPrompt
+			}
+		}
+		prompt, total := peekUsage(raw)
+		if prompt != wantPrompt || total != wantTotal {
+			t.Fatalf("usage of %q: %d/%d, want %d/%d", raw, prompt, total, wantPrompt, wantTotal)
+		}
+		wantModel := ""
+		if v := decodedMember(raw, "model"); v != nil {
+			_ = json.Unmarshal(v, &wantModel)
+		}
+		if got := peekModel(raw); got != wantModel {
+			t.Fatalf("model of %q: %q, want %q", raw, got, wantModel)
+		}
+	})
+}
+
+func BenchmarkPeek(b *testing.B) {
+	raw := []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}],"model":"text-embedding-3-small","usage":{"prompt_tokens":5,"total_tokens":5}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		peekUsage(raw)
+		peekModel(raw)
 	}
 }

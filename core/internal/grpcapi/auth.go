@@ -33,6 +33,7 @@ type Principal struct {
 type Authenticator struct {
 	store      *store.Store
 	keySecret  []byte
+	lookup     *apikey.Lookup
 	adminToken []byte
 	// requireKey forces API keys on every machine (REQUIRE_API_KEY).
 	requireKey bool
@@ -44,20 +45,26 @@ func NewAuthenticator(st *store.Store, keySecret []byte, adminToken string, requ
 	return &Authenticator{
 		store:      st,
 		keySecret:  keySecret,
+		lookup:     apikey.NewLookup(keySecret),
 		adminToken: []byte(adminToken),
 		requireKey: requireKey,
 		defaultID:  defaultMachineID,
 	}
 }
 
+// mdGetter looks up incoming metadata one key at a time. Each lookup copies
+// only that key's values (metadata.FromIncomingContext would copy and
+// lower-case the whole map on every call).
 func mdGetter(ctx context.Context) func(string) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return func(name string) string {
-		if v := md.Get(name); len(v) > 0 {
-			return v[0]
-		}
-		return ""
+	return func(name string) string { return mdValue(ctx, name) }
+}
+
+// mdValue is the first value of an incoming metadata key, or "".
+func mdValue(ctx context.Context, name string) string {
+	if v := metadata.ValueFromIncomingContext(ctx, name); len(v) > 0 {
+		return v[0]
 	}
+	return ""
 }
 
 // Gateway resolves the caller of a gateway call from its API key. Without a

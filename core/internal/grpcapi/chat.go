@@ -25,6 +25,7 @@ var dialects = map[corev1.ChatDialect]chat.Dialect{
 
 // ChatCompletions answers a chat request of any dialect, streamed or whole.
 func (r *Router) ChatCompletions(req *corev1.ChatCompletionsRequest, stream grpc.ServerStreamingServer[corev1.ChatCompletionsResponse]) error {
+	growStack()
 	ctx := stream.Context()
 	start := time.Now()
 	p, err := r.Auth.Gateway(ctx)
@@ -79,15 +80,32 @@ type chatSink struct {
 }
 
 func (s *chatSink) Start(upstream time.Duration) error {
-	return s.stream.SendHeader(metadata.Pairs(MDUpstreamUs, strconv.FormatInt(upstream.Microseconds(), 10)))
+	return s.stream.SendHeader(metadata.MD{MDUpstreamUs: {strconv.FormatInt(upstream.Microseconds(), 10)}})
 }
 
+// chunkMessage and completionMessage are a response and its event made in
+// one allocation: a stream sends one per event.
+type (
+	chunkMessage struct {
+		resp  corev1.ChatCompletionsResponse
+		event corev1.ChatCompletionsResponse_Chunk
+	}
+	completionMessage struct {
+		resp  corev1.ChatCompletionsResponse
+		event corev1.ChatCompletionsResponse_Completion
+	}
+)
+
 func (s *chatSink) Chunk(event string, data []byte) error {
-	return s.stream.Send(&corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Chunk{Chunk: data}, EventName: event})
+	m := &chunkMessage{event: corev1.ChatCompletionsResponse_Chunk{Chunk: data}}
+	m.resp.Event, m.resp.EventName = &m.event, event
+	return s.stream.Send(&m.resp)
 }
 
 func (s *chatSink) Completion(data []byte) error {
-	return s.stream.Send(&corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Completion{Completion: data}})
+	m := &completionMessage{event: corev1.ChatCompletionsResponse_Completion{Completion: data}}
+	m.resp.Event = &m.event
+	return s.stream.Send(&m.resp)
 }
 
 // GetResponse returns a stored Responses answer of the caller's machine.

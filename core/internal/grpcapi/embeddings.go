@@ -19,6 +19,7 @@ const MDRequestID = contract.MDRequestID
 
 // CreateEmbeddings embeds texts or token arrays.
 func (r *Router) CreateEmbeddings(ctx context.Context, req *corev1.CreateEmbeddingsRequest) (*corev1.CreateEmbeddingsResponse, error) {
+	growStack()
 	start := time.Now()
 	p, err := r.Auth.Gateway(ctx)
 	if err != nil {
@@ -42,7 +43,7 @@ func (r *Router) CreateEmbeddings(ctx context.Context, req *corev1.CreateEmbeddi
 		}
 	}
 	out, res, err := r.Embeddings.Create(ctx, p.MachineID, in)
-	_ = grpc.SetHeader(ctx, metadata.Pairs(MDUpstreamUs, strconv.FormatInt(out.Upstream.Microseconds(), 10)))
+	_ = grpc.SetHeader(ctx, metadata.MD{MDUpstreamUs: {strconv.FormatInt(out.Upstream.Microseconds(), 10)}})
 	err = gatewayError(r.Log, err, req.GetModel())
 	r.record(ctx, p, res, start, err, &busv1.UsageEvent{Endpoint: "embeddings", PromptTokens: out.PromptTokens, TotalTokens: out.TotalTokens})
 	if err != nil {

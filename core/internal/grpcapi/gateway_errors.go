@@ -33,6 +33,9 @@ const maxUpstreamBody = 64 << 10
 // status: routing and credential errors, upstream errors passed through,
 // internal errors logged and masked. model names the requested model.
 func gatewayError(log *slog.Logger, err error, model string) error {
+	if err == nil {
+		return nil // before the targets below, which live on the heap
+	}
 	var exhausted *credential.ExhaustedError
 	var up *credential.UpstreamError
 	var badReq *chat.RequestError

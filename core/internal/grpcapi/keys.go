@@ -13,7 +13,7 @@ import (
 // store no longer lets anyone test guesses of it; the move is retried on
 // the next use when it fails.
 func (a *Authenticator) findKey(ctx context.Context, raw string, parsed apikey.Key) (*busv1.APIKey, bool) {
-	id := apikey.LookupID(a.keySecret, raw)
+	id := a.lookup.ID(raw)
 	if e, ok := a.store.Keys.Get(id); ok {
 		return e.Value, true
 	}

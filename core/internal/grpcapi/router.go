@@ -69,7 +69,7 @@ func (r *Router) ListModels(ctx context.Context, req *corev1.ListModelsRequest) 
 	}
 	models := r.Catalog.List(ctx, p.MachineID, catalog.Options{
 		Kind:    req.GetKind(),
-		NoFetch: mdGetter(ctx)(MDCatalogFetch) != "",
+		NoFetch: mdValue(ctx, MDCatalogFetch) != "",
 	})
 	out := &corev1.ListModelsResponse{Object: "list", Data: make([]*corev1.ModelEntry, len(models))}
 	for i, m := range models {
@@ -99,7 +99,7 @@ func (r *Router) GetModelInfo(ctx context.Context, req *corev1.GetModelInfoReque
 	if req.GetKind() != "" && !provider.ValidKind(req.GetKind()) {
 		return nil, invalidParam("kind", "invalid_value", fmt.Sprintf("unknown model kind '%s'", req.GetKind()))
 	}
-	for _, m := range r.Catalog.List(ctx, p.MachineID, catalog.Options{Kind: req.GetKind(), NoFetch: mdGetter(ctx)(MDCatalogFetch) != ""}) {
+	for _, m := range r.Catalog.List(ctx, p.MachineID, catalog.Options{Kind: req.GetKind(), NoFetch: mdValue(ctx, MDCatalogFetch) != ""}) {
 		if m.ID != req.GetId() {
 			continue
 		}

@@ -23,7 +23,7 @@ import (
 // the client, and that part is billed. The caller's request id is only a
 // sanitised correlation field; the publisher mints the event's own id.
 func (r *Router) record(ctx context.Context, p Principal, res dispatch.Result, start time.Time, err error, ev *busv1.UsageEvent) {
-	ev.RequestId = requestid.From(mdGetter(ctx)(MDRequestID))
+	ev.RequestId = requestid.From(mdValue(ctx, MDRequestID))
 	ev.MachineId = p.MachineID
 	ev.KeyId = p.KeyID
 	ev.Provider = res.Target.Spec.ID

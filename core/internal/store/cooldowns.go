@@ -28,12 +28,19 @@ func NewCooldowns(b *kvmirror.Bucket[*busv1.Cooldown]) *Cooldowns { return &Cool
 // cooldownKey is "<connection>.<base64url(model)>": model ids hold
 // characters a KV key may not.
 func cooldownKey(connectionID, model string) string {
-	return connectionID + "." + base64.RawURLEncoding.EncodeToString([]byte(model))
+	return string(appendCooldownKey(nil, connectionID, model))
 }
 
-// Get returns the record of a connection for a model.
+func appendCooldownKey(dst []byte, connectionID, model string) []byte {
+	dst = append(append(dst, connectionID...), '.')
+	return base64.RawURLEncoding.AppendEncode(dst, []byte(model))
+}
+
+// Get returns the record of a connection for a model. It runs for every
+// candidate of every request: the key is built on the stack.
 func (c *Cooldowns) Get(connectionID, model string) (credential.Cooldown, bool) {
-	e, ok := c.b.Get(cooldownKey(connectionID, model))
+	var buf [128]byte
+	e, ok := c.b.GetBytes(appendCooldownKey(buf[:0], connectionID, model))
 	if !ok {
 		return credential.Cooldown{}, false
 	}

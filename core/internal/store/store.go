@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -28,6 +28,17 @@ type Store struct {
 	Disabled    *kvmirror.Bucket[*busv1.DisabledModels]
 	Rollups     *kvmirror.Bucket[*busv1.UsageRollup]
 	OAuthFlows  *kvmirror.Bucket[*busv1.OAuthFlow]
+
+	// conns indexes Connections by machine, rebuilt when the bucket changed
+	// (MachineConnections).
+	conns atomic.Pointer[connIndex]
+}
+
+// connIndex is every machine's ordered connections at one generation of
+// the Connections mirror.
+type connIndex struct {
+	gen       uint64
+	byMachine map[string][]*busv1.Connection
 }
 
 // Open mirrors core's buckets, which must exist (spine.Topology.Ensure).
@@ -79,24 +90,47 @@ func ConnectionKey(machineID, connectionID string) string {
 }
 
 // MachineConnections returns a machine's connections ordered by priority,
-// then creation, then id.
+// then creation, then id. The slice is shared with other callers: it must
+// not be changed (appending to it is safe, its capacity is its length). It
+// comes from an index of all machines' connections made again at the first
+// call after any change of the Connections mirror, so a request reads no
+// lock and sorts nothing while the connections stay as they are.
 func (s *Store) MachineConnections(machineID string) []*busv1.Connection {
-	prefix := machineID + "."
-	var out []*busv1.Connection
+	gen := s.Connections.Generation()
+	idx := s.conns.Load()
+	if idx == nil || idx.gen != gen {
+		idx = s.indexConnections(gen)
+	}
+	return idx.byMachine[machineID]
+}
+
+// indexConnections builds and keeps the index of generation gen. The
+// entries read are at least as new as gen; when they are newer the index
+// is only made again once more.
+func (s *Store) indexConnections(gen uint64) *connIndex {
+	idx := &connIndex{gen: gen, byMachine: map[string][]*busv1.Connection{}}
 	s.Connections.Range(func(key string, e kvmirror.Entry[*busv1.Connection]) bool {
-		if strings.HasPrefix(key, prefix) {
-			out = append(out, e.Value)
+		// A connection belongs to every machine id that, with a dot,
+		// prefixes its key (machine ids have no dot, so that is one).
+		for i := range len(key) {
+			if key[i] == '.' {
+				idx.byMachine[key[:i]] = append(idx.byMachine[key[:i]], e.Value)
+			}
 		}
 		return true
 	})
-	slices.SortFunc(out, func(a, b *busv1.Connection) int {
-		return cmp.Or(
-			cmp.Compare(a.GetPriority(), b.GetPriority()),
-			a.GetCreatedAt().AsTime().Compare(b.GetCreatedAt().AsTime()),
-			cmp.Compare(a.GetId(), b.GetId()),
-		)
-	})
-	return out
+	for machineID, conns := range idx.byMachine {
+		slices.SortFunc(conns, func(a, b *busv1.Connection) int {
+			return cmp.Or(
+				cmp.Compare(a.GetPriority(), b.GetPriority()),
+				a.GetCreatedAt().AsTime().Compare(b.GetCreatedAt().AsTime()),
+				cmp.Compare(a.GetId(), b.GetId()),
+			)
+		})
+		idx.byMachine[machineID] = slices.Clip(conns)
+	}
+	s.conns.Store(idx)
+	return idx
 }
 
 // MachineSettings returns a machine's settings, or zero settings.

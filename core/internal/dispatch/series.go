@@ -1,0 +1,45 @@
+package dispatch
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// seriesCache maps metric label values to their series, so that a request
+// does not format and hash its labels into a vector again. Reads take no
+// lock: the map is replaced, never changed, when a series is added. Label
+// values are bounded (providers, outcomes), so it stays small. (grpcapi
+// keeps the same small cache for the request metrics.)
+type seriesCache[K comparable, V any] struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[K]V]
+}
+
+// get returns k's series, made with add the first time k is seen.
+func (c *seriesCache[K, V]) get(k K, add func() V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	size := 1
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+		size += len(*old)
+	}
+	next := make(map[K]V, size)
+	if old != nil {
+		for ok, ov := range *old {
+			next[ok] = ov
+		}
+	}
+	v := add()
+	next[k] = v
+	c.m.Store(&next)
+	return v
+}

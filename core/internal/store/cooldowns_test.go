@@ -1,0 +1,47 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/core/internal/credential"
+)
+
+// A cooldown is found by connection and model, whatever the model id holds
+// (characters a KV key may not, or more than the key buffer on the stack),
+// and a cleared one is gone at the next read.
+func TestCooldownsPutGetClear(t *testing.T) {
+	s, _ := openStores(t)
+	c := NewCooldowns(s.Cooldowns)
+	ctx := context.Background()
+	until := time.Now().Add(time.Minute).UTC().Truncate(time.Microsecond)
+	for _, model := range []string{"gpt-4o-mini", "org/model:tag@v1 é", strings.Repeat("long-model/", 20)} {
+		_, ok := c.Get("conn1", model)
+		assert.False(t, ok, model)
+		require.NoError(t, c.Put(ctx, credential.Cooldown{ConnectionID: "conn1", Model: model, Until: until, Level: 2, Reason: credential.Reason("rate_limited"), Status: 429}))
+		got, ok := c.Get("conn1", model)
+		require.True(t, ok, model)
+		assert.Equal(t, model, got.Model)
+		assert.Equal(t, 2, got.Level)
+		assert.True(t, until.Equal(got.Until))
+		_, ok = c.Get("conn2", model)
+		assert.False(t, ok, "another connection")
+		require.NoError(t, c.Clear(ctx, "conn1", model))
+		_, ok = c.Get("conn1", model)
+		assert.False(t, ok, "cleared")
+	}
+}
+
+func BenchmarkCooldownsGet(b *testing.B) {
+	s, _ := openStores(b)
+	c := NewCooldowns(s.Cooldowns)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Get("k3y9z0ab", "gpt-4o-mini")
+	}
+}
