@@ -197,9 +197,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	// HTTPAddr asked for port 0.
 	e.mountCLITools(mux, deps.Core)
 	e.srv = &http.Server{
-		// Metrics and traces sit inside the guards, where the mux has named
-		// the route; requests the guards refuse are not counted.
-		Handler:           overhead(limitHeaders(cors(cfg.CORSOrigins, requireKey(cfg.RequireAPIKey, guardBody(e.bodies, streamingBody, deps.Tracing.Middleware(newHTTPMetrics(deps.Metrics).wrap(mux))))))),
+		Handler:           middleware(cfg, e.bodies, deps.Tracing, newHTTPMetrics(deps.Metrics), mux),
 		MaxHeaderBytes:    serverMaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -207,6 +205,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	return e, nil
+}
+
+// middleware is the chain every request passes before mux.
+func middleware(cfg Config, bodies *openai.BodyGuard, tracing *telemetry.Tracing, metrics *httpMetrics, mux http.Handler) http.Handler {
+	// Metrics and traces sit inside the guards, where the mux has named
+	// the route; requests the guards refuse are not counted.
+	return overhead(limitHeaders(cors(cfg.CORSOrigins, requireKey(cfg.RequireAPIKey, guardBody(bodies, streamingBody, tracing.Middleware(metrics.wrap(mux)))))))
 }
 
 // mountCLITools serves the desktop CLI settings route, which edits files in

@@ -162,8 +162,8 @@ func legacyPath(p string) bool {
 // routes, which hold none), and it must arrive at the minimum rate.
 func guardBody(g *openai.BodyGuard, streaming func(*http.Request) bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r, release := g.Guard(w, r, !streaming(r))
-		defer release()
+		r, body := g.Guard(w, r, !streaming(r))
+		defer body.Release()
 		next.ServeHTTP(w, r)
 	})
 }

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +27,63 @@ type httpMetrics struct {
 	overhead  *prometheus.HistogramVec
 	upstream  *prometheus.HistogramVec
 	firstByte *prometheus.HistogramVec
+
+	// The children of the vectors, cached: WithLabelValues hashes its
+	// labels and allocates on every call. Both maps are bounded as the
+	// labels are (route patterns, standard methods, status codes).
+	mu     sync.RWMutex
+	routes map[string]*routeMetrics
+	counts map[requestLabels]prometheus.Counter
+}
+
+// routeMetrics are the histograms of one route.
+type routeMetrics struct {
+	duration, overhead, upstream, firstByte prometheus.Observer
+}
+
+type requestLabels struct {
+	route, method string
+	status        int
+}
+
+// route is the histograms of a route, made once.
+func (m *httpMetrics) route(route string) *routeMetrics {
+	m.mu.RLock()
+	rm := m.routes[route]
+	m.mu.RUnlock()
+	if rm != nil {
+		return rm
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rm = m.routes[route]; rm == nil {
+		rm = &routeMetrics{
+			duration:  m.duration.WithLabelValues(route),
+			overhead:  m.overhead.WithLabelValues(route),
+			upstream:  m.upstream.WithLabelValues(route),
+			firstByte: m.firstByte.WithLabelValues(route),
+		}
+		m.routes[route] = rm
+	}
+	return rm
+}
+
+// requestCounter is the requests counter of a route, method and status,
+// made once.
+func (m *httpMetrics) requestCounter(l requestLabels) prometheus.Counter {
+	m.mu.RLock()
+	c := m.counts[l]
+	m.mu.RUnlock()
+	if c != nil {
+		return c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c = m.counts[l]; c == nil {
+		c = m.requests.WithLabelValues(l.route, l.method, strconv.Itoa(l.status))
+		m.counts[l] = c
+	}
+	return c
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -52,6 +109,8 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Help: "Time from a streamed request's arrival to its first byte to the client.", Buckets: latencyBuckets,
 		}, []string{"route"}),
 	}
+	m.routes = make(map[string]*routeMetrics)
+	m.counts = make(map[requestLabels]prometheus.Counter)
 	reg = telemetry.Registerer(reg)
 	reg.MustRegister(m.requests, m.duration, m.overhead, m.upstream, m.firstByte)
 	return m
@@ -62,24 +121,32 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 // counter it reads.
 func (m *httpMetrics) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mw := &metricsWriter{ResponseWriter: w, start: time.Now(), status: http.StatusOK}
+		var mw *metricsWriter
+		st := stateOf(r.Context())
+		if st != nil {
+			mw = &st.mw
+		} else {
+			mw = new(metricsWriter)
+		}
+		*mw = metricsWriter{ResponseWriter: w, start: time.Now(), status: http.StatusOK}
 		r = telemetry.TrackRoute(r)
 		next.ServeHTTP(mw, r)
 		route := telemetry.Route(r)
-		m.requests.WithLabelValues(route, method(r.Method), strconv.Itoa(mw.status)).Inc()
-		m.duration.WithLabelValues(route).Observe(time.Since(mw.start).Seconds())
+		m.requestCounter(requestLabels{route, method(r.Method), mw.status}).Inc()
+		rm := m.route(route)
+		rm.duration.Observe(time.Since(mw.start).Seconds())
 		var up int64
-		if p, ok := r.Context().Value(upstreamKey{}).(*atomic.Int64); ok {
-			up = p.Load()
+		if st != nil {
+			up = st.upstream.Load()
 		}
 		if up > 0 {
-			m.upstream.WithLabelValues(route).Observe(float64(up) / 1e6)
+			rm.upstream.Observe(float64(up) / 1e6)
 		}
 		if !mw.first.IsZero() {
 			over := mw.first.Sub(mw.start).Microseconds() - up
-			m.overhead.WithLabelValues(route).Observe(float64(max(over, 0)) / 1e6)
+			rm.overhead.Observe(float64(max(over, 0)) / 1e6)
 			if mw.stream {
-				m.firstByte.WithLabelValues(route).Observe(mw.first.Sub(mw.start).Seconds())
+				rm.firstByte.Observe(mw.first.Sub(mw.start).Seconds())
 			}
 		}
 	})

@@ -1,32 +1,40 @@
 package edge
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/switchboardhq/switchboard/edge/internal/openai"
 	"github.com/switchboardhq/switchboard/internal/telemetry"
 )
 
-// benchHandler is the edge's middleware stack around a mux with one route,
-// as New builds it.
+// benchHandler is the edge's middleware stack around a mux with one route
+// that reads its body, as New builds it.
 func benchHandler(reg *prometheus.Registry, tr *telemetry.Tracing) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	inner := http.Handler(mux)
-	if reg != nil {
-		inner = newHTTPMetrics(reg).wrap(mux)
-	}
-	return overhead(cors(nil, tr.Middleware(inner)))
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	})
+	bodies := &openai.BodyGuard{Memory: semaphore.NewWeighted(1 << 20), MemoryWait: time.Second, MinRate: DefaultMinBodyRate, Grace: DefaultBodyGrace}
+	return middleware(Config{}, bodies, tr, newHTTPMetrics(reg), limitBody(DefaultMaxBodyBytes, mux))
 }
 
 func benchServe(b *testing.B, h http.Handler) {
-	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	b.ReportAllocs()
 	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer sk-bench-key")
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
 }

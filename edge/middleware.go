@@ -9,29 +9,51 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
 )
 
 // OverheadHeader carries the time the gateway itself added to a response, in
 // microseconds: the handler's time less the time spent waiting upstream.
 const OverheadHeader = "X-Switchboard-Overhead-Us"
 
-type upstreamKey struct{}
+// requestState is what the middleware keeps for one request, in one
+// allocation made by overhead (the outermost): the time core waited
+// upstream, the response writers of overhead and of the metrics, and the
+// slots the body guard and the route tracking fill (so neither copies the
+// request to put its own in the context).
+type requestState struct {
+	upstream atomic.Int64
+	ow       overheadWriter
+	mw       metricsWriter
+	body     openai.BodySlot
+	route    telemetry.RouteSlot
+}
+
+type stateKey struct{}
+
+// stateOf is the requestState of ctx's request, or nil.
+func stateOf(ctx context.Context) *requestState {
+	st, _ := ctx.Value(stateKey{}).(*requestState)
+	return st
+}
 
 // addUpstream records time spent waiting on an upstream (reported by core) so
 // it is not counted as overhead.
 func addUpstream(ctx context.Context, us int64) {
-	if p, ok := ctx.Value(upstreamKey{}).(*atomic.Int64); ok {
-		p.Add(us)
+	if st := stateOf(ctx); st != nil {
+		st.upstream.Add(us)
 	}
 }
 
 // overhead stamps every response with OverheadHeader.
 func overhead(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		up := new(atomic.Int64)
-		ow := &overheadWriter{ResponseWriter: w, start: start, upstream: up}
-		next.ServeHTTP(ow, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, up)))
+		st := &requestState{}
+		st.ow = overheadWriter{ResponseWriter: w, start: time.Now(), upstream: &st.upstream}
+		ctx := context.WithValue(r.Context(), stateKey{}, st)
+		ctx = openai.WithBodySlot(ctx, &st.body)
+		ctx = telemetry.WithRouteSlot(ctx, &st.route)
+		next.ServeHTTP(&st.ow, r.WithContext(ctx))
 	})
 }
 

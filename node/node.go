@@ -40,6 +40,7 @@ import (
 	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/telemetry"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 	"github.com/switchboardhq/switchboard/workers"
 )
@@ -457,7 +458,9 @@ func (n *Node) listenGRPC() error {
 // Either way calls carry the internal token and pass the same guard.
 func (n *Node) dial(addrs, service string, local bool) (grpc.ClientConnInterface, error) {
 	if local {
-		return n.tracing.ClientConn(rpcauth.WithToken(n.local, n.internalToken)), nil
+		// The token goes into the metadata inproc builds for each call
+		// anyway (rpcauth.WithToken would copy the caller's first).
+		return n.tracing.ClientConn(n.local.WithMetadata(contract.MDInternalToken, n.internalToken)), nil
 	}
 	target, res := balancedTarget(config.Addrs(addrs))
 	if target == "" {

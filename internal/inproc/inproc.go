@@ -34,9 +34,9 @@ type Conn struct {
 	mu      sync.RWMutex
 	methods map[string]method
 	// Server streams served in place (stream.go).
-	streams           map[string]streamMethod
-	streamsInPlace    bool
-	streamInterceptor grpc.StreamServerInterceptor
+	streams        map[string]streamMethod
+	streamsInPlace bool
+	streamChain    []grpc.StreamServerInterceptor
 }
 
 type method struct {
@@ -92,6 +92,71 @@ func (c *Conn) RegisterService(desc *grpc.ServiceDesc, impl any) {
 
 // Invoke calls a unary method in process.
 func (c *Conn) Invoke(ctx context.Context, fullMethod string, args, reply any, opts ...grpc.CallOption) error {
+	return c.invoke(ctx, fullMethod, args, reply, nil, opts)
+}
+
+// NewStream opens a streaming call: in place for a server stream once
+// ServeStreams was called, else on the fallback connection.
+func (c *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.newStream(ctx, desc, method, nil, opts)
+}
+
+// WithMetadata returns a connection to the same services on which every
+// call carries key: value in its metadata, replacing any value the caller
+// set there (as metadata.MD.Set on the call's own copy would): how a
+// role's credential rides on the in-process path. A call served in place
+// gets it in the incoming metadata built for the handler anyway, so it
+// costs no second copy of the caller's metadata; a call on the fallback
+// connection gets it in its outgoing metadata.
+func (c *Conn) WithMetadata(key, value string) grpc.ClientConnInterface {
+	return &withMetadata{c: c, set: &pair{key: strings.ToLower(key), value: value}}
+}
+
+// pair is one metadata entry a WithMetadata connection sets.
+type pair struct{ key, value string }
+
+type withMetadata struct {
+	c   *Conn
+	set *pair
+}
+
+func (w *withMetadata) Invoke(ctx context.Context, fullMethod string, args, reply any, opts ...grpc.CallOption) error {
+	return w.c.invoke(ctx, fullMethod, args, reply, w.set, opts)
+}
+
+func (w *withMetadata) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return w.c.newStream(ctx, desc, method, w.set, opts)
+}
+
+// incoming is the metadata a handler served in place receives: a copy of
+// ctx's outgoing metadata (FromOutgoingContext returns a fresh one, keys
+// lower-cased, as a connection delivers them), with set applied.
+func incoming(ctx context.Context, set *pair) metadata.MD {
+	md, ok := metadata.FromOutgoingContext(ctx)
+	if !ok {
+		md = metadata.MD{}
+	}
+	if set != nil {
+		md[set.key] = []string{set.value}
+	}
+	return md
+}
+
+// outgoing is ctx with set applied to its outgoing metadata, for a call on
+// the fallback connection.
+func outgoing(ctx context.Context, set *pair) context.Context {
+	if set == nil {
+		return ctx
+	}
+	md, ok := metadata.FromOutgoingContext(ctx) // a new MD: ours to change
+	if !ok {
+		md = metadata.MD{}
+	}
+	md[set.key] = []string{set.value}
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+func (c *Conn) invoke(ctx context.Context, fullMethod string, args, reply any, set *pair, opts []grpc.CallOption) error {
 	c.mu.RLock()
 	m, ok := c.methods[fullMethod]
 	c.mu.RUnlock()
@@ -99,7 +164,7 @@ func (c *Conn) Invoke(ctx context.Context, fullMethod string, args, reply any, o
 		if c.fallback == nil {
 			return status.Errorf(codes.Unimplemented, "unknown method %s", fullMethod)
 		}
-		return c.fallback.Invoke(ctx, fullMethod, args, reply, opts...)
+		return c.fallback.Invoke(outgoing(ctx, set), fullMethod, args, reply, opts...)
 	}
 	in, ok := args.(proto.Message)
 	out, ok2 := reply.(proto.Message)
@@ -109,9 +174,8 @@ func (c *Conn) Invoke(ctx context.Context, fullMethod string, args, reply any, o
 	if n := proto.Size(in); n > MaxMessageBytes {
 		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, MaxMessageBytes)
 	}
-	md, _ := metadata.FromOutgoingContext(ctx)
 	st := &serverStream{method: fullMethod}
-	sctx := grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, md.Copy()), st)
+	sctx := grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, incoming(ctx, set)), st)
 	dec := func(v any) error {
 		// The handler owns what it decodes, as it would own a message
 		// read from the wire: give it a copy.
@@ -137,16 +201,14 @@ func (c *Conn) Invoke(ctx context.Context, fullMethod string, args, reply any, o
 	return nil
 }
 
-// NewStream opens a streaming call: in place for a server stream once
-// ServeStreams was called, else on the fallback connection.
-func (c *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if m, interceptor, ok := c.localStream(method); ok {
-		return c.newLocalStream(ctx, m, interceptor, method, opts)
+func (c *Conn) newStream(ctx context.Context, desc *grpc.StreamDesc, method string, set *pair, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	if m, ok := c.localStream(method); ok {
+		return c.newLocalStream(ctx, m, method, set, opts)
 	}
 	if c.fallback == nil {
 		return nil, status.Errorf(codes.Unimplemented, "inproc: no connection for streaming method %s", method)
 	}
-	return c.fallback.NewStream(ctx, desc, method, opts...)
+	return c.fallback.NewStream(outgoing(ctx, set), desc, method, opts...)
 }
 
 // serverStream collects what a handler sets with grpc.SetHeader,
@@ -163,7 +225,7 @@ func (s *serverStream) Method() string { return s.method }
 func (s *serverStream) SetHeader(md metadata.MD) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.header = metadata.Join(s.header, lower(md))
+	s.header = join(s.header, md)
 	return nil
 }
 
@@ -172,7 +234,7 @@ func (s *serverStream) SendHeader(md metadata.MD) error { return s.SetHeader(md)
 func (s *serverStream) SetTrailer(md metadata.MD) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.trailer = metadata.Join(s.trailer, lower(md))
+	s.trailer = join(s.trailer, md)
 	return nil
 }
 
@@ -192,6 +254,19 @@ func (s *serverStream) deliver(opts []grpc.CallOption) {
 			*o.TrailerAddr = s.trailer.Copy()
 		}
 	}
+}
+
+// join adds md to into, keys lower-cased as the wire delivers them; into
+// may be nil (the result is then a new MD).
+func join(into, md metadata.MD) metadata.MD {
+	if into == nil {
+		return lower(md)
+	}
+	for k, v := range md {
+		k = strings.ToLower(k)
+		into[k] = append(into[k], v...)
+	}
+	return into
 }
 
 // lower returns md with lower-case keys, as the wire delivers them.

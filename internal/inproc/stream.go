@@ -20,9 +20,11 @@ import (
 //
 //   - the handler works on its own copy of the request, and the caller
 //     receives its own copy of each response: SendMsg returns once the
-//     caller has copied the message (so a handler may reuse it, as over
-//     the wire), which also makes a handler wait for a caller that does not
-//     read, as flow control would;
+//     message was copied into the caller's (by the handler when the caller
+//     is already waiting in RecvMsg, else by the caller when it comes), so
+//     a handler may reuse it, as over the wire, and waits for a caller that
+//     does not read, as flow control would; each response costs one
+//     goroutine wakeup;
 //   - outgoing metadata arrives as incoming metadata; headers (SetHeader,
 //     SendHeader, sent with the first response at the latest) reach
 //     Header(), trailers reach Trailer() and the call options, keys
@@ -39,6 +41,10 @@ import (
 type streamMethod struct {
 	impl any
 	desc grpc.StreamDesc
+	// info and handler are composed once per method when the interceptors
+	// are known (compose): a call allocates no closures for the chain.
+	info    *grpc.StreamServerInfo
+	handler grpc.StreamHandler
 }
 
 // ServeStreams makes registered server-streaming methods run in place,
@@ -49,7 +55,30 @@ func (c *Conn) ServeStreams(interceptors ...grpc.StreamServerInterceptor) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.streamsInPlace = true
-	c.streamInterceptor = chainStream(interceptors)
+	c.streamChain = c.streamChain[:0]
+	for _, i := range interceptors {
+		if i != nil {
+			c.streamChain = append(c.streamChain, i)
+		}
+	}
+	for name, m := range c.streams {
+		c.streams[name] = c.compose(name, m)
+	}
+}
+
+// compose builds m's handler behind the stream interceptors (the first
+// outermost, as grpc.ChainStreamInterceptor orders them), once: the
+// closures of the chain are shared by every call of the method, as the
+// method's StreamServerInfo is.
+func (c *Conn) compose(name string, m streamMethod) streamMethod {
+	info := &grpc.StreamServerInfo{FullMethod: name, IsClientStream: false, IsServerStream: true}
+	h := m.desc.Handler
+	for i := len(c.streamChain) - 1; i >= 0; i-- {
+		interceptor, next := c.streamChain[i], h
+		h = func(srv any, ss grpc.ServerStream) error { return interceptor(srv, ss, info, next) }
+	}
+	m.info, m.handler = info, h
+	return m
 }
 
 // registerStreams records a service's server-streaming methods.
@@ -59,47 +88,34 @@ func (c *Conn) registerStreams(desc *grpc.ServiceDesc, impl any) {
 	}
 	for _, s := range desc.Streams {
 		if s.ServerStreams && !s.ClientStreams {
-			c.streams["/"+desc.ServiceName+"/"+s.StreamName] = streamMethod{impl: impl, desc: s}
+			name := "/" + desc.ServiceName + "/" + s.StreamName
+			c.streams[name] = c.compose(name, streamMethod{impl: impl, desc: s})
 		}
 	}
 }
 
 // localStream returns the in-place method of fullMethod, if streams are
 // served in place and it is one.
-func (c *Conn) localStream(fullMethod string) (streamMethod, grpc.StreamServerInterceptor, bool) {
+func (c *Conn) localStream(fullMethod string) (streamMethod, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if !c.streamsInPlace {
-		return streamMethod{}, nil, false
+		return streamMethod{}, false
 	}
 	m, ok := c.streams[fullMethod]
-	return m, c.streamInterceptor, ok
-}
-
-func chainStream(is []grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
-	var chain []grpc.StreamServerInterceptor
-	for _, i := range is {
-		if i != nil {
-			chain = append(chain, i)
-		}
-	}
-	if len(chain) == 0 {
-		return nil
-	}
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		var call func(i int, ss grpc.ServerStream) error
-		call = func(i int, ss grpc.ServerStream) error {
-			if i == len(chain) {
-				return handler(srv, ss)
-			}
-			return chain[i](srv, ss, info, func(_ any, ss grpc.ServerStream) error { return call(i+1, ss) })
-		}
-		return call(0, ss)
-	}
+	return m, ok
 }
 
 // call is one stream served in place: the caller's side (clientStream) and
 // the handler's (serverStream) share it.
+//
+// Each handoff wakes the other side once. Under mu a side that must wait
+// sets what it waits for (the caller: recvInto, the message to fill; the
+// handler: reqWaiting, or offered, its response for the caller to copy)
+// and then waits on its wake channel (capacity one). Whoever ends that
+// wait clears the field and sends one token, still under mu; so a side
+// that woke for another reason (its context ended) and finds the field
+// cleared under mu knows the token is there and takes it.
 type call struct {
 	method string
 	opts   []grpc.CallOption
@@ -108,73 +124,83 @@ type call struct {
 	sctx context.Context // the handler's
 	stop context.CancelFunc
 
-	req     chan proto.Message // the request, once
-	resp    chan proto.Message // each response, until the caller copied it
-	copied  chan struct{}      // the caller copied the response it took
-	done    chan struct{}      // closed when the handler returned
-	headerc chan struct{}      // closed when the headers are sent
+	callerWake  chan struct{}
+	handlerWake chan struct{}
 
 	mu         sync.Mutex
+	request    proto.Message // the caller's request (a copy) until the handler takes it
+	reqWaiting bool          // the handler waits for the request
+	recvInto   proto.Message // the caller waits in RecvMsg for this to be filled
+	filled     bool          // the handler filled recvInto
+	offered    proto.Message // the handler waits for the caller to copy this
+	ended      bool          // the handler returned; err is its outcome
+	// headerc is made by a Header that has to wait, and closed when the
+	// headers are sent.
+	headerc    chan struct{}
 	header     metadata.MD
 	trailer    metadata.MD
 	headerSent bool
-	err        error // the handler's outcome, once done
-	sent       bool  // the caller sent its request
+	err        error
+	sent       bool // the caller sent its request
 	closedSend bool
 	finished   bool // RecvMsg returned an error: the call options got their values
 	// trailersOnly: the handler failed before sending headers; Header
 	// then returns its error, as over the wire.
 	trailersOnly bool
+
+	// Both sides live in the call's allocation.
+	client  clientStream
+	handler handlerStream
 }
 
 // newLocalStream starts the handler of m and returns the caller's side.
-func (c *Conn) newLocalStream(ctx context.Context, m streamMethod, interceptor grpc.StreamServerInterceptor, method string, opts []grpc.CallOption) (grpc.ClientStream, error) {
+func (c *Conn) newLocalStream(ctx context.Context, m streamMethod, method string, set *pair, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
-	md, _ := metadata.FromOutgoingContext(ctx)
+	md := incoming(ctx, set)
 	cl := &call{
-		method:  method,
-		opts:    opts,
-		cctx:    ctx,
-		req:     make(chan proto.Message, 1),
-		resp:    make(chan proto.Message),
-		copied:  make(chan struct{}),
-		done:    make(chan struct{}),
-		headerc: make(chan struct{}),
+		method:      method,
+		opts:        opts,
+		cctx:        ctx,
+		callerWake:  make(chan struct{}, 1),
+		handlerWake: make(chan struct{}, 1),
 	}
-	sctx, stop := context.WithCancel(metadata.NewIncomingContext(ctx, md.Copy()))
-	ss := &handlerStream{call: cl}
-	cl.sctx, cl.stop = grpc.NewContextWithServerTransportStream(sctx, transportStream{ss}), stop
-	info := &grpc.StreamServerInfo{FullMethod: method, IsClientStream: false, IsServerStream: true}
-	go func() {
-		var err error
-		if interceptor != nil {
-			err = interceptor(m.impl, ss, info, m.desc.Handler)
-		} else {
-			err = m.desc.Handler(m.impl, ss)
+	cl.client.call, cl.handler.call = cl, cl
+	sctx, stop := context.WithCancel(metadata.NewIncomingContext(ctx, md))
+	cl.sctx, cl.stop = grpc.NewContextWithServerTransportStream(sctx, transportStream{&cl.handler}), stop
+	go cl.serve(m)
+	return &cl.client, nil
+}
+
+// serve runs the handler behind the interceptors and records its outcome.
+func (cl *call) serve(m streamMethod) {
+	err := m.handler(m.impl, &cl.handler)
+	if err != nil {
+		if _, isStatus := status.FromError(err); !isStatus {
+			err = status.Error(codes.Unknown, err.Error())
 		}
-		if err != nil {
-			if _, isStatus := status.FromError(err); !isStatus {
-				err = status.Error(codes.Unknown, err.Error())
-			}
-		}
-		cl.mu.Lock()
-		cl.err = err
-		cl.trailersOnly = !cl.headerSent && err != nil
-		cl.sendHeaderLocked()
-		cl.mu.Unlock()
-		close(cl.done)
-		stop()
-	}()
-	return &clientStream{call: cl}, nil
+	}
+	cl.mu.Lock()
+	cl.err = err
+	cl.ended = true
+	cl.trailersOnly = !cl.headerSent && err != nil
+	cl.sendHeaderLocked()
+	if cl.recvInto != nil {
+		cl.recvInto = nil
+		cl.callerWake <- struct{}{}
+	}
+	cl.mu.Unlock()
+	cl.stop()
 }
 
 // sendHeaderLocked marks the headers sent (once).
 func (cl *call) sendHeaderLocked() {
 	if !cl.headerSent {
 		cl.headerSent = true
-		close(cl.headerc)
+		if cl.headerc != nil {
+			close(cl.headerc)
+		}
 	}
 }
 
@@ -185,12 +211,20 @@ func (s *clientStream) Context() context.Context { return s.cctx }
 
 // Header waits for the headers (or the end of the call).
 func (s *clientStream) Header() (metadata.MD, error) {
-	select {
-	case <-s.headerc:
-	case <-s.cctx.Done():
-		return nil, status.FromContextError(s.cctx.Err()).Err()
-	}
 	s.mu.Lock()
+	if !s.headerSent {
+		if s.headerc == nil {
+			s.headerc = make(chan struct{})
+		}
+		c := s.headerc
+		s.mu.Unlock()
+		select {
+		case <-c:
+		case <-s.cctx.Done():
+			return nil, status.FromContextError(s.cctx.Err()).Err()
+		}
+		s.mu.Lock()
+	}
 	defer s.mu.Unlock()
 	if s.trailersOnly {
 		return nil, s.err
@@ -202,12 +236,10 @@ func (s *clientStream) Header() (metadata.MD, error) {
 func (s *clientStream) Trailer() metadata.MD {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	select {
-	case <-s.done:
-		return s.trailer.Copy()
-	default:
+	if !s.ended {
 		return nil
 	}
+	return s.trailer.Copy()
 }
 
 func (s *clientStream) CloseSend() error {
@@ -215,7 +247,7 @@ func (s *clientStream) CloseSend() error {
 	defer s.mu.Unlock()
 	if !s.closedSend {
 		s.closedSend = true
-		close(s.req)
+		s.wakeHandlerForRequestLocked()
 	}
 	return nil
 }
@@ -236,8 +268,18 @@ func (s *clientStream) SendMsg(m any) error {
 	s.sent = true
 	// The handler owns what it decodes: a copy, made now (the caller may
 	// reuse its message once SendMsg returned, as over the wire).
-	s.req <- proto.Clone(msg)
+	s.request = proto.Clone(msg)
+	s.wakeHandlerForRequestLocked()
 	return nil
+}
+
+// wakeHandlerForRequestLocked ends the handler's wait for the request, if
+// it waits.
+func (s *clientStream) wakeHandlerForRequestLocked() {
+	if s.reqWaiting {
+		s.reqWaiting = false
+		s.handlerWake <- struct{}{}
+	}
 }
 
 // RecvMsg copies the next response into m; io.EOF after the last one.
@@ -246,43 +288,80 @@ func (s *clientStream) RecvMsg(m any) error {
 	if !ok {
 		return status.Error(codes.Internal, "inproc: messages must be protobuf")
 	}
+	s.mu.Lock()
 	// A response already offered goes before the end of the call.
-	select {
-	case msg := <-s.resp:
-		return s.take(out, msg)
-	default:
+	if msg := s.offered; msg != nil {
+		proto.Reset(out)
+		proto.Merge(out, msg)
+		s.offered = nil
+		s.handlerWake <- struct{}{}
+		s.mu.Unlock()
+		return nil
 	}
-	select {
-	case msg := <-s.resp:
-		return s.take(out, msg)
-	case <-s.done:
-		return s.finish(nil)
-	case <-s.cctx.Done():
+	// A caller whose context ended gets its context's error, as over
+	// gRPC, even if the handler ended too (it sees the same context).
+	if err := s.cctx.Err(); err != nil {
+		s.mu.Unlock()
 		s.stop()
-		return s.finish(status.FromContextError(s.cctx.Err()).Err())
+		return s.finish(status.FromContextError(err).Err())
 	}
+	if s.ended {
+		s.mu.Unlock()
+		return s.finish(nil)
+	}
+	s.recvInto = out
+	s.mu.Unlock()
+	var ctxErr error
+	select {
+	case <-s.callerWake:
+	case <-s.cctx.Done():
+		ctxErr = status.FromContextError(s.cctx.Err()).Err()
+	}
+	s.mu.Lock()
+	if ctxErr != nil {
+		if s.recvInto == nil {
+			<-s.callerWake // ended by the handler meanwhile: its token
+		} else {
+			s.recvInto = nil
+		}
+	}
+	filled, ended := s.filled, s.ended
+	s.filled = false
+	s.mu.Unlock()
+	if filled {
+		return nil
+	}
+	if err := s.cctx.Err(); err != nil {
+		s.stop()
+		return s.finish(status.FromContextError(err).Err())
+	}
+	if ended {
+		return s.finish(nil)
+	}
+	s.stop()
+	return s.finish(ctxErr)
 }
 
-func (s *clientStream) take(out, msg proto.Message) error {
-	proto.Reset(out)
-	proto.Merge(out, msg)
-	s.copied <- struct{}{}
-	return nil
+// Ready reports whether RecvMsg would return without waiting: a response
+// is offered or the call ended. A relay uses it to write what is already
+// there before flushing.
+func (s *clientStream) Ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.offered != nil || s.ended
 }
 
 // finish ends the caller's side: the handler's outcome (io.EOF for a clean
 // one) or err, and the call options get the headers and trailers.
 func (s *clientStream) finish(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err == nil {
-		s.mu.Lock()
 		err = s.err
-		s.mu.Unlock()
 		if err == nil {
 			err = io.EOF
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.finished {
 		s.finished = true
 		deliverTo(s.opts, s.header, s.trailer)
@@ -306,7 +385,7 @@ func (s *handlerStream) SetHeader(md metadata.MD) error {
 	if s.headerSent {
 		return status.Error(codes.Internal, "transport: the stream is done or WriteHeader was already called")
 	}
-	s.header = metadata.Join(s.header, lower(md))
+	s.header = join(s.header, md)
 	return nil
 }
 
@@ -323,7 +402,7 @@ func (s *handlerStream) SendHeader(md metadata.MD) error {
 func (s *handlerStream) SetTrailer(md metadata.MD) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.trailer = metadata.Join(s.trailer, lower(md))
+	s.trailer = join(s.trailer, md)
 }
 
 // transportStream adapts SetTrailer to grpc.ServerTransportStream's
@@ -335,7 +414,8 @@ func (t transportStream) SetTrailer(md metadata.MD) error {
 	return nil
 }
 
-// SendMsg hands m to the caller and returns once the caller copied it.
+// SendMsg hands m to the caller and returns once the caller has its copy:
+// made here when the caller is waiting, else by the caller when it comes.
 func (s *handlerStream) SendMsg(m any) error {
 	msg, ok := m.(proto.Message)
 	if !ok {
@@ -343,20 +423,34 @@ func (s *handlerStream) SendMsg(m any) error {
 	}
 	s.mu.Lock()
 	s.sendHeaderLocked()
+	if out := s.recvInto; out != nil {
+		proto.Reset(out)
+		proto.Merge(out, msg)
+		s.recvInto, s.filled = nil, true
+		s.callerWake <- struct{}{}
+		s.mu.Unlock()
+		return nil
+	}
+	if err := s.sctx.Err(); err != nil {
+		s.mu.Unlock()
+		return status.FromContextError(err).Err()
+	}
+	s.offered = msg
 	s.mu.Unlock()
 	select {
-	case s.resp <- msg:
+	case <-s.handlerWake:
+		return nil // the caller copied it
 	case <-s.sctx.Done():
-		return status.FromContextError(s.sctx.Err()).Err()
 	}
-	select {
-	case <-s.copied:
-		return nil
-	case <-s.sctx.Done():
-		// The caller took the message: it copies it whatever happens.
-		<-s.copied
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.offered == nil {
+		// The caller took it as the call ended: it has its copy.
+		<-s.handlerWake
 		return nil
 	}
+	s.offered = nil
+	return status.FromContextError(s.sctx.Err()).Err()
 }
 
 // RecvMsg gives the handler its copy of the request.
@@ -368,17 +462,37 @@ func (s *handlerStream) RecvMsg(m any) error {
 	if s.recvd {
 		return io.EOF
 	}
-	select {
-	case msg, ok := <-s.req:
-		if !ok {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if msg := s.request; msg != nil {
+			s.request, s.recvd = nil, true
+			proto.Reset(out)
+			proto.Merge(out, msg)
+			return nil
+		}
+		if s.closedSend {
 			return status.Error(codes.Internal, "inproc: the caller closed the stream without a request")
 		}
-		s.recvd = true
-		proto.Reset(out)
-		proto.Merge(out, msg)
-		return nil
-	case <-s.sctx.Done():
-		return status.FromContextError(s.sctx.Err()).Err()
+		if err := s.sctx.Err(); err != nil {
+			return status.FromContextError(err).Err()
+		}
+		s.reqWaiting = true
+		s.mu.Unlock()
+		var done bool
+		select {
+		case <-s.handlerWake:
+		case <-s.sctx.Done():
+			done = true
+		}
+		s.mu.Lock()
+		if done {
+			if s.reqWaiting {
+				s.reqWaiting = false
+				return status.FromContextError(s.sctx.Err()).Err()
+			}
+			<-s.handlerWake // the caller's token, sent as the context ended
+		}
 	}
 }
 

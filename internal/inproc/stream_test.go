@@ -3,9 +3,13 @@ package inproc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"runtime"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -243,4 +247,139 @@ func TestStreamsInPlaceAreOptIn(t *testing.T) {
 	healthpb.RegisterHealthServer(c, newWatcher())
 	_, err := healthpb.NewHealthClient(c).Watch(authorized(), &healthpb.HealthCheckRequest{Service: "ok"})
 	assert.Equal(t, codes.Unimplemented, status.Code(err))
+}
+
+// Many streams at once, callers reading at their own pace: every caller
+// gets each response as it was sent, in order, then io.EOF, whichever side
+// of the handoff (a waiting caller or an offered response) each one took.
+func TestServerStreamsInPlaceUnderConcurrency(t *testing.T) {
+	w := newWatcher()
+	w.seen = make(chan metadata.MD, 1024)
+	c := New(nil, nil)
+	healthpb.RegisterHealthServer(c, w)
+	c.ServeStreams(recoverStream, tagStream)
+	client := healthpb.NewHealthClient(c)
+	want := []healthpb.HealthCheckResponse_ServingStatus{
+		healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING, healthpb.HealthCheckResponse_SERVICE_UNKNOWN,
+	}
+	errs := make(chan error, 16)
+	for g := range 16 {
+		go func() {
+			errs <- func() error {
+				for i := range 20 {
+					stream, err := client.Watch(authorized(), &healthpb.HealthCheckRequest{Service: "ok"})
+					if err != nil {
+						return err
+					}
+					var got []healthpb.HealthCheckResponse_ServingStatus
+					for {
+						if (g+i)%2 == 0 {
+							runtime.Gosched() // let the handler offer first
+						}
+						m, err := stream.Recv()
+						if err == io.EOF {
+							break
+						}
+						if err != nil {
+							return err
+						}
+						got = append(got, m.GetStatus())
+					}
+					if !slices.Equal(want, got) {
+						return fmt.Errorf("got %v", got)
+					}
+					if tr := stream.Trailer().Get("t"); !slices.Equal(tr, []string{"1"}) {
+						return fmt.Errorf("trailer %v", tr)
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range 16 {
+		require.NoError(t, <-errs)
+	}
+}
+
+// Ready says whether Recv would wait: not before the handler offered a
+// response, yes once the call ended.
+func TestReadyReportsWhatIsThere(t *testing.T) {
+	c := New(nil, nil)
+	healthpb.RegisterHealthServer(c, newWatcher())
+	c.ServeStreams(recoverStream, tagStream)
+	stream, err := healthpb.NewHealthClient(c).Watch(authorized(), &healthpb.HealthCheckRequest{Service: "fail-early"})
+	require.NoError(t, err)
+	cs := stream.(*grpc.GenericClientStream[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse]).ClientStream.(interface{ Ready() bool })
+	require.Eventually(t, cs.Ready, 5*time.Second, time.Millisecond, "the call ended")
+	_, err = stream.Recv()
+	assert.Equal(t, codes.NotFound, status.Code(err))
+}
+
+// The cost of a call in place with one response (a non-streamed chat's
+// shape): the handoff between the caller and the handler's goroutine.
+func BenchmarkServerStreamInPlaceOneResponse(b *testing.B) {
+	w := newWatcher()
+	c := New(nil, nil)
+	healthpb.RegisterHealthServer(c, w)
+	c.ServeStreams(recoverStream, tagStream)
+	client := healthpb.NewHealthClient(c)
+	ctx := authorized()
+	req := &healthpb.HealthCheckRequest{Service: "send-header"}
+	b.ReportAllocs()
+	for b.Loop() {
+		stream, err := client.Watch(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != io.EOF {
+			b.Fatal(err)
+		}
+		<-w.seen
+	}
+}
+
+// Check records the call's metadata, for the unary side of WithMetadata.
+func (w *watcher) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	w.seen <- md
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// A WithMetadata connection sets its entry on every call, replacing the
+// caller's, whether the call is served in place or on the fallback
+// connection; the caller's own metadata is left as it was.
+func TestWithMetadataSetsItsEntryOnEveryCall(t *testing.T) {
+	conns := connections(t)
+	// Nothing registered in place: every call takes the fallback (gRPC).
+	fallback := New(conns["grpc"].conn, nil)
+	for name, c := range map[string]struct {
+		conn grpc.ClientConnInterface
+		w    *watcher
+	}{
+		"in place": {conns["in place"].conn.(*Conn).WithMetadata("Authorization", "Bearer set"), conns["in place"].w},
+		"fallback": {fallback.WithMetadata("Authorization", "Bearer set"), conns["grpc"].w},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer caller", "k", "v")
+			client := healthpb.NewHealthClient(c.conn)
+			stream, err := client.Watch(ctx, &healthpb.HealthCheckRequest{Service: "send-header"})
+			require.NoError(t, err)
+			_, err = stream.Recv()
+			require.NoError(t, err)
+			seen := <-c.w.seen
+			assert.Equal(t, []string{"Bearer set"}, seen.Get("authorization"), "stream")
+			assert.Equal(t, []string{"v"}, seen.Get("k"))
+
+			_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+			require.NoError(t, err)
+			seen = <-c.w.seen
+			assert.Equal(t, []string{"Bearer set"}, seen.Get("authorization"), "unary")
+
+			mine, _ := metadata.FromOutgoingContext(ctx)
+			assert.Equal(t, []string{"Bearer caller"}, mine.Get("authorization"), "the caller's metadata is its own")
+		})
+	}
 }

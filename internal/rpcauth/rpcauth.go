@@ -106,8 +106,8 @@ func (g *Guard) valid(ctx context.Context) bool {
 	if g.token == nil {
 		return false
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get(contract.MDInternalToken)
+	// One key read, not a copy of the whole metadata.
+	v := metadata.ValueFromIncomingContext(ctx, contract.MDInternalToken)
 	if len(v) != 1 {
 		return false
 	}
@@ -136,20 +136,38 @@ func (g *Guard) Unary() grpc.UnaryServerInterceptor {
 // Stream is the Guard as a stream server interceptor.
 func (g *Guard) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, err := g.admit(ss.Context(), info.FullMethod)
-		if err != nil {
+		ctx := ss.Context()
+		if g.valid(ctx) {
+			// The stream and its role-marked context in one allocation.
+			s := &stream{ServerStream: ss}
+			s.ctx.Context = ctx
+			return handler(srv, s)
+		}
+		if _, err := g.admit(ctx, info.FullMethod); err != nil {
 			return err
 		}
-		return handler(srv, &stream{ServerStream: ss, ctx: ctx})
+		return handler(srv, ss)
 	}
 }
 
+// stream is a stream whose context is marked as a role's call.
 type stream struct {
 	grpc.ServerStream
-	ctx context.Context
+	ctx roleContext
 }
 
-func (s *stream) Context() context.Context { return s.ctx }
+func (s *stream) Context() context.Context { return &s.ctx }
+
+// roleContext is its parent marked as a role's call: what
+// context.WithValue(parent, roleKey{}, true) gives, held by value.
+type roleContext struct{ context.Context }
+
+func (c *roleContext) Value(key any) any {
+	if _, ok := key.(roleKey); ok {
+		return true
+	}
+	return c.Context.Value(key)
+}
 
 // FromRole reports whether the Guard admitted ctx's call with the internal
 // token.
@@ -168,8 +186,7 @@ type User struct {
 // call, replacing any user named before; with an empty u.ID it removes the
 // user. Values are percent-encoded (metadata must be printable ASCII).
 func VouchUser(ctx context.Context, u User) context.Context {
-	md, _ := metadata.FromOutgoingContext(ctx)
-	md = md.Copy()
+	md := outgoing(ctx)
 	md.Delete(contract.MDUserID)
 	md.Delete(contract.MDUserEmail)
 	if u.ID != "" {
@@ -210,12 +227,21 @@ func VouchedUser(ctx context.Context) (User, error) {
 // the admin token to the edge, and names no user: an operator's call is
 // never made on behalf of a signed-in user.
 func VouchAdmin(ctx context.Context) context.Context {
-	md, _ := metadata.FromOutgoingContext(ctx)
-	md = md.Copy()
+	md := outgoing(ctx)
 	md.Delete(contract.MDUserID)
 	md.Delete(contract.MDUserEmail)
 	md.Set(contract.MDAdmin, "1")
 	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// outgoing is a copy of ctx's outgoing metadata to change (never nil):
+// FromOutgoingContext builds a new MD on every call, so it is copied once.
+func outgoing(ctx context.Context) metadata.MD {
+	md, ok := metadata.FromOutgoingContext(ctx)
+	if !ok {
+		return metadata.MD{}
+	}
+	return md
 }
 
 // ErrNotAdmin: the call is not an operator's (VouchedAdmin).
@@ -259,8 +285,7 @@ func (tokenCreds) RequireTransportSecurity() bool { return false }
 // as the in-process one (internal/inproc), whose calls pass the same Guard.
 func WithToken(conn grpc.ClientConnInterface, token string) grpc.ClientConnInterface {
 	return WithContext(conn, func(ctx context.Context) context.Context {
-		md, _ := metadata.FromOutgoingContext(ctx)
-		md = md.Copy()
+		md := outgoing(ctx)
 		md.Set(contract.MDInternalToken, token)
 		return metadata.NewOutgoingContext(ctx, md)
 	})

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -217,6 +218,88 @@ func TestVouchedAdminOnlyFromRoles(t *testing.T) {
 			resp, err := tc.client.Check(tc.ctx, &healthpb.HealthCheckRequest{})
 			require.NoError(t, err)
 			assert.Equal(t, tc.admit, resp.GetStatus() == healthpb.HealthCheckResponse_SERVING)
+		})
+	}
+}
+
+// The token, a vouched user and an operator's mark go on the call's own
+// metadata: the caller's outgoing metadata (shared by every call made with
+// its context) is left as it was.
+func TestVouchingLeavesCallersMetadataAlone(t *testing.T) {
+	ctx := metadata.NewOutgoingContext(context.Background(), metadata.Pairs(contract.MDUserID, "other", "k", "v"))
+	before, _ := metadata.FromOutgoingContext(ctx)
+
+	var seen metadata.MD
+	err := rpcauth.WithToken(recorder{seen: &seen}, token).Invoke(rpcauth.VouchAdmin(rpcauth.VouchUser(ctx, rpcauth.User{ID: "u"})), "/m", nil, nil)
+	require.NoError(t, err)
+
+	after, _ := metadata.FromOutgoingContext(ctx)
+	assert.Equal(t, before, after, "the caller's metadata is unchanged")
+	assert.Equal(t, []string{token}, seen.Get(contract.MDInternalToken))
+	assert.Equal(t, []string{"1"}, seen.Get(contract.MDAdmin))
+	assert.Empty(t, seen.Get(contract.MDUserID))
+	assert.Equal(t, []string{"v"}, seen.Get("k"))
+}
+
+// recorder is a connection that records the outgoing metadata of a call.
+type recorder struct{ seen *metadata.MD }
+
+func (r recorder) Invoke(ctx context.Context, _ string, _, _ any, _ ...grpc.CallOption) error {
+	*r.seen, _ = metadata.FromOutgoingContext(ctx)
+	return nil
+}
+
+func (r recorder) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, errors.New("unused")
+}
+
+// roleWatch is a health server whose Watch answers SERVING only to a
+// role's call, and names the vouched user in its trailer.
+type roleWatch struct {
+	healthpb.UnimplementedHealthServer
+}
+
+func (roleWatch) Watch(_ *healthpb.HealthCheckRequest, ss grpc.ServerStreamingServer[healthpb.HealthCheckResponse]) error {
+	ctx := ss.Context()
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if rpcauth.FromRole(ctx) {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	if u, err := rpcauth.VouchedUser(ctx); err == nil {
+		ss.SetTrailer(metadata.Pairs("user", u.ID))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		return status.Error(codes.FailedPrecondition, "the caller's deadline is lost")
+	}
+	return ss.Send(&healthpb.HealthCheckResponse{Status: st})
+}
+
+// On a stream, the Guard marks a call with the token as a role's (and the
+// context keeps everything else, the deadline included); a call without
+// it reaches a self-authenticated service unmarked.
+func TestGuardMarksRoleStreams(t *testing.T) {
+	addr := serve(t, rpcauth.GuardConfig{Token: token, SelfAuthenticated: []string{healthpb.Health_ServiceDesc.ServiceName}},
+		func(s *grpc.Server) { healthpb.RegisterHealthServer(s, roleWatch{}) })
+	conn := dial(t, addr)
+	for name, tc := range map[string]struct {
+		conn grpc.ClientConnInterface
+		want healthpb.HealthCheckResponse_ServingStatus
+		user []string
+	}{
+		"with the token": {rpcauth.WithToken(conn, token), healthpb.HealthCheckResponse_SERVING, []string{"u"}},
+		"without":        {conn, healthpb.HealthCheckResponse_NOT_SERVING, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(rpcauth.VouchUser(context.Background(), rpcauth.User{ID: "u"}), time.Minute)
+			defer cancel()
+			stream, err := healthpb.NewHealthClient(tc.conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+			require.NoError(t, err)
+			m, err := stream.Recv()
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, m.GetStatus())
+			_, err = stream.Recv()
+			assert.Equal(t, io.EOF, err)
+			assert.Equal(t, tc.user, stream.Trailer().Get("user"))
 		})
 	}
 }

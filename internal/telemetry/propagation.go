@@ -47,8 +47,10 @@ func (t *Tracing) inject(ctx context.Context) context.Context {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx
 	}
-	md, _ := metadata.FromOutgoingContext(ctx)
-	md = md.Copy()
+	md, ok := metadata.FromOutgoingContext(ctx) // a new MD: ours to change
+	if !ok {
+		md = metadata.MD{}
+	}
 	t.prop.Inject(ctx, mdCarrier(md))
 	return metadata.NewOutgoingContext(ctx, md)
 }
@@ -218,24 +220,32 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type routeKey struct{}
 
-// routeHolder is where a handler below the ServeMux (the grpc-gateway)
-// names the route it served.
-type routeHolder struct{ pattern string }
+// RouteSlot is where a handler below the ServeMux (the grpc-gateway)
+// names the route it served (SetRoute).
+type RouteSlot struct{ pattern string }
+
+// WithRouteSlot returns ctx with s as the place where inner handlers name
+// their route: for a middleware that keeps the slot in its own per-request
+// allocation and puts it in the context before TrackRoute runs (TrackRoute
+// then leaves the request as it is).
+func WithRouteSlot(ctx context.Context, s *RouteSlot) context.Context {
+	return context.WithValue(ctx, routeKey{}, s)
+}
 
 // TrackRoute returns r with a place in its context where inner handlers
 // may name their route (SetRoute), reusing one already there.
 func TrackRoute(r *http.Request) *http.Request {
-	if _, ok := r.Context().Value(routeKey{}).(*routeHolder); ok {
+	if _, ok := r.Context().Value(routeKey{}).(*RouteSlot); ok {
 		return r
 	}
-	return r.WithContext(context.WithValue(r.Context(), routeKey{}, &routeHolder{}))
+	return r.WithContext(WithRouteSlot(r.Context(), &RouteSlot{}))
 }
 
 // SetRoute names the path template of the route that serves the request
 // of ctx ("/api/providers/{id}"), for handlers that route below the
 // ServeMux; Route prefixes the method.
 func SetRoute(ctx context.Context, pattern string) {
-	if h, ok := ctx.Value(routeKey{}).(*routeHolder); ok {
+	if h, ok := ctx.Value(routeKey{}).(*RouteSlot); ok {
 		h.pattern = pattern
 	}
 }
@@ -244,7 +254,7 @@ func SetRoute(ctx context.Context, pattern string) {
 // the handler chain after TrackRoute), never the raw path: the one an inner
 // handler set, else the ServeMux's, else "unmatched".
 func Route(r *http.Request) string {
-	if h, ok := r.Context().Value(routeKey{}).(*routeHolder); ok && h.pattern != "" {
+	if h, ok := r.Context().Value(routeKey{}).(*RouteSlot); ok && h.pattern != "" {
 		return r.Method + " " + h.pattern
 	}
 	if r.Pattern == "" {

@@ -54,7 +54,7 @@ type Body struct {
 	r     io.ReadCloser
 	g     *BodyGuard
 	ctx   context.Context
-	rc    *http.ResponseController
+	rc    http.ResponseController
 	hold  bool
 	sem   *semaphore.Weighted
 	start time.Time
@@ -66,23 +66,54 @@ type Body struct {
 
 type bodyKey struct{}
 
+// BodySlot holds the guarded Body of one request. A middleware that keeps
+// per-request state in one allocation embeds a BodySlot there and puts it
+// in the request's context (WithBodySlot); Guard then fills it instead of
+// allocating the Body and copying the request for its context.
+type BodySlot struct {
+	body       Body
+	set        bool
+	limited    limited // Limit's wrapper of the body
+	limitedSet bool
+}
+
+// WithBodySlot returns ctx with s as the place Guard keeps the body.
+func WithBodySlot(ctx context.Context, s *BodySlot) context.Context {
+	return context.WithValue(ctx, bodyKey{}, s)
+}
+
 // Guard replaces r's body with a guarded one and returns the request to
-// pass on (its context finds the Body: see BodyError) and a function that
-// releases what the body holds, to call once the handler returned. hold
-// says whether the handler keeps the body in memory (a streaming handler
-// does not, and only gets the rate limit).
-func (g *BodyGuard) Guard(w http.ResponseWriter, r *http.Request, hold bool) (*http.Request, func()) {
+// pass on (its context finds the Body: see BodyError) and the Body, whose
+// Release returns what it holds, to call once the handler returned (nil
+// for a request without a body: nothing to release). hold says whether
+// the handler keeps the body in memory (a streaming handler does not, and
+// only gets the rate limit).
+func (g *BodyGuard) Guard(w http.ResponseWriter, r *http.Request, hold bool) (*http.Request, *Body) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return r, func() {}
+		return r, nil
 	}
-	b := &Body{r: r.Body, g: g, ctx: r.Context(), rc: http.NewResponseController(w), hold: hold && g.Memory != nil, start: time.Now(), sem: g.Memory}
+	slot, _ := r.Context().Value(bodyKey{}).(*BodySlot)
+	if slot == nil || slot.set {
+		slot = &BodySlot{}
+		r = r.WithContext(WithBodySlot(r.Context(), slot))
+	}
+	slot.set = true
+	b := &slot.body
+	*b = Body{r: r.Body, g: g, ctx: r.Context(), rc: *http.NewResponseController(w), hold: hold && g.Memory != nil, start: time.Now(), sem: g.Memory}
 	if g.Small != nil && r.ContentLength >= 0 && r.ContentLength <= SmallBody {
 		b.sem = g.Small
 	}
-	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, b))
 	r.Body = b
 	b.extend()
-	return r, b.release
+	return r, b
+}
+
+// bodyOf is the guarded Body of r's context, or nil.
+func bodyOf(ctx context.Context) *Body {
+	if s, ok := ctx.Value(bodyKey{}).(*BodySlot); ok && s.set {
+		return &s.body
+	}
+	return nil
 }
 
 // BodyError is the guard's error of r's body (ErrBodyMemory, ErrBodySlow),
@@ -92,7 +123,7 @@ func BodyError(r *http.Request) error {
 	if r == nil {
 		return nil
 	}
-	if b, ok := r.Context().Value(bodyKey{}).(*Body); ok {
+	if b := bodyOf(r.Context()); b != nil {
 		return b.err
 	}
 	return nil
@@ -110,7 +141,10 @@ func (b *Body) Read(p []byte) (int, error) {
 	if len(p) > readChunk {
 		p = p[:readChunk]
 	}
-	if b.hold && len(p) > 0 {
+	if b.hold && len(p) > 0 && !b.sem.TryAcquire(int64(len(p))) {
+		// Only a read that has to wait pays for the timeout's context
+		// (TryAcquire fails while others wait, so the queue keeps its
+		// order).
 		ctx, cancel := context.WithTimeout(b.ctx, b.g.MemoryWait)
 		err := b.sem.Acquire(ctx, int64(len(p)))
 		cancel()
@@ -158,8 +192,12 @@ func (b *Body) extend() {
 // Close closes the underlying body.
 func (b *Body) Close() error { return b.r.Close() }
 
-// release returns the bytes the body holds to the memory bound.
-func (b *Body) release() {
+// Release returns the bytes the body holds to the memory bound. A nil
+// Body holds nothing.
+func (b *Body) Release() {
+	if b == nil {
+		return
+	}
 	if b.hold && b.held > 0 {
 		b.sem.Release(b.held)
 		b.held = 0
@@ -173,8 +211,15 @@ func (b *Body) release() {
 // Limit caps r's body at limit bytes (http.MaxBytesReader); the
 // *http.MaxBytesError of a read past it is also what BodyError reports.
 func Limit(w http.ResponseWriter, r *http.Request, limit int64) {
-	b, _ := r.Context().Value(bodyKey{}).(*Body)
-	r.Body = &limited{ReadCloser: http.MaxBytesReader(w, r.Body, limit), b: b}
+	rc := http.MaxBytesReader(w, r.Body, limit)
+	if s, ok := r.Context().Value(bodyKey{}).(*BodySlot); ok && s.set && !s.limitedSet {
+		// The guarded body's slot has room for the wrapper too.
+		s.limitedSet = true
+		s.limited = limited{ReadCloser: rc, b: &s.body}
+		r.Body = &s.limited
+		return
+	}
+	r.Body = &limited{ReadCloser: rc, b: bodyOf(r.Context())}
 }
 
 type limited struct {
@@ -184,9 +229,12 @@ type limited struct {
 
 func (l *limited) Read(p []byte) (int, error) {
 	n, err := l.ReadCloser.Read(p)
-	var tooBig *http.MaxBytesError
-	if l.b != nil && l.b.err == nil && errors.As(err, &tooBig) {
-		l.b.err = err
+	if err != nil && err != io.EOF && l.b != nil && l.b.err == nil {
+		// Only here: errors.As's target escapes, an allocation per read.
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			l.b.err = err
+		}
 	}
 	return n, err
 }

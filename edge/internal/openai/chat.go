@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -96,10 +98,26 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 	if keepAlive <= 0 {
 		keepAlive = KeepAliveEvery
 	}
+	// One message for every later response: relay copies an event's bytes
+	// (and seen reads them) before it asks for the next.
+	m := new(corev1.ChatCompletionsResponse)
 	relay(w, r, keepAlive, d.events, event{first.GetEventName(), first.GetChunk()}, func() (event, error) {
-		m, err := stream.Recv()
-		return event{m.GetEventName(), m.GetChunk()}, err
-	})
+		if err := stream.RecvMsg(m); err != nil {
+			return event{}, err
+		}
+		return event{m.GetEventName(), m.GetChunk()}, nil
+	}, readyOf(stream))
+}
+
+// readyOf is the in-process stream's probe of a response already there
+// (internal/inproc), or nil over a network connection.
+func readyOf(stream grpc.ServerStreamingClient[corev1.ChatCompletionsResponse]) func() bool {
+	if gs, ok := stream.(*grpc.GenericClientStream[corev1.ChatCompletionsRequest, corev1.ChatCompletionsResponse]); ok {
+		if r, ok := gs.ClientStream.(interface{ Ready() bool }); ok {
+			return r.Ready
+		}
+	}
+	return nil
 }
 
 // event is one server-sent event: its name (none for Chat Completions) and
@@ -158,109 +176,134 @@ const maxBatch = 64 << 10
 // relay writes a server-sent event stream: first, then whatever next yields
 // until io.EOF (the dialect's clean end) or an error (the dialect's in-band
 // error, never a clean close), with a keep-alive comment after every
-// keepAliveEvery of silence. Events already queued when one arrives are
-// written with it and flushed together: a flush waits for nothing that is
-// not already there, so coalescing adds no latency.
-func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration, d dialectEvents, first event, next func() (event, error)) {
+// keepAliveEvery of silence. It reads next in the handler's own goroutine
+// (next must return when the request's context ends, as a gRPC stream's
+// Recv does); the keep-alive is written from a timer, under the same lock.
+// ready, when set, reports whether next would return at once: events
+// already there are written with the one before and flushed together, so
+// coalescing adds no latency (without ready, every event is flushed).
+func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration, d dialectEvents, first event, next func() (event, error), ready func() bool) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
-	rc := http.NewResponseController(w)
-	// buf holds the events of one flush; it is reused for the next.
-	var buf []byte
-	send := func() bool {
-		_, err := w.Write(buf)
-		buf = buf[:0]
-		if cap(buf) > maxBatch {
-			buf = nil // a huge event's buffer is not kept for the stream's life
-		}
-		if err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	rl := &relayer{w: w, r: r, rc: *http.NewResponseController(w), d: d, every: keepAliveEvery, pooled: batches.Get().(*[]byte)}
+	rl.buf = (*rl.pooled)[:0]
+	defer rl.end()
 	if d.seen != nil {
 		d.seen(first)
 	}
-	buf = appendEvent(make([]byte, 0, 4<<10), first)
-	if !send() {
+	rl.buf = appendEvent(rl.buf, first)
+	if !rl.send() {
 		return
 	}
-	type item struct {
-		ev  event
-		err error
-	}
-	items := make(chan item, 16)
-	go func() {
-		defer close(items)
-		for {
-			ev, err := next()
-			select {
-			case items <- item{ev, err}:
-			case <-r.Context().Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	// add queues one item's bytes; false means the stream ended (its last
-	// bytes, if any, are queued).
-	add := func(it item, ok bool) bool {
-		if !ok {
-			return false
-		}
-		if it.err != nil {
-			if errors.Is(it.err, io.EOF) {
-				buf = append(buf, d.done...)
-				return false
-			}
-			if status.Code(it.err) == codes.Canceled && r.Context().Err() != nil {
-				return false // the client left
-			}
-			buf = append(buf, d.failure(it.err)...)
-			return false
-		}
-		if d.seen != nil {
-			d.seen(it.ev)
-		}
-		buf = appendEvent(buf, it.ev)
-		return true
-	}
-	keepAlive := time.NewTimer(keepAliveEvery)
-	defer keepAlive.Stop()
+	rl.mu.Lock() // the timer's function runs once keepAlive is set
+	rl.keepAlive = time.AfterFunc(keepAliveEvery, rl.keepAliveDue)
+	rl.mu.Unlock()
 	for {
-		select {
-		case it, ok := <-items:
-			more := add(it, ok)
-			// Take what is already queued, then flush it all at once.
-		drain:
-			for more && len(buf) < maxBatch {
-				select {
-				case it, ok := <-items:
-					more = add(it, ok)
-				default:
-					break drain
-				}
-			}
-			if len(buf) > 0 && !send() {
-				return
-			}
-			if !more {
-				return
-			}
-			keepAlive.Reset(keepAliveEvery)
-		case <-keepAlive.C:
-			buf = append(buf, sse.KeepAlive...)
-			if !send() {
-				return
-			}
-			keepAlive.Reset(keepAliveEvery)
-		case <-r.Context().Done():
+		ev, err := next()
+		rl.mu.Lock()
+		more := rl.add(ev, err)
+		// Take what is already there, then flush it all at once.
+		for more && ready != nil && len(rl.buf) < maxBatch && ready() {
+			ev, err = next()
+			more = rl.add(ev, err)
+		}
+		ok := len(rl.buf) == 0 || rl.send()
+		if ok && more {
+			rl.keepAlive.Reset(keepAliveEvery)
+		}
+		rl.mu.Unlock()
+		if !ok || !more {
 			return
 		}
 	}
 }
+
+// relayer is one relayed stream.
+type relayer struct {
+	w     http.ResponseWriter
+	r     *http.Request
+	rc    http.ResponseController
+	d     dialectEvents
+	every time.Duration
+
+	// mu guards w, buf and ended between the handler's goroutine and the
+	// keep-alive timer's.
+	mu        sync.Mutex
+	buf       []byte  // the events of one flush, reused for the next
+	pooled    *[]byte // where buf came from (batches)
+	ended     bool    // relay returned: the timer writes nothing
+	keepAlive *time.Timer
+}
+
+// send writes and flushes buf, and empties it.
+func (rl *relayer) send() bool {
+	_, err := rl.w.Write(rl.buf)
+	rl.buf = rl.buf[:0]
+	if cap(rl.buf) > maxBatch {
+		rl.buf = nil // a huge event's buffer is not kept for the stream's life
+	}
+	if err != nil {
+		return false
+	}
+	return rl.rc.Flush() == nil
+}
+
+// keepAliveDue writes a keep-alive comment after a silence.
+func (rl *relayer) keepAliveDue() {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.ended {
+		return
+	}
+	rl.buf = append(rl.buf, sse.KeepAlive...)
+	if rl.send() {
+		rl.keepAlive.Reset(rl.every)
+	}
+	// A failed write: the client is gone, and next returns once the
+	// request's context ends.
+}
+
+// end stops the timer and gives the buffer back (the timer's function,
+// which may be waiting for the lock, then sees ended and writes nothing).
+func (rl *relayer) end() {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.ended = true
+	if rl.keepAlive != nil {
+		rl.keepAlive.Stop()
+	}
+	if b := rl.buf; b != nil && cap(b) <= maxBatch {
+		*rl.pooled = b[:0]
+		batches.Put(rl.pooled)
+	}
+	rl.buf, rl.pooled = nil, nil
+}
+
+// add queues one event's bytes, or the stream's end; false means the
+// stream ended (its last bytes, if any, are queued).
+func (rl *relayer) add(ev event, err error) bool {
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			rl.buf = append(rl.buf, rl.d.done...)
+			return false
+		}
+		if status.Code(err) == codes.Canceled && rl.r.Context().Err() != nil {
+			return false // the client left
+		}
+		rl.buf = append(rl.buf, rl.d.failure(err)...)
+		return false
+	}
+	if rl.d.seen != nil {
+		rl.d.seen(ev)
+	}
+	rl.buf = appendEvent(rl.buf, ev)
+	return true
+}
+
+// batches are relay buffers between streams. A buffer is handed out empty
+// and only ever written from its length on, so no stream's bytes reach
+// another's answer; one grown past maxBatch is not kept.
+var batches = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}

@@ -48,12 +48,37 @@ func (h *Embeddings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(resp.GetJson())
 }
 
-// readAll reads a request body under the edge's limits.
+// presizeMax is the largest declared length readAll allocates up front; a
+// larger body grows as it arrives, so a client cannot make the edge hold
+// memory it never sends.
+const presizeMax = 1 << 20
+
+// readAll reads a request body under the edge's limits. A body that
+// declares its length is read into one buffer of that size (plus one byte,
+// so the read that finds the end does not grow it) instead of growing
+// from 512 bytes.
 func readAll(r *http.Request) ([]byte, error) {
 	if r.Body == nil {
 		return nil, nil
 	}
-	return io.ReadAll(r.Body)
+	n := r.ContentLength
+	if n <= 0 || n > presizeMax {
+		return io.ReadAll(r.Body)
+	}
+	b := make([]byte, 0, n+1)
+	for {
+		m, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than declared: grow
+		}
+	}
 }
 
 // embeddingsBody is the request body with each member kept raw, so every

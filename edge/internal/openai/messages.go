@@ -26,18 +26,35 @@ type Messages struct {
 
 // anthropicHeaders are the client headers handed to core for an
 // Anthropic-shaped upstream.
-var anthropicHeaders = []string{"anthropic-version", "anthropic-beta", "x-session-id"}
+var anthropicHeaders = canonicalNames("anthropic-version", "anthropic-beta", "x-session-id")
 
 // sessionHeaders name a conversation, for session affinity: ours, and
 // Codex's.
-var sessionHeaders = []string{"x-session-id", "session_id"}
+var sessionHeaders = canonicalNames("x-session-id", "session_id")
 
-func dialectHeaders(r *http.Request, names []string) map[string]string {
-	out := map[string]string{}
+// dialectHeaders are the named client headers present, or nil (an empty
+// map reaches core as nil anyway, over the wire as in process).
+func dialectHeaders(r *http.Request, names []canonicalName) map[string]string {
+	var out map[string]string
 	for _, n := range names {
-		if v := r.Header.Get(n); v != "" && len(v) <= 1024 {
-			out[n] = v
+		if v := headerValue(r.Header, n.canonical); v != "" && len(v) <= 1024 {
+			if out == nil {
+				out = make(map[string]string, len(names))
+			}
+			out[n.name] = v
 		}
+	}
+	return out
+}
+
+// canonicalName is a header name as core reads it (lower case) and as
+// http.Header keys it (canonical), computed once.
+type canonicalName struct{ name, canonical string }
+
+func canonicalNames(names ...string) []canonicalName {
+	out := make([]canonicalName, len(names))
+	for i, n := range names {
+		out[i] = canonicalName{name: n, canonical: http.CanonicalHeaderKey(n)}
 	}
 	return out
 }

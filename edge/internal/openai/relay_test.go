@@ -59,7 +59,7 @@ func TestRelayFlushesAnEventWithoutWaitingForTheNext(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		relay(w, r, time.Hour, chatEvents, event{data: []byte(`{"n":0}`)}, next)
+		relay(w, r, time.Hour, chatEvents, event{data: []byte(`{"n":0}`)}, next, nil)
 	}()
 	require.Equal(t, "data: {\"n\":0}\n\n", <-w.onFlush)
 	require.Equal(t, "data: {\"n\":1}\n\n", <-w.onFlush, "a lone event is flushed at once")
@@ -90,7 +90,7 @@ func TestRelayWritesEveryEventInOrder(t *testing.T) {
 				fmt.Fprintf(&want, "event: delta\ndata: {\"i\":%d}\n\n", k)
 			}
 			want.WriteString("data: [DONE]\n\n")
-			relay(w, r, time.Hour, chatEvents, event{name: "first", data: []byte(`{}`)}, next)
+			relay(w, r, time.Hour, chatEvents, event{name: "first", data: []byte(`{}`)}, next, nil)
 			require.Equal(t, want.String(), join(w.flushed))
 			require.Zero(t, w.pending.Len(), "everything written was flushed")
 		})
@@ -103,4 +103,101 @@ func join(s []string) string {
 		b.WriteString(x)
 	}
 	return b.String()
+}
+
+// Events already there when one arrives go out in the same flush; an event
+// with nothing behind it is flushed alone.
+func TestRelayCoalescesWhatIsReady(t *testing.T) {
+	w := &flushRecorder{header: http.Header{}}
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	i := 0
+	next := func() (event, error) {
+		i++
+		if i > 4 {
+			return event{}, io.EOF
+		}
+		return event{data: []byte(fmt.Sprintf(`{"n":%d}`, i))}, nil
+	}
+	// Events 1 and 2 come together, 3 alone, then 4 with the end.
+	ready := func() bool { return i == 1 || i == 4 }
+	relay(w, r, time.Hour, chatEvents, event{data: []byte(`{"n":0}`)}, next, ready)
+	require.Equal(t, []string{
+		"data: {\"n\":0}\n\n",
+		"data: {\"n\":1}\n\ndata: {\"n\":2}\n\n",
+		"data: {\"n\":3}\n\n",
+		"data: {\"n\":4}\n\ndata: [DONE]\n\n",
+	}, w.flushed)
+}
+
+// A silent stream gets keep-alive comments between its events.
+func TestRelayKeepAliveWhileSilent(t *testing.T) {
+	w := &flushRecorder{header: http.Header{}, onFlush: make(chan string, 8)}
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	release := make(chan struct{})
+	calls := 0
+	next := func() (event, error) {
+		calls++
+		if calls == 1 {
+			<-release
+			return event{data: []byte(`{"n":1}`)}, nil
+		}
+		return event{}, io.EOF
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		relay(w, r, time.Millisecond, chatEvents, event{data: []byte(`{"n":0}`)}, next, nil)
+	}()
+	require.Equal(t, "data: {\"n\":0}\n\n", <-w.onFlush)
+	require.Equal(t, ": keep-alive\n\n", <-w.onFlush)
+	close(release)
+	for s := range w.onFlush {
+		if s == "data: [DONE]\n\n" {
+			break
+		}
+	}
+	<-done
+}
+
+// Relay buffers are reused between streams: a stream's answer holds its
+// own events and nothing of an earlier or concurrent stream's.
+func TestRelayBuffersDoNotLeakBetweenStreams(t *testing.T) {
+	stream := func(secret string, n int) (got, want string) {
+		w := &flushRecorder{header: http.Header{}}
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+		i := 0
+		next := func() (event, error) {
+			if i == n {
+				return event{}, io.EOF
+			}
+			i++
+			return event{data: []byte(fmt.Sprintf(`{"%s":%d}`, secret, i))}, nil
+		}
+		ready := func() bool { return i%3 != 0 } // batches of several events
+		relay(w, r, time.Hour, chatEvents, event{data: []byte(`{"` + secret + `":0}`)}, next, ready)
+		var b bytes.Buffer
+		for k := 0; k <= n; k++ {
+			fmt.Fprintf(&b, "data: {\"%s\":%d}\n\n", secret, k)
+		}
+		b.WriteString("data: [DONE]\n\n")
+		return join(w.flushed) + w.pending.String(), b.String()
+	}
+	long := string(bytes.Repeat([]byte("s"), 3000)) // fills most of a buffer
+	got, want := stream(long, 20)
+	require.Equal(t, want, got)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 50 {
+				got, want := stream(fmt.Sprintf("g%dk%d", g, k), k%7)
+				if got != want {
+					t.Errorf("stream g%dk%d: got %q, want %q", g, k, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
