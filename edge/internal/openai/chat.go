@@ -98,9 +98,14 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 	if keepAlive <= 0 {
 		keepAlive = KeepAliveEvery
 	}
+	// One message for every later response: relay copies an event's bytes
+	// (and seen reads them) before it asks for the next.
+	m := new(corev1.ChatCompletionsResponse)
 	relay(w, r, keepAlive, d.events, event{first.GetEventName(), first.GetChunk()}, func() (event, error) {
-		m, err := stream.Recv()
-		return event{m.GetEventName(), m.GetChunk()}, err
+		if err := stream.RecvMsg(m); err != nil {
+			return event{}, err
+		}
+		return event{m.GetEventName(), m.GetChunk()}, nil
 	}, readyOf(stream))
 }
 
