@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
@@ -47,9 +48,17 @@ type heldEvent struct {
 // maxHeld bounds the data of the events held for one batch.
 const maxHeld = 32 << 10
 
+// heldBuffers recycles the held events' data between streams (a
+// BatchSink does not keep the data it was handed).
+var heldBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
 // hold keeps an event for the next batch, sending the batch when it is
 // full.
 func (a *attempt) hold(b BatchSink, event string, data []byte) error {
+	if a.heldData == nil {
+		a.heldData = (*heldBuffers.Get().(*[]byte))[:0]
+		a.held = make([]heldEvent, 0, 8)
+	}
 	start := len(a.heldData)
 	a.heldData = append(a.heldData, data...)
 	a.held = append(a.held, heldEvent{name: event, start: start, end: len(a.heldData)})
@@ -241,6 +250,11 @@ func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r 
 		if rerr := a.release(b); rerr != nil && err == nil {
 			err = credential.Committed(rerr)
 		}
+		if a.heldData != nil && cap(a.heldData) <= maxHeld*2 {
+			buf := a.heldData[:0]
+			heldBuffers.Put(&buf)
+		}
+		a.heldData = nil
 	}
 	return u, err
 }

@@ -52,6 +52,9 @@ type Event struct {
 // reader's buffer) are then handed over together, and the edge writes
 // them to its client in one go, as a byte-copying proxy would, instead of
 // one write and one flush each.
+//
+// Events must not keep the events' data once it returns: the buffer is
+// reused.
 type BatchSink interface {
 	Sink
 	Events(evs []Event) error
