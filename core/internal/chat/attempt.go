@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
@@ -32,6 +33,59 @@ type attempt struct {
 	// delivered counts what reached the client, billed if the stream ends
 	// early.
 	delivered delivered
+	// held are events of a stream waiting to go to a BatchSink together,
+	// their data copied into heldData (the reader reuses its buffer).
+	held     []heldEvent
+	heldData []byte
+}
+
+// heldEvent is an event held for a batch: its data is heldData[start:end].
+type heldEvent struct {
+	name       string
+	start, end int
+}
+
+// maxHeld bounds the data of the events held for one batch.
+const maxHeld = 32 << 10
+
+// heldBuffers recycles the held events' data between streams (a
+// BatchSink does not keep the data it was handed).
+var heldBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// hold keeps an event for the next batch, sending the batch when it is
+// full.
+func (a *attempt) hold(b BatchSink, event string, data []byte) error {
+	if a.heldData == nil {
+		a.heldData = (*heldBuffers.Get().(*[]byte))[:0]
+		a.held = make([]heldEvent, 0, 8)
+	}
+	start := len(a.heldData)
+	a.heldData = append(a.heldData, data...)
+	a.held = append(a.held, heldEvent{name: event, start: start, end: len(a.heldData)})
+	if len(a.heldData) >= maxHeld {
+		return a.release(b)
+	}
+	return nil
+}
+
+// release sends the held events in one message; they count as delivered
+// once the sink took them.
+func (a *attempt) release(b BatchSink) error {
+	if len(a.held) == 0 {
+		return nil
+	}
+	evs := make([]Event, len(a.held))
+	for i, h := range a.held {
+		evs[i] = Event{Name: h.name, Data: a.heldData[h.start:h.end:h.end]}
+	}
+	a.held, a.heldData = a.held[:0], a.heldData[:0]
+	if err := b.Events(evs); err != nil {
+		return err
+	}
+	for _, ev := range evs {
+		a.delivered.add(ev.Name, ev.Data)
+	}
+	return nil
 }
 
 // body builds the upstream request body in the target's shape, with the
@@ -183,10 +237,32 @@ func (a *attempt) wholeRaw(ctx context.Context, raw []byte) (Usage, error) {
 }
 
 // stream relays a streamed answer event by event.
+//
+// With a BatchSink, the events that the upstream sent together (whole in
+// the reader's buffer) leave together: they are held while the next event
+// is already there, and released before the attempt waits on the upstream,
+// when they grow past maxHeld, and at the stream's end or failure (before
+// its error, so that the client sees them first).
 func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader) (Usage, error) {
+	b, _ := a.sink.(BatchSink)
+	u, err := a.events(ctx, cancel, sse.NewReader(r, maxEvent), b)
+	if b != nil {
+		if rerr := a.release(b); rerr != nil && err == nil {
+			err = credential.Committed(rerr)
+		}
+		if a.heldData != nil && cap(a.heldData) <= maxHeld*2 {
+			buf := a.heldData[:0]
+			heldBuffers.Put(&buf)
+		}
+		a.heldData = nil
+	}
+	return u, err
+}
+
+// events relays the stream's events as they come (see stream).
+func (a *attempt) events(ctx context.Context, cancel context.CancelCauseFunc, rd *sse.Reader, b BatchSink) (Usage, error) {
 	watchdog := time.AfterFunc(a.svc.opts.FirstEventTimeout, func() { cancel(errFirstEvent) })
 	defer watchdog.Stop()
-	rd := sse.NewReader(r, maxEvent)
 	et := a.tr.events(a.in, a.t.Model)
 	var sinkErr error
 	emit := func(event string, data []byte) error {
@@ -196,6 +272,13 @@ func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r 
 				return err
 			}
 			a.sent = true
+		}
+		if b != nil {
+			if err := a.hold(b, event, data); err != nil {
+				sinkErr = err
+				return err
+			}
+			return nil
 		}
 		if err := a.sink.Chunk(event, data); err != nil {
 			sinkErr = err
@@ -220,6 +303,12 @@ func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r 
 		return et.usage(), nil
 	}
 	for {
+		if b != nil && !rd.Ready() {
+			// Nothing more is here: what is held goes before the wait.
+			if err := a.release(b); err != nil {
+				return et.usage(), credential.Committed(err)
+			}
+		}
 		ev, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {

@@ -40,6 +40,26 @@ type Sink interface {
 	Completion(data []byte) error
 }
 
+// Event is one event of a streamed answer: its server-sent event name
+// (empty for Chat Completions) and its data.
+type Event struct {
+	Name string
+	Data []byte
+}
+
+// BatchSink is a Sink that can carry several events of a stream in one
+// message. The events the upstream sent together (already whole in the
+// reader's buffer) are then handed over together, and the edge writes
+// them to its client in one go, as a byte-copying proxy would, instead of
+// one write and one flush each.
+//
+// Events must not keep the events' data once it returns: the buffer is
+// reused.
+type BatchSink interface {
+	Sink
+	Events(evs []Event) error
+}
+
 // Request is a chat request.
 type Request struct {
 	MachineID string
@@ -160,7 +180,11 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 			return Result{}, dispatch.Result{}, err
 		}
 		kept = &capture{Sink: sink}
-		sink = kept
+		if b, ok := sink.(BatchSink); ok {
+			sink = captureBatch{capture: kept, batch: b}
+		} else {
+			sink = kept
+		}
 	}
 	start := time.Now()
 	affKey, prefer := s.affinity(ctx, req.MachineID, in)

@@ -193,6 +193,25 @@ func (c *capture) Completion(data []byte) error {
 }
 
 func (c *capture) Chunk(event string, data []byte) error {
+	c.see(event, data)
+	return c.Sink.Chunk(event, data)
+}
+
+// captureBatch is a capture whose sink carries events in batches.
+type captureBatch struct {
+	*capture
+	batch BatchSink
+}
+
+func (c captureBatch) Events(evs []Event) error {
+	for _, ev := range evs {
+		c.see(ev.Name, ev.Data)
+	}
+	return c.batch.Events(evs)
+}
+
+// see keeps the final response when an event carries it.
+func (c *capture) see(event string, data []byte) {
 	if event == "response.completed" || event == "response.incomplete" {
 		var ev struct {
 			Response json.RawMessage `json:"response"`
@@ -201,7 +220,6 @@ func (c *capture) Chunk(event string, data []byte) error {
 			c.response = ev.Response
 		}
 	}
-	return c.Sink.Chunk(event, data)
 }
 
 // store keeps a finished answer and the conversation that led to it.

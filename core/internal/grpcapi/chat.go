@@ -37,7 +37,11 @@ func (r *Router) ChatCompletions(req *corev1.ChatCompletionsRequest, stream grpc
 		return invalidParam("dialect", "invalid_value", "unknown chat dialect")
 	}
 	creq := r.chatRequest(ctx, p, d, req.GetBody(), req.GetHeaders())
-	out, res, err := r.Chat.Complete(ctx, creq, &chatSink{stream: stream})
+	var sink chat.Sink = &chatSink{stream: stream}
+	if req.GetBatchEvents() {
+		sink = &batchSink{chatSink{stream: stream}}
+	}
+	out, res, err := r.Chat.Complete(ctx, creq, sink)
 	if err != nil {
 		// The model is read again only to name it in the error.
 		err = gatewayError(r.Log, err, chat.Model(req.GetBody()))
@@ -100,6 +104,25 @@ func (s *chatSink) Chunk(event string, data []byte) error {
 	m := &chunkMessage{event: corev1.ChatCompletionsResponse_Chunk{Chunk: data}}
 	m.resp.Event, m.resp.EventName = &m.event, event
 	return s.stream.Send(&m.resp)
+}
+
+// batchSink is a chatSink for a caller that reads ChatEvents (it asked
+// for batch_events).
+type batchSink struct{ chatSink }
+
+// Events sends events the upstream sent together in one message (one on
+// its own as a chunk).
+func (s *batchSink) Events(evs []chat.Event) error {
+	if len(evs) == 1 {
+		return s.Chunk(evs[0].Name, evs[0].Data)
+	}
+	out := make([]corev1.ChatEvent, len(evs))
+	list := make([]*corev1.ChatEvent, len(evs))
+	for i, ev := range evs {
+		out[i].Data, out[i].Name = ev.Data, ev.Name
+		list[i] = &out[i]
+	}
+	return s.stream.Send(&corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Events{Events: &corev1.ChatEvents{Events: list}}})
 }
 
 func (s *chatSink) Completion(data []byte) error {

@@ -74,6 +74,8 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 	for _, k := range d.idHeaders {
 		w.Header().Set(k, id)
 	}
+	// Events the upstream sent together may come in one message.
+	d.req.BatchEvents = true
 	stream, err := router.ChatCompletions(ctx, d.req)
 	if err != nil {
 		d.fail(w, err)
@@ -98,15 +100,56 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 	if keepAlive <= 0 {
 		keepAlive = KeepAliveEvery
 	}
-	// One message for every later response: relay copies an event's bytes
-	// (and seen reads them) before it asks for the next.
-	m := new(corev1.ChatCompletionsResponse)
-	relay(w, r, keepAlive, d.events, event{first.GetEventName(), first.GetChunk()}, func() (event, error) {
-		if err := stream.RecvMsg(m); err != nil {
+	er := &eventReader{stream: stream, m: new(corev1.ChatCompletionsResponse), inproc: readyOf(stream)}
+	relay(w, r, keepAlive, d.events, er.take(first), er.next, er.ready)
+}
+
+// eventReader hands a stream's events to the relay one at a time,
+// unpacking the ChatEvents in which core sends the events the upstream sent
+// together. It receives every later response into one message: the relay
+// copies an event's bytes (and seen reads them) before it asks for the
+// next.
+type eventReader struct {
+	stream grpc.ServerStreamingClient[corev1.ChatCompletionsResponse]
+	m      *corev1.ChatCompletionsResponse
+	queue  []*corev1.ChatEvent
+	inproc func() bool // the in-process stream's probe, or nil
+}
+
+// take returns m's (first) event, queueing the rest of a batch.
+func (er *eventReader) take(m *corev1.ChatCompletionsResponse) event {
+	if batch, ok := m.GetEvent().(*corev1.ChatCompletionsResponse_Events); ok {
+		er.queue = batch.Events.GetEvents()
+		return er.pop()
+	}
+	return event{m.GetEventName(), m.GetChunk()}
+}
+
+func (er *eventReader) pop() event {
+	if len(er.queue) == 0 {
+		return event{} // an empty batch, which core never sends
+	}
+	e := er.queue[0]
+	er.queue = er.queue[1:]
+	return event{e.GetName(), e.GetData()}
+}
+
+func (er *eventReader) next() (event, error) {
+	for len(er.queue) == 0 {
+		if err := er.stream.RecvMsg(er.m); err != nil {
 			return event{}, err
 		}
-		return event{m.GetEventName(), m.GetChunk()}, nil
-	}, readyOf(stream))
+		if _, ok := er.m.GetEvent().(*corev1.ChatCompletionsResponse_Events); !ok {
+			return event{er.m.GetEventName(), er.m.GetChunk()}, nil
+		}
+		er.queue = er.m.GetEvents().GetEvents()
+	}
+	return er.pop(), nil
+}
+
+// ready reports whether next has an event without waiting.
+func (er *eventReader) ready() bool {
+	return len(er.queue) > 0 || (er.inproc != nil && er.inproc())
 }
 
 // readyOf is the in-process stream's probe of a response already there
@@ -195,7 +238,12 @@ func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration,
 		d.seen(first)
 	}
 	rl.buf = appendEvent(rl.buf, first)
-	if !rl.send() {
+	// What came with the first event goes in its flush (no timer runs yet).
+	more := true
+	for more && ready != nil && len(rl.buf) < maxBatch && ready() {
+		more = rl.add(next())
+	}
+	if !rl.send() || !more {
 		return
 	}
 	rl.mu.Lock() // the timer's function runs once keepAlive is set

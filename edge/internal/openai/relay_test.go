@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 // flushRecorder records what each flush sent to the client.
@@ -200,4 +204,60 @@ func TestRelayBuffersDoNotLeakBetweenStreams(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// fakeChatStream answers RecvMsg with its messages in turn, then io.EOF.
+type fakeChatStream struct {
+	grpc.ClientStream
+	msgs []*corev1.ChatCompletionsResponse
+}
+
+func (s *fakeChatStream) Recv() (*corev1.ChatCompletionsResponse, error) {
+	m := new(corev1.ChatCompletionsResponse)
+	return m, s.RecvMsg(m)
+}
+
+func (s *fakeChatStream) RecvMsg(m any) error {
+	if len(s.msgs) == 0 {
+		return io.EOF
+	}
+	proto.Reset(m.(proto.Message))
+	proto.Merge(m.(proto.Message), s.msgs[0])
+	s.msgs = s.msgs[1:]
+	return nil
+}
+
+// The events core sends together (ChatEvents) reach the client in order
+// and in one flush; single events keep being flushed at once.
+func TestRelayWritesABatchOfEventsInOneFlush(t *testing.T) {
+	one := func(n int) *corev1.ChatCompletionsResponse {
+		return &corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Chunk{Chunk: []byte(fmt.Sprintf(`{"n":%d}`, n))}}
+	}
+	batch := func(ns ...int) *corev1.ChatCompletionsResponse {
+		evs := &corev1.ChatEvents{}
+		for _, n := range ns {
+			evs.Events = append(evs.Events, &corev1.ChatEvent{Data: []byte(fmt.Sprintf(`{"n":%d}`, n))})
+		}
+		return &corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Events{Events: evs}}
+	}
+	for _, tc := range []struct {
+		name  string
+		first *corev1.ChatCompletionsResponse
+		rest  []*corev1.ChatCompletionsResponse
+		want  []string
+	}{
+		{"single, then a batch", one(0), []*corev1.ChatCompletionsResponse{batch(1, 2, 3), one(4)}, []string{
+			"data: {\"n\":0}\n\n", "data: {\"n\":1}\n\ndata: {\"n\":2}\n\ndata: {\"n\":3}\n\n", "data: {\"n\":4}\n\n", "data: [DONE]\n\n"}},
+		{"a batch first", batch(0, 1), []*corev1.ChatCompletionsResponse{batch(2, 3)}, []string{
+			"data: {\"n\":0}\n\ndata: {\"n\":1}\n\n", "data: {\"n\":2}\n\ndata: {\"n\":3}\n\n", "data: [DONE]\n\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &flushRecorder{header: http.Header{}}
+			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+			stream := &fakeChatStream{msgs: tc.rest}
+			er := &eventReader{stream: stream, m: new(corev1.ChatCompletionsResponse)}
+			relay(w, r, time.Hour, chatEvents, er.take(tc.first), er.next, er.ready)
+			require.Equal(t, tc.want, w.flushed)
+		})
+	}
 }

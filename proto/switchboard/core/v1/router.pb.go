@@ -757,7 +757,12 @@ type ChatCompletionsRequest struct {
 	// headers are client headers core may forward to an upstream of the
 	// dialect's own shape (lower-case names: anthropic-version,
 	// anthropic-beta).
-	Headers       map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Headers map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// batch_events lets core answer a streamed request with ChatEvents: the
+	// events that arrived together from the upstream in one message, so that
+	// the caller can write them to its client in one go. Off, each event
+	// comes in a message of its own (chunk).
+	BatchEvents   bool `protobuf:"varint,4,opt,name=batch_events,json=batchEvents,proto3" json:"batch_events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -813,12 +818,20 @@ func (x *ChatCompletionsRequest) GetHeaders() map[string]string {
 	return nil
 }
 
+func (x *ChatCompletionsRequest) GetBatchEvents() bool {
+	if x != nil {
+		return x.BatchEvents
+	}
+	return false
+}
+
 type ChatCompletionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
 	//
 	//	*ChatCompletionsResponse_Chunk
 	//	*ChatCompletionsResponse_Completion
+	//	*ChatCompletionsResponse_Events
 	Event isChatCompletionsResponse_Event `protobuf_oneof:"event"`
 	// event_name is the server-sent event name of chunk, for dialects that name
 	// their events (Messages, Responses); empty for Chat Completions.
@@ -882,6 +895,15 @@ func (x *ChatCompletionsResponse) GetCompletion() []byte {
 	return nil
 }
 
+func (x *ChatCompletionsResponse) GetEvents() *ChatEvents {
+	if x != nil {
+		if x, ok := x.Event.(*ChatCompletionsResponse_Events); ok {
+			return x.Events
+		}
+	}
+	return nil
+}
+
 func (x *ChatCompletionsResponse) GetEventName() string {
 	if x != nil {
 		return x.EventName
@@ -904,9 +926,116 @@ type ChatCompletionsResponse_Completion struct {
 	Completion []byte `protobuf:"bytes,2,opt,name=completion,proto3,oneof"`
 }
 
+type ChatCompletionsResponse_Events struct {
+	// events are several events of a streaming answer, in order (only when
+	// the request asked for batch_events).
+	Events *ChatEvents `protobuf:"bytes,4,opt,name=events,proto3,oneof"`
+}
+
 func (*ChatCompletionsResponse_Chunk) isChatCompletionsResponse_Event() {}
 
 func (*ChatCompletionsResponse_Completion) isChatCompletionsResponse_Event() {}
+
+func (*ChatCompletionsResponse_Events) isChatCompletionsResponse_Event() {}
+
+// ChatEvents are consecutive events of a streaming answer.
+type ChatEvents struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*ChatEvent           `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChatEvents) Reset() {
+	*x = ChatEvents{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChatEvents) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChatEvents) ProtoMessage() {}
+
+func (x *ChatEvents) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChatEvents.ProtoReflect.Descriptor instead.
+func (*ChatEvents) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ChatEvents) GetEvents() []*ChatEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// ChatEvent is one event of a streaming answer: as chunk and event_name of
+// ChatCompletionsResponse.
+type ChatEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChatEvent) Reset() {
+	*x = ChatEvent{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChatEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChatEvent) ProtoMessage() {}
+
+func (x *ChatEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChatEvent.ProtoReflect.Descriptor instead.
+func (*ChatEvent) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ChatEvent) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ChatEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
 
 type CountTokensRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -921,7 +1050,7 @@ type CountTokensRequest struct {
 
 func (x *CountTokensRequest) Reset() {
 	*x = CountTokensRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1062,7 @@ func (x *CountTokensRequest) String() string {
 func (*CountTokensRequest) ProtoMessage() {}
 
 func (x *CountTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1075,7 @@ func (x *CountTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTokensRequest.ProtoReflect.Descriptor instead.
 func (*CountTokensRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CountTokensRequest) GetBody() []byte {
@@ -973,7 +1102,7 @@ type GetResponseRequest struct {
 
 func (x *GetResponseRequest) Reset() {
 	*x = GetResponseRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1114,7 @@ func (x *GetResponseRequest) String() string {
 func (*GetResponseRequest) ProtoMessage() {}
 
 func (x *GetResponseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1127,7 @@ func (x *GetResponseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponseRequest.ProtoReflect.Descriptor instead.
 func (*GetResponseRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetResponseRequest) GetId() string {
@@ -1018,7 +1147,7 @@ type GetResponseResponse struct {
 
 func (x *GetResponseResponse) Reset() {
 	*x = GetResponseResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1159,7 @@ func (x *GetResponseResponse) String() string {
 func (*GetResponseResponse) ProtoMessage() {}
 
 func (x *GetResponseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1172,7 @@ func (x *GetResponseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponseResponse.ProtoReflect.Descriptor instead.
 func (*GetResponseResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetResponseResponse) GetBody() []byte {
@@ -1063,7 +1192,7 @@ type CountTokensResponse struct {
 
 func (x *CountTokensResponse) Reset() {
 	*x = CountTokensResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1204,7 @@ func (x *CountTokensResponse) String() string {
 func (*CountTokensResponse) ProtoMessage() {}
 
 func (x *CountTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1217,7 @@ func (x *CountTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTokensResponse.ProtoReflect.Descriptor instead.
 func (*CountTokensResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CountTokensResponse) GetBody() []byte {
@@ -1111,7 +1240,7 @@ type TranscribeRequest struct {
 
 func (x *TranscribeRequest) Reset() {
 	*x = TranscribeRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1252,7 @@ func (x *TranscribeRequest) String() string {
 func (*TranscribeRequest) ProtoMessage() {}
 
 func (x *TranscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1265,7 @@ func (x *TranscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeRequest.ProtoReflect.Descriptor instead.
 func (*TranscribeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TranscribeRequest) GetPart() isTranscribeRequest_Part {
@@ -1198,7 +1327,7 @@ type TranscribeOptions struct {
 
 func (x *TranscribeOptions) Reset() {
 	*x = TranscribeOptions{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1339,7 @@ func (x *TranscribeOptions) String() string {
 func (*TranscribeOptions) ProtoMessage() {}
 
 func (x *TranscribeOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1352,7 @@ func (x *TranscribeOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeOptions.ProtoReflect.Descriptor instead.
 func (*TranscribeOptions) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TranscribeOptions) GetModel() string {
@@ -1294,7 +1423,7 @@ type TranscribeResponse struct {
 
 func (x *TranscribeResponse) Reset() {
 	*x = TranscribeResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1435,7 @@ func (x *TranscribeResponse) String() string {
 func (*TranscribeResponse) ProtoMessage() {}
 
 func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1448,7 @@ func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeResponse.ProtoReflect.Descriptor instead.
 func (*TranscribeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TranscribeResponse) GetBody() []byte {
@@ -1347,7 +1476,7 @@ type SpeechRequest struct {
 
 func (x *SpeechRequest) Reset() {
 	*x = SpeechRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1488,7 @@ func (x *SpeechRequest) String() string {
 func (*SpeechRequest) ProtoMessage() {}
 
 func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1501,7 @@ func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechRequest.ProtoReflect.Descriptor instead.
 func (*SpeechRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SpeechRequest) GetBody() []byte {
@@ -1395,7 +1524,7 @@ type SpeechResponse struct {
 
 func (x *SpeechResponse) Reset() {
 	*x = SpeechResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1536,7 @@ func (x *SpeechResponse) String() string {
 func (*SpeechResponse) ProtoMessage() {}
 
 func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1549,7 @@ func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechResponse.ProtoReflect.Descriptor instead.
 func (*SpeechResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SpeechResponse) GetPart() isSpeechResponse_Part {
@@ -1475,7 +1604,7 @@ type ListVoicesRequest struct {
 
 func (x *ListVoicesRequest) Reset() {
 	*x = ListVoicesRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1616,7 @@ func (x *ListVoicesRequest) String() string {
 func (*ListVoicesRequest) ProtoMessage() {}
 
 func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1629,7 @@ func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesRequest.ProtoReflect.Descriptor instead.
 func (*ListVoicesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListVoicesRequest) GetProvider() string {
@@ -1531,7 +1660,7 @@ type Voice struct {
 
 func (x *Voice) Reset() {
 	*x = Voice{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1672,7 @@ func (x *Voice) String() string {
 func (*Voice) ProtoMessage() {}
 
 func (x *Voice) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1685,7 @@ func (x *Voice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Voice.ProtoReflect.Descriptor instead.
 func (*Voice) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Voice) GetId() string {
@@ -1604,7 +1733,7 @@ type ListVoicesResponse struct {
 
 func (x *ListVoicesResponse) Reset() {
 	*x = ListVoicesResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1745,7 @@ func (x *ListVoicesResponse) String() string {
 func (*ListVoicesResponse) ProtoMessage() {}
 
 func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1758,7 @@ func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesResponse.ProtoReflect.Descriptor instead.
 func (*ListVoicesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListVoicesResponse) GetObject() string {
@@ -1705,22 +1834,30 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x06vector\x18\x02 \x03(\x02R\x06vector\"Y\n" +
 	"\x0fEmbeddingsUsage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12!\n" +
-	"\ftotal_tokens\x18\x02 \x01(\x03R\vtotalTokens\"\xf8\x01\n" +
+	"\ftotal_tokens\x18\x02 \x01(\x03R\vtotalTokens\"\x9b\x02\n" +
 	"\x16ChatCompletionsRequest\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12:\n" +
 	"\adialect\x18\x02 \x01(\x0e2 .switchboard.core.v1.ChatDialectR\adialect\x12R\n" +
-	"\aheaders\x18\x03 \x03(\v28.switchboard.core.v1.ChatCompletionsRequest.HeadersEntryR\aheaders\x1a:\n" +
+	"\aheaders\x18\x03 \x03(\v28.switchboard.core.v1.ChatCompletionsRequest.HeadersEntryR\aheaders\x12!\n" +
+	"\fbatch_events\x18\x04 \x01(\bR\vbatchEvents\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
 	"\x17ChatCompletionsResponse\x12\x16\n" +
 	"\x05chunk\x18\x01 \x01(\fH\x00R\x05chunk\x12 \n" +
 	"\n" +
 	"completion\x18\x02 \x01(\fH\x00R\n" +
-	"completion\x12\x1d\n" +
+	"completion\x129\n" +
+	"\x06events\x18\x04 \x01(\v2\x1f.switchboard.core.v1.ChatEventsH\x00R\x06events\x12\x1d\n" +
 	"\n" +
 	"event_name\x18\x03 \x01(\tR\teventNameB\a\n" +
-	"\x05event\"\xb4\x01\n" +
+	"\x05event\"D\n" +
+	"\n" +
+	"ChatEvents\x126\n" +
+	"\x06events\x18\x01 \x03(\v2\x1e.switchboard.core.v1.ChatEventR\x06events\"3\n" +
+	"\tChatEvent\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xb4\x01\n" +
 	"\x12CountTokensRequest\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12N\n" +
 	"\aheaders\x18\x02 \x03(\v24.switchboard.core.v1.CountTokensRequest.HeadersEntryR\aheaders\x1a:\n" +
@@ -1799,7 +1936,7 @@ func file_switchboard_core_v1_router_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_core_v1_router_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_switchboard_core_v1_router_proto_goTypes = []any{
 	(ChatDialect)(0),                 // 0: switchboard.core.v1.ChatDialect
 	(*ListModelsRequest)(nil),        // 1: switchboard.core.v1.ListModelsRequest
@@ -1814,20 +1951,22 @@ var file_switchboard_core_v1_router_proto_goTypes = []any{
 	(*EmbeddingsUsage)(nil),          // 10: switchboard.core.v1.EmbeddingsUsage
 	(*ChatCompletionsRequest)(nil),   // 11: switchboard.core.v1.ChatCompletionsRequest
 	(*ChatCompletionsResponse)(nil),  // 12: switchboard.core.v1.ChatCompletionsResponse
-	(*CountTokensRequest)(nil),       // 13: switchboard.core.v1.CountTokensRequest
-	(*GetResponseRequest)(nil),       // 14: switchboard.core.v1.GetResponseRequest
-	(*GetResponseResponse)(nil),      // 15: switchboard.core.v1.GetResponseResponse
-	(*CountTokensResponse)(nil),      // 16: switchboard.core.v1.CountTokensResponse
-	(*TranscribeRequest)(nil),        // 17: switchboard.core.v1.TranscribeRequest
-	(*TranscribeOptions)(nil),        // 18: switchboard.core.v1.TranscribeOptions
-	(*TranscribeResponse)(nil),       // 19: switchboard.core.v1.TranscribeResponse
-	(*SpeechRequest)(nil),            // 20: switchboard.core.v1.SpeechRequest
-	(*SpeechResponse)(nil),           // 21: switchboard.core.v1.SpeechResponse
-	(*ListVoicesRequest)(nil),        // 22: switchboard.core.v1.ListVoicesRequest
-	(*Voice)(nil),                    // 23: switchboard.core.v1.Voice
-	(*ListVoicesResponse)(nil),       // 24: switchboard.core.v1.ListVoicesResponse
-	nil,                              // 25: switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
-	nil,                              // 26: switchboard.core.v1.CountTokensRequest.HeadersEntry
+	(*ChatEvents)(nil),               // 13: switchboard.core.v1.ChatEvents
+	(*ChatEvent)(nil),                // 14: switchboard.core.v1.ChatEvent
+	(*CountTokensRequest)(nil),       // 15: switchboard.core.v1.CountTokensRequest
+	(*GetResponseRequest)(nil),       // 16: switchboard.core.v1.GetResponseRequest
+	(*GetResponseResponse)(nil),      // 17: switchboard.core.v1.GetResponseResponse
+	(*CountTokensResponse)(nil),      // 18: switchboard.core.v1.CountTokensResponse
+	(*TranscribeRequest)(nil),        // 19: switchboard.core.v1.TranscribeRequest
+	(*TranscribeOptions)(nil),        // 20: switchboard.core.v1.TranscribeOptions
+	(*TranscribeResponse)(nil),       // 21: switchboard.core.v1.TranscribeResponse
+	(*SpeechRequest)(nil),            // 22: switchboard.core.v1.SpeechRequest
+	(*SpeechResponse)(nil),           // 23: switchboard.core.v1.SpeechResponse
+	(*ListVoicesRequest)(nil),        // 24: switchboard.core.v1.ListVoicesRequest
+	(*Voice)(nil),                    // 25: switchboard.core.v1.Voice
+	(*ListVoicesResponse)(nil),       // 26: switchboard.core.v1.ListVoicesResponse
+	nil,                              // 27: switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	nil,                              // 28: switchboard.core.v1.CountTokensRequest.HeadersEntry
 }
 var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	3,  // 0: switchboard.core.v1.ListModelsResponse.data:type_name -> switchboard.core.v1.ModelEntry
@@ -1835,33 +1974,35 @@ var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	9,  // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
 	10, // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
 	0,  // 4: switchboard.core.v1.ChatCompletionsRequest.dialect:type_name -> switchboard.core.v1.ChatDialect
-	25, // 5: switchboard.core.v1.ChatCompletionsRequest.headers:type_name -> switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
-	26, // 6: switchboard.core.v1.CountTokensRequest.headers:type_name -> switchboard.core.v1.CountTokensRequest.HeadersEntry
-	18, // 7: switchboard.core.v1.TranscribeRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
-	23, // 8: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
-	1,  // 9: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
-	6,  // 10: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
-	4,  // 11: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
-	11, // 12: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
-	13, // 13: switchboard.core.v1.Router.CountTokens:input_type -> switchboard.core.v1.CountTokensRequest
-	14, // 14: switchboard.core.v1.Router.GetResponse:input_type -> switchboard.core.v1.GetResponseRequest
-	17, // 15: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
-	20, // 16: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
-	22, // 17: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
-	2,  // 18: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
-	8,  // 19: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
-	5,  // 20: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
-	12, // 21: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
-	16, // 22: switchboard.core.v1.Router.CountTokens:output_type -> switchboard.core.v1.CountTokensResponse
-	15, // 23: switchboard.core.v1.Router.GetResponse:output_type -> switchboard.core.v1.GetResponseResponse
-	19, // 24: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
-	21, // 25: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
-	24, // 26: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	27, // 5: switchboard.core.v1.ChatCompletionsRequest.headers:type_name -> switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	13, // 6: switchboard.core.v1.ChatCompletionsResponse.events:type_name -> switchboard.core.v1.ChatEvents
+	14, // 7: switchboard.core.v1.ChatEvents.events:type_name -> switchboard.core.v1.ChatEvent
+	28, // 8: switchboard.core.v1.CountTokensRequest.headers:type_name -> switchboard.core.v1.CountTokensRequest.HeadersEntry
+	20, // 9: switchboard.core.v1.TranscribeRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
+	25, // 10: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
+	1,  // 11: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
+	6,  // 12: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
+	4,  // 13: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
+	11, // 14: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
+	15, // 15: switchboard.core.v1.Router.CountTokens:input_type -> switchboard.core.v1.CountTokensRequest
+	16, // 16: switchboard.core.v1.Router.GetResponse:input_type -> switchboard.core.v1.GetResponseRequest
+	19, // 17: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
+	22, // 18: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
+	24, // 19: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
+	2,  // 20: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
+	8,  // 21: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
+	5,  // 22: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
+	12, // 23: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
+	18, // 24: switchboard.core.v1.Router.CountTokens:output_type -> switchboard.core.v1.CountTokensResponse
+	17, // 25: switchboard.core.v1.Router.GetResponse:output_type -> switchboard.core.v1.GetResponseResponse
+	21, // 26: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
+	23, // 27: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
+	26, // 28: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
+	20, // [20:29] is the sub-list for method output_type
+	11, // [11:20] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_router_proto_init() }
@@ -1874,13 +2015,14 @@ func file_switchboard_core_v1_router_proto_init() {
 	file_switchboard_core_v1_router_proto_msgTypes[11].OneofWrappers = []any{
 		(*ChatCompletionsResponse_Chunk)(nil),
 		(*ChatCompletionsResponse_Completion)(nil),
+		(*ChatCompletionsResponse_Events)(nil),
 	}
-	file_switchboard_core_v1_router_proto_msgTypes[16].OneofWrappers = []any{
+	file_switchboard_core_v1_router_proto_msgTypes[18].OneofWrappers = []any{
 		(*TranscribeRequest_Options)(nil),
 		(*TranscribeRequest_Audio)(nil),
 	}
-	file_switchboard_core_v1_router_proto_msgTypes[17].OneofWrappers = []any{}
-	file_switchboard_core_v1_router_proto_msgTypes[20].OneofWrappers = []any{
+	file_switchboard_core_v1_router_proto_msgTypes[19].OneofWrappers = []any{}
+	file_switchboard_core_v1_router_proto_msgTypes[22].OneofWrappers = []any{
 		(*SpeechResponse_ContentType)(nil),
 		(*SpeechResponse_Audio)(nil),
 	}
@@ -1890,7 +2032,7 @@ func file_switchboard_core_v1_router_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_router_proto_rawDesc), len(file_switchboard_core_v1_router_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
