@@ -80,3 +80,44 @@ func TestDialectsOverGRPC(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(count.GetBody()), "input_tokens")
 }
+
+// CompleteChat answers a request that is not streamed in one call, in every
+// dialect, with the upstream's time in its header; a streaming request is
+// refused before any upstream is called.
+func TestCompleteChatOverGRPC(t *testing.T) {
+	p := newPair(t)
+	key := gatewayKey(t, p.sb)
+	conn, err := grpc.NewClient(p.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	router := corev1.NewRouterClient(conn)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+
+	for _, tc := range []struct {
+		dialect corev1.ChatDialect
+		body    string
+		want    string
+	}{
+		{corev1.ChatDialect_CHAT_DIALECT_UNSPECIFIED, `{"model":"` + chatModel + `","messages":[{"role":"user","content":"hello whole"}]}`, `"chat.completion"`},
+		{corev1.ChatDialect_CHAT_DIALECT_MESSAGES, `{"model":"` + chatModel + `","max_tokens":64,"messages":[{"role":"user","content":"hello whole"}]}`, `"type":"message"`},
+		{corev1.ChatDialect_CHAT_DIALECT_RESPONSES, `{"model":"` + chatModel + `","input":"hello whole"}`, `"object":"response"`},
+	} {
+		var md metadata.MD
+		resp, err := router.CompleteChat(ctx, &corev1.CompleteChatRequest{Body: []byte(tc.body), Dialect: tc.dialect}, grpc.Header(&md))
+		require.NoError(t, err, "%s", tc.dialect)
+		assert.Contains(t, string(resp.GetCompletion()), "echo: hello whole", "%s", tc.dialect)
+		assert.Contains(t, string(resp.GetCompletion()), tc.want, "%s", tc.dialect)
+		assert.NotEmpty(t, md.Get("x-switchboard-upstream-us"), "%s", tc.dialect)
+	}
+
+	before := p.primary.Count(pathChat)
+	_, err = router.CompleteChat(ctx, &corev1.CompleteChatRequest{Body: []byte(`{"model":"` + chatModel + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`)})
+	require.Error(t, err)
+	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+	assert.Contains(t, status.Convert(err).Message(), "stream")
+	assert.Equal(t, before, p.primary.Count(pathChat), "no upstream was called")
+
+	bogus := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer sk-not-a-key")
+	_, err = router.CompleteChat(bogus, &corev1.CompleteChatRequest{Body: []byte(`{"model":"` + chatModel + `","messages":[{"role":"user","content":"hi"}]}`)})
+	assert.Equal(t, codes.Unauthenticated, status.Code(err), "API keys are checked as on ChatCompletions")
+}

@@ -71,6 +71,9 @@ type Request struct {
 	Header map[string]string
 	// Caveman returns the terse-output level for a connection ("" for off).
 	Caveman func(c *busv1.Connection) string
+	// Whole: the caller takes a whole answer only; a streaming request is
+	// refused before any upstream is called.
+	Whole bool
 }
 
 // Usage is what the answering upstream reported. PromptTokens counts every
@@ -172,6 +175,9 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 	in, err := parse(req.Dialect, req.Body)
 	if err != nil {
 		return Result{}, dispatch.Result{}, err
+	}
+	if req.Whole && in.stream {
+		return Result{}, dispatch.Result{}, &RequestError{Param: "stream", Code: "invalid_value", Message: "this call answers requests that are not streamed; stream with ChatCompletions"}
 	}
 	in.header = req.Header
 	var kept *capture

@@ -25,26 +25,41 @@ var dialects = map[corev1.ChatDialect]chat.Dialect{
 
 // ChatCompletions answers a chat request of any dialect, streamed or whole.
 func (r *Router) ChatCompletions(req *corev1.ChatCompletionsRequest, stream grpc.ServerStreamingServer[corev1.ChatCompletionsResponse]) error {
+	var sink chat.Sink = &chatSink{stream: stream}
+	if req.GetBatchEvents() {
+		sink = &batchSink{chatSink{stream: stream}}
+	}
+	return r.complete(stream.Context(), req.GetDialect(), req.GetBody(), req.GetHeaders(), false, sink)
+}
+
+// CompleteChat answers a chat request of any dialect that is not streamed.
+func (r *Router) CompleteChat(ctx context.Context, req *corev1.CompleteChatRequest) (*corev1.CompleteChatResponse, error) {
+	sink := &wholeSink{ctx: ctx}
+	if err := r.complete(ctx, req.GetDialect(), req.GetBody(), req.GetHeaders(), true, sink); err != nil {
+		return nil, err
+	}
+	return &corev1.CompleteChatResponse{Completion: sink.completion}, nil
+}
+
+// complete answers a chat request into sink and records its usage; whole
+// refuses a streaming request.
+func (r *Router) complete(ctx context.Context, dialect corev1.ChatDialect, body []byte, header map[string]string, whole bool, sink chat.Sink) error {
 	growStack()
-	ctx := stream.Context()
 	start := time.Now()
 	p, err := r.Auth.Gateway(ctx)
 	if err != nil {
 		return err
 	}
-	d, ok := dialects[req.GetDialect()]
+	d, ok := dialects[dialect]
 	if !ok {
 		return invalidParam("dialect", "invalid_value", "unknown chat dialect")
 	}
-	creq := r.chatRequest(ctx, p, d, req.GetBody(), req.GetHeaders())
-	var sink chat.Sink = &chatSink{stream: stream}
-	if req.GetBatchEvents() {
-		sink = &batchSink{chatSink{stream: stream}}
-	}
+	creq := r.chatRequest(ctx, p, d, body, header)
+	creq.Whole = whole
 	out, res, err := r.Chat.Complete(ctx, creq, sink)
 	if err != nil {
 		// The model is read again only to name it in the error.
-		err = gatewayError(r.Log, err, chat.Model(req.GetBody()))
+		err = gatewayError(r.Log, err, chat.Model(body))
 	}
 	u := out.Usage
 	r.record(ctx, p, res, start, err, &busv1.UsageEvent{
@@ -104,6 +119,27 @@ func (s *chatSink) Chunk(event string, data []byte) error {
 	m := &chunkMessage{event: corev1.ChatCompletionsResponse_Chunk{Chunk: data}}
 	m.resp.Event, m.resp.EventName = &m.event, event
 	return s.stream.Send(&m.resp)
+}
+
+// wholeSink keeps the whole answer of a CompleteChat call; the header
+// tells the edge how long the upstream took.
+type wholeSink struct {
+	ctx        context.Context
+	completion []byte
+}
+
+func (s *wholeSink) Start(upstream time.Duration) error {
+	return grpc.SetHeader(s.ctx, metadata.MD{MDUpstreamUs: {strconv.FormatInt(upstream.Microseconds(), 10)}})
+}
+
+func (s *wholeSink) Chunk(string, []byte) error {
+	// Complete refuses a streaming request before this could happen.
+	return statusError(codes.Internal, "internal_error", "a streamed answer on CompleteChat")
+}
+
+func (s *wholeSink) Completion(data []byte) error {
+	s.completion = data
+	return nil
 }
 
 // batchSink is a chatSink for a caller that reads ChatEvents (it asked

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboardhq/switchboard/internal/sse"
@@ -38,12 +39,14 @@ func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if p := CheckChat(body); p != nil {
+	streamed, p := checkChat(body)
+	if p != nil {
 		p.Write(w)
 		return
 	}
 	serveChat(w, r, h.Router, h.Upstream, h.KeepAliveEvery, chatDialect{
 		req:    &corev1.ChatCompletionsRequest{Body: body, Headers: dialectHeaders(r, sessionHeaders)},
+		whole:  !streamed,
 		fail:   func(w http.ResponseWriter, err error) { FromError(err).Write(w) },
 		events: chatEvents,
 	})
@@ -53,6 +56,9 @@ func (h *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ChatCompletions: the request, its error shape and its stream's end.
 type chatDialect struct {
 	req *corev1.ChatCompletionsRequest
+	// whole: the body does not ask for a stream, so core is called with
+	// CompleteChat (one call, no stream).
+	whole bool
 	// idHeaders are response headers naming the request besides
 	// X-Request-Id.
 	idHeaders []string
@@ -74,6 +80,19 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 	for _, k := range d.idHeaders {
 		w.Header().Set(k, id)
 	}
+	if d.whole {
+		var md metadata.MD
+		resp, err := router.CompleteChat(ctx, &corev1.CompleteChatRequest{Body: d.req.GetBody(), Dialect: d.req.GetDialect(), Headers: d.req.GetHeaders()}, grpc.Header(&md))
+		if err != nil {
+			d.fail(w, err)
+			return
+		}
+		if us, ok := UpstreamMicros(md); ok && upstream != nil {
+			upstream(r, us)
+		}
+		writeCompletion(w, resp.GetCompletion())
+		return
+	}
 	// Events the upstream sent together may come in one message.
 	d.req.BatchEvents = true
 	stream, err := router.ChatCompletions(ctx, d.req)
@@ -92,9 +111,7 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 		}
 	}
 	if c, ok := first.GetEvent().(*corev1.ChatCompletionsResponse_Completion); ok {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(c.Completion)))
-		_, _ = w.Write(c.Completion)
+		writeCompletion(w, c.Completion)
 		return
 	}
 	if keepAlive <= 0 {
@@ -102,6 +119,13 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 	}
 	er := &eventReader{stream: stream, m: new(corev1.ChatCompletionsResponse), inproc: readyOf(stream)}
 	relay(w, r, keepAlive, d.events, er.take(first), er.next, er.ready)
+}
+
+// writeCompletion writes a whole answer.
+func writeCompletion(w http.ResponseWriter, completion []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(completion)))
+	_, _ = w.Write(completion)
 }
 
 // eventReader hands a stream's events to the relay one at a time,

@@ -60,11 +60,12 @@ func canonicalNames(names ...string) []canonicalName {
 }
 
 func (h *Messages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, ok := readAnthropicBody(w, r)
+	body, streamed, ok := readAnthropicBody(w, r)
 	if !ok {
 		return
 	}
 	serveChat(w, r, h.Router, h.Upstream, h.KeepAliveEvery, chatDialect{
+		whole: !streamed,
 		req: &corev1.ChatCompletionsRequest{
 			Body: body, Dialect: corev1.ChatDialect_CHAT_DIALECT_MESSAGES, Headers: dialectHeaders(r, anthropicHeaders)},
 		idHeaders: []string{"request-id"},
@@ -79,7 +80,7 @@ type CountTokens struct {
 }
 
 func (h *CountTokens) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, ok := readAnthropicBody(w, r)
+	body, _, ok := readAnthropicBody(w, r)
 	if !ok {
 		return
 	}
@@ -104,16 +105,17 @@ var messagesEvents = dialectEvents{
 	},
 }
 
-func readAnthropicBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, ok := readJSON(w, r) // its problems are written in Anthropic's shape here
+func readAnthropicBody(w http.ResponseWriter, r *http.Request) (body []byte, streamed, ok bool) {
+	body, ok = readJSON(w, r) // its problems are written in Anthropic's shape here
 	if !ok {
-		return nil, false
+		return nil, false, false
 	}
-	if p := CheckMessages(body); p != nil {
+	streamed, p := checkMessages(body)
+	if p != nil {
 		p.WriteFor(w, r)
-		return nil, false
+		return nil, false, false
 	}
-	return body, true
+	return body, streamed, true
 }
 
 // AnthropicProblem is an error in Anthropic's shape.

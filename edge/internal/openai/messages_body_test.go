@@ -22,7 +22,7 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 func TestMessagesBodyProblemsKeepTheirHeaders(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/v1/messages", io.NopCloser(errReader{ErrBodyMemory}))
 	w := httptest.NewRecorder()
-	_, ok := readAnthropicBody(w, r)
+	_, _, ok := readAnthropicBody(w, r)
 	require.False(t, ok)
 	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
 	assert.Equal(t, "1", w.Header().Get("Retry-After"), "the busy answer says when to come back")

@@ -24,11 +24,13 @@ func (h *Responses) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if p := CheckResponses(body); p != nil {
+	streamed, p := checkResponses(body)
+	if p != nil {
 		p.Write(w)
 		return
 	}
 	serveChat(w, r, h.Router, h.Upstream, h.KeepAliveEvery, chatDialect{
+		whole: !streamed,
 		req: &corev1.ChatCompletionsRequest{
 			Body: body, Dialect: corev1.ChatDialect_CHAT_DIALECT_RESPONSES, Headers: dialectHeaders(r, sessionHeaders)},
 		fail:   func(w http.ResponseWriter, err error) { FromError(err).Write(w) },

@@ -180,31 +180,42 @@ type chatBounds struct {
 	Functions json.RawMessage `json:"functions"`
 	Stop      json.RawMessage `json:"stop"`
 	N         json.RawMessage `json:"n"`
+	Stream    json.RawMessage `json:"stream"`
 }
+
+// isTrue reports whether a member is the JSON true.
+func isTrue(raw json.RawMessage) bool { return string(raw) == "true" }
 
 // CheckChat is the 400 of a well-formed chat body whose lists exceed their
 // bounds (or whose messages are missing or not a list), or nil. The body
 // is otherwise passed on as the client wrote it.
 func CheckChat(body []byte) *Problem {
+	_, p := checkChat(body)
+	return p
+}
+
+// checkChat is CheckChat, and reports whether the body asks for a stream
+// (stream: true; core refuses any other value that is not a boolean).
+func checkChat(body []byte) (streamed bool, _ *Problem) {
 	bad := func(code, msg, param string) *Problem {
 		p := NewProblem(http.StatusBadRequest, code, msg, param)
 		return &p
 	}
 	var b chatBounds
 	if err := json.Unmarshal(body, &b); err != nil {
-		return bad("invalid_json", "the request body is not a valid chat request", "")
+		return false, bad("invalid_json", "the request body is not a valid chat request", "")
 	}
 	if isNull(b.Messages) {
-		return bad("missing_required_parameter", "you must provide a messages parameter", "messages")
+		return false, bad("missing_required_parameter", "you must provide a messages parameter", "messages")
 	}
 	n, ok := countItems(b.Messages, MaxChatMessages)
 	switch {
 	case !ok:
-		return bad("invalid_type", "'messages' must be an array", "messages")
+		return false, bad("invalid_type", "'messages' must be an array", "messages")
 	case n == 0:
-		return bad("invalid_value", "'messages' must not be empty", "messages")
+		return false, bad("invalid_value", "'messages' must not be empty", "messages")
 	case n > MaxChatMessages:
-		return bad("array_too_long", "'messages' holds more than "+strconv.Itoa(MaxChatMessages)+" items", "messages")
+		return false, bad("array_too_long", "'messages' holds more than "+strconv.Itoa(MaxChatMessages)+" items", "messages")
 	}
 	for _, l := range []struct {
 		raw   json.RawMessage
@@ -215,16 +226,16 @@ func CheckChat(body []byte) *Problem {
 		{b.Stop, listBound{"stop", MaxChatStop, true}}, // or a single string
 	} {
 		if p := checkList(l.raw, l.bound); p != nil {
-			return p
+			return false, p
 		}
 	}
 	if !isNull(b.N) {
 		var n int
 		if json.Unmarshal(b.N, &n) != nil || n < 1 || n > MaxChatN {
-			return bad("invalid_value", "'n' must be an integer from 1 to "+strconv.Itoa(MaxChatN), "n")
+			return false, bad("invalid_value", "'n' must be an integer from 1 to "+strconv.Itoa(MaxChatN), "n")
 		}
 	}
-	return nil
+	return isTrue(b.Stream), nil
 }
 
 // listBound bounds one top-level list member of a request body.
@@ -237,23 +248,24 @@ type listBound struct {
 }
 
 // checkLists is the 400 of a well-formed body whose bounded lists exceed
-// their bounds, or nil. Members that are absent or null are not checked
+// their bounds, or nil, and whether the body asks for a stream (stream:
+// true). Members that are absent or null are not checked
 // here (core says what is required).
-func checkLists(body []byte, bounds ...listBound) *Problem {
+func checkLists(body []byte, bounds ...listBound) (streamed bool, _ *Problem) {
 	bad := func(code, msg, param string) *Problem {
 		p := NewProblem(http.StatusBadRequest, code, msg, param)
 		return &p
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(body, &members); err != nil {
-		return bad("invalid_json", "the request body is not a JSON object", "")
+		return false, bad("invalid_json", "the request body is not a JSON object", "")
 	}
 	for _, l := range bounds {
 		if p := checkList(members[l.name], l); p != nil {
-			return p
+			return false, p
 		}
 	}
-	return nil
+	return isTrue(members["stream"]), nil
 }
 
 // checkList is the 400 of a list member over its bound, or not a list
@@ -280,6 +292,13 @@ func checkList(raw json.RawMessage, l listBound) *Problem {
 // CheckMessages bounds the lists of an Anthropic Messages (or
 // count_tokens) body: messages, tools, stop_sequences and system blocks.
 func CheckMessages(body []byte) *Problem {
+	_, p := checkMessages(body)
+	return p
+}
+
+// checkMessages is CheckMessages, and reports whether the body asks for a
+// stream.
+func checkMessages(body []byte) (bool, *Problem) {
 	return checkLists(body,
 		listBound{name: "messages", max: MaxMessagesMessages},
 		listBound{name: "tools", max: MaxMessagesTools},
@@ -290,6 +309,13 @@ func CheckMessages(body []byte) *Problem {
 // CheckResponses bounds the lists of a Responses body: input items and
 // tools.
 func CheckResponses(body []byte) *Problem {
+	_, p := checkResponses(body)
+	return p
+}
+
+// checkResponses is CheckResponses, and reports whether the body asks for
+// a stream.
+func checkResponses(body []byte) (bool, *Problem) {
 	return checkLists(body,
 		listBound{name: "input", max: MaxResponsesInput, scalar: true},
 		listBound{name: "tools", max: MaxResponsesTools})

@@ -825,6 +825,113 @@ func (x *ChatCompletionsRequest) GetBatchEvents() bool {
 	return false
 }
 
+// CompleteChatRequest is a ChatCompletionsRequest that is not streamed.
+type CompleteChatRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// body, dialect and headers are as in ChatCompletionsRequest.
+	Body          []byte            `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	Dialect       ChatDialect       `protobuf:"varint,2,opt,name=dialect,proto3,enum=switchboard.core.v1.ChatDialect" json:"dialect,omitempty"`
+	Headers       map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteChatRequest) Reset() {
+	*x = CompleteChatRequest{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteChatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteChatRequest) ProtoMessage() {}
+
+func (x *CompleteChatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteChatRequest.ProtoReflect.Descriptor instead.
+func (*CompleteChatRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CompleteChatRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *CompleteChatRequest) GetDialect() ChatDialect {
+	if x != nil {
+		return x.Dialect
+	}
+	return ChatDialect_CHAT_DIALECT_UNSPECIFIED
+}
+
+func (x *CompleteChatRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+type CompleteChatResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// completion is the whole answer JSON, in the dialect's shape.
+	Completion    []byte `protobuf:"bytes,1,opt,name=completion,proto3" json:"completion,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteChatResponse) Reset() {
+	*x = CompleteChatResponse{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteChatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteChatResponse) ProtoMessage() {}
+
+func (x *CompleteChatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteChatResponse.ProtoReflect.Descriptor instead.
+func (*CompleteChatResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CompleteChatResponse) GetCompletion() []byte {
+	if x != nil {
+		return x.Completion
+	}
+	return nil
+}
+
 type ChatCompletionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
@@ -842,7 +949,7 @@ type ChatCompletionsResponse struct {
 
 func (x *ChatCompletionsResponse) Reset() {
 	*x = ChatCompletionsResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[11]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +961,7 @@ func (x *ChatCompletionsResponse) String() string {
 func (*ChatCompletionsResponse) ProtoMessage() {}
 
 func (x *ChatCompletionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[11]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +974,7 @@ func (x *ChatCompletionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatCompletionsResponse.ProtoReflect.Descriptor instead.
 func (*ChatCompletionsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ChatCompletionsResponse) GetEvent() isChatCompletionsResponse_Event {
@@ -948,7 +1055,7 @@ type ChatEvents struct {
 
 func (x *ChatEvents) Reset() {
 	*x = ChatEvents{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1067,7 @@ func (x *ChatEvents) String() string {
 func (*ChatEvents) ProtoMessage() {}
 
 func (x *ChatEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[12]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1080,7 @@ func (x *ChatEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatEvents.ProtoReflect.Descriptor instead.
 func (*ChatEvents) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ChatEvents) GetEvents() []*ChatEvent {
@@ -995,7 +1102,7 @@ type ChatEvent struct {
 
 func (x *ChatEvent) Reset() {
 	*x = ChatEvent{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1114,7 @@ func (x *ChatEvent) String() string {
 func (*ChatEvent) ProtoMessage() {}
 
 func (x *ChatEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[13]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1127,7 @@ func (x *ChatEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatEvent.ProtoReflect.Descriptor instead.
 func (*ChatEvent) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ChatEvent) GetData() []byte {
@@ -1050,7 +1157,7 @@ type CountTokensRequest struct {
 
 func (x *CountTokensRequest) Reset() {
 	*x = CountTokensRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1169,7 @@ func (x *CountTokensRequest) String() string {
 func (*CountTokensRequest) ProtoMessage() {}
 
 func (x *CountTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[14]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1182,7 @@ func (x *CountTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTokensRequest.ProtoReflect.Descriptor instead.
 func (*CountTokensRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CountTokensRequest) GetBody() []byte {
@@ -1102,7 +1209,7 @@ type GetResponseRequest struct {
 
 func (x *GetResponseRequest) Reset() {
 	*x = GetResponseRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1221,7 @@ func (x *GetResponseRequest) String() string {
 func (*GetResponseRequest) ProtoMessage() {}
 
 func (x *GetResponseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[15]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1234,7 @@ func (x *GetResponseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponseRequest.ProtoReflect.Descriptor instead.
 func (*GetResponseRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetResponseRequest) GetId() string {
@@ -1147,7 +1254,7 @@ type GetResponseResponse struct {
 
 func (x *GetResponseResponse) Reset() {
 	*x = GetResponseResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1266,7 @@ func (x *GetResponseResponse) String() string {
 func (*GetResponseResponse) ProtoMessage() {}
 
 func (x *GetResponseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[16]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1279,7 @@ func (x *GetResponseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponseResponse.ProtoReflect.Descriptor instead.
 func (*GetResponseResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetResponseResponse) GetBody() []byte {
@@ -1192,7 +1299,7 @@ type CountTokensResponse struct {
 
 func (x *CountTokensResponse) Reset() {
 	*x = CountTokensResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1311,7 @@ func (x *CountTokensResponse) String() string {
 func (*CountTokensResponse) ProtoMessage() {}
 
 func (x *CountTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[17]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1324,7 @@ func (x *CountTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTokensResponse.ProtoReflect.Descriptor instead.
 func (*CountTokensResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CountTokensResponse) GetBody() []byte {
@@ -1240,7 +1347,7 @@ type TranscribeRequest struct {
 
 func (x *TranscribeRequest) Reset() {
 	*x = TranscribeRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1359,7 @@ func (x *TranscribeRequest) String() string {
 func (*TranscribeRequest) ProtoMessage() {}
 
 func (x *TranscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[18]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1372,7 @@ func (x *TranscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeRequest.ProtoReflect.Descriptor instead.
 func (*TranscribeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TranscribeRequest) GetPart() isTranscribeRequest_Part {
@@ -1327,7 +1434,7 @@ type TranscribeOptions struct {
 
 func (x *TranscribeOptions) Reset() {
 	*x = TranscribeOptions{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1446,7 @@ func (x *TranscribeOptions) String() string {
 func (*TranscribeOptions) ProtoMessage() {}
 
 func (x *TranscribeOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[19]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1459,7 @@ func (x *TranscribeOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeOptions.ProtoReflect.Descriptor instead.
 func (*TranscribeOptions) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TranscribeOptions) GetModel() string {
@@ -1423,7 +1530,7 @@ type TranscribeResponse struct {
 
 func (x *TranscribeResponse) Reset() {
 	*x = TranscribeResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1542,7 @@ func (x *TranscribeResponse) String() string {
 func (*TranscribeResponse) ProtoMessage() {}
 
 func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[20]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1555,7 @@ func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeResponse.ProtoReflect.Descriptor instead.
 func (*TranscribeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TranscribeResponse) GetBody() []byte {
@@ -1476,7 +1583,7 @@ type SpeechRequest struct {
 
 func (x *SpeechRequest) Reset() {
 	*x = SpeechRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1595,7 @@ func (x *SpeechRequest) String() string {
 func (*SpeechRequest) ProtoMessage() {}
 
 func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[21]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1608,7 @@ func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechRequest.ProtoReflect.Descriptor instead.
 func (*SpeechRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SpeechRequest) GetBody() []byte {
@@ -1524,7 +1631,7 @@ type SpeechResponse struct {
 
 func (x *SpeechResponse) Reset() {
 	*x = SpeechResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1643,7 @@ func (x *SpeechResponse) String() string {
 func (*SpeechResponse) ProtoMessage() {}
 
 func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1656,7 @@ func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechResponse.ProtoReflect.Descriptor instead.
 func (*SpeechResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SpeechResponse) GetPart() isSpeechResponse_Part {
@@ -1604,7 +1711,7 @@ type ListVoicesRequest struct {
 
 func (x *ListVoicesRequest) Reset() {
 	*x = ListVoicesRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1723,7 @@ func (x *ListVoicesRequest) String() string {
 func (*ListVoicesRequest) ProtoMessage() {}
 
 func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1736,7 @@ func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesRequest.ProtoReflect.Descriptor instead.
 func (*ListVoicesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListVoicesRequest) GetProvider() string {
@@ -1660,7 +1767,7 @@ type Voice struct {
 
 func (x *Voice) Reset() {
 	*x = Voice{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1779,7 @@ func (x *Voice) String() string {
 func (*Voice) ProtoMessage() {}
 
 func (x *Voice) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1792,7 @@ func (x *Voice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Voice.ProtoReflect.Descriptor instead.
 func (*Voice) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Voice) GetId() string {
@@ -1733,7 +1840,7 @@ type ListVoicesResponse struct {
 
 func (x *ListVoicesResponse) Reset() {
 	*x = ListVoicesResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1852,7 @@ func (x *ListVoicesResponse) String() string {
 func (*ListVoicesResponse) ProtoMessage() {}
 
 func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1865,7 @@ func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesResponse.ProtoReflect.Descriptor instead.
 func (*ListVoicesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListVoicesResponse) GetObject() string {
@@ -1842,7 +1949,18 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\fbatch_events\x18\x04 \x01(\bR\vbatchEvents\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x01\n" +
+	"\x13CompleteChatRequest\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\x12:\n" +
+	"\adialect\x18\x02 \x01(\x0e2 .switchboard.core.v1.ChatDialectR\adialect\x12O\n" +
+	"\aheaders\x18\x03 \x03(\v25.switchboard.core.v1.CompleteChatRequest.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"6\n" +
+	"\x14CompleteChatResponse\x12\x1e\n" +
+	"\n" +
+	"completion\x18\x01 \x01(\fR\n" +
+	"completion\"\xb6\x01\n" +
 	"\x17ChatCompletionsResponse\x12\x16\n" +
 	"\x05chunk\x18\x01 \x01(\fH\x00R\x05chunk\x12 \n" +
 	"\n" +
@@ -1908,13 +2026,14 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\vChatDialect\x12\x1c\n" +
 	"\x18CHAT_DIALECT_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CHAT_DIALECT_MESSAGES\x10\x01\x12\x1a\n" +
-	"\x16CHAT_DIALECT_RESPONSES\x10\x022\x86\a\n" +
+	"\x16CHAT_DIALECT_RESPONSES\x10\x022\xeb\a\n" +
 	"\x06Router\x12]\n" +
 	"\n" +
 	"ListModels\x12&.switchboard.core.v1.ListModelsRequest\x1a'.switchboard.core.v1.ListModelsResponse\x12o\n" +
 	"\x10CreateEmbeddings\x12,.switchboard.core.v1.CreateEmbeddingsRequest\x1a-.switchboard.core.v1.CreateEmbeddingsResponse\x12c\n" +
 	"\fGetModelInfo\x12(.switchboard.core.v1.GetModelInfoRequest\x1a).switchboard.core.v1.GetModelInfoResponse\x12n\n" +
-	"\x0fChatCompletions\x12+.switchboard.core.v1.ChatCompletionsRequest\x1a,.switchboard.core.v1.ChatCompletionsResponse0\x01\x12`\n" +
+	"\x0fChatCompletions\x12+.switchboard.core.v1.ChatCompletionsRequest\x1a,.switchboard.core.v1.ChatCompletionsResponse0\x01\x12c\n" +
+	"\fCompleteChat\x12(.switchboard.core.v1.CompleteChatRequest\x1a).switchboard.core.v1.CompleteChatResponse\x12`\n" +
 	"\vCountTokens\x12'.switchboard.core.v1.CountTokensRequest\x1a(.switchboard.core.v1.CountTokensResponse\x12`\n" +
 	"\vGetResponse\x12'.switchboard.core.v1.GetResponseRequest\x1a(.switchboard.core.v1.GetResponseResponse\x12_\n" +
 	"\n" +
@@ -1936,7 +2055,7 @@ func file_switchboard_core_v1_router_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_core_v1_router_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_switchboard_core_v1_router_proto_goTypes = []any{
 	(ChatDialect)(0),                 // 0: switchboard.core.v1.ChatDialect
 	(*ListModelsRequest)(nil),        // 1: switchboard.core.v1.ListModelsRequest
@@ -1950,23 +2069,26 @@ var file_switchboard_core_v1_router_proto_goTypes = []any{
 	(*Embedding)(nil),                // 9: switchboard.core.v1.Embedding
 	(*EmbeddingsUsage)(nil),          // 10: switchboard.core.v1.EmbeddingsUsage
 	(*ChatCompletionsRequest)(nil),   // 11: switchboard.core.v1.ChatCompletionsRequest
-	(*ChatCompletionsResponse)(nil),  // 12: switchboard.core.v1.ChatCompletionsResponse
-	(*ChatEvents)(nil),               // 13: switchboard.core.v1.ChatEvents
-	(*ChatEvent)(nil),                // 14: switchboard.core.v1.ChatEvent
-	(*CountTokensRequest)(nil),       // 15: switchboard.core.v1.CountTokensRequest
-	(*GetResponseRequest)(nil),       // 16: switchboard.core.v1.GetResponseRequest
-	(*GetResponseResponse)(nil),      // 17: switchboard.core.v1.GetResponseResponse
-	(*CountTokensResponse)(nil),      // 18: switchboard.core.v1.CountTokensResponse
-	(*TranscribeRequest)(nil),        // 19: switchboard.core.v1.TranscribeRequest
-	(*TranscribeOptions)(nil),        // 20: switchboard.core.v1.TranscribeOptions
-	(*TranscribeResponse)(nil),       // 21: switchboard.core.v1.TranscribeResponse
-	(*SpeechRequest)(nil),            // 22: switchboard.core.v1.SpeechRequest
-	(*SpeechResponse)(nil),           // 23: switchboard.core.v1.SpeechResponse
-	(*ListVoicesRequest)(nil),        // 24: switchboard.core.v1.ListVoicesRequest
-	(*Voice)(nil),                    // 25: switchboard.core.v1.Voice
-	(*ListVoicesResponse)(nil),       // 26: switchboard.core.v1.ListVoicesResponse
-	nil,                              // 27: switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
-	nil,                              // 28: switchboard.core.v1.CountTokensRequest.HeadersEntry
+	(*CompleteChatRequest)(nil),      // 12: switchboard.core.v1.CompleteChatRequest
+	(*CompleteChatResponse)(nil),     // 13: switchboard.core.v1.CompleteChatResponse
+	(*ChatCompletionsResponse)(nil),  // 14: switchboard.core.v1.ChatCompletionsResponse
+	(*ChatEvents)(nil),               // 15: switchboard.core.v1.ChatEvents
+	(*ChatEvent)(nil),                // 16: switchboard.core.v1.ChatEvent
+	(*CountTokensRequest)(nil),       // 17: switchboard.core.v1.CountTokensRequest
+	(*GetResponseRequest)(nil),       // 18: switchboard.core.v1.GetResponseRequest
+	(*GetResponseResponse)(nil),      // 19: switchboard.core.v1.GetResponseResponse
+	(*CountTokensResponse)(nil),      // 20: switchboard.core.v1.CountTokensResponse
+	(*TranscribeRequest)(nil),        // 21: switchboard.core.v1.TranscribeRequest
+	(*TranscribeOptions)(nil),        // 22: switchboard.core.v1.TranscribeOptions
+	(*TranscribeResponse)(nil),       // 23: switchboard.core.v1.TranscribeResponse
+	(*SpeechRequest)(nil),            // 24: switchboard.core.v1.SpeechRequest
+	(*SpeechResponse)(nil),           // 25: switchboard.core.v1.SpeechResponse
+	(*ListVoicesRequest)(nil),        // 26: switchboard.core.v1.ListVoicesRequest
+	(*Voice)(nil),                    // 27: switchboard.core.v1.Voice
+	(*ListVoicesResponse)(nil),       // 28: switchboard.core.v1.ListVoicesResponse
+	nil,                              // 29: switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	nil,                              // 30: switchboard.core.v1.CompleteChatRequest.HeadersEntry
+	nil,                              // 31: switchboard.core.v1.CountTokensRequest.HeadersEntry
 }
 var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	3,  // 0: switchboard.core.v1.ListModelsResponse.data:type_name -> switchboard.core.v1.ModelEntry
@@ -1974,35 +2096,39 @@ var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	9,  // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
 	10, // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
 	0,  // 4: switchboard.core.v1.ChatCompletionsRequest.dialect:type_name -> switchboard.core.v1.ChatDialect
-	27, // 5: switchboard.core.v1.ChatCompletionsRequest.headers:type_name -> switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
-	13, // 6: switchboard.core.v1.ChatCompletionsResponse.events:type_name -> switchboard.core.v1.ChatEvents
-	14, // 7: switchboard.core.v1.ChatEvents.events:type_name -> switchboard.core.v1.ChatEvent
-	28, // 8: switchboard.core.v1.CountTokensRequest.headers:type_name -> switchboard.core.v1.CountTokensRequest.HeadersEntry
-	20, // 9: switchboard.core.v1.TranscribeRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
-	25, // 10: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
-	1,  // 11: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
-	6,  // 12: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
-	4,  // 13: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
-	11, // 14: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
-	15, // 15: switchboard.core.v1.Router.CountTokens:input_type -> switchboard.core.v1.CountTokensRequest
-	16, // 16: switchboard.core.v1.Router.GetResponse:input_type -> switchboard.core.v1.GetResponseRequest
-	19, // 17: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
-	22, // 18: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
-	24, // 19: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
-	2,  // 20: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
-	8,  // 21: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
-	5,  // 22: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
-	12, // 23: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
-	18, // 24: switchboard.core.v1.Router.CountTokens:output_type -> switchboard.core.v1.CountTokensResponse
-	17, // 25: switchboard.core.v1.Router.GetResponse:output_type -> switchboard.core.v1.GetResponseResponse
-	21, // 26: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
-	23, // 27: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
-	26, // 28: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
-	20, // [20:29] is the sub-list for method output_type
-	11, // [11:20] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	29, // 5: switchboard.core.v1.ChatCompletionsRequest.headers:type_name -> switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	0,  // 6: switchboard.core.v1.CompleteChatRequest.dialect:type_name -> switchboard.core.v1.ChatDialect
+	30, // 7: switchboard.core.v1.CompleteChatRequest.headers:type_name -> switchboard.core.v1.CompleteChatRequest.HeadersEntry
+	15, // 8: switchboard.core.v1.ChatCompletionsResponse.events:type_name -> switchboard.core.v1.ChatEvents
+	16, // 9: switchboard.core.v1.ChatEvents.events:type_name -> switchboard.core.v1.ChatEvent
+	31, // 10: switchboard.core.v1.CountTokensRequest.headers:type_name -> switchboard.core.v1.CountTokensRequest.HeadersEntry
+	22, // 11: switchboard.core.v1.TranscribeRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
+	27, // 12: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
+	1,  // 13: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
+	6,  // 14: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
+	4,  // 15: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
+	11, // 16: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
+	12, // 17: switchboard.core.v1.Router.CompleteChat:input_type -> switchboard.core.v1.CompleteChatRequest
+	17, // 18: switchboard.core.v1.Router.CountTokens:input_type -> switchboard.core.v1.CountTokensRequest
+	18, // 19: switchboard.core.v1.Router.GetResponse:input_type -> switchboard.core.v1.GetResponseRequest
+	21, // 20: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
+	24, // 21: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
+	26, // 22: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
+	2,  // 23: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
+	8,  // 24: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
+	5,  // 25: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
+	14, // 26: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
+	13, // 27: switchboard.core.v1.Router.CompleteChat:output_type -> switchboard.core.v1.CompleteChatResponse
+	20, // 28: switchboard.core.v1.Router.CountTokens:output_type -> switchboard.core.v1.CountTokensResponse
+	19, // 29: switchboard.core.v1.Router.GetResponse:output_type -> switchboard.core.v1.GetResponseResponse
+	23, // 30: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
+	25, // 31: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
+	28, // 32: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
+	23, // [23:33] is the sub-list for method output_type
+	13, // [13:23] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_router_proto_init() }
@@ -2012,17 +2138,17 @@ func file_switchboard_core_v1_router_proto_init() {
 	}
 	file_switchboard_core_v1_router_proto_msgTypes[4].OneofWrappers = []any{}
 	file_switchboard_core_v1_router_proto_msgTypes[5].OneofWrappers = []any{}
-	file_switchboard_core_v1_router_proto_msgTypes[11].OneofWrappers = []any{
+	file_switchboard_core_v1_router_proto_msgTypes[13].OneofWrappers = []any{
 		(*ChatCompletionsResponse_Chunk)(nil),
 		(*ChatCompletionsResponse_Completion)(nil),
 		(*ChatCompletionsResponse_Events)(nil),
 	}
-	file_switchboard_core_v1_router_proto_msgTypes[18].OneofWrappers = []any{
+	file_switchboard_core_v1_router_proto_msgTypes[20].OneofWrappers = []any{
 		(*TranscribeRequest_Options)(nil),
 		(*TranscribeRequest_Audio)(nil),
 	}
-	file_switchboard_core_v1_router_proto_msgTypes[19].OneofWrappers = []any{}
-	file_switchboard_core_v1_router_proto_msgTypes[22].OneofWrappers = []any{
+	file_switchboard_core_v1_router_proto_msgTypes[21].OneofWrappers = []any{}
+	file_switchboard_core_v1_router_proto_msgTypes[24].OneofWrappers = []any{
 		(*SpeechResponse_ContentType)(nil),
 		(*SpeechResponse_Audio)(nil),
 	}
@@ -2032,7 +2158,7 @@ func file_switchboard_core_v1_router_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_router_proto_rawDesc), len(file_switchboard_core_v1_router_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

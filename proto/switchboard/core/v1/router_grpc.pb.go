@@ -23,6 +23,7 @@ const (
 	Router_CreateEmbeddings_FullMethodName = "/switchboard.core.v1.Router/CreateEmbeddings"
 	Router_GetModelInfo_FullMethodName     = "/switchboard.core.v1.Router/GetModelInfo"
 	Router_ChatCompletions_FullMethodName  = "/switchboard.core.v1.Router/ChatCompletions"
+	Router_CompleteChat_FullMethodName     = "/switchboard.core.v1.Router/CompleteChat"
 	Router_CountTokens_FullMethodName      = "/switchboard.core.v1.Router/CountTokens"
 	Router_GetResponse_FullMethodName      = "/switchboard.core.v1.Router/GetResponse"
 	Router_Transcribe_FullMethodName       = "/switchboard.core.v1.Router/Transcribe"
@@ -54,6 +55,12 @@ type RouterClient interface {
 	// to another connection happens before the first message only; a failure
 	// after it ends the stream with an error status.
 	ChatCompletions(ctx context.Context, in *ChatCompletionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ChatCompletionsResponse], error)
+	// CompleteChat answers a non-streaming request of any dialect in one call:
+	// the response holds the whole completion, as ChatCompletions' one
+	// message would. A caller that knows its request is not streamed saves
+	// the stream's machinery. A streaming request is refused
+	// (INVALID_ARGUMENT, param stream) before any upstream is called.
+	CompleteChat(ctx context.Context, in *CompleteChatRequest, opts ...grpc.CallOption) (*CompleteChatResponse, error)
 	// CountTokens counts the input tokens of an Anthropic Messages request:
 	// the upstream's own count where its provider has one, else an estimate.
 	CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error)
@@ -125,6 +132,16 @@ func (c *routerClient) ChatCompletions(ctx context.Context, in *ChatCompletionsR
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Router_ChatCompletionsClient = grpc.ServerStreamingClient[ChatCompletionsResponse]
+
+func (c *routerClient) CompleteChat(ctx context.Context, in *CompleteChatRequest, opts ...grpc.CallOption) (*CompleteChatResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteChatResponse)
+	err := c.cc.Invoke(ctx, Router_CompleteChat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func (c *routerClient) CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -212,6 +229,12 @@ type RouterServer interface {
 	// to another connection happens before the first message only; a failure
 	// after it ends the stream with an error status.
 	ChatCompletions(*ChatCompletionsRequest, grpc.ServerStreamingServer[ChatCompletionsResponse]) error
+	// CompleteChat answers a non-streaming request of any dialect in one call:
+	// the response holds the whole completion, as ChatCompletions' one
+	// message would. A caller that knows its request is not streamed saves
+	// the stream's machinery. A streaming request is refused
+	// (INVALID_ARGUMENT, param stream) before any upstream is called.
+	CompleteChat(context.Context, *CompleteChatRequest) (*CompleteChatResponse, error)
 	// CountTokens counts the input tokens of an Anthropic Messages request:
 	// the upstream's own count where its provider has one, else an estimate.
 	CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error)
@@ -246,6 +269,9 @@ func (UnimplementedRouterServer) GetModelInfo(context.Context, *GetModelInfoRequ
 }
 func (UnimplementedRouterServer) ChatCompletions(*ChatCompletionsRequest, grpc.ServerStreamingServer[ChatCompletionsResponse]) error {
 	return status.Error(codes.Unimplemented, "method ChatCompletions not implemented")
+}
+func (UnimplementedRouterServer) CompleteChat(context.Context, *CompleteChatRequest) (*CompleteChatResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteChat not implemented")
 }
 func (UnimplementedRouterServer) CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CountTokens not implemented")
@@ -348,6 +374,24 @@ func _Router_ChatCompletions_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Router_ChatCompletionsServer = grpc.ServerStreamingServer[ChatCompletionsResponse]
 
+func _Router_CompleteChat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteChatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RouterServer).CompleteChat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Router_CompleteChat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RouterServer).CompleteChat(ctx, req.(*CompleteChatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Router_CountTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CountTokensRequest)
 	if err := dec(in); err != nil {
@@ -438,6 +482,10 @@ var Router_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetModelInfo",
 			Handler:    _Router_GetModelInfo_Handler,
+		},
+		{
+			MethodName: "CompleteChat",
+			Handler:    _Router_CompleteChat_Handler,
 		},
 		{
 			MethodName: "CountTokens",
