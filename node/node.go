@@ -436,7 +436,11 @@ func (n *Node) listenGRPC() error {
 		return fmt.Errorf("in-process connection: %w", err)
 	}
 	n.conns = append(n.conns, mem)
-	n.local = inproc.New(mem, recoverUnary(n.log), guard.Unary())
+	unary := []grpc.UnaryServerInterceptor{recoverUnary(n.log), guard.Unary()}
+	if ti := n.tracing.UnaryServerInterceptor(); ti != nil {
+		unary = append(unary, ti) // core's server span, as on the network
+	}
+	n.local = inproc.New(mem, unary...)
 	streams := []grpc.StreamServerInterceptor{recoverStream(n.log), guard.Stream()}
 	if ti := n.tracing.StreamServerInterceptor(); ti != nil {
 		streams = append(streams, ti) // core's server span, as on the network

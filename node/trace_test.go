@@ -186,3 +186,26 @@ func TestTraceOffByDefault(t *testing.T) {
 	require.NotEmpty(t, reqs)
 	assert.Empty(t, reqs[len(reqs)-1].Header.Get("Traceparent"))
 }
+
+// A whole answer (CompleteChat, a unary call) continues the edge's trace in
+// core's span too, in one process as over the network.
+func TestTraceSpansWholeAnswer(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		split bool
+	}{{"serve", false}, {"split", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			p, exp := tracedPair(t, mode.split)
+			exp.Reset()
+			requireAnswer(t, chatAsk(t, p.sb, chatModel, "traced whole", false), "traced whole")
+			const method = "/switchboard.core.v1.Router/CompleteChat"
+			spans := traceOf(t, exp, func(s tracetest.SpanStubs) bool {
+				return len(spansNamed(s, "POST "+routeChat)) == 1 && len(spansNamed(s, method)) == 1 && len(spansNamed(s, "switchboard.attempt")) == 1
+			})
+			edge := spansNamed(spans, "POST "+routeChat)[0]
+			core := spansNamed(spans, method)[0]
+			assert.Equal(t, edge.SpanContext.SpanID(), core.Parent.SpanID(), "core continues the edge's span")
+			assert.Equal(t, core.SpanContext.SpanID(), spansNamed(spans, "switchboard.attempt")[0].Parent.SpanID())
+		})
+	}
+}

@@ -70,21 +70,28 @@ func (t *Tracing) ServerOptions() []grpc.ServerOption {
 	if t == nil {
 		return nil
 	}
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(t.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(t.StreamServerInterceptor()),
+	}
+}
+
+// UnaryServerInterceptor starts a server span per unary call, continuing
+// the caller's trace; the in-process path runs it as the gRPC server does.
+// Off, it is nil.
+func (t *Tracing) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	if t == nil {
+		return nil
+	}
 	tr := t.provider.Tracer("switchboard/grpc")
-	start := func(ctx context.Context, method string) (context.Context, trace.Span) {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		ctx = t.prop.Extract(ctx, mdCarrier(md))
-		return tr.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("rpc.system", "grpc"), attribute.String("rpc.method", method)))
-	}
-	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			ctx, span := start(ctx, info.FullMethod)
-			resp, err := h(ctx, req)
-			endServerSpan(span, err)
-			return resp, err
-		}),
-		grpc.ChainStreamInterceptor(t.StreamServerInterceptor()),
+		ctx, span := tr.Start(ctx, info.FullMethod, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("rpc.system", "grpc"), attribute.String("rpc.method", info.FullMethod)))
+		resp, err := h(ctx, req)
+		endServerSpan(span, err)
+		return resp, err
 	}
 }
 
