@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -120,4 +121,28 @@ func TestCompleteChatOverGRPC(t *testing.T) {
 	bogus := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer sk-not-a-key")
 	_, err = router.CompleteChat(bogus, &corev1.CompleteChatRequest{Body: []byte(`{"model":"` + chatModel + `","messages":[{"role":"user","content":"hi"}]}`)})
 	assert.Equal(t, codes.Unauthenticated, status.Code(err), "API keys are checked as on ChatCompletions")
+}
+
+// The edge sends a request it reads as not streamed on CompleteChat; when
+// core reads the body otherwise (JSON keys differ only in case: the edge's
+// decoding folds case, core's does not), core declines before calling any
+// upstream and the edge streams as asked.
+func TestChatStreamFlagReadAsCoreReadsIt(t *testing.T) {
+	p := newPair(t)
+	for _, tc := range []struct {
+		body   string
+		stream bool
+	}{
+		{`{"model":"` + chatModel + `","messages":[{"role":"user","content":"hi"}],"stream":true,"Stream":false}`, true},
+		{`{"model":"` + chatModel + `","messages":[{"role":"user","content":"hi"}],"stream":false}`, false},
+	} {
+		resp := p.sb.Do(t, http.MethodPost, pathChat, tc.body)
+		require.Equal(t, http.StatusOK, resp.Status, "%s: %s", tc.body, resp.Body)
+		if tc.stream {
+			assert.Contains(t, resp.Header.Get("Content-Type"), "text/event-stream", tc.body)
+			assert.Contains(t, string(resp.Body), "data: [DONE]", tc.body)
+		} else {
+			assert.Contains(t, resp.Header.Get("Content-Type"), "application/json", tc.body)
+		}
+	}
 }

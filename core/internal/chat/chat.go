@@ -18,6 +18,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // Default timeouts of a stream.
@@ -177,7 +178,7 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 		return Result{}, dispatch.Result{}, err
 	}
 	if req.Whole && in.stream {
-		return Result{}, dispatch.Result{}, &RequestError{Param: "stream", Code: "invalid_value", Message: "this call answers requests that are not streamed; stream with ChatCompletions"}
+		return Result{}, dispatch.Result{}, &RequestError{Param: "stream", Code: contract.ReasonStreamedRequest, Message: "this call answers requests that are not streamed; stream with ChatCompletions"}
 	}
 	in.header = req.Header
 	var kept *capture

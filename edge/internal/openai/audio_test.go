@@ -2,11 +2,9 @@ package openai
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,9 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -85,17 +81,7 @@ func (f *fakeRouter) Speech(req *corev1.SpeechRequest, s grpc.ServerStreamingSer
 
 func newFakeRouter(t *testing.T, f *fakeRouter) corev1.RouterClient {
 	t.Helper()
-	ln := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	corev1.RegisterRouterServer(srv, f)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	return corev1.NewRouterClient(conn)
+	return serveRouter(t, f)
 }
 
 // form builds a multipart body; a field named "file" is a file part.

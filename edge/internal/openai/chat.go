@@ -10,12 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboardhq/switchboard/internal/sse"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -83,15 +85,19 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 	if d.whole {
 		var md metadata.MD
 		resp, err := router.CompleteChat(ctx, &corev1.CompleteChatRequest{Body: d.req.GetBody(), Dialect: d.req.GetDialect(), Headers: d.req.GetHeaders()}, grpc.Header(&md))
-		if err != nil {
+		switch {
+		case err == nil:
+			if us, ok := UpstreamMicros(md); ok && upstream != nil {
+				upstream(r, us)
+			}
+			writeCompletion(w, resp.GetCompletion())
+			return
+		case !wholeRefused(err):
 			d.fail(w, err)
 			return
 		}
-		if us, ok := UpstreamMicros(md); ok && upstream != nil {
-			upstream(r, us)
-		}
-		writeCompletion(w, resp.GetCompletion())
-		return
+		// Core reads the body as streamed after all, or predates
+		// CompleteChat: no upstream was called, the stream call answers.
 	}
 	// Events the upstream sent together may come in one message.
 	d.req.BatchEvents = true
@@ -119,6 +125,24 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 	}
 	er := &eventReader{stream: stream, m: new(corev1.ChatCompletionsResponse), inproc: readyOf(stream)}
 	relay(w, r, keepAlive, d.events, er.take(first), er.next, er.ready)
+}
+
+// wholeRefused reports whether CompleteChat declined a request before
+// calling any upstream: core reads it as streamed, or is older and does not
+// know the call.
+func wholeRefused(err error) bool {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unimplemented:
+		return true
+	case codes.InvalidArgument:
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == contract.ReasonStreamedRequest {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // writeCompletion writes a whole answer.

@@ -50,8 +50,10 @@ func (h *Embeddings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // presizeMax is the largest declared length readAll allocates up front; a
 // larger body grows as it arrives, so a client cannot make the edge hold
-// memory it never sends.
-const presizeMax = 1 << 20
+// memory it never sends (the body guard counts bytes as they are read: a
+// slow client declaring a megabyte would otherwise hold one it has not
+// sent).
+const presizeMax = 64 << 10
 
 // readAll reads a request body under the edge's limits. A body that
 // declares its length is read into one buffer of that size (plus one byte,

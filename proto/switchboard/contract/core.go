@@ -41,6 +41,11 @@ const (
 	MetaUpstreamBody = "upstream_body"
 )
 
+// ReasonStreamedRequest is the ErrorInfo reason of CompleteChat refusing a
+// request that asks for a stream (as core reads its body). No upstream was
+// called: the caller may send it again on ChatCompletions.
+const ReasonStreamedRequest = "streamed_request"
+
 // ForwardedHeaders are the request headers (lower case) the edge hands to
 // core as metadata of the same name, on every route: the API key headers,
 // the admin machine, the loop breaker of catalog fetches, the token saver
