@@ -26,8 +26,8 @@ type Metrics struct {
 	refreshes *prometheus.CounterVec
 
 	// The series every attempt counts into, by label values (series.go).
-	attemptSeries  seriesCache[[2]string, prometheus.Counter]
-	durationSeries seriesCache[string, prometheus.Observer]
+	attemptSeries  telemetry.SeriesCache[[2]string, prometheus.Counter]
+	durationSeries telemetry.SeriesCache[string, prometheus.Observer]
 }
 
 // NewMetrics registers the dispatcher's metrics with reg.
@@ -118,10 +118,10 @@ func (d *Dispatcher) attempt(ctx context.Context, t routing.Target, c credential
 	span.End()
 	if d.metrics != nil {
 		m, provider := d.metrics, t.Spec.ID
-		m.attemptSeries.get([2]string{provider, outcome}, func() prometheus.Counter {
+		m.attemptSeries.Get([2]string{provider, outcome}, func() prometheus.Counter {
 			return m.attempts.WithLabelValues(provider, outcome)
 		}).Inc()
-		m.durationSeries.get(provider, func() prometheus.Observer {
+		m.durationSeries.Get(provider, func() prometheus.Observer {
 			return m.duration.WithLabelValues(provider)
 		}).Observe(time.Since(start).Seconds())
 	}

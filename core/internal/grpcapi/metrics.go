@@ -2,8 +2,6 @@ package grpcapi
 
 import (
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,9 +28,9 @@ type RequestMetrics struct {
 
 	// The series a request counts into, by label values: found without
 	// formatting labels or hashing them into the vectors again.
-	requestSeries  labelCache[requestLabels, prometheus.Counter]
-	durationSeries labelCache[durationLabels, prometheus.Observer]
-	tokenSeries    labelCache[tokenLabels, prometheus.Counter]
+	requestSeries  telemetry.SeriesCache[requestLabels, prometheus.Counter]
+	durationSeries telemetry.SeriesCache[durationLabels, prometheus.Observer]
+	tokenSeries    telemetry.SeriesCache[tokenLabels, prometheus.Counter]
 }
 
 type (
@@ -43,42 +41,6 @@ type (
 	durationLabels struct{ endpoint, provider string }
 	tokenLabels    struct{ provider, model, kind string }
 )
-
-// labelCache maps label values to their series. Reads take no lock: the map
-// is replaced, never changed, when a series is added. The label values are
-// bounded (see RequestMetrics), so it stays small.
-type labelCache[K comparable, V any] struct {
-	mu sync.Mutex
-	m  atomic.Pointer[map[K]V]
-}
-
-// get returns k's series, made with add the first time k is seen.
-func (c *labelCache[K, V]) get(k K, add func() V) V {
-	if m := c.m.Load(); m != nil {
-		if v, ok := (*m)[k]; ok {
-			return v
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.m.Load()
-	if old != nil {
-		if v, ok := (*old)[k]; ok {
-			return v
-		}
-	}
-	next := make(map[K]V, 1)
-	if old != nil {
-		next = make(map[K]V, len(*old)+1)
-		for ok, ov := range *old {
-			next[ok] = ov
-		}
-	}
-	v := add()
-	next[k] = v
-	c.m.Store(&next)
-	return v
-}
 
 // NewRequestMetrics registers the request metrics with reg; known bounds
 // the model label (nil: every model is "other").
@@ -116,19 +78,19 @@ func (m *RequestMetrics) observe(res dispatch.Result, ev *busv1.UsageEvent, star
 		model = ev.GetModel()
 	}
 	endpoint, status := ev.GetEndpoint(), ev.GetStatus()
-	m.requestSeries.get(requestLabels{endpoint, provider, model, status}, func() prometheus.Counter {
+	m.requestSeries.Get(requestLabels{endpoint, provider, model, status}, func() prometheus.Counter {
 		return m.requests.WithLabelValues(endpoint, provider, model, strconv.Itoa(int(status)))
 	}).Inc()
-	m.durationSeries.get(durationLabels{endpoint, provider}, func() prometheus.Observer {
+	m.durationSeries.Get(durationLabels{endpoint, provider}, func() prometheus.Observer {
 		return m.duration.WithLabelValues(endpoint, provider)
 	}).Observe(time.Since(start).Seconds())
 	if n := ev.GetPromptTokens(); n > 0 {
-		m.tokenSeries.get(tokenLabels{provider, model, "prompt"}, func() prometheus.Counter {
+		m.tokenSeries.Get(tokenLabels{provider, model, "prompt"}, func() prometheus.Counter {
 			return m.tokens.WithLabelValues(provider, model, "prompt")
 		}).Add(float64(n))
 	}
 	if n := ev.GetCompletionTokens(); n > 0 {
-		m.tokenSeries.get(tokenLabels{provider, model, "completion"}, func() prometheus.Counter {
+		m.tokenSeries.Get(tokenLabels{provider, model, "completion"}, func() prometheus.Counter {
 			return m.tokens.WithLabelValues(provider, model, "completion")
 		}).Add(float64(n))
 	}

@@ -1,22 +1,22 @@
-package dispatch
+package telemetry
 
 import (
 	"sync"
 	"sync/atomic"
 )
 
-// seriesCache maps metric label values to their series, so that a request
+// SeriesCache maps metric label values to their series, so that a request
 // does not format and hash its labels into a vector again. Reads take no
-// lock: the map is replaced, never changed, when a series is added. Label
-// values are bounded (providers, outcomes), so it stays small. (grpcapi
-// keeps the same small cache for the request metrics.)
-type seriesCache[K comparable, V any] struct {
+// lock: the map is replaced, never changed, when a series is added. Use it
+// for label values that are bounded (providers, outcomes, endpoints), so
+// that it stays small. The zero value is ready.
+type SeriesCache[K comparable, V any] struct {
 	mu sync.Mutex
 	m  atomic.Pointer[map[K]V]
 }
 
-// get returns k's series, made with add the first time k is seen.
-func (c *seriesCache[K, V]) get(k K, add func() V) V {
+// Get returns k's series, made with add the first time k is seen.
+func (c *SeriesCache[K, V]) Get(k K, add func() V) V {
 	if m := c.m.Load(); m != nil {
 		if v, ok := (*m)[k]; ok {
 			return v

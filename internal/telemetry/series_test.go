@@ -1,4 +1,4 @@
-package dispatch
+package telemetry
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 
 // Each key's series is made once and found again, from many goroutines.
 func TestSeriesCache(t *testing.T) {
-	var c seriesCache[[2]string, *int]
+	var c SeriesCache[[2]string, *int]
 	made := map[[2]string]int{}
 	var mu sync.Mutex
 	add := func(k [2]string) func() *int {
@@ -23,14 +23,14 @@ func TestSeriesCache(t *testing.T) {
 	keys := [][2]string{{"openai", "ok"}, {"openai", "rate_limited"}, {"anthropic", "ok"}}
 	first := map[[2]string]*int{}
 	for _, k := range keys {
-		first[k] = c.get(k, add(k))
+		first[k] = c.Get(k, add(k))
 	}
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for range 100 {
 				for _, k := range keys {
-					if got := c.get(k, add(k)); got != first[k] {
+					if got := c.Get(k, add(k)); got != first[k] {
 						t.Errorf("%v: another series", k)
 					}
 				}
