@@ -20,17 +20,23 @@ import (
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
+// routerOf is a Router client of p's gateway over gRPC, and a context that
+// carries a gateway key.
+func routerOf(t *testing.T, p pair) (corev1.RouterClient, context.Context) {
+	t.Helper()
+	key := gatewayKey(t, p.sb)
+	conn, err := grpc.NewClient(p.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return corev1.NewRouterClient(conn), metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+}
+
 // Internal callers get Messages and Responses on the one ChatCompletions
 // RPC that carries the dialect: named events streamed, whole answers, and
 // the same errors (a bad request, a stream broken after its first event).
 func TestDialectsOverGRPC(t *testing.T) {
 	p := newPair(t)
-	key := gatewayKey(t, p.sb)
-	conn, err := grpc.NewClient(p.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	router := corev1.NewRouterClient(conn)
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+	router, ctx := routerOf(t, p)
 
 	read := func(req *corev1.ChatCompletionsRequest) ([]string, [][]byte, error) {
 		stream, err := router.ChatCompletions(ctx, req)
@@ -87,12 +93,7 @@ func TestDialectsOverGRPC(t *testing.T) {
 // refused before any upstream is called.
 func TestCompleteChatOverGRPC(t *testing.T) {
 	p := newPair(t)
-	key := gatewayKey(t, p.sb)
-	conn, err := grpc.NewClient(p.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	router := corev1.NewRouterClient(conn)
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+	router, ctx := routerOf(t, p)
 
 	for _, tc := range []struct {
 		dialect corev1.ChatDialect
@@ -112,7 +113,7 @@ func TestCompleteChatOverGRPC(t *testing.T) {
 	}
 
 	before := p.primary.Count(pathChat)
-	_, err = router.CompleteChat(ctx, &corev1.CompleteChatRequest{Body: []byte(`{"model":"` + chatModel + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`)})
+	_, err := router.CompleteChat(ctx, &corev1.CompleteChatRequest{Body: []byte(`{"model":"` + chatModel + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`)})
 	require.Error(t, err)
 	assert.Equal(t, codes.InvalidArgument, status.Code(err))
 	assert.Contains(t, status.Convert(err).Message(), "stream")
