@@ -73,6 +73,7 @@ func dialectWorkload(name, path string, stream bool, body func(model string) map
 			}
 			return nil
 		},
+		usage: true, // Messages and Responses are billed as chat is
 	}
 }
 
