@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // MaxMessageBytes is the largest message a gRPC call between roles
@@ -37,6 +38,9 @@ type Conn struct {
 	streams        map[string]streamMethod
 	streamsInPlace bool
 	streamChain    []grpc.StreamServerInterceptor
+	// handOver are the unary methods whose response is given to the
+	// caller as it is instead of copied (see HandOver).
+	handOver map[string]bool
 }
 
 type method struct {
@@ -88,6 +92,24 @@ func (c *Conn) RegisterService(desc *grpc.ServiceDesc, impl any) {
 		c.methods["/"+desc.ServiceName+"/"+m.MethodName] = method{impl: impl, handler: m.Handler}
 	}
 	c.registerStreams(desc, impl)
+}
+
+// HandOver makes the responses of these unary methods (full names) go to
+// the caller as they are, their fields shared instead of copied: for
+// methods that answer large payloads (an embeddings body, a whole chat
+// answer) built afresh for each call. Only for handlers that keep no
+// reference to the response they return (over the network it is marshalled
+// once they returned, so a handler must not touch it afterwards anyway) and
+// never return a message that is also stored elsewhere.
+func (c *Conn) HandOver(methods ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.handOver == nil {
+		c.handOver = make(map[string]bool, len(methods))
+	}
+	for _, m := range methods {
+		c.handOver[m] = true
+	}
 }
 
 // Invoke calls a unary method in process.
@@ -159,6 +181,7 @@ func outgoing(ctx context.Context, set *pair) context.Context {
 func (c *Conn) invoke(ctx context.Context, fullMethod string, args, reply any, set *pair, opts []grpc.CallOption) error {
 	c.mu.RLock()
 	m, ok := c.methods[fullMethod]
+	handOver := c.handOver[fullMethod]
 	c.mu.RUnlock()
 	if !ok {
 		if c.fallback == nil {
@@ -197,8 +220,26 @@ func (c *Conn) invoke(ctx context.Context, fullMethod string, args, reply any, s
 		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, MaxMessageBytes)
 	}
 	proto.Reset(out)
+	if handOver {
+		move(out, resp.(proto.Message))
+		return nil
+	}
 	proto.Merge(out, resp.(proto.Message))
 	return nil
+}
+
+// move sets src's populated fields on dst as they are: bytes, lists and
+// messages end up shared, not copied. dst is of src's type.
+func move(dst, src proto.Message) {
+	d := dst.ProtoReflect()
+	if d.Descriptor() != src.ProtoReflect().Descriptor() {
+		proto.Merge(dst, src) // reports the mismatch as Merge does
+		return
+	}
+	src.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		d.Set(fd, v)
+		return true
+	})
 }
 
 func (c *Conn) newStream(ctx context.Context, desc *grpc.StreamDesc, method string, set *pair, opts []grpc.CallOption) (grpc.ClientStream, error) {
