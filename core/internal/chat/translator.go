@@ -116,27 +116,14 @@ func requestError(err error, param string) error {
 	return &RequestError{Param: param, Code: "invalid_value", Message: err.Error()}
 }
 
-// usageJSON is OpenAI's usage object.
-type usageJSON struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
-}
+// usageJSON is OpenAI's usage object, read in place (scan.go).
+type usageJSON translate.ChatUsage
 
-// usage converts; completion tokens already include reasoning tokens, which
-// are kept apart only for reporting, never added again.
 func (u *usageJSON) usage() Usage {
 	if u == nil {
 		return Usage{}
 	}
-	return fromTranslate(translate.OpenAIUsage(u.PromptTokens, u.CompletionTokens, u.TotalTokens,
-		u.PromptTokensDetails.CachedTokens, u.CompletionTokensDetails.ReasoningTokens))
+	return fromTranslate((*translate.ChatUsage)(u).Usage())
 }
 
 // anthropicUsage is Anthropic's usage object; input_tokens excludes cache

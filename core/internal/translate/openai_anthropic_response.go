@@ -9,8 +9,8 @@ import (
 // OpenAI Chat Completions answers to Anthropic Messages answers, for
 // /v1/messages callers whose model lives on an OpenAI-shaped upstream.
 
-// chatUsage is OpenAI's usage object.
-type chatUsage struct {
+// ChatUsage is OpenAI's usage object (Chat Completions).
+type ChatUsage struct {
 	PromptTokens        int64 `json:"prompt_tokens"`
 	CompletionTokens    int64 `json:"completion_tokens"`
 	TotalTokens         int64 `json:"total_tokens"`
@@ -22,7 +22,9 @@ type chatUsage struct {
 	} `json:"completion_tokens_details"`
 }
 
-func (u *chatUsage) usage() Usage {
+// Usage converts; completion tokens already include reasoning tokens, which
+// are kept apart only for reporting, never added again.
+func (u *ChatUsage) Usage() Usage {
 	if u == nil {
 		return Usage{}
 	}
@@ -54,7 +56,7 @@ type chatCompletion struct {
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *chatUsage `json:"usage"`
+	Usage *ChatUsage `json:"usage"`
 }
 
 // chatToolCallS is a tool call whose arguments are the usual JSON string.
@@ -128,7 +130,7 @@ func OpenAIToAnthropicResponse(body []byte, model string) ([]byte, Usage, error)
 	for _, tc := range ch.Message.ToolCalls {
 		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name, "input": toolInputOf(tc.Function.Arguments)})
 	}
-	u := in.Usage.usage()
+	u := in.Usage.Usage()
 	out, err := marshal(map[string]any{
 		"id": messageID(in.ID), "type": "message", "role": "assistant", "model": model,
 		"content": content, "stop_reason": stopReason(ch.FinishReason), "stop_sequence": nil,

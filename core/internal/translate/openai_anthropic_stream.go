@@ -39,7 +39,7 @@ type chatChunk struct {
 		Delta        chunkDelta `json:"delta"`
 		FinishReason *string    `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *chatUsage      `json:"usage"`
+	Usage *ChatUsage      `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
 
@@ -98,7 +98,7 @@ func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
 		}
 	}
 	if c.Usage != nil {
-		t.usage = c.Usage.usage()
+		t.usage = c.Usage.Usage()
 	}
 	for _, ch := range c.Choices {
 		d := ch.Delta

@@ -103,7 +103,7 @@ func OpenAIToResponsesResponse(body []byte, model string) ([]byte, Usage, error)
 	if ch.FinishReason == "length" {
 		status = "incomplete"
 	}
-	u := in.Usage.usage()
+	u := in.Usage.Usage()
 	out, err := marshal(responseObject(ResponseID(in.ID), model, status, time.Now().Unix(), output, responseUsage(u)))
 	return out, u, err
 }
@@ -171,7 +171,7 @@ func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
 		}
 	}
 	if c.Usage != nil {
-		t.usage = c.Usage.usage()
+		t.usage = c.Usage.Usage()
 	}
 	for _, ch := range c.Choices {
 		d := ch.Delta
