@@ -20,17 +20,7 @@ func (responsesNative) request(in inbound, model string) ([]byte, error) {
 }
 
 // responsesUsage is the Responses API's usage object.
-type responsesUsage struct {
-	InputTokens        int64 `json:"input_tokens"`
-	OutputTokens       int64 `json:"output_tokens"`
-	TotalTokens        int64 `json:"total_tokens"`
-	InputTokensDetails struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"input_tokens_details"`
-	OutputTokensDetails struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"output_tokens_details"`
-}
+type responsesUsage translate.ResponsesUsage
 
 func (u *responsesUsage) usage() Usage {
 	if u == nil {

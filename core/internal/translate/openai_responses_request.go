@@ -172,17 +172,20 @@ type respOutput struct {
 			Text string `json:"text"`
 		} `json:"summary"`
 	} `json:"output"`
-	Usage *struct {
-		InputTokens        int64 `json:"input_tokens"`
-		OutputTokens       int64 `json:"output_tokens"`
-		TotalTokens        int64 `json:"total_tokens"`
-		InputTokensDetails struct {
-			CachedTokens int64 `json:"cached_tokens"`
-		} `json:"input_tokens_details"`
-		OutputTokensDetails struct {
-			ReasoningTokens int64 `json:"reasoning_tokens"`
-		} `json:"output_tokens_details"`
-	} `json:"usage"`
+	Usage *ResponsesUsage `json:"usage"`
+}
+
+// ResponsesUsage is the Responses API's usage object.
+type ResponsesUsage struct {
+	InputTokens        int64 `json:"input_tokens"`
+	OutputTokens       int64 `json:"output_tokens"`
+	TotalTokens        int64 `json:"total_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
 }
 
 func (r *respOutput) usage() Usage {
