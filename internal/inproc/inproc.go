@@ -283,18 +283,7 @@ func (s *serverStream) SetTrailer(md metadata.MD) error {
 func (s *serverStream) deliver(opts []grpc.CallOption) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, o := range opts {
-		switch o := o.(type) {
-		case grpc.HeaderCallOption:
-			*o.HeaderAddr = s.header.Copy()
-		case *grpc.HeaderCallOption:
-			*o.HeaderAddr = s.header.Copy()
-		case grpc.TrailerCallOption:
-			*o.TrailerAddr = s.trailer.Copy()
-		case *grpc.TrailerCallOption:
-			*o.TrailerAddr = s.trailer.Copy()
-		}
-	}
+	deliverTo(opts, s.header, s.trailer)
 }
 
 // join adds md to into, keys lower-cased as the wire delivers them; into
