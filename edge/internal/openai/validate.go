@@ -186,16 +186,11 @@ type chatBounds struct {
 // isTrue reports whether a member is the JSON true.
 func isTrue(raw json.RawMessage) bool { return string(raw) == "true" }
 
-// CheckChat is the 400 of a well-formed chat body whose lists exceed their
-// bounds (or whose messages are missing or not a list), or nil. The body
-// is otherwise passed on as the client wrote it.
-func CheckChat(body []byte) *Problem {
-	_, p := checkChat(body)
-	return p
-}
-
-// checkChat is CheckChat, and reports whether the body asks for a stream
-// (stream: true; core refuses any other value that is not a boolean).
+// checkChat is the 400 of a well-formed chat body whose lists exceed their
+// bounds (or whose messages are missing or not a list), or nil, and whether
+// the body asks for a stream (stream: true; core refuses any other value
+// that is not a boolean). The body is otherwise passed on as the client
+// wrote it.
 func checkChat(body []byte) (streamed bool, _ *Problem) {
 	bad := func(code, msg, param string) *Problem {
 		p := NewProblem(http.StatusBadRequest, code, msg, param)
@@ -289,15 +284,9 @@ func checkList(raw json.RawMessage, l listBound) *Problem {
 	return &p
 }
 
-// CheckMessages bounds the lists of an Anthropic Messages (or
-// count_tokens) body: messages, tools, stop_sequences and system blocks.
-func CheckMessages(body []byte) *Problem {
-	_, p := checkMessages(body)
-	return p
-}
-
-// checkMessages is CheckMessages, and reports whether the body asks for a
-// stream.
+// checkMessages bounds the lists of an Anthropic Messages (or
+// count_tokens) body: messages, tools, stop_sequences and system blocks; and
+// reports whether the body asks for a stream.
 func checkMessages(body []byte) (bool, *Problem) {
 	return checkLists(body,
 		listBound{name: "messages", max: MaxMessagesMessages},
@@ -306,15 +295,8 @@ func checkMessages(body []byte) (bool, *Problem) {
 		listBound{name: "system", max: MaxMessagesSystem, scalar: true})
 }
 
-// CheckResponses bounds the lists of a Responses body: input items and
-// tools.
-func CheckResponses(body []byte) *Problem {
-	_, p := checkResponses(body)
-	return p
-}
-
-// checkResponses is CheckResponses, and reports whether the body asks for
-// a stream.
+// checkResponses bounds the lists of a Responses body: input items and
+// tools; and reports whether the body asks for a stream.
 func checkResponses(body []byte) (bool, *Problem) {
 	return checkLists(body,
 		listBound{name: "input", max: MaxResponsesInput, scalar: true},

@@ -56,7 +56,7 @@ func TestCheckChatBounds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := CheckChat([]byte(tc.body))
+			_, p := checkChat([]byte(tc.body))
 			if tc.code == "" {
 				assert.Nil(t, p)
 				return
@@ -106,26 +106,26 @@ func TestCheckMessagesAndResponsesBounds(t *testing.T) {
 	msg := `{"role":"user","content":"a,b]"}`
 	cases := []struct {
 		name  string
-		check func([]byte) *Problem
+		check func([]byte) (bool, *Problem)
 		body  string
 		code  string
 		param string
 	}{
-		{"messages ok", CheckMessages, `{"messages":` + list(msg, 3) + `,"system":"be brief","stop_sequences":["x"],"tools":[]}`, "", ""},
-		{"messages at the bound", CheckMessages, `{"messages":` + list(msg, MaxMessagesMessages) + `}`, "", ""},
-		{"too many messages", CheckMessages, `{"messages":` + list(msg, MaxMessagesMessages+1) + `}`, "array_too_long", "messages"},
-		{"too many tools", CheckMessages, `{"messages":[],"tools":` + list(`{}`, MaxMessagesTools+1) + `}`, "array_too_long", "tools"},
-		{"too many stop sequences", CheckMessages, `{"stop_sequences":` + list(`"s"`, MaxMessagesStop+1) + `}`, "array_too_long", "stop_sequences"},
-		{"too many system blocks", CheckMessages, `{"system":` + list(`{"type":"text","text":"x"}`, MaxMessagesSystem+1) + `}`, "array_too_long", "system"},
-		{"stop sequences not a list", CheckMessages, `{"stop_sequences":"x"}`, "invalid_type", "stop_sequences"},
-		{"responses string input", CheckResponses, `{"input":"hi","tools":[]}`, "", ""},
-		{"too many input items", CheckResponses, `{"input":` + list(msg, MaxResponsesInput+1) + `}`, "array_too_long", "input"},
-		{"too many responses tools", CheckResponses, `{"input":"x","tools":` + list(`{}`, MaxResponsesTools+1) + `}`, "array_too_long", "tools"},
-		{"not an object", CheckResponses, `[1]`, "invalid_json", ""},
+		{"messages ok", checkMessages, `{"messages":` + list(msg, 3) + `,"system":"be brief","stop_sequences":["x"],"tools":[]}`, "", ""},
+		{"messages at the bound", checkMessages, `{"messages":` + list(msg, MaxMessagesMessages) + `}`, "", ""},
+		{"too many messages", checkMessages, `{"messages":` + list(msg, MaxMessagesMessages+1) + `}`, "array_too_long", "messages"},
+		{"too many tools", checkMessages, `{"messages":[],"tools":` + list(`{}`, MaxMessagesTools+1) + `}`, "array_too_long", "tools"},
+		{"too many stop sequences", checkMessages, `{"stop_sequences":` + list(`"s"`, MaxMessagesStop+1) + `}`, "array_too_long", "stop_sequences"},
+		{"too many system blocks", checkMessages, `{"system":` + list(`{"type":"text","text":"x"}`, MaxMessagesSystem+1) + `}`, "array_too_long", "system"},
+		{"stop sequences not a list", checkMessages, `{"stop_sequences":"x"}`, "invalid_type", "stop_sequences"},
+		{"responses string input", checkResponses, `{"input":"hi","tools":[]}`, "", ""},
+		{"too many input items", checkResponses, `{"input":` + list(msg, MaxResponsesInput+1) + `}`, "array_too_long", "input"},
+		{"too many responses tools", checkResponses, `{"input":"x","tools":` + list(`{}`, MaxResponsesTools+1) + `}`, "array_too_long", "tools"},
+		{"not an object", checkResponses, `[1]`, "invalid_json", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := tc.check([]byte(tc.body))
+			_, p := tc.check([]byte(tc.body))
 			if tc.code == "" {
 				assert.Nil(t, p)
 				return
@@ -137,5 +137,30 @@ func TestCheckMessagesAndResponsesBounds(t *testing.T) {
 				assert.Equal(t, tc.param, *p.Body.Error.Param)
 			}
 		})
+	}
+}
+
+// The bounds checks tell whether a body asks for a stream: only a stream
+// member that is true does (the edge then calls core's stream RPC).
+func TestChecksReadTheStreamFlag(t *testing.T) {
+	for _, tc := range []struct {
+		rest   string
+		stream bool
+	}{
+		{``, false},
+		{`,"stream":false`, false},
+		{`,"stream":null`, false},
+		{`,"stream":true`, true},
+		{`,"stream":"true"`, false}, // core refuses it as not a boolean
+	} {
+		for name, check := range map[string]func([]byte) (bool, *Problem){
+			"chat":      checkChat,
+			"messages":  checkMessages,
+			"responses": checkResponses,
+		} {
+			streamed, p := check([]byte(`{"messages":[{"role":"user","content":"hi"}],"input":"hi"` + tc.rest + `}`))
+			require.Nil(t, p, "%s %s", name, tc.rest)
+			assert.Equal(t, tc.stream, streamed, "%s %s", name, tc.rest)
+		}
 	}
 }
