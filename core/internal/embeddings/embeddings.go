@@ -139,11 +139,11 @@ func post(ctx context.Context, c *dispatch.Conn, body []byte) ([]byte, error) {
 // not an embeddings list is the upstream's fault (502), so the next
 // connection gets the request.
 func (r *Response) fill(raw []byte, want string, asJSON bool) error {
-	if asJSON && hasShape(raw, want) {
-		r.Body = raw
-		r.PromptTokens, r.TotalTokens = peekUsage(raw)
-		r.Model = peekModel(raw)
-		return nil
+	if asJSON {
+		if model, prompt, total, ok := peek(raw, want); ok {
+			r.Body, r.Model, r.PromptTokens, r.TotalTokens = raw, model, prompt, total
+			return nil
+		}
 	}
 	d, err := decode(raw)
 	if err != nil {
