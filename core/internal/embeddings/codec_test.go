@@ -48,4 +48,3 @@ func TestDecodeOrdersByIndexAndRejectsGarbage(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
-
