@@ -7,7 +7,6 @@ package embeddings
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"time"
@@ -69,14 +68,6 @@ type Service struct {
 // New returns a Service.
 func New(d *dispatch.Dispatcher) *Service { return &Service{d: d} }
 
-type upstreamRequest struct {
-	Model          string `json:"model"`
-	Input          any    `json:"input"`
-	EncodingFormat string `json:"encoding_format"`
-	Dimensions     *int32 `json:"dimensions,omitempty"`
-	User           string `json:"user,omitempty"`
-}
-
 // Create embeds the request's input.
 func (s *Service) Create(ctx context.Context, machineID string, req Request) (Response, dispatch.Result, error) {
 	want := req.Format
@@ -88,17 +79,10 @@ func (s *Service) Create(ctx context.Context, machineID string, req Request) (Re
 	if !req.JSON {
 		ask = FormatBase64
 	}
-	var input any = req.Texts
-	if req.Tokens != nil {
-		input = req.Tokens
-	}
 	var out Response
 	res, err := s.d.Do(ctx, dispatch.Request{MachineID: machineID, Model: req.Model, Supports: Supports},
 		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
-			body, err := json.Marshal(upstreamRequest{Model: t.Model, Input: input, EncodingFormat: ask, Dimensions: req.Dimensions, User: req.User})
-			if err != nil {
-				return err
-			}
+			body := appendRequest(make([]byte, 0, requestSize(t.Model, &req)), t.Model, &req, ask)
 			start := time.Now()
 			raw, err := post(ctx, c, body)
 			out.Upstream += time.Since(start)
