@@ -67,21 +67,36 @@ func vector(raw json.RawMessage) ([]float32, error) {
 		return nil, errBadBody
 	}
 	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, ok := jsonString(raw)
+		if !ok {
 			return nil, errBadBody
 		}
-		b, err := base64.StdEncoding.DecodeString(s)
-		if err != nil || len(b)%4 != 0 {
+		b := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+		n, err := base64.StdEncoding.Decode(b, s)
+		if err != nil || n%4 != 0 {
 			return nil, errBadBody
 		}
-		return FromBase64Bytes(b), nil
+		return FromBase64Bytes(b[:n]), nil
 	}
 	var v []float32
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, errBadBody
 	}
 	return v, nil
+}
+
+// jsonString is the text of a JSON string, a value json.Unmarshal read
+// whole before: the bytes between its quotes when it has no escape (a
+// base64 vector never needs one), else what json.Unmarshal makes of it.
+func jsonString(raw []byte) ([]byte, bool) {
+	if n := len(raw); n >= 2 && raw[n-1] == '"' && bytes.IndexByte(raw[1:n-1], '\\') < 0 {
+		return raw[1 : n-1], true
+	}
+	var s string // only here: json.Unmarshal's target escapes
+	if json.Unmarshal(raw, &s) != nil {
+		return nil, false
+	}
+	return []byte(s), true
 }
 
 // FromBase64Bytes reads little-endian float32s, as OpenAI's base64 encoding
