@@ -71,8 +71,8 @@ type Service struct {
 	// Content-Length that nothing refers to any more: bodies decoded into
 	// vectors or normalised, once fill returned. A body passed through
 	// (Response.Body) is never put back: the edge writes it to its client
-	// after the handler returned, and gRPC marshals it then; neither is an
-	// error body (UpstreamError.Body).
+	// after the handler returned, and gRPC marshals it then. Nor is an
+	// error body (UpstreamError.Body), which outlives the attempt.
 	bodies sync.Pool
 }
 
@@ -191,7 +191,7 @@ func readBody(resp *http.Response, buf *[]byte) ([]byte, error) {
 	if n := resp.ContentLength; n > 0 && n <= maxResponse {
 		var b []byte
 		if buf != nil {
-			b = *buf
+			b = (*buf)[:n:n] // what the body holds past n is out of reach
 		} else {
 			b = make([]byte, n)
 		}
