@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 )
 
 // decoded is an upstream embeddings body.
@@ -66,21 +67,36 @@ func vector(raw json.RawMessage) ([]float32, error) {
 		return nil, errBadBody
 	}
 	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, ok := jsonString(raw)
+		if !ok {
 			return nil, errBadBody
 		}
-		b, err := base64.StdEncoding.DecodeString(s)
-		if err != nil || len(b)%4 != 0 {
+		b := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+		n, err := base64.StdEncoding.Decode(b, s)
+		if err != nil || n%4 != 0 {
 			return nil, errBadBody
 		}
-		return FromBase64Bytes(b), nil
+		return FromBase64Bytes(b[:n]), nil
 	}
 	var v []float32
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, errBadBody
 	}
 	return v, nil
+}
+
+// jsonString is the text of a JSON string, a value json.Unmarshal read
+// whole before: the bytes between its quotes when it has no escape (a
+// base64 vector never needs one), else what json.Unmarshal makes of it.
+func jsonString(raw []byte) ([]byte, bool) {
+	if n := len(raw); n >= 2 && raw[n-1] == '"' && bytes.IndexByte(raw[1:n-1], '\\') < 0 {
+		return raw[1 : n-1], true
+	}
+	var s string // only here: json.Unmarshal's target escapes
+	if json.Unmarshal(raw, &s) != nil {
+		return nil, false
+	}
+	return []byte(s), true
 }
 
 // FromBase64Bytes reads little-endian float32s, as OpenAI's base64 encoding
@@ -144,20 +160,38 @@ func encode(d decoded, format string) []byte {
 	return b
 }
 
-// hasShape reports, without decoding the vectors, whether a body is an
-// OpenAI embeddings list in the wanted format with usage: the first
-// "embedding" member holds an array (float) or a string (base64).
-func hasShape(raw []byte, format string) bool {
-	if !bytes.Contains(raw, []byte(`"usage"`)) || !bytes.Contains(raw, []byte(`"data"`)) {
-		return false
+// Keys the pass-through path looks for.
+var (
+	keyUsage     = []byte(`"usage"`)
+	keyModel     = []byte(`"model"`)
+	keyData      = []byte(`"data"`)
+	keyEmbedding = []byte(`"embedding"`)
+)
+
+// peek reads, without decoding the vectors, what passing a body through
+// needs: whether it is an OpenAI embeddings list in the wanted format with
+// usage (ok), and its usage and model. It looks at the body's head (the
+// data member and the first embedding) and at its tail (the usage and
+// model members, which follow the vectors), not at the vectors between.
+func peek(raw []byte, format string) (model string, prompt, total int64, ok bool) {
+	iu := lastKey(raw, keyUsage)
+	if iu < 0 || !bytes.Contains(raw, keyData) || !firstEmbedding(raw, format) {
+		return "", 0, 0, false
 	}
+	prompt, total = usageOf(valueAfter(raw, iu+len(keyUsage)))
+	return modelOf(member(raw, keyModel)), prompt, total, true
+}
+
+// firstEmbedding reports whether the first "embedding" member holds an
+// array (float) or a string (base64).
+func firstEmbedding(raw []byte, format string) bool {
 	rest := raw
 	for {
-		i := bytes.Index(rest, []byte(`"embedding"`))
+		i := bytes.Index(rest, keyEmbedding)
 		if i < 0 {
 			return false
 		}
-		rest = rest[i+len(`"embedding"`):]
+		rest = rest[i+len(keyEmbedding):]
 		j := skipSpace(rest, 0)
 		if j >= len(rest) || rest[j] != ':' {
 			continue // a value such as "object":"embedding"
@@ -183,41 +217,151 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// peekUsage reads the usage object without decoding the rest of the body.
-func peekUsage(raw []byte) (prompt, total int64) {
-	var u struct {
-		PromptTokens int64 `json:"prompt_tokens"`
-		TotalTokens  int64 `json:"total_tokens"`
-	}
-	if obj := member(raw, "usage"); obj != nil && json.Unmarshal(obj, &u) == nil {
-		if u.TotalTokens == 0 {
-			u.TotalTokens = u.PromptTokens
+// usageOf reads a usage object as json.Unmarshal into prompt_tokens and
+// total_tokens does (zeros when it cannot), total falling back to prompt.
+// The object every upstream sends, {"prompt_tokens":N,"total_tokens":M},
+// is read in place; any other goes through json.Unmarshal.
+func usageOf(obj []byte) (prompt, total int64) {
+	p, t, ok := plainUsage(obj)
+	if !ok {
+		var u struct {
+			PromptTokens int64 `json:"prompt_tokens"`
+			TotalTokens  int64 `json:"total_tokens"`
 		}
-		return u.PromptTokens, u.TotalTokens
+		if obj == nil || json.Unmarshal(obj, &u) != nil {
+			return 0, 0
+		}
+		p, t = u.PromptTokens, u.TotalTokens
 	}
-	return 0, 0
+	if t == 0 {
+		t = p
+	}
+	return p, t
 }
 
-// peekModel reads the top-level model member (it follows the data array).
-func peekModel(raw []byte) string {
+// plainUsage reads exactly {"prompt_tokens":N,"total_tokens":M} (JSON
+// whitespace allowed between tokens, N and M integers of at most 18
+// digits); ok is false for anything else.
+func plainUsage(obj []byte) (prompt, total int64, ok bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return 0, 0, false
+	}
+	if i, ok = field(obj, i+1, `"prompt_tokens"`); !ok {
+		return 0, 0, false
+	}
+	if prompt, i, ok = integer(obj, i); !ok {
+		return 0, 0, false
+	}
+	if i = skipSpace(obj, i); i >= len(obj) || obj[i] != ',' {
+		return 0, 0, false
+	}
+	if i, ok = field(obj, i+1, `"total_tokens"`); !ok {
+		return 0, 0, false
+	}
+	if total, i, ok = integer(obj, i); !ok {
+		return 0, 0, false
+	}
+	if i = skipSpace(obj, i); i >= len(obj) || obj[i] != '}' || skipSpace(obj, i+1) != len(obj) {
+		return 0, 0, false
+	}
+	return prompt, total, true
+}
+
+// field expects the quoted key and a colon at b[i:] (after whitespace) and
+// returns where its value starts.
+func field(b []byte, i int, key string) (int, bool) {
+	i = skipSpace(b, i)
+	if len(b)-i < len(key) || string(b[i:i+len(key)]) != key {
+		return 0, false
+	}
+	i = skipSpace(b, i+len(key))
+	if i >= len(b) || b[i] != ':' {
+		return 0, false
+	}
+	return skipSpace(b, i+1), true
+}
+
+// integer reads a JSON integer of at most 18 digits (so it fits an int64)
+// at b[i:] and returns where it ends; ok is false for anything else,
+// fractions and exponents included.
+func integer(b []byte, i int) (n int64, end int, ok bool) {
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		n = n*10 + int64(b[i]-'0')
+		i++
+	}
+	digits := i - start
+	if digits == 0 || digits > 18 || (b[start] == '0' && digits > 1) {
+		return 0, 0, false
+	}
+	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
+		return 0, 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, i, true
+}
+
+// modelOf reads a JSON string as json.Unmarshal into a string does (empty
+// when it cannot). A string without escapes or control characters in
+// valid UTF-8, as every upstream sends a model's name, is read in place.
+func modelOf(v []byte) string {
+	if len(v) >= 2 && v[0] == '"' {
+		s := v[1 : len(v)-1]
+		plain := v[len(v)-1] == '"'
+		for _, c := range s {
+			if c < 0x20 || c == '"' || c == '\\' {
+				plain = false
+				break
+			}
+		}
+		if plain && utf8.Valid(s) {
+			return string(s)
+		}
+	}
 	var m string
-	if v := member(raw, "model"); v != nil && json.Unmarshal(v, &m) == nil {
+	if v != nil && json.Unmarshal(v, &m) == nil {
 		return m
 	}
 	return ""
 }
 
-// member returns the JSON value of the last member named name in raw: the
-// top-level usage and model members follow the vectors in every known
-// upstream's body. The value is only delimited here, not checked: callers
-// decode it with json.Unmarshal, which refuses one that is not JSON.
-func member(raw []byte, name string) []byte {
-	key := []byte(`"` + name + `"`)
-	i := bytes.LastIndex(raw, key)
+// member returns the JSON value of the last member named key (quoted) in
+// raw: the top-level usage and model members follow the vectors in every
+// known upstream's body. The value is only delimited here, not checked:
+// callers decode it as json.Unmarshal would, which refuses one that is not
+// JSON.
+func member(raw, key []byte) []byte {
+	i := lastKey(raw, key)
 	if i < 0 {
 		return nil
 	}
-	j := skipSpace(raw, i+len(key))
+	return valueAfter(raw, i+len(key))
+}
+
+// lastKey is bytes.LastIndex(raw, key) for a key that starts with a
+// quote, found by stepping back from quote to quote: cheaper than
+// bytes.LastIndex when the key is near the end, as usage and model are.
+func lastKey(raw, key []byte) int {
+	for end := len(raw); ; {
+		i := bytes.LastIndexByte(raw[:end], '"')
+		if i < 0 || bytes.HasPrefix(raw[i:], key) {
+			return i
+		}
+		end = i
+	}
+}
+
+// valueAfter returns the value that follows a key ending at raw[i]: after
+// whitespace, a colon and whitespace; nil when there is none.
+func valueAfter(raw []byte, i int) []byte {
+	j := skipSpace(raw, i)
 	if j >= len(raw) || raw[j] != ':' {
 		return nil
 	}

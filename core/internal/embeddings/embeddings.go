@@ -7,9 +7,9 @@ package embeddings
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
@@ -61,21 +61,23 @@ func Supports(spec provider.Spec) bool {
 	return spec.ID == "openai" || spec.ID == "openrouter" || spec.Family == provider.FamilyOpenAICompatible
 }
 
+// maxPooled is the largest upstream body whose buffer is kept for reuse.
+const maxPooled = 1 << 20
+
 // Service creates embeddings.
 type Service struct {
 	d *dispatch.Dispatcher
+	// bodies holds buffers (*[]byte) of upstream bodies read with a
+	// Content-Length that nothing refers to any more: bodies decoded into
+	// vectors or normalised, once fill returned. A body passed through
+	// (Response.Body) is never put back: the edge writes it to its client
+	// after the handler returned, and gRPC marshals it then. Nor is an
+	// error body (UpstreamError.Body), which outlives the attempt.
+	bodies sync.Pool
 }
 
 // New returns a Service.
 func New(d *dispatch.Dispatcher) *Service { return &Service{d: d} }
-
-type upstreamRequest struct {
-	Model          string `json:"model"`
-	Input          any    `json:"input"`
-	EncodingFormat string `json:"encoding_format"`
-	Dimensions     *int32 `json:"dimensions,omitempty"`
-	User           string `json:"user,omitempty"`
-}
 
 // Create embeds the request's input.
 func (s *Service) Create(ctx context.Context, machineID string, req Request) (Response, dispatch.Result, error) {
@@ -88,85 +90,115 @@ func (s *Service) Create(ctx context.Context, machineID string, req Request) (Re
 	if !req.JSON {
 		ask = FormatBase64
 	}
-	var input any = req.Texts
-	if req.Tokens != nil {
-		input = req.Tokens
-	}
 	var out Response
 	res, err := s.d.Do(ctx, dispatch.Request{MachineID: machineID, Model: req.Model, Supports: Supports},
 		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
-			body, err := json.Marshal(upstreamRequest{Model: t.Model, Input: input, EncodingFormat: ask, Dimensions: req.Dimensions, User: req.User})
-			if err != nil {
-				return err
-			}
-			start := time.Now()
-			raw, err := post(ctx, c, body)
-			out.Upstream += time.Since(start)
-			if err != nil {
-				return err
-			}
-			return out.fill(raw, want, req.JSON)
+			body := appendRequest(make([]byte, 0, requestSize(t.Model, &req)), t.Model, &req, ask)
+			return s.attempt(ctx, c, body, want, req.JSON, &out)
 		})
 	return out, res, err
 }
 
-// post sends the body to {base}/embeddings and returns a 2xx body; an error
-// answer is a *credential.UpstreamError.
-func post(ctx context.Context, c *dispatch.Conn, body []byte) ([]byte, error) {
+// attempt sends body to one connection and fills out from its answer.
+func (s *Service) attempt(ctx context.Context, c *dispatch.Conn, body []byte, want string, asJSON bool, out *Response) error {
+	start := time.Now()
+	raw, buf, err := s.post(ctx, c, body)
+	out.Upstream += time.Since(start)
+	if err != nil {
+		return err
+	}
+	kept, err := out.fill(raw, want, asJSON)
+	if buf != nil && !kept {
+		s.bodies.Put(buf)
+	}
+	return err
+}
+
+// post sends the body to {base}/embeddings and returns a 2xx body, with
+// the pooled buffer that holds it when it has one; an error answer is a
+// *credential.UpstreamError.
+func (s *Service) post(ctx context.Context, c *dispatch.Conn, body []byte) ([]byte, *[]byte, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/embeddings", bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
 	c.Authorize(hreq.Header)
 	resp, err := c.Client.Do(hreq)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	raw, err := readBody(resp)
-	if err != nil {
-		return nil, err
-	}
 	if resp.StatusCode >= 300 {
-		return nil, &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: c.Scrub(raw)}
+		raw, err := readBody(resp, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: c.Scrub(raw)}
 	}
-	return raw, nil
+	var buf *[]byte
+	if n := resp.ContentLength; n > 0 && n <= maxPooled {
+		buf = s.buffer(int(n))
+	}
+	raw, err := readBody(resp, buf)
+	if err != nil {
+		return nil, nil, err
+	}
+	return raw, buf, nil
+}
+
+// buffer returns a pooled buffer of length n, or a new one.
+func (s *Service) buffer(n int) *[]byte {
+	if b, ok := s.bodies.Get().(*[]byte); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n)
+	return &b
 }
 
 // fill reads an upstream's success body into the response. A body that is
 // not an embeddings list is the upstream's fault (502), so the next
 // connection gets the request.
-func (r *Response) fill(raw []byte, want string, asJSON bool) error {
-	if asJSON && hasShape(raw, want) {
-		r.Body = raw
-		r.PromptTokens, r.TotalTokens = peekUsage(raw)
-		r.Model = peekModel(raw)
-		return nil
+// kept says whether the response refers to raw (the body passed
+// through); nothing else of the response does: decode copies what it
+// reads.
+func (r *Response) fill(raw []byte, want string, asJSON bool) (kept bool, err error) {
+	if asJSON {
+		if model, prompt, total, ok := peek(raw, want); ok {
+			r.Body, r.Model, r.PromptTokens, r.TotalTokens = raw, model, prompt, total
+			return true, nil
+		}
 	}
 	d, err := decode(raw)
 	if err != nil {
-		return &credential.UpstreamError{Status: http.StatusBadGateway, Body: []byte(`{"error":{"message":"upstream returned an invalid embeddings body","type":"api_error","code":"bad_upstream_response"}}`)}
+		return false, &credential.UpstreamError{Status: http.StatusBadGateway, Body: []byte(`{"error":{"message":"upstream returned an invalid embeddings body","type":"api_error","code":"bad_upstream_response"}}`)}
 	}
 	r.Model, r.PromptTokens, r.TotalTokens = d.model, d.promptTokens, d.totalTokens
 	if asJSON {
 		r.Body = encode(d, want)
-		return nil
+		return false, nil
 	}
 	r.Vectors = d.vectors
-	return nil
+	return false, nil
 }
 
 // readBody reads a response body whole, sized from its Content-Length when
-// the upstream sent one, so a large body is not grown and copied piecemeal.
-func readBody(resp *http.Response) ([]byte, error) {
+// the upstream sent one, so a large body is not grown and copied piecemeal:
+// into buf when given (it has that length).
+func readBody(resp *http.Response, buf *[]byte) ([]byte, error) {
 	if n := resp.ContentLength; n > 0 && n <= maxResponse {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		var b []byte
+		if buf != nil {
+			b = (*buf)[:n:n] // what the body holds past n is out of reach
+		} else {
+			b = make([]byte, n)
+		}
+		if _, err := io.ReadFull(resp.Body, b); err != nil {
 			return nil, err
 		}
-		return buf, nil
+		return b, nil
 	}
 	return io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 }

@@ -26,7 +26,7 @@ func (h *Embeddings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	req, p := ParseEmbeddings(body)
+	req, p := parseEmbeddings(body) // readJSON checked the body
 	if p != nil {
 		p.Write(w)
 		return
@@ -93,6 +93,132 @@ type embeddingsBody struct {
 	User           json.RawMessage `json:"user"`
 }
 
+// split reads the members of a body CheckJSON accepted into b, in place,
+// as json.Unmarshal does (the last of a repeated member wins); false, for
+// json.Unmarshal to read it instead, when a key is not exactly one of the
+// members' names (json.Unmarshal matches keys without regard to case and
+// after unescaping) or the body is not the object expected.
+func (b *embeddingsBody) split(body []byte) bool {
+	i := skipWS(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return false
+	}
+	i = skipWS(body, i+1)
+	if i < len(body) && body[i] == '}' {
+		return skipWS(body, i+1) == len(body)
+	}
+	for i < len(body) {
+		if body[i] != '"' {
+			return false
+		}
+		end := i + 1
+		for end < len(body) && body[end] != '"' && body[end] != '\\' {
+			end++
+		}
+		if end >= len(body) || body[end] != '"' {
+			return false // an escape in the key
+		}
+		var field *json.RawMessage
+		switch string(body[i+1 : end]) {
+		case "model":
+			field = &b.Model
+		case "input":
+			field = &b.Input
+		case "encoding_format":
+			field = &b.EncodingFormat
+		case "dimensions":
+			field = &b.Dimensions
+		case "user":
+			field = &b.User
+		default:
+			return false
+		}
+		i = skipWS(body, end+1)
+		if i >= len(body) || body[i] != ':' {
+			return false
+		}
+		i = skipWS(body, i+1)
+		end = skipValue(body, i)
+		if end <= i {
+			return false
+		}
+		*field = body[i:end:end]
+		i = skipWS(body, end)
+		if i >= len(body) {
+			return false
+		}
+		switch body[i] {
+		case ',':
+			i = skipWS(body, i+1)
+		case '}':
+			return skipWS(body, i+1) == len(body)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// unmarshalBody reads a body split refused (only here: json.Unmarshal's
+// target escapes).
+func unmarshalBody(body []byte) (embeddingsBody, error) {
+	var b embeddingsBody
+	err := json.Unmarshal(body, &b)
+	return b, err
+}
+
+// skipValue returns where the JSON value at b[i] ends, b being valid JSON.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return min(i+1, len(b))
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // after a number or literal
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(b)
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// jsonString is json.Unmarshal of raw, a value of a body CheckJSON
+// accepted, into a string: a string without escapes is that string as it
+// is. ok is false when json.Unmarshal fails.
+func jsonString(raw []byte) (s string, ok bool) {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && bytes.IndexByte(raw[1:n-1], '\\') < 0 {
+		return string(raw[1 : n-1]), true
+	}
+	var v string // only here: json.Unmarshal's target escapes
+	err := json.Unmarshal(raw, &v)
+	return v, err == nil
+}
+
 func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
 }
@@ -100,22 +226,31 @@ func isNull(raw json.RawMessage) bool {
 // ParseEmbeddings validates an embeddings body (interface 2.2 and 7) and
 // returns the gRPC request, or the 400 to answer.
 func ParseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
+	if p := CheckJSON(body); p != nil {
+		return nil, p
+	}
+	return parseEmbeddings(body)
+}
+
+// parseEmbeddings is ParseEmbeddings of a body CheckJSON accepted.
+func parseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
 	bad := func(code, msg, param string) (*corev1.CreateEmbeddingsRequest, *Problem) {
 		p := NewProblem(http.StatusBadRequest, code, msg, param)
 		return nil, &p
 	}
-	if p := CheckJSON(body); p != nil {
-		return nil, p
-	}
 	var b embeddingsBody
-	if err := json.Unmarshal(body, &b); err != nil {
-		return bad("invalid_json", "the request body is not valid JSON", "")
+	if !b.split(body) {
+		var err error
+		if b, err = unmarshalBody(body); err != nil {
+			return bad("invalid_json", "the request body is not valid JSON", "")
+		}
 	}
 	req := &corev1.CreateEmbeddingsRequest{}
 	if isNull(b.Model) {
 		return bad("missing_required_parameter", "you must provide a model parameter", "model")
 	}
-	if json.Unmarshal(b.Model, &req.Model) != nil || req.Model == "" {
+	var ok bool
+	if req.Model, ok = jsonString(b.Model); !ok || req.Model == "" {
 		return bad("invalid_type", "'model' must be a non-empty string", "model")
 	}
 	if isNull(b.Input) {
@@ -125,11 +260,12 @@ func ParseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
 		return nil, p
 	}
 	if !isNull(b.EncodingFormat) {
-		var f string
-		if json.Unmarshal(b.EncodingFormat, &f) != nil || (f != "float" && f != "base64") {
+		switch f, _ := jsonString(b.EncodingFormat); f {
+		case "float", "base64":
+			req.EncodingFormat = f
+		default:
 			return bad("invalid_value", "'encoding_format' must be 'float' or 'base64'", "encoding_format")
 		}
-		req.EncodingFormat = f
 	} else {
 		req.EncodingFormat = "float"
 	}
@@ -140,8 +276,10 @@ func ParseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
 		}
 		req.Dimensions = &d
 	}
-	if !isNull(b.User) && json.Unmarshal(b.User, &req.User) != nil {
-		return bad("invalid_type", "'user' must be a string", "user")
+	if !isNull(b.User) {
+		if req.User, ok = jsonString(b.User); !ok {
+			return bad("invalid_type", "'user' must be a string", "user")
+		}
 	}
 	return req, nil
 }
@@ -154,8 +292,8 @@ func parseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Probl
 		return &p
 	}
 	const shape = "'input' must be a string, an array of strings, an array of token ids, or an array of token arrays"
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
+	if raw[0] == '"' { // not null: a string, which json.Unmarshal always reads, or no string
+		s, _ := jsonString(raw)
 		if s == "" {
 			return bad("invalid_value", "'input' must not be empty")
 		}
@@ -176,7 +314,8 @@ func parseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Probl
 	case '"':
 		req.Texts = make([]string, len(items))
 		for i, it := range items {
-			if json.Unmarshal(it, &req.Texts[i]) != nil {
+			var ok bool
+			if req.Texts[i], ok = jsonString(it); !ok {
 				return bad("invalid_type", shape)
 			}
 			if req.Texts[i] == "" {

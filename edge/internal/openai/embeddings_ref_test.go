@@ -1,0 +1,191 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+)
+
+// refParseEmbeddings is ParseEmbeddings as it was before it split the
+// body itself: json.Unmarshal of every member.
+func refParseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
+	bad := func(code, msg, param string) (*corev1.CreateEmbeddingsRequest, *Problem) {
+		p := NewProblem(http.StatusBadRequest, code, msg, param)
+		return nil, &p
+	}
+	if p := CheckJSON(body); p != nil {
+		return nil, p
+	}
+	var b embeddingsBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return bad("invalid_json", "the request body is not valid JSON", "")
+	}
+	req := &corev1.CreateEmbeddingsRequest{}
+	if isNull(b.Model) {
+		return bad("missing_required_parameter", "you must provide a model parameter", "model")
+	}
+	if json.Unmarshal(b.Model, &req.Model) != nil || req.Model == "" {
+		return bad("invalid_type", "'model' must be a non-empty string", "model")
+	}
+	if isNull(b.Input) {
+		return bad("missing_required_parameter", "you must provide an input parameter", "input")
+	}
+	if p := refParseInput(b.Input, req); p != nil {
+		return nil, p
+	}
+	if !isNull(b.EncodingFormat) {
+		var f string
+		if json.Unmarshal(b.EncodingFormat, &f) != nil || (f != "float" && f != "base64") {
+			return bad("invalid_value", "'encoding_format' must be 'float' or 'base64'", "encoding_format")
+		}
+		req.EncodingFormat = f
+	} else {
+		req.EncodingFormat = "float"
+	}
+	if !isNull(b.Dimensions) {
+		var d int32
+		if json.Unmarshal(b.Dimensions, &d) != nil || d < 1 {
+			return bad("invalid_value", "'dimensions' must be a positive integer", "dimensions")
+		}
+		req.Dimensions = &d
+	}
+	if !isNull(b.User) && json.Unmarshal(b.User, &req.User) != nil {
+		return bad("invalid_type", "'user' must be a string", "user")
+	}
+	return req, nil
+}
+
+// parseInput accepts a string, an array of strings, an array of token ids,
+// or an array of token arrays.
+func refParseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Problem {
+	bad := func(code, msg string) *Problem {
+		p := NewProblem(http.StatusBadRequest, code, msg, "input")
+		return &p
+	}
+	const shape = "'input' must be a string, an array of strings, an array of token ids, or an array of token arrays"
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if s == "" {
+			return bad("invalid_value", "'input' must not be empty")
+		}
+		req.Texts = []string{s}
+		return nil
+	}
+	if n, ok := countItems(raw, MaxEmbeddingInputs); ok && n > MaxEmbeddingInputs {
+		return bad("array_too_long", "'input' holds more than "+strconv.Itoa(MaxEmbeddingInputs)+" items")
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return bad("invalid_type", shape)
+	}
+	if len(items) == 0 {
+		return bad("invalid_value", "'input' must not be an empty array")
+	}
+	switch bytes.TrimSpace(items[0])[0] {
+	case '"':
+		req.Texts = make([]string, len(items))
+		for i, it := range items {
+			if json.Unmarshal(it, &req.Texts[i]) != nil {
+				return bad("invalid_type", shape)
+			}
+			if req.Texts[i] == "" {
+				return bad("invalid_value", "'input' must not hold empty strings")
+			}
+		}
+	case '[':
+		req.Tokens = make([]*corev1.TokenList, len(items))
+		for i, it := range items {
+			if n, _ := countItems(it, MaxEmbeddingTokens); n > MaxEmbeddingTokens {
+				return bad("array_too_long", "a token array of 'input' holds more than "+strconv.Itoa(MaxEmbeddingTokens)+" ids")
+			}
+			var toks []int64
+			if json.Unmarshal(it, &toks) != nil {
+				return bad("invalid_type", shape)
+			}
+			if len(toks) == 0 {
+				return bad("invalid_value", "'input' must not hold empty token arrays")
+			}
+			req.Tokens[i] = &corev1.TokenList{Tokens: toks}
+		}
+	default:
+		if len(items) > MaxEmbeddingTokens {
+			return bad("array_too_long", "'input' holds more than "+strconv.Itoa(MaxEmbeddingTokens)+" token ids")
+		}
+		var toks []int64
+		if json.Unmarshal(raw, &toks) != nil {
+			return bad("invalid_type", shape)
+		}
+		req.Tokens = []*corev1.TokenList{{Tokens: toks}}
+	}
+	return nil
+}
+
+// ParseEmbeddings answers what it answered when json.Unmarshal read every
+// member: the same request, or the same 400.
+func FuzzParseEmbeddingsAgreesWithUnmarshal(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","input":"x"}`, `{"model":"m","input":["a","b"]}`, `{"model":"m","input":[1,2]}`,
+		`{"model":"m","input":[[1],[2]]}`, `{"model":"m","input":[[]]}`, `{"model":"m","input":["",1]}`,
+		`{"model":"m","input":"x","encoding_format":"base64","dimensions":3,"user":"u"}`, `[]`, `null`, `{"model":null}`, `{`,
+		` { "model" : "m" , "input" : "x" , "model" : "n" } `, `{"model":"m","input":"x","model":null}`,
+		`{"Model":"m","input":"x"}`, `{"mod\u0065l":"m","input":"x"}`, `{"model":"m\u00e9\"","input":"a\nb","extra":{"a":[1,"}"]}}`,
+		`{"model":"m","input":"x","dimensions":1e2}`, `{"model":"m","input":"x","dimensions":-1}`, `{"model":"m","input":"x","dimensions":2147483648}`,
+		`{"model":"m","input":"x","user":7}`, `{"model":"m","input":"x","encoding_format":"float "}`, `{"model":1,"input":"x"}`,
+		`{"model":"m","input":"\ud800"}`, `{"model":"m","input":""}`, `{"model":"m","input":[]}`, `{"model":"m","input":[null]}`,
+		`{"model":"m","input":{}}`, `{"model":"m","input":true}`, `{}`, `{"model":"m","input":[1,"a"]}`, `{"model":"m","input":[[1,2],[3.5]]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, p := ParseEmbeddings(body)
+		wantReq, wantP := refParseEmbeddings(body)
+		if (p == nil) != (wantP == nil) {
+			t.Fatalf("%q: problem %+v, want %+v", body, p, wantP)
+		}
+		if p != nil {
+			got, _ := json.Marshal(p.Body)
+			want, _ := json.Marshal(wantP.Body)
+			if p.Status != wantP.Status || !bytes.Equal(got, want) {
+				t.Fatalf("%q: problem %d %s, want %d %s", body, p.Status, got, wantP.Status, want)
+			}
+		}
+		if !proto.Equal(req, wantReq) {
+			t.Fatalf("%q: request %v, want %v", body, req, wantReq)
+		}
+	})
+}
+
+// BenchmarkParseEmbeddings parses what an SDK sends, as ServeHTTP did
+// (CheckJSON in readJSON, then ParseEmbeddings: a second CheckJSON and
+// json.Unmarshal of every member) and as it does now.
+func BenchmarkParseEmbeddings(b *testing.B) {
+	body := []byte(`{"model":"text-embedding-3-small","input":"The quick brown fox jumps over the lazy dog","encoding_format":"float"}`)
+	b.Run("before", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if CheckJSON(body) != nil {
+				b.Fatal("bad")
+			}
+			if _, p := refParseEmbeddings(body); p != nil {
+				b.Fatal(p)
+			}
+		}
+	})
+	b.Run("after", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if CheckJSON(body) != nil {
+				b.Fatal("bad")
+			}
+			if _, p := parseEmbeddings(body); p != nil {
+				b.Fatal(p)
+			}
+		}
+	})
+}
