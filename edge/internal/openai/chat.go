@@ -341,7 +341,8 @@ func (rl *relayer) add(ev event) {
 	rl.buf = appendEvent(rl.buf, ev)
 }
 
-// close ends the stream with its end: io.EOF is the dialect's clean end,
+// close ends the stream with its end (the handler's last write): io.EOF is
+// the dialect's clean end,
 // another error its in-band error, nil (or a cancellation once the client
 // left) nothing. It stops the timer and gives the buffer back (the timer's
 // function, which may be waiting for the lock, then sees ended and writes
@@ -359,7 +360,9 @@ func (rl *relayer) close(err error) {
 		rl.buf = append(rl.buf, rl.d.failure(err)...)
 	}
 	if len(rl.buf) > 0 {
-		rl.send()
+		// Not flushed: the handler returns now, and the server flushes
+		// these last bytes with the response's end in one write.
+		_, _ = rl.w.Write(rl.buf)
 	}
 	rl.ended = true
 	if rl.keepAlive != nil {

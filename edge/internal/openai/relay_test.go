@@ -107,8 +107,8 @@ func TestRelayFlushesEachMessageAsItComes(t *testing.T) {
 	<-done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	require.Equal(t, "data: {\"n\":0}\n\ndata: {\"n\":1}\n\ndata: [DONE]\n\n", join(w.flushed)+w.pending.String())
-	require.Zero(t, w.pending.Len(), "everything written was flushed")
+	require.Equal(t, "data: {\"n\":0}\n\ndata: {\"n\":1}\n\n", join(w.flushed), "every event flushed")
+	require.Equal(t, "data: [DONE]\n\n", w.pending.String(), "the end is left to the server, which writes it with the response's end")
 	require.Equal(t, "text/event-stream", w.header.Get("Content-Type"))
 }
 
@@ -124,10 +124,9 @@ func TestRelayWritesEveryEventInOrder(t *testing.T) {
 				msgs = append(msgs, chunk("delta", fmt.Sprintf(`{"i":%d}`, k)))
 				fmt.Fprintf(&want, "event: delta\ndata: {\"i\":%d}\n\n", k)
 			}
-			want.WriteString("data: [DONE]\n\n")
 			chatWriter(w, r, time.Hour).from(&fakeChatStream{msgs: msgs})
-			require.Equal(t, want.String(), join(w.flushed))
-			require.Zero(t, w.pending.Len(), "everything written was flushed")
+			require.Equal(t, want.String(), join(w.flushed), "every event flushed")
+			require.Equal(t, "data: [DONE]\n\n", w.pending.String())
 		})
 	}
 }
@@ -154,12 +153,17 @@ func TestRelayKeepAliveWhileSilent(t *testing.T) {
 	require.Equal(t, "data: {\"n\":0}\n\n", <-w.onFlush)
 	require.Equal(t, ": keep-alive\n\n", <-w.onFlush)
 	close(stream.c)
-	for s := range w.onFlush {
-		if s == "data: [DONE]\n\n" {
-			break
+	for {
+		select {
+		case <-w.onFlush: // more keep-alives
+			continue
+		case <-done:
 		}
+		break
 	}
-	<-done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	require.Equal(t, "data: [DONE]\n\n", w.pending.String())
 }
 
 // Relay buffers are reused between streams: a stream's answer holds its
@@ -240,15 +244,16 @@ func TestRelayWritesABatchOfEventsInOneFlush(t *testing.T) {
 		want []string
 	}{
 		{"single, then a batch", []*corev1.ChatCompletionsResponse{one(0), nums(1, 2, 3), one(4)}, []string{
-			"data: {\"n\":0}\n\n", "data: {\"n\":1}\n\ndata: {\"n\":2}\n\ndata: {\"n\":3}\n\n", "data: {\"n\":4}\n\n", "data: [DONE]\n\n"}},
+			"data: {\"n\":0}\n\n", "data: {\"n\":1}\n\ndata: {\"n\":2}\n\ndata: {\"n\":3}\n\n", "data: {\"n\":4}\n\n"}},
 		{"a batch first", []*corev1.ChatCompletionsResponse{nums(0, 1), nums(2, 3)}, []string{
-			"data: {\"n\":0}\n\ndata: {\"n\":1}\n\n", "data: {\"n\":2}\n\ndata: {\"n\":3}\n\n", "data: [DONE]\n\n"}},
+			"data: {\"n\":0}\n\ndata: {\"n\":1}\n\n", "data: {\"n\":2}\n\ndata: {\"n\":3}\n\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &flushRecorder{header: http.Header{}}
 			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 			chatWriter(w, r, time.Hour).from(&fakeChatStream{msgs: tc.msgs})
 			require.Equal(t, tc.want, w.flushed)
+			require.Equal(t, "data: [DONE]\n\n", w.pending.String())
 		})
 	}
 }
@@ -283,9 +288,9 @@ func TestStreamWriterEnds(t *testing.T) {
 		s.c <- chunk("", `{"n":0}`)
 		close(s.c)
 		chatWriter(w, r, time.Hour).from(s)
-		require.Len(t, w.flushed, 2)
-		require.Contains(t, w.flushed[1], `data: {"error"`)
-		require.NotContains(t, join(w.flushed), "[DONE]", "never a clean close after an error")
+		require.Equal(t, []string{"data: {\"n\":0}\n\n"}, w.flushed)
+		require.Contains(t, w.pending.String(), `data: {"error"`)
+		require.NotContains(t, w.pending.String(), "[DONE]", "never a clean close after an error")
 	})
 	t.Run("client gone", func(t *testing.T) {
 		w := &failingWriter{header: http.Header{}}
