@@ -200,11 +200,11 @@ func TestNATSNodeKilledUnderLoadLosesNothing(t *testing.T) {
 	if ok {
 		assert.Equal(t, answered, rolled, "every answered request is rolled up exactly once")
 	}
+	caughtUp(t, cluster, spine.StreamUsage)
+	t.Logf("%s caught up (%s)", spine.StreamUsage, time.Since(t0))
 	events, msgs := usageEventsIn(t, cluster)
 	t.Logf("%s: %d events in %d messages", spine.StreamUsage, events, msgs)
 	assert.Equal(t, int(answered), events, "one event per answered request in %s", spine.StreamUsage)
-	caughtUp(t, cluster, spine.StreamUsage)
-	t.Logf("%s caught up (%s)", spine.StreamUsage, time.Since(t0))
 	caughtUp(t, cluster, "KV_"+spine.BucketUsageRollups)
 	t.Logf("roll-ups caught up (%s)", time.Since(t0))
 }
@@ -220,8 +220,14 @@ func usageEventsIn(t *testing.T, cluster *nodetest.NATSCluster) (events, msgs in
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	events, msgs, err = usagebatch.CountEvents(ctx, js, spine.StreamUsage)
-	require.NoError(t, err)
+	// Right after a node's restart the cluster's JetStream API may have no
+	// responder for a moment (a leader being elected): count again then.
+	var last error
+	assert.Eventually(t, func() bool {
+		events, msgs, last = usagebatch.CountEvents(ctx, js, spine.StreamUsage)
+		return last == nil
+	}, 30*time.Second, 200*time.Millisecond)
+	require.NoError(t, last, "count %s", spine.StreamUsage)
 	return events, msgs
 }
 

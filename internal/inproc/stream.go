@@ -38,6 +38,38 @@ import (
 // Client-streaming and bidirectional methods keep using the fallback
 // connection.
 
+// Deliver is a call option for a server stream served in place: the
+// handler then runs on the caller's own goroutine, within the call's first
+// RecvMsg, and hands each response to fn as it sends it, as it is: no
+// goroutine, no copy, no wakeup per response. fn must be done with a
+// response when it returns (the handler may reuse it, as after a SendMsg
+// over the wire); an error from fn ends the call (the handler's SendMsg
+// returns it as codes.Canceled, as for a client that went away). That
+// first RecvMsg returns the stream's end: io.EOF after a clean one, else
+// the status. Header may be called from fn (headers are sent before the
+// first response at the latest). The request is read when the handler
+// runs: the caller leaves it unchanged until then.
+//
+// On any other connection the option does nothing (it embeds
+// grpc.EmptyCallOption) and RecvMsg returns the responses: a caller hands
+// each response RecvMsg returns to fn too, and handles both the same way.
+func Deliver(fn func(proto.Message) error) grpc.CallOption { return deliverOption{fn: fn} }
+
+type deliverOption struct {
+	grpc.EmptyCallOption
+	fn func(proto.Message) error
+}
+
+// deliverFn is the Deliver option's function among opts, or nil.
+func deliverFn(opts []grpc.CallOption) func(proto.Message) error {
+	for _, o := range opts {
+		if d, ok := o.(deliverOption); ok {
+			return d.fn
+		}
+	}
+	return nil
+}
+
 type streamMethod struct {
 	impl any
 	desc grpc.StreamDesc
@@ -148,6 +180,11 @@ type call struct {
 	// then returns its error, as over the wire.
 	trailersOnly bool
 
+	// deliver is the Deliver option's function: the handler runs in the
+	// caller's first RecvMsg (pending until then) and sends to it.
+	deliver func(proto.Message) error
+	pending *streamMethod
+
 	// Both sides live in the call's allocation.
 	client  clientStream
 	handler handlerStream
@@ -169,6 +206,10 @@ func (c *Conn) newLocalStream(ctx context.Context, m streamMethod, method string
 	cl.client.call, cl.handler.call = cl, cl
 	sctx, stop := context.WithCancel(metadata.NewIncomingContext(ctx, md))
 	cl.sctx, cl.stop = grpc.NewContextWithServerTransportStream(sctx, transportStream{&cl.handler}), stop
+	if cl.deliver = deliverFn(opts); cl.deliver != nil {
+		cl.pending = &m
+		return &cl.client, nil
+	}
 	go cl.serve(m)
 	return &cl.client, nil
 }
@@ -209,8 +250,12 @@ type clientStream struct{ *call }
 
 func (s *clientStream) Context() context.Context { return s.cctx }
 
-// Header waits for the headers (or the end of the call).
+// Header waits for the headers (or the end of the call). A Deliver call's
+// handler runs now if no RecvMsg ran it yet.
 func (s *clientStream) Header() (metadata.MD, error) {
+	if s.deliver != nil && s.pending != nil {
+		_ = s.serveHere()
+	}
 	s.mu.Lock()
 	if !s.headerSent {
 		if s.headerc == nil {
@@ -266,6 +311,12 @@ func (s *clientStream) SendMsg(m any) error {
 		return status.Error(codes.Internal, "inproc: one request on a server stream")
 	}
 	s.sent = true
+	if s.deliver != nil {
+		// The handler runs in the caller's RecvMsg and copies the request
+		// as it decodes it (Deliver: left unchanged until then).
+		s.request = msg
+		return nil
+	}
 	// The handler owns what it decodes: a copy, made now (the caller may
 	// reuse its message once SendMsg returned, as over the wire).
 	s.request = proto.Clone(msg)
@@ -287,6 +338,9 @@ func (s *clientStream) RecvMsg(m any) error {
 	out, ok := m.(proto.Message)
 	if !ok {
 		return status.Error(codes.Internal, "inproc: messages must be protobuf")
+	}
+	if s.deliver != nil {
+		return s.serveHere()
 	}
 	s.mu.Lock()
 	// A response already offered goes before the end of the call.
@@ -340,6 +394,23 @@ func (s *clientStream) RecvMsg(m any) error {
 	}
 	s.stop()
 	return s.finish(ctxErr)
+}
+
+// serveHere runs a Deliver call's handler on the caller's goroutine (once:
+// a later RecvMsg returns the same end) and returns the stream's end.
+func (s *clientStream) serveHere() error {
+	if m := s.pending; m != nil {
+		s.pending = nil
+		if err := s.cctx.Err(); err == nil {
+			s.serve(*m)
+		} else {
+			s.stop()
+		}
+	}
+	if err := s.cctx.Err(); err != nil {
+		return s.finish(status.FromContextError(err).Err())
+	}
+	return s.finish(nil)
 }
 
 // Ready reports whether RecvMsg would return without waiting: a response
@@ -421,6 +492,9 @@ func (s *handlerStream) SendMsg(m any) error {
 	if !ok {
 		return status.Error(codes.Internal, "inproc: messages must be protobuf")
 	}
+	if s.deliver != nil {
+		return s.deliverMsg(msg)
+	}
 	s.mu.Lock()
 	s.sendHeaderLocked()
 	if out := s.recvInto; out != nil {
@@ -451,6 +525,27 @@ func (s *handlerStream) SendMsg(m any) error {
 	}
 	s.offered = nil
 	return status.FromContextError(s.sctx.Err()).Err()
+}
+
+// deliverMsg hands msg to a Deliver call's function, on the caller's
+// goroutine (the handler runs there).
+func (s *handlerStream) deliverMsg(msg proto.Message) error {
+	s.mu.Lock()
+	s.sendHeaderLocked()
+	s.mu.Unlock()
+	if err := s.sctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	if err := s.deliver(msg); err != nil {
+		// The caller stopped taking responses, as a client that went away:
+		// what the handler started ends with it.
+		s.stop()
+		if _, isStatus := status.FromError(err); isStatus {
+			return err
+		}
+		return status.Error(codes.Canceled, err.Error())
+	}
+	return nil
 }
 
 // RecvMsg gives the handler its copy of the request.

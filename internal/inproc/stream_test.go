@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
 )
 
 // watcher is a health server whose Watch does what the requested service
@@ -75,6 +76,13 @@ func (w *watcher) Watch(req *healthpb.HealthCheckRequest, ss grpc.ServerStreamin
 		if err := ss.SendMsg(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}); err != nil {
 			return err
 		}
+		<-ctx.Done()
+		w.cancelled <- ctx.Err()
+		return ctx.Err()
+	case "deaf":
+		// Sends one response and, whatever SendMsg said, waits for its
+		// context to end.
+		_ = ss.SendMsg(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING})
 		<-ctx.Done()
 		w.cancelled <- ctx.Err()
 		return ctx.Err()
@@ -381,5 +389,176 @@ func TestWithMetadataSetsItsEntryOnEveryCall(t *testing.T) {
 			mine, _ := metadata.FromOutgoingContext(ctx)
 			assert.Equal(t, []string{"Bearer caller"}, mine.Get("authorization"), "the caller's metadata is its own")
 		})
+	}
+}
+
+// receiveAll is how a caller using Deliver reads a stream: responses go to
+// fn, whether the handler delivered them in place (within the first Recv)
+// or Recv returned them (any other connection); it returns the end.
+func receiveAll(stream grpc.ServerStreamingClient[healthpb.HealthCheckResponse], fn func(proto.Message) error) error {
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+}
+
+// With Deliver, a stream's responses, headers, trailers and end are the
+// same in place (the handler on the caller's goroutine, sending to fn) as
+// over gRPC (fn fed from Recv).
+func TestDeliverBehavesAsReceiving(t *testing.T) {
+	for name, c := range connections(t) {
+		client := healthpb.NewHealthClient(c.conn)
+		t.Run(name+"/responses, headers and trailers", func(t *testing.T) {
+			req := &healthpb.HealthCheckRequest{Service: "ok"}
+			var header, trailer metadata.MD
+			var got []healthpb.HealthCheckResponse_ServingStatus
+			var stream grpc.ServerStreamingClient[healthpb.HealthCheckResponse]
+			var headerSeen metadata.MD
+			fn := func(m proto.Message) error {
+				if headerSeen == nil {
+					md, err := stream.Header()
+					require.NoError(t, err)
+					headerSeen = md
+				}
+				got = append(got, m.(*healthpb.HealthCheckResponse).GetStatus())
+				return nil
+			}
+			stream, err := client.Watch(authorized(), req, grpc.Header(&header), grpc.Trailer(&trailer), Deliver(fn))
+			require.NoError(t, err)
+			assert.Equal(t, io.EOF, receiveAll(stream, fn))
+			assert.Equal(t, []healthpb.HealthCheckResponse_ServingStatus{
+				healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING, healthpb.HealthCheckResponse_SERVICE_UNKNOWN,
+			}, got, "each response as it was sent, though the handler reused its message")
+			assert.Equal(t, []string{"42"}, headerSeen.Get("x-upstream-us"), "Header called from fn")
+			assert.Equal(t, []string{"1"}, stream.Trailer().Get("t"))
+			assert.Equal(t, []string{"42"}, header.Get("x-upstream-us"), "the Header call option")
+			assert.Equal(t, []string{"1"}, trailer.Get("t"), "the Trailer call option")
+			assert.Equal(t, "ok", req.GetService(), "the handler works on its own copy of the request")
+			<-c.w.seen
+		})
+		for service, want := range map[string]codes.Code{
+			"fail-early": codes.NotFound, "fail-late": codes.ResourceExhausted, "plain-error": codes.Unknown, "panic": codes.Internal,
+		} {
+			t.Run(name+"/"+service, func(t *testing.T) {
+				n := 0
+				fn := func(proto.Message) error { n++; return nil }
+				stream, err := client.Watch(authorized(), &healthpb.HealthCheckRequest{Service: service}, Deliver(fn))
+				require.NoError(t, err)
+				err = receiveAll(stream, fn)
+				assert.Equal(t, want, status.Code(err), "%v", err)
+				if service == "fail-late" {
+					assert.Equal(t, 1, n, "the response before the error")
+					assert.Equal(t, "all rate limited", status.Convert(err).Message())
+				}
+				<-c.w.seen
+			})
+		}
+		t.Run(name+"/header before any response", func(t *testing.T) {
+			fn := func(proto.Message) error { return nil }
+			stream, err := client.Watch(authorized(), &healthpb.HealthCheckRequest{Service: "send-header"}, Deliver(fn))
+			require.NoError(t, err)
+			md, err := stream.Header()
+			require.NoError(t, err)
+			assert.Equal(t, []string{"early"}, md.Get("h"))
+			assert.Equal(t, io.EOF, receiveAll(stream, fn))
+			<-c.w.seen
+		})
+		t.Run(name+"/interceptors run", func(t *testing.T) {
+			fn := func(proto.Message) error { t.Error("a response past the interceptor"); return nil }
+			stream, err := client.Watch(context.Background(), &healthpb.HealthCheckRequest{Service: "ok"}, Deliver(fn))
+			require.NoError(t, err)
+			assert.Equal(t, codes.Unauthenticated, status.Code(receiveAll(stream, fn)))
+		})
+		t.Run(name+"/cancelling the caller's context ends the handler's", func(t *testing.T) {
+			ctx, cancel := context.WithCancel(authorized())
+			defer cancel()
+			fn := func(proto.Message) error { cancel(); return nil } // the client left after the first response
+			stream, err := client.Watch(ctx, &healthpb.HealthCheckRequest{Service: "block"}, Deliver(fn))
+			require.NoError(t, err)
+			err = receiveAll(stream, fn)
+			assert.Equal(t, codes.Canceled, status.Code(err), "%v", err)
+			assert.ErrorIs(t, <-c.w.cancelled, context.Canceled, "the handler saw its context end")
+			<-c.w.seen
+		})
+	}
+}
+
+// A caller whose fn fails (its client went away) ends the call served in
+// place: the handler's SendMsg fails and its context ends, as a handler
+// sees a client leave over the wire.
+func TestDeliverErrorEndsTheHandler(t *testing.T) {
+	w := newWatcher()
+	c := New(nil, nil)
+	healthpb.RegisterHealthServer(c, w)
+	c.ServeStreams(recoverStream, tagStream)
+	gone := errors.New("client gone")
+	calls := 0
+	fn := func(proto.Message) error { calls++; return gone }
+	stream, err := healthpb.NewHealthClient(c).Watch(authorized(), &healthpb.HealthCheckRequest{Service: "ok"}, Deliver(fn))
+	require.NoError(t, err)
+	err = receiveAll(stream, fn)
+	assert.Equal(t, codes.Canceled, status.Code(err), "%v", err)
+	assert.Contains(t, status.Convert(err).Message(), "client gone")
+	assert.Equal(t, 1, calls, "no response after the failed one")
+	<-w.seen
+
+	stream, err = healthpb.NewHealthClient(c).Watch(authorized(), &healthpb.HealthCheckRequest{Service: "deaf"}, Deliver(fn))
+	require.NoError(t, err)
+	assert.Error(t, receiveAll(stream, fn))
+	assert.ErrorIs(t, <-w.cancelled, context.Canceled, "the handler's context ended with the failed delivery")
+	<-w.seen
+}
+
+// Deliver runs the handler on the caller's goroutine: responses reach fn
+// before the first Recv returns, and no goroutine is started for the call.
+func TestDeliverServesOnTheCallersGoroutine(t *testing.T) {
+	w := newWatcher()
+	c := New(nil, nil)
+	healthpb.RegisterHealthServer(c, w)
+	c.ServeStreams(recoverStream, tagStream)
+	var got int
+	fn := func(proto.Message) error { got++; return nil }
+	stream, err := healthpb.NewHealthClient(c).Watch(authorized(), &healthpb.HealthCheckRequest{Service: "ok"}, Deliver(fn))
+	require.NoError(t, err)
+	assert.Zero(t, got, "nothing runs before the caller receives")
+	assert.Zero(t, len(w.seen), "the handler has not started")
+	_, err = stream.Recv()
+	assert.Equal(t, io.EOF, err, "the first Recv returns the end")
+	assert.Equal(t, 3, got, "every response went to fn within it")
+	_, err = stream.Recv()
+	assert.Equal(t, io.EOF, err, "and every later one too")
+	<-w.seen
+}
+
+// The cost of a call in place with one response, delivered on the
+// caller's goroutine (compare BenchmarkServerStreamInPlaceOneResponse).
+func BenchmarkServerStreamDeliveredOneResponse(b *testing.B) {
+	w := newWatcher()
+	c := New(nil, nil)
+	healthpb.RegisterHealthServer(c, w)
+	c.ServeStreams(recoverStream, tagStream)
+	client := healthpb.NewHealthClient(c)
+	ctx := authorized()
+	req := &healthpb.HealthCheckRequest{Service: "send-header"}
+	n := 0
+	opt := Deliver(func(proto.Message) error { n++; return nil })
+	b.ReportAllocs()
+	for b.Loop() {
+		stream, err := client.Watch(ctx, req, opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != io.EOF {
+			b.Fatal(err)
+		}
+		<-w.seen
+	}
+	if n != b.N {
+		b.Fatalf("%d responses for %d calls", n, b.N)
 	}
 }

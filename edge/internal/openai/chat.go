@@ -15,7 +15,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/switchboardhq/switchboard/internal/inproc"
 	"github.com/switchboardhq/switchboard/internal/sse"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -101,30 +103,22 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 	}
 	// Events the upstream sent together may come in one message.
 	d.req.BatchEvents = true
-	stream, err := router.ChatCompletions(ctx, d.req)
-	if err != nil {
-		d.fail(w, err)
-		return
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		d.fail(w, err)
-		return
-	}
-	if md, err := stream.Header(); err == nil && upstream != nil {
-		if us, ok := UpstreamMicros(md); ok {
-			upstream(r, us)
-		}
-	}
-	if c, ok := first.GetEvent().(*corev1.ChatCompletionsResponse_Completion); ok {
-		writeCompletion(w, c.Completion)
-		return
-	}
 	if keepAlive <= 0 {
 		keepAlive = KeepAliveEvery
 	}
-	er := &eventReader{stream: stream, m: new(corev1.ChatCompletionsResponse), inproc: readyOf(stream)}
-	relay(w, r, keepAlive, d.events, er.take(first), er.next, er.ready)
+	sw := &streamWriter{w: w, r: r, every: keepAlive, d: d, upstream: upstream}
+	// In one process core's handler runs within the first Recv, on this
+	// goroutine, and hands each message to sw as it sends it
+	// (inproc.Deliver); over a network Recv returns them one by one.
+	var stream grpc.ServerStreamingClient[corev1.ChatCompletionsResponse]
+	stream, err := router.ChatCompletions(ctx, d.req, inproc.Deliver(func(m proto.Message) error {
+		return sw.take(m.(*corev1.ChatCompletionsResponse), stream)
+	}))
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	sw.from(stream)
 }
 
 // wholeRefused reports whether CompleteChat declined a request before
@@ -152,63 +146,82 @@ func writeCompletion(w http.ResponseWriter, completion []byte) {
 	_, _ = w.Write(completion)
 }
 
-// eventReader hands a stream's events to the relay one at a time,
-// unpacking the ChatEvents in which core sends the events the upstream sent
-// together. It receives every later response into one message: the relay
-// copies an event's bytes (and seen reads them) before it asks for the
-// next.
-type eventReader struct {
-	stream grpc.ServerStreamingClient[corev1.ChatCompletionsResponse]
-	m      *corev1.ChatCompletionsResponse
-	queue  []*corev1.ChatEvent
-	inproc func() bool // the in-process stream's probe, or nil
+// streamWriter writes core's answer to one request as its messages come:
+// the first one decides between a whole answer and an event stream, whose
+// messages (one event, or the events the upstream sent together) are each
+// written and flushed at once.
+type streamWriter struct {
+	w        http.ResponseWriter
+	r        *http.Request
+	every    time.Duration
+	d        chatDialect
+	upstream func(r *http.Request, us int64)
+
+	rl    *relayer // the event stream, once its first message came
+	whole bool     // a whole answer was written
+	gone  bool     // a write to the client failed
 }
 
-// take returns m's (first) event, queueing the rest of a batch.
-func (er *eventReader) take(m *corev1.ChatCompletionsResponse) event {
-	if batch, ok := m.GetEvent().(*corev1.ChatCompletionsResponse_Events); ok {
-		er.queue = batch.Events.GetEvents()
-		return er.pop()
-	}
-	return event{m.GetEventName(), m.GetChunk()}
-}
-
-func (er *eventReader) pop() event {
-	if len(er.queue) == 0 {
-		return event{} // an empty batch, which core never sends
-	}
-	e := er.queue[0]
-	er.queue = er.queue[1:]
-	return event{e.GetName(), e.GetData()}
-}
-
-func (er *eventReader) next() (event, error) {
-	for len(er.queue) == 0 {
-		if err := er.stream.RecvMsg(er.m); err != nil {
-			return event{}, err
+// from reads stream to its end, each message to take (in one process the
+// first Recv has already delivered them all and returns the end).
+func (sw *streamWriter) from(stream grpc.ServerStreamingClient[corev1.ChatCompletionsResponse]) {
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			sw.end(err)
+			return
 		}
-		if _, ok := er.m.GetEvent().(*corev1.ChatCompletionsResponse_Events); !ok {
-			return event{er.m.GetEventName(), er.m.GetChunk()}, nil
+		if sw.take(m, stream) != nil {
+			sw.end(nil)
+			return // leaving cancels core's call
 		}
-		er.queue = er.m.GetEvents().GetEvents()
 	}
-	return er.pop(), nil
 }
 
-// ready reports whether next has an event without waiting.
-func (er *eventReader) ready() bool {
-	return len(er.queue) > 0 || (er.inproc != nil && er.inproc())
-}
+// errClientGone is take's answer once a write to the client failed.
+var errClientGone = errors.New("the client went away")
 
-// readyOf is the in-process stream's probe of a response already there
-// (internal/inproc), or nil over a network connection.
-func readyOf(stream grpc.ServerStreamingClient[corev1.ChatCompletionsResponse]) func() bool {
-	if gs, ok := stream.(*grpc.GenericClientStream[corev1.ChatCompletionsRequest, corev1.ChatCompletionsResponse]); ok {
-		if r, ok := gs.ClientStream.(interface{ Ready() bool }); ok {
-			return r.Ready
+// take writes one message of core's stream; an error means the client is
+// gone.
+func (sw *streamWriter) take(m *corev1.ChatCompletionsResponse, stream grpc.ClientStream) error {
+	if sw.whole {
+		return nil // core sends nothing after a whole answer
+	}
+	if sw.rl == nil {
+		if sw.upstream != nil {
+			if md, err := stream.Header(); err == nil {
+				if us, ok := UpstreamMicros(md); ok {
+					sw.upstream(sw.r, us)
+				}
+			}
 		}
+		if c, ok := m.GetEvent().(*corev1.ChatCompletionsResponse_Completion); ok {
+			writeCompletion(sw.w, c.Completion)
+			sw.whole = true
+			return nil
+		}
+		sw.rl = startRelay(sw.w, sw.r, sw.every, sw.d.events)
+	}
+	if err := sw.rl.write(m); err != nil {
+		sw.gone = true
+		return err
 	}
 	return nil
+}
+
+// end finishes the answer with the stream's end (nil: the client left):
+// an error before any event in the route's shape, else the dialect's end
+// of the event stream.
+func (sw *streamWriter) end(err error) {
+	switch {
+	case sw.whole:
+	case sw.rl != nil && sw.gone:
+		sw.rl.close(nil)
+	case sw.rl != nil:
+		sw.rl.close(err)
+	case err != nil:
+		sw.d.fail(sw.w, err)
+	}
 }
 
 // event is one server-sent event: its name (none for Chat Completions) and
@@ -261,19 +274,15 @@ func appendEvent(b []byte, e event) []byte {
 	return append(b, '\n', '\n')
 }
 
-// maxBatch bounds the bytes relay gathers before a flush.
+// maxBatch bounds the size of a relay buffer kept for the next flush.
 const maxBatch = 64 << 10
 
-// relay writes a server-sent event stream: first, then whatever next yields
-// until io.EOF (the dialect's clean end) or an error (the dialect's in-band
-// error, never a clean close), with a keep-alive comment after every
-// keepAliveEvery of silence. It reads next in the handler's own goroutine
-// (next must return when the request's context ends, as a gRPC stream's
-// Recv does); the keep-alive is written from a timer, under the same lock.
-// ready, when set, reports whether next would return at once: events
-// already there are written with the one before and flushed together, so
-// coalescing adds no latency (without ready, every event is flushed).
-func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration, d dialectEvents, first event, next func() (event, error), ready func() bool) {
+// startRelay starts a server-sent event stream on w: each write sends one
+// message's events and flushes them, close ends it (the dialect's clean
+// end, or its in-band error, never a clean close after an error), and a
+// keep-alive comment goes out after every keepAliveEvery of silence, from a
+// timer, under the same lock.
+func startRelay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration, d dialectEvents) *relayer {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -281,40 +290,7 @@ func relay(w http.ResponseWriter, r *http.Request, keepAliveEvery time.Duration,
 	h.Set("X-Accel-Buffering", "no")
 	rl := &relayer{w: w, r: r, rc: *http.NewResponseController(w), d: d, every: keepAliveEvery, pooled: batches.Get().(*[]byte)}
 	rl.buf = (*rl.pooled)[:0]
-	defer rl.end()
-	if d.seen != nil {
-		d.seen(first)
-	}
-	rl.buf = appendEvent(rl.buf, first)
-	// What came with the first event goes in its flush (no timer runs yet).
-	more := true
-	for more && ready != nil && len(rl.buf) < maxBatch && ready() {
-		more = rl.add(next())
-	}
-	if !rl.send() || !more {
-		return
-	}
-	rl.mu.Lock() // the timer's function runs once keepAlive is set
-	rl.keepAlive = time.AfterFunc(keepAliveEvery, rl.keepAliveDue)
-	rl.mu.Unlock()
-	for {
-		ev, err := next()
-		rl.mu.Lock()
-		more := rl.add(ev, err)
-		// Take what is already there, then flush it all at once.
-		for more && ready != nil && len(rl.buf) < maxBatch && ready() {
-			ev, err = next()
-			more = rl.add(ev, err)
-		}
-		ok := len(rl.buf) == 0 || rl.send()
-		if ok && more {
-			rl.keepAlive.Reset(keepAliveEvery)
-		}
-		rl.mu.Unlock()
-		if !ok || !more {
-			return
-		}
-	}
+	return rl
 }
 
 // relayer is one relayed stream.
@@ -325,13 +301,78 @@ type relayer struct {
 	d     dialectEvents
 	every time.Duration
 
-	// mu guards w, buf and ended between the handler's goroutine and the
-	// keep-alive timer's.
+	// mu guards w, buf and ended between the writer and the keep-alive
+	// timer's goroutine.
 	mu        sync.Mutex
 	buf       []byte  // the events of one flush, reused for the next
 	pooled    *[]byte // where buf came from (batches)
-	ended     bool    // relay returned: the timer writes nothing
+	ended     bool    // close was called: the timer writes nothing
 	keepAlive *time.Timer
+}
+
+// write sends the events of one message of core's stream (one event, or a
+// batch) in one flush; an error means the client is gone.
+func (rl *relayer) write(m *corev1.ChatCompletionsResponse) error {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if batch, ok := m.GetEvent().(*corev1.ChatCompletionsResponse_Events); ok {
+		for _, e := range batch.Events.GetEvents() {
+			rl.add(event{e.GetName(), e.GetData()})
+		}
+	} else {
+		rl.add(event{m.GetEventName(), m.GetChunk()})
+	}
+	if !rl.send() {
+		return errClientGone
+	}
+	if rl.keepAlive == nil {
+		rl.keepAlive = time.AfterFunc(rl.every, rl.keepAliveDue)
+	} else {
+		rl.keepAlive.Reset(rl.every)
+	}
+	return nil
+}
+
+// add queues one event's bytes.
+func (rl *relayer) add(ev event) {
+	if rl.d.seen != nil {
+		rl.d.seen(ev)
+	}
+	rl.buf = appendEvent(rl.buf, ev)
+}
+
+// close ends the stream with its end (the handler's last write): io.EOF is
+// the dialect's clean end,
+// another error its in-band error, nil (or a cancellation once the client
+// left) nothing. It stops the timer and gives the buffer back (the timer's
+// function, which may be waiting for the lock, then sees ended and writes
+// nothing).
+func (rl *relayer) close(err error) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF):
+		rl.buf = append(rl.buf, rl.d.done...)
+	case status.Code(err) == codes.Canceled && rl.r.Context().Err() != nil:
+		// the client left
+	default:
+		rl.buf = append(rl.buf, rl.d.failure(err)...)
+	}
+	if len(rl.buf) > 0 {
+		// Not flushed: the handler returns now, and the server flushes
+		// these last bytes with the response's end in one write.
+		_, _ = rl.w.Write(rl.buf)
+	}
+	rl.ended = true
+	if rl.keepAlive != nil {
+		rl.keepAlive.Stop()
+	}
+	if b := rl.buf; b != nil && cap(b) <= maxBatch {
+		*rl.pooled = b[:0]
+		batches.Put(rl.pooled)
+	}
+	rl.buf, rl.pooled = nil, nil
 }
 
 // send writes and flushes buf, and empties it.
@@ -358,45 +399,8 @@ func (rl *relayer) keepAliveDue() {
 	if rl.send() {
 		rl.keepAlive.Reset(rl.every)
 	}
-	// A failed write: the client is gone, and next returns once the
-	// request's context ends.
-}
-
-// end stops the timer and gives the buffer back (the timer's function,
-// which may be waiting for the lock, then sees ended and writes nothing).
-func (rl *relayer) end() {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	rl.ended = true
-	if rl.keepAlive != nil {
-		rl.keepAlive.Stop()
-	}
-	if b := rl.buf; b != nil && cap(b) <= maxBatch {
-		*rl.pooled = b[:0]
-		batches.Put(rl.pooled)
-	}
-	rl.buf, rl.pooled = nil, nil
-}
-
-// add queues one event's bytes, or the stream's end; false means the
-// stream ended (its last bytes, if any, are queued).
-func (rl *relayer) add(ev event, err error) bool {
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			rl.buf = append(rl.buf, rl.d.done...)
-			return false
-		}
-		if status.Code(err) == codes.Canceled && rl.r.Context().Err() != nil {
-			return false // the client left
-		}
-		rl.buf = append(rl.buf, rl.d.failure(err)...)
-		return false
-	}
-	if rl.d.seen != nil {
-		rl.d.seen(ev)
-	}
-	rl.buf = appendEvent(rl.buf, ev)
-	return true
+	// A failed write: the client is gone, and core's call ends with the
+	// request's context.
 }
 
 // batches are relay buffers between streams. A buffer is handed out empty

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -44,35 +46,70 @@ func (f *flushRecorder) Flush() {
 	}
 }
 
-func TestRelayFlushesAnEventWithoutWaitingForTheNext(t *testing.T) {
+// chunk and batch are messages of core's stream: one event, or events the
+// upstream sent together.
+func chunk(name, data string) *corev1.ChatCompletionsResponse {
+	return &corev1.ChatCompletionsResponse{EventName: name, Event: &corev1.ChatCompletionsResponse_Chunk{Chunk: []byte(data)}}
+}
+
+func batch(data ...string) *corev1.ChatCompletionsResponse {
+	evs := &corev1.ChatEvents{}
+	for _, d := range data {
+		evs.Events = append(evs.Events, &corev1.ChatEvent{Data: []byte(d)})
+	}
+	return &corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Events{Events: evs}}
+}
+
+// chanStream is core's stream as a network connection delivers it: Recv
+// waits for the next message; a closed channel is the clean end, unless
+// err is set.
+type chanStream struct {
+	grpc.ClientStream
+	c   chan *corev1.ChatCompletionsResponse
+	err error
+}
+
+func (s *chanStream) Recv() (*corev1.ChatCompletionsResponse, error) {
+	m, ok := <-s.c
+	if !ok {
+		if s.err != nil {
+			return nil, s.err
+		}
+		return nil, io.EOF
+	}
+	return m, nil
+}
+
+// chatWriter is a Chat Completions route's stream writer, without the
+// upstream header.
+func chatWriter(w http.ResponseWriter, r *http.Request, every time.Duration) *streamWriter {
+	return &streamWriter{w: w, r: r, every: every, d: chatDialect{
+		events: chatEvents,
+		fail:   func(w http.ResponseWriter, err error) { FromError(err).Write(w) },
+	}}
+}
+
+// Each message is flushed as it comes, without waiting for the next.
+func TestRelayFlushesEachMessageAsItComes(t *testing.T) {
 	w := &flushRecorder{header: http.Header{}, onFlush: make(chan string, 8)}
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-	release := make(chan struct{})
-	calls := 0
-	next := func() (event, error) {
-		calls++
-		switch calls {
-		case 1:
-			return event{data: []byte(`{"n":1}`)}, nil
-		case 2:
-			<-release // the upstream is silent until the client saw event 1
-			return event{data: []byte(`{"n":2}`)}, nil
-		}
-		return event{}, io.EOF
-	}
+	stream := &chanStream{c: make(chan *corev1.ChatCompletionsResponse)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		relay(w, r, time.Hour, chatEvents, event{data: []byte(`{"n":0}`)}, next, nil)
+		chatWriter(w, r, time.Hour).from(stream)
 	}()
+	stream.c <- chunk("", `{"n":0}`)
 	require.Equal(t, "data: {\"n\":0}\n\n", <-w.onFlush)
+	stream.c <- chunk("", `{"n":1}`) // the upstream is silent until the client saw event 0
 	require.Equal(t, "data: {\"n\":1}\n\n", <-w.onFlush, "a lone event is flushed at once")
-	close(release)
+	close(stream.c)
 	<-done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	require.Equal(t, "data: {\"n\":0}\n\ndata: {\"n\":1}\n\ndata: {\"n\":2}\n\ndata: [DONE]\n\n", join(w.flushed)+w.pending.String())
-	require.Zero(t, w.pending.Len(), "everything written was flushed")
+	require.Equal(t, "data: {\"n\":0}\n\ndata: {\"n\":1}\n\n", join(w.flushed), "every event flushed")
+	require.Equal(t, "data: [DONE]\n\n", w.pending.String(), "the end is left to the server, which writes it with the response's end")
+	require.Equal(t, "text/event-stream", w.header.Get("Content-Type"))
 }
 
 func TestRelayWritesEveryEventInOrder(t *testing.T) {
@@ -80,23 +117,16 @@ func TestRelayWritesEveryEventInOrder(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			w := &flushRecorder{header: http.Header{}}
 			r := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
-			i := 0
+			msgs := []*corev1.ChatCompletionsResponse{chunk("first", `{}`)}
 			var want bytes.Buffer
 			want.WriteString("event: first\ndata: {}\n\n")
-			next := func() (event, error) {
-				if i == n {
-					return event{}, io.EOF
-				}
-				i++
-				return event{name: "delta", data: []byte(fmt.Sprintf(`{"i":%d}`, i))}, nil
-			}
 			for k := 1; k <= n; k++ {
+				msgs = append(msgs, chunk("delta", fmt.Sprintf(`{"i":%d}`, k)))
 				fmt.Fprintf(&want, "event: delta\ndata: {\"i\":%d}\n\n", k)
 			}
-			want.WriteString("data: [DONE]\n\n")
-			relay(w, r, time.Hour, chatEvents, event{name: "first", data: []byte(`{}`)}, next, nil)
-			require.Equal(t, want.String(), join(w.flushed))
-			require.Zero(t, w.pending.Len(), "everything written was flushed")
+			chatWriter(w, r, time.Hour).from(&fakeChatStream{msgs: msgs})
+			require.Equal(t, want.String(), join(w.flushed), "every event flushed")
+			require.Equal(t, "data: [DONE]\n\n", w.pending.String())
 		})
 	}
 }
@@ -109,58 +139,31 @@ func join(s []string) string {
 	return b.String()
 }
 
-// Events already there when one arrives go out in the same flush; an event
-// with nothing behind it is flushed alone.
-func TestRelayCoalescesWhatIsReady(t *testing.T) {
-	w := &flushRecorder{header: http.Header{}}
-	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-	i := 0
-	next := func() (event, error) {
-		i++
-		if i > 4 {
-			return event{}, io.EOF
-		}
-		return event{data: []byte(fmt.Sprintf(`{"n":%d}`, i))}, nil
-	}
-	// Events 1 and 2 come together, 3 alone, then 4 with the end.
-	ready := func() bool { return i == 1 || i == 4 }
-	relay(w, r, time.Hour, chatEvents, event{data: []byte(`{"n":0}`)}, next, ready)
-	require.Equal(t, []string{
-		"data: {\"n\":0}\n\n",
-		"data: {\"n\":1}\n\ndata: {\"n\":2}\n\n",
-		"data: {\"n\":3}\n\n",
-		"data: {\"n\":4}\n\ndata: [DONE]\n\n",
-	}, w.flushed)
-}
-
 // A silent stream gets keep-alive comments between its events.
 func TestRelayKeepAliveWhileSilent(t *testing.T) {
 	w := &flushRecorder{header: http.Header{}, onFlush: make(chan string, 8)}
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-	release := make(chan struct{})
-	calls := 0
-	next := func() (event, error) {
-		calls++
-		if calls == 1 {
-			<-release
-			return event{data: []byte(`{"n":1}`)}, nil
-		}
-		return event{}, io.EOF
-	}
+	stream := &chanStream{c: make(chan *corev1.ChatCompletionsResponse)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		relay(w, r, time.Millisecond, chatEvents, event{data: []byte(`{"n":0}`)}, next, nil)
+		chatWriter(w, r, time.Millisecond).from(stream)
 	}()
+	stream.c <- chunk("", `{"n":0}`)
 	require.Equal(t, "data: {\"n\":0}\n\n", <-w.onFlush)
 	require.Equal(t, ": keep-alive\n\n", <-w.onFlush)
-	close(release)
-	for s := range w.onFlush {
-		if s == "data: [DONE]\n\n" {
-			break
+	close(stream.c)
+	for {
+		select {
+		case <-w.onFlush: // more keep-alives
+			continue
+		case <-done:
 		}
+		break
 	}
-	<-done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	require.Equal(t, "data: [DONE]\n\n", w.pending.String())
 }
 
 // Relay buffers are reused between streams: a stream's answer holds its
@@ -169,21 +172,18 @@ func TestRelayBuffersDoNotLeakBetweenStreams(t *testing.T) {
 	stream := func(secret string, n int) (got, want string) {
 		w := &flushRecorder{header: http.Header{}}
 		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-		i := 0
-		next := func() (event, error) {
-			if i == n {
-				return event{}, io.EOF
-			}
-			i++
-			return event{data: []byte(fmt.Sprintf(`{"%s":%d}`, secret, i))}, nil
-		}
-		ready := func() bool { return i%3 != 0 } // batches of several events
-		relay(w, r, time.Hour, chatEvents, event{data: []byte(`{"` + secret + `":0}`)}, next, ready)
+		var msgs []*corev1.ChatCompletionsResponse
 		var b bytes.Buffer
-		for k := 0; k <= n; k++ {
-			fmt.Fprintf(&b, "data: {\"%s\":%d}\n\n", secret, k)
+		for k := 0; k <= n; k += 3 { // batches of up to three events
+			var evs []string
+			for j := k; j <= n && j < k+3; j++ {
+				evs = append(evs, fmt.Sprintf(`{"%s":%d}`, secret, j))
+				fmt.Fprintf(&b, "data: {\"%s\":%d}\n\n", secret, j)
+			}
+			msgs = append(msgs, batch(evs...))
 		}
 		b.WriteString("data: [DONE]\n\n")
+		chatWriter(w, r, time.Hour).from(&fakeChatStream{msgs: msgs})
 		return join(w.flushed) + w.pending.String(), b.String()
 	}
 	long := string(bytes.Repeat([]byte("s"), 3000)) // fills most of a buffer
@@ -230,34 +230,87 @@ func (s *fakeChatStream) RecvMsg(m any) error {
 // The events core sends together (ChatEvents) reach the client in order
 // and in one flush; single events keep being flushed at once.
 func TestRelayWritesABatchOfEventsInOneFlush(t *testing.T) {
-	one := func(n int) *corev1.ChatCompletionsResponse {
-		return &corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Chunk{Chunk: []byte(fmt.Sprintf(`{"n":%d}`, n))}}
-	}
-	batch := func(ns ...int) *corev1.ChatCompletionsResponse {
-		evs := &corev1.ChatEvents{}
+	one := func(n int) *corev1.ChatCompletionsResponse { return chunk("", fmt.Sprintf(`{"n":%d}`, n)) }
+	nums := func(ns ...int) *corev1.ChatCompletionsResponse {
+		var evs []string
 		for _, n := range ns {
-			evs.Events = append(evs.Events, &corev1.ChatEvent{Data: []byte(fmt.Sprintf(`{"n":%d}`, n))})
+			evs = append(evs, fmt.Sprintf(`{"n":%d}`, n))
 		}
-		return &corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Events{Events: evs}}
+		return batch(evs...)
 	}
 	for _, tc := range []struct {
-		name  string
-		first *corev1.ChatCompletionsResponse
-		rest  []*corev1.ChatCompletionsResponse
-		want  []string
+		name string
+		msgs []*corev1.ChatCompletionsResponse
+		want []string
 	}{
-		{"single, then a batch", one(0), []*corev1.ChatCompletionsResponse{batch(1, 2, 3), one(4)}, []string{
-			"data: {\"n\":0}\n\n", "data: {\"n\":1}\n\ndata: {\"n\":2}\n\ndata: {\"n\":3}\n\n", "data: {\"n\":4}\n\n", "data: [DONE]\n\n"}},
-		{"a batch first", batch(0, 1), []*corev1.ChatCompletionsResponse{batch(2, 3)}, []string{
-			"data: {\"n\":0}\n\ndata: {\"n\":1}\n\n", "data: {\"n\":2}\n\ndata: {\"n\":3}\n\n", "data: [DONE]\n\n"}},
+		{"single, then a batch", []*corev1.ChatCompletionsResponse{one(0), nums(1, 2, 3), one(4)}, []string{
+			"data: {\"n\":0}\n\n", "data: {\"n\":1}\n\ndata: {\"n\":2}\n\ndata: {\"n\":3}\n\n", "data: {\"n\":4}\n\n"}},
+		{"a batch first", []*corev1.ChatCompletionsResponse{nums(0, 1), nums(2, 3)}, []string{
+			"data: {\"n\":0}\n\ndata: {\"n\":1}\n\n", "data: {\"n\":2}\n\ndata: {\"n\":3}\n\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &flushRecorder{header: http.Header{}}
 			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-			stream := &fakeChatStream{msgs: tc.rest}
-			er := &eventReader{stream: stream, m: new(corev1.ChatCompletionsResponse)}
-			relay(w, r, time.Hour, chatEvents, er.take(tc.first), er.next, er.ready)
+			chatWriter(w, r, time.Hour).from(&fakeChatStream{msgs: tc.msgs})
 			require.Equal(t, tc.want, w.flushed)
+			require.Equal(t, "data: [DONE]\n\n", w.pending.String())
 		})
 	}
+}
+
+// How a stream ends decides what the client gets: a whole answer as JSON,
+// an error before any event in the route's error shape, an error after
+// events in-band, and nothing more once the client is gone.
+func TestStreamWriterEnds(t *testing.T) {
+	unavailable := status.Error(codes.Unavailable, "every credential failed")
+	t.Run("whole answer", func(t *testing.T) {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+		c := &corev1.ChatCompletionsResponse{Event: &corev1.ChatCompletionsResponse_Completion{Completion: []byte(`{"id":"x"}`)}}
+		chatWriter(w, r, time.Hour).from(&fakeChatStream{msgs: []*corev1.ChatCompletionsResponse{c}})
+		require.Equal(t, `{"id":"x"}`, w.Body.String())
+		require.Equal(t, "application/json", w.Header().Get("Content-Type"))
+	})
+	t.Run("error before any event", func(t *testing.T) {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+		s := &chanStream{c: make(chan *corev1.ChatCompletionsResponse), err: unavailable}
+		close(s.c)
+		chatWriter(w, r, time.Hour).from(s)
+		require.Equal(t, http.StatusServiceUnavailable, w.Code)
+		require.Contains(t, w.Body.String(), `"error"`)
+		require.NotContains(t, w.Body.String(), "data:")
+	})
+	t.Run("error after an event", func(t *testing.T) {
+		w := &flushRecorder{header: http.Header{}}
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+		s := &chanStream{c: make(chan *corev1.ChatCompletionsResponse, 1), err: unavailable}
+		s.c <- chunk("", `{"n":0}`)
+		close(s.c)
+		chatWriter(w, r, time.Hour).from(s)
+		require.Equal(t, []string{"data: {\"n\":0}\n\n"}, w.flushed)
+		require.Contains(t, w.pending.String(), `data: {"error"`)
+		require.NotContains(t, w.pending.String(), "[DONE]", "never a clean close after an error")
+	})
+	t.Run("client gone", func(t *testing.T) {
+		w := &failingWriter{header: http.Header{}}
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+		s := &fakeChatStream{msgs: []*corev1.ChatCompletionsResponse{chunk("", `{"n":0}`), chunk("", `{"n":1}`)}}
+		chatWriter(w, r, time.Hour).from(s)
+		require.Equal(t, 1, w.writes, "nothing is written after a failed write")
+		require.Len(t, s.msgs, 1, "nothing more is read either")
+	})
+}
+
+// failingWriter is a client that went away: every write fails.
+type failingWriter struct {
+	header http.Header
+	writes int
+}
+
+func (f *failingWriter) Header() http.Header { return f.header }
+func (f *failingWriter) WriteHeader(int)     {}
+func (f *failingWriter) Write([]byte) (int, error) {
+	f.writes++
+	return 0, io.ErrClosedPipe
 }
