@@ -29,6 +29,9 @@ type Reader struct {
 	data []byte
 	line []byte
 	got  bool // the current event has at least one data line
+	// named is the name of the last named event, handed out again while
+	// the names repeat (as a stream's do) instead of a new string each.
+	named string
 }
 
 // NewReader reads events of at most max bytes from r.
@@ -54,7 +57,7 @@ func (r *Reader) Next() (Event, error) {
 				r.name = r.name[:0]
 				continue // an empty event (or stray blank line) is not dispatched
 			}
-			return Event{Name: string(r.name), Data: r.data}, nil
+			return Event{Name: r.nameString(), Data: r.data}, nil
 		}
 		if line[0] == ':' {
 			continue // a comment (keep-alive)
@@ -106,28 +109,48 @@ func (r *Reader) Ready() bool {
 	return false
 }
 
-// readLine returns the next line without its end (\n or \r\n).
-func (r *Reader) readLine() ([]byte, error) {
-	r.line = r.line[:0]
-	for {
-		chunk, err := r.br.ReadSlice('\n')
-		r.line = append(r.line, chunk...)
-		if len(r.line) > r.max+64 {
-			return nil, ErrTooLarge
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) && len(r.line) > 0 {
-				// A last line without its end is not a complete line.
-				return nil, io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-		line := bytes.TrimSuffix(r.line, []byte{'\n'})
-		return bytes.TrimSuffix(line, []byte{'\r'}), nil
+// nameString is the current event's name.
+func (r *Reader) nameString() string {
+	if len(r.name) == 0 {
+		return ""
 	}
+	if string(r.name) != r.named {
+		r.named = string(r.name)
+	}
+	return r.named
+}
+
+// readLine returns the next line without its end (\n or \r\n), valid
+// until the next read.
+func (r *Reader) readLine() ([]byte, error) {
+	chunk, err := r.br.ReadSlice('\n')
+	if err == nil && len(chunk) <= r.max+64 {
+		// The whole line is in the buffer, as lines usually are: it is
+		// used there, not copied.
+		return trimEnd(chunk), nil
+	}
+	r.line = append(r.line[:0], chunk...)
+	for err == bufio.ErrBufferFull && len(r.line) <= r.max+64 {
+		chunk, err = r.br.ReadSlice('\n')
+		r.line = append(r.line, chunk...)
+	}
+	if len(r.line) > r.max+64 {
+		return nil, ErrTooLarge
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) && len(r.line) > 0 {
+			// A last line without its end is not a complete line.
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return trimEnd(r.line), nil
+}
+
+// trimEnd returns a line without its end (\n or \r\n).
+func trimEnd(line []byte) []byte {
+	line = bytes.TrimSuffix(line, []byte{'\n'})
+	return bytes.TrimSuffix(line, []byte{'\r'})
 }
 
 // Data frames a payload as one "data:" event.
