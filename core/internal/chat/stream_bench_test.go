@@ -26,9 +26,20 @@ import (
 // (usage included): a role chunk, 18 content chunks, a finish chunk and a
 // usage chunk.
 func fakeStream(b *testing.B) []byte {
+	return fakeBody(b, "/chat/completions", `{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"`+streamInput+`"}]}`)
+}
+
+// streamInput is cmd/bench's streamed chat message.
+const streamInput = "The quick brown fox jumps over the lazy dog and then the dog sleeps under the tree"
+
+// fakeBody is the fake upstream's answer to body at path (under /v1).
+func fakeBody(b *testing.B, path, body string) []byte {
 	up := upstreamtest.New(b, upstreamtest.WithoutRecording())
-	body := `{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"The quick brown fox jumps over the lazy dog and then the dog sleeps under the tree"}]}`
-	resp, err := http.Post(up.URL()+"/chat/completions", "application/json", strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, up.URL()+path, strings.NewReader(body))
+	require.NoError(b, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(b, err)
 	defer resp.Body.Close()
 	require.Equal(b, http.StatusOK, resp.StatusCode)
@@ -37,9 +48,9 @@ func fakeStream(b *testing.B) []byte {
 	return raw
 }
 
-// streamEvents are the data of a stream's events, each in its own slice.
-func streamEvents(b *testing.B, raw []byte) [][]byte {
-	var evs [][]byte
+// streamEvents are a stream's events, each data in its own slice.
+func streamEvents(b *testing.B, raw []byte) []Event {
+	var evs []Event
 	rd := sse.NewReader(bytes.NewReader(raw), maxEvent)
 	for {
 		ev, err := rd.Next()
@@ -47,7 +58,7 @@ func streamEvents(b *testing.B, raw []byte) [][]byte {
 			return evs
 		}
 		require.NoError(b, err)
-		evs = append(evs, bytes.Clone(ev.Data))
+		evs = append(evs, Event{Name: ev.Name, Data: bytes.Clone(ev.Data)})
 	}
 }
 
@@ -72,8 +83,9 @@ func BenchmarkChatStreamEvents(b *testing.B) {
 		for b.Loop() {
 			var o beforeChunks
 			var d delivered
-			for _, data := range evs {
-				if _, err := o.event(data, func(event string, data []byte) error { d.add(event, data); return nil }); err != nil {
+			emit := func(event string, data []byte) error { d.add(event, data); return nil }
+			for _, ev := range evs {
+				if _, err := o.event(ev.Data, emit); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -83,15 +95,16 @@ func BenchmarkChatStreamEvents(b *testing.B) {
 		for b.Loop() {
 			o := openAIChunks{includeUsage: true}
 			var d delivered
-			for _, data := range evs {
-				if _, err := o.event("", data, func(event string, data []byte) error {
-					n, ok := o.counted(event, data)
-					if !ok {
-						b.Fatal("not counted")
-					}
-					d.chars += n
-					return nil
-				}); err != nil {
+			emit := func(event string, data []byte) error {
+				n, ok := o.counted(event, data)
+				if !ok {
+					b.Fatal("not counted")
+				}
+				d.chars += n
+				return nil
+			}
+			for _, ev := range evs {
+				if _, err := o.event("", ev.Data, emit); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -114,6 +127,58 @@ func BenchmarkChatStreamEvents(b *testing.B) {
 			cancel(nil)
 		}
 	})
+}
+
+// The per-event work of relayed Messages and Responses streams of the fake
+// upstream: each event read for its type and usage and counted as
+// delivered, decoded as before the walk and walked.
+func BenchmarkNativeStreamEvents(b *testing.B) {
+	for _, s := range []struct {
+		name, path, body string
+		tr               func() eventTranslator
+		before           func(data []byte) bool
+	}{
+		{"messages", "/messages", `{"model":"claude-sonnet-4-5","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"` + streamInput + `"}]}`,
+			func() eventTranslator { return &anthropicEvents{} },
+			func(data []byte) bool { _, ok := decodedAnthropic(data); return ok }},
+		{"responses", "/responses", `{"model":"gpt-4o-mini","stream":true,"input":"` + streamInput + `"}`,
+			func() eventTranslator { return &responsesEvents{} },
+			func(data []byte) bool { _, ok := decodedResponses(data); return ok }},
+	} {
+		evs := streamEvents(b, fakeBody(b, s.path, s.body))
+		require.Greater(b, len(evs), 10)
+		b.Run(s.name+"/before", func(b *testing.B) {
+			for b.Loop() {
+				var d delivered
+				for _, ev := range evs {
+					if !s.before(ev.Data) {
+						b.Fatal("malformed")
+					}
+					d.add(ev.Name, ev.Data)
+				}
+			}
+		})
+		b.Run(s.name+"/walk", func(b *testing.B) {
+			for b.Loop() {
+				tr := s.tr()
+				ctr := tr.(counter)
+				var d delivered
+				emit := func(event string, data []byte) error {
+					n, ok := ctr.counted(event, data)
+					if !ok {
+						n = deliveredChars(event, data)
+					}
+					d.chars += n
+					return nil
+				}
+				for _, ev := range evs {
+					if _, err := tr.event(ev.Name, ev.Data, emit); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
 }
 
 // beforeChunks is openAIChunks.event as it was before the walk: the

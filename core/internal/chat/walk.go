@@ -1,6 +1,9 @@
 package chat
 
-import "bytes"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 // A stream event is read once: walk checks that its data is valid JSON,
 // judged exactly as encoding/json.Valid judges it, and on the way gathers
@@ -49,8 +52,8 @@ type walk struct {
 	object bool
 	// odd: a member name the facts depend on has escapes or non-ASCII
 	// bytes: matching it as encoding/json does is left to the slower
-	// readers (scan.go).
-	odd bool
+	// readers (scan.go). dup: a member looked for is there twice.
+	odd, dup bool
 
 	// text are the ends of the member names (quotes included, as delivered
 	// matches them) whose string values count as delivered text; chars is
@@ -67,6 +70,34 @@ type walk struct {
 	finished bool
 	bad      bool
 	fr       int // the finish reason of the choice being walked
+}
+
+// plain reports whether encoding/json, decoding the walked data into a
+// struct, would read the members looked for as the walk found them: the
+// data is an object, and no name was left to the slower readers or
+// repeated (encoding/json would merge the values).
+func (w *walk) plain() bool { return w.object && !w.odd && !w.dup }
+
+// member is the raw value of the member names[k], or nil.
+func (w *walk) member(k int) []byte {
+	if f := w.found[k]; f.start >= 0 {
+		return w.b[f.start:f.end]
+	}
+	return nil
+}
+
+// plainString returns the bytes encoding/json decodes a raw value
+// (absent, null or a string) into a Go string as; ok is false when that
+// takes encoding/json: escapes, bytes that are not UTF-8, another type.
+func plainString(raw []byte) (s []byte, ok bool) {
+	switch {
+	case raw == nil || isNull(raw):
+		return nil, true
+	case raw[0] != '"':
+		return nil, false
+	}
+	s = raw[1 : len(raw)-1]
+	return s, bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s)
 }
 
 // plain are the bytes a JSON string holds as they are: not a quote, a
@@ -283,6 +314,7 @@ func (w *walk) obj(r role) bool {
 		}
 		switch {
 		case k >= 0:
+			w.dup = w.dup || w.found[k].start >= 0
 			w.found[k] = span{vstart, w.i}
 			if child == roleChoices && b[vstart] != '[' && b[vstart] != 'n' {
 				w.bad = true // not an array, not null
