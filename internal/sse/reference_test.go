@@ -111,7 +111,7 @@ func sameEvents(t *testing.T, s string, max int, read func(io.Reader) io.Reader)
 	t.Fatal("more events than bytes")
 }
 
-var readers = []func(io.Reader) io.Reader{
+var byteReaders = []func(io.Reader) io.Reader{
 	func(r io.Reader) io.Reader { return r },
 	iotest.OneByteReader,
 	iotest.HalfReader,
@@ -128,7 +128,7 @@ func TestReaderAgreesWithReference(t *testing.T) {
 		"event: a\ndata: 1\n\nevent: a\ndata: 2\n\ndata: 3\n\nevent: b\ndata: 4\n\n",
 	} {
 		for _, max := range []int{1 << 20, 40 << 10, 100} {
-			for _, read := range readers {
+			for _, read := range byteReaders {
 				sameEvents(t, s, max, read)
 			}
 		}
@@ -140,7 +140,7 @@ func FuzzReaderAgreesWithReference(f *testing.F) {
 		f.Add(s, uint16(1<<12))
 	}
 	f.Fuzz(func(t *testing.T, s string, max uint16) {
-		for _, read := range readers {
+		for _, read := range byteReaders {
 			sameEvents(t, s, int(max), read)
 		}
 	})
@@ -173,6 +173,7 @@ func BenchmarkReader(b *testing.B) {
 						break
 					}
 				}
+				r.Release()
 			}
 		})
 	}

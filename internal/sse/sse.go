@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // ErrTooLarge is returned for an event larger than the reader's limit.
@@ -34,9 +35,34 @@ type Reader struct {
 	named string
 }
 
-// NewReader reads events of at most max bytes from r.
+// NewReader reads events of at most max bytes from r. A reader that
+// Release hands back is used again.
 func NewReader(r io.Reader, max int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 16<<10), max: max}
+	rd := readers.Get().(*Reader)
+	rd.br.Reset(r)
+	rd.max = max
+	return rd
+}
+
+// readers recycles readers, with their buffers, between streams.
+var readers = sync.Pool{New: func() any { return &Reader{br: bufio.NewReaderSize(nil, bufSize)} }}
+
+// bufSize is the size of a reader's buffer; keptSize bounds the event
+// and line buffers a released reader keeps.
+const (
+	bufSize  = 16 << 10
+	keptSize = 64 << 10
+)
+
+// Release hands the reader back for another stream: neither it nor the
+// data of the events it returned may be used after.
+func (r *Reader) Release() {
+	if cap(r.data) > keptSize || cap(r.line) > keptSize {
+		return // left to the collector rather than kept
+	}
+	r.br.Reset(nil)
+	*r = Reader{br: r.br, name: r.name[:0], data: r.data[:0], line: r.line[:0]}
+	readers.Put(r)
 }
 
 // Next returns the next event. It returns io.EOF at a clean end (after a

@@ -247,7 +247,9 @@ func (a *attempt) wholeRaw(ctx context.Context, raw []byte) (Usage, error) {
 // its error, so that the client sees them first).
 func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader) (Usage, error) {
 	b, _ := a.sink.(BatchSink)
-	u, err := a.events(ctx, cancel, sse.NewReader(r, maxEvent), b)
+	rd := sse.NewReader(r, maxEvent)
+	defer rd.Release() // the events went to the sink, or were copied to be held
+	u, err := a.events(ctx, cancel, rd, b)
 	if b != nil {
 		if rerr := a.release(b); rerr != nil && err == nil {
 			err = credential.Committed(rerr)
