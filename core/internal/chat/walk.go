@@ -48,6 +48,9 @@ type walk struct {
 	// matched as encoding/json matches them (case-insensitively).
 	names []string
 	found [4]span
+	// lens has bit n%64 set when a name is n bytes long: most member
+	// names are told apart from names by their length alone.
+	lens uint64
 	// object: the data is an object.
 	object bool
 	// odd: a member name the facts depend on has escapes or non-ASCII
@@ -60,6 +63,9 @@ type walk struct {
 	// the count.
 	text  [][]byte
 	chars int64
+	// ends has bit c%64 set when a name of text ends with the letter c,
+	// likewise.
+	ends uint64
 
 	// choices: names[0] is a chat chunk's "choices", whose elements and
 	// finish reasons are read (of the last such member): n elements,
@@ -120,6 +126,12 @@ func (w *walk) run(data []byte) bool {
 	w.b, w.i = data, 0
 	for k := range w.found {
 		w.found[k] = span{-1, -1}
+	}
+	for _, n := range w.names {
+		w.lens |= 1 << (len(n) % 64)
+	}
+	for _, t := range w.text {
+		w.ends |= 1 << (t[len(t)-2] % 64) // the letter before the closing quote
 	}
 	w.skipSpace()
 	w.object = w.i < len(data) && data[w.i] == '{'
@@ -432,6 +444,9 @@ var plainASCII = func() (t [256]bool) {
 
 // name returns the index in names of a plain top-level member name, or -1.
 func (w *walk) name(raw []byte) int {
+	if w.lens&(1<<(len(raw)%64)) == 0 {
+		return -1
+	}
 	for k, n := range w.names {
 		if is(raw, n) {
 			return k
@@ -463,6 +478,9 @@ func is(raw []byte, name string) bool {
 // tabs and the colon lie between name and value, as delivered.count
 // finds them.
 func (w *walk) counts(name, between []byte) bool {
+	if w.ends&(1<<(name[len(name)-2]%64)) == 0 {
+		return false
+	}
 	for _, c := range between {
 		if c != ' ' && c != ':' && c != '\t' {
 			return false

@@ -100,3 +100,26 @@ func checkWalk(t *testing.T, data []byte) {
 		require.Equal(t, deliveredChars(event, data), w.chars, "%s in %q", event, data)
 	}
 }
+
+// One content chunk of the fake upstream's stream: validated by
+// encoding/json, by the walk alone, and walked for its facts and text.
+func BenchmarkWalkChunk(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-AbCdEf0123456789","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{"content":" brown"},"finish_reason":null}],"usage":null}`)
+	b.Run("json.Valid", func(b *testing.B) {
+		for b.Loop() {
+			_ = json.Valid(chunk)
+		}
+	})
+	b.Run("validJSON", func(b *testing.B) {
+		for b.Loop() {
+			_ = validJSON(chunk)
+		}
+	})
+	b.Run("walk", func(b *testing.B) {
+		for b.Loop() {
+			w := walk{names: chunkNames, text: chatMembers, choices: true}
+			_ = w.run(chunk)
+			_ = w.chunkFacts()
+		}
+	})
+}
