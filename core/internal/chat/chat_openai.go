@@ -26,7 +26,7 @@ func (chatOpenAI) request(in inbound, model string) ([]byte, error) {
 }
 
 func (chatOpenAI) whole(raw []byte, _ string) ([]byte, Usage, error) {
-	if !json.Valid(raw) {
+	if !validJSON(raw) {
 		return nil, Usage{}, badUpstream("upstream returned invalid JSON")
 	}
 	// Only the usage is decoded; the answer passes through as it came.
