@@ -26,12 +26,17 @@ func (chatOpenAI) request(in inbound, model string) ([]byte, error) {
 }
 
 func (chatOpenAI) whole(raw []byte, _ string) ([]byte, Usage, error) {
-	if !validJSON(raw) {
+	w := walk{names: usageNames}
+	if !w.run(raw) {
 		return nil, Usage{}, badUpstream("upstream returned invalid JSON")
 	}
 	// Only the usage is decoded; the answer passes through as it came.
+	v := w.member(0)
+	if w.odd {
+		v = member(raw, "usage")
+	}
 	var u usageJSON
-	if v := member(raw, "usage"); v != nil && !isNull(v) {
+	if v != nil && !isNull(v) {
 		u.decode(v)
 	}
 	return raw, u.usage(), nil
@@ -89,6 +94,9 @@ type chunkFacts struct {
 	finished  bool
 	err       bool
 }
+
+// usageNames is the member of a whole answer walk looks for.
+var usageNames = []string{"usage"}
 
 // chunkNames are the members of a chunk that walk looks for: choices
 // first (walk.choices).
