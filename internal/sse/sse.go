@@ -33,6 +33,8 @@ type Reader struct {
 	// named is the name of the last named event, handed out again while
 	// the names repeat (as a stream's do) instead of a new string each.
 	named string
+	// released: the reader went back for another stream (Release).
+	released bool
 }
 
 // NewReader reads events of at most max bytes from r. A reader that
@@ -40,7 +42,7 @@ type Reader struct {
 func NewReader(r io.Reader, max int) *Reader {
 	rd := readers.Get().(*Reader)
 	rd.br.Reset(r)
-	rd.max = max
+	rd.max, rd.released = max, false
 	return rd
 }
 
@@ -55,13 +57,18 @@ const (
 )
 
 // Release hands the reader back for another stream: neither it nor the
-// data of the events it returned may be used after.
+// data of the events it returned may be used after. A second Release does
+// nothing.
 func (r *Reader) Release() {
+	if r.released {
+		return
+	}
+	r.released = true
 	if cap(r.data) > keptSize || cap(r.line) > keptSize {
 		return // left to the collector rather than kept
 	}
 	r.br.Reset(nil)
-	*r = Reader{br: r.br, name: r.name[:0], data: r.data[:0], line: r.line[:0]}
+	*r = Reader{br: r.br, name: r.name[:0], data: r.data[:0], line: r.line[:0], released: true}
 	readers.Put(r)
 }
 

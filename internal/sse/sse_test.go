@@ -138,3 +138,13 @@ func TestReaderReleasedStartsClean(t *testing.T) {
 		r.Release()
 	}
 }
+
+// A reader released twice goes back once: two streams never share it.
+func TestReaderReleasedTwiceIsNotShared(t *testing.T) {
+	r := NewReader(strings.NewReader("data: a\n\n"), 1<<10)
+	r.Release()
+	r.Release()
+	a := NewReader(strings.NewReader("data: a\n\n"), 1<<10)
+	b := NewReader(strings.NewReader("data: b\n\n"), 1<<10)
+	require.NotSame(t, a, b)
+}
