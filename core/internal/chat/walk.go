@@ -43,9 +43,10 @@ type walk struct {
 	i     int
 	depth int
 
-	// names are the top-level members looked for (lower-case ASCII);
-	// found[k] is the value of the last member named names[k], names
-	// matched as encoding/json matches them (case-insensitively).
+	// names are the top-level members looked for (at most four,
+	// lower-case ASCII); found[k] is the value of the last member named
+	// names[k], names matched as encoding/json matches them
+	// (case-insensitively).
 	names []string
 	found [4]span
 	// lens has bit n%64 set when a name is n bytes long: most member
@@ -106,9 +107,9 @@ func plainString(raw []byte) (s []byte, ok bool) {
 	return s, bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s)
 }
 
-// plain are the bytes a JSON string holds as they are: not a quote, a
+// plainByte are the bytes a JSON string holds as they are: not a quote, a
 // backslash or a control character.
-var plain = func() (t [256]bool) {
+var plainByte = func() (t [256]bool) {
 	for c := 0x20; c < 256; c++ {
 		t[c] = c != '"' && c != '\\'
 	}
@@ -235,7 +236,7 @@ func digits(b []byte, i int) int {
 func (w *walk) str() bool {
 	b, i := w.b, w.i+1
 	for {
-		for i < len(b) && plain[b[i]] {
+		for i < len(b) && plainByte[b[i]] {
 			i++
 		}
 		if i >= len(b) {
