@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // ErrTooLarge is returned for an event larger than the reader's limit.
@@ -29,11 +30,46 @@ type Reader struct {
 	data []byte
 	line []byte
 	got  bool // the current event has at least one data line
+	// named is the name of the last named event, handed out again while
+	// the names repeat (as a stream's do) instead of a new string each.
+	named string
+	// released: the reader went back for another stream (Release).
+	released bool
 }
 
-// NewReader reads events of at most max bytes from r.
+// NewReader reads events of at most max bytes from r. A reader that
+// Release hands back is used again.
 func NewReader(r io.Reader, max int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 16<<10), max: max}
+	rd := readers.Get().(*Reader)
+	rd.br.Reset(r)
+	rd.max, rd.released = max, false
+	return rd
+}
+
+// readers recycles readers, with their buffers, between streams.
+var readers = sync.Pool{New: func() any { return &Reader{br: bufio.NewReaderSize(nil, bufSize)} }}
+
+// bufSize is the size of a reader's buffer; keptSize bounds the event
+// and line buffers a released reader keeps.
+const (
+	bufSize  = 16 << 10
+	keptSize = 64 << 10
+)
+
+// Release hands the reader back for another stream: neither it nor the
+// data of the events it returned may be used after. A second Release does
+// nothing.
+func (r *Reader) Release() {
+	if r.released {
+		return
+	}
+	r.released = true
+	if cap(r.data) > keptSize || cap(r.line) > keptSize {
+		return // left to the collector rather than kept
+	}
+	r.br.Reset(nil)
+	*r = Reader{br: r.br, name: r.name[:0], data: r.data[:0], line: r.line[:0], released: true}
+	readers.Put(r)
 }
 
 // Next returns the next event. It returns io.EOF at a clean end (after a
@@ -54,7 +90,7 @@ func (r *Reader) Next() (Event, error) {
 				r.name = r.name[:0]
 				continue // an empty event (or stray blank line) is not dispatched
 			}
-			return Event{Name: string(r.name), Data: r.data}, nil
+			return Event{Name: r.nameString(), Data: r.data}, nil
 		}
 		if line[0] == ':' {
 			continue // a comment (keep-alive)
@@ -106,28 +142,48 @@ func (r *Reader) Ready() bool {
 	return false
 }
 
-// readLine returns the next line without its end (\n or \r\n).
-func (r *Reader) readLine() ([]byte, error) {
-	r.line = r.line[:0]
-	for {
-		chunk, err := r.br.ReadSlice('\n')
-		r.line = append(r.line, chunk...)
-		if len(r.line) > r.max+64 {
-			return nil, ErrTooLarge
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) && len(r.line) > 0 {
-				// A last line without its end is not a complete line.
-				return nil, io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-		line := bytes.TrimSuffix(r.line, []byte{'\n'})
-		return bytes.TrimSuffix(line, []byte{'\r'}), nil
+// nameString is the current event's name.
+func (r *Reader) nameString() string {
+	if len(r.name) == 0 {
+		return ""
 	}
+	if string(r.name) != r.named {
+		r.named = string(r.name)
+	}
+	return r.named
+}
+
+// readLine returns the next line without its end (\n or \r\n), valid
+// until the next read.
+func (r *Reader) readLine() ([]byte, error) {
+	chunk, err := r.br.ReadSlice('\n')
+	if err == nil && len(chunk) <= r.max+64 {
+		// The whole line is in the buffer, as lines usually are: it is
+		// used there, not copied.
+		return trimEnd(chunk), nil
+	}
+	r.line = append(r.line[:0], chunk...)
+	for err == bufio.ErrBufferFull && len(r.line) <= r.max+64 {
+		chunk, err = r.br.ReadSlice('\n')
+		r.line = append(r.line, chunk...)
+	}
+	if len(r.line) > r.max+64 {
+		return nil, ErrTooLarge
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) && len(r.line) > 0 {
+			// A last line without its end is not a complete line.
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return trimEnd(r.line), nil
+}
+
+// trimEnd returns a line without its end (\n or \r\n).
+func trimEnd(line []byte) []byte {
+	line = bytes.TrimSuffix(line, []byte{'\n'})
+	return bytes.TrimSuffix(line, []byte{'\r'})
 }
 
 // Data frames a payload as one "data:" event.

@@ -110,3 +110,41 @@ func TestReaderReady(t *testing.T) {
 		})
 	}
 }
+
+// A released reader reads the next stream as a new one: nothing of the
+// event it was cut in, its name or its limit carries over.
+func TestReaderReleasedStartsClean(t *testing.T) {
+	for range 3 {
+		r := NewReader(strings.NewReader("event: x\ndata: a\n\nevent: y\ndata: "+strings.Repeat("b", 70<<10)), 1<<20)
+		ev, err := r.Next()
+		require.NoError(t, err)
+		assert.Equal(t, "x", ev.Name)
+		_, err = r.Next()
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+		r.Release()
+
+		r = NewReader(strings.NewReader("data: c\n\nevent: z\ndata: d"), 1<<20)
+		ev, err = r.Next()
+		require.NoError(t, err)
+		assert.Empty(t, ev.Name)
+		assert.Equal(t, "c", string(ev.Data))
+		_, err = r.Next()
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+		r.Release()
+
+		r = NewReader(strings.NewReader("data: "+strings.Repeat("e", 20)+"\n\n"), 10)
+		_, err = r.Next()
+		require.ErrorIs(t, err, ErrTooLarge, "the limit is the new reader's")
+		r.Release()
+	}
+}
+
+// A reader released twice goes back once: two streams never share it.
+func TestReaderReleasedTwiceIsNotShared(t *testing.T) {
+	r := NewReader(strings.NewReader("data: a\n\n"), 1<<10)
+	r.Release()
+	r.Release()
+	a := NewReader(strings.NewReader("data: a\n\n"), 1<<10)
+	b := NewReader(strings.NewReader("data: b\n\n"), 1<<10)
+	require.NotSame(t, a, b)
+}

@@ -25,6 +25,7 @@ var _ assembler = toResponses{}
 // from the output_item.done events when the backend left it empty.
 func (toResponses) assemble(r io.Reader, event func()) ([]byte, error) {
 	rd := sse.NewReader(r, maxEvent)
+	defer rd.Release() // what is kept of the events was copied from them
 	var items []json.RawMessage
 	for {
 		ev, err := rd.Next()

@@ -39,10 +39,12 @@ type attempt struct {
 	heldData []byte
 }
 
-// heldEvent is an event held for a batch: its data is heldData[start:end].
+// heldEvent is an event held for a batch: its data is heldData[start:end],
+// chars its delivered text.
 type heldEvent struct {
 	name       string
 	start, end int
+	chars      int64
 }
 
 // maxHeld bounds the data of the events held for one batch.
@@ -54,14 +56,14 @@ var heldBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); retur
 
 // hold keeps an event for the next batch, sending the batch when it is
 // full.
-func (a *attempt) hold(b BatchSink, event string, data []byte) error {
+func (a *attempt) hold(b BatchSink, event string, data []byte, chars int64) error {
 	if a.heldData == nil {
 		a.heldData = (*heldBuffers.Get().(*[]byte))[:0]
 		a.held = make([]heldEvent, 0, 8)
 	}
 	start := len(a.heldData)
 	a.heldData = append(a.heldData, data...)
-	a.held = append(a.held, heldEvent{name: event, start: start, end: len(a.heldData)})
+	a.held = append(a.held, heldEvent{name: event, start: start, end: len(a.heldData), chars: chars})
 	if len(a.heldData) >= maxHeld {
 		return a.release(b)
 	}
@@ -75,16 +77,16 @@ func (a *attempt) release(b BatchSink) error {
 		return nil
 	}
 	evs := make([]Event, len(a.held))
+	var chars int64
 	for i, h := range a.held {
 		evs[i] = Event{Name: h.name, Data: a.heldData[h.start:h.end:h.end]}
+		chars += h.chars
 	}
 	a.held, a.heldData = a.held[:0], a.heldData[:0]
 	if err := b.Events(evs); err != nil {
 		return err
 	}
-	for _, ev := range evs {
-		a.delivered.add(ev.Name, ev.Data)
-	}
+	a.delivered.chars += chars
 	return nil
 }
 
@@ -245,7 +247,9 @@ func (a *attempt) wholeRaw(ctx context.Context, raw []byte) (Usage, error) {
 // its error, so that the client sees them first).
 func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader) (Usage, error) {
 	b, _ := a.sink.(BatchSink)
-	u, err := a.events(ctx, cancel, sse.NewReader(r, maxEvent), b)
+	rd := sse.NewReader(r, maxEvent)
+	defer rd.Release() // the events went to the sink, or were copied to be held
+	u, err := a.events(ctx, cancel, rd, b)
 	if b != nil {
 		if rerr := a.release(b); rerr != nil && err == nil {
 			err = credential.Committed(rerr)
@@ -264,8 +268,16 @@ func (a *attempt) events(ctx context.Context, cancel context.CancelCauseFunc, rd
 	watchdog := time.AfterFunc(a.svc.opts.FirstEventTimeout, func() { cancel(errFirstEvent) })
 	defer watchdog.Stop()
 	et := a.tr.events(a.in, a.t.Model)
+	ctr, _ := et.(counter)
 	var sinkErr error
 	emit := func(event string, data []byte) error {
+		chars, ok := int64(0), false
+		if ctr != nil {
+			chars, ok = ctr.counted(event, data)
+		}
+		if !ok {
+			chars = deliveredChars(event, data)
+		}
 		if !a.sent {
 			if err := a.begin(ctx); err != nil {
 				sinkErr = err
@@ -274,7 +286,7 @@ func (a *attempt) events(ctx context.Context, cancel context.CancelCauseFunc, rd
 			a.sent = true
 		}
 		if b != nil {
-			if err := a.hold(b, event, data); err != nil {
+			if err := a.hold(b, event, data, chars); err != nil {
 				sinkErr = err
 				return err
 			}
@@ -284,7 +296,7 @@ func (a *attempt) events(ctx context.Context, cancel context.CancelCauseFunc, rd
 			sinkErr = err
 			return err
 		}
-		a.delivered.add(event, data)
+		a.delivered.chars += chars
 		return nil
 	}
 	// ended reads the upstream's end: a whole answer is closed, a cut one

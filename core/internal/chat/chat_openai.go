@@ -26,12 +26,17 @@ func (chatOpenAI) request(in inbound, model string) ([]byte, error) {
 }
 
 func (chatOpenAI) whole(raw []byte, _ string) ([]byte, Usage, error) {
-	if !json.Valid(raw) {
+	w := walk{names: usageNames}
+	if !w.run(raw) {
 		return nil, Usage{}, badUpstream("upstream returned invalid JSON")
 	}
 	// Only the usage is decoded; the answer passes through as it came.
+	v := w.member(0)
+	if w.odd {
+		v = member(raw, "usage")
+	}
 	var u usageJSON
-	if v := member(raw, "usage"); v != nil && !isNull(v) {
+	if v != nil && !isNull(v) {
 		u.decode(v)
 	}
 	return raw, u.usage(), nil
@@ -44,16 +49,21 @@ type openAIChunks struct {
 	includeUsage bool
 	finished     bool
 	u            Usage
+	// last is the chunk last relayed and chars its delivered text, counted
+	// on the walk that read it (see counted).
+	last  []byte
+	chars int64
 }
 
 func (o *openAIChunks) event(_ string, data []byte, emit emitFunc) (bool, error) {
 	if bytes.Equal(data, []byte("[DONE]")) {
 		return true, nil
 	}
-	if !json.Valid(data) {
+	w := walk{names: chunkNames, text: chatMembers, choices: true}
+	if !w.run(data) {
 		return false, errMalformedEvent
 	}
-	c := inspect(data)
+	c := w.chunkFacts()
 	if c.err {
 		return false, errUpstreamEvent
 	}
@@ -66,11 +76,16 @@ func (o *openAIChunks) event(_ string, data []byte, emit emitFunc) (bool, error)
 	if c.finished {
 		o.finished = true
 	}
+	o.last, o.chars = data, w.chars
 	return false, emit("", data)
 }
 
 func (o *openAIChunks) finish(emitFunc) (bool, error) { return o.finished, nil }
 func (o *openAIChunks) usage() Usage                  { return o.u }
+
+func (o *openAIChunks) counted(event string, data []byte) (int64, bool) {
+	return o.chars, event == "" && sameBytes(data, o.last)
+}
 
 // chunkFacts are what the gateway needs from a chunk.
 type chunkFacts struct {
@@ -80,26 +95,47 @@ type chunkFacts struct {
 	err       bool
 }
 
-// inspect reads a chunk's usage, finish reason and error without decoding
-// the common content chunk: only chunks that mention them are read, and of
-// those only the members named (data passed json.Valid). A chunk whose
-// members have the wrong types tells nothing.
+// usageNames is the member of a whole answer walk looks for.
+var usageNames = []string{"usage"}
+
+// chunkNames are the members of a chunk that walk looks for: choices
+// first (walk.choices).
+var chunkNames = []string{"choices", "usage", "error"}
+
+// inspect reads a chunk's usage, finish reason and error (data passed
+// json.Valid). A chunk whose members have the wrong types tells nothing.
 func inspect(data []byte) chunkFacts {
-	hasUsage := mentions(data, `"usage"`, `"usage":null`)
-	hasFinish := mentions(data, `"finish_reason"`, `"finish_reason":null`)
-	hasError := bytes.HasPrefix(bytes.TrimSpace(data), []byte(`{"error"`))
-	if !hasUsage && !hasFinish && !hasError {
-		return chunkFacts{}
+	w := walk{names: chunkNames, choices: true}
+	if !w.run(data) {
+		return inspectMembers(data)
 	}
-	return inspectMembers(data)
+	return w.chunkFacts()
 }
 
-// mentions reports whether data holds name and not unset (which starts
-// with name): the first unset, if any, is at or after the first name, so
-// the chunk is scanned once, not twice.
-func mentions(data []byte, name, unset string) bool {
-	i := bytes.Index(data, []byte(name))
-	return i >= 0 && !bytes.Contains(data[i:], []byte(unset))
+// chunkFacts are the facts of the chunk walked (with chunkNames and
+// choices), as inspectMembers reads them: only the usage, when there is
+// one, is read again.
+func (w *walk) chunkFacts() chunkFacts {
+	switch {
+	case !w.object:
+		return chunkFacts{}
+	case w.odd:
+		return inspectMembers(w.b)
+	case w.bad:
+		return chunkFacts{}
+	}
+	var f chunkFacts
+	if u := w.found[1]; u.start >= 0 && !isNull(w.b[u.start:u.end]) {
+		f.usage = new(usageJSON)
+		if !f.usage.decode(w.b[u.start:u.end]) {
+			return chunkFacts{}
+		}
+	}
+	f.finished = w.finished
+	f.usageOnly = f.usage != nil && w.n == 0
+	e := w.found[2]
+	f.err = e.start >= 0 && !isNull(w.b[e.start:e.end])
+	return f
 }
 
 // inspectMembers reads the members inspect needs.

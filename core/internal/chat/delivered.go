@@ -31,22 +31,14 @@ var (
 
 // add counts the text of one event that reached the client: an OpenAI chat
 // chunk (no event name), an Anthropic Messages event or an OpenAI Responses
-// event (named). It scans the bytes for the members above instead of
-// decoding the event.
-func (d *delivered) add(event string, data []byte) {
-	members := chatMembers
-	switch {
-	case event == "":
-	case strings.HasPrefix(event, "response."):
-		if !strings.HasSuffix(event, ".delta") {
-			return
-		}
-		members = responsesMembers
-	case event == "content_block_delta":
-		members = messagesMembers
-	default:
-		return // message_start, content_block_start (empty text), ping, ...
-	}
+// event (named).
+func (d *delivered) add(event string, data []byte) { d.chars += deliveredChars(event, data) }
+
+// deliveredChars counts the text of one event (see add). It scans the bytes
+// for the members above instead of decoding the event.
+func deliveredChars(event string, data []byte) int64 {
+	members := deliveredMembers(event)
+	var chars int64
 	for _, f := range members {
 		rest := data
 		for {
@@ -63,10 +55,41 @@ func (d *delivered) add(event string, data []byte) {
 				continue
 			}
 			n, end := countString(rest[j+1:])
-			d.chars += n
+			chars += n
 			rest = rest[j+1+end:]
 		}
 	}
+	return chars
+}
+
+// deliveredMembers are the members whose text an event of this name
+// carries, or nil.
+func deliveredMembers(event string) [][]byte {
+	switch {
+	case event == "":
+		return chatMembers
+	case strings.HasPrefix(event, "response."):
+		if !strings.HasSuffix(event, ".delta") {
+			return nil
+		}
+		return responsesMembers
+	case event == "content_block_delta":
+		return messagesMembers
+	}
+	return nil // message_start, content_block_start (empty text), ping, ...
+}
+
+// counter is an eventTranslator that counted the text of the events it
+// relays as they are, on the walk that read them (walk.chars, equal to
+// deliveredChars for valid JSON): ok when data is the event it relayed
+// last.
+type counter interface {
+	counted(event string, data []byte) (chars int64, ok bool)
+}
+
+// sameBytes reports whether a and b are the same bytes in memory.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // countString counts the characters of a JSON string body up to its closing

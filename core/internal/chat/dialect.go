@@ -50,7 +50,7 @@ func parse(d Dialect, body []byte) (inbound, error) {
 	in := inbound{dialect: d, body: body}
 	// The members are read in place: their values alias body, which is
 	// never changed.
-	if json.Valid(body) {
+	if validJSON(body) {
 		fields := make(map[string]json.RawMessage, 8) // one group: most bodies have fewer members
 		if members(body, func(k, v []byte) bool {
 			fields[string(k)] = v

@@ -106,17 +106,76 @@ func (messagesAnthropic) events(inbound, string) eventTranslator { return &anthr
 type anthropicEvents struct {
 	u       anthropicUsage
 	stopped bool
+	// last, lastName and chars are the event last relayed and its
+	// delivered text, counted on the walk that read it (see counted).
+	last     []byte
+	lastName string
+	chars    int64
+}
+
+// anthropicEvent is what the gateway reads of a Messages event.
+type anthropicEvent struct {
+	Type    string           `json:"type"`
+	Message anthropicMessage `json:"message"`
+	Usage   *anthropicUsage  `json:"usage"`
+}
+
+// anthropicMessage is what the gateway reads of a message: its usage.
+type anthropicMessage *struct {
+	Usage *anthropicUsage `json:"usage"`
+}
+
+// anthropicNames are the members of a Messages event walk looks for.
+var anthropicNames = []string{"type", "message", "usage"}
+
+// readAnthropicEvent reads a Messages event (ok false: malformed; its type
+// only when name is empty) and its
+// delivered text (as an event of that name, or -1 when name is not yet
+// known). The event is walked once; only a message or a usage (of
+// message_start and message_delta) is decoded, and encoding/json decodes
+// the whole event when the walk cannot tell what it would read.
+func readAnthropicEvent(name string, data []byte) (ev anthropicEvent, ok bool, chars int64) {
+	w := walk{names: anthropicNames, text: deliveredMembers(name)}
+	if name == "" {
+		w.text = nil
+	}
+	if !w.run(data) {
+		return ev, false, 0
+	}
+	if typ, ok := plainString(w.member(0)); ok && w.plain() {
+		if name == "" {
+			ev.Type = string(typ)
+		}
+		if raw := w.member(1); raw != nil && !isNull(raw) {
+			var m anthropicMessage
+			if json.Unmarshal(raw, &m) != nil {
+				return ev, false, 0
+			}
+			ev.Message = m
+		}
+		if raw := w.member(2); raw != nil && !isNull(raw) {
+			var u *anthropicUsage
+			if json.Unmarshal(raw, &u) != nil {
+				return ev, false, 0
+			}
+			ev.Usage = u
+		}
+	} else {
+		var whole anthropicEvent
+		if json.Unmarshal(data, &whole) != nil {
+			return ev, false, 0
+		}
+		ev = whole
+	}
+	if name == "" {
+		return ev, true, -1
+	}
+	return ev, true, w.chars
 }
 
 func (a *anthropicEvents) event(name string, data []byte, emit emitFunc) (bool, error) {
-	var ev struct {
-		Type    string `json:"type"`
-		Message *struct {
-			Usage *anthropicUsage `json:"usage"`
-		} `json:"message"`
-		Usage *anthropicUsage `json:"usage"`
-	}
-	if json.Unmarshal(data, &ev) != nil {
+	ev, ok, chars := readAnthropicEvent(name, data)
+	if !ok {
 		return false, errMalformedEvent
 	}
 	if name == "" {
@@ -134,10 +193,15 @@ func (a *anthropicEvents) event(name string, data []byte, emit emitFunc) (bool, 
 	case "message_stop":
 		a.stopped = true
 	}
+	a.last, a.lastName, a.chars = data, name, chars
 	if err := emit(name, data); err != nil {
 		return false, err
 	}
 	return a.stopped, nil
+}
+
+func (a *anthropicEvents) counted(event string, data []byte) (int64, bool) {
+	return a.chars, a.chars >= 0 && event == a.lastName && sameBytes(data, a.last)
 }
 
 func (a *anthropicEvents) finish(emitFunc) (bool, error) { return a.stopped, nil }

@@ -48,16 +48,67 @@ func (responsesNative) events(inbound, string) eventTranslator { return &respons
 type responsesEvents struct {
 	u    Usage
 	done bool
+	// last, lastName and chars are the event last relayed and its
+	// delivered text, counted on the walk that read it (see counted).
+	last     []byte
+	lastName string
+	chars    int64
+}
+
+// responsesEvent is what the gateway reads of a Responses event.
+type responsesEvent struct {
+	Type     string            `json:"type"`
+	Response responsesResponse `json:"response"`
+}
+
+// responsesResponse is what the gateway reads of a response: its usage.
+type responsesResponse *struct {
+	Usage *responsesUsage `json:"usage"`
+}
+
+// responsesNames are the members of a Responses event walk looks for.
+var responsesNames = []string{"type", "response"}
+
+// readResponsesEvent reads a Responses event (ok false: malformed; its
+// type only when name is empty) and its delivered text (as an event of
+// that name, or -1 when name is not yet known). The event is walked once; only a response (its first and last
+// events) is decoded, and encoding/json decodes the whole event when the
+// walk cannot tell what it would read.
+func readResponsesEvent(name string, data []byte) (ev responsesEvent, ok bool, chars int64) {
+	w := walk{names: responsesNames, text: deliveredMembers(name)}
+	if name == "" {
+		w.text = nil
+	}
+	if !w.run(data) {
+		return ev, false, 0
+	}
+	if typ, ok := plainString(w.member(0)); ok && w.plain() {
+		if name == "" {
+			ev.Type = string(typ)
+		}
+		if raw := w.member(1); raw != nil && !isNull(raw) {
+			var resp responsesResponse
+			if json.Unmarshal(raw, &resp) != nil {
+				return ev, false, 0
+			}
+			ev.Response = resp
+		}
+	} else {
+		var whole responsesEvent
+		if json.Unmarshal(data, &whole) != nil {
+			return ev, false, 0
+		}
+		ev = whole
+	}
+	if name == "" {
+		return ev, true, -1
+	}
+	return ev, true, w.chars
 }
 
 func (r *responsesEvents) event(name string, data []byte, emit emitFunc) (bool, error) {
-	var ev struct {
-		Type     string `json:"type"`
-		Response *struct {
-			Usage *responsesUsage `json:"usage"`
-		} `json:"response"`
-	}
-	if json.Unmarshal(data, &ev) != nil {
+	ev, ok, chars := readResponsesEvent(name, data)
+	if !ok {
 		return false, errMalformedEvent
 	}
 	if name == "" {
@@ -72,10 +123,15 @@ func (r *responsesEvents) event(name string, data []byte, emit emitFunc) (bool, 
 			r.u = ev.Response.Usage.usage()
 		}
 	}
+	r.last, r.lastName, r.chars = data, name, chars
 	if err := emit(name, data); err != nil {
 		return false, err
 	}
 	return r.done, nil
+}
+
+func (r *responsesEvents) counted(event string, data []byte) (int64, bool) {
+	return r.chars, r.chars >= 0 && event == r.lastName && sameBytes(data, r.last)
 }
 
 func (r *responsesEvents) finish(emitFunc) (bool, error) { return r.done, nil }

@@ -1,0 +1,87 @@
+package chat
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// nativeNames are the event names a pass-through stream's events come
+// with (none: the type member names them).
+var nativeNames = []string{"", "message_start", "message_delta", "content_block_delta", "response.created", "response.output_text.delta", "response.completed"}
+
+var nativeSeeds = []string{
+	`{"type":"message_start","message":{"id":"m","usage":{"input_tokens":12,"output_tokens":1,"cache_read_input_tokens":3}}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello é\n"}}`,
+	`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}`,
+	`{"type":"message_stop"}`,
+	`{"type":"ping"}`,
+	`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+	`{"type":"response.output_text.delta","item_id":"i","output_index":0,"content_index":0,"delta":"Hi \"you\""}`,
+	`{"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":5,"output_tokens":7,"total_tokens":12,"input_tokens_details":{"cached_tokens":1},"output_tokens_details":{"reasoning_tokens":2}}}}`,
+	`{"type":"response.created","response":{"id":"r","usage":null}}`,
+	`{"type":5}`, `{"type":null}`, `{"TYPE":"message_stop","Type":"x"}`, `{"typ\u0065":"message_stop"}`,
+	`{"type":"a\u00e9"}`, "{\"type\":\"\xff\"}", `{"response":"no"}`, `{"response":{"usage":{"input_tokens":"1"}}}`,
+	`{"message":{"usage":{"input_tokens":1}},"message":{"id":"x"}}`, `{"usage":[1]}`, `{"usage":{"input_tokens":-2}}`,
+	`null`, `[]`, `"x"`, `1`, `{}`, `{`, ``, `{"message":null,"usage":null,"response":null}`,
+}
+
+// decodedResponses and decodedAnthropic are how the events were read
+// before the walk: the reference.
+func decodedResponses(data []byte) (responsesEvent, bool) {
+	var ev responsesEvent
+	return ev, json.Unmarshal(data, &ev) == nil
+}
+
+func decodedAnthropic(data []byte) (anthropicEvent, bool) {
+	var ev anthropicEvent
+	return ev, json.Unmarshal(data, &ev) == nil
+}
+
+func checkNative(t *testing.T, data []byte) {
+	t.Helper()
+	for _, name := range nativeNames {
+		{
+			want, wantOK := decodedResponses(data)
+			got, ok, chars := readResponsesEvent(name, data)
+			require.Equal(t, wantOK, ok, "%s %q", name, data)
+			if ok {
+				if name != "" {
+					want.Type, got.Type = "", "" // read only when the name is not known
+					require.Equal(t, deliveredChars(name, data), chars, "%s %q", name, data)
+				}
+				require.Equal(t, want, got, "%s %q", name, data)
+			}
+		}
+		{
+			want, wantOK := decodedAnthropic(data)
+			got, ok, chars := readAnthropicEvent(name, data)
+			require.Equal(t, wantOK, ok, "%s %q", name, data)
+			if ok {
+				if name != "" {
+					want.Type, got.Type = "", "" // read only when the name is not known
+					require.Equal(t, deliveredChars(name, data), chars, "%s %q", name, data)
+				}
+				require.Equal(t, want, got, "%s %q", name, data)
+			}
+		}
+	}
+}
+
+// Pass-through Messages and Responses events are read as decoding them
+// read them, and their delivered text counted as deliveredChars counts it.
+func TestNativeEventsAgreeWithDecoding(t *testing.T) {
+	for _, s := range append(nativeSeeds, validSeeds...) {
+		checkNative(t, []byte(s))
+	}
+}
+
+func FuzzNativeEvents(f *testing.F) {
+	for _, s := range append(nativeSeeds, walkSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkNative(t, data)
+	})
+}
