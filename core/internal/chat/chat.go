@@ -186,11 +186,15 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 		if err := s.continueFrom(ctx, req.MachineID, &in); err != nil {
 			return Result{}, dispatch.Result{}, err
 		}
-		kept = &capture{Sink: sink}
-		if b, ok := sink.(BatchSink); ok {
-			sink = captureBatch{capture: kept, batch: b}
-		} else {
-			sink = kept
+		// The final response is looked for in the answer only when it is
+		// to be stored.
+		if s.opts.Responses != nil && in.storing() {
+			kept = &capture{Sink: sink}
+			if b, ok := sink.(BatchSink); ok {
+				sink = captureBatch{capture: kept, batch: b}
+			} else {
+				sink = kept
+			}
 		}
 	}
 	start := time.Now()

@@ -25,6 +25,16 @@ var nativeSeeds = []string{
 	`{"type":"a\u00e9"}`, "{\"type\":\"\xff\"}", `{"response":"no"}`, `{"response":{"usage":{"input_tokens":"1"}}}`,
 	`{"message":{"usage":{"input_tokens":1}},"message":{"id":"x"}}`, `{"usage":[1]}`, `{"usage":{"input_tokens":-2}}`,
 	`null`, `[]`, `"x"`, `1`, `{}`, `{`, ``, `{"message":null,"usage":null,"response":null}`,
+	// a response read for its usage alone
+	`{"type":"response.completed","response":{"id":"r","output":[{"type":"message","content":[{"type":"output_text","text":"usage: {\"usage\":1}"}]}],"usage":{"input_tokens":5,"output_tokens":7,"total_tokens":12}}}`,
+	`{"type":"response.completed","response":{"Usage":{"input_tokens":5},"usage":{"output_tokens":7}}}`,
+	`{"type":"response.completed","response":{"usage":{"input_tokens":5},"usage":null}}`,
+	`{"type":"response.completed","response":{"usage":{"input_tokens":"5"},"usage":{"input_tokens":5}}}`,
+	`{"type":"response.completed","response":{"us\u0061ge":{"input_tokens":5}}}`,
+	`{"type":"response.completed","response":{"output":[1,{"a":[]}],"usage":{"input_tokens_details":{"cached_tokens":"x"}}}}`,
+	`{"type":"response.completed","response":[{"usage":{"input_tokens":5}}]}`,
+	`{"type":"response.completed","response":{"usage":5}}`,
+	`{"type":"response.completed","response":{"usage":{}}}`,
 }
 
 // decodedResponses and decodedAnthropic are how the events were read

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 
@@ -66,6 +67,33 @@ type responsesResponse *struct {
 	Usage *responsesUsage `json:"usage"`
 }
 
+// decodeResponse reads a response object (already walked: valid JSON) as
+// json.Unmarshal into a responsesResponse would, decoding only its usage
+// member when it has one (a response's output is most of its bytes); an
+// object with several members named usage, or a value that is not an
+// object, goes to json.Unmarshal whole.
+func decodeResponse(raw []byte) (responsesResponse, bool) {
+	var usage []byte
+	n := 0
+	isObject := members(raw, func(k, v []byte) bool {
+		if bytes.EqualFold(k, []byte("usage")) {
+			usage, n = v, n+1
+		}
+		return true
+	})
+	if !isObject || n > 1 {
+		var resp responsesResponse
+		return resp, json.Unmarshal(raw, &resp) == nil
+	}
+	resp := responsesResponse(new(struct {
+		Usage *responsesUsage `json:"usage"`
+	}))
+	if n == 1 && json.Unmarshal(usage, &resp.Usage) != nil {
+		return nil, false
+	}
+	return resp, true
+}
+
 // responsesNames are the members of a Responses event walk looks for.
 var responsesNames = []string{"type", "response"}
 
@@ -87,8 +115,8 @@ func readResponsesEvent(name string, data []byte) (ev responsesEvent, ok bool, c
 			ev.Type = string(typ)
 		}
 		if raw := w.member(1); raw != nil && !isNull(raw) {
-			var resp responsesResponse
-			if json.Unmarshal(raw, &resp) != nil {
+			resp, ok := decodeResponse(raw)
+			if !ok {
 				return ev, false, 0
 			}
 			ev.Response = resp

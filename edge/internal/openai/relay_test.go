@@ -2,10 +2,12 @@ package openai
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -313,4 +315,37 @@ func (f *failingWriter) WriteHeader(int)     {}
 func (f *failingWriter) Write([]byte) (int, error) {
 	f.writes++
 	return 0, io.ErrClosedPipe
+}
+
+// A Responses stream that fails names the response it started and the
+// sequence number after the last event's, though its events are not
+// decoded as they pass.
+func TestResponsesFailureNamesTheStartedResponse(t *testing.T) {
+	d := responsesEvents()
+	for _, e := range []event{
+		{"response.created", []byte(`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","model":"gpt-x","created_at":7,"output":[]}}`)},
+		{"response.output_text.delta", []byte(`{"type":"response.output_text.delta","sequence_number":1,"delta":"say \"sequence_number\": 99"}`)},
+		{"response.output_text.delta", []byte(`{"type":"response.output_text.delta","sequence_number":2,"delta":"x"}`)},
+		{"keep", []byte(`{"no":"number"}`)},
+	} {
+		d.seen(e)
+	}
+	out := string(d.failure(status.Error(codes.Unavailable, "upstream went away")))
+	require.Contains(t, out, "event: response.failed\n")
+	var ev struct {
+		Seq      int64 `json:"sequence_number"`
+		Response struct {
+			ID        string `json:"id"`
+			Model     string `json:"model"`
+			CreatedAt int64  `json:"created_at"`
+			Status    string `json:"status"`
+		} `json:"response"`
+	}
+	data := out[strings.Index(out, "data: ")+len("data: "):]
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(data)), &ev))
+	require.Equal(t, int64(3), ev.Seq)
+	require.Equal(t, "resp_1", ev.Response.ID)
+	require.Equal(t, "gpt-x", ev.Response.Model)
+	require.Equal(t, int64(7), ev.Response.CreatedAt)
+	require.Equal(t, "failed", ev.Response.Status)
 }

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -40,31 +41,45 @@ func (h *Responses) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // responsesEvents ends a Responses stream: response.completed was the last
 // event already; a failure is response.failed naming the response the
-// stream started, with the next sequence number.
+// stream started, with the next sequence number. What the failure needs is
+// read from the events only when it comes: each event is not decoded as
+// it passes, only the last one that carries a sequence number is kept, and
+// the events that start a response are read for its id.
 func responsesEvents() dialectEvents {
 	var id, model string
-	var createdAt, seq int64
+	var createdAt int64
+	var last []byte // the data of the last event with a sequence number
 	return dialectEvents{
 		seen: func(e event) {
+			if bytes.Contains(e.data, []byte(`"sequence_number"`)) {
+				last = append(last[:0], e.data...)
+			}
+			switch e.name {
+			case "response.created", "response.in_progress", "response.queued":
+			default:
+				if id != "" || !bytes.Contains(e.data, []byte(`"response"`)) {
+					return
+				}
+			}
 			var ev struct {
-				Seq      *int64 `json:"sequence_number"`
 				Response *struct {
 					ID        string `json:"id"`
 					Model     string `json:"model"`
 					CreatedAt int64  `json:"created_at"`
 				} `json:"response"`
 			}
-			if json.Unmarshal(e.data, &ev) != nil {
-				return
-			}
-			if ev.Seq != nil {
-				seq = *ev.Seq + 1
-			}
-			if ev.Response != nil && ev.Response.ID != "" {
+			if json.Unmarshal(e.data, &ev) == nil && ev.Response != nil && ev.Response.ID != "" {
 				id, model, createdAt = ev.Response.ID, ev.Response.Model, ev.Response.CreatedAt
 			}
 		},
 		failure: func(err error) []byte {
+			var seq int64
+			var ev struct {
+				Seq *int64 `json:"sequence_number"`
+			}
+			if json.Unmarshal(last, &ev) == nil && ev.Seq != nil {
+				seq = *ev.Seq + 1
+			}
 			p := FromError(err)
 			msg, code := p.Body.Error.Message, ""
 			if p.Body.Error.Code != nil {
