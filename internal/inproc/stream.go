@@ -2,6 +2,7 @@ package inproc
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 
@@ -184,6 +185,8 @@ type call struct {
 	// caller's first RecvMsg (pending until then) and sends to it.
 	deliver func(proto.Message) error
 	pending *streamMethod
+	// deliverPanic is what deliver panicked with (callDeliver).
+	deliverPanic *any
 
 	// Both sides live in the call's allocation.
 	client  clientStream
@@ -406,6 +409,9 @@ func (s *clientStream) serveHere() error {
 		} else {
 			s.stop()
 		}
+		if p := s.deliverPanic; p != nil {
+			panic(*p) // the caller's own, raised where it would have been
+		}
 	}
 	if err := s.cctx.Err(); err != nil {
 		return s.finish(status.FromContextError(err).Err())
@@ -536,7 +542,7 @@ func (s *handlerStream) deliverMsg(msg proto.Message) error {
 	if err := s.sctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
-	if err := s.deliver(msg); err != nil {
+	if err := s.callDeliver(msg); err != nil {
 		// The caller stopped taking responses, as a client that went away:
 		// what the handler started ends with it.
 		s.stop()
@@ -547,6 +553,24 @@ func (s *handlerStream) deliverMsg(msg proto.Message) error {
 	}
 	return nil
 }
+
+// callDeliver runs the Deliver function. A panic there is the caller's,
+// not the handler's: it is kept (the handler sees an error and ends, and
+// no interceptor of the handler's takes it for its own) and raised again
+// on the caller's side once the handler returned (serveHere).
+func (cl *call) callDeliver(msg proto.Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			cl.deliverPanic = &p
+			err = errCallerPanicked
+		}
+	}()
+	return cl.deliver(msg)
+}
+
+// errCallerPanicked is what the handler's SendMsg returns when the Deliver
+// function panicked.
+var errCallerPanicked = errors.New("inproc: the caller panicked taking a response")
 
 // RecvMsg gives the handler its copy of the request.
 func (s *handlerStream) RecvMsg(m any) error {

@@ -562,3 +562,20 @@ func BenchmarkServerStreamDeliveredOneResponse(b *testing.B) {
 		b.Fatalf("%d responses for %d calls", n, b.N)
 	}
 }
+
+// A panic in the Deliver function is the caller's: it reaches the caller
+// as it was raised (net/http's handler sees it, as it would over the
+// wire), the handler's interceptors do not turn it into a status, and the
+// handler's context ends.
+func TestDeliverPanicIsTheCallers(t *testing.T) {
+	w := newWatcher()
+	c := New(nil, nil)
+	healthpb.RegisterHealthServer(c, w)
+	c.ServeStreams(recoverStream, tagStream)
+	fn := func(proto.Message) error { panic("caller's bug") }
+	stream, err := healthpb.NewHealthClient(c).Watch(authorized(), &healthpb.HealthCheckRequest{Service: "deaf"}, Deliver(fn))
+	require.NoError(t, err)
+	require.PanicsWithValue(t, "caller's bug", func() { _, _ = stream.Recv() })
+	assert.ErrorIs(t, <-w.cancelled, context.Canceled, "the handler's context ended")
+	<-w.seen
+}

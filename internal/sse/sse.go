@@ -90,7 +90,8 @@ func (r *Reader) Next() (Event, error) {
 				r.name = r.name[:0]
 				continue // an empty event (or stray blank line) is not dispatched
 			}
-			return Event{Name: r.nameString(), Data: r.data}, nil
+			// Capped at its length: what the buffer held before is out of reach.
+			return Event{Name: r.nameString(), Data: r.data[:len(r.data):len(r.data)]}, nil
 		}
 		if line[0] == ':' {
 			continue // a comment (keep-alive)

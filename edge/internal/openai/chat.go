@@ -188,7 +188,7 @@ func (sw *streamWriter) take(m *corev1.ChatCompletionsResponse, stream grpc.Clie
 		return nil // core sends nothing after a whole answer
 	}
 	if sw.rl == nil {
-		if sw.upstream != nil {
+		if sw.upstream != nil && stream != nil {
 			if md, err := stream.Header(); err == nil {
 				if us, ok := UpstreamMicros(md); ok {
 					sw.upstream(sw.r, us)
