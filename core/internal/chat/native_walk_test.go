@@ -95,3 +95,50 @@ func FuzzNativeEvents(f *testing.F) {
 		checkNative(t, data)
 	})
 }
+
+var wholeResponseSeeds = []string{
+	`{"id":"resp_1","object":"response","status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":"hi \"usage\": 3"}]}],"usage":{"input_tokens":5,"output_tokens":7,"total_tokens":12,"input_tokens_details":{"cached_tokens":1},"output_tokens_details":{"reasoning_tokens":2}}}`,
+	`{"object":"response"}`, `{"object":"response","usage":null}`, `{"object":null,"usage":{}}`,
+	`{"object":"respons\u0065","usage":{"input_tokens":1}}`, `{"Object":"response","USAGE":{"input_tokens":1}}`,
+	`{"object":"response","object":"list"}`, `{"object":"response","usage":{"input_tokens":1},"usage":{"output_tokens":2}}`,
+	`{"object":5}`, `{"object":"response","usage":{"input_tokens":"1"}}`, `{"object":"response","usage":[1]}`,
+	"{\"object\":\"resp\xffonse\"}", `[]`, `null`, `"response"`, `{`, ``, `{"object":"response"} x`,
+}
+
+// wholeResponseReference is how a whole Responses answer was read before
+// the walk.
+func wholeResponseReference(raw []byte) (string, *responsesUsage, bool) {
+	var r struct {
+		Object string          `json:"object"`
+		Usage  *responsesUsage `json:"usage"`
+	}
+	if json.Unmarshal(raw, &r) != nil {
+		return "", nil, false
+	}
+	return r.Object, r.Usage, true
+}
+
+func checkWholeResponse(t *testing.T, raw []byte) {
+	t.Helper()
+	wantObj, wantU, wantOK := wholeResponseReference(raw)
+	obj, u, ok := readWholeResponse(raw)
+	require.Equal(t, wantOK, ok, "%q", raw)
+	if ok {
+		require.Equal(t, wantObj, obj, "%q", raw)
+		require.Equal(t, wantU, u, "%q", raw)
+	}
+}
+
+// A whole Responses answer is read as decoding it read it.
+func TestWholeResponseAgreesWithDecoding(t *testing.T) {
+	for _, s := range append(wholeResponseSeeds, nativeSeeds...) {
+		checkWholeResponse(t, []byte(s))
+	}
+}
+
+func FuzzWholeResponse(f *testing.F) {
+	for _, s := range append(wholeResponseSeeds, nativeSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { checkWholeResponse(t, raw) })
+}

@@ -32,14 +32,42 @@ func (u *responsesUsage) usage() Usage {
 }
 
 func (responsesNative) whole(raw []byte, _ string) ([]byte, Usage, error) {
+	object, u, ok := readWholeResponse(raw)
+	if !ok || object != "response" {
+		return nil, Usage{}, badUpstream("upstream returned an invalid response")
+	}
+	return raw, u.usage(), nil
+}
+
+// wholeResponseNames are the members of a whole response walk looks for.
+var wholeResponseNames = []string{"object", "usage"}
+
+// readWholeResponse reads a whole Responses answer's object and usage as
+// json.Unmarshal into those two fields would (ok false: it would fail), in
+// one walk that decodes only the usage; a body the walk cannot be sure of
+// (odd or repeated names, an object member that is not a plain string)
+// goes to json.Unmarshal whole.
+func readWholeResponse(raw []byte) (object string, u *responsesUsage, ok bool) {
+	w := walk{names: wholeResponseNames}
+	if !w.run(raw) {
+		return "", nil, false
+	}
+	if w.plain() {
+		if obj, plain := plainString(w.member(0)); plain {
+			if v := w.member(1); v != nil && json.Unmarshal(v, &u) != nil {
+				return "", nil, false
+			}
+			return string(obj), u, true
+		}
+	}
 	var r struct {
 		Object string          `json:"object"`
 		Usage  *responsesUsage `json:"usage"`
 	}
-	if json.Unmarshal(raw, &r) != nil || r.Object != "response" {
-		return nil, Usage{}, badUpstream("upstream returned an invalid response")
+	if json.Unmarshal(raw, &r) != nil {
+		return "", nil, false
 	}
-	return raw, r.Usage.usage(), nil
+	return r.Object, r.Usage, true
 }
 
 func (responsesNative) events(inbound, string) eventTranslator { return &responsesEvents{} }
