@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
 // A few readers of raw JSON the gateway already checked with json.Valid:
@@ -12,85 +14,17 @@ import (
 // content, a chunk's delta), so only the small values it needs (usage, a
 // finish reason) go through encoding/json.
 
-// skipSpace returns the index of the first non-space byte at or after i.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// skipValue returns the end of the valid JSON value starting at b[i].
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
-}
-
-// skipString returns the end of the string starting at b[i] (a quote).
-func skipString(b []byte, i int) int {
-	i++
-	for i < len(b) {
-		j := bytes.IndexAny(b[i:], `"\`)
-		if j < 0 {
-			return len(b)
-		}
-		i += j
-		if b[i] == '\\' {
-			i += 2
-			continue
-		}
-		return i + 1
-	}
-	return i
-}
-
 // members calls fn with each member of the JSON object obj (its key
 // unquoted, its value's raw bytes) until fn returns false. It reports
 // whether obj is an object.
 func members(obj []byte, fn func(key, value []byte) bool) bool {
-	i := skipSpace(obj, 0)
+	i := jsonscan.SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return false
 	}
-	i = skipSpace(obj, i+1)
+	i = jsonscan.SkipSpace(obj, i+1)
 	for i < len(obj) && obj[i] == '"' {
-		end := skipString(obj, i)
+		end := jsonscan.StringEnd(obj, i)
 		key := obj[i+1 : end-1]
 		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
 			// encoding/json's reading: escapes resolved, bad UTF-8 replaced.
@@ -98,15 +32,15 @@ func members(obj []byte, fn func(key, value []byte) bool) bool {
 			_ = json.Unmarshal(obj[i:end], &s)
 			key = []byte(s)
 		}
-		i = skipSpace(obj, end)
-		i = skipSpace(obj, i+1) // the colon
-		vend := skipValue(obj, i)
+		i = jsonscan.SkipSpace(obj, end)
+		i = jsonscan.SkipSpace(obj, i+1) // the colon
+		vend := jsonscan.ValueEnd(obj, i)
 		if !fn(key, obj[i:vend]) {
 			return true
 		}
-		i = skipSpace(obj, vend)
+		i = jsonscan.SkipSpace(obj, vend)
 		if i < len(obj) && obj[i] == ',' {
-			i = skipSpace(obj, i+1)
+			i = jsonscan.SkipSpace(obj, i+1)
 		}
 	}
 	return true
@@ -115,19 +49,19 @@ func members(obj []byte, fn func(key, value []byte) bool) bool {
 // elements calls fn with each element of the JSON array arr until fn
 // returns false. It reports whether arr is an array.
 func elements(arr []byte, fn func(value []byte) bool) bool {
-	i := skipSpace(arr, 0)
+	i := jsonscan.SkipSpace(arr, 0)
 	if i >= len(arr) || arr[i] != '[' {
 		return false
 	}
-	i = skipSpace(arr, i+1)
+	i = jsonscan.SkipSpace(arr, i+1)
 	for i < len(arr) && arr[i] != ']' {
-		end := skipValue(arr, i)
+		end := jsonscan.ValueEnd(arr, i)
 		if !fn(arr[i:end]) {
 			return true
 		}
-		i = skipSpace(arr, end)
+		i = jsonscan.SkipSpace(arr, end)
 		if i < len(arr) && arr[i] == ',' {
-			i = skipSpace(arr, i+1)
+			i = jsonscan.SkipSpace(arr, i+1)
 		}
 	}
 	return true

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
 // decoded is an upstream embeddings body.
@@ -192,11 +194,11 @@ func firstEmbedding(raw []byte, format string) bool {
 			return false
 		}
 		rest = rest[i+len(keyEmbedding):]
-		j := skipSpace(rest, 0)
+		j := jsonscan.SkipSpace(rest, 0)
 		if j >= len(rest) || rest[j] != ':' {
 			continue // a value such as "object":"embedding"
 		}
-		j = skipSpace(rest, j+1)
+		j = jsonscan.SkipSpace(rest, j+1)
 		if j >= len(rest) {
 			return false
 		}
@@ -208,13 +210,6 @@ func firstEmbedding(raw []byte, format string) bool {
 		}
 		return false
 	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // usageOf reads a usage object as json.Unmarshal into prompt_tokens and
@@ -243,7 +238,7 @@ func usageOf(obj []byte) (prompt, total int64) {
 // whitespace allowed between tokens, N and M integers of at most 18
 // digits); ok is false for anything else.
 func plainUsage(obj []byte) (prompt, total int64, ok bool) {
-	i := skipSpace(obj, 0)
+	i := jsonscan.SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return 0, 0, false
 	}
@@ -253,7 +248,7 @@ func plainUsage(obj []byte) (prompt, total int64, ok bool) {
 	if prompt, i, ok = integer(obj, i); !ok {
 		return 0, 0, false
 	}
-	if i = skipSpace(obj, i); i >= len(obj) || obj[i] != ',' {
+	if i = jsonscan.SkipSpace(obj, i); i >= len(obj) || obj[i] != ',' {
 		return 0, 0, false
 	}
 	if i, ok = field(obj, i+1, `"total_tokens"`); !ok {
@@ -262,7 +257,7 @@ func plainUsage(obj []byte) (prompt, total int64, ok bool) {
 	if total, i, ok = integer(obj, i); !ok {
 		return 0, 0, false
 	}
-	if i = skipSpace(obj, i); i >= len(obj) || obj[i] != '}' || skipSpace(obj, i+1) != len(obj) {
+	if i = jsonscan.SkipSpace(obj, i); i >= len(obj) || obj[i] != '}' || jsonscan.SkipSpace(obj, i+1) != len(obj) {
 		return 0, 0, false
 	}
 	return prompt, total, true
@@ -271,15 +266,15 @@ func plainUsage(obj []byte) (prompt, total int64, ok bool) {
 // field expects the quoted key and a colon at b[i:] (after whitespace) and
 // returns where its value starts.
 func field(b []byte, i int, key string) (int, bool) {
-	i = skipSpace(b, i)
+	i = jsonscan.SkipSpace(b, i)
 	if len(b)-i < len(key) || string(b[i:i+len(key)]) != key {
 		return 0, false
 	}
-	i = skipSpace(b, i+len(key))
+	i = jsonscan.SkipSpace(b, i+len(key))
 	if i >= len(b) || b[i] != ':' {
 		return 0, false
 	}
-	return skipSpace(b, i+1), true
+	return jsonscan.SkipSpace(b, i+1), true
 }
 
 // integer reads a JSON integer of at most 18 digits (so it fits an int64)
@@ -361,45 +356,13 @@ func lastKey(raw, key []byte) int {
 // valueAfter returns the value that follows a key ending at raw[i]: after
 // whitespace, a colon and whitespace; nil when there is none.
 func valueAfter(raw []byte, i int) []byte {
-	j := skipSpace(raw, i)
+	j := jsonscan.SkipSpace(raw, i)
 	if j >= len(raw) || raw[j] != ':' {
 		return nil
 	}
-	j = skipSpace(raw, j+1)
+	j = jsonscan.SkipSpace(raw, j+1)
 	if j >= len(raw) {
 		return nil
 	}
-	return raw[j:valueEnd(raw, j)]
-}
-
-// valueEnd returns where the JSON value that starts at raw[i] ends, when it
-// is valid: after its closing quote or bracket, or at the delimiter after a
-// number or literal.
-func valueEnd(raw []byte, i int) int {
-	depth := 0
-	for ; i < len(raw); i++ {
-		switch raw[i] {
-		case '"':
-			for i++; i < len(raw) && raw[i] != '"'; i++ {
-				if raw[i] == '\\' {
-					i++
-				}
-			}
-			if depth == 0 {
-				return min(i+1, len(raw))
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth <= 0 {
-				return i + 1
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return len(raw)
+	return raw[j:jsonscan.ValueEnd(raw, j)]
 }

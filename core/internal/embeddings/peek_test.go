@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
+
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
 // The pass-through path as it read bodies before peek: three scans of the
@@ -26,7 +28,7 @@ func refMember(raw []byte, name string) []byte {
 	if i < 0 {
 		return nil
 	}
-	j := skipSpace(raw, i+len(key))
+	j := jsonscan.SkipSpace(raw, i+len(key))
 	if j >= len(raw) || raw[j] != ':' {
 		return nil
 	}

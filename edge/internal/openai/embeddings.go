@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -99,13 +100,13 @@ type embeddingsBody struct {
 // members' names (json.Unmarshal matches keys without regard to case and
 // after unescaping) or the body is not the object expected.
 func (b *embeddingsBody) split(body []byte) bool {
-	i := skipWS(body, 0)
+	i := jsonscan.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return false
 	}
-	i = skipWS(body, i+1)
+	i = jsonscan.SkipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
-		return skipWS(body, i+1) == len(body)
+		return jsonscan.SkipSpace(body, i+1) == len(body)
 	}
 	for i < len(body) {
 		if body[i] != '"' {
@@ -133,25 +134,25 @@ func (b *embeddingsBody) split(body []byte) bool {
 		default:
 			return false
 		}
-		i = skipWS(body, end+1)
+		i = jsonscan.SkipSpace(body, end+1)
 		if i >= len(body) || body[i] != ':' {
 			return false
 		}
-		i = skipWS(body, i+1)
-		end = skipValue(body, i)
+		i = jsonscan.SkipSpace(body, i+1)
+		end = jsonscan.ValueEnd(body, i)
 		if end <= i {
 			return false
 		}
 		*field = body[i:end:end]
-		i = skipWS(body, end)
+		i = jsonscan.SkipSpace(body, end)
 		if i >= len(body) {
 			return false
 		}
 		switch body[i] {
 		case ',':
-			i = skipWS(body, i+1)
+			i = jsonscan.SkipSpace(body, i+1)
 		case '}':
-			return skipWS(body, i+1) == len(body)
+			return jsonscan.SkipSpace(body, i+1) == len(body)
 		default:
 			return false
 		}
@@ -165,46 +166,6 @@ func unmarshalBody(body []byte) (embeddingsBody, error) {
 	var b embeddingsBody
 	err := json.Unmarshal(body, &b)
 	return b, err
-}
-
-// skipValue returns where the JSON value at b[i] ends, b being valid JSON.
-func skipValue(b []byte, i int) int {
-	depth := 0
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
-				}
-			}
-			if depth == 0 {
-				return min(i+1, len(b))
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return i // after a number or literal
-			}
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return len(b)
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // jsonString is json.Unmarshal of raw, a value of a body CheckJSON

@@ -1,0 +1,49 @@
+package jsonscan
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var values = []string{
+	`"a"`, `""`, `"\""`, `"\\"`, `"a\\\"b"`, `"\u00e9"`, `0`, `-1.5e3`, `true`, `false`, `null`,
+	`{}`, `[]`, `{"a":[1,{"b":"}"}],"c":"]"}`, `[ 1 , "x" , { } ]`, `{"k":"v\"}"}`,
+}
+
+// Each valid value ends where it ends, whatever follows it.
+func TestValueEnd(t *testing.T) {
+	for _, v := range values {
+		for _, after := range []string{"", ",", "}", "]", " ", "\n,"} {
+			b := []byte(v + after)
+			require.Equal(t, len(v), ValueEnd(b, 0), "%q", b)
+			require.Equal(t, 2+len(v), ValueEnd(append([]byte(`[ `), b...), 2), "%q", b)
+		}
+	}
+}
+
+func TestSkipSpace(t *testing.T) {
+	require.Equal(t, 4, SkipSpace([]byte(" \t\r\nx"), 0))
+	require.Equal(t, 3, SkipSpace([]byte("   "), 0))
+	require.Equal(t, 2, SkipSpace([]byte("x y"), 1))
+	require.Zero(t, SkipSpace(nil, 0))
+}
+
+// On any valid JSON value ValueEnd finds its end; on anything else it
+// stays within the input.
+func FuzzValueEnd(f *testing.F) {
+	for _, v := range values {
+		f.Add([]byte(v))
+	}
+	f.Add([]byte(`"\`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		end := ValueEnd(b, 0)
+		require.LessOrEqual(t, end, len(b))
+		v := bytes.TrimRight(b, " \t\r\n")
+		if len(v) > 0 && SkipSpace(v, 0) == 0 && json.Valid(v) {
+			require.Equal(t, len(v), ValueEnd(v, 0), "%q", v)
+		}
+	})
+}
