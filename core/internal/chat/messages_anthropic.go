@@ -129,48 +129,31 @@ type anthropicMessage *struct {
 var anthropicNames = []string{"type", "message", "usage"}
 
 // readAnthropicEvent reads a Messages event (ok false: malformed; its type
-// only when name is empty) and its
-// delivered text (as an event of that name, or -1 when name is not yet
-// known). The event is walked once; only a message or a usage (of
+// only when name is empty) and its delivered text (as an event of that
+// name, or -1 when name is not yet known). The event is walked once
+// (walk.event); only a message or a usage (of
 // message_start and message_delta) is decoded, and encoding/json decodes
 // the whole event when the walk cannot tell what it would read.
 func readAnthropicEvent(name string, data []byte) (ev anthropicEvent, ok bool, chars int64) {
-	w := walk{names: anthropicNames, text: deliveredMembers(name)}
-	if name == "" {
-		w.text = nil
-	}
-	if !w.run(data) {
+	w := walk{names: anthropicNames}
+	typ, plain, ok := w.event(name, data)
+	switch {
+	case !ok:
 		return ev, false, 0
+	case !plain:
+		if json.Unmarshal(data, &ev) != nil {
+			return anthropicEvent{}, false, 0
+		}
+		return ev, true, w.eventChars(name)
 	}
-	if typ, ok := plainString(w.member(0)); ok && w.plain() {
-		if name == "" {
-			ev.Type = string(typ)
-		}
-		if raw := w.member(1); raw != nil && !isNull(raw) {
-			var m anthropicMessage
-			if json.Unmarshal(raw, &m) != nil {
-				return ev, false, 0
-			}
-			ev.Message = m
-		}
-		if raw := w.member(2); raw != nil && !isNull(raw) {
-			var u *anthropicUsage
-			if json.Unmarshal(raw, &u) != nil {
-				return ev, false, 0
-			}
-			ev.Usage = u
-		}
-	} else {
-		var whole anthropicEvent
-		if json.Unmarshal(data, &whole) != nil {
-			return ev, false, 0
-		}
-		ev = whole
+	ev.Type = string(typ)
+	if raw := w.member(1); raw != nil && !isNull(raw) && json.Unmarshal(raw, &ev.Message) != nil {
+		return anthropicEvent{}, false, 0
 	}
-	if name == "" {
-		return ev, true, -1
+	if raw := w.member(2); raw != nil && !isNull(raw) && json.Unmarshal(raw, &ev.Usage) != nil {
+		return anthropicEvent{}, false, 0
 	}
-	return ev, true, w.chars
+	return ev, true, w.eventChars(name)
 }
 
 func (a *anthropicEvents) event(name string, data []byte, emit emitFunc) (bool, error) {

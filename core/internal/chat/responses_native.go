@@ -127,39 +127,29 @@ var responsesNames = []string{"type", "response"}
 
 // readResponsesEvent reads a Responses event (ok false: malformed; its
 // type only when name is empty) and its delivered text (as an event of
-// that name, or -1 when name is not yet known). The event is walked once; only a response (its first and last
-// events) is decoded, and encoding/json decodes the whole event when the
-// walk cannot tell what it would read.
+// that name, or -1 when name is not yet known). The event is walked once
+// (walk.event); only a response (of its first and last events) is decoded,
+// and encoding/json decodes the whole event when the walk cannot tell what
+// it would read.
 func readResponsesEvent(name string, data []byte) (ev responsesEvent, ok bool, chars int64) {
-	w := walk{names: responsesNames, text: deliveredMembers(name)}
-	if name == "" {
-		w.text = nil
-	}
-	if !w.run(data) {
+	w := walk{names: responsesNames}
+	typ, plain, ok := w.event(name, data)
+	switch {
+	case !ok:
 		return ev, false, 0
-	}
-	if typ, ok := plainString(w.member(0)); ok && w.plain() {
-		if name == "" {
-			ev.Type = string(typ)
+	case !plain:
+		if json.Unmarshal(data, &ev) != nil {
+			return responsesEvent{}, false, 0
 		}
-		if raw := w.member(1); raw != nil && !isNull(raw) {
-			resp, ok := decodeResponse(raw)
-			if !ok {
-				return ev, false, 0
-			}
-			ev.Response = resp
-		}
-	} else {
-		var whole responsesEvent
-		if json.Unmarshal(data, &whole) != nil {
-			return ev, false, 0
-		}
-		ev = whole
+		return ev, true, w.eventChars(name)
 	}
-	if name == "" {
-		return ev, true, -1
+	ev.Type = string(typ)
+	if raw := w.member(1); raw != nil && !isNull(raw) {
+		if ev.Response, ok = decodeResponse(raw); !ok {
+			return responsesEvent{}, false, 0
+		}
 	}
-	return ev, true, w.chars
+	return ev, true, w.eventChars(name)
 }
 
 func (r *responsesEvents) event(name string, data []byte, emit emitFunc) (bool, error) {

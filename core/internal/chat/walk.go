@@ -85,6 +85,34 @@ type walk struct {
 // repeated (encoding/json would merge the values).
 func (w *walk) plain() bool { return w.object && !w.odd && !w.dup }
 
+// event walks a passed-through Messages or Responses event (names[0] is
+// "type"), counting its delivered text when its name is known; ok is false
+// when data is not valid JSON. plain says whether the members found can be
+// read as they are, the type among them (given only when name is empty:
+// the type names the event then); else the caller decodes the whole event.
+func (w *walk) event(name string, data []byte) (typ []byte, plain, ok bool) {
+	if name != "" {
+		w.text = deliveredMembers(name)
+	}
+	if !w.run(data) {
+		return nil, false, false
+	}
+	typ, plain = plainString(w.member(0))
+	if name != "" {
+		typ = nil
+	}
+	return typ, plain && w.plain(), true
+}
+
+// eventChars is the delivered text an event walked counted: -1 when its
+// name was not known.
+func (w *walk) eventChars(name string) int64 {
+	if name == "" {
+		return -1
+	}
+	return w.chars
+}
+
 // member is the raw value of the member names[k], or nil.
 func (w *walk) member(k int) []byte {
 	if f := w.found[k]; f.start >= 0 {
