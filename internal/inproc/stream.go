@@ -419,15 +419,6 @@ func (s *clientStream) serveHere() error {
 	return s.finish(nil)
 }
 
-// Ready reports whether RecvMsg would return without waiting: a response
-// is offered or the call ended. A relay uses it to write what is already
-// there before flushing.
-func (s *clientStream) Ready() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.offered != nil || s.ended
-}
-
 // finish ends the caller's side: the handler's outcome (io.EOF for a clean
 // one) or err, and the call options get the headers and trailers.
 func (s *clientStream) finish(err error) error {

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -307,20 +306,6 @@ func TestServerStreamsInPlaceUnderConcurrency(t *testing.T) {
 	for range 16 {
 		require.NoError(t, <-errs)
 	}
-}
-
-// Ready says whether Recv would wait: not before the handler offered a
-// response, yes once the call ended.
-func TestReadyReportsWhatIsThere(t *testing.T) {
-	c := New(nil, nil)
-	healthpb.RegisterHealthServer(c, newWatcher())
-	c.ServeStreams(recoverStream, tagStream)
-	stream, err := healthpb.NewHealthClient(c).Watch(authorized(), &healthpb.HealthCheckRequest{Service: "fail-early"})
-	require.NoError(t, err)
-	cs := stream.(*grpc.GenericClientStream[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse]).ClientStream.(interface{ Ready() bool })
-	require.Eventually(t, cs.Ready, 5*time.Second, time.Millisecond, "the call ended")
-	_, err = stream.Recv()
-	assert.Equal(t, codes.NotFound, status.Code(err))
 }
 
 // The cost of a call in place with one response (a non-streamed chat's

@@ -102,16 +102,6 @@ var usageNames = []string{"usage"}
 // first (walk.choices).
 var chunkNames = []string{"choices", "usage", "error"}
 
-// inspect reads a chunk's usage, finish reason and error (data passed
-// json.Valid). A chunk whose members have the wrong types tells nothing.
-func inspect(data []byte) chunkFacts {
-	w := walk{names: chunkNames, choices: true}
-	if !w.run(data) {
-		return inspectMembers(data)
-	}
-	return w.chunkFacts()
-}
-
 // chunkFacts are the facts of the chunk walked (with chunkNames and
 // choices), as inspectMembers reads them: only the usage, when there is
 // one, is read again.
@@ -138,7 +128,8 @@ func (w *walk) chunkFacts() chunkFacts {
 	return f
 }
 
-// inspectMembers reads the members inspect needs.
+// inspectMembers reads a chunk's facts by decoding the members they come
+// from: for chunks whose member names the walk leaves to it (walk.odd).
 func inspectMembers(data []byte) chunkFacts {
 	var f chunkFacts
 	var choices, usage, errv []byte

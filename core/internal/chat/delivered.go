@@ -29,12 +29,9 @@ var (
 	responsesMembers = [][]byte{[]byte(`"delta"`)}
 )
 
-// add counts the text of one event that reached the client: an OpenAI chat
-// chunk (no event name), an Anthropic Messages event or an OpenAI Responses
-// event (named).
-func (d *delivered) add(event string, data []byte) { d.chars += deliveredChars(event, data) }
-
-// deliveredChars counts the text of one event (see add). It scans the bytes
+// deliveredChars counts the text of one event that reached the client: an
+// OpenAI chat chunk (no event name), an Anthropic Messages event or an
+// OpenAI Responses event (named). It scans the bytes
 // for the members above instead of decoding the event.
 func deliveredChars(event string, data []byte) int64 {
 	members := deliveredMembers(event)

@@ -307,3 +307,13 @@ func BenchmarkParse(b *testing.B) {
 		}
 	})
 }
+
+// inspect reads a chunk's facts as a stream does (walk.chunkFacts), falling
+// back to inspectMembers for data that is not valid JSON.
+func inspect(data []byte) chunkFacts {
+	w := walk{names: chunkNames, choices: true}
+	if !w.run(data) {
+		return inspectMembers(data)
+	}
+	return w.chunkFacts()
+}

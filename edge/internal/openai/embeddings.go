@@ -184,16 +184,8 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
 }
 
-// ParseEmbeddings validates an embeddings body (interface 2.2 and 7) and
-// returns the gRPC request, or the 400 to answer.
-func ParseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
-	if p := CheckJSON(body); p != nil {
-		return nil, p
-	}
-	return parseEmbeddings(body)
-}
-
-// parseEmbeddings is ParseEmbeddings of a body CheckJSON accepted.
+// parseEmbeddings validates an embeddings body CheckJSON accepted
+// (interface 2.2 and 7) and returns the gRPC request, or the 400 to answer.
 func parseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
 	bad := func(code, msg, param string) (*corev1.CreateEmbeddingsRequest, *Problem) {
 		p := NewProblem(http.StatusBadRequest, code, msg, param)

@@ -126,8 +126,8 @@ func refParseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Pr
 	return nil
 }
 
-// ParseEmbeddings answers what it answered when json.Unmarshal read every
-// member: the same request, or the same 400.
+// A body is answered as it was when json.Unmarshal read every member: the
+// same request, or the same 400.
 func FuzzParseEmbeddingsAgreesWithUnmarshal(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"m","input":"x"}`, `{"model":"m","input":["a","b"]}`, `{"model":"m","input":[1,2]}`,
@@ -143,7 +143,7 @@ func FuzzParseEmbeddingsAgreesWithUnmarshal(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, p := ParseEmbeddings(body)
+		req, p := checkAndParseEmbeddings(body)
 		wantReq, wantP := refParseEmbeddings(body)
 		if (p == nil) != (wantP == nil) {
 			t.Fatalf("%q: problem %+v, want %+v", body, p, wantP)
@@ -162,8 +162,8 @@ func FuzzParseEmbeddingsAgreesWithUnmarshal(f *testing.F) {
 }
 
 // BenchmarkParseEmbeddings parses what an SDK sends, as ServeHTTP did
-// (CheckJSON in readJSON, then ParseEmbeddings: a second CheckJSON and
-// json.Unmarshal of every member) and as it does now.
+// (CheckJSON in readJSON, then the former parser, refParseEmbeddings: a
+// second CheckJSON and json.Unmarshal of every member) and as it does now.
 func BenchmarkParseEmbeddings(b *testing.B) {
 	body := []byte(`{"model":"text-embedding-3-small","input":"The quick brown fox jumps over the lazy dog","encoding_format":"float"}`)
 	b.Run("before", func(b *testing.B) {

@@ -6,27 +6,29 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 func TestParseEmbeddingsInputs(t *testing.T) {
-	req, p := ParseEmbeddings([]byte(`{"model":"m","input":"one"}`))
+	req, p := checkAndParseEmbeddings([]byte(`{"model":"m","input":"one"}`))
 	require.Nil(t, p)
 	assert.Equal(t, []string{"one"}, req.GetTexts())
 	assert.Equal(t, "float", req.GetEncodingFormat(), "float is the default")
 
-	req, p = ParseEmbeddings([]byte(`{"model":"m","input":["a","b"],"encoding_format":"base64","dimensions":256,"user":"u"}`))
+	req, p = checkAndParseEmbeddings([]byte(`{"model":"m","input":["a","b"],"encoding_format":"base64","dimensions":256,"user":"u"}`))
 	require.Nil(t, p)
 	assert.Equal(t, []string{"a", "b"}, req.GetTexts())
 	assert.Equal(t, "base64", req.GetEncodingFormat())
 	assert.EqualValues(t, 256, req.GetDimensions())
 	assert.Equal(t, "u", req.GetUser())
 
-	req, p = ParseEmbeddings([]byte(`{"model":"m","input":[1,2,3]}`))
+	req, p = checkAndParseEmbeddings([]byte(`{"model":"m","input":[1,2,3]}`))
 	require.Nil(t, p)
 	require.Len(t, req.GetTokens(), 1)
 	assert.Equal(t, []int64{1, 2, 3}, req.GetTokens()[0].GetTokens())
 
-	req, p = ParseEmbeddings([]byte(`{"model":"m","input":[[1],[2,3]],"encoding_format":null}`))
+	req, p = checkAndParseEmbeddings([]byte(`{"model":"m","input":[[1],[2,3]],"encoding_format":null}`))
 	require.Nil(t, p)
 	require.Len(t, req.GetTokens(), 2)
 	assert.Equal(t, "float", req.GetEncodingFormat())
@@ -44,7 +46,7 @@ func FuzzParseEmbeddings(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, p := ParseEmbeddings(body)
+		req, p := checkAndParseEmbeddings(body)
 		if p != nil {
 			if req != nil {
 				t.Fatal("both a request and a problem")
@@ -67,4 +69,13 @@ func FuzzParseEmbeddings(f *testing.F) {
 			t.Fatalf("accepted encoding %q", f)
 		}
 	})
+}
+
+// checkAndParseEmbeddings is what the handler does with a body: CheckJSON
+// (in readJSON), then parseEmbeddings.
+func checkAndParseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
+	if p := CheckJSON(body); p != nil {
+		return nil, p
+	}
+	return parseEmbeddings(body)
 }

@@ -72,12 +72,12 @@ func TestEmbeddingsInputCap(t *testing.T) {
 	items := func(n int, item string) string {
 		return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]"
 	}
-	_, p := ParseEmbeddings([]byte(`{"model":"m","input":` + items(MaxEmbeddingInputs, `"a"`) + `}`))
+	_, p := checkAndParseEmbeddings([]byte(`{"model":"m","input":` + items(MaxEmbeddingInputs, `"a"`) + `}`))
 	assert.Nil(t, p)
-	_, p = ParseEmbeddings([]byte(`{"model":"m","input":` + items(MaxEmbeddingInputs+1, `"a"`) + `}`))
+	_, p = checkAndParseEmbeddings([]byte(`{"model":"m","input":` + items(MaxEmbeddingInputs+1, `"a"`) + `}`))
 	require.NotNil(t, p)
 	assert.Equal(t, "array_too_long", *p.Body.Error.Code)
-	_, p = ParseEmbeddings([]byte(`{"model":"m","input":` + items(MaxEmbeddingTokens+1, `1`) + `}`))
+	_, p = checkAndParseEmbeddings([]byte(`{"model":"m","input":` + items(MaxEmbeddingTokens+1, `1`) + `}`))
 	require.NotNil(t, p)
 	assert.Equal(t, "array_too_long", *p.Body.Error.Code)
 }
