@@ -112,6 +112,15 @@ func tagStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.S
 	return h(srv, ss)
 }
 
+// inPlace is a connection serving w's streams in place, behind the two
+// interceptors.
+func inPlace(w *watcher) (*Conn, *watcher) {
+	c := New(nil, nil)
+	healthpb.RegisterHealthServer(c, w)
+	c.ServeStreams(recoverStream, tagStream)
+	return c, w
+}
+
 // connections are the two ways of reaching the same watcher: over a real
 // gRPC connection (in memory) and in place.
 func connections(t *testing.T) map[string]struct {
@@ -140,10 +149,7 @@ func connections(t *testing.T) map[string]struct {
 		w    *watcher
 	}{cc, wg}
 
-	wi := newWatcher()
-	c := New(nil, nil)
-	healthpb.RegisterHealthServer(c, wi)
-	c.ServeStreams(recoverStream, tagStream)
+	c, wi := inPlace(newWatcher())
 	out["in place"] = struct {
 		conn grpc.ClientConnInterface
 		w    *watcher
@@ -262,9 +268,7 @@ func TestStreamsInPlaceAreOptIn(t *testing.T) {
 func TestServerStreamsInPlaceUnderConcurrency(t *testing.T) {
 	w := newWatcher()
 	w.seen = make(chan metadata.MD, 1024)
-	c := New(nil, nil)
-	healthpb.RegisterHealthServer(c, w)
-	c.ServeStreams(recoverStream, tagStream)
+	c, _ := inPlace(w)
 	client := healthpb.NewHealthClient(c)
 	want := []healthpb.HealthCheckResponse_ServingStatus{
 		healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING, healthpb.HealthCheckResponse_SERVICE_UNKNOWN,
@@ -311,10 +315,7 @@ func TestServerStreamsInPlaceUnderConcurrency(t *testing.T) {
 // The cost of a call in place with one response (a non-streamed chat's
 // shape): the handoff between the caller and the handler's goroutine.
 func BenchmarkServerStreamInPlaceOneResponse(b *testing.B) {
-	w := newWatcher()
-	c := New(nil, nil)
-	healthpb.RegisterHealthServer(c, w)
-	c.ServeStreams(recoverStream, tagStream)
+	c, w := inPlace(newWatcher())
 	client := healthpb.NewHealthClient(c)
 	ctx := authorized()
 	req := &healthpb.HealthCheckRequest{Service: "send-header"}
@@ -477,10 +478,7 @@ func TestDeliverBehavesAsReceiving(t *testing.T) {
 // place: the handler's SendMsg fails and its context ends, as a handler
 // sees a client leave over the wire.
 func TestDeliverErrorEndsTheHandler(t *testing.T) {
-	w := newWatcher()
-	c := New(nil, nil)
-	healthpb.RegisterHealthServer(c, w)
-	c.ServeStreams(recoverStream, tagStream)
+	c, w := inPlace(newWatcher())
 	gone := errors.New("client gone")
 	calls := 0
 	fn := func(proto.Message) error { calls++; return gone }
@@ -502,10 +500,7 @@ func TestDeliverErrorEndsTheHandler(t *testing.T) {
 // Deliver runs the handler on the caller's goroutine: responses reach fn
 // before the first Recv returns, and no goroutine is started for the call.
 func TestDeliverServesOnTheCallersGoroutine(t *testing.T) {
-	w := newWatcher()
-	c := New(nil, nil)
-	healthpb.RegisterHealthServer(c, w)
-	c.ServeStreams(recoverStream, tagStream)
+	c, w := inPlace(newWatcher())
 	var got int
 	fn := func(proto.Message) error { got++; return nil }
 	stream, err := healthpb.NewHealthClient(c).Watch(authorized(), &healthpb.HealthCheckRequest{Service: "ok"}, Deliver(fn))
@@ -523,10 +518,7 @@ func TestDeliverServesOnTheCallersGoroutine(t *testing.T) {
 // The cost of a call in place with one response, delivered on the
 // caller's goroutine (compare BenchmarkServerStreamInPlaceOneResponse).
 func BenchmarkServerStreamDeliveredOneResponse(b *testing.B) {
-	w := newWatcher()
-	c := New(nil, nil)
-	healthpb.RegisterHealthServer(c, w)
-	c.ServeStreams(recoverStream, tagStream)
+	c, w := inPlace(newWatcher())
 	client := healthpb.NewHealthClient(c)
 	ctx := authorized()
 	req := &healthpb.HealthCheckRequest{Service: "send-header"}
@@ -553,10 +545,7 @@ func BenchmarkServerStreamDeliveredOneResponse(b *testing.B) {
 // wire), the handler's interceptors do not turn it into a status, and the
 // handler's context ends.
 func TestDeliverPanicIsTheCallers(t *testing.T) {
-	w := newWatcher()
-	c := New(nil, nil)
-	healthpb.RegisterHealthServer(c, w)
-	c.ServeStreams(recoverStream, tagStream)
+	c, w := inPlace(newWatcher())
 	fn := func(proto.Message) error { panic("caller's bug") }
 	stream, err := healthpb.NewHealthClient(c).Watch(authorized(), &healthpb.HealthCheckRequest{Service: "deaf"}, Deliver(fn))
 	require.NoError(t, err)
