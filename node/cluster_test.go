@@ -278,3 +278,44 @@ func TestCoreReplicaKilledUnderLoad(t *testing.T) {
 	l.report(t)
 	assert.LessOrEqual(t, l.failed.Load(), int64(clients), "only calls in flight on the killed replica fail")
 }
+
+// What an operator writes through one core replica (a machine, a
+// connection, an API key) is served at once by another: a replica that
+// misses it catches up with the bucket before it answers 404, 400 or 401,
+// and an admin call reads every write made before it.
+// Each edge here talks to one core, so every read goes to the replica that
+// did not write.
+func TestReplicaServesWhatAnotherJustWrote(t *testing.T) {
+	natsURL := nodetest.StartNATS(t)
+	up := upstreamtest.New(t, upstreamtest.WithEmbeddingDims(embedDims))
+	var edges [2]*nodetest.Instance
+	for i := range edges {
+		cfg := nodetest.Config(t.TempDir())
+		cfg.NATSURL = natsURL
+		cfg.SecretKey = testSecretKey
+		core := nodetest.Start(t, cfg, node.RoleCore)
+		edgeCfg := nodetest.Config(t.TempDir())
+		edgeCfg.CoreAddr = core.Node.GRPCAddr()
+		edges[i] = nodetest.Start(t, edgeCfg, node.RoleEdge)
+	}
+	writer, reader := edges[0], edges[1]
+	for i := range 20 {
+		m := writer.Admin(t, http.MethodPost, "/api/machines", map[string]any{"name": fmt.Sprintf("team-%d", i)})
+		require.Equal(t, http.StatusCreated, m.Status, "%s", m.Body)
+		machine := m.JSON["machine"].(map[string]any)["id"].(string)
+		got := reader.Admin(t, http.MethodGet, "/api/providers", nil, "X-Switchboard-Machine", machine)
+		require.Equal(t, http.StatusOK, got.Status, "round %d: the new machine is known: %s", i, got.Body)
+
+		prefix := fmt.Sprintf("p%d", i)
+		writer.CreateConnection(t, map[string]any{"provider": "openai", "name": prefix, "apiKey": "k",
+			"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": prefix}})
+		list := reader.Admin(t, http.MethodGet, "/api/providers", nil)
+		require.Equal(t, http.StatusOK, list.Status)
+		assert.Contains(t, string(list.Body), `"name":"`+prefix+`"`, "round %d: the list holds the new connection", i)
+		k := writer.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": prefix})
+		require.Equal(t, http.StatusCreated, k.Status, "%s", k.Body)
+		res := reader.Do(t, http.MethodPost, pathEmbed, map[string]any{"model": prefix + "/text-embedding-3-small", "input": "x"},
+			"Authorization", "Bearer "+k.JSON["key"].(string))
+		require.Equal(t, http.StatusOK, res.Status, "round %d: the new key and connection serve: %s", i, res.Body)
+	}
+}

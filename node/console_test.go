@@ -368,9 +368,15 @@ func TestConsoleJourneys(t *testing.T) {
 	// The machine picker: pages act on the chosen machine (tenant).
 	team := sb.Admin(t, http.MethodPost, "/api/machines", map[string]any{"name": "team-b"})
 	require.Equal(t, http.StatusCreated, team.Status, "%s", team.Body)
+	// The reload starts on the keys page, whose list is held back until the
+	// operator has moved on to the providers page: the late keys page must
+	// not replace it.
+	b.do(map[string]any{"op": "hold", "url": "**/api/keys"})
 	b.do(map[string]any{"op": "reload"})
 	b.goTo(ui + "#/providers")
 	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable local"})
+	assert.EqualValues(t, 1, b.do(map[string]any{"op": "release"}), "the keys page's request was held")
+	assert.Equal(t, "Providers", b.do(map[string]any{"op": "text", "selector": "main h1"}), "a page that loaded late stays out")
 	b.do(map[string]any{"op": "select", "label": "Machine", "value": team.JSON["machine"].(map[string]any)["id"].(string)})
 	b.waitText("Nothing yet.") // team-b has no connections
 	assert.NotContains(t, b.text(), "openai-compatible-local")

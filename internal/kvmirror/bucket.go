@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/wait"
@@ -52,6 +53,21 @@ type Bucket[T proto.Message] struct {
 	changed chan struct{}
 	// gen counts the changes applied; it is read without the lock.
 	gen atomic.Uint64
+
+	// CatchUp's looks at the bucket: one runs at a time (looking), and
+	// callers that arrive meanwhile share the one that starts next
+	// (pending).
+	looking sync.Mutex
+	lookMu  sync.Mutex
+	pending *look
+}
+
+// look is one request for the bucket's last revision, shared by the callers
+// that arrived before it was sent.
+type look struct {
+	done chan struct{}
+	rev  uint64
+	err  error
 }
 
 // OpenBucket starts mirroring kv and returns once the current contents are in
@@ -65,6 +81,15 @@ func OpenBucket[T proto.Message](ctx context.Context, kv jetstream.KeyValue, new
 		entries: make(map[string]Entry[T]),
 		changed: make(chan struct{}),
 	}
+	// Every message the bucket holds when the watch starts comes before
+	// its ready marker, except those that expire meanwhile: once ready, the
+	// mirror has seen the bucket up to its last revision from before the
+	// watch, so CatchUp never waits for a message that expired before this
+	// process started.
+	floor, err := b.lastRevision(ctx)
+	if err != nil {
+		return nil, err
+	}
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", kv.Bucket(), err)
@@ -72,6 +97,9 @@ func OpenBucket[T proto.Message](ctx context.Context, kv jetstream.KeyValue, new
 	go b.follow(ctx, w)
 	select {
 	case <-b.ready:
+		b.mu.Lock()
+		b.rev = max(b.rev, floor)
+		b.mu.Unlock()
 		return b, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -166,6 +194,73 @@ func (b *Bucket[T]) Revision() uint64 {
 // valid while the generation it was built at is current: the entries a Range
 // after reading the generation sees are at least that new.
 func (b *Bucket[T]) Generation() uint64 { return b.gen.Load() }
+
+// CatchUpWait bounds how long CatchUp takes.
+const CatchUpWait = time.Second
+
+// CatchUp returns once the mirror holds every write the bucket held when it
+// was called. A reader that missed a key another process may just have
+// written (a connection or an API key created through another core replica
+// a moment ago) catches up and looks again, so an acknowledged write is
+// never missed by a request that follows it. Concurrent callers share one
+// request to the bucket. It gives up after CatchUpWait, with the error.
+func (b *Bucket[T]) CatchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, CatchUpWait)
+	defer cancel()
+	b.lookMu.Lock()
+	l := b.pending
+	if l == nil {
+		l = &look{done: make(chan struct{})}
+		b.pending = l
+		go b.run(l)
+	}
+	b.lookMu.Unlock()
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if l.err != nil {
+		return l.err
+	}
+	return b.await(ctx, l.rev)
+}
+
+// run sends look l once the look before it is done; callers arriving from
+// then on wait for the next one, since l may not see what they missed.
+func (b *Bucket[T]) run(l *look) {
+	b.looking.Lock()
+	defer b.looking.Unlock()
+	b.lookMu.Lock()
+	b.pending = nil
+	b.lookMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), CatchUpWait)
+	l.rev, l.err = b.lastRevision(ctx)
+	cancel()
+	close(l.done)
+}
+
+// lastRevision asks the bucket for its last revision.
+func (b *Bucket[T]) lastRevision(ctx context.Context) (uint64, error) {
+	st, err := b.kv.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("status of %s: %w", b.kv.Bucket(), err)
+	}
+	js, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return 0, fmt.Errorf("status of %s: no stream behind it", b.kv.Bucket())
+	}
+	return js.StreamInfo().State.LastSeq, nil
+}
+
+// CatchUp catches every bucket up at once (Bucket.CatchUp).
+func CatchUp(ctx context.Context, buckets ...interface{ CatchUp(context.Context) error }) error {
+	var g errgroup.Group
+	for _, b := range buckets {
+		g.Go(func() error { return b.CatchUp(ctx) })
+	}
+	return g.Wait()
+}
 
 // Changed returns a channel closed at the next change of the mirror.
 func (b *Bucket[T]) Changed() <-chan struct{} {

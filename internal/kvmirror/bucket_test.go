@@ -2,9 +2,11 @@ package kvmirror
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -16,6 +18,11 @@ import (
 
 func newBucket(t *testing.T) (jetstream.KeyValue, func() *Bucket[*busv1.Settings]) {
 	t.Helper()
+	return newBucketOf(t, jetstream.KeyValueConfig{Bucket: "test"})
+}
+
+func newBucketOf(t *testing.T, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, func() *Bucket[*busv1.Settings]) {
+	t.Helper()
 	e, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(e.Shutdown)
@@ -26,7 +33,7 @@ func newBucket(t *testing.T) (jetstream.KeyValue, func() *Bucket[*busv1.Settings
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "test"})
+	kv, err := js.CreateKeyValue(ctx, cfg)
 	require.NoError(t, err)
 	open := func() *Bucket[*busv1.Settings] {
 		b, err := OpenBucket(ctx, kv, func() *busv1.Settings { return new(busv1.Settings) }, slog.New(slog.DiscardHandler))
@@ -115,4 +122,53 @@ func TestGenerationMovesWithEveryChange(t *testing.T) {
 	assert.Greater(t, g2, g1)
 	require.NoError(t, b.Delete(ctx, "m1"))
 	assert.Greater(t, b.Generation(), g2)
+}
+
+// A write another process made (straight to the bucket, as another core
+// replica does) is in the mirror once CatchUp returns, for every one of
+// many writers catching up at once: none of them is answered by a look at
+// the bucket that was sent before its write.
+func TestCatchUpHoldsWritesMadeElsewhere(t *testing.T) {
+	kv, open := newBucket(t)
+	b := open()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				key := fmt.Sprintf("w%d-%d", w, i)
+				_, err := kv.Put(ctx, key, mustMarshal(t, &busv1.Settings{CavemanLevel: key}))
+				if !assert.NoError(t, err) {
+					return
+				}
+				if !assert.NoError(t, b.CatchUp(ctx)) {
+					return
+				}
+				e, ok := b.Get(key)
+				if assert.True(t, ok, "%s is in the mirror after CatchUp", key) {
+					assert.Equal(t, key, e.Value.GetCavemanLevel())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// A mirror opened after the bucket's last message expired does not wait
+// for that message: CatchUp returns at once instead of timing out.
+func TestCatchUpAfterTheLastMessageExpired(t *testing.T) {
+	kv, open := newBucketOf(t, jetstream.KeyValueConfig{Bucket: "expiring", TTL: 200 * time.Millisecond})
+	ctx := context.Background()
+	_, err := kv.Put(ctx, "gone", mustMarshal(t, &busv1.Settings{}))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := kv.Status(ctx)
+		return err == nil && st.Values() == 0
+	}, timeout, tick, "the message expires")
+	b := open()
+	require.NoError(t, b.CatchUp(ctx), "catches up without waiting out CatchUpWait")
+	_, ok := b.Get("gone")
+	assert.False(t, ok)
 }

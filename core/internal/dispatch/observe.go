@@ -70,6 +70,15 @@ func (d *Dispatcher) Instrument(m *Metrics, tr *telemetry.Tracer) *Dispatcher {
 func (d *Dispatcher) resolve(ctx context.Context, req Request) ([]routing.Target, error) {
 	_, span := d.tracer.Start(ctx, "switchboard.resolve", trace.SpanKindInternal)
 	targets, err := d.resolver.ResolveAll(req.MachineID, req.Model)
+	if errors.Is(err, routing.ErrModelNotFound) || errors.Is(err, routing.ErrNoCredentials) {
+		// What this replica missed may have been written through another
+		// one a moment ago: catch up, then look again.
+		if cerr := d.store.CatchUpRouting(ctx); cerr != nil {
+			d.log.Warn("could not catch up with the routing state", "err", cerr)
+		} else {
+			targets, err = d.resolver.ResolveAll(req.MachineID, req.Model)
+		}
+	}
 	if span.IsRecording() {
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())

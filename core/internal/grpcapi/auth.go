@@ -112,6 +112,11 @@ func (a *Authenticator) Admin(ctx context.Context) (machineID string, err error)
 	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), a.adminToken) != 1 {
 		return "", unauthenticated("invalid_admin_token", "a valid admin token is required (Authorization: Bearer <admin token>)")
 	}
+	// An operator reads what they wrote, whichever core replica took the
+	// write (the console adds a connection through one and lists through
+	// another): the mirrors catch up first. Admin calls come at human pace;
+	// should NATS not answer, the call goes on with what the mirrors hold.
+	_ = a.store.CatchUp(ctx)
 	id := get(MDMachine)
 	if id == "" {
 		return a.defaultID, nil

@@ -13,6 +13,18 @@ import (
 // store no longer lets anyone test guesses of it; the move is retried on
 // the next use when it fails.
 func (a *Authenticator) findKey(ctx context.Context, raw string, parsed apikey.Key) (*busv1.APIKey, bool) {
+	if k, ok := a.findStoredKey(ctx, raw, parsed); ok {
+		return k, true
+	}
+	// A key created through another core replica a moment ago may not be
+	// in this one's mirror yet: catch up, then look again.
+	if err := a.store.Keys.CatchUp(ctx); err != nil {
+		return nil, false
+	}
+	return a.findStoredKey(ctx, raw, parsed)
+}
+
+func (a *Authenticator) findStoredKey(ctx context.Context, raw string, parsed apikey.Key) (*busv1.APIKey, bool) {
 	id := a.lookup.ID(raw)
 	if e, ok := a.store.Keys.Get(id); ok {
 		return e.Value, true

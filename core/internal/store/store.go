@@ -133,6 +133,21 @@ func (s *Store) indexConnections(gen uint64) *connIndex {
 	return idx
 }
 
+// CatchUpRouting brings the buckets routing reads (settings, connections,
+// catalogs) up to what they held when it was called: a model that did not
+// resolve is looked up again after it, since its connection may have been
+// created through another core replica a moment ago.
+func (s *Store) CatchUpRouting(ctx context.Context) error {
+	return kvmirror.CatchUp(ctx, s.Settings, s.Connections, s.Catalogs)
+}
+
+// CatchUp brings every bucket up to what it held when it was called
+// (kvmirror.Bucket.CatchUp).
+func (s *Store) CatchUp(ctx context.Context) error {
+	return kvmirror.CatchUp(ctx, s.Machines, s.Connections, s.Keys, s.Settings, s.Catalogs,
+		s.Cooldowns, s.Disabled, s.Rollups, s.OAuthFlows)
+}
+
 // MachineSettings returns a machine's settings, or zero settings.
 func (s *Store) MachineSettings(machineID string) *busv1.Settings {
 	if e, ok := s.Settings.Get(machineID); ok {

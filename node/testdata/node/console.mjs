@@ -39,7 +39,34 @@ function locate(cmd) {
   return s.locator(cmd.selector).first();
 }
 
+// Requests held back by the hold op until release lets them go.
+let held = [];
+
+async function release() {
+  for (let i = 0; i < 200 && !held.length; i++) await page.waitForTimeout(50);
+  const batch = held;
+  held = [];
+  for (const r of batch) r.go();
+  for (const r of batch) await (await r.response)?.finished();
+  await page.unrouteAll();
+  // The page acts on the responses in its own event loop: give it a moment.
+  await page.evaluate(() => new Promise((r) => setTimeout(r, 300)));
+  return batch.length;
+}
+
 const ops = {
+  // hold keeps requests to url (a glob) from reaching the gateway until
+  // release, to play a slow network.
+  hold: async (c) => {
+    await page.route(c.url, (route) => {
+      let go;
+      const started = new Promise((r) => { go = r; });
+      const response = started.then(() => route.continue()).then(() => route.request().response());
+      held.push({ go, response });
+    });
+    return true;
+  },
+  release,
   goto: async (c) => { await page.goto(c.url); return page.url(); },
   reload: async () => { await page.reload(); return page.url(); },
   acceptDialogs: async () => { page.on('dialog', (d) => d.accept()); return true; },

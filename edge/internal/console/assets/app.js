@@ -18,6 +18,10 @@ const titles = {
 
 let cleanup = null;
 let routed = false;
+// navigation counts route() calls: a page that finishes loading after a
+// later navigation began is dropped, so a slow page (or one for another
+// machine) never replaces the page the operator moved to.
+let navigation = 0;
 
 function parseHash() {
   const raw = location.hash.replace(/^#\/?/, '');
@@ -26,6 +30,7 @@ function parseHash() {
 }
 
 async function route() {
+  const nav = ++navigation;
   if (cleanup) { cleanup(); cleanup = null; }
   const { page, params } = parseHash();
   const main = document.getElementById('main');
@@ -55,9 +60,14 @@ async function route() {
     const mod = await load();
     const root = h('div');
     const c = await mod.render(root, params);
+    if (nav !== navigation) {
+      if (typeof c === 'function') c();
+      return;
+    }
     main.replaceChildren(h('h1', { text: titles[page] }), root);
     cleanup = typeof c === 'function' ? c : null;
   } catch (e) {
+    if (nav !== navigation) return;
     main.replaceChildren(h('h1', { text: titles[page] }), h('p', { class: 'error', role: 'alert', text: e.message }));
   }
   // Moving between pages puts focus on the new content; the first page
