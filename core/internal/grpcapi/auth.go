@@ -106,17 +106,30 @@ func (a *Authenticator) KeysRequired(machineID string) bool {
 }
 
 // Admin checks the admin token and resolves the machine the call acts on.
+// An operator reads what they wrote, whichever core replica took the write
+// (the console adds a connection through one and lists through another):
+// the mirrors catch up first. Should NATS not answer, the call goes on with
+// what the mirrors hold.
 func (a *Authenticator) Admin(ctx context.Context) (machineID string, err error) {
+	return a.admin(ctx, true)
+}
+
+// AdminUpdate is Admin without the catch-up, for a frequent internal call
+// that only updates with compare-and-swap (the usage roll-up), which never
+// acts on a stale mirror.
+func (a *Authenticator) AdminUpdate(ctx context.Context) (machineID string, err error) {
+	return a.admin(ctx, false)
+}
+
+func (a *Authenticator) admin(ctx context.Context, catchUp bool) (machineID string, err error) {
 	get := mdGetter(ctx)
 	token, ok := strings.CutPrefix(get("authorization"), "Bearer ")
 	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), a.adminToken) != 1 {
 		return "", unauthenticated("invalid_admin_token", "a valid admin token is required (Authorization: Bearer <admin token>)")
 	}
-	// An operator reads what they wrote, whichever core replica took the
-	// write (the console adds a connection through one and lists through
-	// another): the mirrors catch up first. Admin calls come at human pace;
-	// should NATS not answer, the call goes on with what the mirrors hold.
-	_ = a.store.CatchUp(ctx)
+	if catchUp {
+		_ = a.store.CatchUp(ctx)
+	}
 	id := get(MDMachine)
 	if id == "" {
 		return a.defaultID, nil
