@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/switchboardhq/switchboard/internal/jsonscan"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -100,64 +99,24 @@ type embeddingsBody struct {
 // members' names (json.Unmarshal matches keys without regard to case and
 // after unescaping) or the body is not the object expected.
 func (b *embeddingsBody) split(body []byte) bool {
-	i := jsonscan.SkipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return false
-	}
-	i = jsonscan.SkipSpace(body, i+1)
-	if i < len(body) && body[i] == '}' {
-		return jsonscan.SkipSpace(body, i+1) == len(body)
-	}
-	for i < len(body) {
-		if body[i] != '"' {
-			return false
-		}
-		end := i + 1
-		for end < len(body) && body[end] != '"' && body[end] != '\\' {
-			end++
-		}
-		if end >= len(body) || body[end] != '"' {
-			return false // an escape in the key
-		}
-		var field *json.RawMessage
-		switch string(body[i+1 : end]) {
+	known := true
+	ok := eachMember(body, func(key, value []byte) {
+		switch string(key) {
 		case "model":
-			field = &b.Model
+			b.Model = value
 		case "input":
-			field = &b.Input
+			b.Input = value
 		case "encoding_format":
-			field = &b.EncodingFormat
+			b.EncodingFormat = value
 		case "dimensions":
-			field = &b.Dimensions
+			b.Dimensions = value
 		case "user":
-			field = &b.User
+			b.User = value
 		default:
-			return false
+			known = false
 		}
-		i = jsonscan.SkipSpace(body, end+1)
-		if i >= len(body) || body[i] != ':' {
-			return false
-		}
-		i = jsonscan.SkipSpace(body, i+1)
-		end = jsonscan.ValueEnd(body, i)
-		if end <= i {
-			return false
-		}
-		*field = body[i:end:end]
-		i = jsonscan.SkipSpace(body, end)
-		if i >= len(body) {
-			return false
-		}
-		switch body[i] {
-		case ',':
-			i = jsonscan.SkipSpace(body, i+1)
-		case '}':
-			return jsonscan.SkipSpace(body, i+1) == len(body)
-		default:
-			return false
-		}
-	}
-	return false
+	})
+	return ok && known
 }
 
 // unmarshalBody reads a body split refused (only here: json.Unmarshal's

@@ -183,6 +183,35 @@ type chatBounds struct {
 	Stream    json.RawMessage `json:"stream"`
 }
 
+// split reads the bounded members of a body CheckJSON accepted into b, in
+// place, as json.Unmarshal does; false, for json.Unmarshal to read it
+// instead, when a key has an escape or matches a member's name only
+// without regard to case.
+func (b *chatBounds) split(body []byte) bool {
+	plain := true
+	ok := eachMember(body, func(key, value []byte) {
+		switch string(key) {
+		case "messages":
+			b.Messages = value
+		case "tools":
+			b.Tools = value
+		case "functions":
+			b.Functions = value
+		case "stop":
+			b.Stop = value
+		case "n":
+			b.N = value
+		case "stream":
+			b.Stream = value
+		default:
+			if foldsTo(key, "messages", "tools", "functions", "stop", "n", "stream") {
+				plain = false
+			}
+		}
+	})
+	return ok && plain
+}
+
 // isTrue reports whether a member is the JSON true.
 func isTrue(raw json.RawMessage) bool { return string(raw) == "true" }
 
@@ -197,8 +226,12 @@ func checkChat(body []byte) (streamed bool, _ *Problem) {
 		return &p
 	}
 	var b chatBounds
-	if err := json.Unmarshal(body, &b); err != nil {
-		return false, bad("invalid_json", "the request body is not a valid chat request", "")
+	if !b.split(body) {
+		slow := new(chatBounds) // only here: json.Unmarshal's target escapes
+		if err := json.Unmarshal(body, slow); err != nil {
+			return false, bad("invalid_json", "the request body is not a valid chat request", "")
+		}
+		b = *slow
 	}
 	if isNull(b.Messages) {
 		return false, bad("missing_required_parameter", "you must provide a messages parameter", "messages")
@@ -251,16 +284,43 @@ func checkLists(body []byte, bounds ...listBound) (streamed bool, _ *Problem) {
 		p := NewProblem(http.StatusBadRequest, code, msg, param)
 		return &p
 	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(body, &members); err != nil {
-		return false, bad("invalid_json", "the request body is not a JSON object", "")
+	// The members bounded, then stream, read in place as a map would hold
+	// them (the last of a repeated key wins); a key with an escape sends
+	// the body through encoding/json, which unescapes it.
+	var found [6][]byte
+	vals := found[:0]
+	if len(bounds) < len(found) {
+		vals = found[:len(bounds)+1]
+	} else {
+		vals = make([][]byte, len(bounds)+1)
 	}
-	for _, l := range bounds {
-		if p := checkList(members[l.name], l); p != nil {
+	plain := eachMember(body, func(key, value []byte) {
+		for i, l := range bounds {
+			if string(key) == l.name {
+				vals[i] = value
+				return
+			}
+		}
+		if string(key) == "stream" {
+			vals[len(bounds)] = value
+		}
+	})
+	if !plain {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(body, &members); err != nil {
+			return false, bad("invalid_json", "the request body is not a JSON object", "")
+		}
+		for i, l := range bounds {
+			vals[i] = members[l.name]
+		}
+		vals[len(bounds)] = members["stream"]
+	}
+	for i, l := range bounds {
+		if p := checkList(vals[i], l); p != nil {
 			return false, p
 		}
 	}
-	return isTrue(members["stream"]), nil
+	return isTrue(vals[len(bounds)]), nil
 }
 
 // checkList is the 400 of a list member over its bound, or not a list
