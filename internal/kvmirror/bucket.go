@@ -81,15 +81,6 @@ func OpenBucket[T proto.Message](ctx context.Context, kv jetstream.KeyValue, new
 		entries: make(map[string]Entry[T]),
 		changed: make(chan struct{}),
 	}
-	// Every message the bucket holds when the watch starts comes before
-	// its ready marker, except those that expire meanwhile: once ready, the
-	// mirror has seen the bucket up to its last revision from before the
-	// watch, so CatchUp never waits for a message that expired before this
-	// process started.
-	floor, err := b.lastRevision(ctx)
-	if err != nil {
-		return nil, err
-	}
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", kv.Bucket(), err)
@@ -97,9 +88,6 @@ func OpenBucket[T proto.Message](ctx context.Context, kv jetstream.KeyValue, new
 	go b.follow(ctx, w)
 	select {
 	case <-b.ready:
-		b.mu.Lock()
-		b.rev = max(b.rev, floor)
-		b.mu.Unlock()
 		return b, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -240,7 +228,11 @@ func (b *Bucket[T]) run(l *look) {
 	close(l.done)
 }
 
-// lastRevision asks the bucket for its last revision.
+// lastRevision asks the bucket for the revision of its newest message,
+// which the mirror has seen or will. A bucket keeps its newest message
+// (one value per key: a write replaces older ones, a delete leaves a
+// marker) until it expires, and then every older one expired before it: a
+// bucket whose messages all expired has nothing to wait for.
 func (b *Bucket[T]) lastRevision(ctx context.Context) (uint64, error) {
 	st, err := b.kv.Status(ctx)
 	if err != nil {
@@ -250,7 +242,10 @@ func (b *Bucket[T]) lastRevision(ctx context.Context) (uint64, error) {
 	if !ok {
 		return 0, fmt.Errorf("status of %s: no stream behind it", b.kv.Bucket())
 	}
-	return js.StreamInfo().State.LastSeq, nil
+	if state := js.StreamInfo().State; state.Msgs > 0 {
+		return state.LastSeq, nil
+	}
+	return 0, nil
 }
 
 // CatchUp catches every bucket up at once (Bucket.CatchUp).

@@ -114,10 +114,11 @@ func (a *Authenticator) Admin(ctx context.Context) (machineID string, err error)
 	return a.admin(ctx, true)
 }
 
-// AdminUpdate is Admin without the catch-up, for a frequent internal call
-// that only updates with compare-and-swap (the usage roll-up), which never
-// acts on a stale mirror.
-func (a *Authenticator) AdminUpdate(ctx context.Context) (machineID string, err error) {
+// AdminWithoutCatchUp is Admin without the catch-up, for a call that acts
+// on no mirrored state a replica may miss: the usage roll-up, twice a
+// second, only updates with compare-and-swap; a sign-in code is minted at
+// every start.
+func (a *Authenticator) AdminWithoutCatchUp(ctx context.Context) (machineID string, err error) {
 	return a.admin(ctx, false)
 }
 

@@ -41,7 +41,7 @@ var errUnchanged = errors.New("unchanged")
 // document; when a call fails half-way the worker sends it again and the
 // deltas already stored come back as duplicates.
 func (a *Admin) ApplyUsage(ctx context.Context, req *corev1.ApplyUsageRequest) (*corev1.ApplyUsageResponse, error) {
-	if _, err := a.auth.AdminUpdate(ctx); err != nil {
+	if _, err := a.auth.AdminWithoutCatchUp(ctx); err != nil {
 		return nil, err
 	}
 	if len(req.GetDeltas()) > maxUsageDeltas {
