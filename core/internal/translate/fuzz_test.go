@@ -148,3 +148,42 @@ func FuzzStreamTranslator(f *testing.F) {
 		}
 	})
 }
+
+// A content_block_delta and a content_block_stop are the bytes emitJSON
+// wrote for them from a map, for any text.
+func FuzzDeltaAsEmitJSON(f *testing.F) {
+	for _, s := range []string{"", "hi", `"quoted" \ back`, "line\nbreak\ttab\r\x01", "<&>", "\u2028\u2029", "\xff\xfe", "é漢字🙂"} {
+		f.Add(s, 3)
+	}
+	f.Fuzz(func(t *testing.T, text string, index int) {
+		if index < 0 {
+			index = -index
+		}
+		var got, want []byte
+		keep := func(dst *[]byte) Emit {
+			return func(_ string, data []byte) error { *dst = append([]byte(nil), data...); return nil }
+		}
+		for _, d := range []struct{ kind, field string }{{"text_delta", "text"}, {"thinking_delta", "thinking"}, {"input_json_delta", "partial_json"}} {
+			tr := &ChunkToMessages{index: index, kind: "text"}
+			if err := tr.delta(d.kind, d.field, text, keep(&got)); err != nil {
+				t.Fatal(err)
+			}
+			if err := emitJSON(keep(&want), "content_block_delta", map[string]any{"index": index, "delta": map[string]any{"type": d.kind, d.field: text}}); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%q: %s, want %s", text, got, want)
+			}
+		}
+		tr := &ChunkToMessages{index: index, kind: "text"}
+		if err := tr.closeBlock(keep(&got)); err != nil {
+			t.Fatal(err)
+		}
+		if err := emitJSON(keep(&want), "content_block_stop", map[string]any{"index": index}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("stop: %s, want %s", got, want)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 )
 
 // ChunkToMessages turns a stream of chat.completion.chunk payloads into
@@ -107,7 +108,7 @@ func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
 			if err := t.open("thinking", map[string]any{"type": "thinking", "thinking": "", "signature": ""}, emit); err != nil {
 				return err
 			}
-			if err := t.delta(map[string]any{"type": "thinking_delta", "thinking": *reasoning}, emit); err != nil {
+			if err := t.delta("thinking_delta", "thinking", *reasoning, emit); err != nil {
 				return err
 			}
 		}
@@ -115,7 +116,7 @@ func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
 			if err := t.open("text", map[string]any{"type": "text", "text": ""}, emit); err != nil {
 				return err
 			}
-			if err := t.delta(map[string]any{"type": "text_delta", "text": *d.Content}, emit); err != nil {
+			if err := t.delta("text_delta", "text", *d.Content, emit); err != nil {
 				return err
 			}
 		}
@@ -133,7 +134,7 @@ func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
 				if t.tools[tc.Index] != t.index {
 					return malformed("interleaved tool call arguments")
 				}
-				if err := t.delta(map[string]any{"type": "input_json_delta", "partial_json": tc.Function.Arguments}, emit); err != nil {
+				if err := t.delta("input_json_delta", "partial_json", tc.Function.Arguments, emit); err != nil {
 					return err
 				}
 			}
@@ -161,8 +162,21 @@ func (t *ChunkToMessages) open(kind string, block map[string]any, emit Emit) err
 	return emitJSON(emit, "content_block_start", map[string]any{"index": t.index, "content_block": block})
 }
 
-func (t *ChunkToMessages) delta(d map[string]any, emit Emit) error {
-	return emitJSON(emit, "content_block_delta", map[string]any{"index": t.index, "delta": d})
+// delta emits a content_block_delta of the open block whose delta is
+// {"type": kind, field: text}, written as emitJSON would (keys sorted, no
+// HTML escaping) but without a map: it is most of a stream's events.
+func (t *ChunkToMessages) delta(kind, field, text string, emit Emit) error {
+	b := make([]byte, 0, len(`{"delta":{"":,"type":""},"index":,"type":"content_block_delta"}`)+len(field)+len(kind)+len(text)+24)
+	b = append(b, `{"delta":{"`...)
+	b = append(b, field...)
+	b = append(b, `":`...)
+	b = appendString(b, text)
+	b = append(b, `,"type":"`...)
+	b = append(b, kind...)
+	b = append(b, `"},"index":`...)
+	b = appendInt(b, int64(t.index))
+	b = append(b, `,"type":"content_block_delta"}`...)
+	return emit("content_block_delta", b)
 }
 
 func (t *ChunkToMessages) closeBlock(emit Emit) error {
@@ -170,7 +184,8 @@ func (t *ChunkToMessages) closeBlock(emit Emit) error {
 		return nil
 	}
 	t.kind = ""
-	return emitJSON(emit, "content_block_stop", map[string]any{"index": t.index})
+	b := append(append([]byte(`{"index":`), strconv.Itoa(t.index)...), `,"type":"content_block_stop"}`...)
+	return emit("content_block_stop", b)
 }
 
 // Finish ends the message once the upstream's stream ended; it reports
