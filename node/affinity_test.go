@@ -1,14 +1,17 @@
 package node_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
@@ -38,13 +41,16 @@ func TestSessionAffinity(t *testing.T) {
 	require.Equal(t, 2, a)
 	require.Equal(t, 2, b)
 
-	// With one, every request goes where the first went.
+	// With one, every request goes where the first went; the session is
+	// written once, not again on each request that stays.
 	chat("x-session-id", "sess-1")
 	a1, b1 := counts()
 	onPrimary := a1 > a
+	writes := affinityWrites(t, p.sb)
 	for range 5 {
 		chat("x-session-id", "sess-1")
 	}
+	assert.Equal(t, writes, affinityWrites(t, p.sb), "an active session is not written again on every request")
 	a2, b2 := counts()
 	if onPrimary {
 		assert.Equal(t, a1+5, a2, "the session stayed on its connection")
@@ -120,4 +126,16 @@ func TestSessionAffinityAcrossReplicas(t *testing.T) {
 		require.Equal(t, http.StatusOK, send(b))
 	}
 	assert.Equal(t, one.Count(pathChat)+two.Count(pathChat), first.Count(pathChat), "every request of the session went to one connection")
+}
+
+// affinityWrites is how many writes the affinity bucket has taken.
+func affinityWrites(t *testing.T, sb *nodetest.Instance) uint64 {
+	t.Helper()
+	js, err := jetstream.New(sb.Node.NATS())
+	require.NoError(t, err)
+	kv, err := js.KeyValue(context.Background(), spine.BucketAffinity)
+	require.NoError(t, err)
+	st, err := kv.Status(context.Background())
+	require.NoError(t, err)
+	return st.(*jetstream.KeyValueBucketStatus).StreamInfo().State.LastSeq
 }

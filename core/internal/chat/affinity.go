@@ -6,9 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboardhq/switchboard/internal/spine"
 )
 
 // Session affinity: a request that carries a conversation identity goes
@@ -100,15 +103,79 @@ func (s *Service) affinity(ctx context.Context, machineID string, in inbound) (k
 	return key, prefer
 }
 
-// remember records the connection that served the session (again, so an
-// active session does not expire).
-func (s *Service) remember(ctx context.Context, key, connectionID string) {
-	if key == "" || connectionID == "" {
+// affinityRefresh is how often an active session that stays on its
+// connection is written again so that it does not expire: a quarter of the
+// bucket's TTL, not on every request (a write is a JetStream round trip
+// before the answer ends).
+const affinityRefresh = spine.AffinityTTL / 4
+
+// maxRefreshes bounds the sessions whose last write this process
+// remembers; past it the record starts over (each is written once more).
+const maxRefreshes = 8192
+
+// refreshes are when this process last wrote each session's affinity.
+type refreshes struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// due reports whether key should be written at now, and if so counts it
+// as written.
+func (r *refreshes) due(key string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.at[key]; ok && now.Sub(t) < affinityRefresh {
+		return false
+	}
+	r.markLocked(key, now)
+	return true
+}
+
+// mark counts key as written at now.
+func (r *refreshes) mark(key string, now time.Time) {
+	r.mu.Lock()
+	r.markLocked(key, now)
+	r.mu.Unlock()
+}
+
+func (r *refreshes) markLocked(key string, now time.Time) {
+	if r.at == nil || len(r.at) >= maxRefreshes {
+		r.at = make(map[string]time.Time)
+	}
+	r.at[key] = now
+}
+
+// forget drops key's last write (it failed).
+func (r *refreshes) forget(key string) {
+	r.mu.Lock()
+	delete(r.at, key)
+	r.mu.Unlock()
+}
+
+// keepAlive writes the session's connection again when its last write from
+// this process is older than affinityRefresh, so an active session does
+// not expire.
+func (s *Service) keepAlive(ctx context.Context, key, connectionID string) {
+	if key == "" || connectionID == "" || !s.refreshed.due(key, time.Now()) {
 		return
+	}
+	if !s.remember(ctx, key, connectionID) {
+		s.refreshed.forget(key)
+	}
+}
+
+// remember records the connection that served the session, and reports
+// whether it was stored.
+func (s *Service) remember(ctx context.Context, key, connectionID string) bool {
+	if key == "" || connectionID == "" {
+		return false
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if err := s.opts.Affinity.Put(ctx, key, connectionID); err != nil {
 		s.log(ctx, "recording a session affinity failed", err)
+		return false
 	}
+	s.refreshed.mark(key, time.Now())
+	return true
 }

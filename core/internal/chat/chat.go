@@ -142,8 +142,9 @@ type Options struct {
 
 // Service answers chat requests.
 type Service struct {
-	d    *dispatch.Dispatcher
-	opts Options
+	d         *dispatch.Dispatcher
+	opts      Options
+	refreshed refreshes
 }
 
 // New returns a Service.
@@ -203,7 +204,7 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 	res, err := s.d.Do(ctx, dispatch.Request{MachineID: req.MachineID, Model: in.model, Supports: Supports, Prefer: prefer}, cp.call)
 	out := cp.out
 	if err == nil && res.Conn != nil && res.Conn.Connection.GetId() == prefer {
-		s.remember(ctx, affKey, prefer) // keeps an active session from expiring
+		s.keepAlive(ctx, affKey, prefer) // keeps an active session from expiring
 	}
 	if err == nil && kept != nil {
 		if serr := s.store(req.MachineID, in, kept.response); serr != nil {
