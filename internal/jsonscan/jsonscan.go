@@ -78,3 +78,55 @@ func StringEnd(b []byte, i int) int {
 	}
 	return min(i, len(b))
 }
+
+// Members calls fn with each member of the JSON object b, in order: its key
+// as written between the quotes and its raw value, both in place. It
+// returns false, perhaps after calling fn for some members, when a key
+// holds an escape (encoding/json unescapes keys: the caller decodes b with
+// it instead) or b is not one object.
+func Members(b []byte, fn func(key, value []byte)) bool {
+	i := SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return SkipSpace(b, i+1) == len(b)
+	}
+	for i < len(b) {
+		if b[i] != '"' {
+			return false
+		}
+		end := i + 1
+		for end < len(b) && b[end] != '"' && b[end] != '\\' {
+			end++
+		}
+		if end >= len(b) || b[end] != '"' {
+			return false // an escape in the key
+		}
+		key := b[i+1 : end]
+		i = SkipSpace(b, end+1)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = SkipSpace(b, i+1)
+		end = ValueEnd(b, i)
+		if end <= i {
+			return false
+		}
+		fn(key, b[i:end:end])
+		i = SkipSpace(b, end)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = SkipSpace(b, i+1)
+		case '}':
+			return SkipSpace(b, i+1) == len(b)
+		default:
+			return false
+		}
+	}
+	return false
+}

@@ -47,3 +47,22 @@ func FuzzValueEnd(f *testing.F) {
 		}
 	})
 }
+
+// Members reads each member of an object in place, as encoding/json reads
+// keys without escapes; it refuses an escaped key and what is not one
+// object.
+func TestMembers(t *testing.T) {
+	for _, s := range []string{`{}`, ` { } `, `{"a":1}`, `{"a":{"b":[1,"}"]},"c" : "d" ,"a":null}`, `{"x":"\"","y":[]}`} {
+		want := map[string]json.RawMessage{}
+		require.NoError(t, json.Unmarshal([]byte(s), &want))
+		got := map[string]json.RawMessage{}
+		require.True(t, Members([]byte(s), func(k, v []byte) { got[string(k)] = v }), s)
+		require.Equal(t, len(want), len(got), s)
+		for k, v := range want {
+			require.JSONEq(t, string(v), string(got[k]), "%s: %s", s, k)
+		}
+	}
+	for _, s := range []string{`{"\u0061":1}`, `[]`, `"x"`, `{"a":1} {}`, `{"a":1,}`, ``} {
+		require.False(t, Members([]byte(s), func(k, v []byte) {}), s)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -184,6 +185,39 @@ func FuzzDeltaAsEmitJSON(f *testing.F) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("stop: %s, want %s", got, want)
+		}
+	})
+}
+
+// A chunk read in place is the chunk json.Unmarshal reads, whenever the
+// reader claims it (it hands json.Unmarshal what it is not sure of).
+func FuzzChunkReadAsUnmarshal(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}`,
+		`{"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`,
+		`{"id":"c1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}}`,
+		`{"id":"c\u00e9","choices":[{"delta":{"reasoning_content":"think\n\"x\""}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"t","type":"function","function":{"name":"f","arguments":"{\"a\""}}]}}]}`,
+		`{"choices":[null,{"delta":null,"finish_reason":null}]}`, `{"choices":null,"id":null}`, `{"error":{"message":"x"}}`,
+		`{"ID":"x"}`, `{"id":"a","id":"b"}`, `{"choiceſ":[]}`, `{"choices":[{"Delta":{"content":"x"}}]}`, `{"id":5}`,
+		`{"choices":[{"delta":{"content":5}}]}`, `{"choices":"x"}`, `[]`, `{"id":"\xff"}`, `{"choices":[{"delta":{"reasoning":"r","content":null}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		var got chatChunk
+		if !got.read(data) {
+			return
+		}
+		var want chatChunk
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("%q: read, but json.Unmarshal fails: %v", data, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: read %+v, json.Unmarshal %+v", data, got, want)
 		}
 	})
 }

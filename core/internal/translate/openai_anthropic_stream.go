@@ -35,13 +35,15 @@ func NewChunkToMessages(model string) *ChunkToMessages {
 type Emit func(name string, data []byte) error
 
 type chatChunk struct {
-	ID      string `json:"id"`
-	Choices []struct {
-		Delta        chunkDelta `json:"delta"`
-		FinishReason *string    `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *ChatUsage      `json:"usage"`
-	Error json.RawMessage `json:"error"`
+	ID      string          `json:"id"`
+	Choices []chunkChoice   `json:"choices"`
+	Usage   *ChatUsage      `json:"usage"`
+	Error   json.RawMessage `json:"error"`
+}
+
+type chunkChoice struct {
+	Delta        chunkDelta `json:"delta"`
+	FinishReason *string    `json:"finish_reason"`
 }
 
 type chunkDelta struct {
@@ -64,8 +66,14 @@ func (d *chunkDelta) reasoning() *string {
 // *AnthropicError.
 func parseChunk(data []byte) (chatChunk, error) {
 	var c chatChunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	if !json.Valid(data) {
 		return c, malformed("chunk is not valid JSON")
+	}
+	if !c.read(data) {
+		c = chatChunk{}
+		if err := json.Unmarshal(data, &c); err != nil {
+			return c, malformed("chunk is not valid JSON")
+		}
 	}
 	if len(c.Error) > 0 && !isNull(c.Error) {
 		return c, parseAnthropicError(data)

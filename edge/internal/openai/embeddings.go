@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -100,7 +101,7 @@ type embeddingsBody struct {
 // after unescaping) or the body is not the object expected.
 func (b *embeddingsBody) split(body []byte) bool {
 	known := true
-	ok := eachMember(body, func(key, value []byte) {
+	ok := jsonscan.Members(body, func(key, value []byte) {
 		switch string(key) {
 		case "model":
 			b.Model = value

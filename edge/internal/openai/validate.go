@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
 // Bounds of the lists a JSON request may hold. OpenAI's own where it
@@ -189,7 +191,7 @@ type chatBounds struct {
 // without regard to case.
 func (b *chatBounds) split(body []byte) bool {
 	plain := true
-	ok := eachMember(body, func(key, value []byte) {
+	ok := jsonscan.Members(body, func(key, value []byte) {
 		switch string(key) {
 		case "messages":
 			b.Messages = value
@@ -294,7 +296,7 @@ func checkLists(body []byte, bounds ...listBound) (streamed bool, _ *Problem) {
 	} else {
 		vals = make([][]byte, len(bounds)+1)
 	}
-	plain := eachMember(body, func(key, value []byte) {
+	plain := jsonscan.Members(body, func(key, value []byte) {
 		for i, l := range bounds {
 			if string(key) == l.name {
 				vals[i] = value

@@ -75,7 +75,7 @@ func FuzzChecksAgreeWithUnmarshal(f *testing.F) {
 		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`,
 		`{"model":"m","messages":[],"stream":true}`, `{"model":"m"}`, `{"messages":null}`, `{"messages":{}}`,
-		`{"messages":[1],"Messages":[]}`, `{"Messages":[1]}`, `{"STREAM":true,"messages":[1]}`,
+		`{"messages":[1],"Messages":[]}`, `{"Messages":[1]}`, `{"meſſages":[]}`, `{"messages":[1],"Kind":1,"ſtream":true}`, `{"STREAM":true,"messages":[1]}`,
 		`{"mess\u0061ges":[1],"stream":true}`, `{"messages":[1],"stream":true,"stream":false}`,
 		`{"messages":[1],"n":2}`, `{"messages":[1],"n":0}`, `{"messages":[1],"n":"2"}`, `{"messages":[1],"n":1.5}`,
 		`{"messages":[1],"stop":"x"}`, `{"messages":[1],"stop":["a","b","c","d","e"]}`, `{"messages":[1],"tools":{}}`,
