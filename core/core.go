@@ -184,6 +184,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 		stop()
 		return nil, fmt.Errorf("core: %w", err)
 	}
+	signIns, err := js.KeyValue(ctx, spine.BucketSignInCodes)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("core: %w", err)
+	}
 	chatSvc := chat.New(disp, chat.Options{StallTimeout: cfg.StallTimeout, FirstEventTimeout: cfg.FirstByteTimeout,
 		Responses: chat.KVResponses{KV: stored}, Affinity: chat.KVAffinity{KV: affinity}, Log: log})
 	c := &Core{
@@ -200,7 +205,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 			Log:        log,
 			Metrics:    grpcapi.NewRequestMetrics(deps.Metrics, resolver.Known),
 		}),
-		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, lister, keySecret, reg, log).WithUpstream(clients).WithUsageHealth(usage.NewHealth(use, js)),
+		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, lister, keySecret, reg, log).WithUpstream(clients).WithUsageHealth(usage.NewHealth(use, js)).EnableSignInCodes(signIns),
 		usage:     use,
 		defaultID: defaultID,
 		log:       log,

@@ -282,7 +282,8 @@ func TestCoreReplicaKilledUnderLoad(t *testing.T) {
 // What an operator writes through one core replica (a machine, a
 // connection, an API key) is served at once by another: a replica that
 // misses it catches up with the bucket before it answers 404, 400 or 401,
-// and an admin call reads every write made before it.
+// and an admin call reads every write made before it. A console sign-in
+// code minted through one is redeemed through the other.
 // Each edge here talks to one core, so every read goes to the replica that
 // did not write.
 func TestReplicaServesWhatAnotherJustWrote(t *testing.T) {
@@ -299,6 +300,17 @@ func TestReplicaServesWhatAnotherJustWrote(t *testing.T) {
 		edges[i] = nodetest.Start(t, edgeCfg, node.RoleEdge)
 	}
 	writer, reader := edges[0], edges[1]
+
+	// The console's one-time sign-in link, minted through one replica,
+	// signs in through the other, once.
+	mint := writer.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
+	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
+	code := mint.JSON["code"].(string)
+	in := reader.Do(t, http.MethodPost, "/api/console/sign-in", map[string]any{"code": code})
+	require.Equal(t, http.StatusOK, in.Status, "%s", in.Body)
+	assert.Equal(t, nodetest.AdminToken, in.JSON["token"])
+	assert.Equal(t, http.StatusUnauthorized, writer.Do(t, http.MethodPost, "/api/console/sign-in", map[string]any{"code": code}).Status, "a code works once")
+
 	for i := range 20 {
 		m := writer.Admin(t, http.MethodPost, "/api/machines", map[string]any{"name": fmt.Sprintf("team-%d", i)})
 		require.Equal(t, http.StatusCreated, m.Status, "%s", m.Body)

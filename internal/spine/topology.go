@@ -34,6 +34,9 @@ const (
 	// BucketAffinity maps chat sessions to the connection serving them,
 	// forgotten after AffinityTTL without use.
 	BucketAffinity = "sb_affinity"
+	// BucketSignInCodes holds the console's one-time sign-in codes (by
+	// their SHA-256), forgotten after SignInCodeTTL.
+	BucketSignInCodes = "sb_signin_codes"
 )
 
 // Streams and their subjects.
@@ -76,6 +79,9 @@ const ResponseTTL = 30 * 24 * time.Hour
 // any provider's device code lives.
 const OAuthFlowTTL = 30 * time.Minute
 
+// SignInCodeTTL is how long a console sign-in code may be redeemed.
+const SignInCodeTTL = 10 * time.Minute
+
 // JobDedupWindow is how long a job's message id suppresses a duplicate.
 const JobDedupWindow = 2 * time.Minute
 
@@ -110,6 +116,8 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 		{Bucket: BucketOAuthFlows, Description: "OAuth logins in progress, secrets sealed", History: 1, TTL: OAuthFlowTTL, Replicas: r},
 		{Bucket: BucketAffinity, Description: "chat session to connection affinity per machine", History: 1, TTL: AffinityTTL, Replicas: r},
 		{Bucket: BucketResponses, Description: "stored Responses API answers per machine", History: 1, TTL: ResponseTTL, Replicas: r},
+		// Codes are minted with the admin token only; the bound is a guard.
+		{Bucket: BucketSignInCodes, Description: "console sign-in codes by digest", History: 1, TTL: SignInCodeTTL, MaxBytes: 1 << 20, Replicas: r},
 	}
 }
 

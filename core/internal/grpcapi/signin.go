@@ -5,58 +5,75 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"sync"
+	"encoding/hex"
+	"errors"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 
+	"github.com/switchboardhq/switchboard/internal/spine"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
-// Console sign-in codes: what `go run .` prints in the console's sign-in
-// link instead of the admin token itself.
-const (
-	// SignInCodeTTL is how long a sign-in code may be redeemed.
-	SignInCodeTTL = 10 * time.Minute
-	// maxSignInCodes bounds the codes waiting to be redeemed.
-	maxSignInCodes = 64
-)
+// SignInCodeTTL is how long a console sign-in code (what `go run .` prints
+// in the console's sign-in link instead of the admin token itself) may be
+// redeemed.
+const SignInCodeTTL = spine.SignInCodeTTL
 
-// signInCodes are the codes of this core, by their SHA-256, with their
-// expiry. They live in memory: a code is redeemed on the core that minted it
-// (one process with `go run .`); behind several replicas use the token.
+// signInCodes keep the codes in a key-value bucket by their SHA-256, with
+// their expiry, so a code minted through one core replica is redeemed
+// through any, once.
 type signInCodes struct {
-	mu    sync.Mutex
-	codes map[[32]byte]time.Time
+	kv jetstream.KeyValue
 }
 
-func (s *signInCodes) mint(now time.Time) string {
+// errNoSignInCodes answers when no bucket was given (EnableSignInCodes).
+var errNoSignInCodes = errors.New("sign-in codes are not kept by this core")
+
+func signInKey(code string) string {
+	sum := sha256.Sum256([]byte(code))
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *signInCodes) mint(ctx context.Context, now time.Time) (string, error) {
+	if s.kv == nil {
+		return "", errNoSignInCodes
+	}
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	code := base64.RawURLEncoding.EncodeToString(b)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.codes == nil {
-		s.codes = map[[32]byte]time.Time{}
+	exp := strconv.FormatInt(now.Add(SignInCodeTTL).UnixNano(), 10)
+	if _, err := s.kv.Create(ctx, signInKey(code), []byte(exp)); err != nil {
+		return "", err
 	}
-	for h, exp := range s.codes {
-		if !now.Before(exp) || len(s.codes) >= maxSignInCodes {
-			delete(s.codes, h)
-		}
-	}
-	s.codes[sha256.Sum256([]byte(code))] = now.Add(SignInCodeTTL)
-	return code
+	return code, nil
 }
 
 // redeem reports whether code was minted, unexpired and not used before; it
-// is then used up.
-func (s *signInCodes) redeem(code string, now time.Time) bool {
-	h := sha256.Sum256([]byte(code))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	exp, ok := s.codes[h]
-	delete(s.codes, h)
-	return ok && now.Before(exp)
+// is then used up. Of two replicas redeeming one code at once, one wins.
+func (s *signInCodes) redeem(ctx context.Context, code string, now time.Time) (bool, error) {
+	if s.kv == nil {
+		return false, errNoSignInCodes
+	}
+	key := signInKey(code)
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	exp, perr := strconv.ParseInt(string(e.Value()), 10, 64)
+	err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return false, nil // used (or expired and cleared) meanwhile
+	case err != nil:
+		return false, err
+	}
+	return perr == nil && now.UnixNano() < exp, nil
 }
 
 // CreateSignInCode mints a one-time sign-in code.
@@ -64,17 +81,32 @@ func (a *Admin) CreateSignInCode(ctx context.Context, _ *corev1.CreateSignInCode
 	if _, err := a.auth.AdminWithoutCatchUp(ctx); err != nil {
 		return nil, err
 	}
+	code, err := a.signIns.mint(ctx, a.now())
+	if err != nil {
+		return nil, a.storeError(err)
+	}
 	created(ctx)
-	return &corev1.CreateSignInCodeResponse{Code: a.signIns.mint(a.now()), ExpiresIn: int32(SignInCodeTTL / time.Second)}, nil
+	return &corev1.CreateSignInCodeResponse{Code: code, ExpiresIn: int32(SignInCodeTTL / time.Second)}, nil
 }
 
 // RedeemSignInCode exchanges a code for the admin token, once.
-func (a *Admin) RedeemSignInCode(_ context.Context, req *corev1.RedeemSignInCodeRequest) (*corev1.RedeemSignInCodeResponse, error) {
+func (a *Admin) RedeemSignInCode(ctx context.Context, req *corev1.RedeemSignInCodeRequest) (*corev1.RedeemSignInCodeResponse, error) {
 	if req.GetCode() == "" {
 		return nil, missingParam("code")
 	}
-	if !a.signIns.redeem(req.GetCode(), a.now()) {
+	ok, err := a.signIns.redeem(ctx, req.GetCode(), a.now())
+	if err != nil {
+		return nil, a.storeError(err)
+	}
+	if !ok {
 		return nil, statusError(codes.Unauthenticated, "invalid_sign_in_code", "the sign-in code is unknown, used or expired: print a new link or sign in with the admin token")
 	}
 	return &corev1.RedeemSignInCodeResponse{Token: string(a.auth.adminToken)}, nil
+}
+
+// EnableSignInCodes keeps the console's sign-in codes in kv
+// (spine.BucketSignInCodes).
+func (a *Admin) EnableSignInCodes(kv jetstream.KeyValue) *Admin {
+	a.signIns.kv = kv
+	return a
 }
