@@ -351,7 +351,9 @@ func (s *Service) await(ctx context.Context, key string, mine *billingv1.Idempot
 				s.log.Warn("took over an idempotent call whose run seems to have crashed", "op", mine.GetOperation())
 				return rev, nil, nil
 			}
-			if !errors.Is(err, jetstream.ErrKeyExists) {
+			// A lost compare-and-swap, whichever code the server reports it
+			// with (replicated streams may use another than ErrKeyExists's).
+			if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 				return 0, nil, err
 			}
 			// Another call wrote first; the watcher brings its record.
