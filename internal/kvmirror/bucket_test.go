@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
@@ -23,14 +23,7 @@ func newBucket(t *testing.T) (jetstream.KeyValue, func() *Bucket[*busv1.Settings
 
 func newBucketOf(t *testing.T, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, func() *Bucket[*busv1.Settings]) {
 	t.Helper()
-	e, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(e.Shutdown)
-	nc, err := e.Connect("test", nil)
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := spinetest.JetStream(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	kv, err := js.CreateKeyValue(ctx, cfg)

@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
@@ -103,14 +103,7 @@ func FuzzSplit(f *testing.F) {
 }
 
 func TestCountEvents(t *testing.T) {
-	srv, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect("test", nil)
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := spinetest.JetStream(t)
 	ctx := context.Background()
 	require.NoError(t, spine.EnsureStreams(ctx, js, spine.Topology{}.Streams()...))
 

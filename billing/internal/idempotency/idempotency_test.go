@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/billing/internal/account"
 	"github.com/switchboardhq/switchboard/billing/internal/store"
-	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -85,14 +84,7 @@ func (f *fakeFlows) ChangeRecurring(ctx context.Context, _ account.User, _ billi
 // bucket is the sb_billing_idempotency bucket on an embedded NATS server.
 func bucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
-	emb, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect("idempotency-test", slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := spinetest.JetStream(t)
 	for _, cfg := range store.Buckets(1) {
 		if cfg.Bucket == store.BucketIdempotency {
 			kv, err := js.CreateKeyValue(context.Background(), cfg)

@@ -12,19 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 )
 
 // signInBucket is the sign-in codes' bucket on an embedded NATS server.
 func signInBucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
-	e, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(e.Shutdown)
-	nc, err := e.Connect("test", nil)
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := spinetest.JetStream(t)
 	for _, cfg := range (spine.Topology{}).Buckets() {
 		if cfg.Bucket == spine.BucketSignInCodes {
 			kv, err := js.CreateKeyValue(context.Background(), cfg)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/usage"
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
@@ -451,14 +452,7 @@ func TestDrainPublishesEventsRecordedDuringIt(t *testing.T) {
 // BenchmarkRecord is the request path's cost of a usage event: minting its
 // id, encoding it and queuing it (the publisher drains in the background).
 func BenchmarkRecord(b *testing.B) {
-	srv, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: b.TempDir()})
-	require.NoError(b, err)
-	defer srv.Shutdown()
-	nc, err := srv.Connect("bench", quiet)
-	require.NoError(b, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(b, err)
+	js := spinetest.JetStream(b)
 	require.NoError(b, spine.EnsureStreams(context.Background(), js, spine.Topology{}.Streams()...))
 	p, err := usage.NewPublisher(js, usage.Config{}, quiet)
 	require.NoError(b, err)
@@ -492,14 +486,7 @@ func BenchmarkPublishUnderLoad(b *testing.B) {
 		maxBatch int
 	}{{"the load alone, no events", -1, 0}, {"one event a message", -1, 1}, {"batches", -1, 256}, {"batches, linger 1ms", time.Millisecond, 256}, {"batches, linger 5ms", 5 * time.Millisecond, 256}} {
 		b.Run(tc.name, func(b *testing.B) {
-			srv, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: b.TempDir()})
-			require.NoError(b, err)
-			defer srv.Shutdown()
-			nc, err := srv.Connect("bench", quiet)
-			require.NoError(b, err)
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			require.NoError(b, err)
+			js := spinetest.JetStream(b)
 			require.NoError(b, spine.EnsureStreams(context.Background(), js, spine.Topology{}.Streams()...))
 			p, err := usage.NewPublisher(js, usage.Config{Linger: tc.linger}, quiet)
 			require.NoError(b, err)

@@ -235,6 +235,15 @@ func checkChat(body []byte) (streamed bool, _ *Problem) {
 		}
 		b = *slow
 	}
+	return b.check()
+}
+
+// check is checkChat's answer for the members read.
+func (b *chatBounds) check() (streamed bool, _ *Problem) {
+	bad := func(code, msg, param string) *Problem {
+		p := NewProblem(http.StatusBadRequest, code, msg, param)
+		return &p
+	}
 	if isNull(b.Messages) {
 		return false, bad("missing_required_parameter", "you must provide a messages parameter", "messages")
 	}

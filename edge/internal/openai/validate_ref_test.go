@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"testing"
 )
 
@@ -19,37 +18,7 @@ func refCheckChat(body []byte) (bool, *Problem) {
 	if err := json.Unmarshal(body, &b); err != nil {
 		return false, bad("invalid_json", "the request body is not a valid chat request", "")
 	}
-	if isNull(b.Messages) {
-		return false, bad("missing_required_parameter", "you must provide a messages parameter", "messages")
-	}
-	n, ok := countItems(b.Messages, MaxChatMessages)
-	switch {
-	case !ok:
-		return false, bad("invalid_type", "'messages' must be an array", "messages")
-	case n == 0:
-		return false, bad("invalid_value", "'messages' must not be empty", "messages")
-	case n > MaxChatMessages:
-		return false, bad("array_too_long", "'messages' holds more than "+strconv.Itoa(MaxChatMessages)+" items", "messages")
-	}
-	for _, l := range []struct {
-		raw   json.RawMessage
-		bound listBound
-	}{
-		{b.Tools, listBound{"tools", MaxChatTools, false}},
-		{b.Functions, listBound{"functions", MaxChatTools, false}},
-		{b.Stop, listBound{"stop", MaxChatStop, true}},
-	} {
-		if p := checkList(l.raw, l.bound); p != nil {
-			return false, p
-		}
-	}
-	if !isNull(b.N) {
-		var n int
-		if json.Unmarshal(b.N, &n) != nil || n < 1 || n > MaxChatN {
-			return false, bad("invalid_value", "'n' must be an integer from 1 to "+strconv.Itoa(MaxChatN), "n")
-		}
-	}
-	return isTrue(b.Stream), nil
+	return b.check()
 }
 
 // refCheckLists is checkLists as it was: json.Unmarshal into a map.

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
@@ -207,14 +208,7 @@ func TestStoreIsolatesACallCoreRefuses(t *testing.T) {
 // startNATS runs an embedded nats-server with the spine's streams.
 func startNATS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	e, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(e.Shutdown)
-	nc, err := e.Connect("test", slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := spinetest.JetStream(t)
 	require.NoError(t, spine.EnsureStreams(context.Background(), js, spine.Topology{}.Streams()...))
 	return js
 }
