@@ -189,9 +189,11 @@ const CatchUpWait = time.Second
 // CatchUp returns once the mirror holds every write the bucket held when it
 // was called. A reader that missed a key another process may just have
 // written (a connection or an API key created through another core replica
-// a moment ago) catches up and looks again, so an acknowledged write is
-// never missed by a request that follows it. Concurrent callers share one
-// request to the bucket. It gives up after CatchUpWait, with the error.
+// a moment ago) catches up and looks again, so a key created before a
+// request is found by it. (A change or a delete of a key the mirror holds
+// reaches it as fast as its watcher, normally within milliseconds: readers
+// that find a key do not catch up.) Concurrent callers share one request
+// to the bucket. It gives up after CatchUpWait, with the error.
 func (b *Bucket[T]) CatchUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, CatchUpWait)
 	defer cancel()
@@ -232,7 +234,9 @@ func (b *Bucket[T]) run(l *look) {
 // which the mirror has seen or will. A bucket keeps its newest message
 // (one value per key: a write replaces older ones, a delete leaves a
 // marker) until it expires, and then every older one expired before it: a
-// bucket whose messages all expired has nothing to wait for.
+// bucket whose messages all expired has nothing to wait for. (Were keys
+// given TTLs of their own, the newest message could go first, and a catch
+// up would wait out CatchUpWait.)
 func (b *Bucket[T]) lastRevision(ctx context.Context) (uint64, error) {
 	st, err := b.kv.Status(ctx)
 	if err != nil {
@@ -271,7 +275,7 @@ func (b *Bucket[T]) Create(ctx context.Context, key string, v T) error {
 		return err
 	}
 	rev, err := b.kv.Create(ctx, key, data)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if LostRace(err) {
 		return ErrExists
 	}
 	if err != nil {
@@ -397,6 +401,23 @@ func (b *Bucket[T]) awaitChange(ctx context.Context, key string, rev uint64) err
 	}
 }
 
+// LostRace reports whether err is a write that lost a compare-and-swap: a
+// Create of a key that exists, an Update or a Delete at a revision that is
+// no longer the key's. NATS reports it with code 10071 on one server and
+// may use 10164 on replicated streams; nats.go maps the latter to neither
+// of its errors when a Create finds a delete marker and retries over it.
+func LostRace(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var api *jetstream.APIError
+	return errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
 // ErrSkip, returned by an Upsert function, leaves the stored value as it is.
 var ErrSkip = errors.New("skip")
 
@@ -435,7 +456,7 @@ func (b *Bucket[T]) Upsert(ctx context.Context, key string, fn func(v T, ok bool
 			rev, err = b.kv.Create(ctx, key, data)
 		}
 		if err != nil {
-			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			if LostRace(err) {
 				if ok {
 					if err := b.awaitChange(ctx, key, cur.Revision); err != nil {
 						return zero, err

@@ -165,3 +165,18 @@ func TestCatchUpAfterTheLastMessageExpired(t *testing.T) {
 	_, ok := b.Get("gone")
 	assert.False(t, ok)
 }
+
+// A lost compare-and-swap is recognised whichever code NATS reports it
+// with, wrapped or not; other errors are not one.
+func TestLostRace(t *testing.T) {
+	for _, err := range []error{
+		jetstream.ErrKeyExists, jetstream.ErrKeyRevisionMismatch,
+		&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence},
+		fmt.Errorf("update: %w", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant}),
+	} {
+		assert.True(t, LostRace(err), "%v", err)
+	}
+	for _, err := range []error{nil, jetstream.ErrKeyNotFound, context.DeadlineExceeded, &jetstream.APIError{Code: 503, ErrorCode: 10008}} {
+		assert.False(t, LostRace(err), "%v", err)
+	}
+}

@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/billing/internal/account"
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -285,7 +286,7 @@ func (s *Service) claim(ctx context.Context, key string, call *billingv1.Idempot
 		if err == nil {
 			return rev, nil, nil
 		}
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if kvmirror.LostRace(err) {
 			var prior *billingv1.IdempotentCall
 			rev, prior, err = s.await(waitCtx, key, call)
 			if errors.Is(err, errGone) {
@@ -351,9 +352,7 @@ func (s *Service) await(ctx context.Context, key string, mine *billingv1.Idempot
 				s.log.Warn("took over an idempotent call whose run seems to have crashed", "op", mine.GetOperation())
 				return rev, nil, nil
 			}
-			// A lost compare-and-swap, whichever code the server reports it
-			// with (replicated streams may use another than ErrKeyExists's).
-			if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			if !kvmirror.LostRace(err) {
 				return 0, nil, err
 			}
 			// Another call wrote first; the watcher brings its record.

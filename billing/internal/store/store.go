@@ -361,10 +361,7 @@ func (s *Store) DeadEvent(ctx context.Context, key string) (*billingv1.DeadEvent
 // retry of it that came first wins: ErrNoDeadLetter).
 func (s *Store) DeleteDead(ctx context.Context, key string, rev uint64) error {
 	err := s.dead.Purge(ctx, key, jetstream.LastRevision(rev))
-	// A lost compare-and-swap is ErrKeyRevisionMismatch whichever code the
-	// server reports it with (replicated streams may use another than
-	// ErrKeyExists's).
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) {
+	if kvmirror.LostRace(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
 		return ErrNoDeadLetter
 	}
 	return err

@@ -74,7 +74,9 @@ func (d *Dispatcher) resolve(ctx context.Context, req Request) ([]routing.Target
 		// What this replica missed may have been written through another
 		// one a moment ago: catch up, then look again.
 		if cerr := d.store.CatchUpRouting(ctx); cerr != nil {
-			d.log.Warn("could not catch up with the routing state", "err", cerr)
+			if ctx.Err() == nil {
+				d.log.Warn("could not catch up with the routing state", "err", cerr)
+			}
 		} else {
 			targets, err = d.resolver.ResolveAll(req.MachineID, req.Model)
 		}

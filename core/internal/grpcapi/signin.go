@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -68,7 +69,7 @@ func (s *signInCodes) redeem(ctx context.Context, code string, now time.Time) (b
 	exp, perr := strconv.ParseInt(string(e.Value()), 10, 64)
 	err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
 	switch {
-	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+	case kvmirror.LostRace(err):
 		return false, nil // used (or expired and cleared) meanwhile
 	case err != nil:
 		return false, err
