@@ -54,12 +54,13 @@ type Bucket[T proto.Message] struct {
 	// gen counts the changes applied; it is read without the lock.
 	gen atomic.Uint64
 
-	// CatchUp's looks at the bucket: one runs at a time (looking), and
-	// callers that arrive meanwhile share the one that starts next
-	// (pending).
-	looking sync.Mutex
-	lookMu  sync.Mutex
-	pending *look
+	// CatchUp's looks at the bucket: one runs at a time (looking), at most
+	// one per lookEvery (lastLook, under looking), and callers that arrive
+	// meanwhile share the one that starts next (pending).
+	looking  sync.Mutex
+	lastLook time.Time
+	lookMu   sync.Mutex
+	pending  *look
 }
 
 // look is one request for the bucket's last revision, shared by the callers
@@ -186,6 +187,11 @@ func (b *Bucket[T]) Generation() uint64 { return b.gen.Load() }
 // CatchUpWait bounds how long CatchUp takes.
 const CatchUpWait = time.Second
 
+// lookEvery spaces a bucket's looks: whatever the misses (a flood of
+// made-up API keys or model names costs no more), a mirror asks its bucket
+// at most 50 times a second, and a real miss waits at most this long more.
+const lookEvery = 20 * time.Millisecond
+
 // CatchUp returns once the mirror holds every write the bucket held when it
 // was called. A reader that missed a key another process may just have
 // written (a connection or an API key created through another core replica
@@ -221,6 +227,10 @@ func (b *Bucket[T]) CatchUp(ctx context.Context) error {
 func (b *Bucket[T]) run(l *look) {
 	b.looking.Lock()
 	defer b.looking.Unlock()
+	if d := lookEvery - time.Since(b.lastLook); d > 0 {
+		time.Sleep(d) // callers arriving meanwhile still join l
+	}
+	b.lastLook = time.Now()
 	b.lookMu.Lock()
 	b.pending = nil
 	b.lookMu.Unlock()

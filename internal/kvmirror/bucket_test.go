@@ -180,3 +180,35 @@ func TestLostRace(t *testing.T) {
 		assert.False(t, LostRace(err), "%v", err)
 	}
 }
+
+// A flood of catch-ups (every request with a made-up key or model misses)
+// asks the bucket at most once per lookEvery, and each still returns.
+func TestCatchUpFloodIsSpaced(t *testing.T) {
+	js := spinetest.JetStream(t)
+	ctx := context.Background()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "flood"})
+	require.NoError(t, err)
+	b, err := OpenBucket(ctx, kv, func() *busv1.Settings { return new(busv1.Settings) }, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	apiRequests := func() uint64 {
+		info, err := js.AccountInfo(ctx)
+		require.NoError(t, err)
+		return info.API.Total
+	}
+	before := apiRequests()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < 200*time.Millisecond {
+				assert.NoError(t, b.CatchUp(ctx))
+			}
+		}()
+	}
+	wg.Wait()
+	looks := apiRequests() - before - 1 // less the count's own request
+	assert.Positive(t, looks)
+	assert.LessOrEqual(t, looks, uint64(time.Since(start)/lookEvery)+2, "looks at the bucket in %s", time.Since(start))
+}
