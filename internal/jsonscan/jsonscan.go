@@ -1,11 +1,17 @@
 // Package jsonscan finds where things are in JSON the caller already knows
 // to be valid (checked with encoding/json.Valid or an equivalent walk): the
-// end of a value, of a string, of a run of whitespace. Nothing is decoded
-// or checked here; on bytes that are not valid JSON the answers are only
-// bounded (never past the end of the input), not meaningful.
+// end of a value, of a string, of a run of whitespace; an object's members
+// and an array's elements in place. Nothing is checked here, and only keys
+// with escapes are decoded; on bytes that are not valid JSON the answers
+// are only bounded (never past the end of the input), not meaningful.
 package jsonscan
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
 
 // SkipSpace returns the index of the first byte at or after i that is not
 // JSON whitespace (len(b) when there is none).
@@ -79,53 +85,66 @@ func StringEnd(b []byte, i int) int {
 	return min(i, len(b))
 }
 
-// Members calls fn with each member of the JSON object b, in order: its key
-// as written between the quotes and its raw value, both in place. It
-// returns false, perhaps after calling fn for some members, when a key
-// holds an escape (encoding/json unescapes keys: the caller decodes b with
-// it instead) or b is not one object.
-func Members(b []byte, fn func(key, value []byte)) bool {
-	i := SkipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
+// Members calls fn with each member of the JSON object obj (its key as
+// encoding/json reads it: escapes resolved, bad UTF-8 replaced; its value's
+// raw bytes) until fn returns false. It reports whether obj is an object.
+func Members(obj []byte, fn func(key, value []byte) bool) bool {
+	i := SkipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
 		return false
 	}
-	i = SkipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return SkipSpace(b, i+1) == len(b)
+	i = SkipSpace(obj, i+1)
+	for i < len(obj) && obj[i] == '"' {
+		end := StringEnd(obj, i)
+		key := obj[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			var s string
+			_ = json.Unmarshal(obj[i:end], &s)
+			key = []byte(s)
+		}
+		i = SkipSpace(obj, end)
+		i = SkipSpace(obj, i+1) // the colon
+		vend := ValueEnd(obj, i)
+		if !fn(key, obj[i:vend]) {
+			return true
+		}
+		i = SkipSpace(obj, vend)
+		if i < len(obj) && obj[i] == ',' {
+			i = SkipSpace(obj, i+1)
+		}
 	}
-	for i < len(b) {
-		if b[i] != '"' {
-			return false
+	return true
+}
+
+// Elements calls fn with each element of the JSON array arr until fn
+// returns false. It reports whether arr is an array.
+func Elements(arr []byte, fn func(value []byte) bool) bool {
+	i := SkipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return false
+	}
+	i = SkipSpace(arr, i+1)
+	for i < len(arr) && arr[i] != ']' {
+		end := ValueEnd(arr, i)
+		if !fn(arr[i:end]) {
+			return true
 		}
-		end := i + 1
-		for end < len(b) && b[end] != '"' && b[end] != '\\' {
-			end++
+		i = SkipSpace(arr, end)
+		if i < len(arr) && arr[i] == ',' {
+			i = SkipSpace(arr, i+1)
 		}
-		if end >= len(b) || b[end] != '"' {
-			return false // an escape in the key
-		}
-		key := b[i+1 : end]
-		i = SkipSpace(b, end+1)
-		if i >= len(b) || b[i] != ':' {
-			return false
-		}
-		i = SkipSpace(b, i+1)
-		end = ValueEnd(b, i)
-		if end <= i {
-			return false
-		}
-		fn(key, b[i:end:end])
-		i = SkipSpace(b, end)
-		if i >= len(b) {
-			return false
-		}
-		switch b[i] {
-		case ',':
-			i = SkipSpace(b, i+1)
-		case '}':
-			return SkipSpace(b, i+1) == len(b)
-		default:
-			return false
+	}
+	return true
+}
+
+// FoldsTo reports whether key matches one of names only without regard to
+// case, as encoding/json matches a struct's fields ("ſ" to "s", "K" to "k"
+// too): a reader that matches names exactly leaves such a key to
+// encoding/json.
+func FoldsTo(key []byte, names ...string) bool {
+	for _, n := range names {
+		if string(key) != n && strings.EqualFold(string(key), n) {
+			return true
 		}
 	}
 	return false

@@ -48,21 +48,44 @@ func FuzzValueEnd(f *testing.F) {
 	})
 }
 
-// Members reads each member of an object in place, as encoding/json reads
-// keys without escapes; it refuses an escaped key and what is not one
-// object.
+// Members reads each member of an object in place, its key as
+// encoding/json reads it; it refuses what is not an object, and stops when
+// told to.
 func TestMembers(t *testing.T) {
-	for _, s := range []string{`{}`, ` { } `, `{"a":1}`, `{"a":{"b":[1,"}"]},"c" : "d" ,"a":null}`, `{"x":"\"","y":[]}`} {
+	for _, s := range []string{`{}`, ` { } `, `{"a":1}`, `{"a":{"b":[1,"}"]},"c" : "d" ,"a":null}`, `{"x":"\"","y":[]}`, `{"\u0061\"":1,"b\n":2}`} {
 		want := map[string]json.RawMessage{}
 		require.NoError(t, json.Unmarshal([]byte(s), &want))
 		got := map[string]json.RawMessage{}
-		require.True(t, Members([]byte(s), func(k, v []byte) { got[string(k)] = v }), s)
+		require.True(t, Members([]byte(s), func(k, v []byte) bool { got[string(k)] = v; return true }), s)
 		require.Equal(t, len(want), len(got), s)
 		for k, v := range want {
 			require.JSONEq(t, string(v), string(got[k]), "%s: %s", s, k)
 		}
 	}
-	for _, s := range []string{`{"\u0061":1}`, `[]`, `"x"`, `{"a":1} {}`, `{"a":1,}`, ``} {
-		require.False(t, Members([]byte(s), func(k, v []byte) {}), s)
+	for _, s := range []string{`[]`, `"x"`, ``, `1`} {
+		require.False(t, Members([]byte(s), func(k, v []byte) bool { return true }), s)
 	}
+	n := 0
+	require.True(t, Members([]byte(`{"a":1,"b":2,"c":3}`), func(k, v []byte) bool { n++; return string(k) != "b" }))
+	require.Equal(t, 2, n, "stops after the member fn refuses")
+}
+
+func TestElements(t *testing.T) {
+	var got []string
+	require.True(t, Elements([]byte(` [ 1 , "]" ,{"a":[2]}, [] ] `), func(v []byte) bool { got = append(got, string(v)); return true }))
+	require.Equal(t, []string{`1`, `"]"`, `{"a":[2]}`, `[]`}, got)
+	require.False(t, Elements([]byte(`{}`), func([]byte) bool { return true }))
+	n := 0
+	require.True(t, Elements([]byte(`[1,2,3]`), func([]byte) bool { n++; return n < 2 }))
+	require.Equal(t, 2, n)
+}
+
+// FoldsTo matches as encoding/json matches a struct's fields, beyond
+// ASCII, and never an exact name.
+func TestFoldsTo(t *testing.T) {
+	require.True(t, FoldsTo([]byte("Messages"), "stream", "messages"))
+	require.True(t, FoldsTo([]byte("meſſages"), "messages"))
+	require.True(t, FoldsTo([]byte("Kind"), "kind"))
+	require.False(t, FoldsTo([]byte("messages"), "messages"))
+	require.False(t, FoldsTo([]byte("model"), "messages"))
 }

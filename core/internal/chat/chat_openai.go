@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
 // chatOpenAI is Chat Completions to an OpenAI-shaped upstream: a
@@ -133,7 +135,7 @@ func (w *walk) chunkFacts() chunkFacts {
 func inspectMembers(data []byte) chunkFacts {
 	var f chunkFacts
 	var choices, usage, errv []byte
-	if !members(data, func(k, v []byte) bool {
+	if !jsonscan.Members(data, func(k, v []byte) bool {
 		switch {
 		case bytes.EqualFold(k, []byte("choices")):
 			choices = v
@@ -154,7 +156,7 @@ func inspectMembers(data []byte) chunkFacts {
 	}
 	n := 0
 	if choices != nil && !isNull(choices) {
-		ok := elements(choices, func(c []byte) bool {
+		ok := jsonscan.Elements(choices, func(c []byte) bool {
 			n++
 			if isNull(c) {
 				return true

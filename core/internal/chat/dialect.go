@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
 // Dialect is the API shape a client speaks.
@@ -52,7 +54,7 @@ func parse(d Dialect, body []byte) (inbound, error) {
 	// never changed.
 	if validJSON(body) {
 		fields := make(map[string]json.RawMessage, 8) // one group: most bodies have fewer members
-		if members(body, func(k, v []byte) bool {
+		if jsonscan.Members(body, func(k, v []byte) bool {
 			fields[string(k)] = v
 			return true
 		}) {
@@ -144,7 +146,7 @@ func requireList(fields map[string]json.RawMessage, name string) error {
 		return &RequestError{Param: name, Code: "missing_required_parameter", Message: "you must provide a " + name + " parameter"}
 	}
 	n := 0
-	if !elements(msgs, func([]byte) bool {
+	if !jsonscan.Elements(msgs, func([]byte) bool {
 		n++
 		return false // one is enough
 	}) {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
 // FuzzParse: every dialect's parser either reads a body (a model, a list
@@ -83,7 +85,7 @@ func FuzzWithFieldsMatchesMarshal(f *testing.F) {
 			return
 		}
 		in := inbound{body: body, fields: map[string]json.RawMessage{}}
-		if !members(body, func(k, v []byte) bool {
+		if !jsonscan.Members(body, func(k, v []byte) bool {
 			in.fields[string(k)] = v
 			return true
 		}) {

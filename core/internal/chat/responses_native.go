@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/switchboardhq/switchboard/core/internal/translate"
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
 // responsesNative is OpenAI Responses to an upstream that speaks it (openai,
@@ -103,7 +104,7 @@ type responsesResponse *struct {
 func decodeResponse(raw []byte) (responsesResponse, bool) {
 	var usage []byte
 	n := 0
-	isObject := members(raw, func(k, v []byte) bool {
+	isObject := jsonscan.Members(raw, func(k, v []byte) bool {
 		if bytes.EqualFold(k, []byte("usage")) {
 			usage, n = v, n+1
 		}

@@ -3,7 +3,6 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/internal/jsonscan"
@@ -13,18 +12,14 @@ import (
 // place what a chunk holds most often (an id, choices with a delta and a
 // finish reason) and handing the rest (tool calls, usage) to
 // json.Unmarshal member by member. It returns false, for json.Unmarshal to
-// read the whole chunk instead, on anything it is not sure of: a key with
-// an escape, one that matches a field only without regard to case, a
-// repeated field, a value of another type than the field's.
+// read the whole chunk instead, on anything it is not sure of: a key that
+// matches a field only without regard to case, a repeated field, a value
+// of another type than the field's.
 func (c *chatChunk) read(data []byte) bool {
 	var seen [4]bool
 	ok := true
-	plain := jsonscan.Members(data, func(key, v []byte) {
-		if !ok {
-			return
-		}
-		f := field(key, seen[:], "id", "choices", "usage", "error")
-		switch f {
+	return jsonscan.Members(data, func(key, v []byte) bool {
+		switch field(key, seen[:], "id", "choices", "usage", "error") {
 		case 0:
 			ok = readString(v, &c.ID)
 		case 1:
@@ -36,8 +31,8 @@ func (c *chatChunk) read(data []byte) bool {
 		case -2:
 			ok = false
 		}
-	})
-	return plain && ok
+		return ok
+	}) && ok
 }
 
 // field is the index among names of key, -1 for none (a member json.Unmarshal
@@ -52,10 +47,9 @@ func field(key []byte, seen []bool, names ...string) int {
 			seen[i] = true
 			return i
 		}
-		// Not only ASCII: encoding/json matches "ſ" to "s" and "K" to "k".
-		if strings.EqualFold(string(key), n) {
-			return -2
-		}
+	}
+	if jsonscan.FoldsTo(key, names...) {
+		return -2
 	}
 	return -1
 }
@@ -65,41 +59,32 @@ func (c *chatChunk) readChoices(v []byte) bool {
 		c.Choices = nil
 		return true
 	}
-	if v[0] != '[' {
-		return false
-	}
 	c.Choices = make([]chunkChoice, 0, 1)
-	i := jsonscan.SkipSpace(v, 1)
-	for i < len(v) && v[i] != ']' {
-		end := jsonscan.ValueEnd(v, i)
+	ok := true
+	return jsonscan.Elements(v, func(e []byte) bool {
 		c.Choices = append(c.Choices, chunkChoice{})
-		ch := &c.Choices[len(c.Choices)-1]
-		if !isNullValue(v[i:end]) {
-			var seen [2]bool
-			ok := true
-			plain := jsonscan.Members(v[i:end], func(key, m []byte) {
-				if !ok {
-					return
-				}
-				switch field(key, seen[:], "delta", "finish_reason") {
-				case 0:
-					ok = ch.Delta.read(m)
-				case 1:
-					ok = readStringPtr(m, &ch.FinishReason)
-				case -2:
-					ok = false
-				}
-			})
-			if !plain || !ok {
-				return false
-			}
-		}
-		i = jsonscan.SkipSpace(v, end)
-		if i < len(v) && v[i] == ',' {
-			i = jsonscan.SkipSpace(v, i+1)
-		}
+		ok = c.Choices[len(c.Choices)-1].read(e)
+		return ok
+	}) && ok
+}
+
+func (ch *chunkChoice) read(v []byte) bool {
+	if isNullValue(v) {
+		return true
 	}
-	return true
+	var seen [2]bool
+	ok := true
+	return jsonscan.Members(v, func(key, m []byte) bool {
+		switch field(key, seen[:], "delta", "finish_reason") {
+		case 0:
+			ok = ch.Delta.read(m)
+		case 1:
+			ok = readStringPtr(m, &ch.FinishReason)
+		case -2:
+			ok = false
+		}
+		return ok
+	}) && ok
 }
 
 func (d *chunkDelta) read(v []byte) bool {
@@ -108,10 +93,7 @@ func (d *chunkDelta) read(v []byte) bool {
 	}
 	var seen [4]bool
 	ok := true
-	plain := jsonscan.Members(v, func(key, m []byte) {
-		if !ok {
-			return
-		}
+	return jsonscan.Members(v, func(key, m []byte) bool {
 		switch field(key, seen[:], "content", "reasoning_content", "reasoning", "tool_calls") {
 		case 0:
 			ok = readStringPtr(m, &d.Content)
@@ -124,8 +106,8 @@ func (d *chunkDelta) read(v []byte) bool {
 		case -2:
 			ok = false
 		}
-	})
-	return plain && ok
+		return ok
+	}) && ok
 }
 
 // readString reads a JSON string or null (leaving s) into s.

@@ -97,11 +97,11 @@ type embeddingsBody struct {
 // split reads the members of a body CheckJSON accepted into b, in place,
 // as json.Unmarshal does (the last of a repeated member wins); false, for
 // json.Unmarshal to read it instead, when a key is not exactly one of the
-// members' names (json.Unmarshal matches keys without regard to case and
-// after unescaping) or the body is not the object expected.
+// members' names (json.Unmarshal matches keys without regard to case) or
+// the body is not an object.
 func (b *embeddingsBody) split(body []byte) bool {
 	known := true
-	ok := jsonscan.Members(body, func(key, value []byte) {
+	ok := jsonscan.Members(body, func(key, value []byte) bool {
 		switch string(key) {
 		case "model":
 			b.Model = value
@@ -116,6 +116,7 @@ func (b *embeddingsBody) split(body []byte) bool {
 		default:
 			known = false
 		}
+		return known
 	})
 	return ok && known
 }

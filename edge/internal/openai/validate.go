@@ -187,11 +187,10 @@ type chatBounds struct {
 
 // split reads the bounded members of a body CheckJSON accepted into b, in
 // place, as json.Unmarshal does; false, for json.Unmarshal to read it
-// instead, when a key has an escape or matches a member's name only
-// without regard to case.
+// instead, when a key matches a member's name only without regard to case.
 func (b *chatBounds) split(body []byte) bool {
 	plain := true
-	ok := jsonscan.Members(body, func(key, value []byte) {
+	ok := jsonscan.Members(body, func(key, value []byte) bool {
 		switch string(key) {
 		case "messages":
 			b.Messages = value
@@ -206,10 +205,9 @@ func (b *chatBounds) split(body []byte) bool {
 		case "stream":
 			b.Stream = value
 		default:
-			if foldsTo(key, "messages", "tools", "functions", "stop", "n", "stream") {
-				plain = false
-			}
+			plain = !jsonscan.FoldsTo(key, "messages", "tools", "functions", "stop", "n", "stream")
 		}
+		return plain
 	})
 	return ok && plain
 }
@@ -296,8 +294,7 @@ func checkLists(body []byte, bounds ...listBound) (streamed bool, _ *Problem) {
 		return &p
 	}
 	// The members bounded, then stream, read in place as a map would hold
-	// them (the last of a repeated key wins); a key with an escape sends
-	// the body through encoding/json, which unescapes it.
+	// them (keys unescaped, the last of a repeated key wins).
 	var found [6][]byte
 	vals := found[:0]
 	if len(bounds) < len(found) {
@@ -305,26 +302,20 @@ func checkLists(body []byte, bounds ...listBound) (streamed bool, _ *Problem) {
 	} else {
 		vals = make([][]byte, len(bounds)+1)
 	}
-	plain := jsonscan.Members(body, func(key, value []byte) {
+	object := jsonscan.Members(body, func(key, value []byte) bool {
 		for i, l := range bounds {
 			if string(key) == l.name {
 				vals[i] = value
-				return
+				return true
 			}
 		}
 		if string(key) == "stream" {
 			vals[len(bounds)] = value
 		}
+		return true
 	})
-	if !plain {
-		var members map[string]json.RawMessage
-		if err := json.Unmarshal(body, &members); err != nil {
-			return false, bad("invalid_json", "the request body is not a JSON object", "")
-		}
-		for i, l := range bounds {
-			vals[i] = members[l.name]
-		}
-		vals[len(bounds)] = members["stream"]
+	if !object {
+		return false, bad("invalid_json", "the request body is not a JSON object", "")
 	}
 	for i, l := range bounds {
 		if p := checkList(vals[i], l); p != nil {
