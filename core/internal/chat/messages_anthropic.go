@@ -134,26 +134,12 @@ var anthropicNames = []string{"type", "message", "usage"}
 // (walk.event); only a message or a usage (of
 // message_start and message_delta) is decoded, and encoding/json decodes
 // the whole event when the walk cannot tell what it would read.
-func readAnthropicEvent(name string, data []byte) (ev anthropicEvent, ok bool, chars int64) {
-	w := walk{names: anthropicNames}
-	typ, plain, ok := w.event(name, data)
-	switch {
-	case !ok:
-		return ev, false, 0
-	case !plain:
-		if json.Unmarshal(data, &ev) != nil {
-			return anthropicEvent{}, false, 0
-		}
-		return ev, true, w.eventChars(name)
-	}
-	ev.Type = string(typ)
-	if raw := w.member(1); raw != nil && !isNull(raw) && json.Unmarshal(raw, &ev.Message) != nil {
-		return anthropicEvent{}, false, 0
-	}
-	if raw := w.member(2); raw != nil && !isNull(raw) && json.Unmarshal(raw, &ev.Usage) != nil {
-		return anthropicEvent{}, false, 0
-	}
-	return ev, true, w.eventChars(name)
+func readAnthropicEvent(name string, data []byte) (anthropicEvent, bool, int64) {
+	return readEvent(anthropicNames, name, data, func(ev *anthropicEvent, typ, message, usage []byte) bool {
+		ev.Type = string(typ)
+		return (message == nil || isNull(message) || json.Unmarshal(message, &ev.Message) == nil) &&
+			(usage == nil || isNull(usage) || json.Unmarshal(usage, &ev.Usage) == nil)
+	})
 }
 
 func (a *anthropicEvents) event(name string, data []byte, emit emitFunc) (bool, error) {

@@ -52,31 +52,28 @@ func decodedAnthropic(data []byte) (anthropicEvent, bool) {
 func checkNative(t *testing.T, data []byte) {
 	t.Helper()
 	for _, name := range nativeNames {
-		{
-			want, wantOK := decodedResponses(data)
-			got, ok, chars := readResponsesEvent(name, data)
-			require.Equal(t, wantOK, ok, "%s %q", name, data)
-			if ok {
-				if name != "" {
-					want.Type, got.Type = "", "" // read only when the name is not known
-					require.Equal(t, deliveredChars(name, data), chars, "%s %q", name, data)
-				}
-				require.Equal(t, want, got, "%s %q", name, data)
-			}
-		}
-		{
-			want, wantOK := decodedAnthropic(data)
-			got, ok, chars := readAnthropicEvent(name, data)
-			require.Equal(t, wantOK, ok, "%s %q", name, data)
-			if ok {
-				if name != "" {
-					want.Type, got.Type = "", "" // read only when the name is not known
-					require.Equal(t, deliveredChars(name, data), chars, "%s %q", name, data)
-				}
-				require.Equal(t, want, got, "%s %q", name, data)
-			}
-		}
+		checkEvent(t, name, data, decodedResponses, readResponsesEvent, func(ev *responsesEvent) { ev.Type = "" })
+		checkEvent(t, name, data, decodedAnthropic, readAnthropicEvent, func(ev *anthropicEvent) { ev.Type = "" })
 	}
+}
+
+// checkEvent holds one reader of an event to its reference (decoded): the
+// same event (its type only when the name is not known) and the delivered
+// text deliveredChars counts.
+func checkEvent[E any](t *testing.T, name string, data []byte, decoded func([]byte) (E, bool), read func(string, []byte) (E, bool, int64), untype func(*E)) {
+	t.Helper()
+	want, wantOK := decoded(data)
+	got, ok, chars := read(name, data)
+	require.Equal(t, wantOK, ok, "%s %q", name, data)
+	if !ok {
+		return
+	}
+	if name != "" {
+		untype(&want) // read only when the name is not known
+		untype(&got)
+		require.Equal(t, deliveredChars(name, data), chars, "%s %q", name, data)
+	}
+	require.Equal(t, want, got, "%s %q", name, data)
 }
 
 // Pass-through Messages and Responses events are read as decoding them

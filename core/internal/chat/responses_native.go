@@ -132,25 +132,16 @@ var responsesNames = []string{"type", "response"}
 // (walk.event); only a response (of its first and last events) is decoded,
 // and encoding/json decodes the whole event when the walk cannot tell what
 // it would read.
-func readResponsesEvent(name string, data []byte) (ev responsesEvent, ok bool, chars int64) {
-	w := walk{names: responsesNames}
-	typ, plain, ok := w.event(name, data)
-	switch {
-	case !ok:
-		return ev, false, 0
-	case !plain:
-		if json.Unmarshal(data, &ev) != nil {
-			return responsesEvent{}, false, 0
+func readResponsesEvent(name string, data []byte) (responsesEvent, bool, int64) {
+	return readEvent(responsesNames, name, data, func(ev *responsesEvent, typ, response, _ []byte) bool {
+		ev.Type = string(typ)
+		if response == nil || isNull(response) {
+			return true
 		}
-		return ev, true, w.eventChars(name)
-	}
-	ev.Type = string(typ)
-	if raw := w.member(1); raw != nil && !isNull(raw) {
-		if ev.Response, ok = decodeResponse(raw); !ok {
-			return responsesEvent{}, false, 0
-		}
-	}
-	return ev, true, w.eventChars(name)
+		var ok bool
+		ev.Response, ok = decodeResponse(response)
+		return ok
+	})
 }
 
 func (r *responsesEvents) event(name string, data []byte, emit emitFunc) (bool, error) {

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"bytes"
+	"encoding/json"
 	"unicode/utf8"
 )
 
@@ -102,6 +103,39 @@ func (w *walk) event(name string, data []byte) (typ []byte, plain, ok bool) {
 		typ = nil
 	}
 	return typ, plain && w.plain(), true
+}
+
+// readEvent reads a passed-through Messages or Responses event (names[0]
+// is "type", at most two more members) into an E, walking it once
+// (walk.event): when the walk is sure of what encoding/json would read,
+// fill stores its type and decodes only the members found (nil when
+// absent), else
+// encoding/json decodes the whole event. ok is false for a malformed event;
+// chars is its delivered text (as an event of that name, or -1 when name
+// is not yet known, when its type is read).
+func readEvent[E any](names []string, name string, data []byte, fill func(ev *E, typ, a, b []byte) bool) (ev E, ok bool, chars int64) {
+	w := walk{names: names}
+	typ, plain, ok := w.event(name, data)
+	switch {
+	case !ok:
+		return ev, false, 0
+	case !plain:
+		if json.Unmarshal(data, &ev) != nil {
+			var zero E
+			return zero, false, 0
+		}
+		return ev, true, w.eventChars(name)
+	}
+	var a, b []byte
+	a = w.member(1)
+	if len(names) > 2 {
+		b = w.member(2)
+	}
+	if !fill(&ev, typ, a, b) {
+		var zero E
+		return zero, false, 0
+	}
+	return ev, true, w.eventChars(name)
 }
 
 // eventChars is the delivered text an event walked counted: -1 when its
