@@ -32,11 +32,13 @@ const (
 // Memory default of a proxy: the collector keeps its usual target (GOGC
 // 100: the heap may grow to twice what is live), and a soft limit stops that
 // doubling from taking a large heap far past a budget. The limit sits well
-// above the working set under load (about 30 MiB of live heap at
-// saturation, half of it JetStream's de-duplication ids of the usage
-// stream): a limit near the working set makes the collector run without a
-// pause and costs several times the CPU per request (measured with
-// cmd/bench at 48 MiB).
+// above the working set under load (about 14 MiB of live heap at chat
+// saturation, 8 MiB of it the usage stream's write cache: a JetStream block
+// buffer the server sizes by the stream's bounds). Lower limits trade CPU for
+// memory: with cmd/bench, one workload at a time, 36 MiB brought the chat
+// peak from 77 to 62 MiB at 7% more CPU per request, and 40 MiB float
+// embeddings from 74 to 66 MiB at 1%; 36 MiB with GOGC 50 reached 57-62 MiB
+// at 17-40% more CPU per request.
 const defaultMemoryLimitMiB = 256
 
 // tuneMemory applies the memory limit unless the operator set GOMEMLIMIT

@@ -316,7 +316,11 @@ func run(ctx context.Context, o options, fo fixtureOptions, logger *slog.Logger,
 		return nil, err
 	}
 	if st, ok := readProc(f.gateway.pid()); ok {
-		rep.Gateway.PeakMiB = mib(st.hwmKB)
+		// Since the last reset; the workloads' peaks cover the rest.
+		rep.Gateway.PeakMiB = max(rep.Gateway.PeakMiB, mib(st.hwmKB))
+	}
+	for _, wr := range rep.Workloads {
+		rep.Gateway.PeakMiB = max(rep.Gateway.PeakMiB, ptrOr(wr.GatewayPeakMiB))
 	}
 	if st, ok := readProc(f.proxy.pid()); ok {
 		rep.Proxy.PeakMiB = mib(st.hwmKB)
@@ -387,10 +391,20 @@ func measure(ctx context.Context, o options, f *fixture, client *http.Client, re
 		}
 	}
 
+	// The peak so far (start-up, probes, warm-up), before the rounds reset
+	// the high-water mark.
+	if st, ok := readProc(f.gateway.pid()); ok {
+		rep.Gateway.PeakMiB = mib(st.hwmKB)
+	}
 	repeats := o.Rounds // rounds that may be repeated, in all
 	for r := range o.Rounds {
 		for i, t := range trios {
 			wr := rep.Workloads[i]
+			// The gateway's peak is taken per workload: its high-water mark
+			// is reset before the round (to what it holds then, which earlier
+			// workloads may have left it) and read after it.
+			start, peaks := readProc(f.gateway.pid())
+			peaks = peaks && resetPeak(f.gateway.pid())
 			for {
 				rd, worst, err := measureRound(ctx, o, ws[i].rate(o), client, t, func(s string) {
 					fmt.Fprintf(progress, "round %d/%d %-17s %s\n", r+1, o.Rounds, wr.Name, s)
@@ -409,6 +423,14 @@ func measure(ctx context.Context, o options, f *fixture, client *http.Client, re
 				}
 				wr.Rounds = append(wr.Rounds, rd)
 				break
+			}
+			if st, ok := readProc(f.gateway.pid()); ok && peaks {
+				// The kernel's counters are approximate (per-thread caches):
+				// a peak is at least where the round began.
+				from := mib(start.rssKB)
+				if peak := max(mib(st.hwmKB), from); peak > ptrOr(wr.GatewayPeakMiB) {
+					wr.GatewayPeakMiB, wr.GatewayFromMiB = &peak, &from
+				}
 			}
 		}
 	}

@@ -71,7 +71,7 @@ type options struct {
 // defaultOptions is a full run: about five minutes.
 func defaultOptions() options {
 	return options{
-		Duration:    4 * time.Second,
+		Duration:    3 * time.Second,
 		Warmup:      time.Second,
 		Rate:        1000,
 		Concurrency: 32,

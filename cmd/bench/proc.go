@@ -279,6 +279,13 @@ func readProc(pid int) (procStat, bool) {
 	return s, true
 }
 
+// resetPeak sets the process's VmHWM back to its resident set now (Linux:
+// 5 written to /proc/<pid>/clear_refs), so that a later VmHWM is the peak
+// since this call; false where the platform does not allow it.
+func resetPeak(pid int) bool {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0) == nil
+}
+
 func parseKB(v []byte) int64 {
 	f := bytes.Fields(v)
 	if len(f) == 0 {

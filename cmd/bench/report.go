@@ -52,7 +52,7 @@ type gatewayFigures struct {
 	ReadyMs     float64 `json:"readyMs"`     // exec to the line announcing its address
 	ReadyHTTPMs float64 `json:"readyHttpMs"` // exec to the first 200 of /readyz
 	RestMiB     float64 `json:"restMiB"`     // VmRSS a second after ready, nothing configured
-	PeakMiB     float64 `json:"peakMiB"`     // VmHWM at the end of the load
+	PeakMiB     float64 `json:"peakMiB"`     // VmHWM over the whole load (the largest of the workloads' peaks)
 }
 
 type proxyFigures struct {
@@ -131,6 +131,12 @@ type workloadReport struct {
 	CPUVsProxy        float64 `json:"cpuVsProxy"`
 	Bar               *bar    `json:"bar,omitempty"`
 	Meets             *bool   `json:"meetsBar,omitempty"`
+	// GatewayPeakMiB is the gateway's peak resident memory (VmHWM) during
+	// this workload's rounds, where the platform lets it be reset (Linux),
+	// and GatewayFromMiB what it held as that round began: the collector
+	// and the kernel keep some of what earlier workloads used.
+	GatewayPeakMiB *float64 `json:"gatewayPeakMiB,omitempty"`
+	GatewayFromMiB *float64 `json:"gatewayPeakFromMiB,omitempty"`
 
 	// ThroughputRatio is gateway req/s over direct req/s at saturation.
 	ThroughputRatio float64 `json:"throughputRatio"`
@@ -492,7 +498,7 @@ func (r *report) writeTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "\nagainst the bare reverse proxy (issue 14's bars in brackets):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\treq/s vs proxy\tadded p50 proxy / gateway\tratio\tadded p99 proxy / gateway\tcpu/req proxy / gateway\tmeets")
+	fmt.Fprintln(tw, "workload\treq/s vs proxy\tadded p50 proxy / gateway\tratio\tadded p99 proxy / gateway\tcpu/req proxy / gateway\tgateway peak\tmeets")
 	for _, wr := range r.Workloads {
 		b := bar{}
 		if wr.Bar != nil {
@@ -507,11 +513,15 @@ func (r *report) writeTable(w io.Writer) error {
 		if wr.Meets != nil {
 			meets = map[bool]string{true: "yes", false: "NO"}[*wr.Meets]
 		}
-		fmt.Fprintf(tw, "%s\t%sx%s\t%s / %s\t%sx%s\t%s / %s%s\t%s / %s (%sx)\t%s\n", wr.Name,
+		peak := "-"
+		if wr.GatewayPeakMiB != nil {
+			peak = fmt.Sprintf("%.1f MiB (from %.1f)", *wr.GatewayPeakMiB, *wr.GatewayFromMiB)
+		}
+		fmt.Fprintf(tw, "%s\t%sx%s\t%s / %s\t%sx%s\t%s / %s%s\t%s / %s (%sx)\t%s\t%s\n", wr.Name,
 			fmtRatio(wr.ThroughputVsProxy), barStr(b.Throughput, ">="),
 			signedUs(pp50), signedUs(gp50), fmtRatio(wr.P50VsProxy), barStr(b.P50, "<="),
 			signedUs(wr.ProxyAddedP99Us), signedUs(gp99), barUs(b.P99Us),
-			fmtUs(wr.Proxy.TargetCPUPerReqUs), fmtUs(wr.Gateway.TargetCPUPerReqUs), fmtRatio(wr.CPUVsProxy), meets)
+			fmtUs(wr.Proxy.TargetCPUPerReqUs), fmtUs(wr.Gateway.TargetCPUPerReqUs), fmtRatio(wr.CPUVsProxy), peak, meets)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -526,6 +536,7 @@ func (r *report) writeTable(w io.Writer) error {
 	fmt.Fprintln(w, "and overhead (X-Switchboard-Overhead-Us): open loop at the fixed rate;")
 	fmt.Fprintln(w, "cpu/req: CPU time (/proc utime+stime) of the proxy or gateway process per request at saturation.")
 	fmt.Fprintln(w, "gateway/direct: throughput ratio, added p50 and p99 (gateway minus direct, per round).")
+	fmt.Fprintln(w, "gateway peak: VmHWM during the workload's rounds, reset as each began (from: VmRSS then, partly kept from earlier workloads).")
 	for _, wr := range r.Workloads {
 		if wr.Note != "" {
 			fmt.Fprintln(w, wr.Note+".")
@@ -623,3 +634,11 @@ func barUs(v float64) string {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func mib(kb int64) float64 { return float64(kb) / 1024 }
+
+// ptrOr is *p, or 0 for nil.
+func ptrOr(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
