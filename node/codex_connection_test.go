@@ -182,3 +182,27 @@ func TestCodexStreamOnlyStallFallsOver(t *testing.T) {
 	assert.Equal(t, 1, primary.Count(pathResponses))
 	assert.Equal(t, 1, fallback.Count(pathResponses), "the fallback answered")
 }
+
+// Tokens brought in through the admin API, not a login here, keep what a
+// login would have kept from them: a codex connection created with an
+// access token that names a ChatGPT account sends that account with every
+// request (chatgpt-account-id), as one made by a login does.
+func TestCodexImportedTokensNameTheirAccount(t *testing.T) {
+	up := upstreamtest.New(t, upstreamtest.WithAPIKey(fakeIDToken), upstreamtest.WithStreamOnlyResponses())
+	sb := nodetest.Serve(t, t.TempDir())
+	created := sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "codex", "name": "imported",
+		"oauth":                map[string]any{"accessToken": fakeIDToken, "refreshToken": fakeRefresh},
+		"providerSpecificData": map[string]any{"baseUrl": up.URL()}})
+	require.Equal(t, http.StatusCreated, created.Status, "%s", created.Body)
+	assert.NotContains(t, string(created.Body), fakeAccountID, "the stored values stay inside")
+
+	client := sdk(t, sb)
+	resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "codex/gpt-5-codex",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello imported")}})
+	require.NoError(t, err)
+	assert.Equal(t, "echo: hello imported", resp.Choices[0].Message.Content)
+	reqs := up.Requests()
+	require.Len(t, reqs, 1)
+	assert.Equal(t, fakeAccountID, reqs[0].Header.Get("chatgpt-account-id"))
+	assert.Equal(t, "Bearer "+fakeIDToken, reqs[0].Header.Get("Authorization"))
+}

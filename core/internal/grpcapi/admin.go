@@ -1,6 +1,7 @@
 package grpcapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/kvmirror"
+	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
@@ -165,6 +167,10 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 		sec.AccessToken, sec.RefreshToken = o.GetAccessToken(), o.GetRefreshToken()
 		c.Oauth = &busv1.OAuthState{TokenUrl: o.GetTokenUrl(), ClientId: o.GetClientId(), ExpiresAt: o.GetExpiresAt()}
 	}
+	// A token brought from elsewhere (OAuth, or given as the API key) keeps
+	// what a login here would have kept from it (Codex: the ChatGPT account
+	// its requests name).
+	c.Data.Values = a.loginValues(c.Provider, oauth.Token{AccessToken: cmp.Or(sec.GetAccessToken(), sec.GetApiKey())})
 	if err := a.seal(c, sec); err != nil {
 		return nil, err
 	}

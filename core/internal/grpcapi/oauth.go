@@ -39,6 +39,19 @@ func (a *Admin) EnableOAuth(d OAuthDeps) *Admin {
 	return a
 }
 
+// loginValues are the values the login of provider keeps from tok (nil when
+// logins are off or the provider has none).
+func (a *Admin) loginValues(provider string, tok oauth.Token) map[string]string {
+	if a.logins == nil {
+		return nil
+	}
+	p, ok := a.logins.Providers.Lookup(provider)
+	if !ok {
+		return nil
+	}
+	return p.Values(tok)
+}
+
 // Flow statuses (busv1.OAuthFlow.status) and poll answers.
 const (
 	flowPending  = "pending"
