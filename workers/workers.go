@@ -82,7 +82,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Workers, error) {
 		js:      js,
 		catalog: catalogrefresh.New(admin, cfg.AdminToken, provider.NewRegistry(), catalogrefresh.NewClients(), log),
 		tokens:  tokenrefresh.New(admin, cfg.AdminToken, tokenrefresh.NewClients(), log),
-		usage:   usage.New(admin, cfg.AdminToken, usage.Config{}, log),
+		usage:   usage.New(admin, cfg.AdminToken, usage.Config{Lost: usage.NewLostCounter(deps.Metrics)}, log),
 		cfg:     cfg,
 		log:     log,
 		metrics: jobs.NewMetrics(deps.Metrics),

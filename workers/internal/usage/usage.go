@@ -28,6 +28,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -35,6 +36,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
 	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	"github.com/switchboardhq/switchboard/internal/wait"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
@@ -80,6 +82,9 @@ type Config struct {
 	// it (core answers, but cannot store it) at which it goes to the
 	// dead-letter stream (10). Failures to reach core do not count.
 	MaxDeliver int
+	// Lost counts the messages SB_USAGE removed before the roll-up took
+	// them (nil: not counted); see lostBefore.
+	Lost prometheus.Counter
 }
 
 func (c Config) withDefaults() Config {
@@ -136,6 +141,12 @@ func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
 	}
 	backoff := time.Second
 	for ctx.Err() == nil {
+		// Where the consumer stood, to tell whether the stream removed
+		// messages before this fetch reached them (lostBefore).
+		before, err := cons.Info(ctx)
+		if err != nil {
+			before = nil
+		}
 		batch, err := cons.Fetch(r.cfg.Batch, jetstream.FetchMaxWait(r.cfg.MaxWait), jetstream.FetchMaxBytes(fetchBytes))
 		if err != nil {
 			r.log.Warn("usage fetch failed", "err", err, "retry_in", backoff)
@@ -153,11 +164,51 @@ func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
 		if err := batch.Error(); err != nil && ctx.Err() == nil {
 			r.log.Debug("usage fetch ended early", "err", err, "messages", len(msgs))
 		}
+		if n, from := lostBefore(before, msgs); n > 0 {
+			r.log.Error("usage events lost: the usage stream removed messages before they were rolled up (its age or size bound, SWITCHBOARD_USAGE_MAX_BYTES, ran past the roll-up)",
+				"messages", n, "first_sequence", from, "last_sequence", from+n-1)
+			if r.cfg.Lost != nil {
+				r.cfg.Lost.Add(float64(n))
+			}
+		}
 		if len(msgs) > 0 {
 			r.Process(ctx, cons, msgs)
 		}
 	}
 	return nil
+}
+
+// NewLostCounter registers the counter of usage messages lost before the
+// roll-up (Config.Lost) with reg.
+func NewLostCounter(reg prometheus.Registerer) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: telemetry.Namespace, Name: "usage_messages_lost_total",
+		Help: "Usage stream messages (each one event or a batch) removed by the stream's age or size bound before the roll-up took them.",
+	})
+	telemetry.Registerer(reg).MustRegister(c)
+	return c
+}
+
+// lostBefore is how many messages the stream removed (its age or size
+// bound) before the roll-up took them, and the sequence of the first: the
+// stream sequences between the last one the consumer had delivered before
+// this fetch and the first message of the fetch, when that message is a
+// first delivery and the next the consumer delivered at all (no other
+// worker took one in between: then nothing can be told). The consumer's
+// filter is the stream's whole subject space, so a sequence it skipped is
+// one the stream no longer held.
+func lostBefore(before *jetstream.ConsumerInfo, msgs []jetstream.Msg) (n, from uint64) {
+	if before == nil || before.Delivered.Consumer == 0 || len(msgs) == 0 {
+		return 0, 0 // nothing delivered yet: no baseline
+	}
+	md, err := msgs[0].Metadata()
+	if err != nil || md.NumDelivered != 1 || md.Sequence.Consumer != before.Delivered.Consumer+1 {
+		return 0, 0
+	}
+	if md.Sequence.Stream <= before.Delivered.Stream+1 {
+		return 0, 0
+	}
+	return md.Sequence.Stream - before.Delivered.Stream - 1, before.Delivered.Stream + 1
 }
 
 // Consumer creates (or updates) the fleet's durable consumer of SB_USAGE.

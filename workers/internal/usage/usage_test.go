@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -234,7 +236,8 @@ func TestRunRollsUpEveryEventOnce(t *testing.T) {
 	core := newFakeCore()
 	core.fail = 1      // core down at first: nothing acknowledged, retried
 	core.loseReply = 1 // then stored but the answer lost: retried, not counted twice
-	r := New(core, token, Config{Batch: 7, MaxWait: 50 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	lost := prometheus.NewCounter(prometheus.CounterOpts{Name: "lost"})
+	r := New(core, token, Config{Batch: 7, MaxWait: 50 * time.Millisecond, Lost: lost}, slog.New(slog.DiscardHandler))
 	now := time.Now()
 	var evs []Event
 	for i := range 40 {
@@ -259,6 +262,7 @@ func TestRunRollsUpEveryEventOnce(t *testing.T) {
 	require.NoError(t, <-done)
 	assert.EqualValues(t, 40, core.requests())
 	assert.EqualValues(t, 80, core.totals.PromptTokens)
+	assert.Zero(t, counted(t, lost), "nothing was removed from the stream")
 }
 
 // A machine whose document refuses every write does not hold up another
@@ -304,7 +308,8 @@ func TestRefusedDocumentIsIsolatedAndDeadLettered(t *testing.T) {
 func TestRedeliveryAfterAWorkerDied(t *testing.T) {
 	js := startNATS(t)
 	core := newFakeCore()
-	r := New(core, token, Config{Batch: 100, MaxWait: 50 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	lost := prometheus.NewCounter(prometheus.CounterOpts{Name: "lost"})
+	r := New(core, token, Config{Batch: 100, MaxWait: 50 * time.Millisecond, Lost: lost}, slog.New(slog.DiscardHandler))
 	now := time.Now()
 	var evs []Event
 	for i := range 10 {
@@ -346,6 +351,69 @@ func TestRedeliveryAfterAWorkerDied(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 	assert.EqualValues(t, 10, core.requests(), "six redelivered events, counted once")
+	assert.Zero(t, counted(t, lost), "redeliveries are not a loss")
+}
+
+// The workers were away while the usage stream ran past its size bound:
+// the messages it removed before the roll-up took them are counted and
+// logged as lost when the roll-up comes back, and the rest is rolled up.
+func TestMessagesRemovedBeforeTheRollUpAreCountedLost(t *testing.T) {
+	js := spinetest.JetStream(t)
+	ctx := context.Background()
+	require.NoError(t, spine.EnsureStreams(ctx, js, spine.Topology{UsageMaxBytes: 16 << 10}.Streams()...))
+	core := newFakeCore()
+	lost := prometheus.NewCounter(prometheus.CounterOpts{Name: "lost"})
+	var logs strings.Builder
+	r := New(core, token, Config{Batch: 1000, MaxWait: 50 * time.Millisecond, Lost: lost}, slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil)))
+	now := time.Now()
+	seq := uint64(0)
+	next := func(n int) []Event {
+		var evs []Event
+		for range n {
+			seq++
+			evs = append(evs, event(seq, machineA, now, "c", 200, 1))
+		}
+		return evs
+	}
+	publish(t, js, next(5)...)
+	runRoller(t, r, js, func(c jetstream.Consumer) bool { return consumerSettled(t, c) })
+	require.EqualValues(t, 5, core.requests())
+	require.Zero(t, counted(t, lost))
+
+	// Away: the stream runs past its bound and removes the oldest.
+	publish(t, js, next(400)...)
+	stream, err := js.Stream(ctx, spine.StreamUsage)
+	require.NoError(t, err)
+	info, err := stream.Info(ctx)
+	require.NoError(t, err)
+	require.Greater(t, info.State.FirstSeq, uint64(6), "the bound removed messages the roll-up had not taken")
+	removed := info.State.FirstSeq - 6 // sequences 6 .. FirstSeq-1
+
+	runRoller(t, r, js, func(c jetstream.Consumer) bool { return consumerSettled(t, c) })
+	assert.EqualValues(t, removed, counted(t, lost), "every removed message counted once")
+	assert.EqualValues(t, 5+info.State.Msgs, core.requests(), "what the stream still held is rolled up")
+	assert.Contains(t, logs.String(), "usage events lost")
+	assert.Contains(t, logs.String(), fmt.Sprintf("messages=%d first_sequence=6", removed))
+}
+
+// counted is the value of c.
+func counted(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	return m.GetCounter().GetValue()
+}
+
+// syncWriter serializes writes to w (a log shared by goroutines).
+type syncWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 func TestRowOfClipsLongDimensions(t *testing.T) {
