@@ -477,14 +477,14 @@ func BenchmarkRecord(b *testing.B) {
 // many events a stream
 // message carried and the process's CPU per event (the embedded
 // nats-server's included): one event a message (as before batches), and
-// batches published as soon as they are woken or after lingering 1 ms and
-// 5 ms (the default).
+// batches published as soon as they are woken or after lingering 1 ms,
+// 5 ms and 25 ms (the default).
 func BenchmarkPublishUnderLoad(b *testing.B) {
 	for _, tc := range []struct {
 		name     string
 		linger   time.Duration
 		maxBatch int
-	}{{"the load alone, no events", -1, 0}, {"one event a message", -1, 1}, {"batches", -1, 256}, {"batches, linger 1ms", time.Millisecond, 256}, {"batches, linger 5ms", 5 * time.Millisecond, 256}} {
+	}{{"the load alone, no events", -1, 0}, {"one event a message", -1, 1}, {"batches", -1, 256}, {"batches, linger 1ms", time.Millisecond, 256}, {"batches, linger 5ms", 5 * time.Millisecond, 256}, {"batches, linger 25ms", 25 * time.Millisecond, 256}} {
 		b.Run(tc.name, func(b *testing.B) {
 			js := spinetest.JetStream(b)
 			require.NoError(b, spine.EnsureStreams(context.Background(), js, spine.Topology{}.Streams()...))
