@@ -2,7 +2,9 @@ package node_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"testing"
 
@@ -185,24 +187,51 @@ func TestCodexStreamOnlyStallFallsOver(t *testing.T) {
 
 // Tokens brought in through the admin API, not a login here, keep what a
 // login would have kept from them: a codex connection created with an
-// access token that names a ChatGPT account sends that account with every
-// request (chatgpt-account-id), as one made by a login does.
+// access token, or an API key, that names a ChatGPT account sends that
+// account with every request (chatgpt-account-id), as one made by a login
+// does; a new key naming another account replaces it.
 func TestCodexImportedTokensNameTheirAccount(t *testing.T) {
-	up := upstreamtest.New(t, upstreamtest.WithAPIKey(fakeIDToken), upstreamtest.WithStreamOnlyResponses())
-	sb := nodetest.Serve(t, t.TempDir())
-	created := sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "codex", "name": "imported",
-		"oauth":                map[string]any{"accessToken": fakeIDToken, "refreshToken": fakeRefresh},
-		"providerSpecificData": map[string]any{"baseUrl": up.URL()}})
-	require.Equal(t, http.StatusCreated, created.Status, "%s", created.Body)
-	assert.NotContains(t, string(created.Body), fakeAccountID, "the stored values stay inside")
+	const otherAccount = "acct-55aa01"
+	// {"https://api.openai.com/auth": {"chatgpt_account_id": otherAccount}}, unsigned.
+	otherToken := "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString([]byte(`{"https://api.openai.com/auth":{"chatgpt_account_id":"`+otherAccount+`"}}`)) + ".sig"
+	for _, tc := range []struct {
+		name string
+		body map[string]any
+	}{
+		{"oauth tokens", map[string]any{"oauth": map[string]any{"accessToken": fakeIDToken, "refreshToken": fakeRefresh}}},
+		{"api key", map[string]any{"apiKey": fakeIDToken}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := upstreamtest.New(t, upstreamtest.WithAPIKey(fakeIDToken, otherToken), upstreamtest.WithStreamOnlyResponses())
+			sb := nodetest.Serve(t, t.TempDir())
+			body := map[string]any{"provider": "codex", "name": "imported", "providerSpecificData": map[string]any{"baseUrl": up.URL()}}
+			maps.Copy(body, tc.body)
+			created := sb.Admin(t, http.MethodPost, "/api/providers", body)
+			require.Equal(t, http.StatusCreated, created.Status, "%s", created.Body)
+			id := created.JSON["connection"].(map[string]any)["id"].(string)
 
-	client := sdk(t, sb)
-	resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "codex/gpt-5-codex",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello imported")}})
-	require.NoError(t, err)
-	assert.Equal(t, "echo: hello imported", resp.Choices[0].Message.Content)
-	reqs := up.Requests()
-	require.Len(t, reqs, 1)
-	assert.Equal(t, fakeAccountID, reqs[0].Header.Get("chatgpt-account-id"))
-	assert.Equal(t, "Bearer "+fakeIDToken, reqs[0].Header.Get("Authorization"))
+			client := sdk(t, sb)
+			ask := func() {
+				t.Helper()
+				resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "codex/gpt-5-codex",
+					Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello imported")}})
+				require.NoError(t, err)
+				assert.Equal(t, "echo: hello imported", resp.Choices[0].Message.Content)
+			}
+			ask()
+			reqs := up.Requests()
+			require.Len(t, reqs, 1)
+			assert.Equal(t, fakeAccountID, reqs[0].Header.Get("chatgpt-account-id"))
+			assert.Equal(t, "Bearer "+fakeIDToken, reqs[0].Header.Get("Authorization"))
+
+			// A new key of another account: its account, not the old one.
+			updated := sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"apiKey": otherToken})
+			require.Equal(t, http.StatusOK, updated.Status, "%s", updated.Body)
+			ask()
+			reqs = up.Requests()
+			require.Len(t, reqs, 2)
+			assert.Equal(t, otherAccount, reqs[1].Header.Get("chatgpt-account-id"))
+			assert.Equal(t, "Bearer "+otherToken, reqs[1].Header.Get("Authorization"))
+		})
+	}
 }

@@ -403,8 +403,13 @@ func measure(ctx context.Context, o options, f *fixture, client *http.Client, re
 			// The gateway's peak is taken per workload: its high-water mark
 			// is reset before the round (to what it holds then, which earlier
 			// workloads may have left it) and read after it.
-			start, peaks := readProc(f.gateway.pid())
-			peaks = peaks && resetPeak(f.gateway.pid())
+			var start procStat
+			peaks := resetPeak(f.gateway.pid())
+			if peaks {
+				// Right after the reset the high-water mark is what the
+				// process held then.
+				start, peaks = readProc(f.gateway.pid())
+			}
 			for {
 				rd, worst, err := measureRound(ctx, o, ws[i].rate(o), client, t, func(s string) {
 					fmt.Fprintf(progress, "round %d/%d %-17s %s\n", r+1, o.Rounds, wr.Name, s)
@@ -425,10 +430,7 @@ func measure(ctx context.Context, o options, f *fixture, client *http.Client, re
 				break
 			}
 			if st, ok := readProc(f.gateway.pid()); ok && peaks {
-				// The kernel's counters are approximate (per-thread caches):
-				// a peak is at least where the round began.
-				from := mib(start.rssKB)
-				if peak := max(mib(st.hwmKB), from); peak > ptrOr(wr.GatewayPeakMiB) {
+				if peak, from := mib(st.hwmKB), mib(start.hwmKB); peak > ptrOr(wr.GatewayPeakMiB) {
 					wr.GatewayPeakMiB, wr.GatewayFromMiB = &peak, &from
 				}
 			}

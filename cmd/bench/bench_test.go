@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -79,17 +78,17 @@ func TestQuickRun(t *testing.T) {
 	assert.Positive(t, rep.Gateway.ReadyMs, "ready time")
 	assert.Positive(t, rep.Gateway.RestMiB, "memory at rest")
 	assert.GreaterOrEqual(t, rep.Gateway.PeakMiB, rep.Gateway.RestMiB, "peak memory")
-	if runtime.GOOS == "linux" {
-		// Each workload's peak is its own (the high-water mark is reset
-		// before its rounds), and the whole run's covers them all.
-		var top float64
+	if resetPeak(os.Getpid()) {
+		// Where the high-water mark can be reset, each workload has its
+		// own peak, from what the gateway held as its round began.
 		for _, w := range rep.Workloads {
 			require.NotNil(t, w.GatewayPeakMiB, "%s: the gateway's peak under this workload", w.Name)
 			require.NotNil(t, w.GatewayFromMiB, w.Name)
 			assert.Positive(t, *w.GatewayFromMiB, w.Name)
-			top = max(top, *w.GatewayPeakMiB)
+			// The kernel's counters are approximate (per-CPU batches): a
+			// fraction of a MiB either way.
+			assert.GreaterOrEqual(t, *w.GatewayPeakMiB+1, *w.GatewayFromMiB, w.Name)
 		}
-		assert.GreaterOrEqual(t, rep.Gateway.PeakMiB, top, "the run's peak covers every workload's")
 	}
 	assert.Positive(t, rep.Usage.Answered, "answered requests that record usage")
 	assert.Zero(t, rep.Usage.Lost, "usage events lost: %+v", rep.Usage)

@@ -68,7 +68,7 @@ type options struct {
 	MaxOthers float64
 }
 
-// defaultOptions is a full run: about five minutes.
+// defaultOptions is a full run: about six minutes.
 func defaultOptions() options {
 	return options{
 		Duration:    3 * time.Second,

@@ -7,10 +7,12 @@ import (
 )
 
 // Values reads p's Claims from tok: the id_token first, else the access
-// token when it is a JWT. Nil when nothing is found. The tokens came straight
-// from the provider's token endpoint over the gateway's own call, so their
-// signature is not checked: the values only shape requests sent back to that
-// same provider with that same token.
+// token when it is a JWT. Nil when nothing is found. The signature is not
+// checked: the tokens came from the provider's token endpoint over the
+// gateway's own call, or from the operator (tokens of a login elsewhere),
+// and the values only shape requests sent to that same provider with that
+// same token. A value is kept only when it is short visible ASCII, fit for
+// a header.
 func (p Provider) Values(tok Token) map[string]string {
 	if len(p.Claims) == 0 {
 		return nil
@@ -58,6 +60,11 @@ func claim(jwt string, path []string) string {
 	s, _ := v.(string)
 	if len(s) > maxClaimValue {
 		return ""
+	}
+	for i := range len(s) {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return "" // not a value a header can carry as it is
+		}
 	}
 	return s
 }

@@ -1,7 +1,6 @@
 package grpcapi
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -169,8 +168,8 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 	}
 	// A token brought from elsewhere (OAuth, or given as the API key) keeps
 	// what a login here would have kept from it (Codex: the ChatGPT account
-	// its requests name).
-	c.Data.Values = a.loginValues(c.Provider, oauth.Token{AccessToken: cmp.Or(sec.GetAccessToken(), sec.GetApiKey())})
+	// its requests name), read from the credential the requests present.
+	c.Data.Values = a.loginValues(c.Provider, oauth.Token{AccessToken: vault.Credential(sec)})
 	if err := a.seal(c, sec); err != nil {
 		return nil, err
 	}
@@ -357,6 +356,10 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 			}
 			if req.ApiKey != nil {
 				sec.ApiKey = req.GetApiKey()
+				if sec.ApiKey != "" {
+					// What the old credential named is not this one's.
+					c.Data.Values = a.loginValues(c.Provider, oauth.Token{AccessToken: sec.ApiKey})
+				}
 			}
 			if err := a.seal(c, sec); err != nil {
 				return err
