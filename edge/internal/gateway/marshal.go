@@ -54,20 +54,26 @@ func appendListing(b []byte, l *corev1.ListModelsResponse) []byte {
 	return append(b, "]}"...)
 }
 
-// appendString appends s as a JSON string: as is when it needs no escaping
-// (model ids almost never do), else through encoding/json.
+// appendString appends s as a JSON string: as is when every byte is
+// printable ASCII that encoding/json writes unescaped (model ids almost
+// always are), else through encoding/json.
 func appendString(b []byte, s string) []byte {
-	simple := utf8.ValidString(s)
-	for i := 0; simple && i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			simple = false
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf || !plainJSON[c] {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
 		}
 	}
-	if simple {
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"')
-	}
-	q, _ := json.Marshal(s)
-	return append(b, q...)
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
+
+// plainJSON marks the ASCII bytes encoding/json writes in a string as they
+// are: printable, but not '"', '\\' or the HTML-sensitive '<', '>' and '&'.
+var plainJSON = func() (t [utf8.RuneSelf]bool) {
+	for c := byte(0x20); c < utf8.RuneSelf-1; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()

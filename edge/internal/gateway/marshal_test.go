@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -46,4 +47,34 @@ func FuzzListing(f *testing.F) {
 			t.Fatalf("invalid JSON %q", b)
 		}
 	})
+}
+
+// A string is written byte for byte as encoding/json writes it.
+func FuzzAppendStringAsJSON(f *testing.F) {
+	for _, s := range []string{"", "openai/gpt-4o", "a\"b", `a\b`, "<&>", "\x7f", "\x1f", "é", "\u2028", "\xff", "~ !#"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(appendString(nil, s)))
+	})
+}
+
+// BenchmarkListing encodes a listing of 5,000 models (100 connections of
+// 50), the size cmd/bench's listing workload asks for.
+func BenchmarkListing(b *testing.B) {
+	l := &corev1.ListModelsResponse{Object: "list"}
+	for c := range 100 {
+		for m := range 50 {
+			l.Data = append(l.Data, &corev1.ModelEntry{Id: fmt.Sprintf("conn-%03d/model-%02d-preview-2026", c, m), Object: "model", OwnedBy: fmt.Sprintf("conn-%03d", c), Kind: "llm"})
+		}
+	}
+	m := newMarshaler()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Marshal(l); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
