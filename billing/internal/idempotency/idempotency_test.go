@@ -83,17 +83,7 @@ func (f *fakeFlows) ChangeRecurring(ctx context.Context, _ account.User, _ billi
 
 // bucket is the sb_billing_idempotency bucket on an embedded NATS server.
 func bucket(t *testing.T) jetstream.KeyValue {
-	t.Helper()
-	js := spinetest.JetStream(t)
-	for _, cfg := range store.Buckets(1) {
-		if cfg.Bucket == store.BucketIdempotency {
-			kv, err := js.CreateKeyValue(context.Background(), cfg)
-			require.NoError(t, err)
-			return kv
-		}
-	}
-	t.Fatal("no idempotency bucket in store.Buckets")
-	return nil
+	return spinetest.Bucket(t, store.BucketIdempotency, store.Buckets(1))
 }
 
 var alice = account.User{ID: "alice"}

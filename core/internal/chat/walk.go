@@ -109,10 +109,9 @@ func (w *walk) event(name string, data []byte) (typ []byte, plain, ok bool) {
 // is "type", at most two more members) into an E, walking it once
 // (walk.event): when the walk is sure of what encoding/json would read,
 // fill stores its type and decodes only the members found (nil when
-// absent), else
-// encoding/json decodes the whole event. ok is false for a malformed event;
-// chars is its delivered text (as an event of that name, or -1 when name
-// is not yet known, when its type is read).
+// absent), else encoding/json decodes the whole event. ok is false for a
+// malformed event; chars is its delivered text (as an event of that name,
+// or -1 when name is not yet known, when its type is read).
 func readEvent[E any](names []string, name string, data []byte, fill func(ev *E, typ, a, b []byte) bool) (ev E, ok bool, chars int64) {
 	w := walk{names: names}
 	typ, plain, ok := w.event(name, data)
@@ -121,19 +120,16 @@ func readEvent[E any](names []string, name string, data []byte, fill func(ev *E,
 		return ev, false, 0
 	case !plain:
 		if json.Unmarshal(data, &ev) != nil {
-			var zero E
-			return zero, false, 0
+			return *new(E), false, 0
 		}
 		return ev, true, w.eventChars(name)
 	}
-	var a, b []byte
-	a = w.member(1)
+	var b []byte
 	if len(names) > 2 {
 		b = w.member(2)
 	}
-	if !fill(&ev, typ, a, b) {
-		var zero E
-		return zero, false, 0
+	if !fill(&ev, typ, w.member(1), b) {
+		return *new(E), false, 0
 	}
 	return ev, true, w.eventChars(name)
 }

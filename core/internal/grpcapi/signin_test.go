@@ -17,17 +17,7 @@ import (
 
 // signInBucket is the sign-in codes' bucket on an embedded NATS server.
 func signInBucket(t *testing.T) jetstream.KeyValue {
-	t.Helper()
-	js := spinetest.JetStream(t)
-	for _, cfg := range (spine.Topology{}).Buckets() {
-		if cfg.Bucket == spine.BucketSignInCodes {
-			kv, err := js.CreateKeyValue(context.Background(), cfg)
-			require.NoError(t, err)
-			return kv
-		}
-	}
-	t.Fatal("no sign-in code bucket in the topology")
-	return nil
+	return spinetest.Bucket(t, spine.BucketSignInCodes, spine.Topology{}.Buckets())
 }
 
 func TestSignInCodesAreSingleUseAndShortLived(t *testing.T) {

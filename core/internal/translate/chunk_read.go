@@ -25,7 +25,7 @@ func (c *chatChunk) read(data []byte) bool {
 		case 1:
 			ok = c.readChoices(v)
 		case 2:
-			ok = isNullValue(v) || json.Unmarshal(v, &c.Usage) == nil
+			ok = isNull(v) || json.Unmarshal(v, &c.Usage) == nil
 		case 3:
 			c.Error = v
 		case -2:
@@ -55,7 +55,7 @@ func field(key []byte, seen []bool, names ...string) int {
 }
 
 func (c *chatChunk) readChoices(v []byte) bool {
-	if isNullValue(v) {
+	if isNull(v) {
 		c.Choices = nil
 		return true
 	}
@@ -69,7 +69,7 @@ func (c *chatChunk) readChoices(v []byte) bool {
 }
 
 func (ch *chunkChoice) read(v []byte) bool {
-	if isNullValue(v) {
+	if isNull(v) {
 		return true
 	}
 	var seen [2]bool
@@ -88,7 +88,7 @@ func (ch *chunkChoice) read(v []byte) bool {
 }
 
 func (d *chunkDelta) read(v []byte) bool {
-	if isNullValue(v) {
+	if isNull(v) {
 		return true
 	}
 	var seen [4]bool
@@ -112,7 +112,7 @@ func (d *chunkDelta) read(v []byte) bool {
 
 // readString reads a JSON string or null (leaving s) into s.
 func readString(v []byte, s *string) bool {
-	if isNullValue(v) {
+	if isNull(v) {
 		return true
 	}
 	if len(v) < 2 || v[0] != '"' {
@@ -128,7 +128,7 @@ func readString(v []byte, s *string) bool {
 
 // readStringPtr reads a JSON string into a new *s, or null into nil.
 func readStringPtr(v []byte, s **string) bool {
-	if isNullValue(v) {
+	if isNull(v) {
 		*s = nil
 		return true
 	}
@@ -139,6 +139,3 @@ func readStringPtr(v []byte, s **string) bool {
 	*s = &str
 	return true
 }
-
-// isNullValue reports whether v, one value, is null.
-func isNullValue(v []byte) bool { return string(v) == "null" }

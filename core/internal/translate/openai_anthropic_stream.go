@@ -3,7 +3,6 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
 )
 
 // ChunkToMessages turns a stream of chat.completion.chunk payloads into
@@ -192,7 +191,7 @@ func (t *ChunkToMessages) closeBlock(emit Emit) error {
 		return nil
 	}
 	t.kind = ""
-	b := append(append([]byte(`{"index":`), strconv.Itoa(t.index)...), `,"type":"content_block_stop"}`...)
+	b := append(appendInt([]byte(`{"index":`), int64(t.index)), `,"type":"content_block_stop"}`...)
 	return emit("content_block_stop", b)
 }
 

@@ -66,21 +66,17 @@ func isJSONType(ct string) bool {
 // CheckJSON is the 400 of a body that is not one well-formed JSON object
 // in valid UTF-8, or nil.
 func CheckJSON(body []byte) *Problem {
-	bad := func(code, msg string) *Problem {
-		p := NewProblem(http.StatusBadRequest, code, msg, "")
-		return &p
-	}
 	if !utf8.Valid(body) {
-		return bad("invalid_encoding", "the request body is not valid UTF-8")
+		return badRequest("invalid_encoding", "the request body is not valid UTF-8", "")
 	}
 	if !json.Valid(body) {
-		return bad("invalid_json", "the request body is not valid JSON (or is nested deeper than 10000 levels)")
+		return badRequest("invalid_json", "the request body is not valid JSON (or is nested deeper than 10000 levels)", "")
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return bad("invalid_json", "the request body must be a JSON object")
+		return badRequest("invalid_json", "the request body must be a JSON object", "")
 	}
 	if loneSurrogate(body) {
-		return bad("invalid_encoding", "the request body holds a lone UTF-16 surrogate escape")
+		return badRequest("invalid_encoding", "the request body holds a lone UTF-16 surrogate escape", "")
 	}
 	return nil
 }
@@ -221,15 +217,11 @@ func isTrue(raw json.RawMessage) bool { return string(raw) == "true" }
 // that is not a boolean). The body is otherwise passed on as the client
 // wrote it.
 func checkChat(body []byte) (streamed bool, _ *Problem) {
-	bad := func(code, msg, param string) *Problem {
-		p := NewProblem(http.StatusBadRequest, code, msg, param)
-		return &p
-	}
 	var b chatBounds
 	if !b.split(body) {
 		slow := new(chatBounds) // only here: json.Unmarshal's target escapes
 		if err := json.Unmarshal(body, slow); err != nil {
-			return false, bad("invalid_json", "the request body is not a valid chat request", "")
+			return false, badRequest("invalid_json", "the request body is not a valid chat request", "")
 		}
 		b = *slow
 	}
@@ -238,21 +230,17 @@ func checkChat(body []byte) (streamed bool, _ *Problem) {
 
 // check is checkChat's answer for the members read.
 func (b *chatBounds) check() (streamed bool, _ *Problem) {
-	bad := func(code, msg, param string) *Problem {
-		p := NewProblem(http.StatusBadRequest, code, msg, param)
-		return &p
-	}
 	if isNull(b.Messages) {
-		return false, bad("missing_required_parameter", "you must provide a messages parameter", "messages")
+		return false, badRequest("missing_required_parameter", "you must provide a messages parameter", "messages")
 	}
 	n, ok := countItems(b.Messages, MaxChatMessages)
 	switch {
 	case !ok:
-		return false, bad("invalid_type", "'messages' must be an array", "messages")
+		return false, badRequest("invalid_type", "'messages' must be an array", "messages")
 	case n == 0:
-		return false, bad("invalid_value", "'messages' must not be empty", "messages")
+		return false, badRequest("invalid_value", "'messages' must not be empty", "messages")
 	case n > MaxChatMessages:
-		return false, bad("array_too_long", "'messages' holds more than "+strconv.Itoa(MaxChatMessages)+" items", "messages")
+		return false, badRequest("array_too_long", "'messages' holds more than "+strconv.Itoa(MaxChatMessages)+" items", "messages")
 	}
 	for _, l := range []struct {
 		raw   json.RawMessage
@@ -269,7 +257,7 @@ func (b *chatBounds) check() (streamed bool, _ *Problem) {
 	if !isNull(b.N) {
 		var n int
 		if json.Unmarshal(b.N, &n) != nil || n < 1 || n > MaxChatN {
-			return false, bad("invalid_value", "'n' must be an integer from 1 to "+strconv.Itoa(MaxChatN), "n")
+			return false, badRequest("invalid_value", "'n' must be an integer from 1 to "+strconv.Itoa(MaxChatN), "n")
 		}
 	}
 	return isTrue(b.Stream), nil
@@ -289,17 +277,11 @@ type listBound struct {
 // true). Members that are absent or null are not checked
 // here (core says what is required).
 func checkLists(body []byte, bounds ...listBound) (streamed bool, _ *Problem) {
-	bad := func(code, msg, param string) *Problem {
-		p := NewProblem(http.StatusBadRequest, code, msg, param)
-		return &p
-	}
 	// The members bounded, then stream, read in place as a map would hold
 	// them (keys unescaped, the last of a repeated key wins).
-	var found [6][]byte
-	vals := found[:0]
-	if len(bounds) < len(found) {
-		vals = found[:len(bounds)+1]
-	} else {
+	var found [6][]byte // without an allocation for the usual few
+	vals := found[:]
+	if len(bounds) >= len(found) {
 		vals = make([][]byte, len(bounds)+1)
 	}
 	object := jsonscan.Members(body, func(key, value []byte) bool {
@@ -315,7 +297,7 @@ func checkLists(body []byte, bounds ...listBound) (streamed bool, _ *Problem) {
 		return true
 	})
 	if !object {
-		return false, bad("invalid_json", "the request body is not a JSON object", "")
+		return false, badRequest("invalid_json", "the request body is not a JSON object", "")
 	}
 	for i, l := range bounds {
 		if p := checkList(vals[i], l); p != nil {
@@ -332,17 +314,20 @@ func checkList(raw json.RawMessage, l listBound) *Problem {
 		return nil
 	}
 	n, ok := countItems(raw, l.max)
-	var p Problem
 	switch {
 	case !ok && l.scalar:
 		return nil
 	case !ok:
-		p = NewProblem(http.StatusBadRequest, "invalid_type", "'"+l.name+"' must be an array", l.name)
+		return badRequest("invalid_type", "'"+l.name+"' must be an array", l.name)
 	case n > l.max:
-		p = NewProblem(http.StatusBadRequest, "array_too_long", "'"+l.name+"' holds more than "+strconv.Itoa(l.max)+" items", l.name)
-	default:
-		return nil
+		return badRequest("array_too_long", "'"+l.name+"' holds more than "+strconv.Itoa(l.max)+" items", l.name)
 	}
+	return nil
+}
+
+// badRequest is a 400 Problem.
+func badRequest(code, msg, param string) *Problem {
+	p := NewProblem(http.StatusBadRequest, code, msg, param)
 	return &p
 }
 

@@ -3,7 +3,9 @@
 package spinetest
 
 import (
+	"context"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,4 +28,16 @@ func JetStream(t testing.TB) jetstream.JetStream {
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	return js
+}
+
+// Bucket creates, on an embedded NATS server of its own (JetStream), the
+// key-value bucket named name as cfgs (a topology's buckets) define it, and
+// returns it.
+func Bucket(t testing.TB, name string, cfgs []jetstream.KeyValueConfig) jetstream.KeyValue {
+	t.Helper()
+	i := slices.IndexFunc(cfgs, func(c jetstream.KeyValueConfig) bool { return c.Bucket == name })
+	require.GreaterOrEqual(t, i, 0, "no bucket %s in the topology", name)
+	kv, err := JetStream(t).CreateKeyValue(context.Background(), cfgs[i])
+	require.NoError(t, err)
+	return kv
 }
