@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -220,11 +219,7 @@ func usageEventsIn(t *testing.T, cluster *nodetest.NATSCluster) (events, msgs in
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	nc, err := spine.Connect(ctx, cluster.URLs(), "usage-count", nil)
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := cluster.JetStream(t, "usage-count")
 	// Right after a node's restart the cluster's JetStream API may have no
 	// responder for a moment (a leader being elected): count again then.
 	var last error

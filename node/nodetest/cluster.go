@@ -125,6 +125,20 @@ func (c *NATSCluster) Member(name string) int {
 	return -1
 }
 
+// JetStream is JetStream on a connection (named name) to the running
+// members, closed when t ends.
+func (c *NATSCluster) JetStream(t testing.TB, name string) jetstream.JetStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := spine.Connect(ctx, c.URLs(), name, nil)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return js
+}
+
 // StreamInfo reads a stream's state through any running member.
 func (c *NATSCluster) StreamInfo(ctx context.Context, stream string) (*jetstream.StreamInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

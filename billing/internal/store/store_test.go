@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -22,11 +21,7 @@ func TestDeadLetterRetriedTwiceOnAReplicatedBucket(t *testing.T) {
 	cluster := nodetest.StartNATSCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	nc, err := spine.Connect(ctx, cluster.URLs(), "billing-store-test", nil)
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := cluster.JetStream(t, "billing-store-test")
 	require.NoError(t, spine.EnsureBuckets(ctx, js, store.Buckets(3)...))
 	st, err := store.Open(ctx, js, nodetest.Logger())
 	require.NoError(t, err)
