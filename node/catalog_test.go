@@ -133,6 +133,31 @@ func TestDisabledModels(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, sb.Admin(t, http.MethodDelete, "/api/models/disabled", nil).Status)
 }
 
+// A listing is answered from the one built before only while nothing it
+// lists changed: a change that keeps the count (other enabled models, a new
+// prefix) shows at once, for each kind and through the model info route.
+func TestListingFollowsChangesOfTheSameSize(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	id := sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "k",
+		"providerSpecificData": map[string]any{"enabledModels": []string{"gpt-4o", "text-embedding-3-small"}}})
+	for range 2 { // the second answer is the kept one
+		assert.ElementsMatch(t, []string{"openai/gpt-4o", "openai/text-embedding-3-small"}, sb.ModelIDs(t))
+		assert.Contains(t, listing(t, sb, "/v1/models?kind=llm"), "openai/gpt-4o")
+	}
+	r := sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{
+		"providerSpecificData": map[string]any{"enabledModels": []string{"gpt-4o-mini", "text-embedding-3-large"}}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.ElementsMatch(t, []string{"openai/gpt-4o-mini", "openai/text-embedding-3-large"}, sb.ModelIDs(t))
+	llms := listing(t, sb, "/v1/models?kind=llm")
+	assert.Len(t, llms, 1)
+	assert.Contains(t, llms, "openai/gpt-4o-mini")
+	assert.Equal(t, http.StatusOK, sb.Do(t, http.MethodGet, "/v1/models/openai/gpt-4o-mini", nil).Status)
+
+	r = sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"providerSpecificData": map[string]any{"prefix": "work"}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.ElementsMatch(t, []string{"work/gpt-4o-mini", "work/text-embedding-3-large"}, sb.ModelIDs(t))
+}
+
 // Disabling is effective at once on every core replica.
 func TestDisabledModelsAcrossCoreReplicas(t *testing.T) {
 	natsURL := nodetest.StartNATS(t)

@@ -441,9 +441,9 @@ func (n *Node) listenGRPC() error {
 		unary = append(unary, ti) // core's server span, as on the network
 	}
 	n.local = inproc.New(mem, unary...)
-	// Their handlers answer a body (or a model listing) built afresh for
-	// each call and keep no reference to it: the edge takes it as it is,
-	// without a copy.
+	// Their handlers answer a body built afresh for each call, or a model
+	// listing kept while the catalog is unchanged; the edge only reads
+	// them, so it takes them as they are, without a copy.
 	n.local.HandOver(corev1.Router_CreateEmbeddings_FullMethodName, corev1.Router_CompleteChat_FullMethodName,
 		corev1.Router_ListModels_FullMethodName)
 	streams := []grpc.StreamServerInterceptor{recoverStream(n.log), guard.Stream()}

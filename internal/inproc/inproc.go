@@ -97,10 +97,11 @@ func (c *Conn) RegisterService(desc *grpc.ServiceDesc, impl any) {
 // HandOver makes the responses of these unary methods (full names) go to
 // the caller as they are, their fields shared instead of copied: for
 // methods that answer large payloads (an embeddings body, a whole chat
-// answer) built afresh for each call. Only for handlers that keep no
-// reference to the response they return (over the network it is marshalled
-// once they returned, so a handler must not touch it afterwards anyway) and
-// never return a message that is also stored elsewhere.
+// answer, a model listing). A handler must not change a response once it
+// returned it (over the network it is marshalled then anyway). It may
+// return the same message again (a cached listing) only when every caller
+// in this process reads the response without changing it, since they all
+// share its fields.
 func (c *Conn) HandOver(methods ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -216,7 +217,10 @@ func (c *Conn) invoke(ctx context.Context, fullMethod string, args, reply any, s
 	if resp == nil {
 		return status.Error(codes.Internal, fmt.Sprintf("inproc: %s returned no message", fullMethod))
 	}
-	if n := proto.Size(resp.(proto.Message)); n > MaxMessageBytes {
+	// A handler does not change a response once it returned it (over the
+	// network it is marshalled then), so a size worked out before stays
+	// true: a response answered again (a kept listing) is not walked again.
+	if n := (proto.MarshalOptions{UseCachedSize: true}).Size(resp.(proto.Message)); n > MaxMessageBytes {
 		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, MaxMessageBytes)
 	}
 	proto.Reset(out)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	"github.com/switchboardhq/switchboard/internal/provider"
@@ -58,8 +60,9 @@ type Lister struct {
 	now       func() time.Time
 	log       *slog.Logger
 
-	mu    sync.Mutex
-	cache map[cacheKey]cachedListing
+	mu     sync.Mutex
+	cache  map[cacheKey]cachedListing
+	builds singleflight.Group
 }
 
 // cacheTTL bounds how long a built listing is reused while nothing it was
@@ -124,16 +127,33 @@ func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Mod
 			ver = l.version()
 		}
 	}
-	out := l.build(machineID, conns, opts)
-	if complete {
-		l.mu.Lock()
-		if l.cache == nil || len(l.cache) > 4096 {
-			l.cache = make(map[cacheKey]cachedListing)
+	// Callers that miss together (a second passed under load) share one
+	// build of the same state instead of each building its own copy.
+	out, _, _ := l.builds.Do(flightKey(key, ver), func() (any, error) {
+		out := l.build(machineID, conns, opts)
+		if complete {
+			l.mu.Lock()
+			if l.cache == nil || len(l.cache) > 4096 {
+				l.cache = make(map[cacheKey]cachedListing)
+			}
+			l.cache[key] = cachedListing{version: ver, at: l.now(), models: out}
+			l.mu.Unlock()
 		}
-		l.cache[key] = cachedListing{version: ver, at: l.now(), models: out}
-		l.mu.Unlock()
+		return out, nil
+	})
+	return out.([]Model)
+}
+
+// flightKey names the build of key's listing from the state ver: a listing
+// built from the same state is the same listing.
+func flightKey(key cacheKey, ver [4]uint64) string {
+	b := make([]byte, 0, len(key.machine)+len(key.kind)+96)
+	b = append(append(append(b, key.machine...), 0), key.kind...)
+	b = strconv.AppendBool(append(b, 0), key.noFetch)
+	for _, v := range ver {
+		b = strconv.AppendUint(append(b, 0), v, 10)
 	}
-	return out
+	return string(b)
 }
 
 // build lists combos, connections' models and aliases.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -15,10 +16,21 @@ import (
 // without protojson's reflection.
 type marshaler struct {
 	runtime.JSONPb
+	// listing is the last listing written, kept with the entries it was
+	// written from: core answers a machine's listing with the same entries
+	// while its catalog is unchanged (in process they reach here as they
+	// are), so the next request for it is answered with these bytes.
+	listing atomic.Pointer[writtenListing]
+}
+
+type writtenListing struct {
+	data   []*corev1.ModelEntry
+	object string
+	body   []byte
 }
 
 func newMarshaler() *marshaler {
-	return &marshaler{runtime.JSONPb{
+	return &marshaler{JSONPb: runtime.JSONPb{
 		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
 	}}
@@ -27,9 +39,22 @@ func newMarshaler() *marshaler {
 // Marshal encodes v.
 func (m *marshaler) Marshal(v any) ([]byte, error) {
 	if l, ok := v.(*corev1.ListModelsResponse); ok {
-		return appendListing(make([]byte, 0, 64+96*len(l.GetData())), l), nil
+		if w := m.listing.Load(); w != nil && sameEntries(w.data, l.GetData()) && w.object == l.GetObject() {
+			return w.body, nil
+		}
+		b := appendListing(make([]byte, 0, 64+96*len(l.GetData())), l)
+		b = b[:len(b):len(b)] // shared by the requests answered with it: an append copies
+		m.listing.Store(&writtenListing{data: l.GetData(), object: l.GetObject(), body: b})
+		return b, nil
 	}
 	return m.JSONPb.Marshal(v)
+}
+
+// sameEntries reports whether a and b are the same entries: the same slice,
+// not merely equal contents (a kept listing holds its slice, so no other
+// can take its place in memory). Entries are never changed once answered.
+func sameEntries(a, b []*corev1.ModelEntry) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // appendListing writes {"object":"list","data":[{"id","object","owned_by","kind"}...]}.
