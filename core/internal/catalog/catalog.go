@@ -66,8 +66,10 @@ type Lister struct {
 }
 
 // cacheTTL bounds how long a built listing is reused while nothing it was
-// built from changed (catalogs also expire with time).
-const cacheTTL = time.Second
+// built from changed. The one thing that changes with time alone, a live
+// catalog's expiry, ends a listing's reuse by itself (cachedListing.until):
+// this is only a ceiling.
+const cacheTTL = time.Minute
 
 type cacheKey struct {
 	machine, kind string
@@ -76,8 +78,10 @@ type cacheKey struct {
 
 type cachedListing struct {
 	version [4]uint64
-	at      time.Time
-	models  []Model
+	// until is when the listing stops being reused: cacheTTL after it was
+	// built, or sooner when a live catalog it lists expires then.
+	until  time.Time
+	models []Model
 }
 
 // version identifies the state a listing is built from.
@@ -106,16 +110,17 @@ type Options struct {
 // FetchWait for those, then answers without the ones still missing.
 //
 // A listing built when every live catalog it needs was at hand is reused
-// for up to a second while nothing it was built from changes, so a machine
-// with thousands of models answers from memory without rebuilding. The
-// returned slice is shared: callers must not modify it.
+// while nothing it was built from changes and none of those catalogs
+// expired, so a machine with thousands of models answers from memory
+// without rebuilding. The returned slice is shared: callers must not
+// modify it.
 func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Model {
 	key := cacheKey{machine: machineID, kind: opts.Kind, noFetch: opts.NoFetch}
 	ver := l.version()
 	l.mu.Lock()
 	c, ok := l.cache[key]
 	l.mu.Unlock()
-	if ok && c.version == ver && l.now().Sub(c.at) < cacheTTL {
+	if ok && c.version == ver && l.now().Before(c.until) {
 		return c.models
 	}
 	conns := l.activeConnections(machineID)
@@ -130,13 +135,17 @@ func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Mod
 	// Callers that miss together (a second passed under load) share one
 	// build of the same state instead of each building its own copy.
 	out, _, _ := l.builds.Do(flightKey(key, ver), func() (any, error) {
-		out := l.build(machineID, conns, opts)
+		built := l.now()
+		out, until := l.build(machineID, conns, opts)
 		if complete {
+			if ceiling := built.Add(cacheTTL); until.IsZero() || until.After(ceiling) {
+				until = ceiling
+			}
 			l.mu.Lock()
 			if l.cache == nil || len(l.cache) > 4096 {
 				l.cache = make(map[cacheKey]cachedListing)
 			}
-			l.cache[key] = cachedListing{version: ver, at: l.now(), models: out}
+			l.cache[key] = cachedListing{version: ver, until: until, models: out}
 			l.mu.Unlock()
 		}
 		return out, nil
@@ -156,9 +165,10 @@ func flightKey(key cacheKey, ver [4]uint64) string {
 	return string(b)
 }
 
-// build lists combos, connections' models and aliases.
-func (l *Lister) build(machineID string, conns []*busv1.Connection, opts Options) []Model {
-	models := l.connectionModels(machineID, conns)
+// build lists combos, connections' models and aliases; until is the
+// earliest expiry of the live catalogs listed (zero: none).
+func (l *Lister) build(machineID string, conns []*busv1.Connection, opts Options) (_ []Model, until time.Time) {
+	models, until := l.connectionModels(machineID, conns)
 	byID := make(map[string]Model, len(models))
 	for _, m := range models {
 		if _, ok := byID[m.ID]; !ok {
@@ -196,12 +206,13 @@ func (l *Lister) build(machineID string, conns []*busv1.Connection, opts Options
 			add(a)
 		}
 	}
-	return out
+	return out, until
 }
 
 // connectionModels lists every active connection's models, less the
-// machine's disabled ones.
-func (l *Lister) connectionModels(machineID string, conns []*busv1.Connection) []Model {
+// machine's disabled ones; until is the earliest expiry of the live
+// catalogs it read (zero: none).
+func (l *Lister) connectionModels(machineID string, conns []*busv1.Connection) (_ []Model, until time.Time) {
 	var disabled map[string]*busv1.ModelIDs
 	if e, ok := l.store.Disabled.Get(machineID); ok {
 		disabled = e.Value.GetAliases()
@@ -243,7 +254,11 @@ func (l *Lister) connectionModels(machineID string, conns []*busv1.Connection) [
 				add(id, "", "")
 			}
 		case l.live(spec):
-			if cat, ok := l.fresh(c); ok && cat.GetError() == "" {
+			cat, ok := l.fresh(c)
+			if exp := cat.GetExpiresAt().AsTime(); ok && (until.IsZero() || exp.Before(until)) {
+				until = exp
+			}
+			if ok && cat.GetError() == "" {
 				for _, m := range cat.GetModels() {
 					add(m.GetId(), m.GetKind(), m.GetType())
 				}
@@ -260,7 +275,7 @@ func (l *Lister) connectionModels(machineID string, conns []*busv1.Connection) [
 			}
 		}
 	}
-	return out
+	return out, until
 }
 
 // live reports whether a provider's models come from a live catalog: the

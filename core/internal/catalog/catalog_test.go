@@ -18,17 +18,12 @@ import (
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
-// Callers that find the kept listing a second old at the same moment (a
-// machine listed under load) get one listing built for all of them, not one
-// each: a large listing built by every waiting request at once is what
-// took the gateway's memory up under a listing load.
+// Callers that find the kept listing too old at the same moment (a machine
+// listed under load) get one listing built for all of them, not one each: a
+// large listing built by every waiting request at once is what took the
+// gateway's memory up under a listing load.
 func TestCallersMissingTogetherShareOneBuild(t *testing.T) {
-	js := spinetest.JetStream(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	require.NoError(t, spine.Topology{}.Ensure(ctx, js))
-	st, err := store.Open(ctx, js, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
+	ctx, st := openStore(t)
 	const machine = "0123456789abcdef"
 	enabled := make([]string, 2000)
 	for i := range enabled {
@@ -40,17 +35,14 @@ func TestCallersMissingTogetherShareOneBuild(t *testing.T) {
 	}))
 	require.Eventually(t, func() bool { return len(st.MachineConnections(machine)) == 1 }, 5*time.Second, time.Millisecond)
 
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	clock := &fakeClock{now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
 	l := NewLister(st, provider.NewRegistry(), nil, slog.New(slog.DiscardHandler))
-	l.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	l.now = clock.Now
 	prev := l.List(ctx, machine, Options{})
 	require.Len(t, prev, len(enabled))
 
 	for round := range 5 {
-		mu.Lock()
-		now = now.Add(cacheTTL + time.Millisecond) // the kept listing is too old
-		mu.Unlock()
+		clock.Add(cacheTTL + time.Millisecond) // the kept listing is too old
 		const callers = 16
 		got := make([][]Model, callers)
 		var start, done sync.WaitGroup
@@ -70,4 +62,73 @@ func TestCallersMissingTogetherShareOneBuild(t *testing.T) {
 		require.NotSame(t, &prev[0], &got[0][0], "round %d: the listing was not built again", round)
 		prev = got[0]
 	}
+}
+
+// A kept listing is not answered past the expiry of a live catalog it
+// lists, however recently it was built: the expired catalog's models leave
+// the listing then, not a cache lifetime later.
+func TestKeptListingEndsWhenACatalogExpires(t *testing.T) {
+	ctx, st := openStore(t)
+	const machine = "0123456789abcdef"
+	clock := &fakeClock{now: time.Now()}
+	for _, c := range []struct {
+		id     string
+		expiry time.Duration
+	}{{"soon", 10 * time.Second}, {"later", time.Hour}} {
+		require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, c.id), &busv1.Connection{
+			Id: c.id, MachineId: machine, Provider: "openai-compatible-" + c.id, IsActive: true, CreatedAt: timestamppb.Now(),
+			Data: &busv1.ProviderData{BaseUrl: "http://127.0.0.1:9", Prefix: c.id},
+		}))
+		require.NoError(t, st.Catalogs.Put(ctx, store.ConnectionKey(machine, c.id), &busv1.Catalog{
+			MachineId: machine, ConnectionId: c.id, Models: []*busv1.Model{{Id: "m", Kind: "llm"}},
+			FetchedAt: timestamppb.New(clock.Now()), ExpiresAt: timestamppb.New(clock.Now().Add(c.expiry)),
+		}))
+	}
+	require.Eventually(t, func() bool {
+		_, ok := st.Catalogs.Get(store.ConnectionKey(machine, "later"))
+		return len(st.MachineConnections(machine)) == 2 && ok
+	}, 5*time.Second, time.Millisecond)
+
+	l := NewLister(st, provider.NewRegistry(), nil, slog.New(slog.DiscardHandler))
+	l.now = clock.Now
+	ids := func() []string {
+		var out []string
+		for _, m := range l.List(ctx, machine, Options{NoFetch: true}) {
+			out = append(out, m.ID)
+		}
+		return out
+	}
+	require.Equal(t, []string{"soon/m", "later/m"}, ids())
+	clock.Add(9 * time.Second)
+	require.Equal(t, []string{"soon/m", "later/m"}, ids(), "still fresh")
+	clock.Add(2 * time.Second)
+	require.Equal(t, []string{"later/m"}, ids(), "the expired catalog is no longer listed")
+}
+
+func openStore(t *testing.T) (context.Context, *store.Store) {
+	t.Helper()
+	js := spinetest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, spine.Topology{}.Ensure(ctx, js))
+	st, err := store.Open(ctx, js, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	return ctx, st
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
