@@ -10,7 +10,13 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v76"
-	"github.com/stripe/stripe-go/v76/client"
+	billingportalsession "github.com/stripe/stripe-go/v76/billingportal/session"
+	checkoutsession "github.com/stripe/stripe-go/v76/checkout/session"
+	"github.com/stripe/stripe-go/v76/customer"
+	"github.com/stripe/stripe-go/v76/invoice"
+	"github.com/stripe/stripe-go/v76/price"
+	"github.com/stripe/stripe-go/v76/subscription"
+	"github.com/stripe/stripe-go/v76/subscriptionschedule"
 )
 
 // StripeConfig configures the Stripe client.
@@ -30,7 +36,20 @@ type StripeConfig struct {
 // Stripe is the Provider backed by the Stripe API through stripe-go, with a
 // client of its own (never the global stripe.Key).
 type Stripe struct {
-	api *client.API
+	api *stripeAPI
+}
+
+// stripeAPI holds the clients of the Stripe resources billing uses, named
+// as on stripe-go's client.API, which would link all of Stripe's (over a
+// hundred packages, each initialised at start) into every process.
+type stripeAPI struct {
+	Customers             *customer.Client
+	Prices                *price.Client
+	CheckoutSessions      *checkoutsession.Client
+	BillingPortalSessions *billingportalsession.Client
+	Subscriptions         *subscription.Client
+	SubscriptionSchedules *subscriptionschedule.Client
+	Invoices              *invoice.Client
 }
 
 var _ Provider = (*Stripe)(nil)
@@ -62,13 +81,16 @@ func NewStripe(cfg StripeConfig) (*Stripe, error) {
 		}
 		return stripe.GetBackendWithConfig(kind, bc)
 	}
-	base := strings.TrimSuffix(cfg.APIBase, "/")
-	backends := &stripe.Backends{
-		API:     backend(stripe.APIBackend, base),
-		Connect: backend(stripe.ConnectBackend, ""),
-		Uploads: backend(stripe.UploadsBackend, ""),
-	}
-	return &Stripe{api: client.New(cfg.SecretKey, backends)}, nil
+	b, key := backend(stripe.APIBackend, strings.TrimSuffix(cfg.APIBase, "/")), cfg.SecretKey
+	return &Stripe{api: &stripeAPI{
+		Customers:             &customer.Client{B: b, Key: key},
+		Prices:                &price.Client{B: b, Key: key},
+		CheckoutSessions:      &checkoutsession.Client{B: b, Key: key},
+		BillingPortalSessions: &billingportalsession.Client{B: b, Key: key},
+		Subscriptions:         &subscription.Client{B: b, Key: key},
+		SubscriptionSchedules: &subscriptionschedule.Client{B: b, Key: key},
+		Invoices:              &invoice.Client{B: b, Key: key},
+	}}, nil
 }
 
 func params(ctx context.Context, idempotencyKey string) stripe.Params {
