@@ -117,11 +117,8 @@ type Options struct {
 func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Model {
 	key := cacheKey{machine: machineID, kind: opts.Kind, noFetch: opts.NoFetch}
 	ver := l.version()
-	l.mu.Lock()
-	c, ok := l.cache[key]
-	l.mu.Unlock()
-	if ok && c.version == ver && l.now().Before(c.until) {
-		return c.models
+	if models, ok := l.cached(key, ver); ok {
+		return models
 	}
 	conns := l.activeConnections(machineID)
 	complete := true
@@ -135,6 +132,11 @@ func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Mod
 	// Callers that miss together (a second passed under load) share one
 	// build of the same state instead of each building its own copy.
 	out, _, _ := l.builds.Do(flightKey(key, ver), func() (any, error) {
+		// A build that ended between this caller's look at the cache and
+		// now left its listing there: that is the one to answer.
+		if c, ok := l.cached(key, ver); ok {
+			return c, nil
+		}
 		built := l.now()
 		out, until := l.build(machineID, conns, opts)
 		if complete {
@@ -151,6 +153,18 @@ func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Mod
 		return out, nil
 	})
 	return out.([]Model)
+}
+
+// cached returns the kept listing of key if it was built from the state ver
+// and may still be answered.
+func (l *Lister) cached(key cacheKey, ver [4]uint64) ([]Model, bool) {
+	l.mu.Lock()
+	c, ok := l.cache[key]
+	l.mu.Unlock()
+	if !ok || c.version != ver || !l.now().Before(c.until) {
+		return nil, false
+	}
+	return c.models, true
 }
 
 // flightKey names the build of key's listing from the state ver: a listing
