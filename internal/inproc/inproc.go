@@ -98,7 +98,8 @@ func (c *Conn) RegisterService(desc *grpc.ServiceDesc, impl any) {
 // the caller as they are, their fields shared instead of copied: for
 // methods that answer large payloads (an embeddings body, a whole chat
 // answer, a model listing). A handler must not change a response once it
-// returned it (over the network it is marshalled then anyway). It may
+// sized or returned it (the in-process size check reads the size a message
+// keeps; over the network it is marshalled then anyway). It may
 // return the same message again (a cached listing) only when every caller
 // in this process reads the response without changing it, since they all
 // share its fields.
@@ -217,10 +218,11 @@ func (c *Conn) invoke(ctx context.Context, fullMethod string, args, reply any, s
 	if resp == nil {
 		return status.Error(codes.Internal, fmt.Sprintf("inproc: %s returned no message", fullMethod))
 	}
-	// A handler does not change a response once it returned it (over the
-	// network it is marshalled then), so a size worked out before stays
-	// true: a response answered again (a kept listing) is not walked again.
-	if n := (proto.MarshalOptions{UseCachedSize: true}).Size(resp.(proto.Message)); n > MaxMessageBytes {
+	// A handed-over response is not changed once returned (HandOver), so a
+	// size worked out before stays true: one answered again (a kept
+	// listing) is not walked again. Other handlers may size a message and
+	// change it before returning it: theirs are walked.
+	if n := (proto.MarshalOptions{UseCachedSize: handOver}).Size(resp.(proto.Message)); n > MaxMessageBytes {
 		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, MaxMessageBytes)
 	}
 	proto.Reset(out)

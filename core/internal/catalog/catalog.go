@@ -63,6 +63,8 @@ type Lister struct {
 	mu     sync.Mutex
 	cache  map[cacheKey]cachedListing
 	builds singleflight.Group
+	// building, when set (tests), runs as a listing starts being built.
+	building func()
 }
 
 // cacheTTL bounds how long a built listing is reused while nothing it was
@@ -123,10 +125,17 @@ func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Mod
 	conns := l.activeConnections(machineID)
 	complete := true
 	if !opts.NoFetch {
-		if pending := l.requestMissing(ctx, conns, false); len(pending) > 0 {
+		pending, unsent := l.requestMissing(ctx, conns, false)
+		// A listing missing a catalog whose fetch could not even be asked
+		// for is answered but not kept: the next listing asks again.
+		complete = !unsent
+		if len(pending) > 0 {
 			l.Await(ctx, pending)
-			complete = len(pending) == 0
+			complete = complete && len(pending) == 0
+			// What changed during the wait is listed: the state read
+			// again, the connections after it (never older than it).
 			ver = l.version()
+			conns = l.activeConnections(machineID)
 		}
 	}
 	// Callers that miss together (a second passed under load) share one
@@ -136,6 +145,9 @@ func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Mod
 		// now left its listing there: that is the one to answer.
 		if c, ok := l.cached(key, ver); ok {
 			return c, nil
+		}
+		if l.building != nil {
+			l.building()
 		}
 		built := l.now()
 		out, until := l.build(machineID, conns, opts)
@@ -331,9 +343,8 @@ type Pending map[string]uint64
 
 // requestMissing enqueues a refresh for every fetchable connection without a
 // fresh catalog (every given connection when force is set) and returns what
-// to wait for.
-func (l *Lister) requestMissing(ctx context.Context, conns []*busv1.Connection, force bool) Pending {
-	var pending Pending
+// to wait for, and whether a refresh could not be enqueued.
+func (l *Lister) requestMissing(ctx context.Context, conns []*busv1.Connection, force bool) (pending Pending, unsent bool) {
 	for _, c := range conns {
 		if !force && !l.Fetchable(c) {
 			continue
@@ -353,6 +364,7 @@ func (l *Lister) requestMissing(ctx context.Context, conns []*busv1.Connection, 
 		}
 		if err := l.refresher.CatalogRefresh(ctx, c.GetMachineId(), c.GetId(), dedup); err != nil {
 			l.log.Warn("catalog refresh not enqueued", "connection", c.GetId(), "err", err)
+			unsent = true
 			continue
 		}
 		if pending == nil {
@@ -360,13 +372,13 @@ func (l *Lister) requestMissing(ctx context.Context, conns []*busv1.Connection, 
 		}
 		pending[key] = rev
 	}
-	return pending
+	return pending, unsent
 }
 
 // Refresh forces a fetch of one connection's catalog and waits for it, at
 // most FetchWait. It reports whether a new catalog arrived.
 func (l *Lister) Refresh(ctx context.Context, c *busv1.Connection) (*busv1.Catalog, bool) {
-	pending := l.requestMissing(ctx, []*busv1.Connection{c}, true)
+	pending, _ := l.requestMissing(ctx, []*busv1.Connection{c}, true)
 	l.Await(ctx, pending)
 	if len(pending) > 0 {
 		return nil, false

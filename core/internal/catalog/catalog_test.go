@@ -2,9 +2,11 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,10 +40,16 @@ func TestCallersMissingTogetherShareOneBuild(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
 	l := NewLister(st, provider.NewRegistry(), nil, slog.New(slog.DiscardHandler))
 	l.now = clock.Now
+	var builds atomic.Int32
+	l.building = func() {
+		builds.Add(1)
+		time.Sleep(20 * time.Millisecond) // a large listing: the others arrive meanwhile
+	}
 	prev := l.List(ctx, machine, Options{})
 	require.Len(t, prev, len(enabled))
 
 	for round := range 5 {
+		builds.Store(0)
 		clock.Add(cacheTTL + time.Millisecond) // the kept listing is too old
 		const callers = 16
 		got := make([][]Model, callers)
@@ -55,6 +63,7 @@ func TestCallersMissingTogetherShareOneBuild(t *testing.T) {
 		}
 		start.Done()
 		done.Wait()
+		require.EqualValues(t, 1, builds.Load(), "round %d: listings built", round)
 		for i := range callers {
 			require.Len(t, got[i], len(prev))
 			require.Same(t, &got[0][0], &got[i][0], "round %d: caller %d built a listing of its own", round, i)
@@ -131,4 +140,68 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// refresher stands for the job queue: it counts the fetches asked for, and
+// does what the test gives it when asked (a worker's fetch, another
+// replica's write).
+type refresher struct {
+	calls atomic.Int32
+	do    func(connectionID string) error
+}
+
+func (r *refresher) CatalogRefresh(_ context.Context, _, connectionID, _ string) error {
+	r.calls.Add(1)
+	return r.do(connectionID)
+}
+
+// A listing that waited for a catalog fetch lists what changed meanwhile:
+// a connection added during the wait is in it, and stays in the kept one.
+func TestListingAfterAFetchHasWhatChangedDuringIt(t *testing.T) {
+	ctx, st := openStore(t)
+	const machine = "0123456789abcdef"
+	require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, "a"), &busv1.Connection{
+		Id: "a", MachineId: machine, Provider: "openai-compatible-a", IsActive: true, CreatedAt: timestamppb.Now(),
+		Data: &busv1.ProviderData{BaseUrl: "http://127.0.0.1:9", Prefix: "a"},
+	}))
+	r := &refresher{do: func(id string) error {
+		go func() {
+			// Another replica adds a connection, then the fetch ends.
+			_ = st.Connections.Put(ctx, store.ConnectionKey(machine, "b"), &busv1.Connection{
+				Id: "b", MachineId: machine, Provider: "openai", IsActive: true, CreatedAt: timestamppb.Now(),
+				Data: &busv1.ProviderData{EnabledModels: []string{"gpt-4o"}},
+			})
+			_ = st.Catalogs.Put(ctx, store.ConnectionKey(machine, id), &busv1.Catalog{
+				MachineId: machine, ConnectionId: id, Models: []*busv1.Model{{Id: "m", Kind: "llm"}},
+				FetchedAt: timestamppb.Now(), ExpiresAt: timestamppb.New(time.Now().Add(time.Hour)),
+			})
+		}()
+		return nil
+	}}
+	l := NewLister(st, provider.NewRegistry(), r, slog.New(slog.DiscardHandler))
+	for range 2 { // built, then kept
+		var ids []string
+		for _, m := range l.List(ctx, machine, Options{}) {
+			ids = append(ids, m.ID)
+		}
+		require.ElementsMatch(t, []string{"a/m", "openai/gpt-4o"}, ids)
+	}
+	require.EqualValues(t, 1, r.calls.Load())
+}
+
+// A listing without a catalog whose fetch could not be asked for (the job
+// queue unavailable) is not kept: the next listing asks again.
+func TestListingIsNotKeptWhenAFetchCouldNotBeAsked(t *testing.T) {
+	ctx, st := openStore(t)
+	const machine = "0123456789abcdef"
+	require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, "a"), &busv1.Connection{
+		Id: "a", MachineId: machine, Provider: "openai-compatible-a", IsActive: true, CreatedAt: timestamppb.Now(),
+		Data: &busv1.ProviderData{BaseUrl: "http://127.0.0.1:9", Prefix: "a"},
+	}))
+	r := &refresher{do: func(string) error { return errors.New("nats: no responders available for request") }}
+	l := NewLister(st, provider.NewRegistry(), r, slog.New(slog.DiscardHandler))
+	for i := range 3 {
+		require.Empty(t, l.List(ctx, machine, Options{}))
+		require.EqualValues(t, i+1, r.calls.Load(), "listing %d asked for the fetch again", i+1)
+	}
 }
