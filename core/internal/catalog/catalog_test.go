@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/internal/clocktest"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
@@ -37,7 +38,7 @@ func TestCallersMissingTogetherShareOneBuild(t *testing.T) {
 	}))
 	require.Eventually(t, func() bool { return len(st.MachineConnections(machine)) == 1 }, 5*time.Second, time.Millisecond)
 
-	clock := &fakeClock{now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
 	l := NewLister(st, provider.NewRegistry(), nil, slog.New(slog.DiscardHandler))
 	l.now = clock.Now
 	var builds atomic.Int32
@@ -50,7 +51,7 @@ func TestCallersMissingTogetherShareOneBuild(t *testing.T) {
 
 	for round := range 5 {
 		builds.Store(0)
-		clock.Add(cacheTTL + time.Millisecond) // the kept listing is too old
+		clock.Advance(cacheTTL + time.Millisecond) // the kept listing is too old
 		const callers = 16
 		got := make([][]Model, callers)
 		var start, done sync.WaitGroup
@@ -79,15 +80,12 @@ func TestCallersMissingTogetherShareOneBuild(t *testing.T) {
 func TestKeptListingEndsWhenACatalogExpires(t *testing.T) {
 	ctx, st := openStore(t)
 	const machine = "0123456789abcdef"
-	clock := &fakeClock{now: time.Now()}
+	clock := clocktest.New(time.Now())
 	for _, c := range []struct {
 		id     string
 		expiry time.Duration
 	}{{"soon", 10 * time.Second}, {"later", time.Hour}} {
-		require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, c.id), &busv1.Connection{
-			Id: c.id, MachineId: machine, Provider: "openai-compatible-" + c.id, IsActive: true, CreatedAt: timestamppb.Now(),
-			Data: &busv1.ProviderData{BaseUrl: "http://127.0.0.1:9", Prefix: c.id},
-		}))
+		putLive(t, ctx, st, machine, c.id)
 		require.NoError(t, st.Catalogs.Put(ctx, store.ConnectionKey(machine, c.id), &busv1.Catalog{
 			MachineId: machine, ConnectionId: c.id, Models: []*busv1.Model{{Id: "m", Kind: "llm"}},
 			FetchedAt: timestamppb.New(clock.Now()), ExpiresAt: timestamppb.New(clock.Now().Add(c.expiry)),
@@ -108,10 +106,20 @@ func TestKeptListingEndsWhenACatalogExpires(t *testing.T) {
 		return out
 	}
 	require.Equal(t, []string{"soon/m", "later/m"}, ids())
-	clock.Add(9 * time.Second)
+	clock.Advance(9 * time.Second)
 	require.Equal(t, []string{"soon/m", "later/m"}, ids(), "still fresh")
-	clock.Add(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	require.Equal(t, []string{"later/m"}, ids(), "the expired catalog is no longer listed")
+}
+
+// putLive stores an active connection of an OpenAI-compatible endpoint
+// (its models come from a live catalog) whose models are listed as "id/...".
+func putLive(t *testing.T, ctx context.Context, st *store.Store, machine, id string) {
+	t.Helper()
+	require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, id), &busv1.Connection{
+		Id: id, MachineId: machine, Provider: "openai-compatible-" + id, IsActive: true, CreatedAt: timestamppb.Now(),
+		Data: &busv1.ProviderData{BaseUrl: "http://127.0.0.1:9", Prefix: id},
+	}))
 }
 
 func openStore(t *testing.T) (context.Context, *store.Store) {
@@ -123,23 +131,6 @@ func openStore(t *testing.T) (context.Context, *store.Store) {
 	st, err := store.Open(ctx, js, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	return ctx, st
-}
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // refresher stands for the job queue: it counts the fetches asked for, and
@@ -160,10 +151,7 @@ func (r *refresher) CatalogRefresh(_ context.Context, _, connectionID, _ string)
 func TestListingAfterAFetchHasWhatChangedDuringIt(t *testing.T) {
 	ctx, st := openStore(t)
 	const machine = "0123456789abcdef"
-	require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, "a"), &busv1.Connection{
-		Id: "a", MachineId: machine, Provider: "openai-compatible-a", IsActive: true, CreatedAt: timestamppb.Now(),
-		Data: &busv1.ProviderData{BaseUrl: "http://127.0.0.1:9", Prefix: "a"},
-	}))
+	putLive(t, ctx, st, machine, "a")
 	r := &refresher{do: func(id string) error {
 		go func() {
 			// Another replica adds a connection, then the fetch ends.
@@ -194,10 +182,7 @@ func TestListingAfterAFetchHasWhatChangedDuringIt(t *testing.T) {
 func TestListingIsNotKeptWhenAFetchCouldNotBeAsked(t *testing.T) {
 	ctx, st := openStore(t)
 	const machine = "0123456789abcdef"
-	require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, "a"), &busv1.Connection{
-		Id: "a", MachineId: machine, Provider: "openai-compatible-a", IsActive: true, CreatedAt: timestamppb.Now(),
-		Data: &busv1.ProviderData{BaseUrl: "http://127.0.0.1:9", Prefix: "a"},
-	}))
+	putLive(t, ctx, st, machine, "a")
 	r := &refresher{do: func(string) error { return errors.New("nats: no responders available for request") }}
 	l := NewLister(st, provider.NewRegistry(), r, slog.New(slog.DiscardHandler))
 	for i := range 3 {

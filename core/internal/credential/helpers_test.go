@@ -6,28 +6,15 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/clocktest"
 )
 
 // fakeClock is a settable clock; tests advance it instead of sleeping.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = clocktest.Clock
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+	return clocktest.New(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // behaviour answers the n-th (1-based) call of a connection.
