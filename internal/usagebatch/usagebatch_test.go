@@ -2,6 +2,7 @@ package usagebatch_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -87,13 +88,69 @@ func TestSplit(t *testing.T) {
 	}
 }
 
+// A large batch is compressed and splits back into the very events; a
+// small one is left as it is; a compressed payload that cannot be read, or
+// an unknown encoding, is malformed, not taken for events.
+func TestCompressedBatches(t *testing.T) {
+	var batch []byte
+	var want [][]byte
+	for i := range 40 {
+		enc, err := proto.Marshal(&busv1.UsageEvent{
+			EventId: fmt.Sprintf("0b6f6a4e-6f57-4c8e-9d1e-%012d", i), MachineId: "0123456789abcdef",
+			KeyId: "key_7d1e9c20", ConnectionId: "conn-a", Model: "openai/gpt-4o-mini", PromptTokens: int64(i), CompletionTokens: 12,
+		})
+		require.NoError(t, err)
+		want = append(want, enc)
+		batch = usagebatch.Append(batch, enc)
+	}
+	payload, compressed := usagebatch.Compress(batch)
+	require.True(t, compressed)
+	assert.Less(t, len(payload)*2, len(batch), "at least halved: %d of %d bytes", len(payload), len(batch))
+	h := nats.Header{}
+	usagebatch.SetHeader(h, len(want))
+	usagebatch.MarkCompressed(h)
+	got, err := usagebatch.Split(h, payload)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Equal(t, len(want), usagebatch.Count(h))
+
+	small := usagebatch.Append(nil, want[0])
+	payload, compressed = usagebatch.Compress(small)
+	assert.False(t, compressed)
+	assert.Equal(t, small, payload)
+
+	for name, tt := range map[string]struct {
+		encoding string
+		data     []byte
+	}{
+		"not S2":           {contract.UsageEncodingS2, batch},
+		"truncated":        {contract.UsageEncodingS2, payload[:len(payload)/2]},
+		"unknown encoding": {"zstd", batch},
+	} {
+		h := nats.Header{}
+		usagebatch.SetHeader(h, len(want))
+		h.Set(contract.HeaderUsageEncoding, tt.encoding)
+		_, err := usagebatch.Split(h, tt.data)
+		assert.ErrorIs(t, err, usagebatch.ErrMalformed, name)
+	}
+}
+
 func FuzzSplit(f *testing.F) {
 	one, _ := proto.Marshal(&busv1.UsageEvent{EventId: "x", MachineId: "0123456789abcdef"})
-	f.Add("1", usagebatch.Append(nil, one))
-	f.Add("2", []byte{0x0a, 0xff})
-	f.Fuzz(func(t *testing.T, count string, data []byte) {
+	f.Add("1", "", usagebatch.Append(nil, one))
+	f.Add("2", "", []byte{0x0a, 0xff})
+	many := usagebatch.Append(nil, one)
+	for len(many) < 2048 {
+		many = usagebatch.Append(many, one)
+	}
+	compressed, _ := usagebatch.Compress(many)
+	f.Add(strconv.Itoa(len(many)/len(usagebatch.Append(nil, one))), contract.UsageEncodingS2, compressed)
+	f.Fuzz(func(t *testing.T, count, encoding string, data []byte) {
 		h := nats.Header{}
 		h.Set(contract.HeaderUsageEvents, count)
+		if encoding != "" {
+			h.Set(contract.HeaderUsageEncoding, encoding)
+		}
 		parts, err := usagebatch.Split(h, data)
 		if err != nil {
 			return

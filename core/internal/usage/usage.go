@@ -148,6 +148,7 @@ type item struct {
 type message struct {
 	id, subject string
 	data        []byte
+	compressed  bool // data is the batch compressed (usagebatch.Compress)
 	events      []item
 	refusals    int
 }
@@ -393,6 +394,7 @@ func pack(msgs []message, items []item, maxEvents int, maxBytes int64) []message
 		for _, it := range m.events {
 			m.data = usagebatch.Append(m.data, it.data)
 		}
+		m.data, m.compressed = usagebatch.Compress(m.data)
 	}
 	return msgs
 }
@@ -435,6 +437,9 @@ func (p *Publisher) send(msgs []message) []message {
 		msg.Header.Set(jetstream.MsgIDHeader, m.id)
 		if m.batch() {
 			usagebatch.SetHeader(msg.Header, len(m.events))
+			if m.compressed {
+				usagebatch.MarkCompressed(msg.Header)
+			}
 		}
 		futures[i], errs[i] = p.js.PublishMsgAsync(msg)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 const machine = "0123456789abcdef"
@@ -222,6 +223,7 @@ func TestEventsRecordedTogetherLeaveInBatches(t *testing.T) {
 		assert.Equal(t, spine.SubjectUsage+"."+e.ev.GetMachineId(), e.msg.Subject(), "a batch holds one machine's events")
 		assert.Equal(t, want[e.ev.GetEventId()], e.ev.GetMachineId())
 		assert.True(t, usagebatch.IsBatch(e.msg.Headers()))
+		assert.Equal(t, contract.UsageEncodingS2, e.msg.Headers().Get(contract.HeaderUsageEncoding), "a batch this large goes compressed")
 		msgIDs[e.msg.Headers().Get(jetstream.MsgIDHeader)] = true
 	}
 	assert.Len(t, got, 1000)

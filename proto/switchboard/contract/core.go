@@ -65,3 +65,11 @@ var ForwardedHeaders = []string{
 // carries its events' count (decimal); a message without it is one
 // busv1.UsageEvent.
 const HeaderUsageEvents = "Switchboard-Usage-Events"
+
+// HeaderUsageEncoding names the compression of a batch's payload:
+// UsageEncodingS2 for S2's block format (github.com/klauspost/compress/s2);
+// without it the payload is the batch itself.
+const HeaderUsageEncoding = "Switchboard-Usage-Encoding"
+
+// UsageEncodingS2 is HeaderUsageEncoding's value for an S2 block.
+const UsageEncodingS2 = "s2"

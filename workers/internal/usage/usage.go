@@ -366,6 +366,9 @@ func (r *Roller) publishDead(ctx context.Context, m jetstream.Msg, machine, reas
 	msg.Header.Set("Sb-Reason", reason)
 	if index < 0 && usagebatch.IsBatch(m.Headers()) {
 		msg.Header.Set(contract.HeaderUsageEvents, m.Headers().Get(contract.HeaderUsageEvents))
+		if enc := m.Headers().Get(contract.HeaderUsageEncoding); enc != "" {
+			msg.Header.Set(contract.HeaderUsageEncoding, enc)
+		}
 	}
 	if md, err := m.Metadata(); err == nil {
 		seq := strconv.FormatUint(md.Sequence.Stream, 10)

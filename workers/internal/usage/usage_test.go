@@ -527,26 +527,37 @@ func TestBatchAndSingleMessagesRollUpEveryEventOnce(t *testing.T) {
 	}
 }
 
-// A batch message whose framing is broken goes to the dead-letter stream
-// whole, its header kept, and holds nothing else up.
+// A batch message whose framing is broken, or whose compressed payload
+// cannot be read, goes to the dead-letter stream whole, its headers kept
+// (the copy reads as the original did), and holds nothing else up.
 func TestBrokenBatchIsDeadLetteredWhole(t *testing.T) {
 	js := startNATS(t)
 	core := newFakeCore()
 	r := New(core, token, Config{Batch: 10, MaxWait: 50 * time.Millisecond}, slog.New(slog.DiscardHandler))
-	msg := nats.NewMsg(spine.SubjectUsage + "." + machineA)
-	msg.Data = []byte{0x0a, 0x7f, 0x01}
-	usagebatch.SetHeader(msg.Header, 3)
-	_, err := js.PublishMsg(context.Background(), msg)
-	require.NoError(t, err)
+	broken := nats.NewMsg(spine.SubjectUsage + "." + machineA)
+	broken.Data = []byte{0x0a, 0x7f, 0x01}
+	usagebatch.SetHeader(broken.Header, 3)
+	unreadable := nats.NewMsg(spine.SubjectUsage + "." + machineA)
+	unreadable.Data = []byte("not an S2 block at all")
+	usagebatch.SetHeader(unreadable.Header, 2)
+	usagebatch.MarkCompressed(unreadable.Header)
+	for _, msg := range []*nats.Msg{broken, unreadable} {
+		_, err := js.PublishMsg(context.Background(), msg)
+		require.NoError(t, err)
+	}
 	publish(t, js, event(1, machineA, time.Now(), "c", 200, 1))
 
 	runRoller(t, r, js, func(cons jetstream.Consumer) bool {
 		return core.requests() == 1 && consumerSettled(t, cons)
 	})
 	dead := deadLetters(t, js)
-	require.Len(t, dead, 1)
-	assert.Equal(t, msg.Data, dead[0].Data())
+	require.Len(t, dead, 2)
+	assert.Equal(t, broken.Data, dead[0].Data())
 	assert.Equal(t, "3", dead[0].Headers().Get(contract.HeaderUsageEvents))
+	assert.Empty(t, dead[0].Headers().Get(contract.HeaderUsageEncoding))
+	assert.Equal(t, unreadable.Data, dead[1].Data())
+	assert.Equal(t, "2", dead[1].Headers().Get(contract.HeaderUsageEvents))
+	assert.Equal(t, contract.UsageEncodingS2, dead[1].Headers().Get(contract.HeaderUsageEncoding))
 }
 
 // A batch whose events fall in two documents, one of which refuses every
