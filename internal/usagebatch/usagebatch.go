@@ -52,9 +52,10 @@ func SetHeader(h nats.Header, n int) {
 // saving is a few bytes.
 const compressFrom = 1 << 10
 
-// MaxBatchBytes bounds a batch once decompressed (a batch is published
-// within the connection's maximum payload, at most 64 MiB on NATS).
-const MaxBatchBytes = 64 << 20
+// MaxBatchBytes bounds a batch once decompressed, far above what the
+// publisher builds (64 KiB): S2 turns megabytes of one repeated byte into
+// a few dozen, and a reader allocates what the block says before decoding.
+const MaxBatchBytes = 1 << 20
 
 // Compress returns the payload to publish for batch, the encoding of a
 // busv1.UsageBatch: S2's block of it when that is smaller (compressed is
@@ -128,6 +129,9 @@ func Split(h nats.Header, data []byte) ([][]byte, error) {
 		ev, m := protowire.ConsumeBytes(data)
 		if m < 0 {
 			return nil, fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(m))
+		}
+		if len(out) == want {
+			return nil, fmt.Errorf("%w: more events than the header's %d", ErrMalformed, want)
 		}
 		out = append(out, ev)
 		data = data[m:]

@@ -133,6 +133,23 @@ func TestCompressedBatches(t *testing.T) {
 		_, err := usagebatch.Split(h, tt.data)
 		assert.ErrorIs(t, err, usagebatch.ErrMalformed, name)
 	}
+
+	// A well-formed batch past the bound once decoded (a few KiB
+	// compressed: the same event over and over) is not decoded.
+	var huge []byte
+	n := 0
+	for len(huge) <= usagebatch.MaxBatchBytes {
+		huge = usagebatch.Append(huge, want[0])
+		n++
+	}
+	payload, compressed = usagebatch.Compress(huge)
+	require.True(t, compressed)
+	require.Less(t, len(payload), 64<<10)
+	h = nats.Header{}
+	usagebatch.SetHeader(h, n)
+	usagebatch.MarkCompressed(h)
+	_, err = usagebatch.Split(h, payload)
+	assert.ErrorIs(t, err, usagebatch.ErrMalformed)
 }
 
 func FuzzSplit(f *testing.F) {

@@ -46,7 +46,8 @@ func (h *Health) Pipeline(ctx context.Context, machineID string) *corev1.UsagePi
 		return out
 	}
 	// The roll-up dead-letters events one message each; only a batch
-	// message whose framing is broken goes there whole (and counts one).
+	// message whose framing or compression is broken goes there whole (and
+	// counts one).
 	out.DeadLettered = float64(info.State.Subjects[subject])
 	return out
 }

@@ -2,6 +2,7 @@ package usage_test
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
@@ -158,7 +159,13 @@ func TestPoisonEventsAreSkippedAndTheOthersFlow(t *testing.T) {
 					p.Record(&busv1.UsageEvent{MachineId: machine, Model: "bad\xff\xfe", Status: 200})
 				}
 				if i == 20 {
-					p.Record(&busv1.UsageEvent{MachineId: machine, Model: strings.Repeat("m", 4096), Status: 200})
+					// Too large for the stream even compressed (a batch goes
+					// compressed, and S2 would shrink a repeated letter).
+					var model strings.Builder
+					for model.Len() < 4096 {
+						model.WriteString(rand.Text())
+					}
+					p.Record(&busv1.UsageEvent{MachineId: machine, Model: model.String(), Status: 200})
 				}
 			}
 			if tt.beforeRun {

@@ -13,8 +13,8 @@
 // acknowledged once all its events are stored or dead-lettered. Events are
 // dead-lettered one by one, as messages of one event, so that a bad event
 // or a refusing document never takes a batch's other events with it; only
-// a message whose batch framing is broken goes to the dead-letter stream
-// whole, with its header.
+// a message whose batch framing is broken, or whose compressed payload
+// cannot be read, goes to the dead-letter stream whole, with its headers.
 package usage
 
 import (
@@ -66,9 +66,11 @@ type Config struct {
 	// Batch is the most messages rolled up in one call to core (1000); a
 	// message is one event or a batch of them.
 	Batch int
-	// FetchBytes bounds the bytes of the messages of one call (4 MiB): a
-	// batch message may be 64 KiB. It is never below the largest message
-	// the server takes (and a little), which would never be delivered.
+	// FetchBytes bounds the bytes of the messages of one call (4 MiB), as
+	// stored: a batch message may be 64 KiB, and a compressed one holds
+	// more events than its bytes (about 2.3 times at chat load; at most 1
+	// MiB decoded). It is never below the largest message the server takes
+	// (and a little), which would never be delivered.
 	FetchBytes int
 	// MaxWait is how long a fetch waits to fill a batch (500ms).
 	MaxWait time.Duration

@@ -439,6 +439,11 @@ func publishBatch(t *testing.T, js jetstream.JetStream, machine string, evs ...*
 		msg.Data = usagebatch.Append(msg.Data, data)
 	}
 	usagebatch.SetHeader(msg.Header, len(evs))
+	// Compressed when core's publisher would compress it.
+	var compressed bool
+	if msg.Data, compressed = usagebatch.Compress(msg.Data); compressed {
+		usagebatch.MarkCompressed(msg.Header)
+	}
 	_, err := js.PublishMsg(context.Background(), msg)
 	require.NoError(t, err)
 }

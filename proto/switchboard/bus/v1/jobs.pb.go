@@ -402,7 +402,9 @@ func (x *UsageEvent) GetCacheWriteTokens() int64 {
 // sb.usage.<machine_id>, so the bus's per-message work is paid once per
 // batch. Such a message has the header Switchboard-Usage-Events (the
 // events' count, contract.HeaderUsageEvents) and the batch's own id as its
-// message id; a message without that header is a single UsageEvent.
+// message id; a message without that header is a single UsageEvent. With
+// the header Switchboard-Usage-Encoding: s2 (contract.HeaderUsageEncoding)
+// the payload is this message compressed as an S2 block.
 type UsageBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Events        []*UsageEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
