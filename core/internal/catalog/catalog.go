@@ -61,7 +61,7 @@ type Lister struct {
 	log       *slog.Logger
 
 	mu     sync.Mutex
-	cache  map[cacheKey]cachedListing
+	cache  map[cacheKey]*cachedListing
 	builds singleflight.Group
 	// building, when set (tests), runs as a listing starts being built.
 	building func()
@@ -84,6 +84,11 @@ type cachedListing struct {
 	// built, or sooner when a live catalog it lists expires then.
 	until  time.Time
 	models []Model
+	// kept: the listing is in the cache (else it was answered only).
+	kept bool
+	// rendered is Render's value of a kept listing, made once.
+	renderOnce sync.Once
+	rendered   any
 }
 
 // version identifies the state a listing is built from.
@@ -117,10 +122,30 @@ type Options struct {
 // without rebuilding. The returned slice is shared: callers must not
 // modify it.
 func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Model {
+	models, _ := l.list(ctx, machineID, opts)
+	return models
+}
+
+// Render returns render's value of the listing List answers: made once for
+// a listing that is kept and answered again with it (callers share it:
+// read-only), made on each call for one that is not. Every call of a
+// Lister's Render must pass a render making the same value (core's
+// listing answer).
+func (l *Lister) Render(ctx context.Context, machineID string, opts Options, render func([]Model) any) any {
+	models, kept := l.list(ctx, machineID, opts)
+	if kept == nil {
+		return render(models)
+	}
+	kept.renderOnce.Do(func() { kept.rendered = render(models) })
+	return kept.rendered
+}
+
+// list is List's listing, and where it is kept (nil: not kept).
+func (l *Lister) list(ctx context.Context, machineID string, opts Options) ([]Model, *cachedListing) {
 	key := cacheKey{machine: machineID, kind: opts.Kind, noFetch: opts.NoFetch}
 	ver := l.version()
-	if models, ok := l.cached(key, ver); ok {
-		return models
+	if c := l.cached(key, ver); c != nil {
+		return c.models, c
 	}
 	conns := l.activeConnections(machineID)
 	complete := true
@@ -143,40 +168,46 @@ func (l *Lister) List(ctx context.Context, machineID string, opts Options) []Mod
 	out, _, _ := l.builds.Do(flightKey(key, ver), func() (any, error) {
 		// A build that ended between this caller's look at the cache and
 		// now left its listing there: that is the one to answer.
-		if c, ok := l.cached(key, ver); ok {
+		if c := l.cached(key, ver); c != nil {
 			return c, nil
 		}
 		if l.building != nil {
 			l.building()
 		}
 		built := l.now()
-		out, until := l.build(machineID, conns, opts)
-		if complete {
-			if ceiling := built.Add(cacheTTL); until.IsZero() || until.After(ceiling) {
-				until = ceiling
-			}
-			l.mu.Lock()
-			if l.cache == nil || len(l.cache) > 4096 {
-				l.cache = make(map[cacheKey]cachedListing)
-			}
-			l.cache[key] = cachedListing{version: ver, until: until, models: out}
-			l.mu.Unlock()
+		models, until := l.build(machineID, conns, opts)
+		c := &cachedListing{version: ver, until: until, models: models, kept: complete}
+		if !complete {
+			return c, nil // answered, not kept
 		}
-		return out, nil
+		if ceiling := built.Add(cacheTTL); until.IsZero() || until.After(ceiling) {
+			c.until = ceiling
+		}
+		l.mu.Lock()
+		if l.cache == nil || len(l.cache) > 4096 {
+			l.cache = make(map[cacheKey]*cachedListing)
+		}
+		l.cache[key] = c
+		l.mu.Unlock()
+		return c, nil
 	})
-	return out.([]Model)
+	c := out.(*cachedListing)
+	if !c.kept {
+		return c.models, nil
+	}
+	return c.models, c
 }
 
 // cached returns the kept listing of key if it was built from the state ver
 // and may still be answered.
-func (l *Lister) cached(key cacheKey, ver [4]uint64) ([]Model, bool) {
+func (l *Lister) cached(key cacheKey, ver [4]uint64) *cachedListing {
 	l.mu.Lock()
-	c, ok := l.cache[key]
+	c := l.cache[key]
 	l.mu.Unlock()
-	if !ok || c.version != ver || !l.now().Before(c.until) {
-		return nil, false
+	if c == nil || c.version != ver || !l.now().Before(c.until) {
+		return nil
 	}
-	return c.models, true
+	return c
 }
 
 // flightKey names the build of key's listing from the state ver: a listing

@@ -190,3 +190,37 @@ func TestListingIsNotKeptWhenAFetchCouldNotBeAsked(t *testing.T) {
 		require.EqualValues(t, i+1, r.calls.Load(), "listing %d asked for the fetch again", i+1)
 	}
 }
+
+// Render makes its value once for a kept listing and answers it again while
+// the listing is kept; a listing that is not kept is rendered on each call.
+func TestRenderOncePerKeptListing(t *testing.T) {
+	ctx, st := openStore(t)
+	const machine = "0123456789abcdef"
+	require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, "o"), &busv1.Connection{
+		Id: "o", MachineId: machine, Provider: "openai", IsActive: true, CreatedAt: timestamppb.Now(),
+		Data: &busv1.ProviderData{EnabledModels: []string{"gpt-4o"}},
+	}))
+	putLive(t, ctx, st, machine, "a") // its fetch cannot be asked for
+	var renders atomic.Int32
+	render := func(models []Model) any {
+		renders.Add(1)
+		return &models
+	}
+	r := &refresher{do: func(string) error { return errors.New("nats: no responders available for request") }}
+	l := NewLister(st, provider.NewRegistry(), r, slog.New(slog.DiscardHandler))
+	l.Render(ctx, machine, Options{}, render)
+	l.Render(ctx, machine, Options{}, render)
+	require.EqualValues(t, 2, renders.Load(), "a listing not kept is rendered each time")
+
+	renders.Store(0)
+	first := l.Render(ctx, machine, Options{NoFetch: true}, render)
+	for range 3 {
+		require.Same(t, first, l.Render(ctx, machine, Options{NoFetch: true}, render))
+	}
+	require.EqualValues(t, 1, renders.Load(), "a kept listing is rendered once")
+	var ids []string
+	for _, m := range *first.(*[]Model) {
+		ids = append(ids, m.ID)
+	}
+	require.Equal(t, []string{"openai/gpt-4o"}, ids, "NoFetch lists without the missing catalog")
+}

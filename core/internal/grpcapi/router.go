@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/switchboardhq/switchboard/core/internal/audio"
 	"github.com/switchboardhq/switchboard/core/internal/catalog"
@@ -34,28 +33,7 @@ type UsageRecorder interface {
 type Router struct {
 	corev1.UnimplementedRouterServer
 	RouterDeps
-
-	listingsMu sync.Mutex
-	// listings are ListModels' answers, each kept with the catalog listing
-	// it was built from and answered again while the lister returns that
-	// same listing (it builds a new one whenever what it lists changed).
-	// An answer is shared by the calls it is given to: read-only.
-	listings map[listingKey]builtListing
 }
-
-type listingKey struct {
-	machine, kind string
-	noFetch       bool
-}
-
-type builtListing struct {
-	models []catalog.Model
-	resp   *corev1.ListModelsResponse
-}
-
-// maxListings bounds the answers kept (one per machine and kind); past it
-// they are dropped and built again, as the lister does with its own.
-const maxListings = 4096
 
 // RouterDeps are the services behind the Router's calls.
 type RouterDeps struct {
@@ -89,32 +67,19 @@ func (r *Router) ListModels(ctx context.Context, req *corev1.ListModelsRequest) 
 	if req.GetKind() != "" && !provider.ValidKind(req.GetKind()) {
 		return nil, notFound("unknown_kind", fmt.Sprintf("unknown model kind '%s'", req.GetKind()))
 	}
-	key := listingKey{machine: p.MachineID, kind: req.GetKind(), noFetch: mdValue(ctx, MDCatalogFetch) != ""}
-	models := r.Catalog.List(ctx, key.machine, catalog.Options{Kind: key.kind, NoFetch: key.noFetch})
-	r.listingsMu.Lock()
-	built, ok := r.listings[key]
-	r.listingsMu.Unlock()
-	if ok && sameListing(built.models, models) {
-		return built.resp, nil
-	}
+	// The answer is built once for each listing the lister keeps, and
+	// shared by the calls answered with it: read-only.
+	out := r.Catalog.Render(ctx, p.MachineID, catalog.Options{Kind: req.GetKind(), NoFetch: mdValue(ctx, MDCatalogFetch) != ""}, listingAnswer)
+	return out.(*corev1.ListModelsResponse), nil
+}
+
+// listingAnswer is ListModels' answer for a listing.
+func listingAnswer(models []catalog.Model) any {
 	out := &corev1.ListModelsResponse{Object: "list", Data: make([]*corev1.ModelEntry, len(models))}
 	for i, m := range models {
 		out.Data[i] = &corev1.ModelEntry{Id: m.ID, Object: "model", OwnedBy: m.OwnedBy, Kind: m.Kind}
 	}
-	r.listingsMu.Lock()
-	if r.listings == nil || len(r.listings) >= maxListings {
-		r.listings = make(map[listingKey]builtListing)
-	}
-	r.listings[key] = builtListing{models: models, resp: out}
-	r.listingsMu.Unlock()
-	return out, nil
-}
-
-// sameListing reports whether a and b are the same listing of the catalog
-// lister: the same slice, not merely equal contents (a kept answer holds
-// its listing, so no other slice can take its place in memory).
-func sameListing(a, b []catalog.Model) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+	return out
 }
 
 // endpoints are the routes that serve each kind.
