@@ -16,7 +16,8 @@ import (
 )
 
 // subscribeUser checks a user out through billing and delivers the checkout's
-// webhook, and returns the subscription id once billing applied it.
+// webhook, and returns the subscription id once billing applied it and
+// counted it applied (the state shows before the count moves).
 func subscribeUser(t *testing.T, h *billingtest.Harness, userID string, recurring billingv1.Recurring) string {
 	t.Helper()
 	c := billingv1.NewBillingClient(h.Conn)
@@ -27,10 +28,11 @@ func subscribeUser(t *testing.T, h *billingtest.Harness, userID string, recurrin
 	require.True(t, ok)
 	sub, _, err := h.Stripe.CompleteCheckout(sess.ID, 0)
 	require.NoError(t, err)
+	applied := h.Billing.EventStats().Applied
 	deliver(t, h, h.Stripe.Event("checkout.session.completed", sess.ID))
 	require.Eventually(t, func() bool {
 		got, err := c.GetSubscription(ctx, &billingv1.GetSubscriptionRequest{})
-		return err == nil && got.GetSubscription().GetId() == sub.ID
+		return err == nil && got.GetSubscription().GetId() == sub.ID && h.Billing.EventStats().Applied == applied+1
 	}, 10*time.Second, 5*time.Millisecond, "subscription applied")
 	return sub.ID
 }

@@ -127,7 +127,10 @@ func TestBillingAdminDeadLetters(t *testing.T) {
 	alice := e.token("alice", "a@example.com")
 	sessID, subID, _ := e.checkedOut(alice)
 	require.Equal(t, http.StatusOK, e.deliver(fake.Event("checkout.session.completed", sessID)))
-	e.eventually(func() bool { return e.currentUser(alice, 8, 0).Subscription != nil }, "subscription")
+	// The state shows before the event is counted applied: wait for both.
+	e.eventually(func() bool {
+		return e.currentUser(alice, 8, 0).Subscription != nil && e.h.Billing.EventStats().Applied == 1
+	}, "subscription")
 
 	for range 2 {
 		fake.FailNext(billingtest.OpGetSubscription, billingtest.Unavailable())
