@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -106,6 +109,34 @@ func TestFlags(t *testing.T) {
 	} {
 		assert.Equal(t, exitSetup, runMain(args, io.Discard, io.Discard), "%q", args)
 	}
+}
+
+// TestGatewayThatCannotStart: a run whose gateway does not start says why
+// and stops the proxy it had started, instead of crashing on the way out.
+func TestGatewayThatCannotStart(t *testing.T) {
+	var stderr bytes.Buffer
+	code := runMain([]string{"-quick", "-serve-bin", filepath.Join(t.TempDir(), "missing")}, io.Discard, &stderr)
+	assert.Equal(t, exitSetup, code)
+	assert.Contains(t, stderr.String(), "start switchboard serve")
+	if runtime.GOOS == "linux" {
+		assert.Empty(t, childProcesses(t), "the proxy process is stopped")
+	}
+}
+
+// childProcesses lists this process's children (Linux).
+func childProcesses(t *testing.T) []string {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", os.Getpid()))
+	require.NoError(t, err)
+	var kids []string
+	for _, task := range tasks {
+		b, err := os.ReadFile(task)
+		if err != nil {
+			continue // the thread ended
+		}
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	return kids
 }
 
 func TestPercentile(t *testing.T) {

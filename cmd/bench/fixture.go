@@ -113,12 +113,13 @@ type fixtureOptions struct {
 
 // startFixture starts the fake upstream, the proxy and the gateway, and
 // creates the connection to the fake and an API key through the admin API.
-func startFixture(ctx context.Context, o fixtureOptions, logger *slog.Logger) (f *fixture, err error) {
-	f = &fixture{}
+func startFixture(ctx context.Context, o fixtureOptions, logger *slog.Logger) (_ *fixture, err error) {
+	// f is not the result: the error returns below set the result to nil
+	// before this cleanup runs, and what was started must still stop.
+	f := &fixture{}
 	defer func() {
 		if err != nil {
 			f.close()
-			f = nil
 		}
 	}()
 	f.upstream = upstreamtest.NewServer(upstreamtest.WithoutRecording(), upstreamtest.WithEmbeddingDims(o.dims))
