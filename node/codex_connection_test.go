@@ -99,7 +99,7 @@ func loginCodex(t *testing.T, sb *nodetest.Instance) {
 // answers only streamed requests, non-streamed chat, Messages and Responses
 // requests go up streamed and come back whole in the client's dialect.
 func TestCodexLoginAccountHeaderAndStreamOnlyBackend(t *testing.T) {
-	up := upstreamtest.New(t, upstreamtest.WithAPIKey(fakeAccess), upstreamtest.WithStreamOnlyResponses())
+	up := upstreamtest.New(t, upstreamtest.WithAPIKey(fakeAccess), upstreamtest.WithChatGPTBackend())
 	f := newFakeAuthServer(t, pollOK)
 	sb := serveWithOAuth(t, f, up.URL())
 	loginCodex(t, sb)
@@ -117,6 +117,10 @@ func TestCodexLoginAccountHeaderAndStreamOnlyBackend(t *testing.T) {
 		var sent map[string]any
 		require.NoError(t, json.Unmarshal(req.Body, &sent))
 		assert.Equal(t, true, sent["stream"], "the backend only streams")
+		assert.Equal(t, false, sent["store"], "the backend stores nothing")
+		for _, refused := range []string{"max_output_tokens", "temperature", "top_p"} {
+			assert.NotContains(t, sent, refused, "the backend refuses it")
+		}
 	}
 
 	t.Run("chat", func(t *testing.T) {
@@ -130,7 +134,11 @@ func TestCodexLoginAccountHeaderAndStreamOnlyBackend(t *testing.T) {
 		checkUpstream(t, 1)
 	})
 	t.Run("messages", func(t *testing.T) {
-		r, raw, events := postMessages(t, sb, key, messagesBody("codex/gpt-5-codex", "hello whole messages", false))
+		// As Claude Code asks: max_tokens (max_output_tokens upstream) and
+		// a temperature, which the backend refuses.
+		body := messagesBody("codex/gpt-5-codex", "hello whole messages", false)
+		body["temperature"] = 1
+		r, raw, events := postMessages(t, sb, key, body)
 		require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
 		require.Nil(t, events, "a whole answer, not a stream")
 		var msg struct {
@@ -154,12 +162,38 @@ func TestCodexLoginAccountHeaderAndStreamOnlyBackend(t *testing.T) {
 	t.Run("responses", func(t *testing.T) {
 		client := sdk(t, sb)
 		resp, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "codex/gpt-5-codex",
-			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello whole responses")}})
+			Input:           responses.ResponseNewParamsInputUnion{OfString: openai.String("hello whole responses")},
+			MaxOutputTokens: openai.Int(512), Temperature: openai.Float(0.2), TopP: openai.Float(0.9), Store: openai.Bool(true)})
 		require.NoError(t, err)
 		assert.Equal(t, "completed", string(resp.Status))
 		assert.Equal(t, "echo: hello whole responses", resp.OutputText())
 		assert.Positive(t, resp.Usage.TotalTokens)
 		checkUpstream(t, 3)
+	})
+	// The backend's refusals are {"detail": "..."}: the client reads the
+	// detail, in its route's error shape.
+	t.Run("refusal", func(t *testing.T) {
+		const detail = "Unsupported parameter: reasoning.summary"
+		up.Enqueue(pathResponses, upstreamtest.Status(http.StatusBadRequest, `{"detail":"`+detail+`"}`))
+		r, raw, _ := postMessages(t, sb, key, messagesBody("codex/gpt-5-codex", "refused", false))
+		require.Equal(t, http.StatusBadRequest, r.StatusCode, "%s", raw)
+		var anthropicErr struct {
+			Type  string `json:"type"`
+			Error struct{ Type, Message string }
+		}
+		require.NoError(t, json.Unmarshal(raw, &anthropicErr), "%s", raw)
+		assert.Equal(t, "error", anthropicErr.Type)
+		assert.Equal(t, "invalid_request_error", anthropicErr.Error.Type)
+		assert.Equal(t, detail, anthropicErr.Error.Message)
+
+		up.Enqueue(pathResponses, upstreamtest.Status(http.StatusBadRequest, `{"detail":"`+detail+`"}`))
+		client := sdk(t, sb)
+		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "codex/gpt-5-codex",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("refused")}})
+		var apiErr *openai.Error
+		require.ErrorAs(t, err, &apiErr)
+		assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+		assert.Equal(t, detail, apiErr.Message)
 	})
 }
 
@@ -168,8 +202,8 @@ func TestCodexLoginAccountHeaderAndStreamOnlyBackend(t *testing.T) {
 // next connection before anything reached the client.
 func TestCodexStreamOnlyStallFallsOver(t *testing.T) {
 	sb := nodetest.Serve(t, t.TempDir())
-	primary := upstreamtest.New(t, upstreamtest.WithAPIKey("tok-1"), upstreamtest.WithStreamOnlyResponses())
-	fallback := upstreamtest.New(t, upstreamtest.WithAPIKey("tok-2"), upstreamtest.WithStreamOnlyResponses())
+	primary := upstreamtest.New(t, upstreamtest.WithAPIKey("tok-1"), upstreamtest.WithChatGPTBackend())
+	fallback := upstreamtest.New(t, upstreamtest.WithAPIKey("tok-2"), upstreamtest.WithChatGPTBackend())
 	for i, up := range []*upstreamtest.Server{primary, fallback} {
 		r := sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "codex", "name": "cx" + string(rune('a'+i)),
 			"apiKey": []string{"tok-1", "tok-2"}[i], "priority": i + 1, "providerSpecificData": map[string]any{"baseUrl": up.URL()}})
@@ -202,7 +236,7 @@ func TestCodexImportedTokensNameTheirAccount(t *testing.T) {
 		{"api key", map[string]any{"apiKey": fakeIDToken}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := upstreamtest.New(t, upstreamtest.WithAPIKey(fakeIDToken, otherToken), upstreamtest.WithStreamOnlyResponses())
+			up := upstreamtest.New(t, upstreamtest.WithAPIKey(fakeIDToken, otherToken), upstreamtest.WithChatGPTBackend())
 			sb := nodetest.Serve(t, t.TempDir())
 			body := map[string]any{"provider": "codex", "name": "imported", "providerSpecificData": map[string]any{"baseUrl": up.URL()}}
 			maps.Copy(body, tc.body)

@@ -113,6 +113,14 @@ type Spec struct {
 	// (the ChatGPT backend): a non-streamed request goes up streamed and the
 	// stream is assembled into the whole answer.
 	StreamOnly bool
+	// Omit are top-level request members the upstream answers 400 to
+	// although its API defines them (the ChatGPT backend refuses output
+	// caps and sampling): they are left out of what is sent.
+	Omit []string
+	// Require are top-level request members the upstream insists on, with
+	// the JSON value it accepts (the ChatGPT backend stores nothing:
+	// "store": false); they are set on what is sent.
+	Require map[string]string
 	// Responses is true when the upstream also speaks OpenAI's Responses
 	// API at {BaseURL}/responses: /v1/responses requests go to it as they
 	// are instead of being translated.

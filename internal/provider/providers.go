@@ -312,7 +312,13 @@ func codex() Spec {
 		// The login's id_token names the ChatGPT account (internal/oauth).
 		DataHeaders: map[string]string{"chatgpt-account-id": "chatgpt_account_id"},
 		StreamOnly:  true,
-		Kinds:       []string{KindLLM},
+		// The backend answers 400 "Unsupported parameter" to these, which
+		// Claude Code sends with every request (max_tokens becomes
+		// max_output_tokens), and "Store must be set to false" unless told
+		// so; the gateway keeps stored responses itself.
+		Omit:    []string{"max_output_tokens", "temperature", "top_p"},
+		Require: map[string]string{"store": "false"},
+		Kinds:   []string{KindLLM},
 		Models: []Model{
 			chat("gpt-5-codex", 400_000, ModalityText, ModalityImage),
 			chat("gpt-5", 400_000, ModalityText, ModalityImage),

@@ -3,6 +3,7 @@ package upstreamtest
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -45,9 +46,11 @@ func (s *Server) serveResponses(o *output, body []byte) {
 		o.sendJSON(http.StatusBadRequest, invalidRequest("missing_required_parameter", "model", msgOpenAINoModel))
 		return
 	}
-	if s.cfg.streamOnly && !req.Stream {
-		o.sendJSON(http.StatusBadRequest, []byte(`{"detail":"Stream must be set to true"}`))
-		return
+	if s.cfg.streamOnly {
+		if detail := chatGPTRefusal(body, req.Stream); detail != "" {
+			o.sendJSON(http.StatusBadRequest, []byte(`{"detail":`+strconv.Quote(detail)+`}`))
+			return
+		}
 	}
 	var userText string
 	afterTool := false
@@ -191,4 +194,24 @@ func (s *Server) streamResponse(o *output, a *responsesAnswer) {
 		return
 	}
 	o.end()
+}
+
+// chatGPTRefusal is the detail of the 400 the ChatGPT backend of codex
+// connections answers a request with, or "" when it takes it: it streams
+// only, stores nothing, and refuses output caps and sampling.
+func chatGPTRefusal(body []byte, stream bool) string {
+	var members map[string]json.RawMessage
+	_ = json.Unmarshal(body, &members)
+	for _, name := range []string{"max_output_tokens", "temperature", "top_p"} {
+		if _, ok := members[name]; ok {
+			return "Unsupported parameter: " + name
+		}
+	}
+	if string(members["store"]) != "false" {
+		return "Store must be set to false"
+	}
+	if !stream {
+		return "Stream must be set to true"
+	}
+	return ""
 }

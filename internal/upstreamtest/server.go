@@ -111,10 +111,11 @@ func WithoutToolCalls() Option {
 	return func(c *config) { c.noToolCalls = true }
 }
 
-// WithStreamOnlyResponses makes /v1/responses refuse a request without
-// "stream": true with a 400, as the ChatGPT backend of codex connections
-// does.
-func WithStreamOnlyResponses() Option {
+// WithChatGPTBackend makes /v1/responses refuse with a 400 what the
+// ChatGPT backend of codex connections refuses: a request without
+// "stream": true or without "store": false, and one with max_output_tokens,
+// temperature or top_p ({"detail": "Unsupported parameter: ..."}).
+func WithChatGPTBackend() Option {
 	return func(c *config) { c.streamOnly = true }
 }
 

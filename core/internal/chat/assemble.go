@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 
+	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/sse"
 )
 
@@ -93,12 +94,26 @@ func fillOutput(resp json.RawMessage, items []json.RawMessage) ([]byte, error) {
 	return json.Marshal(obj)
 }
 
-// forceStream sets "stream": true on a JSON request body.
-func forceStream(body []byte) ([]byte, error) {
+// fitBody makes a request body one the upstream accepts: the members it
+// refuses left out, those it requires set (provider.Spec's Omit and
+// Require), and "stream": true when a whole answer is to be assembled from
+// its stream. A body that needs none of it is returned as it is.
+func fitBody(body []byte, spec provider.Spec, stream bool) ([]byte, error) {
+	if len(spec.Omit) == 0 && len(spec.Require) == 0 && !stream {
+		return body, nil
+	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil {
 		return nil, err
 	}
-	obj["stream"] = json.RawMessage("true")
+	for _, k := range spec.Omit {
+		delete(obj, k)
+	}
+	for k, v := range spec.Require {
+		obj[k] = json.RawMessage(v)
+	}
+	if stream {
+		obj["stream"] = json.RawMessage("true")
+	}
 	return json.Marshal(obj)
 }

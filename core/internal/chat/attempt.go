@@ -122,10 +122,8 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 	// and its stream is assembled into the whole answer.
 	asm, canAssemble := a.tr.(assembler)
 	assembled := !a.in.stream && a.c.Spec.StreamOnly && canAssemble
-	if assembled {
-		if body, err = forceStream(body); err != nil {
-			return Usage{}, err
-		}
+	if body, err = fitBody(body, a.c.Spec, assembled); err != nil {
+		return Usage{}, err
 	}
 	// The stream's watchdog cancels the call when the upstream goes silent;
 	// a whole answer has no watchdog, and its call ends with its body.

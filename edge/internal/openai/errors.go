@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -158,10 +159,26 @@ func FromError(err error) Problem {
 	}
 	p := NewProblem(httpStatus, code, msg, param)
 	p.RetryAfter = retry
-	if upstreamBody != "" && isOpenAIError([]byte(upstreamBody)) {
-		p.Raw = []byte(upstreamBody)
+	if upstreamBody != "" {
+		if isOpenAIError([]byte(upstreamBody)) {
+			p.Raw = []byte(upstreamBody)
+		} else if detail := upstreamDetail([]byte(upstreamBody)); detail != "" {
+			p.Body.Error.Message = detail
+		}
 	}
 	return p
+}
+
+// upstreamDetail is the message of an upstream error body shaped
+// {"detail": "..."} (the ChatGPT backend's, and FastAPI servers'), or "".
+func upstreamDetail(b []byte) string {
+	var e struct {
+		Detail string `json:"detail"`
+	}
+	if json.Unmarshal(b, &e) != nil || len(e.Detail) > 1000 {
+		return ""
+	}
+	return strings.TrimSpace(e.Detail)
 }
 
 // libraryError is the status, stable code and message of a gRPC error
