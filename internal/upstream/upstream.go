@@ -26,7 +26,8 @@ type Options struct {
 	// IdlePerHost is how many idle connections are kept per origin.
 	IdlePerHost int
 	// NoRedirects answers a redirect instead of following it (a token
-	// endpoint must not send a refresh token elsewhere).
+	// endpoint must not send a refresh token elsewhere). Without it a
+	// redirect is followed within its origin only (ErrRedirectElsewhere).
 	NoRedirects bool
 	// Wrap decorates each client's transport (trace propagation); nil
 	// leaves it as it is.
@@ -89,12 +90,34 @@ func (c *Clients) For(baseURL, proxyURL string) (*http.Client, error) {
 	if c.opts.Wrap != nil {
 		rt = c.opts.Wrap(tr)
 	}
-	cl := &http.Client{Transport: rt}
+	cl := &http.Client{Transport: rt, CheckRedirect: sameOrigin}
 	if c.opts.NoRedirects {
 		cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}
 	c.clients[key] = cl
 	return cl, nil
+}
+
+// ErrRedirectElsewhere is the error of a call the upstream redirected to
+// another origin: the gateway does not follow it, because the request
+// carries the connection's credential in headers of the provider's own
+// (x-api-key, an account id) that net/http would send along to the new host.
+var ErrRedirectElsewhere = errors.New("the upstream redirected to another origin")
+
+// maxRedirects is net/http's own bound.
+const maxRedirects = 10
+
+// sameOrigin follows a redirect within the first request's origin (scheme
+// and host) only.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return errors.New("stopped after 10 redirects")
+	}
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return ErrRedirectElsewhere
+	}
+	return nil
 }
 
 func (c *Clients) transport(proxyURL string) (*http.Transport, error) {

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,4 +48,44 @@ func TestNoRedirects(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode, "the redirect is answered, not followed")
+}
+
+// A redirect within the upstream's origin is followed; one to another host
+// is not, and the credential headers never reach it.
+func TestRedirectsStayWithinTheOrigin(t *testing.T) {
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked = append(leaked, r.Header.Get("X-Api-Key"))
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/moved":
+			http.Redirect(w, r, "/v1/here", http.StatusTemporaryRedirect)
+		case "/v1/here":
+			_, _ = w.Write([]byte("here " + r.Header.Get("X-Api-Key")))
+		default:
+			http.Redirect(w, r, other.URL+"/v1/messages", http.StatusTemporaryRedirect)
+		}
+	}))
+	defer srv.Close()
+	cl, err := NewClients(Gateway).For(srv.URL, "")
+	require.NoError(t, err)
+	post := func(path string) (*http.Response, error) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader("{}"))
+		require.NoError(t, err)
+		req.Header.Set("X-Api-Key", "sk-secret")
+		return cl.Do(req)
+	}
+
+	resp, err := post("/v1/moved")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "here sk-secret", string(body), "followed within the origin")
+
+	_, err = post("/v1/messages")
+	require.ErrorIs(t, err, ErrRedirectElsewhere)
+	assert.NotContains(t, err.Error(), "sk-secret")
+	assert.Empty(t, leaked, "the other host was never called")
 }
