@@ -207,6 +207,29 @@ func TestChatFailoverRows(t *testing.T) {
 			assert.EqualValues(t, 7, ev.GetCompletionTokens())
 			assert.EqualValues(t, 18, ev.GetTotalTokens())
 		}},
+		{"an error answered with a 200 status: a failed attempt, the fallback answers", func(t *testing.T, p pair, stream bool) {
+			const body = `{"error":{"message":"upstream exploded","type":"server_error","code":null}}`
+			if stream {
+				p.primary.Enqueue(pathChat, upstreamtest.Status(http.StatusOK, "data: "+body+"\n\n", "Content-Type", "text/event-stream"))
+			} else {
+				p.primary.Enqueue(pathChat, upstreamtest.Status(http.StatusOK, body))
+			}
+			requireAnswer(t, chatAsk(t, p.sb, chatModel, "a", stream), "a")
+			assert.Equal(t, 1, p.primary.Count(pathChat))
+			assert.Equal(t, 1, p.fallback.Count(pathChat), "the fallback answered")
+		}},
+		{"an error with its status in its code, answered with a 200 (OpenRouter): the status counts", func(t *testing.T, p pair, stream bool) {
+			if stream {
+				t.Skip("a stream's error event is a failed attempt whatever its code")
+			}
+			p.fallback.Enqueue(pathChat, upstreamtest.Status(http.StatusOK, `{"error":{"message":"Rate limit exceeded","code":429}}`))
+			p.primary.Enqueue(pathChat, upstreamtest.Status(http.StatusOK, `{"error":{"message":"Rate limit exceeded","code":429}}`))
+			r := chatAsk(t, p.sb, chatModel, "a", stream)
+			require.Equal(t, http.StatusTooManyRequests, r.Status, "%s", r.Body)
+			assert.Contains(t, errorMessage(r), "rate limited", "both cooled as rate limited")
+			assert.Equal(t, 1, p.primary.Count(pathChat))
+			assert.Equal(t, 1, p.fallback.Count(pathChat))
+		}},
 		{"19 every connection fails with mixed errors: the last upstream error", func(t *testing.T, p pair, stream bool) {
 			p.primary.Enqueue(pathChat, upstreamtest.Overloaded())
 			p.fallback.Enqueue(pathChat, upstreamtest.OpenAIError(500, "server_error", "", "fallback broke"))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
@@ -28,14 +29,19 @@ func (chatOpenAI) request(in inbound, model string) ([]byte, error) {
 }
 
 func (chatOpenAI) whole(raw []byte, _ string) ([]byte, Usage, error) {
-	w := walk{names: usageNames}
+	w := walk{names: wholeNames}
 	if !w.run(raw) {
 		return nil, Usage{}, badUpstream("upstream returned invalid JSON")
 	}
 	// Only the usage is decoded; the answer passes through as it came.
-	v := w.member(0)
+	v, errV, choices := w.member(0), w.member(1), w.member(2)
 	if w.odd {
-		v = member(raw, "usage")
+		v, errV, choices = member(raw, "usage"), member(raw, "error"), member(raw, "choices")
+	}
+	if errV != nil && !isNull(errV) && choices == nil {
+		// An error answered with a 200 (some providers do): a failed
+		// attempt, as it is in a stream, not a completion to pass on.
+		return nil, Usage{}, errorIn200(errV)
 	}
 	var u usageJSON
 	if v != nil && !isNull(v) {
@@ -97,8 +103,35 @@ type chunkFacts struct {
 	err       bool
 }
 
-// usageNames is the member of a whole answer walk looks for.
-var usageNames = []string{"usage"}
+// wholeNames are the members of a whole answer walk looks for.
+var wholeNames = []string{"usage", "error", "choices"}
+
+// errorIn200 is the upstream error of an answer whose status said success
+// but whose body holds an error object and no choices: its status is the
+// error's own numeric code when that is an HTTP error status (OpenRouter
+// puts 429 there), else 502, so the engine cools or falls over as for the
+// status.
+func errorIn200(errV []byte) error {
+	status := http.StatusBadGateway
+	var e struct {
+		Code    json.RawMessage `json:"code"`
+		Message json.RawMessage `json:"message"`
+	}
+	if json.Unmarshal(errV, &e) == nil {
+		var n int
+		if json.Unmarshal(e.Code, &n) == nil && n >= 400 && n <= 599 {
+			status = n
+		}
+	}
+	var s string
+	if e.Message == nil || json.Unmarshal(e.Message, &s) != nil {
+		// Not an OpenAI error object: the client gets the gateway's own.
+		return badUpstream("the upstream answered an error with a success status")
+	}
+	body := make([]byte, 0, len(errV)+10)
+	body = append(append(append(body, `{"error":`...), errV...), '}')
+	return &credential.UpstreamError{Status: status, Body: body}
+}
 
 // chunkNames are the members of a chunk that walk looks for: choices
 // first (walk.choices).
