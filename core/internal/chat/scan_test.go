@@ -92,8 +92,20 @@ func inspectAll(data []byte) chunkFacts {
 	return inspectMembers(data)
 }
 
+// wholeUsage is the usage a whole answer's read finds; an answer the read
+// takes for an upstream error must be one by decoding too (an error member
+// that is not null, and no choices), and has the usage decoding finds.
 func wholeUsage(t testing.TB, raw []byte) Usage {
 	_, u, err := chatOpenAI{}.whole(raw, "m")
+	var d struct {
+		Error   json.RawMessage `json:"error"`
+		Choices json.RawMessage `json:"choices"`
+	}
+	isError := json.Unmarshal(raw, &d) == nil && d.Error != nil && string(d.Error) != "null" && d.Choices == nil
+	if isError {
+		require.Error(t, err, "an error answered with a 200 is a failed attempt")
+		return decodedUsage(raw)
+	}
 	require.NoError(t, err)
 	return u
 }
