@@ -70,8 +70,11 @@ type chatToolCallS struct {
 	} `json:"function"`
 }
 
-// stopReason maps OpenAI's finish_reason to Anthropic's stop_reason.
-func stopReason(finish string) string {
+// stopReason maps OpenAI's finish_reason to Anthropic's stop_reason;
+// toolCalls tells whether the answer called tools. An answer that calls
+// tools and finishes with "stop" (Gemini's always do, OpenAI's do under a
+// forced tool_choice) stops for tool_use: agent loops look for it.
+func stopReason(finish string, toolCalls bool) string {
 	switch finish {
 	case "length":
 		return "max_tokens"
@@ -79,6 +82,10 @@ func stopReason(finish string) string {
 		return "tool_use"
 	case "content_filter":
 		return "refusal"
+	case "stop":
+		if toolCalls {
+			return "tool_use"
+		}
 	}
 	return "end_turn"
 }
@@ -133,7 +140,7 @@ func OpenAIToAnthropicResponse(body []byte, model string) ([]byte, Usage, error)
 	u := in.Usage.Usage()
 	out, err := marshal(map[string]any{
 		"id": messageID(in.ID), "type": "message", "role": "assistant", "model": model,
-		"content": content, "stop_reason": stopReason(ch.FinishReason), "stop_sequence": nil,
+		"content": content, "stop_reason": stopReason(ch.FinishReason, len(ch.Message.ToolCalls) > 0), "stop_sequence": nil,
 		"usage": anthropicUsage(u),
 	})
 	return out, u, err

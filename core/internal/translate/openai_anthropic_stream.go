@@ -15,12 +15,13 @@ import (
 type ChunkToMessages struct {
 	model    string
 	started  bool
-	finished bool // a finish_reason was seen
-	stopped  bool // message_stop sent
-	stop     string
+	finished bool   // a finish_reason was seen
+	stopped  bool   // message_stop sent
+	finish   string // the upstream's finish_reason
 	index    int    // index of the open block, -1 when none
 	kind     string // "text", "thinking", "tool_use" of the open block
-	tools    map[int]int
+	calls    streamCalls
+	tools    map[int]int // block index by call number
 	blocks   int
 	usage    Usage
 }
@@ -127,18 +128,20 @@ func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
 				return err
 			}
 		}
-		for _, tc := range d.ToolCalls {
-			if _, ok := t.tools[tc.Index]; !ok {
+		for i := range d.ToolCalls {
+			tc := &d.ToolCalls[i]
+			call := t.calls.call(tc)
+			if _, ok := t.tools[call]; !ok {
 				if len(t.tools) >= maxStreamBlocks {
 					return malformed("too many tool calls")
 				}
 				if err := t.open("tool_use", map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name, "input": map[string]any{}}, emit); err != nil {
 					return err
 				}
-				t.tools[tc.Index] = t.index
+				t.tools[call] = t.index
 			}
 			if tc.Function.Arguments != "" {
-				if t.tools[tc.Index] != t.index {
+				if t.tools[call] != t.index {
 					return malformed("interleaved tool call arguments")
 				}
 				if err := t.delta("input_json_delta", "partial_json", tc.Function.Arguments, emit); err != nil {
@@ -148,7 +151,7 @@ func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			t.finished = true
-			t.stop = stopReason(*ch.FinishReason)
+			t.finish = *ch.FinishReason
 		}
 	}
 	return nil
@@ -210,7 +213,7 @@ func (t *ChunkToMessages) Finish(emit Emit) (bool, error) {
 		return true, err
 	}
 	if err := emitJSON(emit, "message_delta", map[string]any{
-		"delta": map[string]any{"stop_reason": t.stop, "stop_sequence": nil},
+		"delta": map[string]any{"stop_reason": stopReason(t.finish, len(t.tools) > 0), "stop_sequence": nil},
 		"usage": anthropicUsage(t.usage),
 	}); err != nil {
 		return true, err

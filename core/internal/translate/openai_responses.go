@@ -130,8 +130,9 @@ type ChunkToResponses struct {
 	text   strings.Builder
 	callID string
 	name   string
-	tools  map[int]bool
-	tool   int
+	calls  streamCalls
+	tools  map[int]bool // by call number
+	tool   int          // the number of the open call
 }
 
 // NewChunkToResponses returns a translator naming model in its response.
@@ -196,22 +197,24 @@ func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
 				return err
 			}
 		}
-		for _, tc := range d.ToolCalls {
-			if !t.tools[tc.Index] {
+		for i := range d.ToolCalls {
+			tc := &d.ToolCalls[i]
+			call := t.calls.call(tc)
+			if !t.tools[call] {
 				if len(t.tools) >= maxStreamBlocks {
 					return malformed("too many tool calls")
 				}
-				t.tools[tc.Index] = true
+				t.tools[call] = true
 				if err := t.close(emit); err != nil {
 					return err
 				}
-				t.tool, t.callID, t.name = tc.Index, tc.ID, tc.Function.Name
+				t.tool, t.callID, t.name = call, tc.ID, tc.Function.Name
 				if err := t.open("function_call", emit); err != nil {
 					return err
 				}
 			}
 			if tc.Function.Arguments != "" {
-				if tc.Index != t.tool || t.kind != "function_call" {
+				if call != t.tool || t.kind != "function_call" {
 					return malformed("interleaved tool call arguments")
 				}
 				t.text.WriteString(tc.Function.Arguments)
