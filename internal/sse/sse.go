@@ -74,12 +74,18 @@ func (r *Reader) Release() {
 
 // Next returns the next event. It returns io.EOF at a clean end (after a
 // complete event or at the start), io.ErrUnexpectedEOF when the stream ends
-// inside an event, and the transport's error otherwise.
+// inside an event, and the transport's error otherwise. OpenAI's end
+// marker, "data: [DONE]", ends a stream even when the stream stops right
+// after it, without the blank line (or the line end) that ends an event:
+// some servers close there, and nothing can be missing from it.
 func (r *Reader) Next() (Event, error) {
 	r.name, r.data, r.got = r.name[:0], r.data[:0], false
 	for {
 		line, err := r.readLine()
 		if err != nil {
+			if r.doneAtEnd(err) {
+				return Event{Name: r.nameString(), Data: r.data[:len(r.data):len(r.data)]}, nil
+			}
 			if errors.Is(err, io.EOF) && (r.got || len(r.name) > 0) {
 				return Event{}, io.ErrUnexpectedEOF
 			}
@@ -112,6 +118,23 @@ func (r *Reader) Next() (Event, error) {
 			return Event{}, ErrTooLarge
 		}
 	}
+}
+
+// doneAtEnd reports whether the stream ended (err) with the event read so
+// far being OpenAI's [DONE], whole but for its ending; r.data is then that
+// event's data.
+func (r *Reader) doneAtEnd(err error) bool {
+	switch {
+	case errors.Is(err, io.EOF): // the event's lines ended, the event did not
+		return r.got && string(r.data) == "[DONE]"
+	case errors.Is(err, io.ErrUnexpectedEOF) && !r.got: // its one line did not end
+		field, value, ok := bytes.Cut(trimEnd(r.line), []byte{':'})
+		if ok && string(field) == "data" && string(bytes.TrimPrefix(value, []byte{' '})) == "[DONE]" {
+			r.data, r.got = append(r.data[:0], "[DONE]"...), true
+			return true
+		}
+	}
+	return false
 }
 
 // Ready reports whether the next event is already whole in the reader's

@@ -47,6 +47,21 @@ func TestReaderTruncation(t *testing.T) {
 	assert.Len(t, evs, 1)
 }
 
+// A stream that stops right after OpenAI's [DONE], without the blank line
+// or even the line's end, ended cleanly; anything else cut there did not.
+func TestReaderDoneAtTheVeryEnd(t *testing.T) {
+	for _, tail := range []string{"data: [DONE]\n", "data: [DONE]", "data:[DONE]", "data: [DONE]\r\n"} {
+		evs, err := readAll(t, "data: {\"a\":1}\n\n"+tail)
+		require.NoError(t, err, "%q", tail)
+		require.Len(t, evs, 2, "%q", tail)
+		assert.Equal(t, "[DONE]", string(evs[1].Data), "%q", tail)
+	}
+	for _, tail := range []string{"data: [DON", "data: [DONE]x\n", "data: {}\ndata: [DONE]\n"} {
+		_, err := readAll(t, "data: {\"a\":1}\n\n"+tail)
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "%q", tail)
+	}
+}
+
 func TestReaderLimit(t *testing.T) {
 	r := NewReader(strings.NewReader("data: "+strings.Repeat("x", 100)+"\n\n"), 10)
 	_, err := r.Next()

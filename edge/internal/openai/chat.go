@@ -262,16 +262,26 @@ func writeEvent(e event) []byte {
 	return appendEvent(make([]byte, 0, len(e.name)+len(e.data)+16), e)
 }
 
-// appendEvent frames one event onto b.
+// appendEvent frames one event onto b: data of several lines (an upstream
+// may send an event's JSON over several data lines, which the reader joins
+// with newlines) goes out as as many data lines, as SSE frames it.
 func appendEvent(b []byte, e event) []byte {
 	if e.name != "" {
 		b = append(b, "event: "...)
 		b = append(b, e.name...)
 		b = append(b, '\n')
 	}
-	b = append(b, "data: "...)
-	b = append(b, e.data...)
-	return append(b, '\n', '\n')
+	data := e.data
+	for {
+		line, rest, more := bytes.Cut(data, []byte{'\n'})
+		b = append(b, "data: "...)
+		b = append(b, line...)
+		b = append(b, '\n')
+		if !more {
+			return append(b, '\n')
+		}
+		data = rest
+	}
 }
 
 // maxBatch bounds the size of a relay buffer kept for the next flush.
