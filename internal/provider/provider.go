@@ -113,6 +113,10 @@ type Spec struct {
 	// (the ChatGPT backend): a non-streamed request goes up streamed and the
 	// stream is assembled into the whole answer.
 	StreamOnly bool
+	// MaxCompletionTokens is true when the upstream takes a translated
+	// chat request's output cap as max_completion_tokens (OpenAI: its
+	// reasoning models refuse max_tokens); others get max_tokens.
+	MaxCompletionTokens bool
 	// Omit are top-level request members the upstream answers 400 to
 	// although its API defines them (the ChatGPT backend refuses output
 	// caps and sampling): they are left out of what is sent.

@@ -37,7 +37,9 @@ func openAI() Spec {
 	return Spec{
 		ID: "openai", Alias: "openai", DefaultBaseURL: "https://api.openai.com/v1",
 		Auth: AuthBearer, Format: FormatOpenAI, Responses: true, Listing: true,
-		Kinds: []string{KindLLM, KindEmbedding, KindSTT, KindTTS, KindImage, KindVideo},
+		// gpt-5 and the o-series answer 400 to max_tokens.
+		MaxCompletionTokens: true,
+		Kinds:               []string{KindLLM, KindEmbedding, KindSTT, KindTTS, KindImage, KindVideo},
 		Models: []Model{
 			chat("gpt-5.2", 400_000, ModalityText, ModalityImage),
 			chat("gpt-5", 400_000, ModalityText, ModalityImage),

@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 )
 
 // chatRequest holds the fields of a chat completion request the fake uses.
 type chatRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
+	Model     string          `json:"model"`
+	MaxTokens json.RawMessage `json:"max_tokens"`
+	Messages  []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
@@ -65,6 +67,10 @@ func (s *Server) serveChat(o *output, r *http.Request, body []byte) {
 	case len(req.Messages) == 0:
 		o.sendJSON(http.StatusBadRequest, invalidRequest("empty_array", "messages",
 			"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead."))
+		return
+	case req.MaxTokens != nil && reasoningModel(req.Model):
+		o.sendJSON(http.StatusBadRequest, invalidRequest("unsupported_parameter", "max_tokens",
+			"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."))
 		return
 	}
 
@@ -322,4 +328,15 @@ func (s *Server) streamChat(o *output, a *chatAnswer, includeUsage, obfuscate bo
 		return
 	}
 	o.end()
+}
+
+// reasoningModel reports whether OpenAI refuses max_tokens for model, as it
+// does for gpt-5 and the o-series.
+func reasoningModel(model string) bool {
+	for _, p := range []string{"gpt-5", "o1", "o3", "o4"} {
+		if strings.HasPrefix(model, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -9,13 +9,16 @@ import (
 // messagesOpenAI is Anthropic Messages to an OpenAI-shaped (Chat
 // Completions) upstream. Errors stay in OpenAI's shape; the edge's
 // /v1/messages route renders every error in Anthropic's.
-type messagesOpenAI struct{ toChat }
+type messagesOpenAI struct {
+	toChat
+	opts translate.ChatOptions
+}
 
 func (messagesOpenAI) header(http.Header, inbound) {}
 func (messagesOpenAI) errorBody(raw []byte) []byte { return raw }
 
-func (messagesOpenAI) request(in inbound, model string) ([]byte, error) {
-	body, err := translate.AnthropicToOpenAIRequest(in.body, model)
+func (m messagesOpenAI) request(in inbound, model string) ([]byte, error) {
+	body, err := translate.AnthropicToOpenAIRequest(in.body, model, m.opts)
 	if err != nil {
 		return nil, requestError(err, "messages")
 	}

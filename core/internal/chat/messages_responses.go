@@ -14,7 +14,7 @@ func (messagesResponses) header(http.Header, inbound) {}
 func (messagesResponses) errorBody(raw []byte) []byte { return raw }
 
 func (messagesResponses) request(in inbound, model string) ([]byte, error) {
-	chatBody, err := translate.AnthropicToOpenAIRequest(in.body, model)
+	chatBody, err := translate.AnthropicToOpenAIRequest(in.body, model, translate.ChatOptions{})
 	if err != nil {
 		return nil, requestError(err, "messages")
 	}

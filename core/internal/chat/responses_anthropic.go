@@ -16,7 +16,7 @@ func (responsesAnthropic) header(http.Header, inbound) {}
 func (responsesAnthropic) errorBody(raw []byte) []byte { return translate.AnthropicErrorToOpenAI(raw) }
 
 func (responsesAnthropic) request(in inbound, model string) ([]byte, error) {
-	chatBody, err := translate.ResponsesToOpenAIRequest(in.body, model)
+	chatBody, err := translate.ResponsesToOpenAIRequest(in.body, model, translate.ChatOptions{})
 	if err != nil {
 		return nil, requestError(err, "input")
 	}

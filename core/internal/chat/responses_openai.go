@@ -7,13 +7,16 @@ import (
 )
 
 // responsesOpenAI is OpenAI Responses to a Chat Completions upstream.
-type responsesOpenAI struct{ toChat }
+type responsesOpenAI struct {
+	toChat
+	opts translate.ChatOptions
+}
 
 func (responsesOpenAI) header(http.Header, inbound) {}
 func (responsesOpenAI) errorBody(raw []byte) []byte { return raw }
 
-func (responsesOpenAI) request(in inbound, model string) ([]byte, error) {
-	body, err := translate.ResponsesToOpenAIRequest(in.body, model)
+func (r responsesOpenAI) request(in inbound, model string) ([]byte, error) {
+	body, err := translate.ResponsesToOpenAIRequest(in.body, model, r.opts)
 	if err != nil {
 		return nil, requestError(err, "input")
 	}

@@ -57,6 +57,7 @@ var (
 // pick returns the translator of a dialect and an upstream's format.
 func pick(d Dialect, spec provider.Spec) translator {
 	anthropic := spec.Format == provider.FormatAnthropic
+	chatOpts := translate.ChatOptions{MaxCompletionTokens: spec.MaxCompletionTokens}
 	if spec.Format == provider.FormatResponses {
 		switch d {
 		case DialectMessages:
@@ -71,7 +72,7 @@ func pick(d Dialect, spec provider.Spec) translator {
 		if anthropic {
 			return messagesAnthropic{}
 		}
-		return messagesOpenAI{}
+		return messagesOpenAI{opts: chatOpts}
 	case DialectResponses:
 		switch {
 		case spec.Responses:
@@ -79,7 +80,7 @@ func pick(d Dialect, spec provider.Spec) translator {
 		case anthropic:
 			return responsesAnthropic{}
 		}
-		return responsesOpenAI{}
+		return responsesOpenAI{opts: chatOpts}
 	}
 	if anthropic {
 		return chatAnthropic{}

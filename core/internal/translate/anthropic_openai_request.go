@@ -57,6 +57,7 @@ type outChatRequest struct {
 	Model             string            `json:"model"`
 	Messages          []outChatMessage  `json:"messages"`
 	MaxTokens         *int64            `json:"max_tokens,omitempty"`
+	MaxCompletion     *int64            `json:"max_completion_tokens,omitempty"`
 	Temperature       *float64          `json:"temperature,omitempty"`
 	TopP              *float64          `json:"top_p,omitempty"`
 	Stop              []string          `json:"stop,omitempty"`
@@ -109,20 +110,40 @@ type outChatTool struct {
 	} `json:"function"`
 }
 
+// ChatOptions are what a translated chat.completions request must fit of
+// its upstream.
+type ChatOptions struct {
+	// MaxCompletionTokens sends the output cap as max_completion_tokens, not
+	// max_tokens: OpenAI's reasoning models (o-series, gpt-5) refuse
+	// max_tokens, and OpenAI takes max_completion_tokens for every model;
+	// other OpenAI-shaped servers may know only max_tokens.
+	MaxCompletionTokens bool
+}
+
+// setCap sets out's output cap to n in the member the upstream takes.
+func (o ChatOptions) setCap(out *outChatRequest, n *int64) {
+	if o.MaxCompletionTokens {
+		out.MaxCompletion = n
+	} else {
+		out.MaxTokens = n
+	}
+}
+
 // AnthropicToOpenAIRequest translates a /v1/messages request body into a
 // chat.completions request for upstreamModel. Streams ask for usage. Tool
 // results become tool messages placed right after the assistant's calls;
 // thinking blocks of earlier turns are dropped (Chat Completions has no
 // place for them); server tools the upstream cannot run are refused.
-func AnthropicToOpenAIRequest(body []byte, upstreamModel string) ([]byte, error) {
+func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOptions) ([]byte, error) {
 	var in inMsgRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, decodeError(err)
 	}
 	out := outChatRequest{
-		Model: upstreamModel, MaxTokens: in.MaxTokens, Temperature: in.Temperature, TopP: in.TopP,
+		Model: upstreamModel, Temperature: in.Temperature, TopP: in.TopP,
 		Stop: in.StopSequences, Stream: in.Stream,
 	}
+	opts.setCap(&out, in.MaxTokens)
 	if in.Stream {
 		out.StreamOptions = &outStreamOptions{IncludeUsage: true}
 	}

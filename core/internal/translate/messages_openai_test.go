@@ -25,7 +25,7 @@ func TestMessagesRequestGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			body, err := os.ReadFile(files[name])
 			require.NoError(t, err)
-			got, err := AnthropicToOpenAIRequest(body, "gpt-5")
+			got, err := AnthropicToOpenAIRequest(body, "gpt-5", ChatOptions{})
 			golden := filepath.Join("testdata/golden/messages/request", name+".json")
 			if strings.HasPrefix(name, "error_") {
 				require.ErrorIs(t, err, ErrInvalidRequest)
@@ -221,7 +221,7 @@ func FuzzAnthropicToOpenAIRequest(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out, err := AnthropicToOpenAIRequest(body, "m")
+		out, err := AnthropicToOpenAIRequest(body, "m", ChatOptions{})
 		if err != nil {
 			require.ErrorIs(t, err, ErrInvalidRequest)
 			return

@@ -23,7 +23,7 @@ func TestChatToResponsesRoundTrip(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			back, err := ResponsesToOpenAIRequest(resp, "gpt-5")
+			back, err := ResponsesToOpenAIRequest(resp, "gpt-5", ChatOptions{})
 			require.NoError(t, err)
 			assertChatInvariants(t, back)
 			var in, out struct {

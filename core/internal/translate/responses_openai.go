@@ -68,13 +68,14 @@ type respPart struct {
 // (hosted tools such as web_search, Codex's namespaces) have no
 // counterpart: they are left out beside functions and refused alone, as
 // Messages' server tools are (AnthropicToOpenAIRequest).
-func ResponsesToOpenAIRequest(body []byte, upstreamModel string) ([]byte, error) {
+func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOptions) ([]byte, error) {
 	var in respRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, decodeError(err)
 	}
-	out := outChatRequest{Model: upstreamModel, MaxTokens: in.MaxOutputTokens, Temperature: in.Temperature,
+	out := outChatRequest{Model: upstreamModel, Temperature: in.Temperature,
 		TopP: in.TopP, Stream: in.Stream, ParallelToolCalls: in.ParallelToolCalls, User: in.User}
+	opts.setCap(&out, in.MaxOutputTokens)
 	if in.Stream {
 		out.StreamOptions = &outStreamOptions{IncludeUsage: true}
 	}

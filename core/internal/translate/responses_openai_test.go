@@ -21,7 +21,7 @@ func TestResponsesRequestGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			body, err := os.ReadFile(files[name])
 			require.NoError(t, err)
-			got, err := ResponsesToOpenAIRequest(body, "gpt-5")
+			got, err := ResponsesToOpenAIRequest(body, "gpt-5", ChatOptions{})
 			golden := filepath.Join("testdata/golden/responses/request", name+".json")
 			if strings.HasPrefix(name, "error_") {
 				require.ErrorIs(t, err, ErrInvalidRequest)
@@ -163,7 +163,7 @@ func FuzzResponsesToOpenAIRequest(f *testing.F) {
 	}
 	f.Add([]byte(`{"model":"m","input":"hi"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out, err := ResponsesToOpenAIRequest(body, "m")
+		out, err := ResponsesToOpenAIRequest(body, "m", ChatOptions{})
 		if err != nil {
 			require.ErrorIs(t, err, ErrInvalidRequest)
 			return
