@@ -243,7 +243,7 @@ func parseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Probl
 				return bad("array_too_long", "a token array of 'input' holds more than "+strconv.Itoa(MaxEmbeddingTokens)+" ids")
 			}
 			var toks []int64
-			if json.Unmarshal(it, &toks) != nil {
+			if json.Unmarshal(it, &toks) != nil || hasNull(it) {
 				return bad("invalid_type", shape)
 			}
 			if len(toks) == 0 {
@@ -256,10 +256,15 @@ func parseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Probl
 			return bad("array_too_long", "'input' holds more than "+strconv.Itoa(MaxEmbeddingTokens)+" token ids")
 		}
 		var toks []int64
-		if json.Unmarshal(raw, &toks) != nil {
+		if json.Unmarshal(raw, &toks) != nil || hasNull(raw) {
 			return bad("invalid_type", shape)
 		}
 		req.Tokens = []*corev1.TokenList{{Tokens: toks}}
 	}
 	return nil
 }
+
+// hasNull reports whether an array that decoded as token ids held a null,
+// which decoding reads as id 0: once it decoded, it holds only numbers and
+// nulls, and no number is spelt with an n.
+func hasNull(arr []byte) bool { return bytes.IndexByte(arr, 'n') >= 0 }

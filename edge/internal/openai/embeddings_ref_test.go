@@ -105,7 +105,7 @@ func refParseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Pr
 				return bad("array_too_long", "a token array of 'input' holds more than "+strconv.Itoa(MaxEmbeddingTokens)+" ids")
 			}
 			var toks []int64
-			if json.Unmarshal(it, &toks) != nil {
+			if json.Unmarshal(it, &toks) != nil || refHasNull(it) {
 				return bad("invalid_type", shape)
 			}
 			if len(toks) == 0 {
@@ -118,12 +118,27 @@ func refParseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Pr
 			return bad("array_too_long", "'input' holds more than "+strconv.Itoa(MaxEmbeddingTokens)+" token ids")
 		}
 		var toks []int64
-		if json.Unmarshal(raw, &toks) != nil {
+		if json.Unmarshal(raw, &toks) != nil || refHasNull(raw) {
 			return bad("invalid_type", shape)
 		}
 		req.Tokens = []*corev1.TokenList{{Tokens: toks}}
 	}
 	return nil
+}
+
+// refHasNull decodes the array again, as pointers: a null element is not
+// a token id (json.Unmarshal reads it as 0 into an int64).
+func refHasNull(arr []byte) bool {
+	var ptrs []*int64
+	if json.Unmarshal(arr, &ptrs) != nil {
+		return false
+	}
+	for _, p := range ptrs {
+		if p == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // A body is answered as it was when json.Unmarshal read every member: the

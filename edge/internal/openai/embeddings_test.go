@@ -32,6 +32,16 @@ func TestParseEmbeddingsInputs(t *testing.T) {
 	require.Nil(t, p)
 	require.Len(t, req.GetTokens(), 2)
 	assert.Equal(t, "float", req.GetEncodingFormat())
+
+	// A null among token ids is not id 0: OpenAI refuses it, and so does
+	// the gateway, before anything is sent or billed.
+	for _, input := range []string{`[null]`, `[1,null]`, `[[null]]`, `[[1],[2,null]]`} {
+		req, p = checkAndParseEmbeddings([]byte(`{"model":"m","input":` + input + `}`))
+		require.Nil(t, req, input)
+		require.NotNil(t, p, input)
+		assert.Equal(t, 400, p.Status, input)
+		assert.Equal(t, "invalid_type", *p.Body.Error.Code, input)
+	}
 }
 
 // FuzzParseEmbeddings: any body either parses into a request with a model
