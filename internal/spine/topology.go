@@ -65,6 +65,14 @@ const (
 // CatalogTTL is how long a live model catalog is kept (interface section 8).
 const CatalogTTL = time.Hour
 
+// CooldownTTL is how long sb_cooldowns keeps a record after its last
+// write: past the longest cooldown the credential engine sets (an
+// upstream's Retry-After, honoured up to 24 hours: a subscription's quota
+// window can be hours away) and the retention of its backoff level after
+// that. A shorter bound let a connection told to wait five hours serve
+// again after one, and fail again.
+const CooldownTTL = 25 * time.Hour
+
 // UsageRollupTTL is how long a day's usage roll-up is kept after its last
 // update: the 30-day statistics window and some margin.
 const UsageRollupTTL = 40 * 24 * time.Hour
@@ -109,8 +117,7 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 		{Bucket: BucketKeys, Description: "API keys by hash", History: 1, Replicas: r},
 		{Bucket: BucketSettings, Description: "per-machine settings", History: 1, Replicas: r},
 		{Bucket: BucketDisabledModels, Description: "disabled models per machine", History: 1, Replicas: r},
-		// A cooldown lasts at most 30 minutes; the bucket forgets older ones.
-		{Bucket: BucketCooldowns, Description: "per connection and model cooldowns", History: 1, TTL: time.Hour, Replicas: r},
+		{Bucket: BucketCooldowns, Description: "per connection and model cooldowns", History: 1, TTL: CooldownTTL, Replicas: r},
 		{Bucket: BucketCatalogs, Description: "live model catalogs per connection", History: 1, TTL: CatalogTTL, Replicas: r},
 		{Bucket: BucketUsageRollups, Description: "usage roll-ups per machine and UTC day", History: 1, TTL: UsageRollupTTL, Replicas: r},
 		{Bucket: BucketOAuthFlows, Description: "OAuth logins in progress, secrets sealed", History: 1, TTL: OAuthFlowTTL, Replicas: r},

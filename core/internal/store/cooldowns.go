@@ -14,8 +14,8 @@ import (
 
 // Cooldowns is the credential engine's cooldown store over the sb_cooldowns
 // bucket: every core replica reads its own mirror and sees the others'
-// writes. The bucket forgets records an hour after their last write, which
-// is the retention the engine needs for its backoff levels.
+// writes. The bucket forgets records spine.CooldownTTL after their last
+// write: past the longest cooldown and its backoff level's retention.
 type Cooldowns struct {
 	b *kvmirror.Bucket[*busv1.Cooldown]
 }

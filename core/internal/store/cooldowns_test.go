@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
+	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 )
 
 // A cooldown is found by connection and model, whatever the model id holds
@@ -35,6 +37,20 @@ func TestCooldownsPutGetClear(t *testing.T) {
 		_, ok = c.Get("conn1", model)
 		assert.False(t, ok, "cleared")
 	}
+}
+
+// The bucket keeps a cooldown as long as the engine may set one (an
+// upstream's Retry-After, honoured up to credential.MaxRetryAfter) and its
+// backoff level after it: a record forgotten earlier frees a connection its
+// upstream said to leave alone.
+func TestCooldownsKeptAsLongAsTheLongestCooldown(t *testing.T) {
+	js := spinetest.JetStream(t)
+	require.NoError(t, spine.Topology{}.Ensure(context.Background(), js))
+	kv, err := js.KeyValue(context.Background(), spine.BucketCooldowns)
+	require.NoError(t, err)
+	st, err := kv.Status(context.Background())
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, st.TTL(), credential.MaxRetryAfter+credential.DefaultRetention)
 }
 
 func BenchmarkCooldownsGet(b *testing.B) {
