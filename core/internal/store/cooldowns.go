@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -45,10 +46,17 @@ func (c *Cooldowns) Get(connectionID, model string) (credential.Cooldown, bool) 
 		return credential.Cooldown{}, false
 	}
 	v := e.Value
+	until := v.GetUntil().AsTime()
+	if time.Since(until) > credential.DefaultRetention {
+		// Kept by the bucket for the longest cooldown; past its own
+		// retention a record's backoff level no longer counts, as in
+		// credential.MemoryCooldowns.
+		return credential.Cooldown{}, false
+	}
 	return credential.Cooldown{
 		ConnectionID: v.GetConnectionId(),
 		Model:        v.GetModel(),
-		Until:        v.GetUntil().AsTime(),
+		Until:        until,
 		Level:        int(v.GetLevel()),
 		Reason:       credential.Reason(v.GetReason()),
 		Status:       int(v.GetStatus()),

@@ -53,6 +53,23 @@ func TestCooldownsKeptAsLongAsTheLongestCooldown(t *testing.T) {
 	assert.GreaterOrEqual(t, st.TTL(), credential.MaxRetryAfter+credential.DefaultRetention)
 }
 
+// A record past its cooldown and retention is not found, though the bucket
+// still holds it: its backoff level no longer counts.
+func TestCooldownsPastRetentionAreForgotten(t *testing.T) {
+	s, _ := openStores(t)
+	c := NewCooldowns(s.Cooldowns)
+	ctx := context.Background()
+	old := time.Now().Add(-credential.DefaultRetention - time.Minute)
+	require.NoError(t, c.Put(ctx, credential.Cooldown{ConnectionID: "conn1", Model: "m", Until: old, Level: 7, Reason: credential.Reason("rate_limited"), Status: 429}))
+	require.NoError(t, c.Put(ctx, credential.Cooldown{ConnectionID: "conn1", Model: "n", Until: time.Now().Add(-time.Minute), Level: 3, Reason: credential.Reason("rate_limited"), Status: 429}))
+	require.Eventually(t, func() bool { _, ok := c.Get("conn1", "n"); return ok }, 5*time.Second, 5*time.Millisecond)
+	_, ok := c.Get("conn1", "m")
+	assert.False(t, ok, "past its retention")
+	got, ok := c.Get("conn1", "n")
+	require.True(t, ok, "within its retention: the level counts")
+	assert.Equal(t, 3, got.Level)
+}
+
 func BenchmarkCooldownsGet(b *testing.B) {
 	s, _ := openStores(b)
 	c := NewCooldowns(s.Cooldowns)
