@@ -62,7 +62,8 @@ type Config struct {
 	// MaxAudioBytes caps a transcription upload (zero:
 	// audio.DefaultMaxBytes).
 	MaxAudioBytes int64
-	// StallTimeout ends a started stream whose upstream went silent (zero:
+	// StallTimeout ends a started stream whose upstream went silent, and an
+	// upstream call whose body, its headers sent, stops coming (zero:
 	// chat.DefaultStallTimeout).
 	StallTimeout time.Duration
 	// CatalogScanEvery is how often live catalogs near their expiry are
@@ -197,9 +198,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 		router: grpcapi.NewRouter(grpcapi.RouterDeps{
 			Auth:       auth,
 			Catalog:    lister,
-			Embeddings: embeddings.New(disp),
+			Embeddings: embeddings.NewWith(disp, embeddings.Options{StallTimeout: cfg.StallTimeout}),
 			Chat:       chatSvc,
-			Audio:      audio.New(disp, audio.Options{MaxBytes: cfg.MaxAudioBytes}),
+			Audio:      audio.New(disp, audio.Options{MaxBytes: cfg.MaxAudioBytes, StallTimeout: cfg.StallTimeout}),
 			Caveman:    cavemanLevel(st),
 			Usage:      use,
 			Log:        log,

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
@@ -31,6 +32,11 @@ type Options struct {
 	// SpoolMemory is how much of an upload stays in memory (zero:
 	// DefaultSpoolMemory).
 	SpoolMemory int
+	// StallTimeout ends an upstream call that, its headers sent, sends no
+	// byte of its body for this long: the next connection gets the request,
+	// or a speech answer already started ends there (zero:
+	// DefaultStallTimeout).
+	StallTimeout time.Duration
 }
 
 // Service serves the audio routes over the dispatcher.
@@ -46,6 +52,9 @@ func New(d *dispatch.Dispatcher, opts Options) *Service {
 	}
 	if opts.SpoolMemory <= 0 {
 		opts.SpoolMemory = DefaultSpoolMemory
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	return &Service{d: d, opts: opts}
 }
@@ -78,14 +87,17 @@ func SupportsSpeech(spec provider.Spec) bool {
 	return spec.Serves(provider.KindTTS) && (openAIStyle(spec) || elevenLabs(spec))
 }
 
-// send makes an upstream request and returns the response of a 2xx answer;
-// an error answer is read (bounded) into a *credential.UpstreamError.
-func send(c *dispatch.Conn, req *http.Request) (*http.Response, error) {
+// send makes an upstream request, made with w.call, and returns the
+// response of a 2xx answer, its body timed by w; an error answer is read
+// (bounded, and what came before a stall is what there is) into a
+// *credential.UpstreamError.
+func send(c *dispatch.Conn, req *http.Request, w *watchdog) (*http.Response, error) {
 	c.Authorize(req.Header)
 	resp, err := c.Client.Do(req)
 	if err != nil {
 		return nil, err
 	}
+	resp.Body = w.body(resp.Body)
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

@@ -176,17 +176,19 @@ func (s *Service) Speech(ctx context.Context, machineID string, req SpeechReques
 	res, err := s.d.Do(ctx, dispatch.Request{MachineID: machineID, Model: req.Model, Supports: SupportsSpeech},
 		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
 			start := time.Now()
+			w := s.watch(ctx)
+			defer w.close()
 			var hreq *http.Request
 			var err error
 			if elevenLabs(t.Spec) {
-				hreq, err = elevenLabsSpeech(ctx, t, c, req)
+				hreq, err = elevenLabsSpeech(w.call, t, c, req)
 			} else {
-				hreq, err = openAISpeech(ctx, t, c, req)
+				hreq, err = openAISpeech(w.call, t, c, req)
 			}
 			if err != nil {
 				return err
 			}
-			resp, err := send(c, hreq)
+			resp, err := send(c, hreq, w)
 			out.Upstream += time.Since(start)
 			if err != nil {
 				return err
@@ -197,17 +199,21 @@ func (s *Service) Speech(ctx context.Context, machineID string, req SpeechReques
 				ct = "application/octet-stream"
 			}
 			out.ContentType = ct
-			return relay(ctx, resp.Body, sink, &out)
+			return relay(ctx, resp.Body, sink, &out, w)
 		})
 	return out, res, err
 }
 
 // relay copies an upstream's audio to sink chunk by chunk. An error after
-// the first chunk is marked committed: no fallback once bytes went out.
-func relay(ctx context.Context, body io.Reader, sink Sink, out *SpeechResult) error {
+// the first chunk is marked committed: no fallback once bytes went out, and
+// the answer ends there (cut off), a stalled one too.
+func relay(ctx context.Context, body io.Reader, sink Sink, out *SpeechResult, w *watchdog) error {
 	buf := make([]byte, 32<<10)
 	for {
 		n, rerr := body.Read(buf)
+		if rerr != nil && rerr != io.EOF {
+			rerr = w.err(rerr)
+		}
 		if n > 0 {
 			if err := sink(Chunk{ContentType: out.ContentType, Data: buf[:n], Upstream: out.Upstream}); err != nil {
 				if ctx.Err() != nil {

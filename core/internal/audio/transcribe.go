@@ -69,10 +69,12 @@ func (s *Service) Transcribe(ctx context.Context, machineID string, req Transcri
 		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
 			start := time.Now()
 			defer func() { out.Upstream += time.Since(start) }()
+			w := s.watch(ctx)
+			defer w.close()
 			if elevenLabs(t.Spec) {
-				return transcribeElevenLabs(ctx, t, c, req, audio, &out)
+				return transcribeElevenLabs(w, t, c, req, audio, &out)
 			}
-			return transcribeOpenAI(ctx, t, c, req, audio, &out)
+			return transcribeOpenAI(w, t, c, req, audio, &out)
 		})
 	return out, res, err
 }
@@ -82,7 +84,7 @@ type field struct{ name, value string }
 
 // transcribeOpenAI posts the multipart form to {base}/audio/transcriptions
 // and keeps the answer as it is.
-func transcribeOpenAI(ctx context.Context, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
+func transcribeOpenAI(w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
 	fields := []field{{"model", t.Model}}
 	for _, f := range []field{{"language", req.Language}, {"prompt", req.Prompt}, {"response_format", req.ResponseFormat}} {
 		if f.value != "" {
@@ -95,13 +97,13 @@ func transcribeOpenAI(ctx context.Context, t routing.Target, c *dispatch.Conn, r
 	for _, g := range req.TimestampGranularities {
 		fields = append(fields, field{"timestamp_granularities[]", g})
 	}
-	resp, err := postForm(ctx, c, c.BaseURL+"/audio/transcriptions", fields, req, audio)
+	resp, err := postForm(w, c, c.BaseURL+"/audio/transcriptions", fields, req, audio)
 	if err != nil {
 		return err
 	}
 	body, err := readAll(resp)
 	if err != nil {
-		return err
+		return w.err(err)
 	}
 	out.Body = body
 	out.ContentType = resp.Header.Get("Content-Type")
@@ -135,7 +137,7 @@ func reportedSeconds(contentType string, body []byte) float64 {
 
 // transcribeElevenLabs posts to {base}/speech-to-text and normalises the
 // answer to {"text": ...} (or the bare text for response_format text).
-func transcribeElevenLabs(ctx context.Context, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
+func transcribeElevenLabs(w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
 	fields := []field{{"model_id", t.Model}}
 	if req.Language != "" {
 		fields = append(fields, field{"language_code", req.Language})
@@ -143,13 +145,13 @@ func transcribeElevenLabs(ctx context.Context, t routing.Target, c *dispatch.Con
 	if req.Temperature != nil {
 		fields = append(fields, field{"temperature", strconv.FormatFloat(float64(*req.Temperature), 'g', -1, 32)})
 	}
-	resp, err := postForm(ctx, c, c.BaseURL+"/speech-to-text", fields, req, audio)
+	resp, err := postForm(w, c, c.BaseURL+"/speech-to-text", fields, req, audio)
 	if err != nil {
 		return err
 	}
 	body, err := readAll(resp)
 	if err != nil {
-		return err
+		return w.err(err)
 	}
 	var b struct {
 		Text  *string `json:"text"`
@@ -179,8 +181,9 @@ var errAbandoned = errors.New("upstream request finished")
 
 // postForm streams a multipart/form-data body (fields, then the file from
 // the spool) to url: the body is written on the fly through a pipe, so the
-// upload is never assembled in memory. It returns the response of a 2xx.
-func postForm(ctx context.Context, c *dispatch.Conn, url string, fields []field, req TranscribeRequest, audio *Spool) (*http.Response, error) {
+// upload is never assembled in memory. It returns the response of a 2xx,
+// its body timed by w.
+func postForm(w *watchdog, c *dispatch.Conn, url string, fields []field, req TranscribeRequest, audio *Spool) (*http.Response, error) {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	done := make(chan struct{})
@@ -194,13 +197,13 @@ func postForm(ctx context.Context, c *dispatch.Conn, url string, fields []field,
 		pr.CloseWithError(errAbandoned)
 		<-done
 	}()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, pr)
+	hreq, err := http.NewRequestWithContext(w.call, http.MethodPost, url, pr)
 	if err != nil {
 		return nil, err
 	}
 	hreq.Header.Set("Content-Type", mw.FormDataContentType())
 	hreq.Header.Set("Accept", "application/json, text/plain, */*")
-	return send(c, hreq)
+	return send(c, hreq, w)
 }
 
 var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\r", "", "\n", "")

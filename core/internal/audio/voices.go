@@ -77,7 +77,9 @@ func (s *Service) Voices(ctx context.Context, machineID, providerID, lang string
 			func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
 				start := time.Now()
 				defer func() { out.Upstream += time.Since(start) }()
-				v, err := elevenLabsVoices(ctx, t, c)
+				w := s.watch(ctx)
+				defer w.close()
+				v, err := elevenLabsVoices(w, t, c)
 				out.Voices = v
 				return err
 			})
@@ -117,19 +119,19 @@ func speaks(langs []string, lang string) bool {
 }
 
 // elevenLabsVoices is GET {base}/voices.
-func elevenLabsVoices(ctx context.Context, t routing.Target, c *dispatch.Conn) ([]Voice, error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/voices", nil)
+func elevenLabsVoices(w *watchdog, t routing.Target, c *dispatch.Conn) ([]Voice, error) {
+	hreq, err := http.NewRequestWithContext(w.call, http.MethodGet, c.BaseURL+"/voices", nil)
 	if err != nil {
 		return nil, err
 	}
 	hreq.Header.Set("Accept", "application/json")
-	resp, err := send(c, hreq)
+	resp, err := send(c, hreq, w)
 	if err != nil {
 		return nil, err
 	}
 	raw, err := readAll(resp)
 	if err != nil {
-		return nil, err
+		return nil, w.err(err)
 	}
 	var body struct {
 		Voices []struct {

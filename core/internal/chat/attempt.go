@@ -125,14 +125,17 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 	if body, err = fitBody(body, a.c.Spec, assembled); err != nil {
 		return Usage{}, err
 	}
-	// The stream's watchdog cancels the call when the upstream goes silent;
-	// a whole answer has no watchdog, and its call ends with its body.
-	cancel := context.CancelCauseFunc(func(error) {})
+	// A watchdog cancels the call when the upstream goes silent after its
+	// headers: the stream's (see events), or a body read whole's (see
+	// stallReader). A stream's attempt works under the call's context; a
+	// whole answer's keeps the attempt's, which a watchdog firing once the
+	// body is read must not end.
+	call, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	if a.in.stream || assembled {
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
+		ctx = call
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.c.BaseURL+a.tr.path(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(call, http.MethodPost, a.c.BaseURL+a.tr.path(), bytes.NewReader(body))
 	if err != nil {
 		return Usage{}, err
 	}
@@ -150,7 +153,10 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		// What the error body brought before a stall is what there is.
+		sr := a.stallReader(resp.Body, cancel)
+		raw, _ := io.ReadAll(io.LimitReader(sr, 1<<20))
+		sr.stop()
 		raw = a.tr.errorBody(a.c.Scrub(raw))
 		return Usage{}, &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: raw}
 	}
@@ -169,10 +175,72 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		return a.wholeRaw(ctx, raw)
 	}
 	if !a.in.stream {
-		return a.whole(ctx, resp.Body, resp.ContentLength)
+		sr := a.stallReader(resp.Body, cancel)
+		raw, err := readBody(sr, resp.ContentLength)
+		sr.stop()
+		if err != nil {
+			if errors.Is(context.Cause(call), errStalled) {
+				return Usage{}, sr.stalled()
+			}
+			return Usage{}, err
+		}
+		return a.wholeRaw(ctx, raw)
 	}
 	return a.stream(ctx, cancel, resp.Body)
 }
+
+// stallReader reads a body read whole (an answer, an error) and cancels the
+// call with errStalled when one read waits on the upstream too long: for
+// the first byte the first event timeout, then the stall timeout. Only
+// reads are timed (a timer armed and stopped around each), so that nothing
+// done between them counts as the upstream's silence.
+type stallReader struct {
+	r     io.Reader
+	timer *time.Timer
+	first time.Duration
+	stall time.Duration
+	got   bool // a byte came
+}
+
+func (a *attempt) stallReader(r io.Reader, cancel context.CancelCauseFunc) *stallReader {
+	first := a.svc.opts.FirstEventTimeout
+	return &stallReader{r: r, timer: time.AfterFunc(first, func() { cancel(errStalled) }), first: first, stall: a.svc.opts.StallTimeout}
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	if s.got {
+		s.timer.Reset(s.stall)
+	} else {
+		s.timer.Reset(s.first)
+	}
+	n, err := s.r.Read(p)
+	s.timer.Stop()
+	if n > 0 {
+		s.got = true
+	}
+	return n, err
+}
+
+// stop ends the watch.
+func (s *stallReader) stop() { s.timer.Stop() }
+
+// stalled is the attempt's error once the watchdog cut the read.
+func (s *stallReader) stalled() error {
+	if s.got {
+		return &stallError{msg: fmt.Sprintf("the upstream's answer stalled for %s", s.stall)}
+	}
+	return &stallError{msg: fmt.Sprintf("the upstream sent nothing for %s after its headers", s.first)}
+}
+
+// stallError is a whole answer the upstream stopped sending before anything
+// reached the client. It is a timeout (Timeout reports true): the credential
+// engine cools the connection and gives the request to the next one.
+type stallError struct{ msg string }
+
+func (e *stallError) Error() string { return e.msg }
+
+// Timeout marks the error as a timeout for credential.Classify.
+func (e *stallError) Timeout() bool { return true }
 
 // begin starts the answer with this attempt's connection.
 func (a *attempt) begin(ctx context.Context) error {
@@ -184,15 +252,6 @@ func (a *attempt) begin(ctx context.Context) error {
 func badUpstream(msg string) error {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "api_error", "code": "bad_upstream_response"}})
 	return &credential.UpstreamError{Status: http.StatusBadGateway, Body: b}
-}
-
-// whole relays a non-streamed answer of size bytes (-1: unknown).
-func (a *attempt) whole(ctx context.Context, r io.Reader, size int64) (Usage, error) {
-	raw, err := readBody(r, size)
-	if err != nil {
-		return Usage{}, err
-	}
-	return a.wholeRaw(ctx, raw)
 }
 
 // readBody reads at most maxBody bytes of r, io.ReadAll's way, into a
@@ -263,8 +322,11 @@ func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r 
 
 // events relays the stream's events as they come (see stream).
 func (a *attempt) events(ctx context.Context, cancel context.CancelCauseFunc, rd *sse.Reader, b BatchSink) (Usage, error) {
+	// The watchdog waits the first event timeout for the first event, the
+	// stall timeout for each next one; got says which it was.
 	watchdog := time.AfterFunc(a.svc.opts.FirstEventTimeout, func() { cancel(errFirstEvent) })
 	defer watchdog.Stop()
+	got := false
 	et := a.tr.events(a.in, a.t.Model)
 	ctr, _ := et.(counter)
 	var sinkErr error
@@ -325,9 +387,9 @@ func (a *attempt) events(ctx context.Context, cancel context.CancelCauseFunc, rd
 				return ended()
 			}
 			switch cause := context.Cause(ctx); {
-			case errors.Is(cause, errFirstEvent):
+			case errors.Is(cause, errFirstEvent) && !got:
 				return et.usage(), a.fail("stream_stalled", fmt.Sprintf("the upstream sent nothing for %s", a.svc.opts.FirstEventTimeout))
-			case errors.Is(cause, errStalled):
+			case errors.Is(cause, errFirstEvent):
 				return et.usage(), a.fail("stream_stalled", fmt.Sprintf("the upstream stream stalled for %s", a.svc.opts.StallTimeout))
 			case ctx.Err() != nil:
 				return et.usage(), ctx.Err()
@@ -335,6 +397,7 @@ func (a *attempt) events(ctx context.Context, cancel context.CancelCauseFunc, rd
 			return et.usage(), a.fail("stream_interrupted", "the upstream stream broke off")
 		}
 		watchdog.Reset(a.svc.opts.StallTimeout)
+		got = true
 		end, err := et.event(ev.Name, ev.Data, emit)
 		switch {
 		case sinkErr != nil:

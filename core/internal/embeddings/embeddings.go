@@ -64,9 +64,22 @@ func Supports(spec provider.Spec) bool {
 // maxPooled is the largest upstream body whose buffer is kept for reuse.
 const maxPooled = 1 << 20
 
+// DefaultStallTimeout bounds an upstream's silence while its answer is read
+// (chat's default for a stream's).
+const DefaultStallTimeout = 60 * time.Second
+
+// Options tune a Service.
+type Options struct {
+	// StallTimeout gives the request to the next connection when an
+	// upstream, its headers sent, sends no byte of its body for this long
+	// (zero: DefaultStallTimeout).
+	StallTimeout time.Duration
+}
+
 // Service creates embeddings.
 type Service struct {
-	d *dispatch.Dispatcher
+	d    *dispatch.Dispatcher
+	opts Options
 	// bodies holds buffers (*[]byte) of upstream bodies read with a
 	// Content-Length that nothing refers to any more: bodies decoded into
 	// vectors or normalised, once fill returned. A body passed through
@@ -76,8 +89,16 @@ type Service struct {
 	bodies sync.Pool
 }
 
-// New returns a Service.
-func New(d *dispatch.Dispatcher) *Service { return &Service{d: d} }
+// New returns a Service with the default options.
+func New(d *dispatch.Dispatcher) *Service { return NewWith(d, Options{}) }
+
+// NewWith returns a Service with options.
+func NewWith(d *dispatch.Dispatcher, opts Options) *Service {
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
+	}
+	return &Service{d: d, opts: opts}
+}
 
 // Create embeds the request's input.
 func (s *Service) Create(ctx context.Context, machineID string, req Request) (Response, dispatch.Result, error) {
@@ -118,6 +139,10 @@ func (s *Service) attempt(ctx context.Context, c *dispatch.Conn, body []byte, wa
 // the pooled buffer that holds it when it has one; an error answer is a
 // *credential.UpstreamError.
 func (s *Service) post(ctx context.Context, c *dispatch.Conn, body []byte) ([]byte, *[]byte, error) {
+	// The watchdog cancels the call when the upstream goes silent after
+	// its headers.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/embeddings", bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
@@ -130,10 +155,12 @@ func (s *Service) post(ctx context.Context, c *dispatch.Conn, body []byte) ([]by
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
+	sr := newStallReader(resp.Body, s.opts.StallTimeout, cancel)
+	defer sr.stop()
 	if resp.StatusCode >= 300 {
-		raw, err := readBody(resp, nil)
+		raw, err := readBody(sr, resp.ContentLength, nil)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, sr.err(ctx, err)
 		}
 		return nil, nil, &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: c.Scrub(raw)}
 	}
@@ -141,9 +168,12 @@ func (s *Service) post(ctx context.Context, c *dispatch.Conn, body []byte) ([]by
 	if n := resp.ContentLength; n > 0 && n <= maxPooled {
 		buf = s.buffer(int(n))
 	}
-	raw, err := readBody(resp, buf)
+	raw, err := readBody(sr, resp.ContentLength, buf)
 	if err != nil {
-		return nil, nil, err
+		if buf != nil {
+			s.bodies.Put(buf)
+		}
+		return nil, nil, sr.err(ctx, err)
 	}
 	return raw, buf, nil
 }
@@ -184,21 +214,21 @@ func (r *Response) fill(raw []byte, want string, asJSON bool) (kept bool, err er
 	return false, nil
 }
 
-// readBody reads a response body whole, sized from its Content-Length when
-// the upstream sent one, so a large body is not grown and copied piecemeal:
-// into buf when given (it has that length).
-func readBody(resp *http.Response, buf *[]byte) ([]byte, error) {
-	if n := resp.ContentLength; n > 0 && n <= maxResponse {
+// readBody reads a response body whole, sized from its Content-Length n
+// (-1: unknown) when the upstream sent one, so a large body is not grown
+// and copied piecemeal: into buf when given (it has that length).
+func readBody(body io.Reader, n int64, buf *[]byte) ([]byte, error) {
+	if n > 0 && n <= maxResponse {
 		var b []byte
 		if buf != nil {
 			b = (*buf)[:n:n] // what the body holds past n is out of reach
 		} else {
 			b = make([]byte, n)
 		}
-		if _, err := io.ReadFull(resp.Body, b); err != nil {
+		if _, err := io.ReadFull(body, b); err != nil {
 			return nil, err
 		}
 		return b, nil
 	}
-	return io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	return io.ReadAll(io.LimitReader(body, maxResponse))
 }
