@@ -405,7 +405,7 @@ func (a *attempt) events(ctx context.Context, cancel context.CancelCauseFunc, rd
 		case errors.Is(err, errMalformedEvent):
 			return et.usage(), a.fail("stream_malformed", err.Error())
 		case errors.Is(err, errUpstreamEvent):
-			return et.usage(), a.fail("upstream_error", err.Error())
+			return et.usage(), a.failEvent(err)
 		case err != nil:
 			if !a.sent && ctx.Err() == nil && errors.Is(err, translate.ErrMalformedUpstream) {
 				return et.usage(), badUpstream(err.Error())

@@ -120,6 +120,10 @@ type StreamError struct {
 	// upstream_error.
 	Code    string
 	Message string
+	// Body is the upstream's own error, when it reported one in its
+	// stream: an Anthropic error event's data, or an OpenAI error object;
+	// the client gets it in place of the gateway's.
+	Body []byte
 }
 
 func (e *StreamError) Error() string { return e.Message }

@@ -73,7 +73,7 @@ func (o *openAIChunks) event(_ string, data []byte, emit emitFunc) (bool, error)
 	}
 	c := w.chunkFacts()
 	if c.err {
-		return false, errUpstreamEvent
+		return false, chatEventError(data)
 	}
 	if c.usage != nil {
 		o.u = c.usage.usage()

@@ -152,7 +152,7 @@ func (a *anthropicEvents) event(name string, data []byte, emit emitFunc) (bool, 
 	}
 	switch name {
 	case "error":
-		return false, errUpstreamEvent
+		return false, anthropicEventError(data)
 	case "message_start":
 		if ev.Message != nil {
 			a.u.merge(ev.Message.Usage)

@@ -154,7 +154,7 @@ func (r *responsesEvents) event(name string, data []byte, emit emitFunc) (bool, 
 	}
 	switch name {
 	case "error", "response.failed":
-		return false, errUpstreamEvent
+		return false, responsesEventError(name, data)
 	case "response.completed", "response.incomplete":
 		r.done = true
 		if ev.Response != nil {

@@ -46,6 +46,11 @@ func gatewayError(log *slog.Logger, err error, model string) error {
 	case errors.As(err, &badReq):
 		return invalidParam(badReq.Param, badReq.Code, badReq.Message)
 	case errors.As(err, &broken):
+		if len(broken.Body) > 0 {
+			// The upstream's own error, passed through as an answer's is.
+			return statusError(codes.Unavailable, broken.Code, broken.Message, MetaHTTPStatus, strconv.Itoa(http.StatusBadGateway),
+				MetaUpstreamBody, strings.ToValidUTF8(string(broken.Body), "\uFFFD"))
+		}
 		return statusError(codes.Unavailable, broken.Code, broken.Message, MetaHTTPStatus, strconv.Itoa(http.StatusBadGateway))
 	case errors.Is(err, routing.ErrModelNotFound):
 		return invalidParam("model", "model_not_found", fmt.Sprintf("the model '%s' does not exist or no connection of this machine serves it", model))

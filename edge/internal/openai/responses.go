@@ -85,6 +85,15 @@ func responsesEvents() dialectEvents {
 			if p.Body.Error.Code != nil {
 				code = *p.Body.Error.Code
 			}
+			var upstream ErrorBody
+			if p.Raw != nil && json.Unmarshal(p.Raw, &upstream) == nil && upstream.Error.Message != "" {
+				// The upstream's own error (a response.failed it sent): its
+				// code is what the client acts on.
+				msg, code = upstream.Error.Message, ""
+				if upstream.Error.Code != nil {
+					code = *upstream.Error.Code
+				}
+			}
 			b, _ := json.Marshal(map[string]any{
 				"type": "response.failed", "sequence_number": seq,
 				"response": map[string]any{

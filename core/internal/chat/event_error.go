@@ -1,0 +1,169 @@
+package chat
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/switchboardhq/switchboard/core/internal/credential"
+)
+
+// eventError is an error an upstream reported inside its stream (an
+// Anthropic error event, a Responses error or response.failed, a chunk
+// with an error member). body is what it said, in the error shape of the
+// client's route (an Anthropic error event's data, or an OpenAI error
+// object), so that a pass-through hands the client the upstream's own type,
+// code and message: agents act on them (Codex compacts on
+// context_length_exceeded, Claude Code retries on overloaded_error). status
+// is the HTTP status the same error would have come with as an answer.
+type eventError struct {
+	body   []byte
+	status int
+}
+
+func (e *eventError) Error() string        { return errUpstreamEvent.Error() }
+func (e *eventError) Is(target error) bool { return target == errUpstreamEvent }
+
+// maxEventError bounds the error body kept of an upstream's event.
+const maxEventError = 16 << 10
+
+// anthropicEventError is the error of an Anthropic error event (its data
+// is passed on as it is).
+func anthropicEventError(data []byte) error {
+	var ev struct {
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil || ev.Error.Type == "" {
+		return errUpstreamEvent
+	}
+	return &eventError{body: append([]byte(nil), data...), status: anthropicTypeStatus(ev.Error.Type)}
+}
+
+// anthropicTypeStatus is the status Anthropic answers an error type with.
+func anthropicTypeStatus(typ string) int {
+	switch typ {
+	case "invalid_request_error":
+		return http.StatusBadRequest
+	case "authentication_error":
+		return http.StatusUnauthorized
+	case "permission_error":
+		return http.StatusForbidden
+	case "not_found_error":
+		return http.StatusNotFound
+	case "request_too_large":
+		return http.StatusRequestEntityTooLarge
+	case "rate_limit_error":
+		return http.StatusTooManyRequests
+	case "overloaded_error":
+		return 529
+	}
+	return http.StatusBadGateway
+}
+
+// responsesEventError is the error of a Responses error event (code and
+// message at the top) or response.failed (in response.error), as an
+// OpenAI error object.
+func responsesEventError(name string, data []byte) error {
+	var ev struct {
+		Code     *string `json:"code"`
+		Message  string  `json:"message"`
+		Param    *string `json:"param"`
+		Response struct {
+			Error struct {
+				Code    *string `json:"code"`
+				Message string  `json:"message"`
+			} `json:"error"`
+		} `json:"response"`
+	}
+	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil {
+		return errUpstreamEvent
+	}
+	code, msg := ev.Code, ev.Message
+	if name == "response.failed" {
+		code, msg, ev.Param = ev.Response.Error.Code, ev.Response.Error.Message, nil
+	}
+	if msg == "" {
+		return errUpstreamEvent
+	}
+	status := codeStatus(code)
+	typ := "invalid_request_error"
+	if status >= 500 {
+		typ = "server_error"
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code, "param": ev.Param}})
+	return &eventError{body: body, status: status}
+}
+
+// chatEventError is the error of a chunk with an error member, as the
+// OpenAI error object it holds.
+func chatEventError(data []byte) error {
+	var ev struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil {
+		return errUpstreamEvent
+	}
+	var e struct {
+		Message string          `json:"message"`
+		Code    json.RawMessage `json:"code"`
+	}
+	if json.Unmarshal(ev.Error, &e) != nil || e.Message == "" {
+		return errUpstreamEvent
+	}
+	status := http.StatusBadGateway
+	var n int
+	var s string
+	switch {
+	case json.Unmarshal(e.Code, &n) == nil && n >= 400 && n <= 599:
+		status = n // OpenRouter's numeric codes
+	case json.Unmarshal(e.Code, &s) == nil:
+		status = codeStatus(&s)
+	}
+	body := make([]byte, 0, len(ev.Error)+10)
+	body = append(append(append(body, `{"error":`...), ev.Error...), '}')
+	return &eventError{body: body, status: status}
+}
+
+// codeStatus is the status OpenAI answers an error code with, as far as
+// the code tells it; 502 when it does not.
+func codeStatus(code *string) int {
+	if code == nil {
+		return http.StatusBadGateway
+	}
+	switch *code {
+	case "context_length_exceeded", "invalid_prompt", "invalid_request_error", "invalid_value", "unsupported_parameter":
+		return http.StatusBadRequest
+	case "rate_limit_exceeded", "insufficient_quota":
+		return http.StatusTooManyRequests
+	case "server_error", "internal_error":
+		return http.StatusInternalServerError
+	case "server_is_overloaded", "slow_down":
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadGateway
+}
+
+// failEvent ends a stream on an error its upstream reported: after the
+// first event the client gets the upstream's own error in-band; before it,
+// the attempt failed with the status and body the error would have come
+// with as an answer, so the engine cools and falls over, or hands the
+// client that error, as it does for answers.
+func (a *attempt) failEvent(err error) error {
+	var ev *eventError
+	if !asEventError(err, &ev) {
+		return a.fail("upstream_error", err.Error())
+	}
+	if a.sent {
+		return credential.Committed(&StreamError{Code: "upstream_error", Message: err.Error(), Body: ev.body})
+	}
+	return &credential.UpstreamError{Status: ev.status, Body: ev.body}
+}
+
+func asEventError(err error, target **eventError) bool {
+	e, ok := err.(*eventError)
+	if ok {
+		*target = e
+	}
+	return ok
+}

@@ -1,0 +1,99 @@
+package node_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node/nodetest"
+)
+
+// An error an upstream reports inside its stream reaches the client as the
+// upstream said it, on a pass-through: agents act on its type and code
+// (Claude Code retries an overloaded_error, Codex compacts on
+// context_length_exceeded), which a generic "the upstream reported an
+// error" hid. Before anything reached the client it is a failed attempt
+// with the status the error stands for, so an overloaded primary gives way
+// to the fallback.
+func TestUpstreamStreamErrorsPassThrough(t *testing.T) {
+	const overloaded = `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+	const messageStart = `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}`
+	anthropicPair := func(t *testing.T) (*nodetest.Instance, string, *upstreamtest.Server, *upstreamtest.Server) {
+		sb := nodetest.Serve(t, t.TempDir())
+		primary := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-ant-1"))
+		fallback := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-ant-2"))
+		for i, up := range []*upstreamtest.Server{primary, fallback} {
+			sb.CreateConnection(t, map[string]any{"provider": "anthropic-compatible-x", "name": []string{"p", "f"}[i],
+				"apiKey": []string{"sk-ant-1", "sk-ant-2"}[i], "priority": i + 1,
+				"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "ac", "enabledModels": []string{"claude-x"}}})
+		}
+		return sb, gatewayKey(t, sb), primary, fallback
+	}
+
+	t.Run("messages, mid-stream", func(t *testing.T) {
+		sb, key, primary, fallback := anthropicPair(t)
+		primary.Enqueue(pathMessages, upstreamtest.Status(http.StatusOK,
+			"event: message_start\ndata: "+messageStart+"\n\nevent: error\ndata: "+overloaded+"\n\n", "Content-Type", "text/event-stream"))
+		r, raw, events := postMessages(t, sb, key, messagesBody("ac/claude-x", "hi", true))
+		require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+		require.NotEmpty(t, events)
+		last := events[len(events)-1]
+		assert.Equal(t, "error", last.name)
+		assert.JSONEq(t, overloaded, last.data, "the upstream's own error event")
+		assert.Zero(t, fallback.Count(pathMessages), "no fallback once the stream started")
+	})
+	t.Run("messages, first event", func(t *testing.T) {
+		sb, key, primary, fallback := anthropicPair(t)
+		primary.Enqueue(pathMessages, upstreamtest.Status(http.StatusOK, "event: error\ndata: "+overloaded+"\n\n", "Content-Type", "text/event-stream"))
+		r, raw, events := postMessages(t, sb, key, messagesBody("ac/claude-x", "hi", true))
+		require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+		require.NotEmpty(t, events)
+		assert.Equal(t, "message_stop", events[len(events)-1].name, "the fallback answered")
+		assert.Equal(t, 1, fallback.Count(pathMessages))
+
+		// Alone, the overloaded connection's error is the answer.
+		primary.Enqueue(pathMessages, upstreamtest.Status(http.StatusOK, "event: error\ndata: "+overloaded+"\n\n", "Content-Type", "text/event-stream"))
+		fallback.Enqueue(pathMessages, upstreamtest.Status(http.StatusOK, "event: error\ndata: "+overloaded+"\n\n", "Content-Type", "text/event-stream"))
+		for _, name := range []string{"p", "f"} {
+			require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodDelete, "/api/providers/"+connectionID(t, sb, name)+"/cooldowns", nil).Status)
+		}
+		r, raw, _ = postMessages(t, sb, key, messagesBody("ac/claude-x", "hi", true))
+		require.GreaterOrEqual(t, r.StatusCode, 500, "%s", raw)
+		var e struct {
+			Type  string `json:"type"`
+			Error struct{ Type, Message string }
+		}
+		require.NoError(t, json.Unmarshal(raw, &e), "%s", raw)
+		assert.Equal(t, "error", e.Type)
+		assert.Equal(t, "overloaded_error", e.Error.Type, "%s", raw)
+	})
+	t.Run("responses, response.failed", func(t *testing.T) {
+		p := newPair(t)
+		created := `{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","created_at":1,"status":"in_progress","model":"gpt-4o-mini","output":[]}}`
+		failed := `{"type":"response.failed","sequence_number":1,"response":{"id":"resp_1","object":"response","created_at":1,"status":"failed","model":"gpt-4o-mini","output":[],` +
+			`"error":{"code":"context_length_exceeded","message":"Your input exceeds the context window of this model."}}}`
+		p.primary.Enqueue(pathResponses, upstreamtest.Status(http.StatusOK,
+			"event: response.created\ndata: "+created+"\n\nevent: response.failed\ndata: "+failed+"\n\n", "Content-Type", "text/event-stream"))
+		client := sdk(t, p.sb)
+		stream := client.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{Model: chatModel,
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("too long")}})
+		var failure *responses.Response
+		for stream.Next() {
+			if ev := stream.Current(); ev.Type == "response.failed" {
+				f := ev.AsResponseFailed().Response
+				failure = &f
+			}
+		}
+		require.NoError(t, stream.Err())
+		require.NotNil(t, failure)
+		assert.Equal(t, "context_length_exceeded", string(failure.Error.Code))
+		assert.Equal(t, "Your input exceeds the context window of this model.", failure.Error.Message)
+		assert.Zero(t, p.fallback.Count(pathResponses))
+	})
+}
