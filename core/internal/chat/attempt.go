@@ -16,6 +16,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/core/internal/translate"
 	"github.com/switchboardhq/switchboard/internal/sse"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 )
 
 // attempt is one upstream call with one connection. It knows nothing of
@@ -156,7 +157,7 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		// What the error body brought before a stall is what there is.
 		sr := a.stallReader(resp.Body, cancel)
 		raw, _ := io.ReadAll(io.LimitReader(sr, 1<<20))
-		sr.stop()
+		sr.Stop()
 		raw = a.tr.errorBody(a.c.Scrub(raw))
 		return Usage{}, &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: raw}
 	}
@@ -177,70 +178,18 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 	if !a.in.stream {
 		sr := a.stallReader(resp.Body, cancel)
 		raw, err := readBody(sr, resp.ContentLength)
-		sr.stop()
+		sr.Stop()
 		if err != nil {
-			if errors.Is(context.Cause(call), errStalled) {
-				return Usage{}, sr.stalled()
-			}
-			return Usage{}, err
+			return Usage{}, sr.Err(call, err)
 		}
 		return a.wholeRaw(ctx, raw)
 	}
 	return a.stream(ctx, cancel, resp.Body)
 }
 
-// stallReader reads a body read whole (an answer, an error) and cancels the
-// call with errStalled when one read waits on the upstream too long: for
-// the first byte the first event timeout, then the stall timeout. Only
-// reads are timed (a timer armed and stopped around each), so that nothing
-// done between them counts as the upstream's silence.
-type stallReader struct {
-	r     io.Reader
-	timer *time.Timer
-	first time.Duration
-	stall time.Duration
-	got   bool // a byte came
+func (a *attempt) stallReader(r io.Reader, cancel context.CancelCauseFunc) *upstream.StallReader {
+	return upstream.NewStallReader(r, a.svc.opts.FirstEventTimeout, a.svc.opts.StallTimeout, cancel)
 }
-
-func (a *attempt) stallReader(r io.Reader, cancel context.CancelCauseFunc) *stallReader {
-	first := a.svc.opts.FirstEventTimeout
-	return &stallReader{r: r, timer: time.AfterFunc(first, func() { cancel(errStalled) }), first: first, stall: a.svc.opts.StallTimeout}
-}
-
-func (s *stallReader) Read(p []byte) (int, error) {
-	if s.got {
-		s.timer.Reset(s.stall)
-	} else {
-		s.timer.Reset(s.first)
-	}
-	n, err := s.r.Read(p)
-	s.timer.Stop()
-	if n > 0 {
-		s.got = true
-	}
-	return n, err
-}
-
-// stop ends the watch.
-func (s *stallReader) stop() { s.timer.Stop() }
-
-// stalled is the attempt's error once the watchdog cut the read.
-func (s *stallReader) stalled() error {
-	if s.got {
-		return &stallError{msg: fmt.Sprintf("the upstream's answer stalled for %s", s.stall)}
-	}
-	return &stallError{msg: fmt.Sprintf("the upstream sent nothing for %s after its headers", s.first)}
-}
-
-// stallError is a whole answer the upstream stopped sending before anything
-// reached the client. It is a timeout (Timeout reports true): the credential
-// engine cools the connection and gives the request to the next one.
-type stallError struct{ msg string }
-
-func (e *stallError) Error() string { return e.msg }
-
-// Timeout marks the error as a timeout for credential.Classify.
-func (e *stallError) Timeout() bool { return true }
 
 // begin starts the answer with this attempt's connection.
 func (a *attempt) begin(ctx context.Context) error {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
+	"github.com/switchboardhq/switchboard/core/internal/translate"
 )
 
 // eventError is an error an upstream reported inside its stream (an
@@ -37,28 +38,8 @@ func anthropicEventError(data []byte) error {
 	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil || ev.Error.Type == "" {
 		return errUpstreamEvent
 	}
-	return &eventError{body: append([]byte(nil), data...), status: anthropicTypeStatus(ev.Error.Type)}
-}
-
-// anthropicTypeStatus is the status Anthropic answers an error type with.
-func anthropicTypeStatus(typ string) int {
-	switch typ {
-	case "invalid_request_error":
-		return http.StatusBadRequest
-	case "authentication_error":
-		return http.StatusUnauthorized
-	case "permission_error":
-		return http.StatusForbidden
-	case "not_found_error":
-		return http.StatusNotFound
-	case "request_too_large":
-		return http.StatusRequestEntityTooLarge
-	case "rate_limit_error":
-		return http.StatusTooManyRequests
-	case "overloaded_error":
-		return 529
-	}
-	return http.StatusBadGateway
+	status := (&translate.AnthropicError{Type: ev.Error.Type}).Status()
+	return &eventError{body: append([]byte(nil), data...), status: status}
 }
 
 // responsesEventError is the error of a Responses error event (code and

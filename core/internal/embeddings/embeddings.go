@@ -16,6 +16,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 )
 
 // Encoding formats (interface 2.2).
@@ -155,12 +156,12 @@ func (s *Service) post(ctx context.Context, c *dispatch.Conn, body []byte) ([]by
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	sr := newStallReader(resp.Body, s.opts.StallTimeout, cancel)
-	defer sr.stop()
+	sr := upstream.NewStallReader(resp.Body, s.opts.StallTimeout, s.opts.StallTimeout, cancel)
+	defer sr.Stop()
 	if resp.StatusCode >= 300 {
 		raw, err := readBody(sr, resp.ContentLength, nil)
 		if err != nil {
-			return nil, nil, sr.err(ctx, err)
+			return nil, nil, sr.Err(ctx, err)
 		}
 		return nil, nil, &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: c.Scrub(raw)}
 	}
@@ -173,7 +174,7 @@ func (s *Service) post(ctx context.Context, c *dispatch.Conn, body []byte) ([]by
 		if buf != nil {
 			s.bodies.Put(buf)
 		}
-		return nil, nil, sr.err(ctx, err)
+		return nil, nil, sr.Err(ctx, err)
 	}
 	return raw, buf, nil
 }

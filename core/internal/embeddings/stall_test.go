@@ -50,7 +50,7 @@ func TestStalledAnswer(t *testing.T) {
 		var out Response
 		err := s.attempt(context.Background(), c, appendRequest(nil, "m", &req, FormatFloat), FormatFloat, true, &out)
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "sent nothing for 300ms")
+		assert.Contains(t, err.Error(), "stalled for 300ms", "half the answer came, then nothing")
 		f := credential.Classify(err, time.Now())
 		assert.Equal(t, credential.ReasonTimeout, f.Reason)
 		assert.True(t, f.Fallback, "the next connection gets the request")
