@@ -59,13 +59,13 @@ func TestStallReader(t *testing.T) {
 	t.Run("slow reader, prompt upstream", func(t *testing.T) {
 		call, cancel := context.WithCancelCause(context.Background())
 		defer cancel(nil)
-		sr := NewStallReader(&silentConn{ctx: call, data: []byte("abc")}, 20*time.Millisecond, 20*time.Millisecond, cancel)
+		sr := NewStallReader(&silentConn{ctx: call, data: []byte("abc")}, 250*time.Millisecond, 250*time.Millisecond, cancel)
 		defer sr.Stop()
 		buf := make([]byte, 1)
 		for range 3 {
 			_, err := sr.Read(buf)
 			require.NoError(t, err)
-			time.Sleep(50 * time.Millisecond) // the client is slow, not the upstream
+			time.Sleep(400 * time.Millisecond) // the client is slow, not the upstream
 		}
 		assert.NoError(t, context.Cause(call), "the call goes on")
 		assert.NoError(t, sr.Err(call, nil))

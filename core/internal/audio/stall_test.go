@@ -21,7 +21,7 @@ import (
 // (committed: no fallback); a slow client, which holds the relay between
 // reads, is not the upstream's silence.
 func TestSpeechStall(t *testing.T) {
-	const timeout = 200 * time.Millisecond
+	const timeout = 500 * time.Millisecond
 	audio := bytes.Repeat([]byte{1, 2, 3, 4}, 4096)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "audio/wav")

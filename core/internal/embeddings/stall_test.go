@@ -20,7 +20,7 @@ import (
 // the stall timeout with a timeout the credential engine falls over on; one
 // that sends its body slowly, each byte within the timeout, is read whole.
 func TestStalledAnswer(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	const timeout = 500 * time.Millisecond
 	body := answerFor(7, FormatFloat)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
@@ -50,7 +50,7 @@ func TestStalledAnswer(t *testing.T) {
 		var out Response
 		err := s.attempt(context.Background(), c, appendRequest(nil, "m", &req, FormatFloat), FormatFloat, true, &out)
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "stalled for 300ms", "half the answer came, then nothing")
+		assert.Contains(t, err.Error(), "stalled for 500ms", "half the answer came, then nothing")
 		f := credential.Classify(err, time.Now())
 		assert.Equal(t, credential.ReasonTimeout, f.Reason)
 		assert.True(t, f.Fallback, "the next connection gets the request")
