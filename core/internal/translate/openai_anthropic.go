@@ -274,6 +274,20 @@ func stopSequences(raw json.RawMessage) ([]string, error) {
 	return out, nil
 }
 
+// answersToolCalls reports whether the conversation's last turn is the
+// user's answer to tool calls (it holds tool results).
+func answersToolCalls(msgs []msgMessage) bool {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "user" {
+		return false
+	}
+	for _, b := range msgs[len(msgs)-1].Content {
+		if b.Type == "tool_result" {
+			return true
+		}
+	}
+	return false
+}
+
 // samplingAndBudget sets max_tokens, temperature, top_p, top_k and thinking.
 func samplingAndBudget(out *msgRequest, in *chatRequest) error {
 	var maxTokens int64
@@ -294,6 +308,13 @@ func samplingAndBudget(out *msgRequest, in *chatRequest) error {
 	}
 	if c := out.ToolChoice; c != nil && (c.Type == "any" || c.Type == "tool") {
 		budget = 0 // Anthropic cannot think and be forced to a tool; the forced tool wins
+	}
+	if answersToolCalls(out.Messages) {
+		// Inside a tool-use turn Anthropic wants the assistant's part to
+		// start with its signed thinking block, which a history in Chat
+		// Completions' shape never carries: with thinking on it answers 400.
+		// The turn goes on without thinking; the next question thinks again.
+		budget = 0
 	}
 	if budget > 0 {
 		switch {

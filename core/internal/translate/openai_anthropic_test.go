@@ -111,6 +111,13 @@ func assertAnthropicInvariants(t testing.TB, body []byte) {
 			require.True(t, answered[id], "tool_use %s unanswered in message %d", id, i)
 		}
 		pending = next
+		// With thinking on, a turn that answers tool calls needs the
+		// assistant's turn before it to start with a (signed) thinking
+		// block, which a translated history never has: Anthropic answers
+		// 400 "a final assistant message must start with a thinking block".
+		if req.Thinking != nil && i == len(req.Messages)-1 && len(answered) > 0 {
+			t.Fatalf("thinking is on in the middle of a tool-use turn (message %d answers tool calls)", i)
+		}
 	}
 }
 
@@ -210,6 +217,37 @@ func TestRequestErrorsAreInvalidRequest(t *testing.T) {
 		require.Error(t, err, body)
 		assert.True(t, errors.Is(err, ErrInvalidRequest), "%q: %v", body, err)
 		assert.NotContains(t, err.Error(), "translate.", "no Go type names in %q", err.Error())
+	}
+}
+
+// Reasoning asked for in a tool loop: Anthropic refuses thinking when the
+// turn answering tool calls follows an assistant turn without its signed
+// thinking block, and a translated history has none, so thinking stays
+// off there (the second turn of every agent loop would fail otherwise); a
+// fresh question still thinks.
+func TestThinkingOffInsideAToolTurn(t *testing.T) {
+	const calls = `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]}`
+	for _, tc := range []struct {
+		name     string
+		messages string
+		thinks   bool
+	}{
+		{"fresh question", `[{"role":"user","content":"weather in Paris?"}]`, true},
+		{"answering a tool call", `[{"role":"user","content":"weather in Paris?"},` + calls + `,{"role":"tool","tool_call_id":"call_1","content":"sunny"}]`, false},
+		{"a new question after a finished tool turn", `[{"role":"user","content":"weather in Paris?"},` + calls +
+			`,{"role":"tool","tool_call_id":"call_1","content":"sunny"},{"role":"assistant","content":"Sunny."},{"role":"user","content":"and Rome?"}]`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := OpenAIToAnthropicRequest([]byte(`{"model":"m","reasoning_effort":"high","max_completion_tokens":32000,"messages":`+tc.messages+
+				`,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]}`), "claude-x")
+			require.NoError(t, err)
+			assertAnthropicInvariants(t, got.Body)
+			var body struct {
+				Thinking *struct{ Type string } `json:"thinking"`
+			}
+			require.NoError(t, json.Unmarshal(got.Body, &body))
+			assert.Equal(t, tc.thinks, body.Thinking != nil, "%s", got.Body)
+		})
 	}
 }
 
