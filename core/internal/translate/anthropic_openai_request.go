@@ -310,7 +310,7 @@ func chatMessagesOf(m inMsgMessage, param string) ([]outChatMessage, error) {
 				}
 				parts = append(parts, outChatPart{Type: "file", File: map[string]string{"file_data": url, "filename": name}})
 			case "tool_result":
-				text, err := toolResultText(b.Content, bp+".content")
+				text, images, err := toolResultContent(b.Content, bp+".content")
 				if err != nil {
 					return nil, err
 				}
@@ -318,6 +318,13 @@ func chatMessagesOf(m inMsgMessage, param string) ([]outChatMessage, error) {
 					text = "Error: " + text
 				}
 				out = append(out, outChatMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: text})
+				// A tool message holds text only: the result's images (a
+				// screenshot, an image Claude Code read) follow in the
+				// user's message after the tool messages, where the model
+				// sees them.
+				for _, url := range images {
+					parts = append(parts, outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: url}})
+				}
 			default:
 				return nil, invalid(bp+".type", "unsupported block type "+strconv.Quote(b.Type))
 			}
@@ -347,19 +354,20 @@ func sourceURL(s *msgSource, param string) (string, error) {
 	return "", invalid(param+".source.type", "source type must be base64 or url")
 }
 
-// toolResultText flattens a tool result's content (a string or text and
-// image blocks) to text; images in tool results have no place in a tool
-// message and are noted instead.
-func toolResultText(raw json.RawMessage, param string) (string, error) {
+// toolResultContent flattens a tool result's content (a string or text and
+// image blocks) to text, and returns its images as URLs: a tool message has
+// no place for them, so the text says where they went.
+func toolResultContent(raw json.RawMessage, param string) (string, []string, error) {
 	if len(raw) == 0 || isNull(raw) {
-		return "", nil
+		return "", nil, nil
 	}
 	blocks, err := blocksOf(raw, param)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var b bytes.Buffer
-	for _, blk := range blocks {
+	var images []string
+	for i, blk := range blocks {
 		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
@@ -367,8 +375,13 @@ func toolResultText(raw json.RawMessage, param string) (string, error) {
 		case "text":
 			b.WriteString(blk.Text)
 		case "image":
-			b.WriteString("[image]")
+			url, err := sourceURL(blk.Source, param+"["+strconv.Itoa(i)+"]")
+			if err != nil {
+				return "", nil, err
+			}
+			images = append(images, url)
+			b.WriteString("[image: in the next user message]")
 		}
 	}
-	return b.String(), nil
+	return b.String(), images, nil
 }

@@ -213,6 +213,49 @@ func TestMessagesStreamCutIsIncomplete(t *testing.T) {
 
 // FuzzAnthropicToOpenAIRequest: any client body either translates into a
 // valid chat request or fails with a RequestError; it never panics.
+// An image in a tool result (Claude Code's Read of a screenshot) reaches
+// the model: a tool message holds text only, so it follows in a user
+// message after the tool messages, and the tool message says so.
+func TestToolResultImagesFollowTheToolMessages(t *testing.T) {
+	body := `{"model":"m","max_tokens":64,"messages":[
+		{"role":"user","content":"look at this"},
+		{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Read","input":{"path":"shot.png"}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[
+			{"type":"text","text":"the file"},
+			{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]},
+			{"type":"text","text":"what do you see?"}]}]}`
+	got, err := AnthropicToOpenAIRequest([]byte(body), "gpt-5", ChatOptions{})
+	require.NoError(t, err)
+	var out struct {
+		Messages []struct {
+			Role       string          `json:"role"`
+			ToolCallID string          `json:"tool_call_id"`
+			Content    json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(got, &out), "%s", got)
+	require.Len(t, out.Messages, 4, "%s", got)
+	tool, user := out.Messages[2], out.Messages[3]
+	assert.Equal(t, "tool", tool.Role)
+	assert.Equal(t, "toolu_1", tool.ToolCallID)
+	var text string
+	require.NoError(t, json.Unmarshal(tool.Content, &text))
+	assert.Equal(t, "the file\n[image: in the next user message]", text)
+	assert.Equal(t, "user", user.Role)
+	var parts []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
+	}
+	require.NoError(t, json.Unmarshal(user.Content, &parts), "%s", user.Content)
+	require.Len(t, parts, 2)
+	assert.Equal(t, "image_url", parts[0].Type)
+	assert.Equal(t, "data:image/png;base64,iVBORw0KGgo=", parts[0].ImageURL.URL)
+	assert.Equal(t, "what do you see?", parts[1].Text)
+}
+
 func FuzzAnthropicToOpenAIRequest(f *testing.F) {
 	files, _ := filepath.Glob("testdata/messages/request/*.json")
 	for _, name := range files {
