@@ -284,6 +284,12 @@ func chatMessagesOf(m inMsgMessage, param string) ([]outChatMessage, error) {
 		if text.Len() > 0 {
 			msg.Content = text.String()
 		}
+		if msg.Content == nil && len(msg.ToolCalls) == 0 {
+			// Thinking alone (or nothing): an assistant message with
+			// neither content nor tool calls is refused by OpenAI
+			// ("content is required"); there is nothing to carry over.
+			return nil, nil
+		}
 		return []outChatMessage{msg}, nil
 	case "user":
 		var out []outChatMessage

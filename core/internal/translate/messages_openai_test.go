@@ -256,6 +256,29 @@ func TestToolResultImagesFollowTheToolMessages(t *testing.T) {
 	assert.Equal(t, "what do you see?", parts[1].Text)
 }
 
+// An assistant turn that held only thinking has nothing to carry over: it
+// is left out, not sent as content null without tool calls, which OpenAI
+// refuses.
+func TestThinkingOnlyAssistantTurnLeftOut(t *testing.T) {
+	body := `{"model":"m","max_tokens":64,"messages":[
+		{"role":"user","content":"hi"},
+		{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"}]},
+		{"role":"user","content":"still there?"}]}`
+	got, err := AnthropicToOpenAIRequest([]byte(body), "gpt-5", ChatOptions{})
+	require.NoError(t, err)
+	var out struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(got, &out), "%s", got)
+	for _, m := range out.Messages {
+		if m["role"] == "assistant" {
+			assert.True(t, m["content"] != nil || m["tool_calls"] != nil, "an assistant message with neither: %s", got)
+		}
+	}
+	require.Len(t, out.Messages, 2, "%s", got)
+	assert.Equal(t, "still there?", out.Messages[1]["content"])
+}
+
 func FuzzAnthropicToOpenAIRequest(f *testing.F) {
 	files, _ := filepath.Glob("testdata/messages/request/*.json")
 	for _, name := range files {
