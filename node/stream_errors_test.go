@@ -48,6 +48,19 @@ func TestUpstreamStreamErrorsPassThrough(t *testing.T) {
 		assert.JSONEq(t, overloaded, last.data, "the upstream's own error event")
 		assert.Zero(t, fallback.Count(pathMessages), "no fallback once the stream started")
 	})
+	t.Run("an error echoing the key", func(t *testing.T) {
+		sb, key, primary, _ := anthropicPair(t)
+		const echo = `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key sk-ant-1 for this org"}}`
+		primary.Enqueue(pathMessages, upstreamtest.Status(http.StatusOK,
+			"event: message_start\ndata: "+messageStart+"\n\nevent: error\ndata: "+echo+"\n\n", "Content-Type", "text/event-stream"))
+		r, raw, events := postMessages(t, sb, key, messagesBody("ac/claude-x", "hi", true))
+		require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+		require.NotEmpty(t, events)
+		last := events[len(events)-1]
+		assert.Equal(t, "error", last.name)
+		assert.Contains(t, last.data, "authentication_error")
+		assert.NotContains(t, last.data, "sk-ant-1", "the connection's key is scrubbed")
+	})
 	t.Run("messages, first event", func(t *testing.T) {
 		sb, key, primary, fallback := anthropicPair(t)
 		primary.Enqueue(pathMessages, upstreamtest.Status(http.StatusOK, "event: error\ndata: "+overloaded+"\n\n", "Content-Type", "text/event-stream"))

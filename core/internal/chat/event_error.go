@@ -135,10 +135,13 @@ func (a *attempt) failEvent(err error) error {
 	if !asEventError(err, &ev) {
 		return a.fail("upstream_error", err.Error())
 	}
+	// An upstream's error may echo the credential it was sent, as its error
+	// answers may: scrubbed alike.
+	body := a.c.Scrub(ev.body)
 	if a.sent {
-		return credential.Committed(&StreamError{Code: "upstream_error", Message: err.Error(), Body: ev.body})
+		return credential.Committed(&StreamError{Code: "upstream_error", Message: err.Error(), Body: body})
 	}
-	return &credential.UpstreamError{Status: ev.status, Body: ev.body}
+	return &credential.UpstreamError{Status: ev.status, Body: body}
 }
 
 func asEventError(err error, target **eventError) bool {
