@@ -230,6 +230,17 @@ func TestChatFailoverRows(t *testing.T) {
 			assert.Equal(t, 1, p.primary.Count(pathChat))
 			assert.Equal(t, 1, p.fallback.Count(pathChat))
 		}},
+		{"an error answered with a 200 status on every connection: the last one, its key scrubbed", func(t *testing.T, p pair, stream bool) {
+			if stream {
+				t.Skip("a stream's error event is covered by TestUpstreamStreamErrorsPassThrough")
+			}
+			p.primary.Enqueue(pathChat, upstreamtest.Status(http.StatusOK, `{"error":{"message":"key sk-primary is blocked","type":"server_error"}}`))
+			p.fallback.Enqueue(pathChat, upstreamtest.Status(http.StatusOK, `{"error":{"message":"key sk-fallback is blocked","type":"server_error"}}`))
+			r := chatAsk(t, p.sb, chatModel, "a", stream)
+			require.Equal(t, http.StatusBadGateway, r.Status, "%s", r.Body)
+			assert.Contains(t, errorMessage(r), "is blocked", "the upstream's own error")
+			assert.NotContains(t, string(r.Body), "sk-fallback", "the key an error echoes is scrubbed")
+		}},
 		{"19 every connection fails with mixed errors: the last upstream error", func(t *testing.T, p pair, stream bool) {
 			p.primary.Enqueue(pathChat, upstreamtest.Overloaded())
 			p.fallback.Enqueue(pathChat, upstreamtest.OpenAIError(500, "server_error", "", "fallback broke"))

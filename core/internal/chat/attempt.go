@@ -233,6 +233,12 @@ func readBody(r io.Reader, size int64) ([]byte, error) {
 func (a *attempt) wholeRaw(ctx context.Context, raw []byte) (Usage, error) {
 	out, u, err := a.tr.whole(raw, a.t.Model)
 	if err != nil {
+		var up *credential.UpstreamError
+		if errors.As(err, &up) {
+			// An error the answer held (a 200 with an error object) may echo
+			// the credential, as an error answer may: scrubbed alike.
+			up.Body = a.c.Scrub(up.Body)
+		}
 		return Usage{}, err
 	}
 	if err := a.begin(ctx); err != nil {
