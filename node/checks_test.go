@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,4 +179,24 @@ func TestConnectionTestRecordsResult(t *testing.T) {
 	missing := sb.Admin(t, http.MethodPost, "/api/providers/00000000-0000-0000-0000-000000000000/test", nil)
 	assert.Equal(t, http.StatusNotFound, missing.Status)
 	assert.Equal(t, http.StatusUnauthorized, sb.Do(t, http.MethodPost, "/api/providers/"+id+"/test", nil).Status)
+}
+
+// A key an upstream's refusal echoes near the end of a long message is
+// redacted whole before the message is shortened: shortened first, the cut
+// left the key's first 30-odd characters in the answer and in the
+// connection's stored last test.
+func TestValidateRedactsAKeyTheMessageCutsOff(t *testing.T) {
+	key := "sk-live-" + strings.Repeat("abcdef0123", 6)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		pre := "The API key you provided was not accepted by this project because it has been revoked or it does not belong to the organization that owns this endpoint; the key was: "
+		_, _ = w.Write([]byte(`{"error":{"message":"` + pre + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") + `"}}`))
+	}))
+	defer up.Close()
+	sb := nodetest.Serve(t, t.TempDir())
+	r := sb.Admin(t, http.MethodPost, "/api/providers/validate", map[string]any{"provider": "openai-compatible-check", "apiKey": key,
+		"providerSpecificData": map[string]any{"baseUrl": up.URL + "/v1"}})
+	assert.Contains(t, string(r.Body), "the key was: [redacted]", "%s", r.Body)
+	assert.NotContains(t, string(r.Body), key[:16], "no part of the key")
 }

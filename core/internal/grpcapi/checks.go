@@ -82,10 +82,9 @@ func (a *Admin) check(ctx context.Context, spec provider.Spec, baseOverride, pro
 		return r
 	}
 	r.err = fmt.Sprintf("upstream answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
-	if msg := upstreamMessage(body); msg != "" {
+	if msg := upstreamMessage(body, credential); msg != "" {
 		r.err += ": " + msg
 	}
-	r.err = string(secrets.Redact([]byte(r.err), credential))
 	return r
 }
 
@@ -102,8 +101,10 @@ func unreachable(ctx context.Context, err error) string {
 }
 
 // upstreamMessage reads the message of an upstream's error answer (OpenAI,
-// Anthropic and most others nest it in "error"), shortened.
-func upstreamMessage(body []byte) string {
+// Anthropic and most others nest it in "error"), the credential redacted,
+// then shortened: shortened first, a key cut at the end would no longer be
+// the key the redaction looks for, and its first part would show.
+func upstreamMessage(body []byte, credential string) string {
 	var e struct {
 		Error   json.RawMessage `json:"error"`
 		Message string          `json:"message"`
@@ -123,6 +124,7 @@ func upstreamMessage(body []byte) string {
 		msg = flat
 	}
 	msg = strings.Join(strings.Fields(msg), " ")
+	msg = string(secrets.Redact([]byte(msg), credential))
 	if len(msg) > 200 {
 		msg = msg[:200]
 		for !utf8.ValidString(msg) {
