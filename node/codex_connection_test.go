@@ -195,6 +195,21 @@ func TestCodexLoginAccountHeaderAndStreamOnlyBackend(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
 		assert.Equal(t, detail, apiErr.Message)
 	})
+	// The backend streams even a whole answer: an error in that stream is
+	// the client's answer, with its code and the status it stands for.
+	t.Run("error in an assembled stream", func(t *testing.T) {
+		failed := `{"type":"response.failed","sequence_number":1,"response":{"id":"resp_1","object":"response","status":"failed","output":[],` +
+			`"error":{"code":"context_length_exceeded","message":"Your input exceeds the context window of this model."}}}`
+		up.Enqueue(pathResponses, upstreamtest.Status(http.StatusOK, "event: response.failed\ndata: "+failed+"\n\n", "Content-Type", "text/event-stream"))
+		client := sdk(t, sb)
+		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "codex/gpt-5-codex",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("far too long")}})
+		var apiErr *openai.Error
+		require.ErrorAs(t, err, &apiErr)
+		assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+		assert.Equal(t, "context_length_exceeded", apiErr.Code)
+		assert.Equal(t, "Your input exceeds the context window of this model.", apiErr.Message)
+	})
 }
 
 // A non-streamed request assembled from a stream-only backend keeps the

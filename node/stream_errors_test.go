@@ -86,6 +86,18 @@ func TestUpstreamStreamErrorsPassThrough(t *testing.T) {
 		assert.Equal(t, "error", e.Type)
 		assert.Equal(t, "overloaded_error", e.Error.Type, "%s", raw)
 	})
+	t.Run("chat, an error over two data lines", func(t *testing.T) {
+		p := newPair(t)
+		chunk := `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}`
+		p.primary.Enqueue(pathChat, upstreamtest.Status(http.StatusOK,
+			"data: "+chunk+"\n\ndata: {\"error\":{\ndata: \"message\":\"the model is overloaded\",\"type\":\"server_error\"}}\n\n", "Content-Type", "text/event-stream"))
+		client := sdk(t, p.sb)
+		s := client.Chat.Completions.NewStreaming(t.Context(), userMessage("x"))
+		for s.Next() {
+		}
+		require.Error(t, s.Err())
+		assert.Contains(t, s.Err().Error(), "the model is overloaded", "the upstream's error, readable")
+	})
 	t.Run("responses, response.failed", func(t *testing.T) {
 		p := newPair(t)
 		created := `{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","created_at":1,"status":"in_progress","model":"gpt-4o-mini","output":[]}}`

@@ -64,7 +64,9 @@ func (toResponses) assemble(r io.Reader, event func()) ([]byte, error) {
 		case "response.completed", "response.incomplete":
 			return fillOutput(e.Response, items)
 		case "response.failed", "error":
-			return nil, badUpstream("the upstream reported an error mid-stream")
+			// The backend's own error (context_length_exceeded is the
+			// client's to act on), with the status it stands for.
+			return nil, responsesEventError(e.Type, ev.Data)
 		}
 	}
 }

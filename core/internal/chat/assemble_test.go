@@ -31,6 +31,7 @@ func TestAssembleResponsesStream(t *testing.T) {
 			`{"type":"response.completed","response":{"id":"r","object":"response","output":[]}}`),
 			`{"id":"r","object":"response","output":[` + item + `]}`, false},
 		{"failed", sse(`{"type":"response.failed","response":{"id":"r"}}`), "", true},
+		{"failed, with the backend's error", sse(`{"type":"response.failed","response":{"id":"r","error":{"code":"context_length_exceeded","message":"too long"}}}`), "", true},
 		{"no completion", sse(`{"type":"response.created","response":{"id":"r"}}`), "", true},
 		{"malformed", "data: {nope\n\n", "", true},
 	} {
@@ -38,6 +39,17 @@ func TestAssembleResponsesStream(t *testing.T) {
 			events := 0
 			got, err := toResponses{}.assemble(strings.NewReader(tc.stream), func() { events++ })
 			if tc.bad {
+				if strings.Contains(tc.name, "backend's error") {
+					// The attempt passes it on with its status (failEvent).
+					var ev *eventError
+					require.ErrorAs(t, err, &ev)
+					assert.Equal(t, 400, ev.status, "the client's to act on")
+					assert.Contains(t, string(ev.body), "context_length_exceeded")
+					return
+				}
+				if errors.Is(err, errUpstreamEvent) {
+					return // an error without its message: the attempt's 502 (failEvent)
+				}
 				var ue *credential.UpstreamError
 				require.True(t, errors.As(err, &ue), "%v", err)
 				assert.Equal(t, 502, ue.Status, "the next connection may try")

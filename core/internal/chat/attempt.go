@@ -168,8 +168,11 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		defer watchdog.Stop()
 		raw, err := asm.assemble(io.LimitReader(resp.Body, maxBody), func() { watchdog.Reset(a.svc.opts.StallTimeout) })
 		if err != nil {
-			if cause := context.Cause(ctx); errors.Is(cause, errFirstEvent) || errors.Is(cause, errStalled) {
+			if errors.Is(context.Cause(ctx), errFirstEvent) {
 				return Usage{}, badUpstream("the upstream stream stalled")
+			}
+			if errors.Is(err, errUpstreamEvent) {
+				return Usage{}, a.failEvent(err)
 			}
 			return Usage{}, err
 		}

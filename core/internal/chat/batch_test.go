@@ -80,7 +80,7 @@ func streamTo(t *testing.T, sink Sink, r io.Reader) (Usage, *attempt, error) {
 	svc := &Service{opts: Options{StallTimeout: time.Minute, FirstEventTimeout: time.Minute}}
 	cp := &completion{s: svc, sink: sink, start: time.Now()}
 	a := &attempt{
-		svc: svc, in: inbound{dialect: DialectChat, stream: true}, tr: pick(DialectChat, provider.Spec{}),
+		svc: svc, in: inbound{dialect: DialectChat, stream: true}, tr: pick(DialectChat, provider.Spec{}, "m"),
 		t: routing.Target{Model: "m"}, c: &dispatch.Conn{Connection: &busv1.Connection{Id: "conn"}}, sink: sink, cp: cp,
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())

@@ -253,7 +253,7 @@ func (cp *completion) call(ctx context.Context, t routing.Target, c *dispatch.Co
 	if cp.caveman != nil {
 		level = cp.caveman(c.Connection)
 	}
-	a := attempt{svc: cp.s, in: cp.in, tr: pick(cp.in.dialect, t.Spec), t: t, c: c, sink: cp.sink, cp: cp, level: level}
+	a := attempt{svc: cp.s, in: cp.in, tr: pick(cp.in.dialect, t.Spec, t.Model), t: t, c: c, sink: cp.sink, cp: cp, level: level}
 	u, err := a.run(ctx)
 	if err == nil {
 		cp.out.Usage = u
@@ -270,4 +270,3 @@ func (s *Service) log(ctx context.Context, msg string, err error) {
 }
 
 var errFirstEvent = errors.New("upstream sent no event in time")
-var errStalled = errors.New("upstream stream stalled")

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 
@@ -138,6 +139,11 @@ func (a *attempt) failEvent(err error) error {
 	// An upstream's error may echo the credential it was sent, as its error
 	// answers may: scrubbed alike.
 	body := a.c.Scrub(ev.body)
+	// One line: the chat route frames it as one data line.
+	var compact bytes.Buffer
+	if json.Compact(&compact, body) == nil {
+		body = compact.Bytes()
+	}
 	if a.sent {
 		return credential.Committed(&StreamError{Code: "upstream_error", Message: err.Error(), Body: body})
 	}

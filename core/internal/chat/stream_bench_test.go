@@ -113,7 +113,7 @@ func BenchmarkChatStreamEvents(b *testing.B) {
 	b.Run("attempt", func(b *testing.B) {
 		svc := &Service{opts: Options{StallTimeout: time.Minute, FirstEventTimeout: time.Minute}}
 		conn := &dispatch.Conn{Connection: &busv1.Connection{Id: "conn"}}
-		tr := pick(DialectChat, provider.Spec{})
+		tr := pick(DialectChat, provider.Spec{}, "m")
 		for b.Loop() {
 			sink := &discardSink{}
 			a := &attempt{

@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/switchboardhq/switchboard/core/internal/caveman"
 	"github.com/switchboardhq/switchboard/core/internal/translate"
@@ -54,10 +55,11 @@ var (
 	errUpstreamEvent = errors.New("the upstream reported an error mid-stream")
 )
 
-// pick returns the translator of a dialect and an upstream's format.
-func pick(d Dialect, spec provider.Spec) translator {
+// pick returns the translator of a dialect and an upstream's format, for
+// the upstream's model.
+func pick(d Dialect, spec provider.Spec, model string) translator {
 	anthropic := spec.Format == provider.FormatAnthropic
-	chatOpts := translate.ChatOptions{MaxCompletionTokens: spec.MaxCompletionTokens}
+	chatOpts := translate.ChatOptions{MaxCompletionTokens: spec.MaxCompletionTokens, ToolResultImages: takesImages(spec, model)}
 	if spec.Format == provider.FormatResponses {
 		switch d {
 		case DialectMessages:
@@ -86,6 +88,18 @@ func pick(d Dialect, spec provider.Spec) translator {
 		return chatAnthropic{}
 	}
 	return chatOpenAI{}
+}
+
+// takesImages reports whether the provider lists model as taking images.
+// A model it does not list may be text-only (a tool result's image would
+// make it refuse the request), so it does not count.
+func takesImages(spec provider.Spec, model string) bool {
+	for _, m := range spec.Models {
+		if m.ID == model {
+			return slices.Contains(m.Input, provider.ModalityImage)
+		}
+	}
+	return false
 }
 
 // The upstream shapes: where a translator sends its body and how caveman's

@@ -118,6 +118,10 @@ type ChatOptions struct {
 	// max_tokens, and OpenAI takes max_completion_tokens for every model;
 	// other OpenAI-shaped servers may know only max_tokens.
 	MaxCompletionTokens bool
+	// ToolResultImages sends the images of Anthropic tool results on, in a
+	// user message after the tool messages (which hold text only); without
+	// it (a model that may not take images) they are noted as [image].
+	ToolResultImages bool
 }
 
 // setCap sets out's output cap to n in the member the upstream takes.
@@ -154,7 +158,7 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	}
 	for i, m := range in.Messages {
 		param := "messages[" + strconv.Itoa(i) + "]"
-		msgs, err := chatMessagesOf(m, param)
+		msgs, err := chatMessagesOf(m, param, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -241,7 +245,7 @@ func blocksOf(raw json.RawMessage, param string) ([]inMsgBlock, error) {
 	return blocks, nil
 }
 
-func chatMessagesOf(m inMsgMessage, param string) ([]outChatMessage, error) {
+func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions) ([]outChatMessage, error) {
 	blocks, err := blocksOf(m.Content, param+".content")
 	if err != nil {
 		return nil, err
@@ -316,7 +320,7 @@ func chatMessagesOf(m inMsgMessage, param string) ([]outChatMessage, error) {
 				}
 				parts = append(parts, outChatPart{Type: "file", File: map[string]string{"file_data": url, "filename": name}})
 			case "tool_result":
-				text, images, err := toolResultContent(b.Content, bp+".content")
+				text, images, err := toolResultContent(b.Content, bp+".content", opts.ToolResultImages)
 				if err != nil {
 					return nil, err
 				}
@@ -361,9 +365,11 @@ func sourceURL(s *msgSource, param string) (string, error) {
 }
 
 // toolResultContent flattens a tool result's content (a string or text and
-// image blocks) to text, and returns its images as URLs: a tool message has
-// no place for them, so the text says where they went.
-func toolResultContent(raw json.RawMessage, param string) (string, []string, error) {
+// image blocks) to text. With images, it returns the images it can send as
+// URLs and the text says where they went; an image it cannot send (no
+// images wanted, or a source other than base64 data or a URL) is noted as
+// [image], as before images were sent on.
+func toolResultContent(raw json.RawMessage, param string, images bool) (string, []string, error) {
 	if len(raw) == 0 || isNull(raw) {
 		return "", nil, nil
 	}
@@ -372,7 +378,7 @@ func toolResultContent(raw json.RawMessage, param string) (string, []string, err
 		return "", nil, err
 	}
 	var b bytes.Buffer
-	var images []string
+	var urls []string
 	for i, blk := range blocks {
 		if b.Len() > 0 {
 			b.WriteByte('\n')
@@ -381,13 +387,13 @@ func toolResultContent(raw json.RawMessage, param string) (string, []string, err
 		case "text":
 			b.WriteString(blk.Text)
 		case "image":
-			url, err := sourceURL(blk.Source, param+"["+strconv.Itoa(i)+"]")
-			if err != nil {
-				return "", nil, err
+			if url, err := sourceURL(blk.Source, param+"["+strconv.Itoa(i)+"]"); images && err == nil {
+				urls = append(urls, url)
+				b.WriteString("[image: in the next user message]")
+			} else {
+				b.WriteString("[image]")
 			}
-			images = append(images, url)
-			b.WriteString("[image: in the next user message]")
 		}
 	}
-	return b.String(), images, nil
+	return b.String(), urls, nil
 }

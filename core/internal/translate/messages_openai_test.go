@@ -224,7 +224,7 @@ func TestToolResultImagesFollowTheToolMessages(t *testing.T) {
 			{"type":"text","text":"the file"},
 			{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]},
 			{"type":"text","text":"what do you see?"}]}]}`
-	got, err := AnthropicToOpenAIRequest([]byte(body), "gpt-5", ChatOptions{})
+	got, err := AnthropicToOpenAIRequest([]byte(body), "gpt-5", ChatOptions{ToolResultImages: true})
 	require.NoError(t, err)
 	var out struct {
 		Messages []struct {
@@ -254,6 +254,28 @@ func TestToolResultImagesFollowTheToolMessages(t *testing.T) {
 	assert.Equal(t, "image_url", parts[0].Type)
 	assert.Equal(t, "data:image/png;base64,iVBORw0KGgo=", parts[0].ImageURL.URL)
 	assert.Equal(t, "what do you see?", parts[1].Text)
+
+	// For a model that may not take images, and for an image the gateway
+	// cannot send (a file id), the tool message notes it as before.
+	fileImage := strings.Replace(body, `"source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}`, `"source":{"type":"file","file_id":"file_1"}`, 1)
+	for _, tc := range []struct {
+		name string
+		body string
+		opts ChatOptions
+	}{
+		{"text-only model", body, ChatOptions{}},
+		{"file source", fileImage, ChatOptions{ToolResultImages: true}},
+	} {
+		got, err := AnthropicToOpenAIRequest([]byte(tc.body), "m", tc.opts)
+		require.NoError(t, err, tc.name)
+		require.NoError(t, json.Unmarshal(got, &out), "%s", got)
+		require.Len(t, out.Messages, 4, tc.name)
+		require.NoError(t, json.Unmarshal(out.Messages[2].Content, &text), tc.name)
+		assert.Equal(t, "the file\n[image]", text, tc.name)
+		var userText string
+		require.NoError(t, json.Unmarshal(out.Messages[3].Content, &userText), "%s: %s", tc.name, out.Messages[3].Content)
+		assert.Equal(t, "what do you see?", userText, tc.name)
+	}
 }
 
 // An assistant turn that held only thinking has nothing to carry over: it
