@@ -1,7 +1,9 @@
 package edge
 
 import (
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,8 +60,13 @@ func wellFormedKey(k string) bool {
 // origin when the request to come will carry a key header.
 //
 // There is no same-origin exemption: a page reached through DNS rebinding
-// has the gateway's own host in its Origin.
-func cors(origins []string, next http.Handler) http.Handler {
+// has the gateway's own host in its Origin. A browser's same-origin GET
+// carries no Origin at all, though: a keyless request a browser marks as a
+// page's (Sec-Fetch-Site other than none) is served only when its Host is
+// one the gateway answers to on purpose (an IP address, localhost, the
+// public URL's host, an allowed origin's host), never the name of a page
+// that rebound itself to the gateway's address (hosts lists the names).
+func cors(origins, hosts []string, next http.Handler) http.Handler {
 	allowed := func(o string) bool { return slices.Contains(origins, strings.ToLower(o)) }
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !isGatewayPath(r.URL.Path) {
@@ -71,8 +78,12 @@ func cors(origins []string, next http.Handler) http.Handler {
 		// made for no Origin to a page.
 		h.Add("Vary", "Origin")
 		origin := r.Header.Get("Origin")
+		if origin == "" && fromPage(r) && apiKey(r.Header) == "" && !knownHost(r.Host, hosts) {
+			refuseHost(w, r)
+			return
+		}
 		if origin == "" {
-			// Not a browser's request: nothing to protect.
+			// Not a page's cross-origin request: nothing to protect.
 			h.Set("Access-Control-Allow-Origin", "*")
 			next.ServeHTTP(w, r)
 			return
@@ -122,6 +133,45 @@ func asksKeyHeader(list string) bool {
 		}
 	}
 	return false
+}
+
+// fromPage reports whether a browser marks the request as made by a page
+// (Sec-Fetch-Site: same-origin, same-site or cross-site; none is the user's
+// own navigation).
+func fromPage(r *http.Request) bool {
+	site := r.Header.Get("Sec-Fetch-Site")
+	return site != "" && site != "none"
+}
+
+// knownHost reports whether a request's Host names the gateway on purpose:
+// an IP address, localhost (or a name under it), or one of hosts.
+func knownHost(hostport string, hosts []string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	if net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	return slices.Contains(hosts, host)
+}
+
+// hostsOf are the host names of a public URL and of allowed origins, for
+// knownHost.
+func hostsOf(publicURL string, origins []string) []string {
+	var hosts []string
+	for _, raw := range append([]string{publicURL}, origins...) {
+		if u, err := url.Parse(raw); err == nil && u.Hostname() != "" {
+			hosts = append(hosts, strings.ToLower(u.Hostname()))
+		}
+	}
+	return hosts
+}
+
+func refuseHost(w http.ResponseWriter, r *http.Request) {
+	openai.NewProblem(http.StatusUnauthorized, "host_not_allowed",
+		"requests from web pages to this host name need an API key (Authorization: Bearer <key>); the gateway answers keyless pages only at localhost, an IP address, its public URL's host or an allowed origin's", "").WriteFor(w, r)
 }
 
 func refuseOrigin(w http.ResponseWriter, r *http.Request) {

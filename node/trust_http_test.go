@@ -327,3 +327,50 @@ func TestUpstreamClientErrorKeepsConnection(t *testing.T) {
 	assert.Equal(t, "invalid_encoding", errorCode(r))
 	assert.Equal(t, before, g.upstreamCalls())
 }
+
+// A page that rebinds its own host name to the gateway's address reads the
+// gateway as same-origin: its GETs carry no Origin. Keyless, such a request
+// (a browser marks it Sec-Fetch-Site) is refused unless its Host names the
+// gateway on purpose; the console's own pages at localhost, keyed requests
+// and clients that are not browsers are served as before.
+func TestRebindingPagesReadNothing(t *testing.T) {
+	g := newTrustGateway(t, nil)
+	get := func(host string, headers ...string) nodetest.Response {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, g.sb.BaseURL+"/v1/models", nil)
+		require.NoError(t, err)
+		req.Host = host
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return nodetest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	}
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(g.sb.BaseURL, "http://"))
+	require.NoError(t, err)
+	rebound := "rebind.attacker.example:" + port
+
+	r := get(rebound, "Sec-Fetch-Site", "same-origin", "Sec-Fetch-Mode", "cors")
+	assert.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Body)
+	assert.Contains(t, string(r.Body), "host_not_allowed")
+	assert.NotContains(t, string(r.Body), "gpt-4o-mini", "no model list")
+
+	for name, tc := range map[string]struct {
+		host    string
+		headers []string
+	}{
+		"the console's page at localhost":    {"localhost:" + port, []string{"Sec-Fetch-Site", "same-origin"}},
+		"a page at the loopback address":     {"127.0.0.1:" + port, []string{"Sec-Fetch-Site", "same-origin"}},
+		"a keyed page at the rebound name":   {rebound, []string{"Sec-Fetch-Site", "same-origin", "Authorization", "Bearer " + g.key}},
+		"the user's own navigation":          {rebound, []string{"Sec-Fetch-Site", "none"}},
+		"a client that is not a browser":     {rebound, nil},
+		"the allowed origin's host, keyless": {"app.example", []string{"Sec-Fetch-Site", "same-origin"}},
+	} {
+		r := get(tc.host, tc.headers...)
+		assert.Equal(t, http.StatusOK, r.Status, "%s: %s", name, r.Body)
+	}
+}
