@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +139,16 @@ func TestProxyURLSetByUpdateIsSealed(t *testing.T) {
 	assert.Equal(t, 1, proxy.forwarded(), "through the proxy")
 	assert.Zero(t, proxy.refusals(), "with its password")
 
+	// The redacted form sent back with another host name (a console edit
+	// of the host alone) keeps the password, rather than storing "***".
+	moved := "http://patched:***@" + strings.Replace(pu.Host, "127.0.0.1", "localhost", 1)
+	edit := sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"providerSpecificData": map[string]any{"proxyUrl": moved}})
+	require.Equal(t, http.StatusOK, edit.Status, "%s", edit.Body)
+	assert.Equal(t, moved, edit.JSON["connection"].(map[string]any)["providerSpecificData"].(map[string]any)["proxyUrl"])
+	require.Equal(t, http.StatusOK, embed())
+	assert.Equal(t, 2, proxy.forwarded(), "through the proxy at its new name")
+	assert.Zero(t, proxy.refusals(), "still with its password")
+
 	bad := sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"providerSpecificData": map[string]any{"proxyUrl": "ftp://x:" + pass + "@p"}})
 	assert.Equal(t, http.StatusBadRequest, bad.Status)
 	assert.NotContains(t, string(bad.Body), pass, "the refused URL is not echoed")
@@ -146,5 +157,5 @@ func TestProxyURLSetByUpdateIsSealed(t *testing.T) {
 	require.Equal(t, http.StatusOK, clear.Status, "%s", clear.Body)
 	assert.Equal(t, "", clear.JSON["connection"].(map[string]any)["providerSpecificData"].(map[string]any)["proxyUrl"])
 	require.Equal(t, http.StatusOK, embed())
-	assert.Equal(t, 1, proxy.forwarded(), "direct again")
+	assert.Equal(t, 2, proxy.forwarded(), "direct again")
 }

@@ -351,8 +351,9 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 			c.Data.ProxyUrl = ""
 			// The redacted form this API shows, sent back unchanged,
 			// keeps the proxy (and its password) as it is.
+			// An edited one keeps the credentials it still shows redacted.
 			if patch.ProxyUrl != nil && (patch.GetProxyUrl() != vault.RedactURL(sec.GetProxyUrl()) || sec.GetProxyUrl() == "") {
-				sec.ProxyUrl = patch.GetProxyUrl()
+				sec.ProxyUrl = vault.KeepRedacted(patch.GetProxyUrl(), sec.GetProxyUrl())
 			}
 			if req.ApiKey != nil {
 				sec.ApiKey = req.GetApiKey()

@@ -90,6 +90,33 @@ func (v *Vault) SealLegacy(c *busv1.Connection) (bool, error) {
 	return true, nil
 }
 
+// KeepRedacted returns edited, a proxy URL a client sent back after editing
+// the redacted form RedactURL showed it, with the credentials it still
+// shows as "***" taken from stored (the same user's password, or the
+// token given as the user name): a client that changed only the host must
+// not store "***" as the password. Anything else is returned as it is.
+func KeepRedacted(edited, stored string) string {
+	e, err := url.Parse(edited)
+	if err != nil || e.User == nil {
+		return edited
+	}
+	s, err := url.Parse(stored)
+	if err != nil || s.User == nil {
+		return edited
+	}
+	pw, hasPW := e.User.Password()
+	storedPW, storedHasPW := s.User.Password()
+	switch {
+	case hasPW && pw == "***" && storedHasPW && e.User.Username() == s.User.Username():
+		e.User = url.UserPassword(s.User.Username(), storedPW)
+	case !hasPW && e.User.Username() == "***" && !storedHasPW:
+		e.User = s.User
+	default:
+		return edited
+	}
+	return e.String()
+}
+
 // RedactURL shows a URL without its credentials: the password becomes
 // "***", and so does a user name given without a password (some proxies
 // take a token as the user name). An unparsable URL shows as "".

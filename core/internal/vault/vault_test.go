@@ -3,6 +3,7 @@ package vault
 import (
 	"bytes"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,6 +37,23 @@ func TestRedactURL(t *testing.T) {
 			assert.NotContains(t, got, "secret")
 			assert.NotContains(t, got, "tokenonly")
 		})
+	}
+}
+
+// A redacted proxy URL sent back with another host keeps the stored
+// credentials; new ones, or another user's "***", are taken as sent.
+func TestKeepRedacted(t *testing.T) {
+	const stored = "http://user:s3cret@old.example:3128"
+	for _, tt := range []struct{ edited, stored, want string }{
+		{"http://user:***@new.example:3128", stored, "http://user:s3cret@new.example:3128"},
+		{"http://user:fresh@new.example:3128", stored, "http://user:fresh@new.example:3128"},
+		{"http://other:***@new.example:3128", stored, "http://other:***@new.example:3128"},
+		{"http://***@new.example", "http://tok3n@old.example", "http://tok3n@new.example"},
+		{"http://new.example:3128", stored, "http://new.example:3128"},
+		{"http://user:***@new.example:3128", "", "http://user:***@new.example:3128"},
+	} {
+		got := KeepRedacted(tt.edited, tt.stored)
+		assert.Equal(t, tt.want, strings.Replace(got, "%2A%2A%2A", "***", 1), tt.edited)
 	}
 }
 
