@@ -473,13 +473,23 @@ func TestLoginCLIAuthorizationCode(t *testing.T) {
 	sb := serveWithOAuth(t, f, up.URL())
 	var out bytes.Buffer
 	browserErr := make(chan error, 1)
+	strayStatus := make(chan int, 1)
 	c, err := logincli.Run(context.Background(), logincli.Options{
 		URL: sb.BaseURL, AdminToken: nodetest.AdminToken, Provider: "codex",
 		RedirectURI: "http://127.0.0.1:0/auth/callback",
 		Out:         &out,
 		// The "browser": consent at the fake, which redirects to the CLI's
-		// loopback callback.
+		// loopback callback. Before it, another local page calls the
+		// callback with a state of its own: refused, and the login goes on.
 		Open: func(u string) {
+			stray := 0
+			if au, err := url.Parse(u); err == nil {
+				if resp, err := http.Get(au.Query().Get("redirect_uri") + "?code=stray&state=not-this-login"); err == nil {
+					stray = resp.StatusCode
+					resp.Body.Close()
+				}
+			}
+			strayStatus <- stray
 			resp, err := http.Get(u)
 			if err == nil {
 				resp.Body.Close()
@@ -492,6 +502,7 @@ func TestLoginCLIAuthorizationCode(t *testing.T) {
 	})
 	require.NoError(t, err, out.String())
 	require.NoError(t, <-browserErr)
+	assert.Equal(t, http.StatusBadRequest, <-strayStatus, "a stray callback is refused")
 	assert.Equal(t, "codex", c.Provider)
 	assert.Equal(t, up.URL(), c.BaseURL)
 	assert.Contains(t, out.String(), f.URL+"/authorize?")

@@ -190,6 +190,13 @@ func (o Options) authorizationCode(ctx context.Context) (Connection, error) {
 				return
 			}
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			if r.URL.Query().Get("state") != start.State {
+				// Not this login's callback (any local page can call
+				// it): refused, and the login keeps waiting for its own.
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, "This is not the callback of the sign-in in progress.\n")
+				return
+			}
 			_, _ = io.WriteString(w, "Sign-in received: you can close this window and return to the terminal.\n")
 			select {
 			case codes <- r.URL.Query():
@@ -210,9 +217,6 @@ func (o Options) authorizationCode(ctx context.Context) (Connection, error) {
 			code, state = q.Get("code"), q.Get("state")
 		case <-ctx.Done():
 			return Connection{}, ctx.Err()
-		}
-		if state != start.State {
-			return Connection{}, errors.New("the callback's state does not match this login")
 		}
 	} else {
 		if o.Open != nil {
