@@ -228,8 +228,14 @@ func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, rec
 	if plan == billingv1.Plan_PLAN_UNSPECIFIED {
 		plan = billingv1.Plan_PLAN_PRO
 	}
-	if cur := s.Current(u.ID); cur != nil && entitled(cur.GetSubscription().GetStatus()) {
-		return "", ErrSubscriptionExists
+	// Any subscription that has not ended refuses a second one, paid or
+	// not: once Stripe's retries collect a past-due one, the user would pay
+	// twice. Current is the newest one that has not ended, if any.
+	if cur := s.Current(u.ID); cur != nil && !ended(cur.GetSubscription().GetStatus()) {
+		if entitled(cur.GetSubscription().GetStatus()) {
+			return "", ErrSubscriptionExists
+		}
+		return "", ErrSubscriptionUnsettled
 	}
 	price, err := s.price(ctx, plan, recurring)
 	if err != nil {
@@ -275,7 +281,9 @@ func (s *Service) Portal(ctx context.Context, u User, clientKey string) (string,
 // Cancel cancels the current subscription at the end of its period. A
 // scheduled change of cycle is dropped from Stripe (a schedule-managed
 // subscription cannot be canceled directly) and remembered, so resuming
-// schedules it again.
+// schedules it again. It is remembered before the schedule is released, so
+// a cancel failing after the release loses nothing, and its retry finishes
+// the job.
 func (s *Service) Cancel(ctx context.Context, u User, clientKey string) (*billingv1.SubscriptionRecord, error) {
 	rec := s.Current(u.ID)
 	if rec == nil {
@@ -286,9 +294,24 @@ func (s *Service) Cancel(ctx context.Context, u User, clientKey string) (*billin
 		return nil, ErrCanceled
 	}
 	restore := sub.GetPendingRecurring()
+	if restore == billingv1.Recurring_RECURRING_UNSPECIFIED {
+		// An earlier cancel released the schedule, then failed.
+		restore = rec.GetRestoreRecurring()
+	}
+	if restore != billingv1.Recurring_RECURRING_UNSPECIFIED && restore != rec.GetRestoreRecurring() {
+		if _, err := s.st.UpsertSubscription(ctx, u.ID, sub.GetId(), func(r *billingv1.SubscriptionRecord, ok bool) error {
+			if !ok {
+				return kvmirror.ErrSkip
+			}
+			r.RestoreRecurring = restore
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("remember the scheduled change: %w", err)
+		}
+	}
 	if rec.GetScheduleId() != "" {
-		if err := s.pay.ReleaseSchedule(ctx, rec.GetScheduleId(), idempotencyKey(u.ID, "release", clientKey, rec.GetScheduleId())); err != nil {
-			return nil, s.providerError("release schedule", err, nil)
+		if err := s.releaseSchedule(ctx, u.ID, rec.GetScheduleId(), clientKey); err != nil {
+			return nil, err
 		}
 	}
 	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), true, idempotencyKey(u.ID, "cancel", clientKey, sub.GetId())); err != nil {
@@ -353,10 +376,10 @@ func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.
 	case pending != billingv1.Recurring_RECURRING_UNSPECIFIED && target == pending:
 		return nil, ErrSameRecurring
 	case pending != billingv1.Recurring_RECURRING_UNSPECIFIED && target == sub.GetRecurring():
-		if err := s.pay.ReleaseSchedule(ctx, rec.GetScheduleId(), idempotencyKey(u.ID, "release", clientKey, rec.GetScheduleId())); err != nil {
-			return nil, s.providerError("release schedule", err, nil)
+		if err := s.releaseSchedule(ctx, u.ID, rec.GetScheduleId(), clientKey); err != nil {
+			return nil, err
 		}
-		return s.SyncSubscription(ctx, sub.GetId(), nil)
+		return s.SyncSubscription(ctx, sub.GetId(), forgetRestore)
 	case target == sub.GetRecurring():
 		return nil, ErrSameRecurring
 	}
@@ -368,7 +391,28 @@ func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.
 		idempotencyKey(u.ID, "schedule", clientKey, sub.GetId(), price.ID)); err != nil {
 		return nil, s.providerError("schedule change", err, nil)
 	}
-	return s.SyncSubscription(ctx, sub.GetId(), nil)
+	return s.SyncSubscription(ctx, sub.GetId(), forgetRestore)
+}
+
+// forgetRestore drops a change of cycle a failed cancel left remembered:
+// the user chose the cycle anew.
+func forgetRestore(r *billingv1.SubscriptionRecord) {
+	r.RestoreRecurring = billingv1.Recurring_RECURRING_UNSPECIFIED
+}
+
+// releaseSchedule releases a subscription schedule. One that no longer
+// manages its subscription counts as released: Stripe refuses to release it
+// again, and an earlier attempt may have released it before failing.
+func (s *Service) releaseSchedule(ctx context.Context, userID, scheduleID, clientKey string) error {
+	err := s.pay.ReleaseSchedule(ctx, scheduleID, idempotencyKey(userID, "release", clientKey, scheduleID))
+	if err == nil {
+		return nil
+	}
+	if sch, gerr := s.pay.GetSchedule(ctx, scheduleID); gerr == nil && sch.Status != "active" && sch.Status != "not_started" {
+		s.log.Debug("schedule already released", "schedule", scheduleID, "status", sch.Status)
+		return nil
+	}
+	return s.providerError("release schedule", err, nil)
 }
 
 // ErrForeignCustomer is returned when a Stripe object belongs to a customer
@@ -461,8 +505,15 @@ func (s *Service) SyncSubscription(ctx context.Context, id string, mutate func(*
 	now := s.cfg.Now()
 	return s.st.UpsertSubscription(ctx, userID, sub.ID, func(rec *billingv1.SubscriptionRecord, ok bool) error {
 		if ok && rec.GetSyncedAt().AsTime().After(fetchedAt) {
+			// mutate is skipped too: what it records must not depend on
+			// this write alone (Cancel remembers its change beforehand).
 			return kvmirror.ErrSkip
 		}
+		// A change remembered while the subscription was not canceled is
+		// a cancel under way (or failed after releasing the schedule): it
+		// stays. One remembered while canceled goes once the subscription
+		// is no longer canceled (resumed) or ended.
+		resumed := ok && rec.GetCancelAtPeriodEnd() && !sub.CancelAtPeriodEnd
 		v := &billingv1.Subscription{
 			Id:                 sub.ID,
 			Plan:               plan,
@@ -490,7 +541,7 @@ func (s *Service) SyncSubscription(ctx context.Context, id string, mutate func(*
 		rec.ScheduleId = sub.ScheduleID
 		rec.CancelAtPeriodEnd = sub.CancelAtPeriodEnd
 		rec.SyncedAt = timestamppb.New(fetchedAt)
-		if ended(status) || !sub.CancelAtPeriodEnd {
+		if ended(status) || resumed {
 			rec.RestoreRecurring = billingv1.Recurring_RECURRING_UNSPECIFIED
 		}
 		if mutate != nil {

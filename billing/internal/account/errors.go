@@ -20,19 +20,23 @@ func (e *Error) Is(target error) bool {
 
 // The errors of the billing flows.
 var (
-	ErrNotConfigured       = &Error{"BILLING_NOT_CONFIGURED", http.StatusServiceUnavailable, "billing is not configured on this server"}
-	ErrUnauthenticated     = &Error{"UNAUTHENTICATED", http.StatusUnauthorized, "sign in first"}
-	ErrSubscriptionExists  = &Error{"SUBSCRIPTION_ALREADY_EXISTS", http.StatusConflict, "You already have a subscription"}
-	ErrNoSubscription      = &Error{"SUBSCRIPTION_NOT_EXISTS", http.StatusNotFound, "You do not have any subscription"}
-	ErrCanceled            = &Error{"SUBSCRIPTION_HAS_BEEN_CANCELED", http.StatusBadRequest, "Your subscription has already been canceled"}
-	ErrNotCanceled         = &Error{"SUBSCRIPTION_HAS_NOT_BEEN_CANCELED", http.StatusBadRequest, "Your subscription has not been canceled"}
-	ErrExpired             = &Error{"SUBSCRIPTION_EXPIRED", http.StatusBadRequest, "Your subscription is expired, please checkout again."}
-	ErrSameRecurring       = &Error{"SAME_SUBSCRIPTION_RECURRING", http.StatusBadRequest, "Your subscription is already billed on this cycle"}
-	ErrNoCustomer          = &Error{"CUSTOMER_NOT_FOUND", http.StatusNotFound, "You have no billing account yet: check out first"}
-	ErrPortalFailed        = &Error{"CUSTOMER_PORTAL_CREATE_FAILED", http.StatusBadGateway, "Failed to create customer portal"}
-	ErrCheckoutFailed      = &Error{"FAILED_TO_CHECKOUT", http.StatusBadGateway, "Failed to create checkout session"}
-	ErrPriceNotFound       = &Error{"PRICE_NOT_FOUND", http.StatusBadRequest, "This plan is not for sale"}
-	ErrProviderUnavailable = &Error{"PAYMENT_PROVIDER_UNAVAILABLE", http.StatusBadGateway, "The payment provider could not be reached, please try again"}
+	ErrNotConfigured      = &Error{"BILLING_NOT_CONFIGURED", http.StatusServiceUnavailable, "billing is not configured on this server"}
+	ErrUnauthenticated    = &Error{"UNAUTHENTICATED", http.StatusUnauthorized, "sign in first"}
+	ErrSubscriptionExists = &Error{"SUBSCRIPTION_ALREADY_EXISTS", http.StatusConflict, "You already have a subscription"}
+	// ErrSubscriptionUnsettled refuses a checkout while a subscription
+	// awaits payment (past due, unpaid, incomplete, paused): the same code
+	// as ErrSubscriptionExists, with a way out.
+	ErrSubscriptionUnsettled = &Error{"SUBSCRIPTION_ALREADY_EXISTS", http.StatusConflict, "You already have a subscription awaiting payment: update your payment method in the billing portal instead of checking out again"}
+	ErrNoSubscription        = &Error{"SUBSCRIPTION_NOT_EXISTS", http.StatusNotFound, "You do not have any subscription"}
+	ErrCanceled              = &Error{"SUBSCRIPTION_HAS_BEEN_CANCELED", http.StatusBadRequest, "Your subscription has already been canceled"}
+	ErrNotCanceled           = &Error{"SUBSCRIPTION_HAS_NOT_BEEN_CANCELED", http.StatusBadRequest, "Your subscription has not been canceled"}
+	ErrExpired               = &Error{"SUBSCRIPTION_EXPIRED", http.StatusBadRequest, "Your subscription is expired, please checkout again."}
+	ErrSameRecurring         = &Error{"SAME_SUBSCRIPTION_RECURRING", http.StatusBadRequest, "Your subscription is already billed on this cycle"}
+	ErrNoCustomer            = &Error{"CUSTOMER_NOT_FOUND", http.StatusNotFound, "You have no billing account yet: check out first"}
+	ErrPortalFailed          = &Error{"CUSTOMER_PORTAL_CREATE_FAILED", http.StatusBadGateway, "Failed to create customer portal"}
+	ErrCheckoutFailed        = &Error{"FAILED_TO_CHECKOUT", http.StatusBadGateway, "Failed to create checkout session"}
+	ErrPriceNotFound         = &Error{"PRICE_NOT_FOUND", http.StatusBadRequest, "This plan is not for sale"}
+	ErrProviderUnavailable   = &Error{"PAYMENT_PROVIDER_UNAVAILABLE", http.StatusBadGateway, "The payment provider could not be reached, please try again"}
 	// ErrKeyReused: an idempotency key came back with other arguments or
 	// on another mutation.
 	ErrKeyReused = &Error{"IDEMPOTENCY_KEY_REUSED", http.StatusUnprocessableEntity, "This idempotency key was already used for another request: use a new key for a new request"}

@@ -3,7 +3,8 @@
 // objects keep state between calls, every write needs an idempotency key
 // and a reused key returns the first answer, a subscription managed by a
 // schedule refuses direct cancellation changes, failures can be injected per
-// operation, and a write can be held at a gate to line up concurrent calls. Helpers drive what Stripe would do on its own
+// operation, and a write (or a read of a subscription) can be held at a gate
+// to line up concurrent calls. Helpers drive what Stripe would do on its own
 // (complete a checkout, renew, fail a payment) and build the events it
 // would send.
 package paymentstest
@@ -391,7 +392,10 @@ func (f *Fake) CreatePortalSession(ctx context.Context, customerID, returnURL, k
 }
 
 // GetSubscription implements payments.Provider.
-func (f *Fake) GetSubscription(_ context.Context, id string) (*payments.Subscription, error) {
+func (f *Fake) GetSubscription(ctx context.Context, id string) (*payments.Subscription, error) {
+	if err := f.hold(ctx, OpGetSubscription); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, err := f.begin(OpGetSubscription, "", false, ""); err != nil {

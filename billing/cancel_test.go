@@ -1,0 +1,159 @@
+package billing_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	"github.com/switchboardhq/switchboard/billing/billingtest"
+	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
+)
+
+// scheduleYearly switches a monthly subscription to yearly at renewal and
+// waits until billing shows the pending change.
+func scheduleYearly(t *testing.T, c billingv1.BillingClient, user *billingv1.User) {
+	t.Helper()
+	_, err := c.UpdateSubscriptionRecurring(context.Background(), &billingv1.UpdateSubscriptionRecurringRequest{User: user, Recurring: billingv1.Recurring_RECURRING_YEARLY})
+	require.NoError(t, err)
+	awaitSubscription(t, c, user, func(s *billingv1.Subscription) bool {
+		return s.GetPendingRecurring() == billingv1.Recurring_RECURRING_YEARLY
+	}, "change of cycle scheduled")
+}
+
+// resumeRestoresYearly resumes a canceled subscription and checks that the
+// switch to yearly is scheduled again, at billing and at Stripe, and that
+// the renewal bills yearly.
+func resumeRestoresYearly(t *testing.T, h *billingtest.Harness, c billingv1.BillingClient, user *billingv1.User, subID string) {
+	t.Helper()
+	resumed, err := c.ResumeSubscription(context.Background(), &billingv1.ResumeSubscriptionRequest{User: user})
+	require.NoError(t, err)
+	require.Nil(t, resumed.GetSubscription().GetCanceledAt())
+	require.Equal(t, billingv1.Recurring_RECURRING_YEARLY, resumed.GetSubscription().GetPendingRecurring(), "the scheduled switch to yearly is back")
+	st, _ := h.Stripe.Subscription(subID)
+	require.NotEmpty(t, st.ScheduleID, "a schedule holds the switch at Stripe")
+	_, err = h.Stripe.Renew(subID)
+	require.NoError(t, err)
+	st, _ = h.Stripe.Subscription(subID)
+	require.Equal(t, "pro_yearly", st.LookupKey, "the renewal is yearly")
+}
+
+// TestCancelFailingAfterTheReleaseKeepsTheScheduledChange: a cancel whose
+// schedule was released at Stripe but whose cancellation then failed is
+// retried successfully, with or without its idempotency key, before or after
+// Stripe's event about the release lands, and resuming still brings the
+// scheduled switch back.
+func TestCancelFailingAfterTheReleaseKeepsTheScheduledChange(t *testing.T) {
+	tests := []struct {
+		name         string
+		key          string
+		webhookFirst bool
+	}{
+		{"retry", "", false},
+		{"retry after the release's event", "", true},
+		{"retry with the key", "cancel-1", false},
+		{"retry with the key after the release's event", "cancel-1", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := billingtest.Start(t, billingtest.Options{})
+			c := edgeClient(h.Conn)
+			ctx := context.Background()
+			alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+			subID := subscribe(t, h, c, alice)
+			scheduleYearly(t, c, alice)
+
+			req := &billingv1.CancelSubscriptionRequest{User: alice, IdempotencyKey: tt.key}
+			h.Stripe.FailNext(billingtest.OpSetCancel, billingtest.Unavailable())
+			_, err := c.CancelSubscription(ctx, req)
+			code, r := reason(t, err)
+			require.Equal(t, codes.Unavailable, code)
+			require.Equal(t, "PAYMENT_PROVIDER_UNAVAILABLE", r)
+			st, _ := h.Stripe.Subscription(subID)
+			require.Empty(t, st.ScheduleID, "precondition: the schedule was released before the cancellation failed")
+			require.False(t, st.CancelAtPeriodEnd)
+
+			if tt.webhookFirst {
+				ingest(t, h, c, "customer.subscription.updated", subID)
+				awaitSubscription(t, c, alice, func(s *billingv1.Subscription) bool {
+					return s.GetPendingRecurring() == billingv1.Recurring_RECURRING_UNSPECIFIED
+				}, "the release applied")
+			}
+			canceled, err := c.CancelSubscription(ctx, req)
+			require.NoError(t, err, "the retry completes the cancel")
+			require.NotNil(t, canceled.GetSubscription().GetCanceledAt())
+			st, _ = h.Stripe.Subscription(subID)
+			require.True(t, st.CancelAtPeriodEnd)
+			ingest(t, h, c, "customer.subscription.updated", subID)
+			awaitSubscription(t, c, alice, func(s *billingv1.Subscription) bool { return s.GetCanceledAt() != nil }, "cancel applied")
+
+			resumeRestoresYearly(t, h, c, alice, subID)
+		})
+	}
+}
+
+// TestCancelKeepsTheScheduledChangeWhenANewerReadLandsFirst: Stripe's event
+// about the cancellation is applied (with a newer read) while the cancel's
+// own read of the subscription is still under way; the change the cancel
+// dropped from Stripe is still remembered.
+func TestCancelKeepsTheScheduledChangeWhenANewerReadLandsFirst(t *testing.T) {
+	h := billingtest.Start(t, billingtest.Options{})
+	c := edgeClient(h.Conn)
+	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+	subID := subscribe(t, h, c, alice)
+	scheduleYearly(t, c, alice)
+
+	gate := h.Stripe.Hold(billingtest.OpGetSubscription)
+	defer gate.Release()
+	type answer struct {
+		resp *billingv1.CancelSubscriptionResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := c.CancelSubscription(context.Background(), &billingv1.CancelSubscriptionRequest{User: alice})
+		done <- answer{resp, err}
+	}()
+	<-gate.Entered() // canceled at Stripe; the cancel's own read is held
+	ingest(t, h, c, "customer.subscription.updated", subID)
+	awaitSubscription(t, c, alice, func(s *billingv1.Subscription) bool { return s.GetCanceledAt() != nil }, "the event's read stored first")
+	gate.Release()
+	got := <-done
+	require.NoError(t, got.err)
+	require.NotNil(t, got.resp.GetSubscription().GetCanceledAt())
+
+	resumeRestoresYearly(t, h, c, alice, subID)
+}
+
+// TestChangeOfCycleAfterAFailedCancelReplacesTheRememberedOne: once the
+// user picks a cycle again after a failed cancel, the change that cancel
+// remembered no longer comes back on resume.
+func TestChangeOfCycleAfterAFailedCancelReplacesTheRememberedOne(t *testing.T) {
+	h := billingtest.Start(t, billingtest.Options{})
+	c := edgeClient(h.Conn)
+	ctx := context.Background()
+	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+	subID := subscribe(t, h, c, alice)
+	scheduleYearly(t, c, alice)
+	h.Stripe.FailNext(billingtest.OpSetCancel, billingtest.Unavailable())
+	_, err := c.CancelSubscription(ctx, &billingv1.CancelSubscriptionRequest{User: alice})
+	require.Error(t, err)
+	ingest(t, h, c, "customer.subscription.updated", subID)
+	awaitSubscription(t, c, alice, func(s *billingv1.Subscription) bool {
+		return s.GetPendingRecurring() == billingv1.Recurring_RECURRING_UNSPECIFIED
+	}, "the release applied")
+
+	scheduleYearly(t, c, alice)
+	monthly, err := c.UpdateSubscriptionRecurring(ctx, &billingv1.UpdateSubscriptionRecurringRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY})
+	require.NoError(t, err)
+	require.Equal(t, billingv1.Recurring_RECURRING_UNSPECIFIED, monthly.GetSubscription().GetPendingRecurring())
+
+	_, err = c.CancelSubscription(ctx, &billingv1.CancelSubscriptionRequest{User: alice})
+	require.NoError(t, err)
+	resumed, err := c.ResumeSubscription(ctx, &billingv1.ResumeSubscriptionRequest{User: alice})
+	require.NoError(t, err)
+	require.Equal(t, billingv1.Recurring_RECURRING_UNSPECIFIED, resumed.GetSubscription().GetPendingRecurring(), "monthly, as last chosen")
+	st, _ := h.Stripe.Subscription(subID)
+	require.Empty(t, st.ScheduleID)
+}
