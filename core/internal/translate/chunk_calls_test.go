@@ -156,21 +156,7 @@ func TestChunkToResponsesToolCalls(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, complete)
 			require.NotNil(t, final)
-			var calls []toolCall
-			for _, it := range final.Output {
-				if it.Type == "function_call" {
-					fc := it.AsFunctionCall()
-					calls = append(calls, toolCall{fc.CallID, fc.Name, fc.Arguments})
-				}
-			}
-			if diff := cmp.Diff(tc.calls, calls); diff != "" {
-				t.Errorf("function_call items (-want +got):\n%s", diff)
-			}
-			want := responses.ResponseStatusCompleted
-			if tc.stop == "max_tokens" {
-				want = responses.ResponseStatusIncomplete
-			}
-			assert.Equal(t, want, final.Status, "a response that calls tools is completed as any other")
+			checkFunctionCalls(t, *final, tc.calls, tc.stop)
 		})
 	}
 }
@@ -222,21 +208,29 @@ func TestWholeAnswerToolCalls(t *testing.T) {
 			require.NoError(t, err)
 			var r responses.Response
 			require.NoError(t, json.Unmarshal(got, &r))
-			calls = nil
-			for _, it := range r.Output {
-				if it.Type == "function_call" {
-					fc := it.AsFunctionCall()
-					calls = append(calls, toolCall{fc.CallID, fc.Name, fc.Arguments})
-				}
-			}
-			if diff := cmp.Diff(tc.calls, calls); diff != "" {
-				t.Errorf("function_call items (-want +got):\n%s", diff)
-			}
-			want := responses.ResponseStatusCompleted
-			if tc.stop == "max_tokens" {
-				want = responses.ResponseStatusIncomplete
-			}
-			assert.Equal(t, want, r.Status)
+			checkFunctionCalls(t, r, tc.calls, tc.stop)
 		})
 	}
+}
+
+// checkFunctionCalls checks a response's function_call items against want,
+// and that a response calling tools is completed as any other (incomplete
+// only when cut at max_tokens).
+func checkFunctionCalls(t *testing.T, r responses.Response, want []toolCall, stop string) {
+	t.Helper()
+	var calls []toolCall
+	for _, it := range r.Output {
+		if it.Type == "function_call" {
+			fc := it.AsFunctionCall()
+			calls = append(calls, toolCall{fc.CallID, fc.Name, fc.Arguments})
+		}
+	}
+	if diff := cmp.Diff(want, calls); diff != "" {
+		t.Errorf("function_call items (-want +got):\n%s", diff)
+	}
+	status := responses.ResponseStatusCompleted
+	if stop == "max_tokens" {
+		status = responses.ResponseStatusIncomplete
+	}
+	assert.Equal(t, status, r.Status)
 }
