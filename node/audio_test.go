@@ -192,6 +192,32 @@ func TestAudioTranscriptionWithOfficialGoClient(t *testing.T) {
 	assert.Equal(t, "model_not_found", apiErr.Code)
 }
 
+// A streamed transcription, which the gateway does not relay, is refused
+// with a 400 the official client raises, not answered with JSON its event
+// reader finds nothing in; nothing reaches the upstream. A file name in
+// another encoding than UTF-8 is mended, not a 500 an SDK would retry.
+func TestAudioTranscriptionOddRequests(t *testing.T) {
+	g := newAudioGateway(t, 1)
+	audio := wav(0.5)
+	st := g.client().Audio.Transcriptions.NewStreaming(context.Background(), openai.AudioTranscriptionNewParams{
+		File: openai.File(bytes.NewReader(audio), "a.wav", "audio/wav"), Model: sttModel,
+	})
+	for st.Next() {
+	}
+	var apiErr *openai.Error
+	require.ErrorAs(t, st.Err(), &apiErr)
+	assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+	assert.Equal(t, "stream", apiErr.Param)
+	assert.Zero(t, g.ups[0].Count(pathTranscriptions))
+
+	resp, err := g.client().Audio.Transcriptions.New(context.Background(), openai.AudioTranscriptionNewParams{
+		File: openai.File(bytes.NewReader(audio), "caf\xe9.wav", "audio/wav"), Model: sttModel,
+	})
+	require.NoError(t, err)
+	assert.Equal(t, upstreamtest.Transcript(audio), resp.Text)
+	assert.Equal(t, "caf\uFFFD.wav", lastRequest(t, g.ups[0], pathTranscriptions).FileName)
+}
+
 // Every response format comes back as the upstream sent it, content type
 // included.
 func TestAudioTranscriptionFormats(t *testing.T) {
@@ -435,6 +461,13 @@ func TestAudioSpeechCutMidStream(t *testing.T) {
 	_, err = io.ReadAll(resp.Body)
 	assert.Error(t, err, "the client sees the cut")
 	assert.Zero(t, g.ups[1].Count(upstreamtest.PathSpeech), "no fallback after the first byte")
+
+	// The upstream made that audio from the whole input: billed as partial.
+	var evs []*busv1.UsageEvent
+	require.Eventually(t, func() bool { evs = usageEvents(t, g.sb); return len(evs) == 1 }, 5*time.Second, 20*time.Millisecond)
+	assert.Equal(t, "audio.speech", evs[0].GetEndpoint())
+	assert.EqualValues(t, len(strings.Repeat("a long input ", 10)), evs[0].GetCharacters())
+	assert.True(t, evs[0].GetPartial(), "cut off")
 }
 
 // fakeElevenLabs is a fake ElevenLabs API: GET /v1/voices and

@@ -150,8 +150,12 @@ func (r *Router) Speech(req *corev1.SpeechRequest, stream grpc.ServerStreamingSe
 	})
 	err = gatewayError(r.Log, err, in.Model)
 	ev := &busv1.UsageEvent{Endpoint: "audio.speech"}
-	if err == nil {
+	if err == nil || started {
+		// Audio that reached the client was made from the whole input,
+		// which the upstream bills: a speech cut off, or left by its
+		// client, is billed as partial, not as nothing.
 		ev.Characters = in.Characters()
+		ev.Partial = err != nil
 	}
 	r.record(ctx, p, res, start, err, ev)
 	return err

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"mime"
 	"mime/multipart"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
@@ -168,8 +170,13 @@ func ReadTranscriptionForm(mr *multipart.Reader, limit int64, send func([]byte) 
 				return bad(http.StatusBadRequest, "invalid_value", "the form holds more than one file", "file")
 			}
 			form.HasFile = true
-			opts.Filename = part.FileName()
-			opts.ContentType = part.Header.Get("Content-Type")
+			// Both travel in protobuf strings, which must be UTF-8: a
+			// name in another encoding is mended, a content type that is
+			// not UTF-8 names no type anyone knows and is dropped.
+			opts.Filename = strings.ToValidUTF8(part.FileName(), "\uFFFD")
+			if ct := part.Header.Get("Content-Type"); utf8.ValidString(ct) {
+				opts.ContentType = ct
+			}
 			for {
 				n, err := fill(part, buf)
 				if n > 0 {
@@ -211,9 +218,16 @@ func ReadTranscriptionForm(mr *multipart.Reader, limit int64, send func([]byte) 
 			opts.Prompt = v
 		case "response_format":
 			opts.ResponseFormat = v
+		case "stream":
+			// A streamed transcription (server-sent events) is not relayed:
+			// refused rather than answered with JSON the client's event
+			// reader would find nothing in.
+			if v != "false" {
+				return bad(http.StatusBadRequest, "invalid_value", "streamed transcriptions are not supported; leave 'stream' out", "stream")
+			}
 		case "temperature":
 			f, err := strconv.ParseFloat(v, 32)
-			if err != nil {
+			if err != nil || math.IsNaN(f) {
 				return bad(http.StatusBadRequest, "invalid_type", "'temperature' must be a number", "temperature")
 			}
 			t := float32(f)
