@@ -251,6 +251,18 @@ func TestAudioTranscriptionFormats(t *testing.T) {
 			assert.Contains(t, string(r.Body), "Transcribed "+strconv.Itoa(len(audio))+" bytes")
 		})
 	}
+	// Usage: the duration each format tells (subtitles by their last cue,
+	// so choosing srt or vtt does not escape metering); plain text tells
+	// none.
+	var evs []*busv1.UsageEvent
+	require.Eventually(t, func() bool { evs = usageEvents(t, g.sb); return len(evs) == 6 }, 5*time.Second, 20*time.Millisecond)
+	timed := 0
+	for _, ev := range evs {
+		if ev.GetAudioSeconds() > 0 {
+			timed++
+		}
+	}
+	assert.Equal(t, 5, timed, "every format but text reports its duration")
 }
 
 // A 429 mid-way through the connections: the next one gets the same upload,

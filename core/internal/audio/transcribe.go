@@ -1,6 +1,7 @@
 package audio
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,9 @@ type Transcription struct {
 	ContentType string
 	// Seconds is the audio duration the upstream reported, 0 when it did not.
 	Seconds float64
+	// InputTokens, OutputTokens and TotalTokens are the usage a
+	// token-billed model (gpt-4o-transcribe) reported, 0 when none.
+	InputTokens, OutputTokens, TotalTokens int64
 	// Upstream is the time spent waiting on upstreams.
 	Upstream time.Duration
 }
@@ -110,29 +114,67 @@ func transcribeOpenAI(w *watchdog, t routing.Target, c *dispatch.Conn, req Trans
 	if out.ContentType == "" {
 		out.ContentType = "application/json"
 	}
-	out.Seconds = reportedSeconds(out.ContentType, body)
+	reportUsage(out, body)
 	return nil
 }
 
-// reportedSeconds reads the audio duration from a JSON answer: usage.seconds
-// (OpenAI's duration usage), else verbose_json's duration.
-func reportedSeconds(contentType string, body []byte) float64 {
-	if mt, _, _ := mime.ParseMediaType(contentType); mt != "application/json" {
-		return 0
+// reportUsage reads what a transcription's answer says of its usage into
+// out. A JSON answer: usage.seconds (duration-billed models), or usage's
+// tokens (token-billed ones), else verbose_json's duration. Subtitles (srt,
+// vtt): the end of their last cue. Plain text says nothing.
+func reportUsage(out *Transcription, body []byte) {
+	mt, _, _ := mime.ParseMediaType(out.ContentType)
+	if mt != "application/json" {
+		out.Seconds = lastCueEnd(body)
+		return
 	}
 	var b struct {
 		Duration float64 `json:"duration"`
 		Usage    struct {
-			Seconds float64 `json:"seconds"`
+			Seconds      float64 `json:"seconds"`
+			InputTokens  int64   `json:"input_tokens"`
+			OutputTokens int64   `json:"output_tokens"`
+			TotalTokens  int64   `json:"total_tokens"`
 		} `json:"usage"`
 	}
 	if json.Unmarshal(body, &b) != nil {
+		return
+	}
+	out.InputTokens, out.OutputTokens, out.TotalTokens = b.Usage.InputTokens, b.Usage.OutputTokens, b.Usage.TotalTokens
+	if out.TotalTokens == 0 {
+		out.TotalTokens = out.InputTokens + out.OutputTokens
+	}
+	out.Seconds = b.Duration
+	if b.Usage.Seconds > 0 {
+		out.Seconds = b.Usage.Seconds
+	}
+}
+
+// lastCueEnd is the end time, in seconds, of the last cue of SRT or WebVTT
+// subtitles ("00:00:01,000 --> 00:00:04,250"), 0 when there is none.
+func lastCueEnd(body []byte) float64 {
+	i := bytes.LastIndex(body, []byte("-->"))
+	if i < 0 {
 		return 0
 	}
-	if b.Usage.Seconds > 0 {
-		return b.Usage.Seconds
+	rest := bytes.TrimLeft(body[i+3:], " \t")
+	if j := bytes.IndexAny(rest, " \t\r\n"); j >= 0 {
+		rest = rest[:j]
 	}
-	return b.Duration
+	// [hh:]mm:ss(,|.)mmm
+	parts := strings.Split(strings.ReplaceAll(string(rest), ",", "."), ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0
+	}
+	var secs float64
+	for _, p := range parts {
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || v < 0 {
+			return 0
+		}
+		secs = secs*60 + v
+	}
+	return secs
 }
 
 // transcribeElevenLabs posts to {base}/speech-to-text and normalises the

@@ -83,6 +83,7 @@ func (r *Router) Transcribe(stream grpc.ClientStreamingServer[corev1.TranscribeR
 	ev := &busv1.UsageEvent{Endpoint: "audio.transcriptions"}
 	if err == nil {
 		ev.AudioSeconds = out.Seconds
+		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = out.InputTokens, out.OutputTokens, out.TotalTokens
 	}
 	r.record(ctx, p, res, start, err, ev)
 	if err != nil {
