@@ -2,13 +2,17 @@ package grpcapi
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboardhq/switchboard/core/internal/embeddings"
+	"github.com/switchboardhq/switchboard/internal/inproc"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -45,7 +49,18 @@ func (r *Router) CreateEmbeddings(ctx context.Context, req *corev1.CreateEmbeddi
 	out, res, err := r.Embeddings.Create(ctx, p.MachineID, in)
 	_ = grpc.SetHeader(ctx, metadata.MD{MDUpstreamUs: {strconv.FormatInt(out.Upstream.Microseconds(), 10)}})
 	err = gatewayError(r.Log, err, req.GetModel())
-	r.record(ctx, p, res, start, err, &busv1.UsageEvent{Endpoint: "embeddings", PromptTokens: out.PromptTokens, TotalTokens: out.TotalTokens})
+	ev := &busv1.UsageEvent{Endpoint: "embeddings", PromptTokens: out.PromptTokens, TotalTokens: out.TotalTokens}
+	if err == nil && len(out.Body) > maxEmbeddingsAnswer {
+		ev.Partial = true
+		// Past what a call between roles carries, the answer would fail on
+		// its way out as a "request too large" after being recorded as
+		// served. The upstream did bill it: recorded as a failure, with the
+		// tokens billed (partial).
+		err = statusError(codes.Unavailable, "response_too_large",
+			fmt.Sprintf("the upstream's answer (%d MiB) is larger than the gateway relays (%d MiB): ask for encoding_format base64, fewer inputs or fewer dimensions",
+				len(out.Body)>>20, maxEmbeddingsAnswer>>20), MetaHTTPStatus, strconv.Itoa(http.StatusBadGateway))
+	}
+	r.record(ctx, p, res, start, err, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +80,11 @@ func (r *Router) CreateEmbeddings(ctx context.Context, req *corev1.CreateEmbeddi
 	}
 	return resp, nil
 }
+
+// maxEmbeddingsAnswer is the largest upstream body an embeddings answer
+// carries: the bound of a message between roles, less room for the rest of
+// the response.
+const maxEmbeddingsAnswer = inproc.MaxMessageBytes - 1<<20
 
 func validEmbeddings(req *corev1.CreateEmbeddingsRequest) error {
 	if req.GetModel() == "" {
