@@ -250,7 +250,13 @@ func retryEnsure(ctx context.Context, create func(context.Context) error) error 
 		actx, acancel := context.WithTimeout(ctx, limit)
 		err := create(actx)
 		acancel()
-		if err == nil || permanentEnsureError(err) {
+		if err == nil {
+			return nil
+		}
+		if isStorageExceeded(err) {
+			return fmt.Errorf("%w (JetStream may use 75%% of the disk space free when it started, and each stream's bound counts whole: free disk space, or lower SWITCHBOARD_USAGE_MAX_BYTES)", err)
+		}
+		if permanentEnsureError(err) {
 			return err
 		}
 		// Jitter keeps creators started together from retrying in step.
@@ -276,10 +282,19 @@ func permanentEnsureError(err error) bool {
 	return false
 }
 
+// isStorageExceeded reports the server's refusal of a stream whose bound
+// does not fit in its storage: a disk with too little free space, which no
+// retry fixes (a fresh install on a small disk waited two minutes for it).
+func isStorageExceeded(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jsErrStorageResourcesExceeded
+}
+
 // JetStream API error codes (nats-server's errors.json) nats.go does not
 // name.
 const (
-	jsErrStreamInvalidConfig  jetstream.ErrorCode = 10052
-	jsErrStreamSubjectOverlap jetstream.ErrorCode = 10065
-	jsErrReplicasNotSupported jetstream.ErrorCode = 10074
+	jsErrStorageResourcesExceeded jetstream.ErrorCode = 10047
+	jsErrStreamInvalidConfig      jetstream.ErrorCode = 10052
+	jsErrStreamSubjectOverlap     jetstream.ErrorCode = 10065
+	jsErrReplicasNotSupported     jetstream.ErrorCode = 10074
 )

@@ -78,6 +78,19 @@ func TestEnsureRefusedDefinitionIsNotRetried(t *testing.T) {
 	assert.NotContains(t, err.Error(), "gave up", "refused at the first attempt")
 }
 
+// A stream whose bound does not fit in the server's storage (a small disk:
+// JetStream may use 75% of what was free) fails at once and says what to
+// do, instead of two minutes of retries ending in the server's code.
+func TestEnsureStreamLargerThanTheDiskFailsAtOnce(t *testing.T) {
+	e := embedded(t, 0)
+	js, err := jetstream.New(connect(t, e.ClientURL()))
+	require.NoError(t, err)
+	err = spine.EnsureStreams(context.Background(), js, jetstream.StreamConfig{Name: "HUGE", Subjects: []string{"huge.>"}, MaxBytes: 1 << 55})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "SWITCHBOARD_USAGE_MAX_BYTES")
+	assert.NotContains(t, err.Error(), "gave up", "refused at the first attempt")
+}
+
 // A role whose NATS server is not up yet waits for it instead of exiting.
 func TestConnectWaitsForTheServer(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
