@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -114,10 +115,26 @@ func sameOrigin(req *http.Request, via []*http.Request) error {
 		return errors.New("stopped after 10 redirects")
 	}
 	first := via[0].URL
-	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+	if req.URL.Scheme != first.Scheme || hostPort(req.URL) != hostPort(first) {
 		return ErrRedirectElsewhere
 	}
 	return nil
+}
+
+// hostPort is a URL's host, lower-cased, and its port, the scheme's
+// default when it names none: https://api.example and
+// https://api.example:443 are one origin.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		switch u.Scheme {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 func (c *Clients) transport(proxyURL string) (*http.Transport, error) {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -88,4 +89,21 @@ func TestRedirectsStayWithinTheOrigin(t *testing.T) {
 	require.ErrorIs(t, err, ErrRedirectElsewhere)
 	assert.NotContains(t, err.Error(), "sk-secret")
 	assert.Empty(t, leaked, "the other host was never called")
+}
+
+// One origin however its URL spells it: the scheme's default port named or
+// not, the host in any case; another port or scheme is another origin.
+func TestSameOriginSpellings(t *testing.T) {
+	redirect := func(from, to string) error {
+		f, err := url.Parse(from)
+		require.NoError(t, err)
+		tu, err := url.Parse(to)
+		require.NoError(t, err)
+		return sameOrigin(&http.Request{URL: tu}, []*http.Request{{URL: f}})
+	}
+	assert.NoError(t, redirect("https://api.example/v1/a", "https://api.example:443/v1/b"))
+	assert.NoError(t, redirect("http://API.example:80/v1", "http://api.example/v2"))
+	assert.ErrorIs(t, redirect("https://api.example/v1", "https://api.example:8443/v1"), ErrRedirectElsewhere)
+	assert.ErrorIs(t, redirect("https://api.example/v1", "http://api.example/v1"), ErrRedirectElsewhere)
+	assert.ErrorIs(t, redirect("https://api.example/v1", "https://evil.example/v1"), ErrRedirectElsewhere)
 }

@@ -170,15 +170,40 @@ func FromError(err error) Problem {
 }
 
 // upstreamDetail is the message of an upstream error body shaped
-// {"detail": "..."} (the ChatGPT backend's, and FastAPI servers'), or "".
+// {"detail": ...} (the ChatGPT backend's, and FastAPI servers'), or "": a
+// string, an object's message, or the msg of each item of a list (FastAPI's
+// validation errors).
 func upstreamDetail(b []byte) string {
 	var e struct {
-		Detail string `json:"detail"`
+		Detail json.RawMessage `json:"detail"`
 	}
-	if json.Unmarshal(b, &e) != nil || len(e.Detail) > 1000 {
+	if json.Unmarshal(b, &e) != nil || len(e.Detail) == 0 {
 		return ""
 	}
-	return strings.TrimSpace(e.Detail)
+	var msg string
+	var obj struct {
+		Message string `json:"message"`
+	}
+	var list []struct {
+		Msg string `json:"msg"`
+	}
+	switch {
+	case json.Unmarshal(e.Detail, &msg) == nil:
+	case json.Unmarshal(e.Detail, &obj) == nil:
+		msg = obj.Message
+	case json.Unmarshal(e.Detail, &list) == nil:
+		var msgs []string
+		for _, it := range list {
+			if it.Msg != "" {
+				msgs = append(msgs, it.Msg)
+			}
+		}
+		msg = strings.Join(msgs, "; ")
+	}
+	if msg = strings.TrimSpace(msg); len(msg) > 1000 {
+		return ""
+	}
+	return msg
 }
 
 // libraryError is the status, stable code and message of a gRPC error

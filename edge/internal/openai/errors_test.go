@@ -89,3 +89,18 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, rec.Code)
 	assert.Equal(t, "2", rec.Header().Get("Retry-After"))
 }
+
+// The message of a {"detail": ...} error body in each shape servers send.
+func TestUpstreamDetail(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"detail":"Unsupported parameter: top_p"}`:                                                        "Unsupported parameter: top_p",
+		`{"detail":{"message":"Your account is not allowed to use this model","code":"forbidden"}}`:        "Your account is not allowed to use this model",
+		`{"detail":[{"loc":["body","model"],"msg":"field required","type":"missing"},{"msg":"too long"}]}`: "field required; too long",
+		`{"detail":null}`:  "",
+		`{"error":"x"}`:    "",
+		`not json`:         "",
+		`{"detail":" x "}`: "x",
+	} {
+		assert.Equal(t, want, upstreamDetail([]byte(body)), body)
+	}
+}
