@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -53,6 +54,42 @@ type Refresher struct {
 	now        func() time.Time
 	// storeBackoff is the first pause between StoreTokens attempts.
 	storeBackoff time.Duration
+	// busy runs one refresh of a connection at a time (see Handle).
+	busy keyedLock
+}
+
+// keyedLock is a mutex per key: lock waits while the key is held, until
+// its context ends.
+type keyedLock struct {
+	mu   sync.Mutex
+	held map[string]chan struct{}
+}
+
+func (k *keyedLock) lock(ctx context.Context, key string) (unlock func(), err error) {
+	for {
+		k.mu.Lock()
+		ch, busy := k.held[key]
+		if !busy {
+			if k.held == nil {
+				k.held = map[string]chan struct{}{}
+			}
+			ch = make(chan struct{})
+			k.held[key] = ch
+			k.mu.Unlock()
+			return func() {
+				k.mu.Lock()
+				delete(k.held, key)
+				k.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		k.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // NewClients returns the clients token grants go through: no redirects
@@ -83,6 +120,18 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 		"authorization", "Bearer "+r.adminToken,
 		contract.MDMachine, job.GetMachineId())
 	id := job.GetConnectionId()
+	// Two jobs of one connection (a copy enqueued after the job
+	// de-duplication window while the first kept failing, a redelivery
+	// while it still runs) would present the same refresh token twice, and
+	// providers that detect reuse revoke the whole login for it. The second
+	// waits, then reads the generation the first moved on and does nothing.
+	// This holds within one worker process; workers of several processes
+	// are not serialised.
+	unlock, err := r.busy.lock(ctx, id)
+	if err != nil {
+		return fmt.Errorf("waiting for the refresh of %s in progress: %w", id, err)
+	}
+	defer unlock()
 	creds, err := r.admin.GetConnectionCredentials(ctx, &corev1.GetConnectionCredentialsRequest{ConnectionId: id})
 	if err != nil {
 		if status.Code(err) == codes.NotFound {

@@ -408,6 +408,32 @@ func TestTokenRefreshLostRace(t *testing.T) {
 	assert.Contains(t, logs.String(), "another refresh won")
 }
 
+// Two jobs of one connection at once (a copy enqueued after the
+// de-duplication window, a redelivery): one presents the refresh token, the
+// other waits and then finds it refreshed. Presented twice, a provider that
+// detects reuse revokes the whole login.
+func TestTokenRefreshOneAtATimePerConnection(t *testing.T) {
+	ts := newTokenServer(t, 200, `{"access_token":"`+newAccess+`","refresh_token":"rt-rotated"}`)
+	ts.setHook(func() { time.Sleep(100 * time.Millisecond) })
+	admin := newFakeAdmin(ts.URL+"/token", 3)
+	r, _ := newRefresher(admin)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.Handle(context.Background(), job(3))
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	assert.Len(t, ts.received(), 1, "the refresh token was presented once")
+	assert.Len(t, admin.storedRequests(), 1)
+	assert.Equal(t, uint64(4), admin.creds.GetGeneration())
+}
+
 func TestTokenRefreshEndpointUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
