@@ -107,29 +107,15 @@ type chunkFacts struct {
 var wholeNames = []string{"usage", "error", "choices"}
 
 // errorIn200 is the upstream error of an answer whose status said success
-// but whose body holds an error object and no choices: its status is the
-// error's own numeric code when that is an HTTP error status (OpenRouter
-// puts 429 there), else 502, so the engine cools or falls over as for the
-// status.
+// but whose body holds an error object and no choices, with the status the
+// error stands for (openAIError), so the engine cools or falls over as for
+// that status.
 func errorIn200(errV []byte) error {
-	status := http.StatusBadGateway
-	var e struct {
-		Code    json.RawMessage `json:"code"`
-		Message json.RawMessage `json:"message"`
-	}
-	if json.Unmarshal(errV, &e) == nil {
-		var n int
-		if json.Unmarshal(e.Code, &n) == nil && n >= 400 && n <= 599 {
-			status = n
-		}
-	}
-	var s string
-	if e.Message == nil || json.Unmarshal(e.Message, &s) != nil {
+	body, status, ok := openAIError(errV)
+	if !ok {
 		// Not an OpenAI error object: the client gets the gateway's own.
 		return badUpstream("the upstream answered an error with a success status")
 	}
-	body := make([]byte, 0, len(errV)+10)
-	body = append(append(append(body, `{"error":`...), errV...), '}')
 	return &credential.UpstreamError{Status: status, Body: body}
 }
 

@@ -3,6 +3,7 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
@@ -86,25 +87,38 @@ func chatEventError(data []byte) error {
 	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil {
 		return errUpstreamEvent
 	}
+	body, status, ok := openAIError(ev.Error)
+	if !ok {
+		return errUpstreamEvent
+	}
+	return &eventError{body: body, status: status}
+}
+
+// openAIError reads an OpenAI error object (an answer's or a chunk's error
+// member): the body {"error": obj} that carries it on, and the status it
+// stands for: its code's own when that is an HTTP error status
+// (OpenRouter's numeric codes), else the status OpenAI gives the code
+// (codeStatus). ok is false when obj is no error object with a message.
+func openAIError(obj []byte) (body []byte, status int, ok bool) {
 	var e struct {
 		Message string          `json:"message"`
 		Code    json.RawMessage `json:"code"`
 	}
-	if json.Unmarshal(ev.Error, &e) != nil || e.Message == "" {
-		return errUpstreamEvent
+	if json.Unmarshal(obj, &e) != nil || e.Message == "" {
+		return nil, 0, false
 	}
-	status := http.StatusBadGateway
+	status = http.StatusBadGateway
 	var n int
 	var s string
 	switch {
 	case json.Unmarshal(e.Code, &n) == nil && n >= 400 && n <= 599:
-		status = n // OpenRouter's numeric codes
+		status = n
 	case json.Unmarshal(e.Code, &s) == nil:
 		status = codeStatus(&s)
 	}
-	body := make([]byte, 0, len(ev.Error)+10)
-	body = append(append(append(body, `{"error":`...), ev.Error...), '}')
-	return &eventError{body: body, status: status}
+	body = make([]byte, 0, len(obj)+10)
+	body = append(append(append(body, `{"error":`...), obj...), '}')
+	return body, status, true
 }
 
 // codeStatus is the status OpenAI answers an error code with, as far as
@@ -133,7 +147,7 @@ func codeStatus(code *string) int {
 // client that error, as it does for answers.
 func (a *attempt) failEvent(err error) error {
 	var ev *eventError
-	if !asEventError(err, &ev) {
+	if !errors.As(err, &ev) {
 		return a.fail("upstream_error", err.Error())
 	}
 	// An upstream's error may echo the credential it was sent, as its error
@@ -148,12 +162,4 @@ func (a *attempt) failEvent(err error) error {
 		return credential.Committed(&StreamError{Code: "upstream_error", Message: err.Error(), Body: body})
 	}
 	return &credential.UpstreamError{Status: ev.status, Body: body}
-}
-
-func asEventError(err error, target **eventError) bool {
-	e, ok := err.(*eventError)
-	if ok {
-		*target = e
-	}
-	return ok
 }
