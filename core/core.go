@@ -198,7 +198,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 		router: grpcapi.NewRouter(grpcapi.RouterDeps{
 			Auth:       auth,
 			Catalog:    lister,
-			Embeddings: embeddings.NewWith(disp, embeddings.Options{StallTimeout: cfg.StallTimeout}),
+			Embeddings: embeddings.New(disp, embeddings.Options{StallTimeout: cfg.StallTimeout}),
 			Chat:       chatSvc,
 			Audio:      audio.New(disp, audio.Options{MaxBytes: cfg.MaxAudioBytes, StallTimeout: cfg.StallTimeout}),
 			Caveman:    cavemanLevel(st),

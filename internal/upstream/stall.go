@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// DefaultStallTimeout is how long an upstream may go silent in the middle
+// of its answer (a stream's events, a body's bytes) by default.
+const DefaultStallTimeout = 60 * time.Second
+
 // ErrStalled is the cause a StallReader cancels its call with.
 var ErrStalled = errors.New("the upstream stopped sending its answer")
 

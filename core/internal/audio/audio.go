@@ -14,6 +14,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 )
 
 // DefaultMaxBytes is the default upload limit of a transcription (OpenAI's).
@@ -35,7 +36,7 @@ type Options struct {
 	// StallTimeout ends an upstream call that, its headers sent, sends no
 	// byte of its body for this long: the next connection gets the request,
 	// or a speech answer already started ends there (zero:
-	// DefaultStallTimeout).
+	// upstream.DefaultStallTimeout).
 	StallTimeout time.Duration
 }
 
@@ -54,7 +55,7 @@ func New(d *dispatch.Dispatcher, opts Options) *Service {
 		opts.SpoolMemory = DefaultSpoolMemory
 	}
 	if opts.StallTimeout <= 0 {
-		opts.StallTimeout = DefaultStallTimeout
+		opts.StallTimeout = upstream.DefaultStallTimeout
 	}
 	return &Service{d: d, opts: opts}
 }

@@ -8,10 +8,6 @@ import (
 	"github.com/switchboardhq/switchboard/internal/upstream"
 )
 
-// DefaultStallTimeout bounds an upstream's silence while its answer is read
-// (chat's default for a stream's).
-const DefaultStallTimeout = 60 * time.Second
-
 // watchdog is one upstream call whose response body is timed by an
 // upstream.StallReader: a read of it that waits on the upstream longer than
 // the timeout cancels the call. Only reads are timed, so that what is done

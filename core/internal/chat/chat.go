@@ -17,6 +17,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
@@ -24,7 +25,7 @@ import (
 // Default timeouts of a stream.
 const (
 	// DefaultStallTimeout ends a stream whose upstream went silent.
-	DefaultStallTimeout = 60 * time.Second
+	DefaultStallTimeout = upstream.DefaultStallTimeout
 	// maxBody caps an upstream's non-streamed answer.
 	maxBody = 64 << 20
 	// maxEvent caps one streamed event.

@@ -65,15 +65,11 @@ func Supports(spec provider.Spec) bool {
 // maxPooled is the largest upstream body whose buffer is kept for reuse.
 const maxPooled = 1 << 20
 
-// DefaultStallTimeout bounds an upstream's silence while its answer is read
-// (chat's default for a stream's).
-const DefaultStallTimeout = 60 * time.Second
-
 // Options tune a Service.
 type Options struct {
 	// StallTimeout gives the request to the next connection when an
 	// upstream, its headers sent, sends no byte of its body for this long
-	// (zero: DefaultStallTimeout).
+	// (zero: upstream.DefaultStallTimeout).
 	StallTimeout time.Duration
 }
 
@@ -90,13 +86,10 @@ type Service struct {
 	bodies sync.Pool
 }
 
-// New returns a Service with the default options.
-func New(d *dispatch.Dispatcher) *Service { return NewWith(d, Options{}) }
-
-// NewWith returns a Service with options.
-func NewWith(d *dispatch.Dispatcher, opts Options) *Service {
+// New returns a Service.
+func New(d *dispatch.Dispatcher, opts Options) *Service {
 	if opts.StallTimeout <= 0 {
-		opts.StallTimeout = DefaultStallTimeout
+		opts.StallTimeout = upstream.DefaultStallTimeout
 	}
 	return &Service{d: d, opts: opts}
 }

@@ -53,7 +53,7 @@ func TestConcurrentAnswersKeepTheirOwnBytes(t *testing.T) {
 		_, _ = w.Write(body)
 	}))
 	t.Cleanup(up.Close)
-	s := New(nil)
+	s := New(nil, Options{})
 	c := &dispatch.Conn{BaseURL: up.URL, Client: up.Client()}
 
 	const workers, each = 8, 60
@@ -129,7 +129,7 @@ func BenchmarkReadDecoded(b *testing.B) {
 		}
 	})
 	b.Run("after", func(b *testing.B) {
-		s := New(nil)
+		s := New(nil, Options{})
 		b.ReportAllocs()
 		for b.Loop() {
 			buf := s.buffer(len(raw))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 )
 
 // An upstream that sends its headers and then goes silent is cut off after
@@ -42,7 +43,7 @@ func TestStalledAnswer(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	s := NewWith(nil, Options{StallTimeout: timeout})
+	s := New(nil, Options{StallTimeout: timeout})
 	req := Request{Texts: []string{"7"}}
 
 	t.Run("stalled", func(t *testing.T) {
@@ -66,5 +67,5 @@ func TestStalledAnswer(t *testing.T) {
 
 // The default applies when no stall timeout is given.
 func TestStallTimeoutDefault(t *testing.T) {
-	assert.Equal(t, DefaultStallTimeout, New(nil).opts.StallTimeout)
+	assert.Equal(t, upstream.DefaultStallTimeout, New(nil, Options{}).opts.StallTimeout)
 }
