@@ -12,9 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -54,42 +54,9 @@ type Refresher struct {
 	now        func() time.Time
 	// storeBackoff is the first pause between StoreTokens attempts.
 	storeBackoff time.Duration
-	// busy runs one refresh of a connection at a time (see Handle).
-	busy keyedLock
-}
-
-// keyedLock is a mutex per key: lock waits while the key is held, until
-// its context ends.
-type keyedLock struct {
-	mu   sync.Mutex
-	held map[string]chan struct{}
-}
-
-func (k *keyedLock) lock(ctx context.Context, key string) (unlock func(), err error) {
-	for {
-		k.mu.Lock()
-		ch, busy := k.held[key]
-		if !busy {
-			if k.held == nil {
-				k.held = map[string]chan struct{}{}
-			}
-			ch = make(chan struct{})
-			k.held[key] = ch
-			k.mu.Unlock()
-			return func() {
-				k.mu.Lock()
-				delete(k.held, key)
-				k.mu.Unlock()
-				close(ch)
-			}, nil
-		}
-		k.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	// refreshing shares one refresh of a connection between the jobs that
+	// ask for it together (see Handle).
+	refreshing singleflight.Group
 }
 
 // NewClients returns the clients token grants go through: no redirects
@@ -120,18 +87,19 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 		"authorization", "Bearer "+r.adminToken,
 		contract.MDMachine, job.GetMachineId())
 	id := job.GetConnectionId()
-	// Two jobs of one connection (a copy enqueued after the job
+	// Two jobs of one connection at once (a copy enqueued after the job
 	// de-duplication window while the first kept failing, a redelivery
 	// while it still runs) would present the same refresh token twice, and
-	// providers that detect reuse revoke the whole login for it. The second
-	// waits, then reads the generation the first moved on and does nothing.
-	// This holds within one worker process; workers of several processes
-	// are not serialised.
-	unlock, err := r.busy.lock(ctx, id)
-	if err != nil {
-		return fmt.Errorf("waiting for the refresh of %s in progress: %w", id, err)
-	}
-	defer unlock()
+	// providers that detect reuse revoke the whole login for it: the second
+	// shares the first's refresh and its outcome. This holds within one
+	// worker process; workers of several processes are not serialised.
+	_, err, _ := r.refreshing.Do(job.GetMachineId()+"/"+id, func() (any, error) { return nil, r.handle(ctx, job) })
+	return err
+}
+
+// handle performs one job of connection job.GetConnectionId() (Handle).
+func (r *Refresher) handle(ctx context.Context, job *busv1.TokenRefreshJob) error {
+	id := job.GetConnectionId()
 	creds, err := r.admin.GetConnectionCredentials(ctx, &corev1.GetConnectionCredentialsRequest{ConnectionId: id})
 	if err != nil {
 		if status.Code(err) == codes.NotFound {

@@ -409,8 +409,8 @@ func TestTokenRefreshLostRace(t *testing.T) {
 }
 
 // Two jobs of one connection at once (a copy enqueued after the
-// de-duplication window, a redelivery): one presents the refresh token, the
-// other waits and then finds it refreshed. Presented twice, a provider that
+// de-duplication window, a redelivery): the refresh token is presented
+// once, and both jobs share its outcome. Presented twice, a provider that
 // detects reuse revokes the whole login.
 func TestTokenRefreshOneAtATimePerConnection(t *testing.T) {
 	ts := newTokenServer(t, 200, `{"access_token":"`+newAccess+`","refresh_token":"rt-rotated"}`)
