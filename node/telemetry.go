@@ -49,7 +49,7 @@ func (n *Node) startTelemetry(ctx context.Context, opts Options) error {
 // observeNATS adds the NATS connection's state to the registry.
 func (n *Node) observeNATS() {
 	if n.nc != nil {
-		n.metrics.MustRegister(spine.Collector(n.nc))
+		n.metrics.MustRegister(spine.Collector(n.nc, n.embedded))
 	}
 }
 

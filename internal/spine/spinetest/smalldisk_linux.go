@@ -1,0 +1,65 @@
+package spinetest
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// smallDiskEnv names, in the process SmallDisk starts, the test it runs
+// there.
+const smallDiskEnv = "SWITCHBOARD_TEST_SMALL_DISK"
+
+// SmallDisk runs fn on a disk of size bytes: a tmpfs mounted, for this test
+// alone, in a process of its own. That process is the test binary again,
+// running only t, in a user and mount namespace of its own, so no privilege
+// is needed and nothing outside it sees the mount; what it logs and how it
+// ends become t's. Writes past size fail with ENOSPC as on a full disk, and
+// deleting files frees the space again. Where the kernel refuses user
+// namespaces the test is skipped. t must be a top-level test.
+func SmallDisk(t *testing.T, size int64, fn func(t *testing.T, dir string)) {
+	t.Helper()
+	if os.Getenv(smallDiskEnv) == t.Name() {
+		dir := t.TempDir()
+		// Mounts made here must not reach the namespace this one was
+		// copied from.
+		if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+			t.Fatalf("make the mounts private: %v", err)
+		}
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.FormatInt(size, 10)); err != nil {
+			t.Fatalf("mount a tmpfs of %d bytes: %v", size, err)
+		}
+		t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+		fn(t, dir)
+		return
+	}
+	if strings.Contains(t.Name(), "/") {
+		t.Fatal("SmallDisk runs top-level tests only")
+	}
+	args := []string{"-test.run=^" + regexp.QuoteMeta(t.Name()) + "$", "-test.count=1", "-test.v"}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), smallDiskEnv+"="+t.Name())
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Skipf("no user and mount namespaces here: %v", err)
+	}
+	t.Logf("on a %d-byte disk:\n%s", size, out)
+	if err != nil {
+		t.Fatalf("on a %d-byte disk: %v", size, err)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("the test did not run on its small disk")
+	}
+}
