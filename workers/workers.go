@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,7 +74,15 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Workers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workers: jetstream: %w", err)
 	}
-	if err := spine.EnsureStreams(ctx, js, (spine.Topology{Replicas: cfg.Replicas, UsageMaxBytes: cfg.UsageMaxBytes}).Streams()...); err != nil {
+	top := spine.Topology{Replicas: cfg.Replicas, UsageMaxBytes: cfg.UsageMaxBytes}
+	if err := spine.EnsureStreams(ctx, js, top.Streams()...); err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
+	}
+	if err := spine.EnsureBuckets(ctx, js, top.RefreshLeases()); err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
+	}
+	leases, err := js.KeyValue(ctx, spine.BucketRefreshLeases)
+	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
 	log := deps.Logger.With("role", "worker")
@@ -81,7 +90,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Workers, error) {
 	return &Workers{
 		js:      js,
 		catalog: catalogrefresh.New(admin, cfg.AdminToken, provider.NewRegistry(), catalogrefresh.NewClients(), log),
-		tokens:  tokenrefresh.New(admin, cfg.AdminToken, tokenrefresh.NewClients(), log),
+		tokens: tokenrefresh.New(admin, cfg.AdminToken, tokenrefresh.NewClients(), log).
+			WithLeases(tokenrefresh.KVLeases{KV: leases}, uuid.NewString()),
 		usage:   usage.New(admin, cfg.AdminToken, usage.Config{Lost: usage.NewLostCounter(deps.Metrics)}, log),
 		cfg:     cfg,
 		log:     log,

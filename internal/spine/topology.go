@@ -37,6 +37,9 @@ const (
 	// BucketSignInCodes holds the console's one-time sign-in codes (by
 	// their SHA-256), forgotten after SignInCodeTTL.
 	BucketSignInCodes = "sb_signin_codes"
+	// BucketRefreshLeases holds, per connection, the worker refreshing its
+	// tokens now, forgotten after RefreshLeaseTTL.
+	BucketRefreshLeases = "sb_refresh_leases"
 )
 
 // Streams and their subjects.
@@ -87,6 +90,12 @@ const ResponseTTL = 30 * 24 * time.Hour
 // any provider's device code lives.
 const OAuthFlowTTL = 30 * time.Minute
 
+// RefreshLeaseTTL bounds a token refresh's lease, so that a worker that
+// died holding one holds it no longer: each lease is given the time its
+// job may still run (a few seconds past it), and this is the bucket's
+// bound beside, and the lease of a job without a deadline.
+const RefreshLeaseTTL = 2 * time.Minute
+
 // SignInCodeTTL is how long a console sign-in code may be redeemed.
 const SignInCodeTTL = 10 * time.Minute
 
@@ -125,7 +134,15 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 		{Bucket: BucketResponses, Description: "stored Responses API answers per machine", History: 1, TTL: ResponseTTL, Replicas: r},
 		// Codes are minted with the admin token only; the bound is a guard.
 		{Bucket: BucketSignInCodes, Description: "console sign-in codes by digest", History: 1, TTL: SignInCodeTTL, MaxBytes: 1 << 20, Replicas: r},
+		t.RefreshLeases(),
 	}
+}
+
+// RefreshLeases is the bucket of token refresh leases, which the workers
+// ensure too: they may start before core.
+func (t Topology) RefreshLeases() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: BucketRefreshLeases, Description: "token refreshes in progress, one worker per connection",
+		History: 1, TTL: RefreshLeaseTTL, LimitMarkerTTL: time.Second, MaxBytes: 8 << 20, Replicas: t.replicas()}
 }
 
 // Streams are the streams of the gateway roles.

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/internal/oauth"
+	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
@@ -57,6 +58,17 @@ type Refresher struct {
 	// refreshing shares one refresh of a connection between the jobs that
 	// ask for it together (see Handle).
 	refreshing singleflight.Group
+	// leases, when set, keep a connection's refresh to one process.
+	leases Leases
+	holder string
+}
+
+// WithLeases makes the refresher take a connection's lease from leases,
+// as holder (this process), before each refresh, so that workers of
+// several processes never refresh one connection at once.
+func (r *Refresher) WithLeases(leases Leases, holder string) *Refresher {
+	r.leases, r.holder = leases, holder
+	return r
 }
 
 // NewClients returns the clients token grants go through: no redirects
@@ -91,9 +103,24 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 	// de-duplication window while the first kept failing, a redelivery
 	// while it still runs) would present the same refresh token twice, and
 	// providers that detect reuse revoke the whole login for it: the second
-	// shares the first's refresh and its outcome. This holds within one
-	// worker process; workers of several processes are not serialised.
-	_, err, _ := r.refreshing.Do(job.GetMachineId()+"/"+id, func() (any, error) { return nil, r.handle(ctx, job) })
+	// shares the first's refresh and its outcome within one worker
+	// process, and the lease keeps other processes out meanwhile (their
+	// job is retried, and finds the refresh done).
+	key := job.GetMachineId() + "/" + id
+	_, err, _ := r.refreshing.Do(key, func() (any, error) {
+		if r.leases != nil {
+			ttl := spine.RefreshLeaseTTL
+			if d, ok := ctx.Deadline(); ok {
+				ttl = time.Until(d) + leaseMargin
+			}
+			release, err := r.leases.Acquire(ctx, job.GetMachineId()+"."+id, r.holder, ttl)
+			if err != nil {
+				return nil, fmt.Errorf("refresh %s: %w", id, err)
+			}
+			defer release(ctx)
+		}
+		return nil, r.handle(ctx, job)
+	})
 	return err
 }
 
