@@ -162,3 +162,30 @@ func TestAudioTranscriptionStallFallsOver(t *testing.T) {
 	assert.Equal(t, 1, g.ups[0].Count(upstreamtest.PathTranscriptions))
 	assert.Equal(t, 1, g.ups[1].Count(upstreamtest.PathTranscriptions), "the fallback answered")
 }
+
+// A count_tokens call whose Anthropic upstream sends its headers and then
+// nothing gives way to the next connection after the stall timeout, as a
+// whole answer does; before, it waited until the client gave up.
+func TestCountTokensStallFallsOver(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	silent := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-ant-1"))
+	counting := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-ant-2"))
+	for i, up := range []*upstreamtest.Server{silent, counting} {
+		sb.CreateConnection(t, map[string]any{"provider": "anthropic-compatible-claude", "name": "c" + string(rune('1'+i)),
+			"apiKey": "sk-ant-" + string(rune('1'+i)), "priority": i + 1,
+			"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "claude", "enabledModels": []string{"claude-sonnet-4-6"}}})
+	}
+	key := gatewayKey(t, sb)
+	silent.Enqueue(upstreamtest.PathCountTokens, upstreamtest.StallAfter(0))
+	body := map[string]any{"model": "claude/claude-sonnet-4-6", "messages": []map[string]any{{"role": "user", "content": "count these words please"}}}
+	status, raw, err := stallPost(t, sb, pathMessages+"/count_tokens", body, "x-api-key", key)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "%s", raw)
+	var n struct {
+		InputTokens float64 `json:"input_tokens"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &n))
+	assert.Equal(t, float64(upstreamtest.Tokens("count these words please")), n.InputTokens)
+	assert.Equal(t, 1, silent.Count(upstreamtest.PathCountTokens))
+	assert.Equal(t, 1, counting.Count(upstreamtest.PathCountTokens), "the next connection counted")
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 )
 
 // CountTokens answers an Anthropic count_tokens request: an Anthropic-shaped
@@ -34,7 +35,11 @@ func (s *Service) CountTokens(ctx context.Context, req Request) ([]byte, dispatc
 			if err != nil {
 				return err
 			}
-			hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/messages/count_tokens", bytes.NewReader(body))
+			// The watchdog cancels the call when the upstream goes silent
+			// after its headers, as for a whole answer.
+			call, cancel := context.WithCancelCause(ctx)
+			defer cancel(nil)
+			hreq, err := http.NewRequestWithContext(call, http.MethodPost, c.BaseURL+"/messages/count_tokens", bytes.NewReader(body))
 			if err != nil {
 				return err
 			}
@@ -46,9 +51,11 @@ func (s *Service) CountTokens(ctx context.Context, req Request) ([]byte, dispatc
 				return err
 			}
 			defer resp.Body.Close()
-			raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			sr := upstream.NewStallReader(resp.Body, s.opts.FirstEventTimeout, s.opts.StallTimeout, cancel)
+			raw, err := io.ReadAll(io.LimitReader(sr, 1<<20))
+			sr.Stop()
 			if err != nil {
-				return err
+				return sr.Err(call, err)
 			}
 			if resp.StatusCode == http.StatusNotFound {
 				// A compatible upstream without the endpoint: estimate.
