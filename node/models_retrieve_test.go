@@ -61,6 +61,17 @@ func TestRetrieveModel(t *testing.T) {
 	info := sb.Do(t, http.MethodGet, "/v1/models/info?id=openai/gpt-4o-mini", nil)
 	assert.Equal(t, http.StatusOK, info.Status)
 	assert.Equal(t, "/v1/chat/completions", info.JSON["endpoint"])
+
+	// So an alias or combo named like a kind or "info" could never be
+	// retrieved: such names are refused, and nothing changes.
+	for _, name := range []string{"llm", "embedding", "info"} {
+		r := sb.Admin(t, http.MethodPut, "/api/models/aliases", map[string]any{"aliases": map[string]string{name: "openai/gpt-4o-mini"}})
+		assert.Equal(t, http.StatusBadRequest, r.Status, "alias %s: %s", name, r.Body)
+		assert.Contains(t, string(r.Body), "reserved", name)
+		r = sb.Admin(t, http.MethodPut, "/api/models/combos", map[string]any{"combos": []map[string]any{{"name": name, "models": []string{"openai/gpt-4o-mini"}}}})
+		assert.Equal(t, http.StatusBadRequest, r.Status, "combo %s: %s", name, r.Body)
+	}
+	assert.Equal(t, map[string]any{"fast": "openai/gpt-4o-mini"}, sb.Admin(t, http.MethodGet, "/api/models/aliases", nil).JSON["aliases"])
 }
 
 // The official npm client's models.retrieve, which escapes the id's slashes.

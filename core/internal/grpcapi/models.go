@@ -144,6 +144,9 @@ func (a *Admin) PutAliases(ctx context.Context, req *corev1.PutAliasesRequest) (
 		if name == target {
 			return nil, invalidParam("aliases", "invalid_value", fmt.Sprintf("alias %q names itself", name))
 		}
+		if reservedModelName(name) {
+			return nil, invalidParam("aliases", "invalid_value", reservedMessage("alias", name))
+		}
 	}
 	if err := a.modifySettings(ctx, machineID, func(s *busv1.Settings) { s.Aliases = req.GetAliases() }); err != nil {
 		return nil, a.storeError(err)
@@ -164,6 +167,21 @@ func (a *Admin) GetCombos(ctx context.Context, _ *corev1.GetCombosRequest) (*cor
 	return out, nil
 }
 
+// reservedModelName reports a name GET /v1/models/{name} answers with
+// something else than the model of that name: a kind's listing, or
+// /v1/models/info. An alias or combo so named could never be retrieved.
+func reservedModelName(name string) bool {
+	return name == "info" || provider.ValidKind(name)
+}
+
+func reservedMessage(what, name string) string {
+	route := "the listing of models of that kind"
+	if name == "info" {
+		route = "model info"
+	}
+	return fmt.Sprintf("%s name %q is reserved: GET /v1/models/%s answers %s", what, name, name, route)
+}
+
 // PutCombos replaces the machine's combos.
 func (a *Admin) PutCombos(ctx context.Context, req *corev1.PutCombosRequest) (*corev1.PutCombosResponse, error) {
 	machineID, err := a.auth.Admin(ctx)
@@ -175,6 +193,9 @@ func (a *Admin) PutCombos(ctx context.Context, req *corev1.PutCombosRequest) (*c
 	for _, c := range req.GetCombos() {
 		if !modelNamePattern.MatchString(c.GetName()) {
 			return nil, invalidParam("combos", "invalid_value", fmt.Sprintf("combo name %q is not a model id", c.GetName()))
+		}
+		if reservedModelName(c.GetName()) {
+			return nil, invalidParam("combos", "invalid_value", reservedMessage("combo", c.GetName()))
 		}
 		if seen[c.GetName()] {
 			return nil, invalidParam("combos", "invalid_value", fmt.Sprintf("combo %q is named twice", c.GetName()))
