@@ -64,3 +64,167 @@ func TestCheckoutRefusedUntilTheSubscriptionEnded(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckoutRefusedOncePaidBeforeTheWebhook: a user who paid and checks
+// out again before Stripe's webhooks reached billing is refused as if
+// billing knew, and Stripe holds one subscription.
+func TestCheckoutRefusedOncePaidBeforeTheWebhook(t *testing.T) {
+	tests := []struct {
+		name         string
+		trialDays    int
+		stripeStatus string // set at Stripe after paying, "" to keep
+		message      string
+	}{
+		{"active", 0, "", "You already have a subscription"},
+		{"trialing", 14, "", "You already have a subscription"},
+		{"past_due", 0, "past_due", "billing portal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := billingtest.Start(t, billingtest.Options{})
+			c := edgeClient(h.Conn)
+			ctx := context.Background()
+			alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+			first, err := c.Checkout(ctx, &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY})
+			require.NoError(t, err)
+			sess, ok := h.Stripe.SessionByURL(first.GetUrl())
+			require.True(t, ok)
+			sub, _, err := h.Stripe.CompleteCheckout(sess.ID, tt.trialDays)
+			require.NoError(t, err)
+			if tt.stripeStatus != "" {
+				_, err = h.Stripe.SetSubscription(sub.ID, func(s *payments.Subscription) { s.Status = tt.stripeStatus })
+				require.NoError(t, err)
+			}
+			// No event handed to billing: it has not heard of the payment.
+			got, err := c.GetSubscription(ctx, &billingv1.GetSubscriptionRequest{User: alice})
+			require.NoError(t, err)
+			require.Nil(t, got.GetSubscription(), "precondition: billing does not know yet")
+
+			sessions := stripeCalls(h, billingtest.OpCreateCheckout)
+			_, err = c.Checkout(ctx, &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_YEARLY, IdempotencyKey: "again"})
+			code, r := reason(t, err)
+			require.Equal(t, codes.AlreadyExists, code)
+			require.Equal(t, "SUBSCRIPTION_ALREADY_EXISTS", r)
+			require.Contains(t, status.Convert(err).Message(), tt.message)
+			require.Equal(t, sessions, stripeCalls(h, billingtest.OpCreateCheckout), "no checkout session at Stripe")
+			subs, err := h.Stripe.ListSubscriptions(ctx, sess.CustomerID)
+			require.NoError(t, err)
+			require.Len(t, subs, 1, "one subscription at Stripe")
+		})
+	}
+}
+
+// openSessions lists the user's payable checkout sessions at the fake
+// Stripe.
+func openSessions(t *testing.T, h *billingtest.Harness, customerID string) []payments.CheckoutSession {
+	t.Helper()
+	open, err := h.Stripe.ListOpenCheckoutSessions(context.Background(), customerID)
+	require.NoError(t, err)
+	return open
+}
+
+// TestOnlyTheLastCheckoutCanBePaid: a user who checks out in two tabs can
+// pay only in the second; the first tab's page is expired. Retrying the
+// second with its key answers its page again and keeps it payable.
+func TestOnlyTheLastCheckoutCanBePaid(t *testing.T) {
+	h := billingtest.Start(t, billingtest.Options{})
+	c := edgeClient(h.Conn)
+	ctx := context.Background()
+	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+	tab1, err := c.Checkout(ctx, &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY, IdempotencyKey: "tab-1"})
+	require.NoError(t, err)
+	tab2req := &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_YEARLY, IdempotencyKey: "tab-2"}
+	tab2, err := c.Checkout(ctx, tab2req)
+	require.NoError(t, err)
+	require.NotEqual(t, tab1.GetUrl(), tab2.GetUrl())
+	again, err := c.Checkout(ctx, tab2req)
+	require.NoError(t, err)
+	require.Equal(t, tab2.GetUrl(), again.GetUrl(), "the retry answers the second page")
+
+	s1, ok := h.Stripe.SessionByURL(tab1.GetUrl())
+	require.True(t, ok)
+	s2, ok := h.Stripe.SessionByURL(tab2.GetUrl())
+	require.True(t, ok)
+	require.Equal(t, []payments.CheckoutSession{s2}, openSessions(t, h, s2.CustomerID))
+	_, _, err = h.Stripe.CompleteCheckout(s1.ID, 0)
+	require.Error(t, err, "the first tab's page cannot be paid")
+	sub, _, err := h.Stripe.CompleteCheckout(s2.ID, 0)
+	require.NoError(t, err, "the second tab's page can")
+	require.Equal(t, "pro_yearly", sub.LookupKey)
+}
+
+// TestCheckoutRetriedAfterAFailureKeepsItsSession: a checkout whose
+// session was created at Stripe but which failed afterwards is retried
+// with its key: the retry answers that session's page and does not expire
+// it; the earlier checkout's page stays expired.
+func TestCheckoutRetriedAfterAFailureKeepsItsSession(t *testing.T) {
+	h := billingtest.Start(t, billingtest.Options{})
+	c := edgeClient(h.Conn)
+	ctx := context.Background()
+	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+	tab1, err := c.Checkout(ctx, &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY, IdempotencyKey: "tab-1"})
+	require.NoError(t, err)
+	s1, ok := h.Stripe.SessionByURL(tab1.GetUrl())
+	require.True(t, ok)
+
+	// The second checkout's session is created, then Stripe goes away.
+	sessions := stripeCalls(h, billingtest.OpCreateCheckout)
+	h.Stripe.FailNext(billingtest.OpListCheckouts, nil)
+	h.Stripe.FailNext(billingtest.OpListCheckouts, billingtest.Unavailable())
+	tab2req := &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY, IdempotencyKey: "tab-2"}
+	_, err = c.Checkout(ctx, tab2req)
+	require.Equal(t, "PAYMENT_PROVIDER_UNAVAILABLE", reasonOf(t, err))
+	require.Equal(t, sessions+1, stripeCalls(h, billingtest.OpCreateCheckout), "precondition: the session was created before the failure")
+	open := openSessions(t, h, s1.CustomerID)
+	require.Len(t, open, 1)
+	s2 := open[0]
+	require.NotEqual(t, s1.ID, s2.ID)
+
+	tab2, err := c.Checkout(ctx, tab2req)
+	require.NoError(t, err)
+	require.Equal(t, s2.URL, tab2.GetUrl(), "the retry answers the session created first")
+	require.Equal(t, []payments.CheckoutSession{s2}, openSessions(t, h, s1.CustomerID), "and keeps it payable")
+	_, _, err = h.Stripe.CompleteCheckout(s1.ID, 0)
+	require.Error(t, err)
+	_, _, err = h.Stripe.CompleteCheckout(s2.ID, 0)
+	require.NoError(t, err)
+}
+
+// TestCheckoutsAtOnceLeaveOnePayable: two checkouts of one user running at
+// the same moment (a double click) both answer a page, and only the newer
+// session can be paid.
+func TestCheckoutsAtOnceLeaveOnePayable(t *testing.T) {
+	h := billingtest.Start(t, billingtest.Options{})
+	c := edgeClient(h.Conn)
+	ctx := context.Background()
+	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+	req := &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY}
+
+	gate := h.Stripe.Hold(billingtest.OpCreateCheckout)
+	defer gate.Release()
+	type answer struct {
+		resp *billingv1.CheckoutResponse
+		err  error
+	}
+	held := make(chan answer, 1)
+	go func() {
+		resp, err := c.Checkout(ctx, req)
+		held <- answer{resp, err}
+	}()
+	<-gate.Entered() // the first checkout passed its checks, its session is not created yet
+	early, err := c.Checkout(ctx, req)
+	require.NoError(t, err)
+	gate.Release()
+	late := <-held
+	require.NoError(t, late.err)
+
+	sEarly, ok := h.Stripe.SessionByURL(early.GetUrl())
+	require.True(t, ok)
+	sLate, ok := h.Stripe.SessionByURL(late.resp.GetUrl())
+	require.True(t, ok)
+	require.Equal(t, []payments.CheckoutSession{sLate}, openSessions(t, h, sEarly.CustomerID), "one page can be paid: the newer")
+	_, _, err = h.Stripe.CompleteCheckout(sEarly.ID, 0)
+	require.Error(t, err)
+	_, _, err = h.Stripe.CompleteCheckout(sLate.ID, 0)
+	require.NoError(t, err)
+}

@@ -244,11 +244,14 @@ var (
 	Unavailable = paymentstest.Unavailable
 )
 
-// Operation names of Harness.Stripe.FailNext.
+// Operation names of Harness.Stripe.FailNext and Hold.
 const (
 	OpGetSubscription = paymentstest.OpGetSubscription
 	OpGetInvoice      = paymentstest.OpGetInvoice
 	OpCreateCheckout  = paymentstest.OpCreateCheckout
+	OpListCheckouts   = paymentstest.OpListCheckouts
+	OpExpireCheckout  = paymentstest.OpExpireCheckout
+	OpListSubs        = paymentstest.OpListSubs
 	OpCreatePortal    = paymentstest.OpCreatePortal
 	OpCreateCustomer  = paymentstest.OpCreateCustomer
 	OpSetCancel       = paymentstest.OpSetCancel

@@ -221,6 +221,17 @@ func (s *Service) Prices(ctx context.Context) ([]*billingv1.Price, error) {
 }
 
 // Checkout creates a checkout session and returns its URL.
+//
+// A user holds at most one subscription, and at most one checkout session
+// of theirs can be paid at a time. Billing's copy of the subscriptions
+// refuses first; as Stripe's webhooks update that copy only later, Stripe
+// is then asked too: the sessions of the user's other checkouts are
+// expired, and only then are the subscriptions at Stripe read, so that one
+// paid meanwhile is seen. A checkout retried with its client key sends the
+// same Stripe idempotency key, which is also its session's checkout key:
+// it gets its session back and never expires it. When Stripe cannot be
+// asked, the checkout fails (PAYMENT_PROVIDER_UNAVAILABLE or
+// FAILED_TO_CHECKOUT) rather than risk a second payable session.
 func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, recurring billingv1.Recurring, clientKey string) (string, error) {
 	if recurring == billingv1.Recurring_RECURRING_UNSPECIFIED {
 		return "", BadRequest("recurring is required")
@@ -228,14 +239,11 @@ func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, rec
 	if plan == billingv1.Plan_PLAN_UNSPECIFIED {
 		plan = billingv1.Plan_PLAN_PRO
 	}
-	// Any subscription that has not ended refuses a second one, paid or
-	// not: once Stripe's retries collect a past-due one, the user would pay
-	// twice. Current is the newest one that has not ended, if any.
-	if cur := s.Current(u.ID); cur != nil && !ended(cur.GetSubscription().GetStatus()) {
-		if entitled(cur.GetSubscription().GetStatus()) {
-			return "", ErrSubscriptionExists
+	// Current is the newest subscription that has not ended, if any.
+	if cur := s.Current(u.ID); cur != nil {
+		if err := refusal(cur.GetSubscription().GetStatus()); err != nil {
+			return "", err
 		}
-		return "", ErrSubscriptionUnsettled
 	}
 	price, err := s.price(ctx, plan, recurring)
 	if err != nil {
@@ -245,20 +253,91 @@ func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, rec
 	if err != nil {
 		return "", err
 	}
+	key := idempotencyKey(u.ID, "checkout", clientKey, price.ID)
+	if err := s.expireOtherCheckouts(ctx, u.ID, customerID, key, clientKey, ""); err != nil {
+		return "", err
+	}
+	subs, err := s.pay.ListSubscriptions(ctx, customerID)
+	if err != nil {
+		return "", s.providerError("list subscriptions", err, ErrCheckoutFailed)
+	}
+	statuses := make([]billingv1.SubscriptionStatus, len(subs))
+	for i, sub := range subs {
+		statuses[i] = subscriptionStatuses[sub.Status]
+	}
+	if err := refusal(statuses...); err != nil {
+		return "", err
+	}
 	sess, err := s.pay.CreateCheckoutSession(ctx, payments.CheckoutParams{
-		CustomerID: customerID,
-		UserID:     u.ID,
-		PriceID:    price.ID,
-		SuccessURL: s.cfg.PublicURL + "/billing/success?session_id={CHECKOUT_SESSION_ID}",
-		CancelURL:  s.cfg.PublicURL + "/billing/cancel",
-	}, idempotencyKey(u.ID, "checkout", clientKey, price.ID))
+		CustomerID:  customerID,
+		UserID:      u.ID,
+		PriceID:     price.ID,
+		SuccessURL:  s.cfg.PublicURL + "/billing/success?session_id={CHECKOUT_SESSION_ID}",
+		CancelURL:   s.cfg.PublicURL + "/billing/cancel",
+		CheckoutKey: key,
+	}, key)
 	if err != nil {
 		return "", s.providerError("create checkout session", err, ErrCheckoutFailed)
 	}
 	if sess.URL == "" {
 		return "", ErrCheckoutFailed
 	}
+	// A checkout running at the same time may have created its session
+	// after the sweep above: of the open sessions the newest stays.
+	if err := s.expireOtherCheckouts(ctx, u.ID, customerID, key, clientKey, sess.ID); err != nil {
+		return "", err
+	}
 	return sess.URL, nil
+}
+
+// refusal is the error refusing a checkout while a subscription in one of
+// statuses has not ended, paid or not (once Stripe's retries collect a
+// past-due one, the user would pay twice); nil when all ended.
+func refusal(statuses ...billingv1.SubscriptionStatus) error {
+	var err error
+	for _, st := range statuses {
+		switch {
+		case entitled(st):
+			return ErrSubscriptionExists
+		case !ended(st):
+			err = ErrSubscriptionUnsettled
+		}
+	}
+	return err
+}
+
+// expireOtherCheckouts expires the customer's open subscription-mode
+// checkout sessions that belong to other checkouts than key's. With
+// newest set (the session of key's checkout), only the sessions Stripe
+// lists after it, older ones, are expired, so that of two checkouts running
+// at once the newer session is kept by both; when newest is no longer open
+// nothing is expired. A session that is no longer open when expired
+// (completed or expired meanwhile) is left: a completed one shows in the
+// subscriptions read afterwards.
+func (s *Service) expireOtherCheckouts(ctx context.Context, userID, customerID, key, clientKey, newest string) error {
+	open, err := s.pay.ListOpenCheckoutSessions(ctx, customerID)
+	if err != nil {
+		return s.providerError("list checkout sessions", err, ErrCheckoutFailed)
+	}
+	older := newest == ""
+	for _, cs := range open {
+		if !older {
+			older = cs.ID == newest
+			continue
+		}
+		if cs.Mode != "subscription" || cs.CheckoutKey == key {
+			continue
+		}
+		err := s.pay.ExpireCheckoutSession(ctx, cs.ID, idempotencyKey(userID, "expire-checkout", clientKey, cs.ID))
+		if err == nil {
+			continue
+		}
+		if got, gerr := s.pay.GetCheckoutSession(ctx, cs.ID); gerr == nil && got.Status != "open" {
+			continue
+		}
+		return s.providerError("expire checkout session", err, ErrCheckoutFailed)
+	}
+	return nil
 }
 
 // Portal creates a billing portal session and returns its URL.

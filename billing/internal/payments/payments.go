@@ -15,32 +15,46 @@ type Provider interface {
 	Customers
 	Checkout
 	Subscriptions
+	Schedules
 	Invoices
 }
 
-// Customers creates and reads customers.
+// Customers creates and reads customers and opens their billing portal.
 type Customers interface {
 	// CreateCustomer creates a customer whose metadata.user_id is userID.
 	CreateCustomer(ctx context.Context, userID, email, idempotencyKey string) (*Customer, error)
 	GetCustomer(ctx context.Context, id string) (*Customer, error)
+	// CreatePortalSession returns the URL of a billing portal session.
+	CreatePortalSession(ctx context.Context, customerID, returnURL, idempotencyKey string) (string, error)
 }
 
-// Checkout sells: prices, checkout and portal sessions.
+// Checkout sells: prices and checkout sessions.
 type Checkout interface {
 	// ListPrices returns the active prices carrying one of lookupKeys.
 	ListPrices(ctx context.Context, lookupKeys []string) ([]Price, error)
 	CreateCheckoutSession(ctx context.Context, p CheckoutParams, idempotencyKey string) (*CheckoutSession, error)
 	GetCheckoutSession(ctx context.Context, id string) (*CheckoutSession, error)
-	// CreatePortalSession returns the URL of a billing portal session.
-	CreatePortalSession(ctx context.Context, customerID, returnURL, idempotencyKey string) (string, error)
+	// ListOpenCheckoutSessions returns the customer's checkout sessions that
+	// can still be paid, newest first.
+	ListOpenCheckoutSessions(ctx context.Context, customerID string) ([]CheckoutSession, error)
+	// ExpireCheckoutSession makes an open checkout session unpayable; it
+	// fails for a session that is no longer open.
+	ExpireCheckoutSession(ctx context.Context, id, idempotencyKey string) error
 }
 
-// Subscriptions reads and changes subscriptions and their schedules.
+// Subscriptions reads and changes subscriptions.
 type Subscriptions interface {
 	GetSubscription(ctx context.Context, id string) (*Subscription, error)
+	// ListSubscriptions returns every subscription of the customer, ended
+	// ones included, newest first.
+	ListSubscriptions(ctx context.Context, customerID string) ([]Subscription, error)
 	// SetCancelAtPeriodEnd cancels (true) or resumes (false) a subscription at
 	// the end of its current period.
 	SetCancelAtPeriodEnd(ctx context.Context, id string, cancel bool, idempotencyKey string) (*Subscription, error)
+}
+
+// Schedules reads and changes the schedules of subscriptions.
+type Schedules interface {
 	GetSchedule(ctx context.Context, id string) (*Schedule, error)
 	// ScheduleChange makes the subscription keep its current price until the
 	// current period ends and then switch to newPriceID, without proration.
@@ -98,6 +112,10 @@ type CheckoutParams struct {
 	PriceID    string
 	SuccessURL string
 	CancelURL  string
+	// CheckoutKey names the checkout the session belongs to (its
+	// metadata.checkout_key): a retried checkout sends the same key and
+	// recognises its session among the open ones.
+	CheckoutKey string
 }
 
 // CheckoutSession is a hosted checkout.
@@ -108,7 +126,13 @@ type CheckoutSession struct {
 	ClientReferenceID string
 	// SubscriptionID is set once the checkout completed.
 	SubscriptionID string
-	Status         string
+	// Status is open, complete or expired.
+	Status string
+	// Mode is subscription, payment or setup.
+	Mode string
+	// CheckoutKey is CheckoutParams.CheckoutKey ("" for a session billing
+	// did not create).
+	CheckoutKey string
 }
 
 // Subscription is a provider subscription with its single price.

@@ -167,6 +167,9 @@ func (s *Stripe) CreateCheckoutSession(ctx context.Context, cp CheckoutParams, i
 			Metadata: map[string]string{"user_id": cp.UserID},
 		},
 	}
+	if cp.CheckoutKey != "" {
+		p.AddMetadata(checkoutKeyField, cp.CheckoutKey)
+	}
 	cs, err := s.api.CheckoutSessions.New(p)
 	if err != nil {
 		return nil, convertError(err)
@@ -183,8 +186,39 @@ func (s *Stripe) GetCheckoutSession(ctx context.Context, id string) (*CheckoutSe
 	return checkoutFrom(cs), nil
 }
 
+// ListOpenCheckoutSessions implements Checkout.
+func (s *Stripe) ListOpenCheckoutSessions(ctx context.Context, customerID string) ([]CheckoutSession, error) {
+	p := &stripe.CheckoutSessionListParams{
+		Customer: stripe.String(customerID),
+		Status:   stripe.String(string(stripe.CheckoutSessionStatusOpen)),
+	}
+	p.Context = ctx
+	p.Limit = stripe.Int64(100)
+	it := s.api.CheckoutSessions.List(p)
+	var out []CheckoutSession
+	for it.Next() {
+		out = append(out, *checkoutFrom(it.CheckoutSession()))
+	}
+	if err := it.Err(); err != nil {
+		return nil, convertError(err)
+	}
+	return out, nil
+}
+
+// ExpireCheckoutSession implements Checkout.
+func (s *Stripe) ExpireCheckoutSession(ctx context.Context, id, idempotencyKey string) error {
+	_, err := s.api.CheckoutSessions.Expire(id, &stripe.CheckoutSessionExpireParams{Params: params(ctx, idempotencyKey)})
+	return convertError(err)
+}
+
+// checkoutKeyField is the metadata field of CheckoutParams.CheckoutKey.
+const checkoutKeyField = "checkout_key"
+
 func checkoutFrom(cs *stripe.CheckoutSession) *CheckoutSession {
-	out := &CheckoutSession{ID: cs.ID, URL: cs.URL, ClientReferenceID: cs.ClientReferenceID, Status: string(cs.Status)}
+	out := &CheckoutSession{
+		ID: cs.ID, URL: cs.URL, ClientReferenceID: cs.ClientReferenceID,
+		Status: string(cs.Status), Mode: string(cs.Mode), CheckoutKey: cs.Metadata[checkoutKeyField],
+	}
 	if cs.Customer != nil {
 		out.CustomerID = cs.Customer.ID
 	}
@@ -194,7 +228,7 @@ func checkoutFrom(cs *stripe.CheckoutSession) *CheckoutSession {
 	return out
 }
 
-// CreatePortalSession implements Checkout.
+// CreatePortalSession implements Customers.
 func (s *Stripe) CreatePortalSession(ctx context.Context, customerID, returnURL, idempotencyKey string) (string, error) {
 	p := &stripe.BillingPortalSessionParams{
 		Params:    params(ctx, idempotencyKey),
@@ -215,6 +249,22 @@ func (s *Stripe) GetSubscription(ctx context.Context, id string) (*Subscription,
 		return nil, convertError(err)
 	}
 	return subscriptionFrom(sub), nil
+}
+
+// ListSubscriptions implements Subscriptions.
+func (s *Stripe) ListSubscriptions(ctx context.Context, customerID string) ([]Subscription, error) {
+	p := &stripe.SubscriptionListParams{Customer: stripe.String(customerID), Status: stripe.String("all")}
+	p.Context = ctx
+	p.Limit = stripe.Int64(100)
+	it := s.api.Subscriptions.List(p)
+	var out []Subscription
+	for it.Next() {
+		out = append(out, *subscriptionFrom(it.Subscription()))
+	}
+	if err := it.Err(); err != nil {
+		return nil, convertError(err)
+	}
+	return out, nil
 }
 
 // SetCancelAtPeriodEnd implements Subscriptions.
@@ -254,7 +304,7 @@ func subscriptionFrom(sub *stripe.Subscription) *Subscription {
 	return out
 }
 
-// GetSchedule implements Subscriptions.
+// GetSchedule implements Schedules.
 func (s *Stripe) GetSchedule(ctx context.Context, id string) (*Schedule, error) {
 	p := &stripe.SubscriptionScheduleParams{Params: params(ctx, "")}
 	p.AddExpand("phases.items.price")
@@ -265,7 +315,7 @@ func (s *Stripe) GetSchedule(ctx context.Context, id string) (*Schedule, error) 
 	return scheduleFrom(sch), nil
 }
 
-// ScheduleChange implements Subscriptions: a schedule whose first phase is
+// ScheduleChange implements Schedules: a schedule whose first phase is
 // the current price until the period ends and whose second phase is the new
 // price, released afterwards, nothing prorated.
 func (s *Stripe) ScheduleChange(ctx context.Context, subscriptionID, scheduleID, newPriceID, idempotencyKey string) (*Schedule, error) {
@@ -325,7 +375,7 @@ func (s *Stripe) ScheduleChange(ctx context.Context, subscriptionID, scheduleID,
 	return scheduleFrom(sch), nil
 }
 
-// ReleaseSchedule implements Subscriptions.
+// ReleaseSchedule implements Schedules.
 func (s *Stripe) ReleaseSchedule(ctx context.Context, scheduleID, idempotencyKey string) error {
 	_, err := s.api.SubscriptionSchedules.Release(scheduleID, &stripe.SubscriptionScheduleReleaseParams{
 		Params: params(ctx, idempotencyKey),

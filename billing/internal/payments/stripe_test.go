@@ -71,11 +71,19 @@ func TestStripeRequestsAgainstStripeMock(t *testing.T) {
 
 	sess, err := s.CreateCheckoutSession(ctx, payments.CheckoutParams{
 		CustomerID: cus.ID, UserID: "user-1", PriceID: "price_123",
-		SuccessURL: "https://switchboard.test/billing/success?session_id={CHECKOUT_SESSION_ID}",
-		CancelURL:  "https://switchboard.test/billing/cancel",
+		SuccessURL:  "https://switchboard.test/billing/success?session_id={CHECKOUT_SESSION_ID}",
+		CancelURL:   "https://switchboard.test/billing/cancel",
+		CheckoutKey: "idem-checkout",
 	}, "idem-checkout")
 	require.NoError(t, err, "checkout session create")
 	require.NotEmpty(t, sess.ID)
+	open, err := s.ListOpenCheckoutSessions(ctx, cus.ID)
+	require.NoError(t, err, "checkout session list")
+	require.NotEmpty(t, open)
+	require.NoError(t, s.ExpireCheckoutSession(ctx, sess.ID, "idem-expire"), "checkout session expire")
+	subs, err := s.ListSubscriptions(ctx, cus.ID)
+	require.NoError(t, err, "subscription list")
+	require.NotEmpty(t, subs)
 
 	url, err := s.CreatePortalSession(ctx, cus.ID, "https://switchboard.test/billing", "idem-portal")
 	require.NoError(t, err, "portal session create")

@@ -2,11 +2,11 @@
 // interface, for tests. It behaves like Stripe where billing relies on it:
 // objects keep state between calls, every write needs an idempotency key
 // and a reused key returns the first answer, a subscription managed by a
-// schedule refuses direct cancellation changes, failures can be injected per
-// operation, and a write (or a read of a subscription) can be held at a gate
-// to line up concurrent calls. Helpers drive what Stripe would do on its own
-// (complete a checkout, renew, fail a payment) and build the events it
-// would send.
+// schedule refuses direct cancellation changes, an expired checkout session
+// cannot be paid, failures can be injected per operation, and a write (or a
+// read of a subscription) can be held at a gate to line up concurrent
+// calls. Helpers drive what Stripe would do on its own (complete a
+// checkout, renew, fail a payment) and build the events it would send.
 package paymentstest
 
 import (
@@ -31,8 +31,11 @@ const (
 	OpListPrices      = "ListPrices"
 	OpCreateCheckout  = "CreateCheckoutSession"
 	OpGetCheckout     = "GetCheckoutSession"
+	OpListCheckouts   = "ListOpenCheckoutSessions"
+	OpExpireCheckout  = "ExpireCheckoutSession"
 	OpCreatePortal    = "CreatePortalSession"
 	OpGetSubscription = "GetSubscription"
+	OpListSubs        = "ListSubscriptions"
 	OpSetCancel       = "SetCancelAtPeriodEnd"
 	OpGetSchedule     = "GetSchedule"
 	OpScheduleChange  = "ScheduleChange"
@@ -113,7 +116,9 @@ func (f *Fake) SetNow(now func() time.Time) {
 	f.now = now
 }
 
-// FailNext makes the next call of op fail with err (queued per op).
+// FailNext makes the next call of op fail with err (queued per op). A nil
+// err lets that call through, so that a failure queued after it hits a
+// later call.
 func (f *Fake) FailNext(op string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -231,7 +236,9 @@ func (f *Fake) begin(op, key string, write bool, fingerprint string) (any, error
 	if q := f.failures[op]; len(q) > 0 {
 		err := q[0]
 		f.failures[op] = q[1:]
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
 	}
 	if !write {
 		return nil, nil
@@ -340,6 +347,7 @@ func (f *Fake) CreateCheckoutSession(ctx context.Context, p payments.CheckoutPar
 	s := &payments.CheckoutSession{
 		ID: id, URL: "https://checkout.stripe.test/c/pay/" + id,
 		CustomerID: p.CustomerID, ClientReferenceID: p.UserID, Status: "open",
+		Mode: "subscription", CheckoutKey: p.CheckoutKey,
 	}
 	f.sessions[id] = s
 	f.sessPrice[id] = p.PriceID
@@ -367,6 +375,46 @@ func (f *Fake) GetCheckoutSession(_ context.Context, id string) (*payments.Check
 		return nil, notFound("checkout.session", id)
 	}
 	return cloneSession(s), nil
+}
+
+// ListOpenCheckoutSessions implements payments.Provider.
+func (f *Fake) ListOpenCheckoutSessions(_ context.Context, customerID string) ([]payments.CheckoutSession, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.begin(OpListCheckouts, "", false, ""); err != nil {
+		return nil, err
+	}
+	var out []payments.CheckoutSession
+	for _, s := range f.sessions {
+		if s.CustomerID == customerID && s.Status == "open" {
+			out = append(out, *s)
+		}
+	}
+	// IDs grow with creation: newest first, as Stripe lists.
+	slices.SortFunc(out, func(a, b payments.CheckoutSession) int { return strings.Compare(b.ID, a.ID) })
+	return out, nil
+}
+
+// ExpireCheckoutSession implements payments.Provider.
+func (f *Fake) ExpireCheckoutSession(ctx context.Context, id, key string) error {
+	if err := f.hold(ctx, OpExpireCheckout); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, err := f.begin(OpExpireCheckout, key, true, id); err != nil || r != nil {
+		return err
+	}
+	s, ok := f.sessions[id]
+	if !ok {
+		return notFound("checkout.session", id)
+	}
+	if s.Status != "open" {
+		return badRequest("Only Checkout Sessions with a status of `open` can be expired; this one is `" + s.Status + "`.")
+	}
+	s.Status = "expired"
+	f.remember(OpExpireCheckout, key, id, "expired")
+	return nil
 }
 
 // CreatePortalSession implements payments.Provider.
@@ -407,6 +455,23 @@ func (f *Fake) GetSubscription(ctx context.Context, id string) (*payments.Subscr
 	}
 	c := *s
 	return &c, nil
+}
+
+// ListSubscriptions implements payments.Provider.
+func (f *Fake) ListSubscriptions(_ context.Context, customerID string) ([]payments.Subscription, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.begin(OpListSubs, "", false, ""); err != nil {
+		return nil, err
+	}
+	var out []payments.Subscription
+	for _, s := range f.subs {
+		if s.CustomerID == customerID {
+			out = append(out, *s)
+		}
+	}
+	slices.SortFunc(out, func(a, b payments.Subscription) int { return strings.Compare(b.ID, a.ID) })
+	return out, nil
 }
 
 // SetCancelAtPeriodEnd implements payments.Provider.
