@@ -252,8 +252,8 @@ func TestAudioTranscriptionFormats(t *testing.T) {
 		})
 	}
 	// Usage: the duration each format tells (subtitles by their last cue,
-	// so choosing srt or vtt does not escape metering); plain text tells
-	// none.
+	// plain text by the verbose_json asked for in its place), so that no
+	// format escapes metering.
 	var evs []*busv1.UsageEvent
 	require.Eventually(t, func() bool { evs = usageEvents(t, g.sb); return len(evs) == 6 }, 5*time.Second, 20*time.Millisecond)
 	timed := 0
@@ -262,7 +262,7 @@ func TestAudioTranscriptionFormats(t *testing.T) {
 			timed++
 		}
 	}
-	assert.Equal(t, 5, timed, "every format but text reports its duration")
+	assert.Equal(t, 6, timed, "every format reports its duration")
 }
 
 // A 429 mid-way through the connections: the next one gets the same upload,
@@ -543,7 +543,7 @@ func newFakeElevenLabs(t *testing.T) *fakeElevenLabs {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"language_code": r.FormValue("language_code"), "language_probability": 0.98,
 			"text":  upstreamtest.Transcript(audio),
-			"words": []map[string]any{{"text": "Transcribed", "start": 0.0, "end": 0.5, "type": "word"}, {"text": "bytes", "start": 0.5, "end": 1.25, "type": "word"}},
+			"words": elevenLabsWords(upstreamtest.Transcript(audio)),
 		})
 	})
 	f.srv = httptest.NewServer(mux)
@@ -575,7 +575,7 @@ func TestAudioTranscriptionElevenLabs(t *testing.T) {
 
 	var evs []*busv1.UsageEvent
 	require.Eventually(t, func() bool { evs = usageEvents(t, g.sb); return len(evs) == 2 }, 5*time.Second, 20*time.Millisecond)
-	assert.Equal(t, 1.25, evs[0].GetAudioSeconds(), "the end of the last word")
+	assert.Equal(t, 3.4, evs[0].GetAudioSeconds(), "the end of the last word")
 	assert.Equal(t, "elevenlabs", evs[0].GetProvider())
 }
 

@@ -53,7 +53,10 @@ type TranscribeRequest struct {
 // Transcription is the answer.
 type Transcription struct {
 	// Body and ContentType are the upstream's answer as it sent it
-	// (OpenAI-style upstreams), or {"text": ...} (other formats).
+	// (OpenAI-style upstreams; plain text from a Whisper model is rendered
+	// from the verbose_json asked for in its place), or the answer in the
+	// requested format made from the upstream's: {"text": ...}, the bare
+	// text, or subtitles (other upstreams).
 	Body        []byte
 	ContentType string
 	// Seconds is the audio duration the upstream reported, 0 when it did not.
@@ -87,10 +90,18 @@ func (s *Service) Transcribe(ctx context.Context, machineID string, req Transcri
 type field struct{ name, value string }
 
 // transcribeOpenAI posts the multipart form to {base}/audio/transcriptions
-// and keeps the answer as it is.
+// and keeps the answer as it is, but for plain text from a model that
+// answers verbose_json: plain text says nothing of the audio's duration,
+// which such a model is billed by, so the upstream is asked for
+// verbose_json and its text is answered as the text format would have it.
 func transcribeOpenAI(w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
+	format := req.ResponseFormat
+	textOfVerbose := format == "text" && answersVerboseJSON(t.Model)
+	if textOfVerbose {
+		format = "verbose_json"
+	}
 	fields := []field{{"model", t.Model}}
-	for _, f := range []field{{"language", req.Language}, {"prompt", req.Prompt}, {"response_format", req.ResponseFormat}} {
+	for _, f := range []field{{"language", req.Language}, {"prompt", req.Prompt}, {"response_format", format}} {
 		if f.value != "" {
 			fields = append(fields, f)
 		}
@@ -115,13 +126,44 @@ func transcribeOpenAI(w *watchdog, t routing.Target, c *dispatch.Conn, req Trans
 		out.ContentType = "application/json"
 	}
 	reportUsage(out, body)
+	if textOfVerbose {
+		return plainText(out)
+	}
+	return nil
+}
+
+// answersVerboseJSON reports whether a transcription model answers
+// verbose_json, which tells the audio's duration: Whisper models do
+// (OpenAI's whisper-1, whisper-large-v3 at Groq or Together, Whisper
+// servers of the OpenAI-compatible kind); OpenAI's token-billed
+// gpt-4o-transcribe family does not.
+func answersVerboseJSON(model string) bool {
+	return strings.Contains(strings.ToLower(model), "whisper")
+}
+
+// plainText turns a verbose_json answer, its usage read, into OpenAI's
+// text answer: the transcript and a line feed, as text/plain. An answer in
+// another format than JSON (an upstream that paid no heed to
+// response_format) is kept as it is.
+func plainText(out *Transcription) error {
+	if mt, _, _ := mime.ParseMediaType(out.ContentType); mt != "application/json" {
+		return nil
+	}
+	var b struct {
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(out.Body, &b) != nil || b.Text == nil {
+		return badUpstream("transcription")
+	}
+	out.Body, out.ContentType = []byte(*b.Text+"\n"), textPlain
 	return nil
 }
 
 // reportUsage reads what a transcription's answer says of its usage into
 // out. A JSON answer: usage.seconds (duration-billed models), or usage's
 // tokens (token-billed ones), else verbose_json's duration. Subtitles (srt,
-// vtt): the end of their last cue. Plain text says nothing.
+// vtt): the end of their last cue. Plain text says nothing (which is why
+// transcribeOpenAI asks for verbose_json instead when it can).
 func reportUsage(out *Transcription, body []byte) {
 	mt, _, _ := mime.ParseMediaType(out.ContentType)
 	if mt != "application/json" {
@@ -178,7 +220,8 @@ func lastCueEnd(body []byte) float64 {
 }
 
 // transcribeElevenLabs posts to {base}/speech-to-text and normalises the
-// answer to {"text": ...} (or the bare text for response_format text).
+// answer to {"text": ...}, to the bare text for response_format text, or
+// to subtitles cut from its word timestamps for srt and vtt.
 func transcribeElevenLabs(w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
 	fields := []field{{"model_id", t.Model}}
 	if req.Language != "" {
@@ -196,19 +239,19 @@ func transcribeElevenLabs(w *watchdog, t routing.Target, c *dispatch.Conn, req T
 		return w.err(err)
 	}
 	var b struct {
-		Text  *string `json:"text"`
-		Words []struct {
-			End float64 `json:"end"`
-		} `json:"words"`
+		Text  *string     `json:"text"`
+		Words []timedWord `json:"words"`
 	}
 	if json.Unmarshal(body, &b) != nil || b.Text == nil {
 		return badUpstream("transcription")
 	}
-	if n := len(b.Words); n > 0 {
-		out.Seconds = b.Words[n-1].End
-	}
-	if req.ResponseFormat == "text" {
-		out.Body, out.ContentType = []byte(*b.Text+"\n"), "text/plain; charset=utf-8"
+	out.Seconds = wordsEnd(b.Words)
+	switch req.ResponseFormat {
+	case "text":
+		out.Body, out.ContentType = []byte(*b.Text+"\n"), textPlain
+		return nil
+	case "srt", "vtt":
+		out.Body, out.ContentType = subtitles(cuesOf(b.Words), req.ResponseFormat == "vtt"), textPlain
 		return nil
 	}
 	out.Body, _ = json.Marshal(struct {

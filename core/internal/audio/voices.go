@@ -59,13 +59,18 @@ var openAIVoices = []struct{ id, gender string }{
 
 // Voices lists a provider's voices that speak lang (any when empty): the
 // fixed list for OpenAI, the account's voices (with a connection's key) for
-// ElevenLabs.
+// ElevenLabs. A provider's voices are listed only when the machine has a
+// connection that can speak them; else the error is the one a speech
+// request would get (routing.ErrNoCredentials).
 func (s *Service) Voices(ctx context.Context, machineID, providerID, lang string) (Voices, dispatch.Result, error) {
 	var out Voices
 	var res dispatch.Result
 	var err error
 	switch providerID {
 	case "openai":
+		if err := s.canSpeak(ctx, machineID, "openai/"+OpenAIVoiceModel); err != nil {
+			return out, res, err
+		}
 		for _, v := range openAIVoices {
 			out.Voices = append(out.Voices, Voice{
 				ID: v.id, Name: strings.ToUpper(v.id[:1]) + v.id[1:], Lang: LangMultilingual, Gender: v.gender,
@@ -97,6 +102,25 @@ func (s *Service) Voices(ctx context.Context, machineID, providerID, lang string
 	}
 	out.Voices = kept
 	return out, res, nil
+}
+
+// canSpeak returns nil when the machine has a connection that can serve
+// model on /v1/audio/speech, else what a speech request for model would
+// get: routing.ErrNoCredentials (no usable connection, or none of a
+// provider that speaks), routing.ErrModelNotFound. The model is resolved
+// as a request's would be, aliases and combos included; no upstream is
+// called.
+func (s *Service) canSpeak(ctx context.Context, machineID, model string) error {
+	targets, err := s.d.Resolve(ctx, dispatch.Request{MachineID: machineID, Model: model})
+	if err != nil {
+		return err
+	}
+	for _, t := range targets {
+		if SupportsSpeech(t.Spec) && len(t.Connections) > 0 {
+			return nil
+		}
+	}
+	return routing.ErrNoCredentials
 }
 
 // speaks reports whether one of langs is lang, comparing base languages

@@ -134,6 +134,13 @@ func (d *Dispatcher) Do(ctx context.Context, req Request, call Call) (Result, er
 	return res, err
 }
 
+// Resolve answers the targets the request's model resolves to, as Do
+// would try them, without trying any: to learn whether a machine can serve
+// a model at all.
+func (d *Dispatcher) Resolve(ctx context.Context, req Request) ([]routing.Target, error) {
+	return d.resolve(ctx, req)
+}
+
 // nextModel reports whether a combo may go on to its next model after err.
 func nextModel(err error) bool {
 	var exhausted *credential.ExhaustedError

@@ -1,0 +1,179 @@
+package audio
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/core/internal/credential"
+	"github.com/switchboardhq/switchboard/core/internal/dispatch"
+	"github.com/switchboardhq/switchboard/core/internal/routing"
+	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+// transcribeWith runs one transcription attempt against an upstream at base.
+func transcribeWith(t *testing.T, spec provider.Spec, base, model, format string, audio []byte) (Transcription, error) {
+	t.Helper()
+	spool := NewSpool(t.TempDir(), 1<<20, 0)
+	t.Cleanup(func() { _ = spool.Close() })
+	_, err := spool.Write(audio)
+	require.NoError(t, err)
+	s := New(nil, Options{})
+	w := s.watch(context.Background())
+	defer w.close()
+	c := &dispatch.Conn{Connection: &busv1.Connection{}, Spec: spec, BaseURL: base, Credential: "k", Client: http.DefaultClient}
+	tg := routing.Target{Spec: spec, Model: model}
+	req := TranscribeRequest{Model: model, Filename: "a.wav", ContentType: "audio/wav", ResponseFormat: format}
+	var out Transcription
+	if spec.Format == provider.FormatElevenLabs {
+		err = transcribeElevenLabs(w, tg, c, req, spool, &out)
+	} else {
+		err = transcribeOpenAI(w, tg, c, req, spool, &out)
+	}
+	return out, err
+}
+
+var openAISpec = provider.Spec{ID: "openai", Auth: provider.AuthBearer, Format: provider.FormatOpenAI}
+
+// Plain text from a Whisper model: the upstream is asked for verbose_json,
+// which tells the duration, and the client gets what the text format gives,
+// byte for byte. A token-billed model, which has no verbose_json, is asked
+// for text as the client asked.
+func TestAudioPlainTextIsMetered(t *testing.T) {
+	audio := []byte("RIFF audio of some length")
+	up := upstreamtest.New(t)
+	direct := func(model string) (string, string) {
+		t.Helper()
+		body, ct := multipartFormOf(t, audio, "model", model, "response_format", "text")
+		resp, err := http.Post(up.URL()+"/audio/transcriptions", ct, body)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b), resp.Header.Get("Content-Type")
+	}
+	for _, tc := range []struct {
+		model, sent string
+		seconds     float64
+	}{
+		{"whisper-1", "verbose_json", 4},
+		{"whisper-large-v3-turbo", "verbose_json", 4},
+		{"gpt-4o-transcribe", "text", 0},
+		{"gpt-4o-mini-transcribe", "text", 0},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			out, err := transcribeWith(t, openAISpec, up.URL(), tc.model, "text", audio)
+			require.NoError(t, err)
+			wantBody, wantType := direct(tc.model)
+			assert.Equal(t, upstreamtest.Transcript(audio)+"\n", wantBody)
+			assert.Equal(t, wantBody, string(out.Body), "what the text format answers")
+			assert.Equal(t, wantType, out.ContentType)
+			assert.Equal(t, tc.seconds, out.Seconds)
+			reqs := up.Requests()
+			assert.Equal(t, tc.sent, formValue(t, reqs[len(reqs)-2], "response_format"), "what the upstream was asked")
+		})
+	}
+
+	t.Run("other formats as asked", func(t *testing.T) {
+		for _, format := range []string{"", "json", "verbose_json", "srt", "vtt"} {
+			_, err := transcribeWith(t, openAISpec, up.URL(), "whisper-1", format, audio)
+			require.NoError(t, err)
+			reqs := up.Requests()
+			assert.Equal(t, format, formValue(t, reqs[len(reqs)-1], "response_format"))
+		}
+	})
+
+	answer := func(contentType, body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", contentType)
+			_, _ = io.WriteString(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	t.Run("usage.seconds preferred to the duration", func(t *testing.T) {
+		out, err := transcribeWith(t, openAISpec, answer("application/json", `{"text":"hi","duration":2.9,"usage":{"type":"duration","seconds":3}}`), "whisper-1", "text", audio)
+		require.NoError(t, err)
+		assert.Equal(t, "hi\n", string(out.Body))
+		assert.Equal(t, 3.0, out.Seconds)
+	})
+	t.Run("an upstream that answers text anyway", func(t *testing.T) {
+		out, err := transcribeWith(t, openAISpec, answer("text/plain", "hi\n"), "whisper-1", "text", audio)
+		require.NoError(t, err)
+		assert.Equal(t, "hi\n", string(out.Body))
+		assert.Equal(t, "text/plain", out.ContentType)
+	})
+	t.Run("JSON without a text", func(t *testing.T) {
+		_, err := transcribeWith(t, openAISpec, answer("application/json", `{"duration":1}`), "whisper-1", "text", audio)
+		var up *credential.UpstreamError
+		require.ErrorAs(t, err, &up)
+		assert.Equal(t, http.StatusBadGateway, up.Status)
+	})
+}
+
+// ElevenLabs answers words with their times: srt and vtt are cut from them,
+// like OpenAI's, and the duration is the end of the last word.
+func TestAudioElevenLabsSubtitles(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"language_code":"eng","language_probability":0.99,"text":"Hello world. Bye.","words":[
+			{"text":"Hello","start":0.1,"end":0.5,"type":"word","speaker_id":"speaker_0","logprob":-0.1},
+			{"text":" ","start":0.5,"end":0.6,"type":"spacing","speaker_id":"speaker_0","logprob":0},
+			{"text":"world.","start":0.6,"end":1.25,"type":"word","speaker_id":"speaker_0","logprob":-0.2},
+			{"text":" ","start":1.25,"end":2,"type":"spacing","speaker_id":"speaker_0","logprob":0},
+			{"text":"Bye.","start":2,"end":2.75,"type":"word","speaker_id":"speaker_0","logprob":-0.1}]}`)
+	}))
+	defer srv.Close()
+	spec := provider.Spec{ID: "elevenlabs", Auth: provider.AuthXIAPIKey, Format: provider.FormatElevenLabs}
+	for _, tc := range []struct{ format, body, contentType string }{
+		{"srt", "1\n00:00:00,100 --> 00:00:01,250\nHello world.\n\n2\n00:00:02,000 --> 00:00:02,750\nBye.\n\n", "text/plain; charset=utf-8"},
+		{"vtt", "WEBVTT\n\n00:00:00.100 --> 00:00:01.250\nHello world.\n\n00:00:02.000 --> 00:00:02.750\nBye.\n\n", "text/plain; charset=utf-8"},
+		{"text", "Hello world. Bye.\n", "text/plain; charset=utf-8"},
+		{"json", `{"text":"Hello world. Bye."}`, "application/json"},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			out, err := transcribeWith(t, spec, srv.URL, "scribe_v1", tc.format, []byte("audio"))
+			require.NoError(t, err)
+			assert.Equal(t, tc.body, string(out.Body))
+			assert.Equal(t, tc.contentType, out.ContentType)
+			assert.Equal(t, 2.75, out.Seconds)
+		})
+	}
+}
+
+// multipartFormOf builds a transcription form: the fields, then the file.
+func multipartFormOf(t *testing.T, audio []byte, fields ...string) (io.Reader, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	for i := 0; i+1 < len(fields); i += 2 {
+		require.NoError(t, mw.WriteField(fields[i], fields[i+1]))
+	}
+	fw, err := mw.CreateFormFile("file", "a.wav")
+	require.NoError(t, err)
+	_, err = fw.Write(audio)
+	require.NoError(t, err)
+	require.NoError(t, mw.Close())
+	return &buf, mw.FormDataContentType()
+}
+
+// formValue is a field of the form an upstream received.
+func formValue(t *testing.T, r upstreamtest.Request, name string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "/", bytes.NewReader(r.Body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", r.Header.Get("Content-Type"))
+	require.NoError(t, req.ParseMultipartForm(1<<20))
+	return req.FormValue(name)
+}
