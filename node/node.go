@@ -271,7 +271,15 @@ func (n *Node) connectNATS(ctx context.Context) error {
 		return err
 	}
 	n.nc, err = n.embedded.Connect("switchboard", n.log)
-	return err
+	if err != nil {
+		return err
+	}
+	// After a full disk JetStream is restarted, and the pull requests of
+	// the process's consumers died with it: a reconnection renews them at
+	// once rather than after their missed heartbeats (half a minute).
+	nc := n.nc
+	n.embedded.OnStoreRestart(func() { _ = nc.ForceReconnect() })
+	return nil
 }
 
 // adminToken is the configured token, else the one in the data directory,

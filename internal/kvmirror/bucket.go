@@ -42,10 +42,14 @@ type Entry[T proto.Message] struct {
 // handed out are shared: callers must not modify them (Modify hands out a
 // copy).
 type Bucket[T proto.Message] struct {
-	kv    jetstream.KeyValue
-	newT  func() T
-	log   *slog.Logger
-	ready chan struct{}
+	kv        jetstream.KeyValue
+	newT      func() T
+	log       *slog.Logger
+	ready     chan struct{}
+	readyOnce sync.Once
+	// stale asks the follower for a new watcher: a write's revision did not
+	// reach the mirror in time (see await).
+	stale chan struct{}
 
 	mu      sync.RWMutex
 	entries map[string]Entry[T]
@@ -79,6 +83,7 @@ func OpenBucket[T proto.Message](ctx context.Context, kv jetstream.KeyValue, new
 		newT:    newT,
 		log:     log.With("bucket", kv.Bucket()),
 		ready:   make(chan struct{}),
+		stale:   make(chan struct{}, 1),
 		entries: make(map[string]Entry[T]),
 		changed: make(chan struct{}),
 	}
@@ -101,15 +106,42 @@ func (b *Bucket[T]) follow(ctx context.Context, w jetstream.KeyWatcher) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-b.stale:
+			// The watcher's consumer may be gone (JetStream restarted, a
+			// server of the cluster lost): nats.go would notice only after
+			// missing its heartbeats, some seconds on. Watch again from
+			// the next revision now.
+			nw, err := b.rewatch(ctx)
+			if err != nil {
+				return
+			}
+			_ = w.Stop()
+			w = nw
 		case e, ok := <-w.Updates():
 			if !ok {
 				return
 			}
 			if e == nil {
-				close(b.ready)
+				b.readyOnce.Do(func() { close(b.ready) })
 				continue
 			}
 			b.apply(e)
+		}
+	}
+}
+
+// rewatch starts a watcher from the revision after the mirror's, trying
+// again while JetStream cannot answer, until ctx ends.
+func (b *Bucket[T]) rewatch(ctx context.Context) (jetstream.KeyWatcher, error) {
+	for attempt := 0; ; attempt++ {
+		w, err := b.kv.WatchAll(ctx, jetstream.ResumeFromRevision(b.Revision()+1))
+		if err == nil {
+			b.log.Info("watching again", "from_revision", b.Revision()+1)
+			return w, nil
+		}
+		b.log.Warn("watch again failed", "err", err)
+		if !wait.Sleep(ctx, min(time.Duration(attempt+1)*50*time.Millisecond, time.Second)) {
+			return nil, ctx.Err()
 		}
 	}
 }
@@ -378,9 +410,15 @@ func (b *Bucket[T]) Modify(ctx context.Context, key string, fn func(T) error) (T
 	return zero, ErrConflict
 }
 
+// staleAfter is how long a write's revision may take to reach the mirror
+// before the watcher is taken for lost and replaced; on a live watcher it
+// takes well under a millisecond.
+const staleAfter = time.Second
+
 // await blocks until the mirror has seen revision rev, so a caller reads its
 // own writes.
 func (b *Bucket[T]) await(ctx context.Context, rev uint64) error {
+	var late <-chan time.Time
 	for {
 		b.mu.RLock()
 		seen, ch := b.rev, b.changed
@@ -388,8 +426,18 @@ func (b *Bucket[T]) await(ctx context.Context, rev uint64) error {
 		if seen >= rev {
 			return nil
 		}
+		if late == nil {
+			t := time.NewTimer(staleAfter)
+			defer t.Stop()
+			late = t.C
+		}
 		select {
 		case <-ch:
+		case <-late:
+			select {
+			case b.stale <- struct{}{}:
+			default:
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -212,3 +212,45 @@ func TestCatchUpFloodIsSpaced(t *testing.T) {
 	assert.Positive(t, looks)
 	assert.LessOrEqual(t, looks, uint64(time.Since(start)/lookEvery)+2, "looks at the bucket in %s", time.Since(start))
 }
+
+// A watcher whose consumer is gone without a word (JetStream restarted
+// under it after a full disk) would be noticed by nats.go only after its
+// missed heartbeats, some seconds on; meanwhile every write waited for its
+// own revision. A write that does not reach the mirror within a second
+// makes the mirror watch again from its revision, and missed changes come
+// in.
+func TestMirrorWatchesAgainWhenItsWatcherIsLost(t *testing.T) {
+	js := spinetest.JetStream(t)
+	ctx := context.Background()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "test"})
+	require.NoError(t, err)
+	b, err := OpenBucket(ctx, kv, func() *busv1.Settings { return new(busv1.Settings) }, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NoError(t, b.Put(ctx, "m1", &busv1.Settings{CavemanLevel: "lite"}))
+
+	// Stop the watcher's consumer without telling the client: paused, it
+	// delivers nothing, as a consumer gone with a restarted JetStream.
+	stream, err := js.Stream(ctx, "KV_test")
+	require.NoError(t, err)
+	names := stream.ConsumerNames(ctx)
+	var paused int
+	for name := range names.Name() {
+		_, err := stream.PauseConsumer(ctx, name, time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		paused++
+	}
+	require.NoError(t, names.Err())
+	require.Equal(t, 1, paused, "the mirror's watcher")
+
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+	defer cancel()
+	require.NoError(t, b.Put(wctx, "m2", &busv1.Settings{CavemanLevel: "full"}), "the write reaches the mirror")
+	t.Logf("a write through a lost watcher returned after %s", time.Since(start).Round(time.Millisecond))
+	_, err = kv.Put(ctx, "m3", mustMarshal(t, &busv1.Settings{CavemanLevel: "ultra"}))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, ok := b.Get("m3"); return ok }, timeout, tick, "another writer's change comes in")
+	got, ok := b.Get("m1")
+	require.True(t, ok)
+	assert.Equal(t, "lite", got.Value.GetCavemanLevel(), "what the mirror had is kept")
+}

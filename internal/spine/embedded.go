@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,15 +58,14 @@ type Embedded struct {
 	// store bound included), which a restart keeps.
 	jsCfg server.JetStreamConfig
 	// storeDir is the directory the server was given for its store.
-	storeDir string
-	// failed is signalled when the server reports a write its store could
-	// not make (see serverLogger).
-	failed   chan struct{}
-	stop     chan struct{}
-	stopped  chan struct{}
-	restarts atomic.Int64
-	// storeFailing is true from a failed write until JetStream was
-	// restarted.
+	storeDir  string
+	onRestart atomic.Pointer[func()]
+	stopOnce  sync.Once
+	stop      chan struct{}
+	stopped   chan struct{}
+	restarts  atomic.Int64
+	// storeFailing is true while a stream's store refuses writes for want
+	// of room (see keepStoreWriting).
 	storeFailing atomic.Bool
 }
 
@@ -114,126 +115,173 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Embedded{srv: srv, log: log, storeDir: opts.StoreDir, failed: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
-	// The logger is set even when nothing is logged: it is how a failed
-	// write is learnt of.
-	srv.SetLoggerV2(&serverLogger{log: log, failed: e.writeFailed}, false, false, false)
+	if cfg.Logger != nil {
+		srv.SetLoggerV2(&serverLogger{log: cfg.Logger}, false, false, false)
+	}
 	srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
 		return nil, errors.New("spine: embedded server not ready after 10s")
 	}
+	e := &Embedded{srv: srv, log: log, storeDir: opts.StoreDir, stop: make(chan struct{}), stopped: make(chan struct{})}
 	if c := srv.JetStreamConfig(); c != nil {
 		e.jsCfg = *c
 	}
-	go e.keepStoreWriting()
+	if cfg.Cluster == nil {
+		go e.keepStoreWriting()
+	} else {
+		// A member of a cluster is not restarted: nats-server hands a
+		// failed stream's leadership to another replica, and shuts
+		// JetStream down itself on some errors, which a restart would race.
+		close(e.stopped)
+	}
 	return e, nil
 }
 
-// Healing a store that failed a write.
+// Healing a store that failed a write for want of room.
 //
-// nats-server keeps the first write error of a stream's file store (a full
-// disk: ENOSPC) and from then on refuses every write to that stream without
-// an answer, until the store is opened again; on some errors (a permission
-// denied) it shuts JetStream down. In one process nothing else would ever
-// open it again: a moment of full disk would stop usage recording, and every
-// bucket write that failed with it, for the life of the process. So the
-// embedded server restarts JetStream once the disk has room again: the
-// streams and buckets are read back from their files (a record cut short
-// by the failed write is dropped; it was never acknowledged), consumers
-// resume from their stored state, and publishers' retries (usage events,
-// under their message ids) are taken. Attempts back off, so a disk that
-// stays nearly full is not hammered.
+// nats-server keeps the first write error of a stream's file store and from
+// then on refuses every write to that stream without an answer, until the
+// store is opened again. In one process nothing else would ever open it
+// again: a moment of full disk would stop usage recording, and every bucket
+// write that failed with it, for the life of the process. So a single
+// embedded server watches its streams' health, and when one failed a write
+// because the disk was full (ENOSPC, or a quota: nothing else, since a
+// restart does not cure an I/O or permission error and would take down the
+// streams that still read), it restarts JetStream once the disk has room:
+// the streams and buckets are read back from their files (a record cut
+// short by the failed write is dropped; it was never acknowledged),
+// consumers resume from their stored state, and publishers' retries (usage
+// events, under their message ids) are taken; OnStoreRestart's function
+// then lets clients subscribe again at once. Attempts back off, so a disk that stays
+// nearly full is not hammered.
 const (
-	// storeCheckEvery is how often the state of the store is looked at.
+	// storeCheckEvery is how often the streams' health is looked at.
 	storeCheckEvery = time.Second
-	// firstRestartWait is the wait before the first restart after a
-	// failure; each restart that does not hold doubles it, up to
-	// lastRestartWait, and a quarter of an hour without a failure resets it.
+	// firstRestartWait is the wait after a restart before another; each
+	// restart doubles it, up to lastRestartWait, and a quarter of an hour
+	// without a failure resets it.
 	firstRestartWait = time.Second
 	lastRestartWait  = time.Minute
 	restartCalm      = 15 * time.Minute
 	// minFreeToRestart is the room the store's disk must have before a
-	// restart is tried.
+	// restart is tried (where it can be read; a trial write is made on
+	// every system).
 	minFreeToRestart = 4 << 20
 )
 
-// writeFailed notes a write the store could not make.
-func (e *Embedded) writeFailed() {
-	e.storeFailing.Store(true)
-	select {
-	case e.failed <- struct{}{}:
-	default:
-	}
-}
+// OnStoreRestart makes fn be called after each restart of JetStream after
+// a full disk: clients' subscriptions to JetStream (pull requests,
+// watchers) died with it, and a reconnection renews them at once.
+func (e *Embedded) OnStoreRestart(fn func()) { e.onRestart.Store(&fn) }
 
-// StoreFailing reports whether JetStream's store failed a write (or
-// JetStream was shut down) and has not been restarted since.
-func (e *Embedded) StoreFailing() bool {
-	return e.storeFailing.Load() || !e.srv.JetStreamEnabled()
-}
+// StoreFailing reports whether a stream's store refuses writes for want of
+// room and JetStream was not restarted since.
+func (e *Embedded) StoreFailing() bool { return e.storeFailing.Load() }
 
-// StoreRestarts counts the restarts of JetStream after a failed write.
+// StoreRestarts counts the restarts of JetStream after a full disk.
 func (e *Embedded) StoreRestarts() int64 { return e.restarts.Load() }
 
-// keepStoreWriting restarts JetStream after a write its store failed, or
-// after the server shut it down, once the disk has room (see above).
+// keepStoreWriting restarts JetStream after a stream's store failed a write
+// for want of room, once the disk has some (see above).
 func (e *Embedded) keepStoreWriting() {
 	defer close(e.stopped)
 	tick := time.NewTicker(storeCheckEvery)
 	defer tick.Stop()
 	wait := firstRestartWait
-	var failedAt, restartedAt time.Time
+	var failedAt, next, restartedAt time.Time
 	for {
 		select {
 		case <-e.stop:
 			return
-		case <-e.failed:
 		case <-tick.C:
 		}
-		if !e.StoreFailing() {
-			continue
-		}
 		now := time.Now()
-		if failedAt.IsZero() {
-			failedAt = now
-			if now.Sub(restartedAt) > restartCalm {
+		failure, failing := e.fullDiskFailure()
+		e.storeFailing.Store(failing)
+		if !failing {
+			failedAt = time.Time{}
+			if !restartedAt.IsZero() && now.Sub(restartedAt) > restartCalm {
 				wait = firstRestartWait
 			}
-		}
-		if since := min(now.Sub(failedAt), now.Sub(restartedAt)); since < wait {
 			continue
 		}
-		if free, err := freeBytes(e.storeDir); err == nil && free < minFreeToRestart {
+		if failedAt.IsZero() {
+			failedAt = now
+			e.log.Error("JetStream refuses writes: the disk is full; it is restarted once the disk has room", "component", "nats", "err", failure)
+		}
+		if now.Before(next) || !e.roomToWrite() {
 			continue
 		}
-		e.log.Warn("restarting JetStream after a failed write", "component", "nats", "failing_for", now.Sub(failedAt).Round(time.Millisecond))
+		e.log.Warn("restarting JetStream: the disk has room again", "component", "nats", "failing_for", now.Sub(failedAt).Round(time.Millisecond))
 		if err := e.restartJetStream(); err != nil {
 			e.log.Error("JetStream restart failed", "component", "nats", "err", err)
 		} else {
 			e.log.Info("JetStream restarted", "component", "nats")
+			e.storeFailing.Store(false)
 			failedAt = time.Time{}
+			if fn := e.onRestart.Load(); fn != nil {
+				(*fn)()
+			}
 		}
 		restartedAt = time.Now()
+		next = restartedAt.Add(wait)
 		wait = min(2*wait, lastRestartWait)
 	}
 }
 
-// restartJetStream stops JetStream (if the server has not) and starts it
-// again with the configuration it started with.
-func (e *Embedded) restartJetStream() error {
-	e.storeFailing.Store(false)
-	if e.srv.JetStreamEnabled() {
-		if err := e.srv.ShutdownJetStream(); err != nil {
-			e.storeFailing.Store(true)
-			return err
+// fullDiskFailure answers the first stream write error the server reports
+// that a full disk caused.
+func (e *Embedded) fullDiskFailure() (string, bool) {
+	h := e.srv.Healthz(&server.HealthzOptions{Details: true})
+	if h == nil {
+		return "", false
+	}
+	for _, he := range h.Errors {
+		if he.Type == server.HealthzErrorStream && outOfRoom(he.Error) {
+			return he.Error, true
 		}
+	}
+	return "", false
+}
+
+// outOfRoom reports an error text saying the disk (or a quota) is full.
+func outOfRoom(msg string) bool {
+	msg = strings.ToLower(msg)
+	return strings.Contains(msg, "no space left on device") || strings.Contains(msg, "disk quota exceeded")
+}
+
+// roomToWrite reports whether the store's disk has room again: enough free
+// space where it can be read, and a trial write in the store's directory.
+func (e *Embedded) roomToWrite() bool {
+	if free, err := freeBytes(e.storeDir); err == nil && free < minFreeToRestart {
+		return false
+	}
+	f, err := os.CreateTemp(e.storeDir, ".room-*")
+	if err != nil {
+		return false
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(make([]byte, 64<<10))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err == nil
+}
+
+// restartJetStream stops JetStream and starts it again with the
+// configuration it started with.
+func (e *Embedded) restartJetStream() error {
+	if !e.srv.JetStreamEnabled() {
+		return errors.New("JetStream was shut down by the server; not restarting it")
+	}
+	if err := e.srv.ShutdownJetStream(); err != nil {
+		return err
 	}
 	cfg := e.jsCfg
 	// The server adds its own subdirectory to the one it is given.
 	cfg.StoreDir = e.storeDir
 	if err := e.srv.EnableJetStream(&cfg); err != nil {
-		e.storeFailing.Store(true)
 		return err
 	}
 	e.restarts.Add(1)
@@ -256,11 +304,7 @@ func (e *Embedded) ClientURL() string {
 
 // Shutdown stops the server and waits until it has stopped.
 func (e *Embedded) Shutdown() {
-	select {
-	case <-e.stop:
-	default:
-		close(e.stop)
-	}
+	e.stopOnce.Do(func() { close(e.stop) })
 	<-e.stopped
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
@@ -340,49 +384,23 @@ func connectOptions(name string, logger *slog.Logger) []nats.Option {
 	}
 }
 
-// serverLogger forwards nats-server's log lines to slog, and calls failed
-// on a line saying the store failed a write: the server reports that in
-// its log only.
-type serverLogger struct {
-	log    *slog.Logger
-	failed func()
-}
-
-// writeFailureLines are what nats-server logs when a store failed a write
-// ("Critical write error", "critical write error") or JetStream is shut
-// down for one ("disabling JetStream", "will be DISABLED").
-var writeFailureLines = []string{"critical write error", "disabling jetstream", "will be disabled"}
-
-func (l *serverLogger) notice(line string) {
-	low := strings.ToLower(line)
-	for _, s := range writeFailureLines {
-		if strings.Contains(low, s) {
-			l.failed()
-			return
-		}
-	}
-}
+// serverLogger forwards nats-server's log lines to slog.
+type serverLogger struct{ log *slog.Logger }
 
 func (l *serverLogger) Noticef(format string, v ...any) {
 	l.log.Debug(fmt.Sprintf(format, v...), "component", "nats")
 }
 
 func (l *serverLogger) Warnf(format string, v ...any) {
-	line := fmt.Sprintf(format, v...)
-	l.notice(line)
-	l.log.Warn(line, "component", "nats")
+	l.log.Warn(fmt.Sprintf(format, v...), "component", "nats")
 }
 
 func (l *serverLogger) Fatalf(format string, v ...any) {
-	line := fmt.Sprintf(format, v...)
-	l.notice(line)
-	l.log.Error(line, "component", "nats")
+	l.log.Error(fmt.Sprintf(format, v...), "component", "nats")
 }
 
 func (l *serverLogger) Errorf(format string, v ...any) {
-	line := fmt.Sprintf(format, v...)
-	l.notice(line)
-	l.log.Error(line, "component", "nats")
+	l.log.Error(fmt.Sprintf(format, v...), "component", "nats")
 }
 
 func (l *serverLogger) Debugf(format string, v ...any) {}

@@ -49,6 +49,7 @@ func TestEmbeddedWritesAgainOnceTheDiskHasRoom(t *testing.T) {
 		nc, err := e.Connect("test", log)
 		require.NoError(t, err)
 		defer nc.Close()
+		e.OnStoreRestart(func() { _ = nc.ForceReconnect() })
 		js, err := jetstream.New(nc)
 		require.NoError(t, err)
 		ctx := context.Background()
@@ -59,12 +60,10 @@ func TestEmbeddedWritesAgainOnceTheDiskHasRoom(t *testing.T) {
 		cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "reader", AckPolicy: jetstream.AckExplicitPolicy})
 		require.NoError(t, err)
 		got := make(chan string, 100)
-		// Pull requests die with JetStream; a short expiry lets the
-		// consumer notice and pull again within seconds.
 		cc, err := cons.Consume(func(m jetstream.Msg) {
 			got <- string(m.Data()[:8])
 			_ = m.Ack()
-		}, jetstream.PullExpiry(2*time.Second))
+		})
 		require.NoError(t, err)
 		defer cc.Stop()
 
@@ -125,7 +124,10 @@ func TestEmbeddedWritesAgainOnceTheDiskHasRoom(t *testing.T) {
 			select {
 			case id := <-got:
 				assert.Equal(t, want, id)
-			case <-time.After(30 * time.Second):
+			case <-time.After(10 * time.Second):
+				// Its pull requests died with JetStream; the reconnection
+				// after the restart renews them (else they would be
+				// renewed after missed heartbeats, half a minute on).
 				t.Fatalf("the durable consumer did not get %q after the restart", want)
 			}
 		}
