@@ -1,8 +1,6 @@
 package node_test
 
 import (
-	"bytes"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -40,19 +38,10 @@ func TestAudioTranscriptionPlainTextIsMetered(t *testing.T) {
 
 	r := g.upload(t, audio, "model", sttModel, "response_format", "text")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	ct, body := multipartForm(t, audio, "model", "whisper-1", "response_format", "text")
-	req, err := http.NewRequest(http.MethodPost, g.ups[0].URL()+"/audio/transcriptions", bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", ct)
-	req.Header.Set("Authorization", "Bearer sk-up-a")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	want, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	assert.Equal(t, string(want), string(r.Body), "the text format's answer")
+	want, ctype := g.direct(t, audio, "model", "whisper-1", "response_format", "text")
+	assert.Equal(t, want, string(r.Body), "the text format's answer")
 	assert.Equal(t, upstreamtest.Transcript(audio)+"\n", string(r.Body))
-	assert.Equal(t, resp.Header.Get("Content-Type"), r.Header.Get("Content-Type"))
+	assert.Equal(t, ctype, r.Header.Get("Content-Type"))
 	assert.Equal(t, "text/plain; charset=utf-8", r.Header.Get("Content-Type"))
 	assert.Equal(t, []string{"verbose_json"}, fieldsOf(t, g.ups[0].Requests()[0])["response_format"])
 

@@ -218,6 +218,23 @@ func TestAudioTranscriptionOddRequests(t *testing.T) {
 	assert.Equal(t, "caf\uFFFD.wav", lastRequest(t, g.ups[0], pathTranscriptions).FileName)
 }
 
+// direct sends the form of fields to the first upstream directly, and
+// answers its body and content type: what the gateway should pass on.
+func (g audioGateway) direct(t *testing.T, audio []byte, fields ...string) (body, contentType string) {
+	t.Helper()
+	ct, form := multipartForm(t, audio, fields...)
+	req, err := http.NewRequest(http.MethodPost, g.ups[0].URL()+"/audio/transcriptions", bytes.NewReader(form))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("Authorization", "Bearer sk-up-a")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(raw), resp.Header.Get("Content-Type")
+}
+
 // Every response format comes back as the upstream sent it, content type
 // included.
 func TestAudioTranscriptionFormats(t *testing.T) {
@@ -234,20 +251,9 @@ func TestAudioTranscriptionFormats(t *testing.T) {
 			r := g.upload(t, audio, fields...)
 			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 
-			// The same form sent to the upstream directly.
-			ct, body := multipartForm(t, audio, direct...)
-			req, err := http.NewRequest(http.MethodPost, g.ups[0].URL()+"/audio/transcriptions", bytes.NewReader(body))
-			require.NoError(t, err)
-			req.Header.Set("Content-Type", ct)
-			req.Header.Set("Authorization", "Bearer sk-up-a")
-			resp, err := http.DefaultClient.Do(req)
-			require.NoError(t, err)
-			want, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			require.NoError(t, err)
-
-			assert.Equal(t, string(want), string(r.Body))
-			assert.Equal(t, resp.Header.Get("Content-Type"), r.Header.Get("Content-Type"))
+			want, ctype := g.direct(t, audio, direct...)
+			assert.Equal(t, want, string(r.Body))
+			assert.Equal(t, ctype, r.Header.Get("Content-Type"))
 			assert.Contains(t, string(r.Body), "Transcribed "+strconv.Itoa(len(audio))+" bytes")
 		})
 	}
