@@ -96,6 +96,10 @@ type Config struct {
 	// (negative: not at all). Rounds that find a full batch waiting, and the
 	// drain at shutdown, do not wait.
 	Linger time.Duration
+	// DedupWindow is the usage stream's de-duplication window
+	// (spine.JobDedupWindow). A message first sent longer ago than half of
+	// it is looked for in the stream before it is sent again (see stored).
+	DedupWindow time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -116,6 +120,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Linger == 0 {
 		c.Linger = DefaultLinger
+	}
+	if c.DedupWindow <= 0 {
+		c.DedupWindow = spine.JobDedupWindow
 	}
 	return c
 }
@@ -151,6 +158,8 @@ type message struct {
 	compressed  bool // data is the batch compressed (usagebatch.Compress)
 	events      []item
 	refusals    int
+	// sent is when it was first sent (zero: not yet).
+	sent time.Time
 }
 
 func (m *message) batch() bool { return len(m.events) > 1 }
@@ -425,14 +434,111 @@ func (p *Publisher) resolved(events []item) {
 	p.mu.Unlock()
 }
 
+// unsent answers the messages of msgs to send, and those to keep for later.
+// A message first sent longer ago than half the stream's de-duplication
+// window may have been stored with its acknowledgement lost (the connection
+// dropped on the way back, NATS away for minutes since): sent again past
+// the window, the stream would keep it twice, and its events would be
+// counted twice. Such messages are looked for in the stream first (one
+// look per subject): found, they are published; when the stream cannot be
+// asked, they wait.
+func (p *Publisher) unsent(msgs []message) (send, later []message) {
+	old := map[string]time.Time{} // subject: the earliest first send
+	for _, m := range msgs {
+		if !m.sent.IsZero() && time.Since(m.sent) >= p.cfg.DedupWindow/2 {
+			if t, ok := old[m.subject]; !ok || m.sent.Before(t) {
+				old[m.subject] = m.sent
+			}
+		}
+	}
+	if len(old) == 0 {
+		return msgs, nil
+	}
+	found := map[string]map[string]bool{}
+	failed := map[string]error{}
+	for subject, since := range old {
+		found[subject], failed[subject] = p.stored(subject, since)
+	}
+	send = msgs[:0:0]
+	for _, m := range msgs {
+		if m.sent.IsZero() || time.Since(m.sent) < p.cfg.DedupWindow/2 {
+			send = append(send, m)
+			continue
+		}
+		switch {
+		case failed[m.subject] != nil:
+			p.log.Warn("usage message not looked for in the stream, kept", "batch_id", m.id, "err", failed[m.subject])
+			later = append(later, m)
+		case found[m.subject][m.id]:
+			p.published.Add(int64(len(m.events)))
+			p.resolved(m.events)
+		default:
+			send = append(send, m)
+		}
+	}
+	return send, later
+}
+
+// stored answers the message ids of the usage stream's messages on subject
+// stored since a moment before since: a consumer of the subject from then
+// on, headers only, read to its end.
+func (p *Publisher) stored(subject string, since time.Time) (map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*p.cfg.AckTimeout)
+	defer cancel()
+	stream, err := p.js.Stream(ctx, spine.StreamUsage)
+	if err != nil {
+		return nil, err
+	}
+	from := since.Add(-time.Minute) // the server's clock may differ from ours
+	cons, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		FilterSubject: subject, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from,
+		AckPolicy: jetstream.AckNonePolicy, HeadersOnly: true, MemoryStorage: true, InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), p.cfg.AckTimeout)
+		defer cancel()
+		_ = stream.DeleteConsumer(dctx, cons.CachedInfo().Name)
+	}()
+	ids := map[string]bool{}
+	pending := cons.CachedInfo().NumPending
+	for seen := uint64(0); seen < pending; {
+		batch, err := cons.Fetch(int(min(pending-seen, 1000)), jetstream.FetchMaxWait(p.cfg.AckTimeout))
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			ids[msg.Headers().Get(jetstream.MsgIDHeader)] = true
+		}
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, errors.New("the stream's messages could not be read to their end")
+		}
+		seen += uint64(n)
+	}
+	return ids, nil
+}
+
 // send publishes msgs and waits for their acknowledgements (each fails
 // after the ack timeout), returning those to try again. A batch the stream
 // refuses comes back as messages of one event each, so that only the
 // event at fault is skipped.
 func (p *Publisher) send(msgs []message) []message {
+	msgs, retry := p.unsent(msgs)
 	futures := make([]jetstream.PubAckFuture, len(msgs))
 	errs := make([]error, len(msgs))
-	for i, m := range msgs {
+	now := time.Now()
+	for i := range msgs {
+		if msgs[i].sent.IsZero() {
+			msgs[i].sent = now
+		}
+		m := msgs[i]
 		msg := &nats.Msg{Subject: m.subject, Data: m.data, Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, m.id)
 		if m.batch() {
@@ -443,7 +549,6 @@ func (p *Publisher) send(msgs []message) []message {
 		}
 		futures[i], errs[i] = p.js.PublishMsgAsync(msg)
 	}
-	var retry []message
 	for i, f := range futures {
 		err := errs[i]
 		if f != nil {

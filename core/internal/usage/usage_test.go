@@ -550,3 +550,70 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// lossyJetStream stores the first message published through it but loses
+// its acknowledgement (the connection dropped on the way back), then fails
+// every publish without sending it until outage has passed (NATS away).
+type lossyJetStream struct {
+	jetstream.JetStream
+	outage time.Duration
+	// lostOnTheWay loses the first message itself, not its
+	// acknowledgement.
+	lostOnTheWay bool
+
+	mu      sync.Mutex
+	lost    bool
+	up      time.Time
+	lostErr error
+}
+
+func (l *lossyJetStream) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.lost {
+		l.lost = true
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if !l.lostOnTheWay {
+			_, l.lostErr = l.JetStream.PublishMsg(ctx, m)
+		}
+		l.up = time.Now().Add(l.outage)
+		return nil, nats.ErrConnectionClosed
+	}
+	if time.Now().Before(l.up) {
+		return nil, nats.ErrDisconnected
+	}
+	return l.JetStream.PublishMsgAsync(m, opts...)
+}
+
+// A batch stored whose acknowledgement was lost, and sent again only after
+// an outage longer than the stream's de-duplication window, would be
+// stored twice and its events counted twice. The publisher looks for it in
+// the stream first, finds it, and sends nothing again; one lost before it
+// reached the stream is not found, and sent once NATS is back.
+func TestBatchStoredBeforeALongOutageIsNotStoredTwice(t *testing.T) {
+	for _, lostOnTheWay := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lost on the way %v", lostOnTheWay), func(t *testing.T) {
+			js := spinetest.JetStream(t)
+			const window = time.Second
+			ensureUsageStream(t, js, func(c *jetstream.StreamConfig) { c.Duplicates = window })
+			p, err := usage.NewPublisher(js, usage.Config{AckTimeout: 300 * time.Millisecond, DedupWindow: window, Linger: -1}, quiet)
+			require.NoError(t, err)
+			lossy := &lossyJetStream{JetStream: js, outage: 3 * window, lostOnTheWay: lostOnTheWay}
+			usage.SetJetStream(p, lossy)
+			const n = 5
+			for i := range n {
+				p.Record(event(i))
+			}
+			run(t, p)
+			require.Eventually(t, func() bool { return p.Stats().Buffered == 0 }, 20*time.Second, 20*time.Millisecond)
+			lossy.mu.Lock()
+			require.True(t, lossy.lost)
+			require.NoError(t, lossy.lostErr)
+			lossy.mu.Unlock()
+			assert.EqualValues(t, n, p.Stats().Published)
+			assert.Equal(t, n, streamEvents(t, js), "each event stored once")
+			assert.Len(t, stored(t, js), 1, "one batch message")
+		})
+	}
+}
