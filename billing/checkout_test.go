@@ -228,3 +228,40 @@ func TestCheckoutsAtOnceLeaveOnePayable(t *testing.T) {
 	_, _, err = h.Stripe.CompleteCheckout(sLate.ID, 0)
 	require.NoError(t, err)
 }
+
+// TestPaidWhileAnotherCheckoutCreatesItsSession: a checkout whose session
+// is being created while the user pays another tab's page does not answer
+// a second payable page: the payment is seen, the new session expired,
+// and the checkout refused.
+func TestPaidWhileAnotherCheckoutCreatesItsSession(t *testing.T) {
+	h := billingtest.Start(t, billingtest.Options{})
+	c := edgeClient(h.Conn)
+	ctx := context.Background()
+	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+	gate := h.Stripe.Hold(billingtest.OpCreateCheckout)
+	defer gate.Release()
+	type answer struct {
+		resp *billingv1.CheckoutResponse
+		err  error
+	}
+	held := make(chan answer, 1)
+	go func() {
+		resp, err := c.Checkout(ctx, &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY, IdempotencyKey: "tab-b"})
+		held <- answer{resp, err}
+	}()
+	<-gate.Entered()
+	a, err := c.Checkout(ctx, &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY, IdempotencyKey: "tab-a"})
+	require.NoError(t, err)
+	sA, ok := h.Stripe.SessionByURL(a.GetUrl())
+	require.True(t, ok)
+	_, _, err = h.Stripe.CompleteCheckout(sA.ID, 0)
+	require.NoError(t, err, "tab A paid")
+	gate.Release()
+	b := <-held
+	require.Error(t, b.err, "tab B answered a page: %v", b.resp)
+	_, r := reason(t, b.err)
+	require.Equal(t, "SUBSCRIPTION_ALREADY_EXISTS", r)
+	open, err := h.Stripe.ListOpenCheckoutSessions(ctx, sA.CustomerID)
+	require.NoError(t, err)
+	require.Empty(t, open, "tab B's session was expired")
+}

@@ -257,15 +257,7 @@ func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, rec
 	if err := s.expireOtherCheckouts(ctx, u.ID, customerID, key, clientKey, ""); err != nil {
 		return "", err
 	}
-	subs, err := s.pay.ListSubscriptions(ctx, customerID)
-	if err != nil {
-		return "", s.providerError("list subscriptions", err, ErrCheckoutFailed)
-	}
-	statuses := make([]billingv1.SubscriptionStatus, len(subs))
-	for i, sub := range subs {
-		statuses[i] = subscriptionStatuses[sub.Status]
-	}
-	if err := refusal(statuses...); err != nil {
+	if err := s.stripeRefusal(ctx, customerID); err != nil {
 		return "", err
 	}
 	sess, err := s.pay.CreateCheckoutSession(ctx, payments.CheckoutParams{
@@ -287,7 +279,33 @@ func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, rec
 	if err := s.expireOtherCheckouts(ctx, u.ID, customerID, key, clientKey, sess.ID); err != nil {
 		return "", err
 	}
+	// And its session may have been paid meanwhile, which the sweep, of
+	// open sessions, does not see: then this one must not be paid too.
+	// (Stripe cannot make two sessions exclusive; this leaves a window of
+	// the few milliseconds between this read and the answer.)
+	if err := s.stripeRefusal(ctx, customerID); err != nil {
+		if xerr := s.pay.ExpireCheckoutSession(ctx, sess.ID, idempotencyKey(u.ID, "expire-checkout", clientKey, sess.ID)); xerr != nil {
+			if got, gerr := s.pay.GetCheckoutSession(ctx, sess.ID); gerr != nil || got.Status == "open" {
+				return "", s.providerError("expire checkout session", xerr, ErrCheckoutFailed)
+			}
+		}
+		return "", err
+	}
 	return sess.URL, nil
+}
+
+// stripeRefusal asks Stripe for the customer's subscriptions, and answers
+// refusal's error for them (nil when every one has ended).
+func (s *Service) stripeRefusal(ctx context.Context, customerID string) error {
+	subs, err := s.pay.ListSubscriptions(ctx, customerID)
+	if err != nil {
+		return s.providerError("list subscriptions", err, ErrCheckoutFailed)
+	}
+	statuses := make([]billingv1.SubscriptionStatus, len(subs))
+	for i, sub := range subs {
+		statuses[i] = subscriptionStatuses[sub.Status]
+	}
+	return refusal(statuses...)
 }
 
 // refusal is the error refusing a checkout while a subscription in one of
