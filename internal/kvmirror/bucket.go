@@ -346,17 +346,7 @@ func (b *Bucket[T]) Delete(ctx context.Context, key string) error {
 	}
 	// The delete marker's revision is not returned; wait for the mirror to
 	// drop the key instead.
-	for {
-		ch := b.Changed()
-		if _, ok := b.Get(key); !ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return b.waitFor(ctx, func() bool { _, ok := b.Get(key); return !ok })
 }
 
 // modifyAttempts bounds Modify's compare-and-swap rounds; with the pauses
@@ -410,20 +400,25 @@ func (b *Bucket[T]) Modify(ctx context.Context, key string, fn func(T) error) (T
 	return zero, ErrConflict
 }
 
-// staleAfter is how long a write's revision may take to reach the mirror
-// before the watcher is taken for lost and replaced; on a live watcher it
-// takes well under a millisecond.
+// staleAfter is how long a write's change may take to reach the mirror
+// before the watcher is taken for lost and replaced (see waitFor).
 const staleAfter = time.Second
 
 // await blocks until the mirror has seen revision rev, so a caller reads its
 // own writes.
 func (b *Bucket[T]) await(ctx context.Context, rev uint64) error {
+	return b.waitFor(ctx, func() bool { return b.Revision() >= rev })
+}
+
+// waitFor blocks until done reports true, looked at on each change of the
+// mirror. A wait longer than staleAfter makes the follower watch again: a
+// write's change takes well under a millisecond to come through a live
+// watcher, and a lost one would be noticed by nats.go only seconds later.
+func (b *Bucket[T]) waitFor(ctx context.Context, done func() bool) error {
 	var late <-chan time.Time
 	for {
-		b.mu.RLock()
-		seen, ch := b.rev, b.changed
-		b.mu.RUnlock()
-		if seen >= rev {
+		ch := b.Changed()
+		if done() {
 			return nil
 		}
 		if late == nil {
@@ -446,17 +441,7 @@ func (b *Bucket[T]) await(ctx context.Context, rev uint64) error {
 
 // awaitChange blocks until key's revision in the mirror differs from rev.
 func (b *Bucket[T]) awaitChange(ctx context.Context, key string, rev uint64) error {
-	for {
-		ch := b.Changed()
-		if e, ok := b.Get(key); !ok || e.Revision != rev {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return b.waitFor(ctx, func() bool { e, ok := b.Get(key); return !ok || e.Revision != rev })
 }
 
 // LostRace reports whether err is a write that lost a compare-and-swap: a
@@ -536,15 +521,5 @@ func (b *Bucket[T]) Upsert(ctx context.Context, key string, fn func(v T, ok bool
 
 // awaitPresent blocks until key is in the mirror.
 func (b *Bucket[T]) awaitPresent(ctx context.Context, key string) error {
-	for {
-		ch := b.Changed()
-		if _, ok := b.Get(key); ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return b.waitFor(ctx, func() bool { _, ok := b.Get(key); return ok })
 }
