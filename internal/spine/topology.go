@@ -90,10 +90,10 @@ const ResponseTTL = 30 * 24 * time.Hour
 // any provider's device code lives.
 const OAuthFlowTTL = 30 * time.Minute
 
-// RefreshLeaseTTL bounds a token refresh's lease, so that a worker that
-// died holding one holds it no longer: each lease is given the time its
-// job may still run (a few seconds past it), and this is the bucket's
-// bound beside, and the lease of a job without a deadline.
+// RefreshLeaseTTL is the lease of a token refresh without a deadline. Each
+// lease lives as long as its job may still run (a few seconds past it), so
+// that a worker that died holding one holds it no longer; the bucket has no
+// age bound of its own, which would cut a longer lease short.
 const RefreshLeaseTTL = 2 * time.Minute
 
 // SignInCodeTTL is how long a console sign-in code may be redeemed.
@@ -142,7 +142,7 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 // ensure too: they may start before core.
 func (t Topology) RefreshLeases() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{Bucket: BucketRefreshLeases, Description: "token refreshes in progress, one worker per connection",
-		History: 1, TTL: RefreshLeaseTTL, LimitMarkerTTL: time.Second, MaxBytes: 8 << 20, Replicas: t.replicas()}
+		History: 1, LimitMarkerTTL: time.Second, MaxBytes: 8 << 20, Replicas: t.replicas()}
 }
 
 // Streams are the streams of the gateway roles.

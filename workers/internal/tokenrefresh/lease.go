@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 )
 
 // Leases keep the refresh of one connection to one worker process at a
@@ -45,7 +47,7 @@ type KVLeases struct{ KV jetstream.KeyValue }
 // still the one this holder created.
 func (l KVLeases) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (func(context.Context), error) {
 	rev, err := l.KV.Create(ctx, key, []byte(holder), jetstream.KeyTTL(max(ttl, minLeaseTTL).Round(time.Second)))
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if kvmirror.LostRace(err) {
 		return nil, ErrLeaseHeld
 	}
 	if err != nil {

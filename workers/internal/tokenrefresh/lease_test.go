@@ -85,3 +85,19 @@ func TestRefreshLeaseOfADeadWorkerExpires(t *testing.T) {
 	_, err = leases.Acquire(ctx, "m.c", "third", time.Minute)
 	assert.ErrorIs(t, err, ErrLeaseHeld, "the late holder's release took the next holder's lease")
 }
+
+// A lease lives as long as it was given, however long the job's time: the
+// bucket has no age bound of its own, which would end a longer lease
+// early and let a second worker present the refresh token meanwhile.
+func TestRefreshLeaseLastsItsWholeTime(t *testing.T) {
+	cfg := spine.Topology{}.RefreshLeases()
+	require.Zero(t, cfg.TTL, "an age bound on the bucket would cut leases longer than it")
+	kv := spinetest.Bucket(t, spine.BucketRefreshLeases, spine.Topology{}.Buckets())
+	leases := KVLeases{KV: kv}
+	ctx := context.Background()
+	_, err := leases.Acquire(ctx, "m.c", "first", 3*time.Second)
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second)
+	_, err = leases.Acquire(ctx, "m.c", "second", 3*time.Second)
+	require.ErrorIs(t, err, ErrLeaseHeld, "held for its whole time")
+}
