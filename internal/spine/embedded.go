@@ -65,8 +65,12 @@ type Embedded struct {
 	stopped   chan struct{}
 	restarts  atomic.Int64
 	// storeFailing is true while a stream's store refuses writes for want
-	// of room (see keepStoreWriting).
+	// of room, or JetStream could not be started again (see
+	// keepStoreWriting).
 	storeFailing atomic.Bool
+	// down is set while JetStream, stopped for a restart, could not be
+	// started again (keepStoreWriting's goroutine only).
+	down bool
 }
 
 // StartEmbedded starts a nats-server in this process and waits until it
@@ -198,6 +202,9 @@ func (e *Embedded) keepStoreWriting() {
 		}
 		now := time.Now()
 		failure, failing := e.fullDiskFailure()
+		if e.down {
+			failure, failing = "JetStream could not be started again", true
+		}
 		e.storeFailing.Store(failing)
 		if !failing {
 			failedAt = time.Time{}
@@ -270,20 +277,30 @@ func (e *Embedded) roomToWrite() bool {
 }
 
 // restartJetStream stops JetStream and starts it again with the
-// configuration it started with.
+// configuration it started with. When the start fails, JetStream stays
+// down (e.down) and the next call only tries to start it.
 func (e *Embedded) restartJetStream() error {
-	if !e.srv.JetStreamEnabled() {
-		return errors.New("JetStream was shut down by the server; not restarting it")
-	}
-	if err := e.srv.ShutdownJetStream(); err != nil {
-		return err
+	if !e.down {
+		if !e.srv.JetStreamEnabled() {
+			return errors.New("JetStream was shut down by the server; not restarting it")
+		}
+		if err := e.srv.ShutdownJetStream(); err != nil {
+			return err
+		}
+		e.down = true
 	}
 	cfg := e.jsCfg
 	// The server adds its own subdirectory to the one it is given.
 	cfg.StoreDir = e.storeDir
 	if err := e.srv.EnableJetStream(&cfg); err != nil {
+		// A start that failed half way leaves JetStream marked enabled:
+		// clear it for the next try.
+		if e.srv.JetStreamEnabled() {
+			_ = e.srv.ShutdownJetStream()
+		}
 		return err
 	}
+	e.down = false
 	e.restarts.Add(1)
 	return nil
 }
