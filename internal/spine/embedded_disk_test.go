@@ -98,15 +98,8 @@ func TestEmbeddedWritesAgainOnceTheDiskHasRoom(t *testing.T) {
 		free()
 		// The publisher's retry of a message that failed goes through
 		// once JetStream is back, and once only.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			err := publish("full-0", time.Second)
-			if err == nil {
-				break
-			}
-			require.True(t, time.Now().Before(deadline), "writes still refused 30 s after the disk has room: %v", err)
-			time.Sleep(200 * time.Millisecond)
-		}
+		require.Eventually(t, func() bool { return publish("full-0", time.Second) == nil },
+			30*time.Second, 200*time.Millisecond, "writes are taken again once the disk has room")
 		require.NoError(t, publish("full-0", time.Second))
 		require.NoError(t, publish("after", time.Second))
 		assert.False(t, e.StoreFailing())
