@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/billing/billingtest"
 	"github.com/switchboardhq/switchboard/billing/internal/payments"
+	"github.com/switchboardhq/switchboard/billing/internal/payments/paymentstest"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -190,6 +191,28 @@ func TestCheckoutRetriedAfterAFailureKeepsItsSession(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// checkoutAnswer is a checkout's answer.
+type checkoutAnswer struct {
+	resp *billingv1.CheckoutResponse
+	err  error
+}
+
+// heldCheckout starts req's checkout and returns once it is held at the
+// creation of its session (released by gate.Release), with the channel
+// its answer comes on.
+func heldCheckout(t *testing.T, h *billingtest.Harness, c billingv1.BillingClient, req *billingv1.CheckoutRequest) (*paymentstest.Gate, <-chan checkoutAnswer) {
+	t.Helper()
+	gate := h.Stripe.Hold(billingtest.OpCreateCheckout)
+	t.Cleanup(gate.Release)
+	held := make(chan checkoutAnswer, 1)
+	go func() {
+		resp, err := c.Checkout(context.Background(), req)
+		held <- checkoutAnswer{resp, err}
+	}()
+	<-gate.Entered()
+	return gate, held
+}
+
 // TestCheckoutsAtOnceLeaveOnePayable: two checkouts of one user running at
 // the same moment (a double click) both answer a page, and only the newer
 // session can be paid.
@@ -200,18 +223,7 @@ func TestCheckoutsAtOnceLeaveOnePayable(t *testing.T) {
 	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
 	req := &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY}
 
-	gate := h.Stripe.Hold(billingtest.OpCreateCheckout)
-	defer gate.Release()
-	type answer struct {
-		resp *billingv1.CheckoutResponse
-		err  error
-	}
-	held := make(chan answer, 1)
-	go func() {
-		resp, err := c.Checkout(ctx, req)
-		held <- answer{resp, err}
-	}()
-	<-gate.Entered() // the first checkout passed its checks, its session is not created yet
+	gate, held := heldCheckout(t, h, c, req) // passed its checks, its session not created yet
 	early, err := c.Checkout(ctx, req)
 	require.NoError(t, err)
 	gate.Release()
@@ -238,18 +250,7 @@ func TestPaidWhileAnotherCheckoutCreatesItsSession(t *testing.T) {
 	c := edgeClient(h.Conn)
 	ctx := context.Background()
 	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
-	gate := h.Stripe.Hold(billingtest.OpCreateCheckout)
-	defer gate.Release()
-	type answer struct {
-		resp *billingv1.CheckoutResponse
-		err  error
-	}
-	held := make(chan answer, 1)
-	go func() {
-		resp, err := c.Checkout(ctx, &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY, IdempotencyKey: "tab-b"})
-		held <- answer{resp, err}
-	}()
-	<-gate.Entered()
+	gate, held := heldCheckout(t, h, c, &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY, IdempotencyKey: "tab-b"})
 	a, err := c.Checkout(ctx, &billingv1.CheckoutRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY, IdempotencyKey: "tab-a"})
 	require.NoError(t, err)
 	sA, ok := h.Stripe.SessionByURL(a.GetUrl())

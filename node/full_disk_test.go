@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -46,17 +45,7 @@ func TestUsageRecordedThroughAFullDisk(t *testing.T) {
 		require.Eventually(t, func() bool { return requests() == 3 }, 20*time.Second, 50*time.Millisecond)
 
 		// Fill the disk and go on serving.
-		filler := filepath.Join(dir, "filler")
-		f, err := os.Create(filler)
-		require.NoError(t, err)
-		buf := make([]byte, 1<<20)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				require.ErrorContains(t, err, "no space left")
-				break
-			}
-		}
-		require.NoError(t, f.Close())
+		free := spinetest.Fill(t, dir)
 		// The last pages of the store's files have some room left: enough
 		// events fill it.
 		const total = 3 + 300
@@ -69,7 +58,7 @@ func TestUsageRecordedThroughAFullDisk(t *testing.T) {
 		assert.Equal(t, 1.0, m.Value("switchboard_nats_store_failing"))
 		assert.Positive(t, m.Value("switchboard_usage_events_buffered"))
 
-		require.NoError(t, os.Remove(filler))
+		free()
 		require.Eventually(t, func() bool { return requests() == total }, 90*time.Second, 200*time.Millisecond,
 			"the events of the full disk are recorded once it has room")
 		assert.Len(t, usageLog(t, sb), total, "each event once")

@@ -17,23 +17,6 @@ import (
 	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 )
 
-// fill writes a file on dir's disk until the disk is full.
-func fill(t *testing.T, dir string) (remove func()) {
-	t.Helper()
-	name := filepath.Join(dir, "filler")
-	f, err := os.Create(name)
-	require.NoError(t, err)
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			require.ErrorContains(t, err, "no space left")
-			break
-		}
-	}
-	require.NoError(t, f.Close())
-	return func() { require.NoError(t, os.Remove(name)) }
-}
-
 // A moment of full disk used to leave the stream it hit refusing every
 // write, without an answer, for the life of the process (nats-server keeps
 // a store's first write error). The embedded server now restarts JetStream
@@ -81,7 +64,7 @@ func TestEmbeddedWritesAgainOnceTheDiskHasRoom(t *testing.T) {
 		assert.Equal(t, "before  ", <-got)
 		assert.False(t, e.StoreFailing())
 
-		free := fill(t, dir)
+		free := spinetest.Fill(t, dir)
 		// Writes fail while the disk is full (each message is larger than
 		// what is left), and keep failing: no restart without room.
 		for i := range 3 {

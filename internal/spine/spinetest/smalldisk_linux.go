@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -83,5 +84,33 @@ func SmallDisk(t *testing.T, size int64, fn func(t *testing.T, dir string)) {
 	}
 	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
 		t.Fatalf("the test did not run on its small disk")
+	}
+}
+
+// Fill writes a file in dir until dir's disk is full, and returns the
+// function that removes it, giving the room back.
+func Fill(t *testing.T, dir string) (free func()) {
+	t.Helper()
+	name := filepath.Join(dir, "filler")
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatalf("fill the disk: %v", err)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("fill the disk: %v", err)
+			}
+			break
+		}
+	}
+	if err := f.Close(); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("fill the disk: %v", err)
+	}
+	return func() {
+		if err := os.Remove(name); err != nil {
+			t.Fatalf("give the disk's room back: %v", err)
+		}
 	}
 }
