@@ -284,10 +284,8 @@ func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, rec
 	// (Stripe cannot make two sessions exclusive; this leaves a window of
 	// the few milliseconds between this read and the answer.)
 	if err := s.stripeRefusal(ctx, customerID); err != nil {
-		if xerr := s.pay.ExpireCheckoutSession(ctx, sess.ID, idempotencyKey(u.ID, "expire-checkout", clientKey, sess.ID)); xerr != nil {
-			if got, gerr := s.pay.GetCheckoutSession(ctx, sess.ID); gerr != nil || got.Status == "open" {
-				return "", s.providerError("expire checkout session", xerr, ErrCheckoutFailed)
-			}
+		if xerr := s.expireSession(ctx, u.ID, clientKey, sess.ID); xerr != nil {
+			return "", xerr
 		}
 		return "", err
 	}
@@ -346,16 +344,24 @@ func (s *Service) expireOtherCheckouts(ctx context.Context, userID, customerID, 
 		if cs.Mode != "subscription" || cs.CheckoutKey == key {
 			continue
 		}
-		err := s.pay.ExpireCheckoutSession(ctx, cs.ID, idempotencyKey(userID, "expire-checkout", clientKey, cs.ID))
-		if err == nil {
-			continue
+		if err := s.expireSession(ctx, userID, clientKey, cs.ID); err != nil {
+			return err
 		}
-		if got, gerr := s.pay.GetCheckoutSession(ctx, cs.ID); gerr == nil && got.Status != "open" {
-			continue
-		}
-		return s.providerError("expire checkout session", err, ErrCheckoutFailed)
 	}
 	return nil
+}
+
+// expireSession expires checkout session id. A session that is no longer
+// open when expired (completed or expired meanwhile) is left as it is.
+func (s *Service) expireSession(ctx context.Context, userID, clientKey, id string) error {
+	err := s.pay.ExpireCheckoutSession(ctx, id, idempotencyKey(userID, "expire-checkout", clientKey, id))
+	if err == nil {
+		return nil
+	}
+	if got, gerr := s.pay.GetCheckoutSession(ctx, id); gerr == nil && got.Status != "open" {
+		return nil
+	}
+	return s.providerError("expire checkout session", err, ErrCheckoutFailed)
 }
 
 // Portal creates a billing portal session and returns its URL.
