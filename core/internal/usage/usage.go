@@ -443,29 +443,27 @@ func (p *Publisher) resolved(events []item) {
 // look per subject): found, they are published; when the stream cannot be
 // asked, they wait.
 func (p *Publisher) unsent(msgs []message) (send, later []message) {
-	old := map[string]time.Time{} // subject: the earliest first send
+	cutoff := time.Now().Add(-p.cfg.DedupWindow / 2)
+	aged := func(m message) bool { return !m.sent.IsZero() && m.sent.Before(cutoff) }
+	since := map[string]time.Time{} // subject: the earliest first send of its aged messages
 	for _, m := range msgs {
-		if !m.sent.IsZero() && time.Since(m.sent) >= p.cfg.DedupWindow/2 {
-			if t, ok := old[m.subject]; !ok || m.sent.Before(t) {
-				old[m.subject] = m.sent
-			}
+		if t, ok := since[m.subject]; aged(m) && (!ok || m.sent.Before(t)) {
+			since[m.subject] = m.sent
 		}
 	}
-	if len(old) == 0 {
+	if len(since) == 0 {
 		return msgs, nil
 	}
 	found := map[string]map[string]bool{}
 	failed := map[string]error{}
-	for subject, since := range old {
-		found[subject], failed[subject] = p.stored(subject, since)
+	for subject, t := range since {
+		found[subject], failed[subject] = p.stored(subject, t)
 	}
 	send = msgs[:0:0]
 	for _, m := range msgs {
-		if m.sent.IsZero() || time.Since(m.sent) < p.cfg.DedupWindow/2 {
-			send = append(send, m)
-			continue
-		}
 		switch {
+		case !aged(m):
+			send = append(send, m)
 		case failed[m.subject] != nil:
 			p.log.Warn("usage message not looked for in the stream, kept", "batch_id", m.id, "err", failed[m.subject])
 			later = append(later, m)
