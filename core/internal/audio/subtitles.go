@@ -1,6 +1,7 @@
 package audio
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -152,23 +153,5 @@ func subtitles(cues []cue, vtt bool) []byte {
 // cueTime formats seconds as HH:MM:SS<sep>mmm.
 func cueTime(seconds float64, sep byte) string {
 	ms := int64(math.Round(max(seconds, 0) * 1000))
-	b := make([]byte, 0, 12)
-	for i, v := range []int64{ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60} {
-		if i > 0 {
-			b = append(b, ':')
-		}
-		if v < 10 {
-			b = append(b, '0')
-		}
-		b = strconv.AppendInt(b, v, 10)
-	}
-	b = append(b, sep)
-	frac := ms % 1000
-	if frac < 100 {
-		b = append(b, '0')
-	}
-	if frac < 10 {
-		b = append(b, '0')
-	}
-	return string(strconv.AppendInt(b, frac, 10))
+	return fmt.Sprintf("%02d:%02d:%02d%c%03d", ms/3_600_000, ms/60_000%60, ms/1000%60, sep, ms%1000)
 }
