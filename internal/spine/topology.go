@@ -38,7 +38,7 @@ const (
 	// their SHA-256), forgotten after SignInCodeTTL.
 	BucketSignInCodes = "sb_signin_codes"
 	// BucketRefreshLeases holds, per connection, the worker refreshing its
-	// tokens now, forgotten after RefreshLeaseTTL.
+	// tokens now, forgotten when its lease's own TTL ends.
 	BucketRefreshLeases = "sb_refresh_leases"
 )
 
