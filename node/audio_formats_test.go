@@ -31,7 +31,8 @@ func elevenLabsWords(text string) []map[string]any {
 // Plain text from whisper-1 is metered by its duration like every other
 // format: the gateway asks the upstream for verbose_json and answers the
 // client what the text format answers, byte for byte. A token-billed model,
-// which has no verbose_json, is asked for text.
+// which has no verbose_json, is asked for json, and is metered by the tokens
+// it tells.
 func TestAudioTranscriptionPlainTextIsMetered(t *testing.T) {
 	g := newAudioGateway(t, 1)
 	audio := wav(0.5)
@@ -48,7 +49,8 @@ func TestAudioTranscriptionPlainTextIsMetered(t *testing.T) {
 	r = g.upload(t, audio, "model", "openai/gpt-4o-transcribe", "response_format", "text")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	assert.Equal(t, upstreamtest.Transcript(audio)+"\n", string(r.Body))
-	assert.Equal(t, []string{"text"}, fieldsOf(t, lastRequest(t, g.ups[0], pathTranscriptions))["response_format"], "as the client asked")
+	assert.Equal(t, "text/plain; charset=utf-8", r.Header.Get("Content-Type"))
+	assert.Equal(t, []string{"json"}, fieldsOf(t, lastRequest(t, g.ups[0], pathTranscriptions))["response_format"], "json, which tells the tokens")
 
 	var evs []*busv1.UsageEvent
 	require.Eventually(t, func() bool { evs = usageEvents(t, g.sb); return len(evs) == 2 }, 5*time.Second, 20*time.Millisecond)
@@ -58,6 +60,10 @@ func TestAudioTranscriptionPlainTextIsMetered(t *testing.T) {
 	}
 	require.Contains(t, byModel, "whisper-1")
 	assert.Equal(t, 4.0, byModel["whisper-1"].GetAudioSeconds(), "the duration verbose_json told")
+	require.Contains(t, byModel, "gpt-4o-transcribe")
+	in, out := upstreamtest.TranscriptionTokens(audio)
+	tok := byModel["gpt-4o-transcribe"]
+	assert.Equal(t, []int64{int64(in), int64(out), int64(in + out)}, []int64{tok.GetPromptTokens(), tok.GetCompletionTokens(), tok.GetTotalTokens()}, "the tokens json told")
 }
 
 // ElevenLabs' answer to srt and vtt is subtitles cut from its word

@@ -71,6 +71,20 @@ func Transcript(audio []byte) string {
 // segmentSeconds is the duration the fake gives every transcript sentence.
 const segmentSeconds = 2
 
+// tokenBilled reports whether a transcription model is billed by tokens, as
+// OpenAI's gpt-4o-transcribe family is: its json answer reports tokens, not
+// seconds, and it has no verbose_json or subtitles.
+func tokenBilled(model string) bool {
+	return strings.Contains(model, "-transcribe")
+}
+
+// TranscriptionTokens returns the input and output tokens the fake reports
+// for transcribing audio with a token-billed model: an audio token per 32
+// bytes, a text token per 4 characters of the transcript.
+func TranscriptionTokens(audio []byte) (input, output int) {
+	return len(audio)/32 + 1, len(Transcript(audio))/4 + 1
+}
+
 // sentences splits a transcript after each ". ".
 func sentences(text string) []string {
 	var out []string
@@ -114,10 +128,31 @@ func (s *Server) serveTranscription(o *output, up *upload, task string) {
 	segs := sentences(text)
 	seconds := segmentSeconds * len(segs)
 
-	switch format := up.fields["response_format"]; format {
+	model, format := up.fields["model"], up.fields["response_format"]
+	if tokenBilled(model) {
+		switch format {
+		case "", "json", "text":
+		default:
+			o.sendJSON(http.StatusBadRequest, invalidRequest("unsupported_value", "response_format",
+				"response_format '"+format+"' is not compatible with model '"+model+"'. Use 'json' or 'text' instead."))
+			return
+		}
+	}
+	switch format {
 	case "", "json":
 		b := append([]byte(`{"text":`), appendString(nil, text)...)
-		if task == "transcribe" {
+		if tokenBilled(model) {
+			in, out := TranscriptionTokens(up.file)
+			b = append(b, `,"usage":{"type":"tokens","input_tokens":`...)
+			b = appendInt(b, in)
+			b = append(b, `,"input_token_details":{"text_tokens":0,"audio_tokens":`...)
+			b = appendInt(b, in)
+			b = append(b, `},"output_tokens":`...)
+			b = appendInt(b, out)
+			b = append(b, `,"total_tokens":`...)
+			b = appendInt(b, in+out)
+			b = append(b, '}')
+		} else if task == "transcribe" {
 			b = append(b, `,"usage":{"type":"duration","seconds":`...)
 			b = appendInt(b, seconds)
 			b = append(b, '}')

@@ -124,6 +124,7 @@ func TestTranscriptionValidation(t *testing.T) {
 		{"no file", nil, []string{"model", "whisper-1"}, "body -> file"},
 		{"no model", []byte("x"), nil, "you must provide a model parameter"},
 		{"bad format", []byte("x"), []string{"model", "whisper-1", "response_format", "docx"}, "Invalid value: 'docx'"},
+		{"subtitles of a token-billed model", []byte("x"), []string{"model", "gpt-4o-transcribe", "response_format", "srt"}, "not compatible with model 'gpt-4o-transcribe'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := postMultipart(t, s, upstreamtest.PathTranscriptions, tc.file, tc.fields...)
@@ -192,4 +193,31 @@ func TestSpeechValidation(t *testing.T) {
 			require.Contains(t, e.Error.Message, tc.message)
 		})
 	}
+}
+
+// A token-billed model (gpt-4o-transcribe) reports its tokens in json, as
+// OpenAI's does, and answers plain text with no usage at all.
+func TestTranscriptionTokenBilled(t *testing.T) {
+	s := upstreamtest.New(t)
+	audio := upstreamtest.SpeechAudio("hello", "wav")
+	resp, body := postMultipart(t, s, upstreamtest.PathTranscriptions, audio, "model", "gpt-4o-transcribe")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	var got struct {
+		Text  string `json:"text"`
+		Usage struct {
+			Type         string `json:"type"`
+			InputTokens  int    `json:"input_tokens"`
+			OutputTokens int    `json:"output_tokens"`
+			TotalTokens  int    `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	require.NoError(t, json.Unmarshal(body, &got))
+	in, out := upstreamtest.TranscriptionTokens(audio)
+	require.Equal(t, upstreamtest.Transcript(audio), got.Text)
+	require.Equal(t, "tokens", got.Usage.Type)
+	require.Equal(t, []int{in, out, in + out}, []int{got.Usage.InputTokens, got.Usage.OutputTokens, got.Usage.TotalTokens})
+
+	resp, body = postMultipart(t, s, upstreamtest.PathTranscriptions, audio, "model", "gpt-4o-transcribe", "response_format", "text")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, upstreamtest.Transcript(audio)+"\n", string(body))
 }

@@ -53,8 +53,8 @@ type TranscribeRequest struct {
 // Transcription is the answer.
 type Transcription struct {
 	// Body and ContentType are the upstream's answer as it sent it
-	// (OpenAI-style upstreams; plain text from a Whisper model is rendered
-	// from the verbose_json asked for in its place), or the answer in the
+	// (OpenAI-style upstreams; plain text is rendered from the JSON asked
+	// for in its place), or the answer in the
 	// requested format made from the upstream's: {"text": ...}, the bare
 	// text, or subtitles (other upstreams).
 	Body        []byte
@@ -90,15 +90,19 @@ func (s *Service) Transcribe(ctx context.Context, machineID string, req Transcri
 type field struct{ name, value string }
 
 // transcribeOpenAI posts the multipart form to {base}/audio/transcriptions
-// and keeps the answer as it is, but for plain text from a model that
-// answers verbose_json: plain text says nothing of the audio's duration,
-// which such a model is billed by, so the upstream is asked for
-// verbose_json and its text is answered as the text format would have it.
+// and keeps the answer as it is, but for plain text: it says nothing of the
+// usage the model is billed by, so the upstream is asked for verbose_json
+// (Whisper models: the audio's duration) or json (the others, such as the
+// token-billed gpt-4o-transcribe family: their tokens) and its text is
+// answered as the text format would have it.
 func transcribeOpenAI(w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
 	format := req.ResponseFormat
-	textOfVerbose := format == "text" && answersVerboseJSON(t.Model)
-	if textOfVerbose {
-		format = "verbose_json"
+	textOfJSON := format == "text"
+	if textOfJSON {
+		format = "json"
+		if answersVerboseJSON(t.Model) {
+			format = "verbose_json"
+		}
 	}
 	fields := []field{{"model", t.Model}}
 	for _, f := range []field{{"language", req.Language}, {"prompt", req.Prompt}, {"response_format", format}} {
@@ -126,7 +130,7 @@ func transcribeOpenAI(w *watchdog, t routing.Target, c *dispatch.Conn, req Trans
 		out.ContentType = "application/json"
 	}
 	reportUsage(out, body)
-	if textOfVerbose {
+	if textOfJSON {
 		return plainText(out)
 	}
 	return nil
@@ -141,7 +145,7 @@ func answersVerboseJSON(model string) bool {
 	return strings.Contains(strings.ToLower(model), "whisper")
 }
 
-// plainText turns a verbose_json answer, its usage read, into OpenAI's
+// plainText turns a JSON answer (json or verbose_json), its usage read, into OpenAI's
 // text answer: the transcript and a line feed, as text/plain. An answer in
 // another format than JSON (an upstream that paid no heed to
 // response_format) is kept as it is.
@@ -163,7 +167,7 @@ func plainText(out *Transcription) error {
 // out. A JSON answer: usage.seconds (duration-billed models), or usage's
 // tokens (token-billed ones), else verbose_json's duration. Subtitles (srt,
 // vtt): the end of their last cue. Plain text says nothing (which is why
-// transcribeOpenAI asks for verbose_json instead when it can).
+// transcribeOpenAI asks for JSON in its place).
 func reportUsage(out *Transcription, body []byte) {
 	mt, _, _ := mime.ParseMediaType(out.ContentType)
 	if mt != "application/json" {

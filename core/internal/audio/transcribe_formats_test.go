@@ -47,7 +47,7 @@ var openAISpec = provider.Spec{ID: "openai", Auth: provider.AuthBearer, Format: 
 // Plain text from a Whisper model: the upstream is asked for verbose_json,
 // which tells the duration, and the client gets what the text format gives,
 // byte for byte. A token-billed model, which has no verbose_json, is asked
-// for text as the client asked.
+// for json, which tells its tokens.
 func TestAudioPlainTextIsMetered(t *testing.T) {
 	audio := []byte("RIFF audio of some length")
 	up := upstreamtest.New(t)
@@ -64,11 +64,12 @@ func TestAudioPlainTextIsMetered(t *testing.T) {
 	for _, tc := range []struct {
 		model, sent string
 		seconds     float64
+		tokens      bool
 	}{
-		{"whisper-1", "verbose_json", 4},
-		{"whisper-large-v3-turbo", "verbose_json", 4},
-		{"gpt-4o-transcribe", "text", 0},
-		{"gpt-4o-mini-transcribe", "text", 0},
+		{"whisper-1", "verbose_json", 4, false},
+		{"whisper-large-v3-turbo", "verbose_json", 4, false},
+		{"gpt-4o-transcribe", "json", 0, true},
+		{"gpt-4o-mini-transcribe", "json", 0, true},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			out, err := transcribeWith(t, openAISpec, up.URL(), tc.model, "text", audio)
@@ -78,6 +79,11 @@ func TestAudioPlainTextIsMetered(t *testing.T) {
 			assert.Equal(t, wantBody, string(out.Body), "what the text format answers")
 			assert.Equal(t, wantType, out.ContentType)
 			assert.Equal(t, tc.seconds, out.Seconds)
+			in, outTokens := upstreamtest.TranscriptionTokens(audio)
+			if !tc.tokens {
+				in, outTokens = 0, 0
+			}
+			assert.Equal(t, [3]int64{int64(in), int64(outTokens), int64(in + outTokens)}, [3]int64{out.InputTokens, out.OutputTokens, out.TotalTokens}, "the tokens the upstream reported")
 			reqs := up.Requests()
 			assert.Equal(t, tc.sent, formValue(t, reqs[len(reqs)-2], "response_format"), "what the upstream was asked")
 		})
