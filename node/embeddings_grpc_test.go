@@ -48,6 +48,13 @@ func TestEmbeddingsOverGRPC(t *testing.T) {
 
 	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel})
 	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+	// Extra members must be an object that sets none of the request's own
+	// fields; nothing reaches the upstream otherwise.
+	for _, extra := range []string{`{"input":["y"]}`, `{"Model":"other"}`, `["x"]`, `{"a":`} {
+		_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"x"}, ExtraJson: []byte(extra)})
+		assert.Equal(t, codes.InvalidArgument, status.Code(err), extra)
+	}
+	require.Len(t, p.primary.Requests(), 1, "only the first call reached the upstream")
 
 	p.primary.SetDefault(pathEmbed, upstreamtest.RateLimited("20"))
 	p.fallback.SetDefault(pathEmbed, upstreamtest.RateLimited("9"))

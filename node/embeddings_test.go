@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -475,4 +477,41 @@ func TestClearCooldowns(t *testing.T) {
 	assert.EqualValues(t, 1, r.JSON["cleared"])
 	require.Equal(t, http.StatusOK, p.embed(t, "c").Status)
 	assert.Equal(t, 2, p.primary.Count(pathEmbed), "used again at once")
+}
+
+// Members the gateway does not read itself (NVIDIA's input_type and
+// truncate, Jina's task: what the official clients send as extra body
+// fields) reach the upstream as the client sent them, after the gateway's
+// own.
+func TestEmbeddingsPassProviderMembersOn(t *testing.T) {
+	p := newPair(t)
+	key := p.sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "go"})
+	require.Equal(t, http.StatusCreated, key.Status)
+	client := openai.NewClient(option.WithBaseURL(p.sb.BaseURL+"/v1"), option.WithAPIKey(key.JSON["key"].(string)), option.WithMaxRetries(0))
+
+	resp, err := client.Embeddings.New(context.Background(), openai.EmbeddingNewParams{
+		Model: embedModel,
+		Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("first text")},
+	}, option.WithJSONSet("input_type", "query"), option.WithJSONSet("truncate", "END"),
+		option.WithJSONSet("task", map[string]any{"name": "retrieval", "late_chunking": true}))
+	require.NoError(t, err)
+	require.Len(t, resp.Data, 1)
+
+	reqs := p.primary.Requests()
+	require.Len(t, reqs, 1)
+	var sent map[string]any
+	require.NoError(t, json.Unmarshal(reqs[0].Body, &sent))
+	assert.Equal(t, "query", sent["input_type"])
+	assert.Equal(t, "END", sent["truncate"])
+	assert.Equal(t, map[string]any{"name": "retrieval", "late_chunking": true}, sent["task"])
+	assert.Equal(t, "text-embedding-3-small", sent["model"], "the upstream's model id, not the client's")
+	assert.Equal(t, 1, strings.Count(string(reqs[0].Body), `"model"`), "each member once: %s", reqs[0].Body)
+
+	// A body without such members is sent as before, with none.
+	r := p.sb.Do(t, http.MethodPost, "/v1/embeddings", `{"model":"`+embedModel+`","input":"x"}`)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	reqs = p.primary.Requests()
+	sent = nil
+	require.NoError(t, json.Unmarshal(reqs[len(reqs)-1].Body, &sent))
+	assert.ElementsMatch(t, []string{"model", "input", "encoding_format"}, slices.Collect(maps.Keys(sent)))
 }

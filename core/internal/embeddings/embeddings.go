@@ -41,6 +41,10 @@ type Request struct {
 	Format string
 	// JSON asks for the OpenAI-shaped body instead of decoded vectors.
 	JSON bool
+	// Extra is a JSON object of members sent on to the upstream after the
+	// ones above (provider-specific ones, such as input_type); empty for
+	// none. ValidExtra checks it.
+	Extra []byte
 }
 
 // Response is the answer.

@@ -1,8 +1,13 @@
 package embeddings
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
+	"strings"
+
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
 // upstreamRequest is the upstream request body; appendRequest writes the
@@ -65,12 +70,56 @@ func appendRequest(b []byte, model string, req *Request, format string) []byte {
 		b = append(b, `,"user":`...)
 		b = appendString(b, req.User)
 	}
+	if inner := members(req.Extra); len(inner) > 0 {
+		b = append(append(b, ','), inner...)
+	}
 	return append(b, '}')
 }
 
+// members is the inside of a JSON object (what lies between its braces,
+// without the blanks around it), nil for an empty one.
+func members(obj []byte) []byte {
+	obj = bytes.TrimSpace(obj)
+	if len(obj) < 2 {
+		return nil
+	}
+	return bytes.TrimSpace(obj[1 : len(obj)-1])
+}
+
+// ValidExtra checks a request's extra members: a JSON object none of whose
+// keys is one the request's own fields write (in any case, as decoders
+// such as encoding/json match keys), so that the upstream reads each field
+// once. It returns the offending key, or "" with an error for what is not
+// an object.
+func ValidExtra(extra []byte) (key string, err error) {
+	if len(extra) == 0 {
+		return "", nil
+	}
+	if !json.Valid(extra) {
+		return "", errors.New("extra members are not valid JSON")
+	}
+	var bad string
+	if !jsonscan.Members(extra, func(k, _ []byte) bool {
+		for _, own := range ownMembers {
+			if strings.EqualFold(string(k), own) {
+				bad = string(k)
+				return false
+			}
+		}
+		return true
+	}) {
+		return "", errors.New("extra members are not a JSON object")
+	}
+	return bad, nil
+}
+
+// ownMembers are the members appendRequest writes from the request's own
+// fields.
+var ownMembers = [...]string{"model", "input", "encoding_format", "dimensions", "user"}
+
 // requestSize is about how long the request body is, to size its buffer.
 func requestSize(model string, req *Request) int {
-	n := 96 + len(model) + len(req.User)
+	n := 96 + len(model) + len(req.User) + len(req.Extra)
 	for _, s := range req.Texts {
 		n += len(s) + 3
 	}

@@ -93,3 +93,28 @@ func BenchmarkUpstreamRequest(b *testing.B) {
 		}
 	})
 }
+
+// Extra members follow the request's own, as they came; ValidExtra refuses
+// what is not an object and members the request's own fields write.
+func TestAppendRequestWithExtraMembers(t *testing.T) {
+	req := Request{Texts: []string{"x"}, User: "u", Extra: []byte(` { "input_type":"query", "task":{"a":1} } `)}
+	got := appendRequest(nil, "m", &req, FormatFloat)
+	assert.Equal(t, `{"model":"m","input":["x"],"encoding_format":"float","user":"u","input_type":"query", "task":{"a":1}}`, string(got))
+	assert.True(t, json.Valid(got))
+	assert.GreaterOrEqual(t, requestSize("m", &req), len(got))
+
+	for _, empty := range []string{"", "{}", " { } "} {
+		req.Extra = []byte(empty)
+		assert.Equal(t, `{"model":"m","input":["x"],"encoding_format":"float","user":"u"}`, string(appendRequest(nil, "m", &req, FormatFloat)), empty)
+	}
+
+	for extra, want := range map[string]string{`{"input_type":"q"}`: "", `{"a":1,"Model":"x"}`: "Model", `{"encoding_format":"float"}`: "encoding_format"} {
+		key, err := ValidExtra([]byte(extra))
+		require.NoError(t, err, extra)
+		assert.Equal(t, want, key, extra)
+	}
+	for _, bad := range []string{`[1]`, `"x"`, `{"a":`, `null`} {
+		_, err := ValidExtra([]byte(bad))
+		assert.Error(t, err, bad)
+	}
+}

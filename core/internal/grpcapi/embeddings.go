@@ -39,6 +39,7 @@ func (r *Router) CreateEmbeddings(ctx context.Context, req *corev1.CreateEmbeddi
 		User:       req.GetUser(),
 		Format:     req.GetEncodingFormat(),
 		JSON:       req.GetRawJson(),
+		Extra:      req.GetExtraJson(),
 	}
 	if len(req.GetTokens()) > 0 {
 		in.Tokens = make([][]int64, len(req.GetTokens()))
@@ -109,6 +110,12 @@ func validEmbeddings(req *corev1.CreateEmbeddingsRequest) error {
 	}
 	if req.Dimensions != nil && req.GetDimensions() < 1 {
 		return invalidParam("dimensions", "invalid_value", "dimensions must be a positive integer")
+	}
+	switch key, err := embeddings.ValidExtra(req.GetExtraJson()); {
+	case err != nil:
+		return invalidParam("extra_json", "invalid_value", "extra_json must be a JSON object")
+	case key != "":
+		return invalidParam("extra_json", "invalid_value", "extra_json must not set "+strconv.Quote(key)+": the request's own field sets it")
 	}
 	return nil
 }

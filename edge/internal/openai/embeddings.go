@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -92,13 +93,43 @@ type embeddingsBody struct {
 	EncodingFormat json.RawMessage `json:"encoding_format"`
 	Dimensions     json.RawMessage `json:"dimensions"`
 	User           json.RawMessage `json:"user"`
+	// Extra is a JSON object of the body's other members (provider-specific
+	// ones, such as input_type), in their order; nil when there are none.
+	Extra []byte `json:"-"`
+}
+
+// embeddingsMembers are the members the gateway reads itself.
+var embeddingsMembers = [...]string{"model", "input", "encoding_format", "dimensions", "user"}
+
+// readMember reports whether key names one of embeddingsMembers the way
+// json.Unmarshal matches keys: without regard to case.
+func readMember(key []byte) bool {
+	for _, m := range embeddingsMembers {
+		if len(key) == len(m) && strings.EqualFold(string(key), m) {
+			return true
+		}
+	}
+	return false
+}
+
+// addExtra appends a member to b.Extra.
+func (b *embeddingsBody) addExtra(key, value []byte) {
+	if b.Extra == nil {
+		b.Extra = append(make([]byte, 0, len(key)+len(value)+8), '{')
+	} else {
+		b.Extra[len(b.Extra)-1] = ','
+	}
+	k, _ := json.Marshal(string(key)) // a string always marshals
+	b.Extra = append(append(b.Extra, k...), ':')
+	b.Extra = append(append(b.Extra, value...), '}')
 }
 
 // split reads the members of a body CheckJSON accepted into b, in place,
-// as json.Unmarshal does (the last of a repeated member wins); false, for
-// json.Unmarshal to read it instead, when a key is not exactly one of the
-// members' names (json.Unmarshal matches keys without regard to case) or
-// the body is not an object.
+// as json.Unmarshal does (the last of a repeated member wins), and the
+// members the gateway does not read into b.Extra; false, for
+// json.Unmarshal to read the members instead, when a key is one of the
+// members' names in another case (json.Unmarshal matches keys without
+// regard to case) or the body is not an object.
 func (b *embeddingsBody) split(body []byte) bool {
 	known := true
 	ok := jsonscan.Members(body, func(key, value []byte) bool {
@@ -114,9 +145,13 @@ func (b *embeddingsBody) split(body []byte) bool {
 		case "user":
 			b.User = value
 		default:
-			known = false
+			if readMember(key) {
+				known = false
+			} else {
+				b.addExtra(key, value)
+			}
 		}
-		return known
+		return true
 	})
 	return ok && known
 }
@@ -154,10 +189,12 @@ func parseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
 	}
 	var b embeddingsBody
 	if !b.split(body) {
+		extra := b.Extra
 		var err error
 		if b, err = unmarshalBody(body); err != nil {
 			return bad("invalid_json", "the request body is not valid JSON", "")
 		}
+		b.Extra = extra
 	}
 	req := &corev1.CreateEmbeddingsRequest{}
 	if isNull(b.Model) {
@@ -195,6 +232,7 @@ func parseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem) {
 			return bad("invalid_type", "'user' must be a string", "user")
 		}
 	}
+	req.ExtraJson = b.Extra
 	return req, nil
 }
 

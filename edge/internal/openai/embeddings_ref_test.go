@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -58,7 +59,44 @@ func refParseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Problem)
 	if !isNull(b.User) && json.Unmarshal(b.User, &req.User) != nil {
 		return bad("invalid_type", "'user' must be a string", "user")
 	}
+	req.ExtraJson = refExtra(body)
 	return req, nil
+}
+
+// refExtra reads the members json.Unmarshal does not put into an
+// embeddingsBody (its keys match without regard to case) with a
+// json.Decoder: a JSON object of them in their order, nil for none.
+func refExtra(body []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	var out []byte
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key := tok.(string)
+		var value json.RawMessage
+		if dec.Decode(&value) != nil {
+			return nil
+		}
+		switch strings.ToLower(key) {
+		case "model", "input", "encoding_format", "dimensions", "user":
+			continue
+		}
+		sep := byte(',')
+		if out == nil {
+			sep = '{'
+		}
+		k, _ := json.Marshal(key)
+		out = append(append(append(append(out, sep), k...), ':'), value...)
+	}
+	if out == nil {
+		return nil
+	}
+	return append(out, '}')
 }
 
 // parseInput accepts a string, an array of strings, an array of token ids,

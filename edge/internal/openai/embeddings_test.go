@@ -89,3 +89,23 @@ func checkAndParseEmbeddings(body []byte) (*corev1.CreateEmbeddingsRequest, *Pro
 	}
 	return parseEmbeddings(body)
 }
+
+// Members the gateway does not read itself are kept, in their order, as
+// one JSON object for core to send on; a member named like one of the
+// gateway's own in another case is that member, as json.Unmarshal reads it.
+func TestParseEmbeddingsKeepsOtherMembers(t *testing.T) {
+	req, p := checkAndParseEmbeddings([]byte(`{"input_type":"query","model":"m","input":"x","truncate":"END","task":{"a":[1,2]},"Mo\u0064el":"n"}`))
+	require.Nil(t, p)
+	assert.Equal(t, "n", req.GetModel(), "the last model, in any case, wins")
+	assert.JSONEq(t, `{"input_type":"query","truncate":"END","task":{"a":[1,2]}}`, string(req.GetExtraJson()))
+	assert.Equal(t, `{"input_type":"query","truncate":"END","task":{"a":[1,2]}}`, string(req.GetExtraJson()), "in the client's order")
+
+	req, p = checkAndParseEmbeddings([]byte(`{"model":"m","input":"x","dimensions":8,"user":"u","encoding_format":"base64"}`))
+	require.Nil(t, p)
+	assert.Nil(t, req.GetExtraJson(), "no other members")
+
+	req, p = checkAndParseEmbeddings([]byte(`{"model":"m","input":"x","USER":"u","in\"put_type":"q"}`))
+	require.Nil(t, p)
+	assert.Equal(t, "u", req.GetUser())
+	assert.Equal(t, `{"in\"put_type":"q"}`, string(req.GetExtraJson()))
+}

@@ -433,7 +433,13 @@ type CreateEmbeddingsRequest struct {
 	// raw_json asks for the upstream's body as is when it already has the
 	// OpenAI shape in encoding_format (the HTTP edge passes it through);
 	// otherwise vectors come decoded in data.
-	RawJson       bool `protobuf:"varint,7,opt,name=raw_json,json=rawJson,proto3" json:"raw_json,omitempty"`
+	RawJson bool `protobuf:"varint,7,opt,name=raw_json,json=rawJson,proto3" json:"raw_json,omitempty"`
+	// extra_json is a JSON object of the request's other members, those the
+	// gateway does not read itself (provider-specific ones such as NVIDIA's
+	// input_type and truncate, or Jina's task): they are sent on to the
+	// upstream after the members above. It may not hold model, input,
+	// encoding_format, dimensions or user.
+	ExtraJson     []byte `protobuf:"bytes,8,opt,name=extra_json,json=extraJson,proto3" json:"extra_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -515,6 +521,13 @@ func (x *CreateEmbeddingsRequest) GetRawJson() bool {
 		return x.RawJson
 	}
 	return false
+}
+
+func (x *CreateEmbeddingsRequest) GetExtraJson() []byte {
+	if x != nil {
+		return x.ExtraJson
+	}
+	return nil
 }
 
 type TokenList struct {
@@ -1916,7 +1929,7 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\bprovider\x18\n" +
 	" \x01(\tR\bproviderB\x11\n" +
 	"\x0f_context_windowB\r\n" +
-	"\v_dimensions\"\x89\x02\n" +
+	"\v_dimensions\"\xa8\x02\n" +
 	"\x17CreateEmbeddingsRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x05texts\x18\x02 \x03(\tR\x05texts\x126\n" +
@@ -1926,7 +1939,9 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"dimensions\x88\x01\x01\x12\x12\n" +
 	"\x04user\x18\x05 \x01(\tR\x04user\x12'\n" +
 	"\x0fencoding_format\x18\x06 \x01(\tR\x0eencodingFormat\x12\x19\n" +
-	"\braw_json\x18\a \x01(\bR\arawJsonB\r\n" +
+	"\braw_json\x18\a \x01(\bR\arawJson\x12\x1d\n" +
+	"\n" +
+	"extra_json\x18\b \x01(\fR\textraJsonB\r\n" +
 	"\v_dimensions\"#\n" +
 	"\tTokenList\x12\x16\n" +
 	"\x06tokens\x18\x01 \x03(\x03R\x06tokens\"\xd9\x01\n" +
