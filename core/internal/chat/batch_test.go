@@ -77,10 +77,17 @@ func sseOf(data ...string) string {
 // into sink.
 func streamTo(t *testing.T, sink Sink, r io.Reader) (Usage, *attempt, error) {
 	t.Helper()
+	return streamAs(t, DialectChat, provider.Spec{}, sink, r)
+}
+
+// streamAs runs one streamed attempt of a client of dialect d, with an
+// upstream of spec's format whose stream is read from r, into sink.
+func streamAs(t *testing.T, d Dialect, spec provider.Spec, sink Sink, r io.Reader) (Usage, *attempt, error) {
+	t.Helper()
 	svc := &Service{opts: Options{StallTimeout: time.Minute, FirstEventTimeout: time.Minute}}
 	cp := &completion{s: svc, sink: sink, start: time.Now()}
 	a := &attempt{
-		svc: svc, in: inbound{dialect: DialectChat, stream: true}, tr: pick(DialectChat, provider.Spec{}, "m"),
+		svc: svc, in: inbound{dialect: d, stream: true}, tr: pick(d, spec, "m"),
 		t: routing.Target{Model: "m"}, c: &dispatch.Conn{Connection: &busv1.Connection{Id: "conn"}}, sink: sink, cp: cp,
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
