@@ -37,6 +37,9 @@ func (chatAnthropic) events(in inbound, model string) eventTranslator {
 type anthropicToChunks struct{ tr *translate.StreamTranslator }
 
 func (a *anthropicToChunks) event(name string, data []byte, emit emitFunc) (bool, error) {
+	if ev := anthropicError(name, data); ev != nil {
+		return false, ev.openAIShaped()
+	}
 	if err := a.tr.Event(name, data, func(chunk []byte) error { return emit("", chunk) }); err != nil {
 		return false, err
 	}

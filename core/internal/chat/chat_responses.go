@@ -36,6 +36,9 @@ func (chatResponses) events(in inbound, model string) eventTranslator {
 type responsesToChunks struct{ tr *translate.ResponsesToChunks }
 
 func (r *responsesToChunks) event(name string, data []byte, emit emitFunc) (bool, error) {
+	if ev := responsesError(name, data); ev != nil {
+		return false, ev
+	}
 	if err := r.tr.Event(name, data, func(c []byte) error { return emit("", c) }); err != nil {
 		return false, err
 	}

@@ -21,6 +21,12 @@ import (
 type eventError struct {
 	body   []byte
 	status int
+	// inAnthropicShape marks an OpenAI error object for a /v1/messages
+	// client (an OpenAI-shaped upstream's): once the stream started it goes
+	// as Anthropic's error event. Before, it stays as the upstream said it,
+	// as that upstream's error answers do (errorBody): the engine reads its
+	// code, and the edge renders it in Anthropic's shape by its status.
+	inAnthropicShape bool
 }
 
 func (e *eventError) Error() string        { return errUpstreamEvent.Error() }
@@ -159,7 +165,140 @@ func (a *attempt) failEvent(err error) error {
 		body = compact.Bytes()
 	}
 	if a.sent {
+		if ev.inAnthropicShape {
+			body = anthropicErrorEvent(body, ev.status)
+		}
 		return credential.Committed(&StreamError{Code: "upstream_error", Message: err.Error(), Body: body})
 	}
 	return &credential.UpstreamError{Status: ev.status, Body: body}
+}
+
+// The translated routes' wrappers look for an upstream's error event
+// before their translator sees it (chunkError, anthropicError,
+// responsesError), so that the error keeps its status before the first
+// event and its type and code after it, in the client's dialect, as on the
+// pass-through routes. Each returns nil for an event that reports no error
+// it can read: the translator then judges the event.
+
+// quotedError is in the data of every event that reports an error (a
+// member or a type named "error"): a cheap test before a closer look.
+var quotedError = []byte(`"error"`)
+
+// chunkError is the error a chat.completion.chunk reports (chatEventError's).
+func chunkError(data []byte) *eventError {
+	if !bytes.Contains(data, quotedError) {
+		return nil
+	}
+	ev, _ := chatEventError(data).(*eventError)
+	return ev
+}
+
+// anthropicError is the error an Anthropic error event reports
+// (anthropicEventError's, in Anthropic's shape).
+func anthropicError(name string, data []byte) *eventError {
+	if name == "" && bytes.Contains(data, quotedError) {
+		name = eventType(data)
+	}
+	if name != "error" {
+		return nil
+	}
+	ev, _ := anthropicEventError(data).(*eventError)
+	return ev
+}
+
+// responsesError is the error a Responses error or response.failed event
+// reports (responsesEventError's).
+func responsesError(name string, data []byte) *eventError {
+	if name == "" && bytes.Contains(data, quotedError) {
+		name = eventType(data)
+	}
+	if name != "error" && name != "response.failed" {
+		return nil
+	}
+	ev, _ := responsesEventError(name, data).(*eventError)
+	return ev
+}
+
+// eventType is the type an unnamed event's data gives itself.
+func eventType(data []byte) string {
+	var ev struct {
+		Type string `json:"type"`
+	}
+	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil {
+		return ""
+	}
+	return ev.Type
+}
+
+// openAIShaped is e, an Anthropic error event's, as an OpenAI error object
+// for the chat and Responses routes, as those routes' error answers are
+// (translate.AnthropicErrorToOpenAI: the type follows the status, the code
+// is Anthropic's type, so a client still reads overloaded_error).
+func (e *eventError) openAIShaped() *eventError {
+	return &eventError{body: translate.AnthropicErrorToOpenAI(e.body), status: e.status}
+}
+
+// anthropicShaped is e, an OpenAI error object, for a /v1/messages client
+// (see inAnthropicShape).
+func (e *eventError) anthropicShaped() *eventError {
+	return &eventError{body: e.body, status: e.status, inAnthropicShape: true}
+}
+
+// anthropicErrorEvent is an OpenAI error body as the data of Anthropic's
+// error event: the Anthropic type its status stands for (rate_limit_error
+// for a rate_limit_exceeded, invalid_request_error for a
+// context_length_exceeded), its message kept. A body with no message stays
+// as it is.
+func anthropicErrorEvent(body []byte, status int) []byte {
+	var in struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &in) != nil || in.Error.Message == "" {
+		return body
+	}
+	var out struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	out.Type, out.Error.Type, out.Error.Message = "error", anthropicErrorType(status), in.Error.Message
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the message as the upstream wrote it
+	if enc.Encode(out) != nil {
+		return body
+	}
+	return bytes.TrimSpace(b.Bytes())
+}
+
+// anthropicErrorType is Anthropic's error type of an HTTP status, as the
+// edge gives its errors on /v1/messages (and translate.AnthropicError.Status
+// reads it back).
+func anthropicErrorType(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusPaymentRequired:
+		return "billing_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	case 529:
+		return "overloaded_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
 }

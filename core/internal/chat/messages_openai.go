@@ -44,6 +44,9 @@ func (c *chunksToMessages) event(_ string, data []byte, emit emitFunc) (bool, er
 	if translate.IsDone(data) {
 		return true, nil
 	}
+	if ev := chunkError(data); ev != nil {
+		return false, ev.anthropicShaped()
+	}
 	if err := c.tr.Chunk(data, translate.Emit(emit)); err != nil {
 		return false, err
 	}

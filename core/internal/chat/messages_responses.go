@@ -48,6 +48,9 @@ type responsesToMessages struct {
 }
 
 func (r *responsesToMessages) event(name string, data []byte, emit emitFunc) (bool, error) {
+	if ev := responsesError(name, data); ev != nil {
+		return false, ev.anthropicShaped()
+	}
 	err := r.in.Event(name, data, func(c []byte) error { return r.out.Chunk(c, translate.Emit(emit)) })
 	if err != nil {
 		return false, err

@@ -53,6 +53,9 @@ type anthropicToResponses struct {
 }
 
 func (a *anthropicToResponses) event(name string, data []byte, emit emitFunc) (bool, error) {
+	if ev := anthropicError(name, data); ev != nil {
+		return false, ev.openAIShaped()
+	}
 	err := a.in.Event(name, data, func(chunk []byte) error { return a.out.Chunk(chunk, translate.Emit(emit)) })
 	if err != nil {
 		return false, err

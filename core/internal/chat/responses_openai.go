@@ -42,6 +42,9 @@ func (c *chunksToResponses) event(_ string, data []byte, emit emitFunc) (bool, e
 	if translate.IsDone(data) {
 		return true, nil
 	}
+	if ev := chunkError(data); ev != nil {
+		return false, ev
+	}
 	return false, c.tr.Chunk(data, translate.Emit(emit))
 }
 
