@@ -71,6 +71,8 @@ func TestServeListsModelsAndKeepsStateAcrossRestart(t *testing.T) {
 	for _, m := range page.Data {
 		sdkIDs = append(sdkIDs, m.ID)
 		assert.NotEmpty(t, m.OwnedBy)
+		assert.True(t, m.JSON.Created.Valid(), "%s: OpenAI's model object has created: %s", m.ID, m.RawJSON())
+		assert.True(t, m.JSON.Object.Valid(), m.ID)
 	}
 	assert.ElementsMatch(t, ids, sdkIDs)
 

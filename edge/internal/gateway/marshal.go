@@ -57,7 +57,9 @@ func sameEntries(a, b []*corev1.ModelEntry) bool {
 	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
-// appendListing writes {"object":"list","data":[{"id","object","owned_by","kind"}...]}.
+// appendListing writes {"object":"list","data":[{"id","object","created","owned_by","kind"}...]}:
+// OpenAI's model objects, whose created the clients require (0: the
+// catalog does not know when a model was made, as retrieving one says).
 func appendListing(b []byte, l *corev1.ListModelsResponse) []byte {
 	b = append(b, `{"object":`...)
 	b = appendString(b, l.GetObject())
@@ -70,6 +72,7 @@ func appendListing(b []byte, l *corev1.ListModelsResponse) []byte {
 		b = appendString(b, e.GetId())
 		b = append(b, `,"object":`...)
 		b = appendString(b, e.GetObject())
+		b = append(b, `,"created":0`...)
 		b = append(b, `,"owned_by":`...)
 		b = appendString(b, e.GetOwnedBy())
 		b = append(b, `,"kind":`...)
