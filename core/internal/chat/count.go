@@ -104,12 +104,15 @@ func withModel(fields map[string]json.RawMessage, model json.RawMessage) map[str
 }
 
 // estimateTokens is the gateway's estimate: about four bytes of the
-// prompt's JSON (system, messages, tools) per token.
+// prompt's JSON (system, messages, tools) per token, images and PDFs
+// counted as Anthropic counts them (countMedia) rather than by their bytes.
 func estimateTokens(in inbound) []byte {
 	n := 0
 	for _, k := range []string{"system", "messages", "tools"} {
 		n += len(in.fields[k])
 	}
-	b, _ := json.Marshal(map[string]int{"input_tokens": (n + 3) / 4})
+	media := countMedia(in.fields["messages"])
+	n -= media.bytes
+	b, _ := json.Marshal(map[string]int{"input_tokens": (n+3)/4 + media.tokens})
 	return b
 }

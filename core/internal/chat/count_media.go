@@ -1,0 +1,141 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"image"
+	_ "image/gif" // image.DecodeConfig reads the formats Anthropic takes
+	_ "image/jpeg"
+	_ "image/png"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Anthropic's image and PDF accounting, for the estimate of count_tokens
+// (https://docs.anthropic.com/en/docs/build-with-claude/vision and
+// .../pdf-support): an image costs width×height/750 tokens once scaled to
+// at most 1568 px on its long edge and about 1.15 megapixels; a PDF page
+// 1,500 to 3,000 tokens (its text and an image of it). Counted as text
+// (about four bytes of base64 a token), one screenshot would weigh hundreds
+// of thousands of tokens to a client that asks count_tokens when to compact
+// its context, as Claude Code does.
+const (
+	imageLongEdge  = 1568
+	imagePixels    = 1_150_000
+	pixelsPerToken = 750
+	// imageTokensMax is what an image of unknown size is counted: the most
+	// a scaled image can cost (1.15 megapixels).
+	imageTokensMax = imagePixels/pixelsPerToken + 1
+	// pdfPageTokens is a PDF page, the middle of Anthropic's range.
+	pdfPageTokens = 2_250
+)
+
+// mediaCount is what the media of a request weigh: the bytes of their
+// base64 data, which the text estimate leaves out, and their tokens.
+type mediaCount struct {
+	bytes, tokens int
+}
+
+// countMedia walks a request member (messages, with tool results) for
+// image and document blocks.
+func countMedia(raw json.RawMessage) mediaCount {
+	var c mediaCount
+	if len(raw) == 0 || bytes.IndexByte(raw, '{') < 0 {
+		return c
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return c
+	}
+	c.walk(v)
+	return c
+}
+
+func (c *mediaCount) walk(v any) {
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			c.walk(e)
+		}
+	case map[string]any:
+		typ, _ := v["type"].(string)
+		src, _ := v["source"].(map[string]any)
+		if src != nil && (typ == "image" || typ == "document") {
+			c.block(typ, src)
+			return
+		}
+		for _, e := range v {
+			c.walk(e)
+		}
+	}
+}
+
+// block counts one image or document block by its source.
+func (c *mediaCount) block(typ string, src map[string]any) {
+	kind, _ := src["type"].(string)
+	data, _ := src["data"].(string)
+	media, _ := src["media_type"].(string)
+	switch {
+	case typ == "image" && kind == "base64":
+		c.bytes += len(data)
+		c.tokens += imageTokens(data)
+	case typ == "image":
+		c.tokens += imageTokensMax // a URL or a file: its size is not known here
+	case kind == "base64" && media == "application/pdf":
+		c.bytes += len(data)
+		c.tokens += pdfPages(data) * pdfPageTokens
+	case kind == "url" || kind == "file":
+		c.tokens += pdfPageTokens // one page, at least
+	}
+	// Text sources (plain text, content blocks) are text: the estimate
+	// counts their bytes.
+}
+
+// imageTokens is what Anthropic counts for a base64 image: its size read
+// from its header (PNG, JPEG, GIF), scaled as Anthropic scales it;
+// imageTokensMax when the size cannot be read (WebP, a broken image).
+func imageTokens(data string) int {
+	cfg, _, err := image.DecodeConfig(base64.NewDecoder(base64.StdEncoding, strings.NewReader(data)))
+	if err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
+		return imageTokensMax
+	}
+	w, h := float64(cfg.Width), float64(cfg.Height)
+	if long := max(w, h); long > imageLongEdge {
+		w, h = w*imageLongEdge/long, h*imageLongEdge/long
+	}
+	if px := w * h; px > imagePixels {
+		s := math.Sqrt(imagePixels / px)
+		w, h = w*s, h*s
+	}
+	return max(1, int(math.Ceil(w*h/pixelsPerToken)))
+}
+
+var (
+	// pdfPage is a page object's type (not the /Pages of the page tree).
+	pdfPage = regexp.MustCompile(`/Type\s*/Page[^s]`)
+	// pdfCount is a page tree's count of pages.
+	pdfCount = regexp.MustCompile(`/Count\s+(\d+)`)
+)
+
+// pdfPages is how many pages a base64 PDF has: its page objects, else the
+// largest page-tree count (both may be out of sight in compressed object
+// streams), else one.
+func pdfPages(data string) int {
+	pdf, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return 1
+	}
+	if n := len(pdfPage.FindAllIndex(pdf, -1)); n > 0 {
+		return n
+	}
+	pages := 1
+	for _, m := range pdfCount.FindAllSubmatch(pdf, -1) {
+		if n, err := strconv.Atoi(string(m[1])); err == nil && n > pages && n < 100_000 {
+			pages = n
+		}
+	}
+	return pages
+}
