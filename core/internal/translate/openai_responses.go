@@ -37,14 +37,11 @@ func responseObject(id, model, status string, created int64, output []any, usage
 
 func itemID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
 
-// ResponseID makes a Responses id of an upstream's id.
-func ResponseID(id string) string {
-	id = strings.TrimPrefix(id, "chatcmpl-")
-	if id == "" {
-		return itemID("resp_")
-	}
-	return "resp_" + id
-}
+// responseID mints the id of a translated response. It is the key of the
+// stored answer (GET /v1/responses/{id}, previous_response_id), so it is
+// never made of the upstream's completion id, which need not be unique
+// (Ollama draws its ids from a thousand).
+func responseID() string { return itemID("resp_") }
 
 func reasoningItem(id, text, status string) map[string]any {
 	summary := []any{}
@@ -104,7 +101,7 @@ func OpenAIToResponsesResponse(body []byte, model string) ([]byte, Usage, error)
 		status = "incomplete"
 	}
 	u := in.Usage.Usage()
-	out, err := marshal(responseObject(ResponseID(in.ID), model, status, time.Now().Unix(), output, responseUsage(u)))
+	out, err := marshal(responseObject(responseID(), model, status, time.Now().Unix(), output, responseUsage(u)))
 	return out, u, err
 }
 
@@ -163,7 +160,7 @@ func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
 	}
 	if !t.started {
 		t.started = true
-		t.id, t.created = ResponseID(c.ID), time.Now().Unix()
+		t.id, t.created = responseID(), time.Now().Unix()
 		if err := t.emit(emit, "response.created", map[string]any{"response": t.response("in_progress", nil)}); err != nil {
 			return err
 		}
