@@ -91,10 +91,10 @@ func (d *chunkDelta) read(v []byte) bool {
 	if isNull(v) {
 		return true
 	}
-	var seen [4]bool
+	var seen [5]bool
 	ok := true
 	return jsonscan.Members(v, func(key, m []byte) bool {
-		switch field(key, seen[:], "content", "reasoning_content", "reasoning", "tool_calls") {
+		switch field(key, seen[:], "content", "reasoning_content", "reasoning", "tool_calls", "refusal") {
 		case 0:
 			ok = readStringPtr(m, &d.Content)
 		case 1:
@@ -103,6 +103,8 @@ func (d *chunkDelta) read(v []byte) bool {
 			ok = readStringPtr(m, &d.Reasoning)
 		case 3:
 			ok = json.Unmarshal(m, &d.ToolCalls) == nil
+		case 4:
+			ok = readStringPtr(m, &d.Refusal)
 		case -2:
 			ok = false
 		}

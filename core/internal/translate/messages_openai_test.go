@@ -211,6 +211,27 @@ func TestMessagesStreamCutIsIncomplete(t *testing.T) {
 	require.ErrorIs(t, tr.Chunk([]byte(`{not json`), emit), ErrMalformedUpstream)
 }
 
+// A model's refusal streamed as delta.refusal (content null) reaches a
+// /v1/messages client as the text it is in the whole answer, ending with
+// end_turn: Claude too declines in text.
+func TestMessagesStreamRefusalIsText(t *testing.T) {
+	tr := NewChunkToMessages("m")
+	acc := &anthropicAccumulator{t: t, open: map[int]map[string]any{}, partial: map[int]string{}}
+	for _, c := range []string{
+		`{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{"refusal":"I'm sorry, "}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{"refusal":"I cannot help with that."}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+	} {
+		require.NoError(t, tr.Chunk([]byte(c), acc.add))
+	}
+	complete, err := tr.Finish(acc.add)
+	require.NoError(t, err)
+	require.True(t, complete)
+	assert.Equal(t, []map[string]any{{"type": "text", "text": "I'm sorry, I cannot help with that."}}, acc.Content)
+	assert.Equal(t, "end_turn", acc.Stop)
+}
+
 // FuzzAnthropicToOpenAIRequest: any client body either translates into a
 // valid chat request or fails with a RequestError; it never panics.
 // An image in a tool result (Claude Code's Read of a screenshot) reaches

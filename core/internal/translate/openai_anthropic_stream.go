@@ -50,6 +50,7 @@ type chunkDelta struct {
 	Content          *string         `json:"content"`
 	ReasoningContent *string         `json:"reasoning_content"`
 	Reasoning        *string         `json:"reasoning"`
+	Refusal          *string         `json:"refusal"`
 	ToolCalls        []chatToolCallS `json:"tool_calls"`
 }
 
@@ -120,11 +121,16 @@ func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
 				return err
 			}
 		}
-		if d.Content != nil && *d.Content != "" {
+		// A refusal (OpenAI's delta.refusal) is text, as the whole answer's
+		// is: Claude declines in text too, with end_turn.
+		for _, text := range []*string{d.Content, d.Refusal} {
+			if text == nil || *text == "" {
+				continue
+			}
 			if err := t.open("text", map[string]any{"type": "text", "text": ""}, emit); err != nil {
 				return err
 			}
-			if err := t.delta("text_delta", "text", *d.Content, emit); err != nil {
+			if err := t.delta("text_delta", "text", *text, emit); err != nil {
 				return err
 			}
 		}

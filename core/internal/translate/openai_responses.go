@@ -55,16 +55,30 @@ func reasoningItem(id, text, status string) map[string]any {
 	return item
 }
 
-func messageItem(id, text, status string) map[string]any {
-	content := []any{}
-	if status == "completed" {
-		content = append(content, outputText(text))
+func messageItem(id, status string, content []any) map[string]any {
+	if content == nil {
+		content = []any{}
 	}
 	return map[string]any{"id": id, "type": "message", "status": status, "role": "assistant", "content": content}
 }
 
 func outputText(text string) map[string]any {
 	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+}
+
+// refusalPart is a message's refusal: what OpenAI's chat answers carry in
+// message.refusal (content null) when the model declines.
+func refusalPart(text string) map[string]any {
+	return map[string]any{"type": "refusal", "refusal": text}
+}
+
+// contentPart is a message's content part of kind ("output_text" or
+// "refusal") holding text.
+func contentPart(kind, text string) map[string]any {
+	if kind == "refusal" {
+		return refusalPart(text)
+	}
+	return outputText(text)
 }
 
 func callItem(id, callID, name, args, status string) map[string]any {
@@ -90,8 +104,15 @@ func OpenAIToResponsesResponse(body []byte, model string) ([]byte, Usage, error)
 	if reasoning != nil && *reasoning != "" {
 		output = append(output, reasoningItem(itemID("rs_"), *reasoning, ""))
 	}
+	var content []any
 	if ch.Message.Content != nil && *ch.Message.Content != "" {
-		output = append(output, messageItem(itemID("msg_"), *ch.Message.Content, "completed"))
+		content = append(content, outputText(*ch.Message.Content))
+	}
+	if ch.Message.Refusal != nil && *ch.Message.Refusal != "" {
+		content = append(content, refusalPart(*ch.Message.Refusal))
+	}
+	if len(content) > 0 {
+		output = append(output, messageItem(itemID("msg_"), "completed", content))
 	}
 	for _, tc := range ch.Message.ToolCalls {
 		output = append(output, callItem(itemID("fc_"), tc.ID, tc.Function.Name, tc.Function.Arguments, "completed"))
@@ -124,7 +145,9 @@ type ChunkToResponses struct {
 	// The open item.
 	kind   string // "reasoning", "message", "function_call"
 	itemID string
-	text   strings.Builder
+	text   strings.Builder // of the item, or of the message's open part
+	part   string          // the message's open part: "output_text", "refusal" or ""
+	parts  []any           // the message's closed parts
 	callID string
 	name   string
 	calls  streamCalls
@@ -185,12 +208,22 @@ func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
 			}
 		}
 		if d.Content != nil && *d.Content != "" {
-			if err := t.open("message", emit); err != nil {
+			if err := t.openPart("output_text", emit); err != nil {
 				return err
 			}
 			t.text.WriteString(*d.Content)
 			if err := t.emit(emit, "response.output_text.delta", map[string]any{"item_id": t.itemID,
-				"output_index": len(t.output), "content_index": 0, "delta": *d.Content, "logprobs": []any{}}); err != nil {
+				"output_index": len(t.output), "content_index": len(t.parts), "delta": *d.Content, "logprobs": []any{}}); err != nil {
+				return err
+			}
+		}
+		if d.Refusal != nil && *d.Refusal != "" {
+			if err := t.openPart("refusal", emit); err != nil {
+				return err
+			}
+			t.text.WriteString(*d.Refusal)
+			if err := t.emit(emit, "response.refusal.delta", map[string]any{"item_id": t.itemID,
+				"output_index": len(t.output), "content_index": len(t.parts), "delta": *d.Refusal}); err != nil {
 				return err
 			}
 		}
@@ -253,7 +286,8 @@ func (t *ChunkToResponses) open(kind string, emit Emit) error {
 		item = reasoningItem(t.itemID, "", "")
 	case "message":
 		t.itemID = itemID("msg_")
-		item = messageItem(t.itemID, "", "in_progress")
+		t.part, t.parts = "", nil
+		item = messageItem(t.itemID, "in_progress", nil)
 	default:
 		t.itemID = itemID("fc_")
 		item = callItem(t.itemID, t.callID, t.name, "", "in_progress")
@@ -261,15 +295,49 @@ func (t *ChunkToResponses) open(kind string, emit Emit) error {
 	if err := t.emit(emit, "response.output_item.added", map[string]any{"output_index": idx, "item": item}); err != nil {
 		return err
 	}
-	switch kind {
-	case "reasoning":
+	if kind == "reasoning" {
 		return t.emit(emit, "response.reasoning_summary_part.added", map[string]any{"item_id": t.itemID, "output_index": idx,
 			"summary_index": 0, "part": map[string]string{"type": "summary_text", "text": ""}})
-	case "message":
-		return t.emit(emit, "response.content_part.added", map[string]any{"item_id": t.itemID, "output_index": idx,
-			"content_index": 0, "part": outputText("")})
 	}
 	return nil
+}
+
+// openPart starts a content part of kind ("output_text" or "refusal") in
+// the open message, opening the message first, unless that part is open.
+func (t *ChunkToResponses) openPart(kind string, emit Emit) error {
+	if err := t.open("message", emit); err != nil {
+		return err
+	}
+	if t.part == kind {
+		return nil
+	}
+	if err := t.closePart(emit); err != nil {
+		return err
+	}
+	t.part = kind
+	t.text.Reset()
+	return t.emit(emit, "response.content_part.added", map[string]any{"item_id": t.itemID, "output_index": len(t.output),
+		"content_index": len(t.parts), "part": contentPart(kind, "")})
+}
+
+// closePart ends the open message's open part with its done events.
+func (t *ChunkToResponses) closePart(emit Emit) error {
+	if t.part == "" {
+		return nil
+	}
+	idx, i, text := len(t.output), len(t.parts), t.text.String()
+	var err error
+	if t.part == "refusal" {
+		err = t.emit(emit, "response.refusal.done", map[string]any{"item_id": t.itemID, "output_index": idx, "content_index": i, "refusal": text})
+	} else {
+		err = t.emit(emit, "response.output_text.done", map[string]any{"item_id": t.itemID, "output_index": idx, "content_index": i, "text": text, "logprobs": []any{}})
+	}
+	if err != nil {
+		return err
+	}
+	part := contentPart(t.part, text)
+	t.part, t.parts = "", append(t.parts, part)
+	return t.emit(emit, "response.content_part.done", map[string]any{"item_id": t.itemID, "output_index": idx, "content_index": i, "part": part})
 }
 
 // close ends the open item with its done events.
@@ -288,9 +356,8 @@ func (t *ChunkToResponses) close(emit Emit) error {
 				"summary_index": 0, "part": map[string]string{"type": "summary_text", "text": text}})
 		}
 	case "message":
-		item = messageItem(t.itemID, text, "completed")
-		if err = t.emit(emit, "response.output_text.done", map[string]any{"item_id": t.itemID, "output_index": idx, "content_index": 0, "text": text, "logprobs": []any{}}); err == nil {
-			err = t.emit(emit, "response.content_part.done", map[string]any{"item_id": t.itemID, "output_index": idx, "content_index": 0, "part": outputText(text)})
+		if err = t.closePart(emit); err == nil {
+			item = messageItem(t.itemID, "completed", t.parts)
 		}
 	default:
 		if text == "" {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -67,4 +68,61 @@ func TestResponsesIDsAreMintedNotTheUpstreams(t *testing.T) {
 	a, b := streamID(), streamID()
 	assert.Regexp(t, `^resp_[a-z0-9]{20,}$`, a)
 	assert.NotEqual(t, a, b, "streamed")
+}
+
+// A model's refusal (OpenAI's message.refusal, content null; streamed as
+// delta.refusal) reaches a /v1/responses client as a message whose content
+// part is a refusal, streamed with response.refusal.delta and
+// response.refusal.done, and goes back to the upstream with the next turn.
+func TestResponsesRefusalIsAMessagesRefusalPart(t *testing.T) {
+	const refusal = "I'm sorry, I cannot help with that."
+	want := []any{map[string]any{"type": "refusal", "refusal": refusal}}
+
+	r := wholeResponse(t, `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"`+refusal+`"},"finish_reason":"stop"}]}`)
+	require.Len(t, r["output"], 1, "whole")
+	item := r["output"].([]any)[0].(map[string]any)
+	assert.Equal(t, "message", item["type"])
+	assert.Equal(t, want, item["content"], "whole")
+
+	names, events, complete := responseEvents(t,
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""}}]}`,
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"refusal":"I'm sorry, "}}]}`,
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"refusal":"I cannot help with that."}}]}`,
+		`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+	)
+	require.True(t, complete)
+	assert.Equal(t, []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+		"response.refusal.delta", "response.refusal.delta", "response.refusal.done", "response.content_part.done",
+		"response.output_item.done", "response.completed"}, names)
+	var streamed responses.ResponseStreamEventUnion
+	for i, name := range names {
+		data, err := json.Marshal(events[i])
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(data, &streamed), "openai-go reads %s", name)
+		switch name {
+		case "response.content_part.added":
+			assert.Equal(t, "refusal", streamed.Part.Type)
+		case "response.refusal.delta":
+			assert.Equal(t, int64(0), streamed.ContentIndex)
+		case "response.refusal.done":
+			assert.Equal(t, refusal, streamed.Refusal)
+		}
+	}
+	final := streamed.AsResponseCompleted().Response
+	require.Len(t, final.Output, 1, "streamed")
+	require.Len(t, final.Output[0].Content, 1)
+	assert.Equal(t, "refusal", final.Output[0].Content[0].Type)
+	assert.Equal(t, refusal, final.Output[0].Content[0].Refusal)
+
+	// The next turn carries the refusal (the gateway's stored answer
+	// becomes input) to the upstream.
+	item["content"] = want
+	delete(item, "id")
+	delete(item, "status")
+	next, err := json.Marshal(map[string]any{"model": "m", "input": []any{
+		map[string]any{"role": "user", "content": "help me"}, item, map[string]any{"role": "user", "content": "why?"}}})
+	require.NoError(t, err)
+	chat, err := ResponsesToOpenAIRequest(next, "m", ChatOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, string(chat), `{"role":"assistant","content":"I'm sorry, I cannot help with that."}`)
 }

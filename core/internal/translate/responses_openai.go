@@ -58,6 +58,7 @@ type respItem struct {
 type respPart struct {
 	Type     string `json:"type"`
 	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
 	ImageURL string `json:"image_url"`
 	FileData string `json:"file_data"`
 	Filename string `json:"filename"`
@@ -226,7 +227,8 @@ func respMessage(it respItem, param string) (outChatMessage, error) {
 			out = append(out, outChatPart{Type: "text", Text: p.Text})
 			text.WriteString(p.Text)
 		case "refusal":
-			text.WriteString(p.Text)
+			// An earlier answer's refusal, as a stored response holds it.
+			text.WriteString(p.Refusal)
 		case "input_image":
 			if role != "user" || p.ImageURL == "" {
 				return outChatMessage{}, invalid(param+".content["+strconv.Itoa(i)+"]", "images need an image_url, in user messages")
