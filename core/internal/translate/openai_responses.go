@@ -21,18 +21,34 @@ func responseUsage(u Usage) map[string]any {
 	}
 }
 
-// responseObject is a response with its fixed fields.
-func responseObject(id, model, status string, created int64, output []any, usage any) map[string]any {
+// responseObject is a response with its fixed fields; incomplete, when not
+// empty, is why the answer is incomplete (incomplete_details.reason) and
+// makes its status "incomplete".
+func responseObject(id, model, status, incomplete string, created int64, output []any, usage any) map[string]any {
 	r := map[string]any{
 		"id": id, "object": "response", "created_at": created, "status": status, "model": model,
 		"output": output, "usage": usage, "error": nil, "incomplete_details": nil,
 		"instructions": nil, "metadata": map[string]any{}, "parallel_tool_calls": true,
 		"tool_choice": "auto", "tools": []any{}, "text": map[string]any{"format": map[string]string{"type": "text"}},
 	}
-	if status == "incomplete" {
-		r["incomplete_details"] = map[string]string{"reason": "max_output_tokens"}
+	if incomplete != "" {
+		r["status"] = "incomplete"
+		r["incomplete_details"] = map[string]string{"reason": incomplete}
 	}
 	return r
+}
+
+// incompleteReason is the Responses API's incomplete_details.reason of a
+// chat finish_reason: the output cap, or the upstream's content filter
+// cutting the answer short; "" for an answer that is whole.
+func incompleteReason(finish string) string {
+	switch finish {
+	case "length":
+		return "max_output_tokens"
+	case "content_filter":
+		return "content_filter"
+	}
+	return ""
 }
 
 func itemID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
@@ -117,12 +133,8 @@ func OpenAIToResponsesResponse(body []byte, model string) ([]byte, Usage, error)
 	for _, tc := range ch.Message.ToolCalls {
 		output = append(output, callItem(itemID("fc_"), tc.ID, tc.Function.Name, tc.Function.Arguments, "completed"))
 	}
-	status := "completed"
-	if ch.FinishReason == "length" {
-		status = "incomplete"
-	}
 	u := in.Usage.Usage()
-	out, err := marshal(responseObject(responseID(), model, status, time.Now().Unix(), output, responseUsage(u)))
+	out, err := marshal(responseObject(responseID(), model, "completed", incompleteReason(ch.FinishReason), time.Now().Unix(), output, responseUsage(u)))
 	return out, u, err
 }
 
@@ -139,9 +151,10 @@ type ChunkToResponses struct {
 	started  bool
 	finished bool
 	stopped  bool
-	status   string
-	usage    Usage
-	output   []any
+	// incomplete is why the answer is incomplete, "" when it is whole.
+	incomplete string
+	usage      Usage
+	output     []any
 	// The open item.
 	kind   string // "reasoning", "message", "function_call"
 	itemID string
@@ -171,8 +184,8 @@ func (t *ChunkToResponses) emit(emit Emit, name string, v map[string]any) error 
 	return emit(name, b)
 }
 
-func (t *ChunkToResponses) response(status string, usage any) map[string]any {
-	return responseObject(t.id, t.model, status, t.created, append([]any{}, t.output...), usage)
+func (t *ChunkToResponses) response(status, incomplete string, usage any) map[string]any {
+	return responseObject(t.id, t.model, status, incomplete, t.created, append([]any{}, t.output...), usage)
 }
 
 // Chunk handles one chunk's data; an error chunk returns an *AnthropicError.
@@ -184,10 +197,10 @@ func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
 	if !t.started {
 		t.started = true
 		t.id, t.created = responseID(), time.Now().Unix()
-		if err := t.emit(emit, "response.created", map[string]any{"response": t.response("in_progress", nil)}); err != nil {
+		if err := t.emit(emit, "response.created", map[string]any{"response": t.response("in_progress", "", nil)}); err != nil {
 			return err
 		}
-		if err := t.emit(emit, "response.in_progress", map[string]any{"response": t.response("in_progress", nil)}); err != nil {
+		if err := t.emit(emit, "response.in_progress", map[string]any{"response": t.response("in_progress", "", nil)}); err != nil {
 			return err
 		}
 	}
@@ -256,10 +269,7 @@ func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			t.finished = true
-			t.status = "completed"
-			if *ch.FinishReason == "length" {
-				t.status = "incomplete"
-			}
+			t.incomplete = incompleteReason(*ch.FinishReason)
 		}
 	}
 	return nil
@@ -389,10 +399,10 @@ func (t *ChunkToResponses) Finish(emit Emit) (bool, error) {
 		return true, err
 	}
 	name := "response.completed"
-	if t.status == "incomplete" {
+	if t.incomplete != "" {
 		name = "response.incomplete"
 	}
-	return true, t.emit(emit, name, map[string]any{"response": t.response(t.status, responseUsage(t.usage))})
+	return true, t.emit(emit, name, map[string]any{"response": t.response("completed", t.incomplete, responseUsage(t.usage))})
 }
 
 // Usage is the accounting the upstream reported.

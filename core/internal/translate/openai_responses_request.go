@@ -172,7 +172,19 @@ type respOutput struct {
 			Text string `json:"text"`
 		} `json:"summary"`
 	} `json:"output"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
 	Usage *ResponsesUsage `json:"usage"`
+}
+
+// incompleteFinish is the chat finish_reason of an incomplete response: its
+// content filter's, or the output cap's.
+func (r *respOutput) incompleteFinish() string {
+	if r.IncompleteDetails != nil && r.IncompleteDetails.Reason == "content_filter" {
+		return "content_filter"
+	}
+	return "length"
 }
 
 // ResponsesUsage is the Responses API's usage object.
@@ -237,7 +249,7 @@ func ResponsesToOpenAIResponse(body []byte, model string) ([]byte, Usage, error)
 		finish = "tool_calls"
 	}
 	if r.Status == "incomplete" {
-		finish = "length"
+		finish = r.incompleteFinish()
 	}
 	if reasoning.Len() > 0 {
 		msg["reasoning_content"] = reasoning.String()

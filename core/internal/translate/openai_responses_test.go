@@ -126,3 +126,48 @@ func TestResponsesRefusalIsAMessagesRefusalPart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(chat), `{"role":"assistant","content":"I'm sorry, I cannot help with that."}`)
 }
+
+// An answer the upstream's content filter cut short (finish_reason
+// "content_filter") is incomplete for a /v1/responses client, for that
+// reason, and not completed as if it were whole; one cut by the output cap
+// still says max_output_tokens. The reason comes back from a Responses
+// upstream to a chat client too.
+func TestResponsesContentFilterIsIncomplete(t *testing.T) {
+	for finish, reason := range map[string]any{"content_filter": "content_filter", "length": "max_output_tokens", "stop": nil} {
+		t.Run(finish, func(t *testing.T) {
+			status, event := "incomplete", "response.incomplete"
+			details := any(map[string]any{"reason": reason})
+			if reason == nil {
+				status, event, details = "completed", "response.completed", nil
+			}
+			r := wholeResponse(t, `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"I can"},"finish_reason":"`+finish+`"}]}`)
+			assert.Equal(t, status, r["status"], "whole")
+			assert.Equal(t, details, r["incomplete_details"], "whole")
+
+			names, events, complete := responseEvents(t,
+				`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"I can"}}]}`,
+				`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"`+finish+`"}]}`)
+			require.True(t, complete)
+			assert.Equal(t, event, names[len(names)-1], "streamed")
+			final := events[len(events)-1]["response"].(map[string]any)
+			assert.Equal(t, status, final["status"], "streamed")
+			assert.Equal(t, details, final["incomplete_details"], "streamed")
+
+			// And back: the Responses answer to a chat completion.
+			whole, err := json.Marshal(r)
+			require.NoError(t, err)
+			chat, _, err := ResponsesToOpenAIResponse(whole, "m")
+			require.NoError(t, err)
+			assert.Contains(t, string(chat), `"finish_reason":"`+finish+`"`, "chat, whole")
+			var chunks []string
+			in := NewResponsesToChunks("m", false)
+			for i, name := range names {
+				data, err := json.Marshal(events[i])
+				require.NoError(t, err)
+				require.NoError(t, in.Event(name, data, func(c []byte) error { chunks = append(chunks, string(c)); return nil }))
+			}
+			require.True(t, in.Done())
+			assert.Contains(t, chunks[len(chunks)-1], `"finish_reason":"`+finish+`"`, "chat, streamed")
+		})
+	}
+}

@@ -135,7 +135,7 @@ func (t *ResponsesToChunks) Event(name string, data []byte, emit func([]byte) er
 			finish = "tool_calls"
 		}
 		if name == "response.incomplete" {
-			finish = "length"
+			finish = r.incompleteFinish()
 		}
 		t.done = true
 		if err := t.chunk(emit, map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}, nil); err != nil {
