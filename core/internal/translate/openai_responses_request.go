@@ -58,6 +58,21 @@ func OpenAIToResponsesRequest(body []byte, upstreamModel string) ([]byte, error)
 						return nil, invalid(param+".content["+strconv.Itoa(j)+"].image_url", "an image needs a url")
 					}
 					content = append(content, map[string]string{"type": "input_image", "image_url": u.URL})
+				case "file":
+					// A PDF Claude Code attached (a Messages document
+					// block), or a chat client's file: both dialects
+					// take the file's data (a data URL) or an uploaded
+					// file's id.
+					if p.File == nil || p.File.FileData == "" && p.File.FileID == "" {
+						return nil, invalid(param+".content["+strconv.Itoa(j)+"].file", "a file needs file_data or file_id")
+					}
+					file := map[string]string{"type": "input_file"}
+					for k, v := range map[string]string{"file_data": p.File.FileData, "file_id": p.File.FileID, "filename": p.File.Filename} {
+						if v != "" {
+							file[k] = v
+						}
+					}
+					content = append(content, file)
 				default:
 					return nil, invalid(param+".content["+strconv.Itoa(j)+"].type", "unsupported content part "+strconv.Quote(p.Type))
 				}

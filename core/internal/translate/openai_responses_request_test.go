@@ -123,3 +123,38 @@ func FuzzResponsesToChunks(f *testing.F) {
 		}
 	})
 }
+
+// A PDF Claude Code attaches (a base64 document block) reaches a
+// Responses-only upstream as an input_file, through the chat request both
+// translations share; so does a chat client's file, by data or by id.
+func TestFileReachesAResponsesUpstreamAsInputFile(t *testing.T) {
+	messages := `{"model":"m","max_tokens":100,"messages":[{"role":"user","content":[
+		{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQK"},"title":"spec.pdf"},
+		{"type":"text","text":"Summarise"}]}]}`
+	chat, err := AnthropicToOpenAIRequest([]byte(messages), "gpt-5", ChatOptions{})
+	require.NoError(t, err)
+	fromChat := func(t *testing.T, chat string) []any {
+		t.Helper()
+		out, err := OpenAIToResponsesRequest([]byte(chat), "gpt-5")
+		require.NoError(t, err)
+		var r struct {
+			Input []struct {
+				Content []any `json:"content"`
+			} `json:"input"`
+		}
+		require.NoError(t, json.Unmarshal(out, &r))
+		require.Len(t, r.Input, 1)
+		return r.Input[0].Content
+	}
+	assert.Equal(t, []any{
+		map[string]any{"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0xLjQK", "filename": "spec.pdf"},
+		map[string]any{"type": "input_text", "text": "Summarise"},
+	}, fromChat(t, string(chat)), "a Messages document")
+
+	assert.Equal(t, []any{map[string]any{"type": "input_file", "file_id": "file-abc"}},
+		fromChat(t, `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-abc"}}]}]}`), "a chat client's uploaded file")
+
+	_, err = OpenAIToResponsesRequest([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf"}}]}]}`), "gpt-5")
+	require.ErrorIs(t, err, ErrInvalidRequest, "a file with neither data nor id")
+	assert.Contains(t, err.Error(), "messages[0].content[0].file")
+}
