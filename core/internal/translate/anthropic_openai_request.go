@@ -43,6 +43,7 @@ type inMsgBlock struct {
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
 	Title     string          `json:"title"`
+	Context   string          `json:"context"`
 }
 
 type inMsgTool struct {
@@ -310,15 +311,11 @@ func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions) ([]outChatMe
 				}
 				parts = append(parts, outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: url}})
 			case "document":
-				url, err := sourceURL(b.Source, bp)
+				doc, err := documentParts(b, bp)
 				if err != nil {
 					return nil, err
 				}
-				name := b.Title
-				if name == "" {
-					name = "document.pdf"
-				}
-				parts = append(parts, outChatPart{Type: "file", File: map[string]string{"file_data": url, "filename": name}})
+				parts = append(parts, doc...)
 			case "tool_result":
 				text, images, err := toolResultContent(b.Content, bp+".content", opts.ToolResultImages)
 				if err != nil {
@@ -362,6 +359,66 @@ func sourceURL(s *msgSource, param string) (string, error) {
 		return s.URL, nil
 	}
 	return "", invalid(param+".source.type", "source type must be base64 or url")
+}
+
+// documentParts is a document block as chat parts. A PDF's data is a file
+// part (file_data holds base64 data, never a URL); a plain-text document
+// (source text, or content made of text and image blocks) is text after its
+// title and context. A PDF given by URL cannot be attached: file_data takes
+// no URL and the gateway fetches nothing for a client, so the text names
+// the URL and says the document is not attached. The conversation goes on
+// (a client such as Claude Code resends its history every turn, where a
+// refusal would fail every later turn too), and the model, told it has
+// only the URL, can say so or fetch it with a tool of its own.
+func documentParts(b inMsgBlock, param string) ([]outChatPart, error) {
+	s := b.Source
+	if s == nil {
+		return nil, invalid(param+".source", "a source is required")
+	}
+	var head []string
+	for _, h := range []string{b.Title, b.Context} {
+		if h != "" {
+			head = append(head, h)
+		}
+	}
+	text := func(body string) outChatPart {
+		return outChatPart{Type: "text", Text: strings.Join(append(head, body), "\n\n")}
+	}
+	switch s.Type {
+	case "base64":
+		name := b.Title
+		if name == "" {
+			name = "document.pdf"
+		}
+		return []outChatPart{{Type: "file", File: map[string]string{"file_data": "data:" + s.MediaType + ";base64," + s.Data, "filename": name}}}, nil
+	case "text":
+		return []outChatPart{text(s.Data)}, nil
+	case "url":
+		return []outChatPart{text("[document not attached, only its URL: " + s.URL + "]")}, nil
+	case "content":
+		blocks, err := blocksOf(s.Content, param+".source.content")
+		if err != nil {
+			return nil, err
+		}
+		var body []string
+		var images []outChatPart
+		for i, blk := range blocks {
+			switch blk.Type {
+			case "text":
+				body = append(body, blk.Text)
+			case "image":
+				url, err := sourceURL(blk.Source, param+".source.content["+strconv.Itoa(i)+"]")
+				if err != nil {
+					return nil, err
+				}
+				images = append(images, outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: url}})
+			default:
+				return nil, invalid(param+".source.content["+strconv.Itoa(i)+"].type", "a document's content holds text and image blocks")
+			}
+		}
+		return append([]outChatPart{text(strings.Join(body, "\n\n"))}, images...), nil
+	}
+	return nil, invalid(param+".source.type", "a document's source type must be base64, text, content or url")
 }
 
 // toolResultContent flattens a tool result's content (a string or text and

@@ -232,6 +232,53 @@ func TestMessagesStreamRefusalIsText(t *testing.T) {
 	assert.Equal(t, "end_turn", acc.Stop)
 }
 
+// Document blocks reach a chat upstream as what it can read: a PDF's data
+// as a file, a plain-text document (source text, or content blocks) as
+// text after its title, and a PDF given by URL as text naming the URL,
+// never as file_data, which holds base64 data only.
+func TestMessagesDocumentsReachAChatUpstream(t *testing.T) {
+	for name, tc := range map[string]struct{ document, want string }{
+		"pdf data": {
+			`{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQK"},"title":"a.pdf"}`,
+			`{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQK","filename":"a.pdf"}}`,
+		},
+		"plain text": {
+			`{"type":"document","source":{"type":"text","media_type":"text/plain","data":"The grass is green."},"title":"notes"}`,
+			`{"type":"text","text":"notes\n\nThe grass is green."}`,
+		},
+		"content blocks": {
+			`{"type":"document","source":{"type":"content","content":[{"type":"text","text":"The grass is green."},{"type":"text","text":"The sky is blue."}]},"title":"notes","context":"from the field guide"}`,
+			`{"type":"text","text":"notes\n\nfrom the field guide\n\nThe grass is green.\n\nThe sky is blue."}`,
+		},
+		"pdf url": {
+			`{"type":"document","source":{"type":"url","url":"https://example.com/a.pdf"}}`,
+			`{"type":"text","text":"[document not attached, only its URL: https://example.com/a.pdf]"}`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			body := `{"model":"m","max_tokens":100,"messages":[{"role":"user","content":[` + tc.document + `,{"type":"text","text":"What does it say?"}]}]}`
+			out, err := AnthropicToOpenAIRequest([]byte(body), "gpt-4o", ChatOptions{})
+			require.NoError(t, err)
+			assertChatInvariants(t, out)
+			var r struct {
+				Messages []struct {
+					Content []json.RawMessage `json:"content"`
+				} `json:"messages"`
+			}
+			require.NoError(t, json.Unmarshal(out, &r))
+			require.Len(t, r.Messages, 1)
+			require.Len(t, r.Messages[0].Content, 2)
+			assert.JSONEq(t, tc.want, string(r.Messages[0].Content[0]))
+			assert.JSONEq(t, `{"type":"text","text":"What does it say?"}`, string(r.Messages[0].Content[1]))
+		})
+	}
+
+	_, err := AnthropicToOpenAIRequest([]byte(`{"model":"m","max_tokens":100,"messages":[{"role":"user","content":[
+		{"type":"document","source":{"type":"file","file_id":"file_011"}}]}]}`), "gpt-4o", ChatOptions{})
+	require.ErrorIs(t, err, ErrInvalidRequest, "an Anthropic file id means nothing upstream")
+	assert.Contains(t, err.Error(), "messages[0].content[0].source.type")
+}
+
 // FuzzAnthropicToOpenAIRequest: any client body either translates into a
 // valid chat request or fails with a RequestError; it never panics.
 // An image in a tool result (Claude Code's Read of a screenshot) reaches

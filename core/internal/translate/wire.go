@@ -127,6 +127,9 @@ type msgSource struct {
 	MediaType string `json:"media_type,omitempty"`
 	Data      string `json:"data,omitempty"`
 	URL       string `json:"url,omitempty"`
+	// Content is a document's own content (source type "content"): a
+	// string or text and image blocks.
+	Content json.RawMessage `json:"content,omitempty"`
 }
 
 type msgTool struct {
