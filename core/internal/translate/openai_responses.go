@@ -24,18 +24,63 @@ func responseUsage(u Usage) map[string]any {
 // responseObject is a response with its fixed fields; incomplete, when not
 // empty, is why the answer is incomplete (incomplete_details.reason) and
 // makes its status "incomplete".
-func responseObject(id, model, status, incomplete string, created int64, output []any, usage any) map[string]any {
+func responseObject(id, model, status, incomplete string, created int64, output []any, usage any, echo Echo) map[string]any {
 	r := map[string]any{
 		"id": id, "object": "response", "created_at": created, "status": status, "model": model,
 		"output": output, "usage": usage, "error": nil, "incomplete_details": nil,
 		"instructions": nil, "metadata": map[string]any{}, "parallel_tool_calls": true,
 		"tool_choice": "auto", "tools": []any{}, "text": map[string]any{"format": map[string]string{"type": "text"}},
 	}
+	for k, v := range echo.fields {
+		r[k] = v
+	}
 	if incomplete != "" {
 		r["status"] = "incomplete"
 		r["incomplete_details"] = map[string]string{"reason": incomplete}
 	}
 	return r
+}
+
+// Echo is what a Responses response repeats of the request it answers:
+// its instructions, tools, sampling and storage settings, as the client
+// sent them. The zero Echo repeats nothing (the defaults stand).
+type Echo struct{ fields map[string]json.RawMessage }
+
+// echoed are the request's fields a response repeats.
+var echoed = []string{
+	"instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens", "max_tool_calls",
+	"temperature", "top_p", "top_logprobs", "store", "previous_response_id", "metadata", "text",
+	"reasoning", "truncation", "user", "safety_identifier", "prompt_cache_key",
+}
+
+// EchoOf reads what a response repeats of a /v1/responses request body, as
+// the client sent it (previous_response_id included); fields it lacks or
+// sends as null keep the response's defaults.
+func EchoOf(request []byte) Echo {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(request, &fields) != nil {
+		return Echo{}
+	}
+	e := Echo{fields: map[string]json.RawMessage{}}
+	for _, k := range echoed {
+		if v, ok := fields[k]; ok && !isNull(v) {
+			e.fields[k] = v
+		}
+	}
+	return e
+}
+
+// Response translates a chat.completion as OpenAIToResponsesResponse does,
+// repeating the request.
+func (e Echo) Response(body []byte, model string) ([]byte, Usage, error) {
+	return openAIToResponsesResponse(body, model, e)
+}
+
+// Chunks returns a ChunkToResponses whose response repeats the request.
+func (e Echo) Chunks(model string) *ChunkToResponses {
+	t := NewChunkToResponses(model)
+	t.echo = e
+	return t
 }
 
 // incompleteReason is the Responses API's incomplete_details.reason of a
@@ -102,8 +147,13 @@ func callItem(id, callID, name, args, status string) map[string]any {
 }
 
 // OpenAIToResponsesResponse translates a chat.completion into a Responses
-// response for model.
+// response for model, repeating nothing of the request (Echo.Response
+// does).
 func OpenAIToResponsesResponse(body []byte, model string) ([]byte, Usage, error) {
+	return openAIToResponsesResponse(body, model, Echo{})
+}
+
+func openAIToResponsesResponse(body []byte, model string, echo Echo) ([]byte, Usage, error) {
 	var in chatCompletion
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, Usage{}, malformed("completion is not valid JSON")
@@ -134,7 +184,7 @@ func OpenAIToResponsesResponse(body []byte, model string) ([]byte, Usage, error)
 		output = append(output, callItem(itemID("fc_"), tc.ID, tc.Function.Name, tc.Function.Arguments, "completed"))
 	}
 	u := in.Usage.Usage()
-	out, err := marshal(responseObject(responseID(), model, "completed", incompleteReason(ch.FinishReason), time.Now().Unix(), output, responseUsage(u)))
+	out, err := marshal(responseObject(responseID(), model, "completed", incompleteReason(ch.FinishReason), time.Now().Unix(), output, responseUsage(u), echo))
 	return out, u, err
 }
 
@@ -145,6 +195,7 @@ func OpenAIToResponsesResponse(body []byte, model string) ([]byte, Usage, error)
 // with the whole response and its usage. Not safe for concurrent use.
 type ChunkToResponses struct {
 	model    string
+	echo     Echo
 	id       string
 	created  int64
 	seq      int64
@@ -168,7 +219,8 @@ type ChunkToResponses struct {
 	tool   int          // the number of the open call
 }
 
-// NewChunkToResponses returns a translator naming model in its response.
+// NewChunkToResponses returns a translator naming model in its response,
+// repeating nothing of the request (Echo.Chunks does).
 func NewChunkToResponses(model string) *ChunkToResponses {
 	return &ChunkToResponses{model: model, tools: map[int]bool{}, tool: -1}
 }
@@ -185,7 +237,7 @@ func (t *ChunkToResponses) emit(emit Emit, name string, v map[string]any) error 
 }
 
 func (t *ChunkToResponses) response(status, incomplete string, usage any) map[string]any {
-	return responseObject(t.id, t.model, status, incomplete, t.created, append([]any{}, t.output...), usage)
+	return responseObject(t.id, t.model, status, incomplete, t.created, append([]any{}, t.output...), usage, t.echo)
 }
 
 // Chunk handles one chunk's data; an error chunk returns an *AnthropicError.

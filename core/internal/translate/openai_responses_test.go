@@ -171,3 +171,59 @@ func TestResponsesContentFilterIsIncomplete(t *testing.T) {
 		})
 	}
 }
+
+// A translated response repeats its request as the Responses API's does
+// (instructions, tools, tool_choice, sampling, storage, the previous
+// response), whole and in every streamed response; what the request left
+// out keeps its default.
+func TestResponsesRepeatTheirRequest(t *testing.T) {
+	request := `{"model":"local/m","input":"hi","instructions":"be brief","store":false,"previous_response_id":"resp_abc",
+		"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}],"tool_choice":"required",
+		"parallel_tool_calls":false,"max_output_tokens":300,"temperature":0.2,"metadata":{"task":"t1"},"top_p":null}`
+	want := map[string]any{
+		"instructions": "be brief", "store": false, "previous_response_id": "resp_abc",
+		"tools":       []any{map[string]any{"type": "function", "name": "get_weather", "parameters": map[string]any{"type": "object"}}},
+		"tool_choice": "required", "parallel_tool_calls": false, "max_output_tokens": float64(300), "temperature": 0.2,
+		"metadata": map[string]any{"task": "t1"}, "text": map[string]any{"format": map[string]any{"type": "text"}},
+	}
+	check := func(t *testing.T, r map[string]any, what string) {
+		t.Helper()
+		for k, v := range want {
+			assert.Equal(t, v, r[k], "%s: %s", what, k)
+		}
+		assert.NotContains(t, r, "top_p", "%s: null is left out", what)
+		data, err := json.Marshal(r)
+		require.NoError(t, err)
+		var parsed responses.Response
+		require.NoError(t, json.Unmarshal(data, &parsed), "openai-go reads %s", what)
+		assert.Equal(t, "be brief", parsed.Instructions.OfString)
+		assert.Equal(t, "get_weather", parsed.Tools[0].Name)
+	}
+	echo := EchoOf([]byte(request))
+
+	out, _, err := echo.Response([]byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`), "m")
+	require.NoError(t, err)
+	var whole map[string]any
+	require.NoError(t, json.Unmarshal(out, &whole))
+	check(t, whole, "whole")
+
+	tr := echo.Chunks("m")
+	emit := func(name string, data []byte) error {
+		var ev map[string]any
+		require.NoError(t, json.Unmarshal(data, &ev))
+		if r, ok := ev["response"].(map[string]any); ok {
+			check(t, r, name)
+		}
+		return nil
+	}
+	require.NoError(t, tr.Chunk([]byte(`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"hi"}}]}`), emit))
+	require.NoError(t, tr.Chunk([]byte(`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`), emit))
+	complete, err := tr.Finish(emit)
+	require.NoError(t, err)
+	require.True(t, complete)
+
+	none := wholeResponse(t, `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
+	assert.Nil(t, none["instructions"], "nothing to repeat: the defaults")
+	assert.Equal(t, []any{}, none["tools"])
+	assert.Equal(t, "auto", none["tool_choice"])
+}
