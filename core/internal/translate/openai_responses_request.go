@@ -180,8 +180,9 @@ type respOutput struct {
 		Name    string `json:"name"`
 		Args    string `json:"arguments"`
 		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
+			Type    string `json:"type"`
+			Text    string `json:"text"`
+			Refusal string `json:"refusal"`
 		} `json:"content"`
 		Summary []struct {
 			Text string `json:"text"`
@@ -240,13 +241,14 @@ func ResponsesToOpenAIResponse(body []byte, model string) ([]byte, Usage, error)
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, Usage{}, malformed("response is not valid JSON")
 	}
-	var text, reasoning strings.Builder
+	var text, refusal, reasoning strings.Builder
 	calls := []any{}
 	for _, it := range r.Output {
 		switch it.Type {
 		case "message":
 			for _, c := range it.Content {
 				text.WriteString(c.Text)
+				refusal.WriteString(c.Refusal)
 			}
 		case "reasoning":
 			for _, s := range it.Summary {
@@ -258,6 +260,13 @@ func ResponsesToOpenAIResponse(body []byte, model string) ([]byte, Usage, error)
 		}
 	}
 	msg := map[string]any{"role": "assistant", "content": text.String(), "refusal": nil}
+	if refusal.Len() > 0 {
+		// As OpenAI's chat answers carry a refusal: content null.
+		msg["refusal"] = refusal.String()
+		if text.Len() == 0 {
+			msg["content"] = nil
+		}
+	}
 	finish := "stop"
 	if len(calls) > 0 {
 		msg["tool_calls"] = calls

@@ -158,3 +158,50 @@ func TestFileReachesAResponsesUpstreamAsInputFile(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidRequest, "a file with neither data nor id")
 	assert.Contains(t, err.Error(), "messages[0].content[0].file")
 }
+
+// A Responses upstream's refusal (a message's refusal part, streamed as
+// response.refusal.delta) reaches a chat client as message.refusal and
+// delta.refusal, and a Messages client, through them, as text.
+func TestResponsesUpstreamRefusalReachesChatAndMessages(t *testing.T) {
+	const refusal = "I'm sorry, I cannot help with that."
+	upstream := `{"id":"resp_1","object":"response","status":"completed","output":[{"type":"message","id":"msg_1","role":"assistant","status":"completed",
+		"content":[{"type":"refusal","refusal":"` + refusal + `"}]}]}`
+	chat, _, err := ResponsesToOpenAIResponse([]byte(upstream), "m")
+	require.NoError(t, err)
+	var c openai.ChatCompletion
+	require.NoError(t, json.Unmarshal(chat, &c))
+	assert.Equal(t, refusal, c.Choices[0].Message.Refusal, "chat, whole")
+	assert.Empty(t, c.Choices[0].Message.Content)
+	msg, _, err := OpenAIToAnthropicResponse(chat, "m")
+	require.NoError(t, err)
+	assert.Contains(t, string(msg), `"text":"`+refusal+`"`, "messages, whole")
+
+	events := []string{
+		`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`,
+		`{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","status":"in_progress","content":[]}}`,
+		`{"type":"response.content_part.added","sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"refusal","refusal":""}}`,
+		`{"type":"response.refusal.delta","sequence_number":3,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"I'm sorry, "}`,
+		`{"type":"response.refusal.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"I cannot help with that."}`,
+		`{"type":"response.refusal.done","sequence_number":5,"item_id":"msg_1","output_index":0,"content_index":0,"refusal":"` + refusal + `"}`,
+		`{"type":"response.completed","sequence_number":6,"response":` + upstream + `}`,
+	}
+	in := NewResponsesToChunks("m", false)
+	out := NewChunkToMessages("m")
+	acc := &anthropicAccumulator{t: t, open: map[int]map[string]any{}, partial: map[int]string{}}
+	var acc2 openai.ChatCompletionAccumulator
+	for _, ev := range events {
+		require.NoError(t, in.Event("", []byte(ev), func(chunk []byte) error {
+			var c openai.ChatCompletionChunk
+			require.NoError(t, json.Unmarshal(chunk, &c))
+			require.True(t, acc2.AddChunk(c))
+			return out.Chunk(chunk, acc.add)
+		}))
+	}
+	require.True(t, in.Done())
+	complete, err := out.Finish(acc.add)
+	require.NoError(t, err)
+	require.True(t, complete)
+	assert.Equal(t, refusal, acc2.Choices[0].Message.Refusal, "chat, streamed")
+	assert.Equal(t, []map[string]any{{"type": "text", "text": refusal}}, acc.Content, "messages, streamed")
+	assert.Equal(t, "end_turn", acc.Stop)
+}

@@ -104,6 +104,8 @@ func (t *ResponsesToChunks) Event(name string, data []byte, emit func([]byte) er
 		return e
 	case "response.output_text.delta":
 		return t.chunk(emit, delta(map[string]any{"content": ev.Delta}), nil)
+	case "response.refusal.delta":
+		return t.chunk(emit, delta(map[string]any{"refusal": ev.Delta}), nil)
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		return t.chunk(emit, delta(map[string]any{"reasoning_content": ev.Delta}), nil)
 	case "response.output_item.added":
