@@ -78,6 +78,8 @@ func TestResponses(t *testing.T) {
 			params := responses.ResponseNewParams{
 				Model:        tc.model,
 				Instructions: openai.String("be brief"),
+				Temperature:  openai.Float(0.5),
+				Metadata:     map[string]string{"run": "r1"},
 				Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("hello responses")},
 			}
 
@@ -85,6 +87,14 @@ func TestResponses(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "echo: hello responses", resp.OutputText())
 			assert.Equal(t, responses.ResponseStatusCompleted, resp.Status)
+			// The response repeats its request, as OpenAI's do.
+			echoes := func(r *responses.Response) {
+				t.Helper()
+				assert.Equal(t, "be brief", r.Instructions.OfString, "instructions")
+				assert.Equal(t, 0.5, r.Temperature, "temperature")
+				assert.Equal(t, "r1", r.Metadata["run"], "metadata")
+			}
+			echoes(resp)
 			assert.Positive(t, resp.Usage.InputTokens)
 			assert.Positive(t, resp.Usage.OutputTokens)
 			req := up.Requests()[0]
@@ -98,6 +108,7 @@ func TestResponses(t *testing.T) {
 			assert.Equal(t, "response.completed", types[len(types)-1])
 			assert.Contains(t, types, "response.output_text.delta")
 			assert.Equal(t, "echo: hello responses", final.OutputText())
+			echoes(final)
 			assert.Positive(t, final.Usage.OutputTokens)
 
 			// A function call, then its output sent back as an item.

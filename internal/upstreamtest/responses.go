@@ -31,6 +31,27 @@ type responsesAnswer struct {
 	text             string
 	calls            []toolCall
 	input, output    int
+	// echo is what the response repeats of the request, as OpenAI's does.
+	echo map[string]json.RawMessage
+}
+
+// responsesEchoed are the request members a response repeats.
+var responsesEchoed = []string{"instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
+	"temperature", "top_p", "store", "previous_response_id", "metadata", "text", "reasoning", "truncation", "user"}
+
+// echoOf reads the members a response repeats of its request body.
+func echoOf(body []byte) map[string]json.RawMessage {
+	var all map[string]json.RawMessage
+	if json.Unmarshal(body, &all) != nil {
+		return nil
+	}
+	echo := map[string]json.RawMessage{}
+	for _, k := range responsesEchoed {
+		if v, ok := all[k]; ok && string(v) != "null" {
+			echo[k] = v
+		}
+	}
+	return echo
 }
 
 // serveResponses answers POST /v1/responses the way OpenAI does: the echo
@@ -79,7 +100,7 @@ func (s *Server) serveResponses(o *output, body []byte) {
 			}
 		}
 	}
-	a := responsesAnswer{id: s.newID("resp_", 24), msgID: s.newID("msg_", 24), model: req.Model, created: time.Now().Unix()}
+	a := responsesAnswer{id: s.newID("resp_", 24), msgID: s.newID("msg_", 24), model: req.Model, created: time.Now().Unix(), echo: echoOf(body)}
 	a.input = Tokens(req.Instructions) + Tokens(userText)
 	if !afterTool && !s.cfg.noToolCalls && string(req.ToolChoice) != `"none"` {
 		for _, t := range req.Tools {
@@ -130,6 +151,9 @@ func (a *responsesAnswer) response(status string) map[string]any {
 	r := map[string]any{"id": a.id, "object": "response", "created_at": a.created, "status": status, "model": a.model,
 		"output": []any{}, "usage": nil, "error": nil, "incomplete_details": nil, "parallel_tool_calls": true,
 		"tool_choice": "auto", "tools": []any{}}
+	for k, v := range a.echo {
+		r[k] = v
+	}
 	if status == "completed" {
 		r["output"] = a.items(true)
 		r["usage"] = map[string]any{"input_tokens": a.input, "input_tokens_details": map[string]int{"cached_tokens": 0},

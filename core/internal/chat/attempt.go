@@ -234,7 +234,7 @@ func readBody(r io.Reader, size int64) ([]byte, error) {
 
 // wholeRaw relays a non-streamed answer's body.
 func (a *attempt) wholeRaw(ctx context.Context, raw []byte) (Usage, error) {
-	out, u, err := a.tr.whole(raw, a.t.Model)
+	out, u, err := a.tr.whole(a.in, raw, a.t.Model)
 	if err != nil {
 		var up *credential.UpstreamError
 		if errors.As(err, &up) {

@@ -21,7 +21,7 @@ func (chatAnthropic) request(in inbound, model string) ([]byte, error) {
 	return tr.Body, nil
 }
 
-func (chatAnthropic) whole(raw []byte, model string) ([]byte, Usage, error) {
+func (chatAnthropic) whole(_ inbound, raw []byte, model string) ([]byte, Usage, error) {
 	out, u, err := translate.AnthropicToOpenAIResponse(raw, model)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid message")

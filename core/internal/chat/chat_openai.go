@@ -28,7 +28,7 @@ func (chatOpenAI) request(in inbound, model string) ([]byte, error) {
 	return in.withFields(set)
 }
 
-func (chatOpenAI) whole(raw []byte, _ string) ([]byte, Usage, error) {
+func (chatOpenAI) whole(_ inbound, raw []byte, _ string) ([]byte, Usage, error) {
 	w := walk{names: wholeNames}
 	if !w.run(raw) {
 		return nil, Usage{}, badUpstream("upstream returned invalid JSON")

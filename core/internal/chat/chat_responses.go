@@ -20,7 +20,7 @@ func (chatResponses) request(in inbound, model string) ([]byte, error) {
 	return body, nil
 }
 
-func (chatResponses) whole(raw []byte, model string) ([]byte, Usage, error) {
+func (chatResponses) whole(_ inbound, raw []byte, model string) ([]byte, Usage, error) {
 	out, u, err := translate.ResponsesToOpenAIResponse(raw, model)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid response")

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
+	"github.com/switchboardhq/switchboard/core/internal/translate"
 	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
@@ -44,6 +45,9 @@ type inbound struct {
 	// history is a Responses request's whole conversation as input items
 	// (a stored predecessor's included), kept with its answer.
 	history []json.RawMessage
+	// echo is what a translated Responses answer repeats of the request, as
+	// the client sent it (read before a stored predecessor is folded in).
+	echo translate.Echo
 }
 
 // parse reads the fields every dialect shares (model, stream) and checks the
@@ -85,6 +89,7 @@ func parse(d Dialect, body []byte) (inbound, error) {
 		if input[0] != '"' && input[0] != '[' {
 			return in, &RequestError{Param: "input", Code: "invalid_type", Message: "'input' must be a string or an array of items"}
 		}
+		in.echo = translate.EchoFrom(in.fields)
 		return in, nil
 	case DialectMessages:
 		if err := requireList(in.fields, "messages"); err != nil {

@@ -86,7 +86,7 @@ func withoutUnsignedThinking(raw json.RawMessage) (json.RawMessage, bool) {
 	return b, true
 }
 
-func (messagesAnthropic) whole(raw []byte, _ string) ([]byte, Usage, error) {
+func (messagesAnthropic) whole(_ inbound, raw []byte, _ string) ([]byte, Usage, error) {
 	var msg struct {
 		Type  string          `json:"type"`
 		Usage *anthropicUsage `json:"usage"`

@@ -25,7 +25,7 @@ func (m messagesOpenAI) request(in inbound, model string) ([]byte, error) {
 	return body, nil
 }
 
-func (messagesOpenAI) whole(raw []byte, model string) ([]byte, Usage, error) {
+func (messagesOpenAI) whole(_ inbound, raw []byte, model string) ([]byte, Usage, error) {
 	out, u, err := translate.OpenAIToAnthropicResponse(raw, model)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid completion")

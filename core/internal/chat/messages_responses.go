@@ -25,7 +25,7 @@ func (messagesResponses) request(in inbound, model string) ([]byte, error) {
 	return body, nil
 }
 
-func (messagesResponses) whole(raw []byte, model string) ([]byte, Usage, error) {
+func (messagesResponses) whole(_ inbound, raw []byte, model string) ([]byte, Usage, error) {
 	chatBody, u, err := translate.ResponsesToOpenAIResponse(raw, model)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid response")

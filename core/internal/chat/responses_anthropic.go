@@ -27,22 +27,22 @@ func (responsesAnthropic) request(in inbound, model string) ([]byte, error) {
 	return tr.Body, nil
 }
 
-func (responsesAnthropic) whole(raw []byte, model string) ([]byte, Usage, error) {
+func (responsesAnthropic) whole(in inbound, raw []byte, model string) ([]byte, Usage, error) {
 	chatBody, u, err := translate.AnthropicToOpenAIResponse(raw, model)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid message")
 	}
-	out, _, err := translate.OpenAIToResponsesResponse(chatBody, model)
+	out, _, err := in.echo.Response(chatBody, model)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid message")
 	}
 	return out, fromTranslate(u), nil
 }
 
-func (responsesAnthropic) events(_ inbound, model string) eventTranslator {
+func (responsesAnthropic) events(in inbound, model string) eventTranslator {
 	return &anthropicToResponses{
 		in:  translate.NewStreamTranslator(model, true),
-		out: translate.NewChunkToResponses(model),
+		out: in.echo.Chunks(model),
 	}
 }
 

@@ -59,7 +59,7 @@ func TestTranslatedResponsesSharingAnUpstreamIDAreStoredApart(t *testing.T) {
 		require.NoError(t, svc.continueFrom(ctx, "m1", &in))
 		completion := `{"id":"chatcmpl-42","object":"chat.completion","model":"llama3","choices":[{"index":0,"message":{"role":"assistant","content":` +
 			quote(answer) + `},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`
-		out, _, err := responsesOpenAI{}.whole([]byte(completion), "llama3")
+		out, _, err := responsesOpenAI{}.whole(inbound{}, []byte(completion), "llama3")
 		require.NoError(t, err)
 		require.NoError(t, svc.store("m1", in, out))
 		var r struct{ ID string }

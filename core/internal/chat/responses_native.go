@@ -32,7 +32,7 @@ func (u *responsesUsage) usage() Usage {
 		u.InputTokensDetails.CachedTokens, u.OutputTokensDetails.ReasoningTokens))
 }
 
-func (responsesNative) whole(raw []byte, _ string) ([]byte, Usage, error) {
+func (responsesNative) whole(_ inbound, raw []byte, _ string) ([]byte, Usage, error) {
 	object, u, ok := readWholeResponse(raw)
 	if !ok || object != "response" {
 		return nil, Usage{}, badUpstream("upstream returned an invalid response")

@@ -23,16 +23,16 @@ func (r responsesOpenAI) request(in inbound, model string) ([]byte, error) {
 	return body, nil
 }
 
-func (responsesOpenAI) whole(raw []byte, model string) ([]byte, Usage, error) {
-	out, u, err := translate.OpenAIToResponsesResponse(raw, model)
+func (responsesOpenAI) whole(in inbound, raw []byte, model string) ([]byte, Usage, error) {
+	out, u, err := in.echo.Response(raw, model)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid completion")
 	}
 	return out, fromTranslate(u), nil
 }
 
-func (responsesOpenAI) events(_ inbound, model string) eventTranslator {
-	return &chunksToResponses{tr: translate.NewChunkToResponses(model)}
+func (responsesOpenAI) events(in inbound, model string) eventTranslator {
+	return &chunksToResponses{tr: in.echo.Chunks(model)}
 }
 
 // chunksToResponses turns chat.completion.chunks into Responses events.

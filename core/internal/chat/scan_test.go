@@ -96,7 +96,7 @@ func inspectAll(data []byte) chunkFacts {
 // takes for an upstream error must be one by decoding too (an error member
 // that is not null, and no choices), and has the usage decoding finds.
 func wholeUsage(t testing.TB, raw []byte) Usage {
-	_, u, err := chatOpenAI{}.whole(raw, "m")
+	_, u, err := chatOpenAI{}.whole(inbound{}, raw, "m")
 	var d struct {
 		Error   json.RawMessage `json:"error"`
 		Choices json.RawMessage `json:"choices"`
@@ -202,7 +202,7 @@ func BenchmarkReadFacts(b *testing.B) {
 	})
 	b.Run("whole/scan", func(b *testing.B) {
 		for b.Loop() {
-			_, _, _ = chatOpenAI{}.whole(whole, "m")
+			_, _, _ = chatOpenAI{}.whole(inbound{}, whole, "m")
 		}
 	})
 }

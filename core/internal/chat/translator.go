@@ -24,7 +24,7 @@ type translator interface {
 	// request builds the upstream body for model.
 	request(in inbound, model string) ([]byte, error)
 	// whole converts a non-streamed answer and reads its usage.
-	whole(raw []byte, model string) ([]byte, Usage, error)
+	whole(in inbound, raw []byte, model string) ([]byte, Usage, error)
 	// events returns the converter of one attempt's stream.
 	events(in inbound, model string) eventTranslator
 	// errorBody converts an upstream error body to the shape the client's

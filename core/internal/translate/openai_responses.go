@@ -61,9 +61,18 @@ func EchoOf(request []byte) Echo {
 	if json.Unmarshal(request, &fields) != nil {
 		return Echo{}
 	}
-	e := Echo{fields: map[string]json.RawMessage{}}
+	return EchoFrom(fields)
+}
+
+// EchoFrom is EchoOf of a body already read into its members (their values
+// are kept, not copied).
+func EchoFrom(fields map[string]json.RawMessage) Echo {
+	var e Echo
 	for _, k := range echoed {
 		if v, ok := fields[k]; ok && !isNull(v) {
+			if e.fields == nil {
+				e.fields = make(map[string]json.RawMessage, 8)
+			}
 			e.fields[k] = v
 		}
 	}
