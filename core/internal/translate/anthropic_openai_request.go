@@ -317,7 +317,7 @@ func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions) ([]outChatMe
 				}
 				parts = append(parts, doc...)
 			case "tool_result":
-				text, images, err := toolResultContent(b.Content, bp+".content", opts.ToolResultImages)
+				text, media, err := toolResultContent(b.Content, bp+".content", opts.ToolResultImages)
 				if err != nil {
 					return nil, err
 				}
@@ -325,13 +325,11 @@ func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions) ([]outChatMe
 					text = "Error: " + text
 				}
 				out = append(out, outChatMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: text})
-				// A tool message holds text only: the result's images (a
-				// screenshot, an image Claude Code read) follow in the
-				// user's message after the tool messages, where the model
-				// sees them.
-				for _, url := range images {
-					parts = append(parts, outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: url}})
-				}
+				// A tool message holds text only: the result's images and
+				// PDFs (a screenshot, an image or a PDF Claude Code read)
+				// follow in the user's message after the tool messages,
+				// where the model sees them.
+				parts = append(parts, media...)
 			default:
 				return nil, invalid(bp+".type", "unsupported block type "+strconv.Quote(b.Type))
 			}
@@ -421,12 +419,13 @@ func documentParts(b inMsgBlock, param string) ([]outChatPart, error) {
 	return nil, invalid(param+".source.type", "a document's source type must be base64, text, content or url")
 }
 
-// toolResultContent flattens a tool result's content (a string or text and
-// image blocks) to text. With images, it returns the images it can send as
-// URLs and the text says where they went; an image it cannot send (no
-// images wanted, or a source other than base64 data or a URL) is noted as
-// [image], as before images were sent on.
-func toolResultContent(raw json.RawMessage, param string, images bool) (string, []string, error) {
+// toolResultContent flattens a tool result's content (a string, or text,
+// image and document blocks) to text. With media, it returns the images
+// and PDFs it can send as parts of their own and the text says where they
+// went; one it cannot send (no media wanted, or a source it cannot read)
+// is noted as [image] or [document]. A plain-text document (Claude Code
+// reading a text file as one) is text in the result.
+func toolResultContent(raw json.RawMessage, param string, media bool) (string, []outChatPart, error) {
 	if len(raw) == 0 || isNull(raw) {
 		return "", nil, nil
 	}
@@ -435,22 +434,43 @@ func toolResultContent(raw json.RawMessage, param string, images bool) (string, 
 		return "", nil, err
 	}
 	var b bytes.Buffer
-	var urls []string
+	var parts []outChatPart
 	for i, blk := range blocks {
 		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
+		bp := param + "[" + strconv.Itoa(i) + "]"
 		switch blk.Type {
 		case "text":
 			b.WriteString(blk.Text)
 		case "image":
-			if url, err := sourceURL(blk.Source, param+"["+strconv.Itoa(i)+"]"); images && err == nil {
-				urls = append(urls, url)
+			if url, err := sourceURL(blk.Source, bp); media && err == nil {
+				parts = append(parts, outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: url}})
 				b.WriteString("[image: in the next user message]")
 			} else {
 				b.WriteString("[image]")
 			}
+		case "document":
+			doc, err := documentParts(blk, bp)
+			if err != nil {
+				b.WriteString("[document]")
+				continue
+			}
+			for j, p := range doc {
+				if j > 0 {
+					b.WriteByte('\n')
+				}
+				switch {
+				case p.Type == "text":
+					b.WriteString(p.Text)
+				case media:
+					parts = append(parts, p)
+					b.WriteString("[" + strings.TrimSuffix(p.Type, "_url") + ": in the next user message]")
+				default:
+					b.WriteString("[document]")
+				}
+			}
 		}
 	}
-	return b.String(), urls, nil
+	return b.String(), parts, nil
 }

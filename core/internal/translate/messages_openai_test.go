@@ -279,8 +279,6 @@ func TestMessagesDocumentsReachAChatUpstream(t *testing.T) {
 	assert.Contains(t, err.Error(), "messages[0].content[0].source.type")
 }
 
-// FuzzAnthropicToOpenAIRequest: any client body either translates into a
-// valid chat request or fails with a RequestError; it never panics.
 // An image in a tool result (Claude Code's Read of a screenshot) reaches
 // the model: a tool message holds text only, so it follows in a user
 // message after the tool messages, and the tool message says so.
@@ -369,6 +367,8 @@ func TestThinkingOnlyAssistantTurnLeftOut(t *testing.T) {
 	assert.Equal(t, "still there?", out.Messages[1]["content"])
 }
 
+// FuzzAnthropicToOpenAIRequest: any client body either translates into a
+// valid chat request or fails with a RequestError; it never panics.
 func FuzzAnthropicToOpenAIRequest(f *testing.F) {
 	files, _ := filepath.Glob("testdata/messages/request/*.json")
 	for _, name := range files {
@@ -412,4 +412,39 @@ func FuzzChunkToMessages(f *testing.F) {
 		_, err := tr.Finish(emit)
 		require.NoError(t, err)
 	})
+}
+
+// A document in a tool result (Claude Code's Read of a PDF or of a text
+// file) reaches the model too: a plain-text one as text of the tool
+// message, a PDF as a file part in the user message after the tool
+// messages, as images go; without media it is noted, never dropped.
+func TestToolResultDocumentsReachTheModel(t *testing.T) {
+	body := `{"model":"m","max_tokens":64,"messages":[
+		{"role":"user","content":"read these"},
+		{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Read","input":{"path":"a.pdf"}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[
+			{"type":"document","title":"notes.txt","source":{"type":"text","media_type":"text/plain","data":"line one"}},
+			{"type":"document","title":"a.pdf","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQ="}}]}]}]}`
+	var out struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	got, err := AnthropicToOpenAIRequest([]byte(body), "gpt-5", ChatOptions{ToolResultImages: true})
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(got, &out), "%s", got)
+	require.Len(t, out.Messages, 4, "%s", got)
+	var text string
+	require.NoError(t, json.Unmarshal(out.Messages[2].Content, &text))
+	assert.Equal(t, "notes.txt\n\nline one\n[file: in the next user message]", text)
+	assert.Equal(t, "user", out.Messages[3].Role)
+	assert.JSONEq(t, `[{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQ=","filename":"a.pdf"}}]`, string(out.Messages[3].Content))
+
+	got, err = AnthropicToOpenAIRequest([]byte(body), "m", ChatOptions{})
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(got, &out), "%s", got)
+	require.Len(t, out.Messages, 3, "no user message of media: %s", got)
+	require.NoError(t, json.Unmarshal(out.Messages[2].Content, &text))
+	assert.Equal(t, "notes.txt\n\nline one\n[document]", text)
 }
