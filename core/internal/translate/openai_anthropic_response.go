@@ -135,7 +135,7 @@ func OpenAIToAnthropicResponse(body []byte, model string) ([]byte, Usage, error)
 		content = append(content, map[string]any{"type": "text", "text": *ch.Message.Refusal})
 	}
 	for _, tc := range ch.Message.ToolCalls {
-		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name, "input": toolInputOf(tc.Function.Arguments)})
+		content = append(content, map[string]any{"type": "tool_use", "id": callID(tc.ID, "toolu_"), "name": tc.Function.Name, "input": toolInputOf(tc.Function.Arguments)})
 	}
 	u := in.Usage.Usage()
 	out, err := marshal(map[string]any{

@@ -141,7 +141,7 @@ func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
 				if len(t.tools) >= maxStreamBlocks {
 					return malformed("too many tool calls")
 				}
-				if err := t.open("tool_use", map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name, "input": map[string]any{}}, emit); err != nil {
+				if err := t.open("tool_use", map[string]any{"type": "tool_use", "id": callID(tc.ID, "toolu_"), "name": tc.Function.Name, "input": map[string]any{}}, emit); err != nil {
 					return err
 				}
 				t.tools[call] = t.index

@@ -107,6 +107,17 @@ func incompleteReason(finish string) string {
 
 func itemID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
 
+// callID is an upstream's tool call id, or one of the gateway's own
+// when the upstream sent none (some OpenAI-compatible servers do not): the
+// client sends it back with the call's result, so two calls must not share
+// an empty one.
+func callID(id, prefix string) string {
+	if id == "" {
+		return itemID(prefix)
+	}
+	return id
+}
+
 // responseID mints the id of a translated response. It is the key of the
 // stored answer (GET /v1/responses/{id}, previous_response_id), so it is
 // never made of the upstream's completion id, which need not be unique
@@ -190,7 +201,7 @@ func openAIToResponsesResponse(body []byte, model string, echo Echo) ([]byte, Us
 		output = append(output, messageItem(itemID("msg_"), "completed", content))
 	}
 	for _, tc := range ch.Message.ToolCalls {
-		output = append(output, callItem(itemID("fc_"), tc.ID, tc.Function.Name, tc.Function.Arguments, "completed"))
+		output = append(output, callItem(itemID("fc_"), callID(tc.ID, "call_"), tc.Function.Name, tc.Function.Arguments, "completed"))
 	}
 	u := in.Usage.Usage()
 	out, err := marshal(responseObject(responseID(), model, "completed", incompleteReason(ch.FinishReason), time.Now().Unix(), output, responseUsage(u), echo))
@@ -312,7 +323,7 @@ func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
 				if err := t.close(emit); err != nil {
 					return err
 				}
-				t.tool, t.callID, t.name = call, tc.ID, tc.Function.Name
+				t.tool, t.callID, t.name = call, callID(tc.ID, "call_"), tc.Function.Name
 				if err := t.open("function_call", emit); err != nil {
 					return err
 				}
