@@ -156,6 +156,9 @@ func TestAudioParseSpeech(t *testing.T) {
 		{`{"model":"m","input":"x","voice":"a","response_format":"ogg"}`, "response_format"},
 		{`{"model":"m","input":"x","voice":"a","speed":9}`, "speed"},
 		{`{"model":"m","input":"x","voice":"a","speed":"fast"}`, "speed"},
+		{`{"model":"m","input":"x","voice":".."}`, "voice"},
+		{`{"model":"m:..","input":"x"}`, "voice"},
+		{`{"model":"m","input":"x","voice":{"id":"."}}`, "voice"},
 	} {
 		_, err := ParseSpeech([]byte(tc.body))
 		var inv *InvalidError

@@ -134,6 +134,12 @@ func ParseSpeech(body []byte) (SpeechRequest, error) {
 	if req.Voice == "" {
 		return req, invalid("voice", "missing_required_parameter", "you must provide a voice parameter (or a model of the form {provider}/{model}:{voice})")
 	}
+	if req.Voice == "." || req.Voice == ".." {
+		// A voice is a path segment of some providers' URLs (ElevenLabs'
+		// /text-to-speech/{voice}/stream): a dot segment would name
+		// another path of theirs, sent the connection's key.
+		return req, invalid("voice", "invalid_value", "'voice' must name a voice")
+	}
 	return req, nil
 }
 
