@@ -52,12 +52,16 @@ func wellFormedKey(k string) bool {
 }
 
 // cors lets browsers in on purpose only (decisions.md, browser callers). On
-// the gateway routes a request that carries an API key is served from any
-// origin (core checks the key), as OpenAI's API is; a request without one
-// that comes from a page (it has an Origin) is refused unless that origin
-// is in origins. Command-line clients and SDKs send no Origin and are not
-// affected. Preflights are granted to the allowed origins, and to any
-// origin when the request to come will carry a key header.
+// the gateway routes a request that carries a well-formed API key is served
+// from any origin (core checks the key), as OpenAI's API is; a request
+// without one that comes from a page (it has an Origin) is refused unless
+// that origin is in origins: keyless with origin_not_allowed, with a key
+// header that holds no well-formed key with invalid_api_key (core might
+// not see such a key at all: grpc-gateway drops a value that is not ASCII,
+// which would run the request keyless). Command-line clients and SDKs send
+// no Origin and are not affected. Preflights are granted to the allowed
+// origins, and to any origin when the request to come will carry a key
+// header.
 //
 // There is no same-origin exemption: a page reached through DNS rebinding
 // has the gateway's own host in its Origin. A browser's same-origin GET
@@ -78,7 +82,9 @@ func cors(origins, hosts []string, next http.Handler) http.Handler {
 		// made for no Origin to a page.
 		h.Add("Vary", "Origin")
 		origin := r.Header.Get("Origin")
-		if origin == "" && fromPage(r) && apiKey(r.Header) == "" && !knownHost(r.Host, hosts) {
+		key := apiKey(r.Header)
+		keyed := wellFormedKey(key)
+		if origin == "" && fromPage(r) && !keyed && !knownHost(r.Host, hosts) {
 			refuseHost(w, r)
 			return
 		}
@@ -111,8 +117,12 @@ func cors(origins, hosts []string, next http.Handler) http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		if apiKey(r.Header) == "" && !allowed(origin) {
-			refuseOrigin(w, r)
+		if !keyed && !allowed(origin) {
+			if key != "" {
+				refuseKey(w, r)
+			} else {
+				refuseOrigin(w, r)
+			}
 			return
 		}
 		h.Set("Access-Control-Allow-Origin", grant)
@@ -179,23 +189,30 @@ func refuseOrigin(w http.ResponseWriter, r *http.Request) {
 		"requests from web pages need an API key (Authorization: Bearer <key>) unless their origin is in SWITCHBOARD_CORS_ORIGINS", "").WriteFor(w, r)
 }
 
-// requireKey refuses a gateway request without a well-formed API key
-// before its body is read, when every machine needs keys
-// (REQUIRE_API_KEY), and on the legacy /{machineId}/v1/... paths, which
-// always need one. Core checks the key itself; this only makes refusing
-// cheap.
-func requireKey(all bool, next http.Handler) http.Handler {
+func refuseKey(w http.ResponseWriter, r *http.Request) {
+	openai.NewProblem(http.StatusUnauthorized, "invalid_api_key", "invalid API key", "").WriteFor(w, r)
+}
+
+// checkKey refuses a gateway request before its body is read when it
+// presents a key that is not well-formed, always: no such key is valid, and
+// one that is not ASCII would not reach core at all on the routes
+// grpc-gateway serves (it drops the value), so the request would run
+// keyless ("a key that is sent is always checked"). Without a key it
+// refuses when every machine needs keys (REQUIRE_API_KEY), and on the
+// legacy /{machineId}/v1/... paths, which always need one. Core checks the
+// key itself; this only makes refusing cheap and sure.
+func checkKey(all bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodOptions || !isGatewayPath(r.URL.Path) || (!all && !legacyPath(r.URL.Path)) {
+		if r.Method == http.MethodOptions || !isGatewayPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
 		k := apiKey(r.Header)
 		switch {
-		case k == "":
+		case k != "" && !wellFormedKey(k):
+			refuseKey(w, r)
+		case k == "" && (all || legacyPath(r.URL.Path)):
 			openai.NewProblem(http.StatusUnauthorized, "missing_api_key", "an API key is required (Authorization: Bearer <key>)", "").WriteFor(w, r)
-		case !wellFormedKey(k):
-			openai.NewProblem(http.StatusUnauthorized, "invalid_api_key", "invalid API key", "").WriteFor(w, r)
 		default:
 			next.ServeHTTP(w, r)
 		}

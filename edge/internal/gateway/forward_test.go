@@ -53,3 +53,35 @@ func TestForwardedHeaders(t *testing.T) {
 		assert.Empty(t, r.seen.Get(k), k)
 	}
 }
+
+// A forwarded header grpc-gateway would drop (not printable ASCII) is
+// refused instead, and core is not called: a dropped key would run the
+// call keyless, a dropped machine would act on the default one.
+func TestHeadersCoreCannotReceiveAreRefused(t *testing.T) {
+	r := &router{}
+	conn := inproc.New(nil, nil)
+	corev1.RegisterRouterServer(conn, r)
+	mux, err := New(context.Background(), conn, nil)
+	require.NoError(t, err)
+
+	for _, c := range []struct {
+		path, header, value string
+		status              int
+		code                string
+	}{
+		{"/v1/models", "X-Api-Key", "\xe9\xe9\xe9\xe9\xe9\xe9\xe9\xe9", http.StatusUnauthorized, "invalid_api_key"},
+		{"/v1/models", "Authorization", "Bearer \xe9\xe9\xe9\xe9\xe9\xe9\xe9\xe9", http.StatusUnauthorized, "invalid_api_key"},
+		{"/v1/models", "Idempotency-Key", "k\te", http.StatusBadRequest, "invalid_header"},
+		{"/api/models/aliases", "Authorization", "Bearer \xe9", http.StatusUnauthorized, "invalid_admin_token"},
+		{"/api/models/aliases", "X-Switchboard-Machine", "m\xc3\xa9", http.StatusBadRequest, "invalid_header"},
+	} {
+		r.seen = nil
+		req := httptest.NewRequest(http.MethodGet, c.path, nil)
+		req.Header.Set(c.header, c.value)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		assert.Equal(t, c.status, rec.Code, "%s %s: %s", c.path, c.header, rec.Body)
+		assert.Contains(t, rec.Body.String(), `"code":"`+c.code+`"`, c.header)
+		assert.Nil(t, r.seen, "core not called")
+	}
+}

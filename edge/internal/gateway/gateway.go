@@ -96,5 +96,21 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 	if err := corev1.RegisterAdminHandlerClient(ctx, mux, corev1.NewAdminClient(conn)); err != nil {
 		return nil, err
 	}
-	return withModels(mux, corev1.NewRouterClient(conn)), nil
+	return refuseUnsafeHeaders(withModels(mux, corev1.NewRouterClient(conn))), nil
+}
+
+// refuseUnsafeHeaders answers a request whose forwarded header core could
+// not receive as sent (openai.UnsafeHeader) with a 4xx, where grpc-gateway
+// would drop the value and call core without it: a dropped API key would
+// run the request keyless, a dropped machine would act on the default one.
+// The edge's middleware refuses these first; this keeps the gateway safe
+// on its own.
+func refuseUnsafeHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name := openai.UnsafeHeader(r.Header); name != "" {
+			openai.UnsafeHeaderProblem(name, strings.HasPrefix(r.URL.Path, "/api/")).Write(w)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -3,6 +3,7 @@ package openai
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -69,6 +70,69 @@ func headerValue(h http.Header, key string) string {
 		return v[0]
 	}
 	return ""
+}
+
+// MetadataSafe reports whether v can reach core as sent: printable ASCII
+// (0x20 to 0x7E), gRPC's rule for a metadata value, which grpc-go's client
+// refuses to send otherwise (an internal error) and grpc-gateway drops
+// silently. A proto string must be valid UTF-8 too, which this implies.
+func MetadataSafe(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// passedOn are the request headers the edge hands to core on the gateway
+// routes: as metadata (contract.ForwardedHeaders) or in the request
+// (anthropicHeaders, sessionHeaders), canonical.
+var passedOn = func() []string {
+	out := make([]string, 0, len(forwarded)+len(anthropicHeaders)+len(sessionHeaders))
+	for _, h := range forwarded {
+		out = append(out, h.canonical)
+	}
+	for _, names := range [][]canonicalName{anthropicHeaders, sessionHeaders} {
+		for _, n := range names {
+			if !slices.Contains(out, n.canonical) {
+				out = append(out, n.canonical)
+			}
+		}
+	}
+	return out
+}()
+
+// UnsafeHeader returns the canonical name of the first header the edge
+// hands to core (every value of it) that MetadataSafe refuses, or "".
+// Checked before any call, so a client's malformed header is its own 4xx,
+// never a 500 from grpc-go or a header core silently never sees.
+func UnsafeHeader(h http.Header) string {
+	for _, name := range passedOn {
+		for _, v := range h[name] {
+			if !MetadataSafe(v) {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// UnsafeHeaderProblem is the answer to a request whose header name
+// UnsafeHeader refused. A credential is a 401: on the admin routes (admin)
+// Authorization carries the admin token (invalid_admin_token), on the
+// gateway routes Authorization, X-Api-Key and X-Goog-Api-Key carry an API
+// key (invalid_api_key). Any other header is a 400 invalid_header naming it
+// in param, optional ones too: a value the client meant and core cannot
+// read is not dropped silently.
+func UnsafeHeaderProblem(name string, admin bool) Problem {
+	switch {
+	case admin && name == "Authorization":
+		return NewProblem(http.StatusUnauthorized, "invalid_admin_token", "a valid admin token is required (Authorization: Bearer <admin token>)", "")
+	case !admin && (name == "Authorization" || name == "X-Api-Key" || name == "X-Goog-Api-Key"):
+		return NewProblem(http.StatusUnauthorized, "invalid_api_key", "invalid API key", "")
+	}
+	return NewProblem(http.StatusBadRequest, "invalid_header", "the "+name+" header must be printable ASCII", name)
 }
 
 // UpstreamMicros reads contract.MDUpstreamUs (core's microseconds spent

@@ -38,3 +38,27 @@ func TestOutgoingForwardsTheContractHeaders(t *testing.T) {
 	assert.Equal(t, map[string]string{"x-session-id": "s-1", "session_id": "codex-1"}, dialectHeaders(r, sessionHeaders))
 	assert.Nil(t, dialectHeaders(httptest.NewRequest(http.MethodPost, "/", nil), sessionHeaders), "none: no map")
 }
+
+// Every header the edge hands to core, as metadata or in the request, is
+// checked; a value is safe when gRPC metadata can carry it as it is.
+func TestUnsafeHeaderCoversWhatReachesCore(t *testing.T) {
+	for _, names := range [][]canonicalName{anthropicHeaders, sessionHeaders} {
+		for _, n := range names {
+			assert.Contains(t, passedOn, n.canonical)
+		}
+	}
+	for _, h := range contract.ForwardedHeaders {
+		assert.Contains(t, passedOn, http.CanonicalHeaderKey(h))
+	}
+	assert.True(t, MetadataSafe("Bearer sk-0123 ~!"))
+	for _, v := range []string{"\xe9", "\xc3\xa9", "a\tb", "\x7f"} {
+		assert.False(t, MetadataSafe(v), "%q", v)
+	}
+	h := http.Header{}
+	h.Set("X-Api-Key", "sk-fine")
+	h.Add("Idempotency-Key", "first")
+	h.Add("Idempotency-Key", "second \xe9")
+	assert.Equal(t, "Idempotency-Key", UnsafeHeader(h), "every value counts")
+	h.Del("Idempotency-Key")
+	assert.Empty(t, UnsafeHeader(h))
+}
