@@ -75,6 +75,9 @@ type Config struct {
 	TokenScanEvery time.Duration
 	// Usage bounds the usage pipeline.
 	Usage UsageConfig
+	// ResponsesMaxBytes bounds the stored Responses answers on disk (zero:
+	// spine.DefaultResponsesMaxBytes); past it the oldest go first.
+	ResponsesMaxBytes int64
 	// OAuth overrides the OAuth login table (endpoints, client ids) of
 	// internal/oauth.
 	OAuth oauth.Overrides
@@ -132,7 +135,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("core: jetstream: %w", err)
 	}
-	if err := (spine.Topology{Replicas: cfg.Replicas, UsageMaxBytes: cfg.Usage.MaxBytes}).Ensure(ctx, js); err != nil {
+	if err := (spine.Topology{Replicas: cfg.Replicas, UsageMaxBytes: cfg.Usage.MaxBytes, ResponsesMaxBytes: cfg.ResponsesMaxBytes}).Ensure(ctx, js); err != nil {
 		return nil, fmt.Errorf("core: %w", err)
 	}
 	// The mirror lives as long as core, not as long as the start-up context.

@@ -24,6 +24,7 @@ func TestUsageRecordedThroughAFullDisk(t *testing.T) {
 	spinetest.SmallDisk(t, 400<<20, func(t *testing.T, dir string) {
 		cfg := nodetest.Config(filepath.Join(dir, "data"))
 		cfg.UsageMaxBytes = 16 << 20
+		cfg.ResponsesMaxBytes = 8 << 20
 		sb := nodetest.Start(t, cfg, node.AllRoles...)
 		up := upstreamtest.New(t, upstreamtest.WithEmbeddingDims(embedDims), upstreamtest.WithAPIKey("sk-disk"))
 		first := sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "disk", "apiKey": "sk-disk",

@@ -112,6 +112,9 @@ type Config struct {
 	// UsageBufferEvents bounds the usage events a core process keeps while
 	// NATS is away; past it new events are dropped and counted.
 	UsageBufferEvents int
+	// ResponsesMaxBytes bounds the stored Responses answers on disk; past it
+	// the oldest go (they are kept 30 days at most anyway).
+	ResponsesMaxBytes int64
 
 	LogLevel        slog.Level
 	LogFormat       string
@@ -184,6 +187,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	maxAudio := s.add("SWITCHBOARD_MAX_AUDIO_BYTES", "max-audio-bytes", "26214400", "largest audio file /v1/audio/transcriptions accepts, in bytes", false)
 	usageMaxBytes := s.add("SWITCHBOARD_USAGE_MAX_BYTES", "usage-max-bytes", "1073741824", "bound on the SB_USAGE stream on disk, in bytes (the oldest events go past it)", false)
 	usageBuffer := s.add("SWITCHBOARD_USAGE_BUFFER_EVENTS", "usage-buffer-events", "100000", "usage events core keeps while NATS is away (also bounded to 64 MiB); past it new events are dropped and counted", false)
+	responsesMaxBytes := s.add("SWITCHBOARD_RESPONSES_MAX_BYTES", "responses-max-bytes", "268435456", "bound on the stored Responses answers (previous_response_id, GET /v1/responses/{id}) on disk, in bytes (the oldest go past it)", false)
 	shutdown := s.add("SWITCHBOARD_SHUTDOWN_TIMEOUT", "shutdown-timeout", "15s", "how long a graceful shutdown drains in-flight requests", false)
 
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
@@ -361,6 +365,11 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		err = errors.New("must be a positive number of events")
 	}
 	check(usageBuffer, err)
+	c.ResponsesMaxBytes, err = strconv.ParseInt(responsesMaxBytes.raw, 10, 64)
+	if err == nil && c.ResponsesMaxBytes < 1<<20 {
+		err = errors.New("must be at least 1048576 bytes")
+	}
+	check(responsesMaxBytes, err)
 	c.ShutdownTimeout, err = time.ParseDuration(shutdown.raw)
 	if err == nil && c.ShutdownTimeout <= 0 {
 		err = errors.New("must be positive")

@@ -108,6 +108,12 @@ const DefaultUsageMaxBytes = 1 << 30
 // UsageDeadMaxBytes bounds the usage dead-letter stream on disk.
 const UsageDeadMaxBytes = 256 << 20
 
+// DefaultResponsesMaxBytes bounds the stored Responses answers on disk
+// unless configured. Each answer is kept with its whole conversation, so a
+// long agent session stores every turn's history again: without a size
+// bound, 30 days of them could fill the disk.
+const DefaultResponsesMaxBytes = 256 << 20
+
 // Topology is the set of streams and buckets the gateway roles use, with the
 // replica count of the deployment (1 embedded, 3 on a production cluster).
 type Topology struct {
@@ -115,6 +121,9 @@ type Topology struct {
 	// UsageMaxBytes bounds SB_USAGE on disk (zero: DefaultUsageMaxBytes);
 	// past it the oldest events are discarded.
 	UsageMaxBytes int64
+	// ResponsesMaxBytes bounds the stored Responses answers on disk (zero:
+	// DefaultResponsesMaxBytes); past it the oldest answers are discarded.
+	ResponsesMaxBytes int64
 }
 
 // Buckets are the key-value buckets of core.
@@ -131,7 +140,8 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 		{Bucket: BucketUsageRollups, Description: "usage roll-ups per machine and UTC day", History: 1, TTL: UsageRollupTTL, Replicas: r},
 		{Bucket: BucketOAuthFlows, Description: "OAuth logins in progress, secrets sealed", History: 1, TTL: OAuthFlowTTL, Replicas: r},
 		{Bucket: BucketAffinity, Description: "chat session to connection affinity per machine", History: 1, TTL: AffinityTTL, Replicas: r},
-		{Bucket: BucketResponses, Description: "stored Responses API answers per machine", History: 1, TTL: ResponseTTL, Replicas: r},
+		{Bucket: BucketResponses, Description: "stored Responses API answers per machine", History: 1, TTL: ResponseTTL,
+			MaxBytes: cmp.Or(t.ResponsesMaxBytes, DefaultResponsesMaxBytes), Replicas: r},
 		// Codes are minted with the admin token only; the bound is a guard.
 		{Bucket: BucketSignInCodes, Description: "console sign-in codes by digest", History: 1, TTL: SignInCodeTTL, MaxBytes: 1 << 20, Replicas: r},
 		t.RefreshLeases(),
@@ -198,8 +208,37 @@ func (t Topology) replicas() int {
 func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 	var g errgroup.Group
 	g.Go(func() error { return EnsureStreams(ctx, js, t.Streams()...) })
-	g.Go(func() error { return EnsureBuckets(ctx, js, t.Buckets()...) })
+	g.Go(func() error {
+		if err := EnsureBuckets(ctx, js, t.Buckets()...); err != nil {
+			return err
+		}
+		return discardOldest(ctx, js, BucketResponses)
+	})
 	return g.Wait()
+}
+
+// discardOldest makes a full bucket drop its oldest values to take a new
+// one, where a key-value bucket refuses the new one (nats.go creates and
+// updates them with DiscardNew). Stored answers are kept for conversations
+// to go on: the newest matter most.
+func discardOldest(ctx context.Context, js jetstream.JetStream, bucket string) error {
+	err := retryEnsure(ctx, func(ctx context.Context) error {
+		s, err := js.Stream(ctx, "KV_"+bucket)
+		if err != nil {
+			return err
+		}
+		cfg := s.CachedInfo().Config
+		if cfg.Discard == jetstream.DiscardOld {
+			return nil
+		}
+		cfg.Discard = jetstream.DiscardOld
+		_, err = js.UpdateStream(ctx, cfg)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("spine: bucket %s: %w", bucket, err)
+	}
+	return nil
 }
 
 // EnsureStreams creates or updates streams, all at once. Each is retried

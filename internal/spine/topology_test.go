@@ -133,3 +133,32 @@ func TestConnectGivesUpWithItsContext(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "hunter2")
 }
+
+// Stored Responses answers are bounded by size as well as age: past the
+// bound a new answer is stored and the oldest go, on a fresh bucket and
+// after the topology is ensured again (a restart, where nats.go would set
+// the bucket back to refusing new values).
+func TestStoredAnswersPastTheirBoundPushTheOldestOut(t *testing.T) {
+	e := embedded(t, 0)
+	js, err := jetstream.New(connect(t, e.ClientURL()))
+	require.NoError(t, err)
+	ctx := context.Background()
+	top := spine.Topology{Replicas: 1, UsageMaxBytes: 1 << 20, ResponsesMaxBytes: 1 << 20}
+	for round := range 2 {
+		require.NoError(t, top.Ensure(ctx, js), "round %d", round)
+		kv, err := js.KeyValue(ctx, spine.BucketResponses)
+		require.NoError(t, err)
+		answer := make([]byte, 64<<10)
+		for i := range 40 { // 2.5 MiB of answers into a bucket of 1 MiB
+			_, err := kv.Put(ctx, "m."+strconv.Itoa(round)+"."+strconv.Itoa(i), answer)
+			require.NoError(t, err, "round %d, answer %d: a new answer is stored", round, i)
+		}
+		_, err = kv.Get(ctx, "m."+strconv.Itoa(round)+".39")
+		assert.NoError(t, err, "the newest answer is there")
+		_, err = kv.Get(ctx, "m."+strconv.Itoa(round)+".0")
+		assert.ErrorIs(t, err, jetstream.ErrKeyNotFound, "the oldest went")
+		st, err := kv.Status(ctx)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, st.Bytes(), uint64(1<<20))
+	}
+}
