@@ -447,3 +447,32 @@ func TestSubscriptionRequestShapes(t *testing.T) {
 	oa.Authorize(h, "sk")
 	assert.Empty(t, h.Get("Copilot-Integration-Id"), "no other provider's headers")
 }
+
+func TestValidCompatibleID(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{"openai-compatible-local", true},
+		{"anthropic-compatible-x", true},
+		{"openai-compatible-my.lab_2-b", true},
+		{"openai-compatible-123e4567-e89b-12d3-a456-426614174000", true},
+		{"openai-compatible-" + strings.Repeat("x", 64), true},
+		{"openai-compatible-" + strings.Repeat("x", 65), false},
+		{"openai-compatible-my/lab", false},
+		{"openai-compatible-a b", false},
+		{"openai-compatible-<script>", false},
+		{"openai-compatible--x", false},
+		{"openai-compatible-.x", false},
+		{"openai-compatible-é", false},
+		{"openai-compatible-", false},
+		{"openai", false},
+		{"", false},
+	} {
+		assert.Equal(t, tc.want, ValidCompatibleID(tc.id), "%q", tc.id)
+	}
+	// What was stored before the check still looks up.
+	s, ok := NewRegistry().Lookup("openai-compatible-my/lab")
+	require.True(t, ok)
+	assert.Equal(t, FamilyOpenAICompatible, s.Family)
+}

@@ -58,7 +58,9 @@ func familySpec(family, id string) Spec {
 }
 
 // Family splits a compatible provider id into its family and suffix; family
-// is empty for other ids.
+// is empty for other ids. Any suffix is taken, so connections stored before
+// suffixes were checked keep loading; a new connection's id must pass
+// ValidCompatibleID.
 func Family(id string) (family, suffix string) {
 	for _, f := range []string{FamilyOpenAICompatible, FamilyAnthropicCompatible} {
 		if s, ok := strings.CutPrefix(id, f+"-"); ok && s != "" {
@@ -66,6 +68,23 @@ func Family(id string) (family, suffix string) {
 		}
 	}
 	return "", ""
+}
+
+// prefixPattern is what may stand before the slash of a model id: 1-64
+// letters, digits, '.', '_' or '-', starting with a letter or digit.
+var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidPrefix reports whether s may be a connection's model prefix.
+func ValidPrefix(s string) bool { return prefixPattern.MatchString(s) }
+
+// ValidCompatibleID reports whether a compatible provider id's suffix
+// follows the prefix rule (ValidPrefix). The id is the model prefix of a
+// connection that sets none, so a suffix with a slash would list model ids
+// that routing reads differently, and spaces or markup would be shown
+// wherever the ids are.
+func ValidCompatibleID(id string) bool {
+	family, suffix := Family(id)
+	return family != "" && ValidPrefix(suffix)
 }
 
 var uuidSuffix = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)

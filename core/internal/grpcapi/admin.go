@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"regexp"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,8 +75,6 @@ func created(ctx context.Context) {
 	_ = grpc.SetHeader(ctx, metadata.Pairs(MDHTTPCode, "201"))
 }
 
-var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
 func validURL(raw string, schemes ...string) bool {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
@@ -98,7 +95,7 @@ func (a *Admin) validData(d *corev1.ProviderSpecificData, spec provider.Spec) er
 	if spec.Family != "" && d.GetBaseUrl() == "" {
 		return missingParam("providerSpecificData.baseUrl")
 	}
-	if d.GetPrefix() != "" && !prefixPattern.MatchString(d.GetPrefix()) {
+	if d.GetPrefix() != "" && !provider.ValidPrefix(d.GetPrefix()) {
 		return invalidParam("providerSpecificData.prefix", "invalid_prefix", "prefix must be 1-64 letters, digits, '.', '_' or '-'")
 	}
 	if lvl := d.GetCaveman().GetLevel(); lvl != "" && !cavemanLevels[lvl] {
@@ -115,18 +112,33 @@ func (a *Admin) validData(d *corev1.ProviderSpecificData, spec provider.Spec) er
 	return nil
 }
 
+// newProvider is the spec of the provider id of a connection about to be
+// added. A compatible id's suffix must follow the prefix rule; connections
+// stored before it was checked keep theirs (provider.Family).
+func (a *Admin) newProvider(id string) (provider.Spec, error) {
+	if id == "" {
+		return provider.Spec{}, missingParam("provider")
+	}
+	spec, ok := a.registry.Lookup(id)
+	if !ok {
+		return provider.Spec{}, invalidParam("provider", "unknown_provider", fmt.Sprintf("unknown provider '%s'", id))
+	}
+	if spec.Family != "" && !provider.ValidCompatibleID(id) {
+		return provider.Spec{}, invalidParam("provider", "invalid_value",
+			fmt.Sprintf("the suffix of an %s-<suffix> provider id must be 1-64 letters, digits, '.', '_' or '-'", spec.Family))
+	}
+	return spec, nil
+}
+
 // CreateConnection stores a new connection.
 func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnectionRequest) (*corev1.CreateConnectionResponse, error) {
 	machineID, err := a.auth.Admin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if req.GetProvider() == "" {
-		return nil, missingParam("provider")
-	}
-	spec, ok := a.registry.Lookup(req.GetProvider())
-	if !ok {
-		return nil, invalidParam("provider", "unknown_provider", fmt.Sprintf("unknown provider '%s'", req.GetProvider()))
+	spec, err := a.newProvider(req.GetProvider())
+	if err != nil {
+		return nil, err
 	}
 	if req.GetName() == "" {
 		return nil, missingParam("name")

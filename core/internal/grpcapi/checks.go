@@ -141,12 +141,9 @@ func (a *Admin) ValidateProvider(ctx context.Context, req *corev1.ValidateProvid
 	if _, err := a.auth.Admin(ctx); err != nil {
 		return nil, err
 	}
-	if req.GetProvider() == "" {
-		return nil, missingParam("provider")
-	}
-	spec, ok := a.registry.Lookup(req.GetProvider())
-	if !ok {
-		return nil, invalidParam("provider", "unknown_provider", fmt.Sprintf("unknown provider '%s'", req.GetProvider()))
+	spec, err := a.newProvider(req.GetProvider())
+	if err != nil {
+		return nil, err
 	}
 	d := req.GetProviderSpecificData()
 	if err := a.validData(&corev1.ProviderSpecificData{BaseUrl: d.GetBaseUrl(), ProxyUrl: d.GetProxyUrl()}, spec); err != nil {
