@@ -140,10 +140,13 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 	if err != nil {
 		return nil, err
 	}
-	if req.GetName() == "" {
-		return nil, missingParam("name")
+	if err := validName("name", req.GetName()); err != nil {
+		return nil, err
 	}
 	if err := a.validData(req.GetProviderSpecificData(), spec); err != nil {
+		return nil, err
+	}
+	if err := validModelIDs("providerSpecificData.enabledModels", req.GetProviderSpecificData().GetEnabledModels(), maxEnabledModels, "enabled models"); err != nil {
 		return nil, err
 	}
 	if o := req.GetOauth(); o != nil && o.GetTokenUrl() != "" && !validURL(o.GetTokenUrl(), "http", "https") {
@@ -255,7 +258,13 @@ func (a *Admin) connection(machineID, id string) (kvmirror.Entry[*busv1.Connecti
 }
 
 func (a *Admin) storeError(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err // refused by the request's own checks
+	}
 	switch {
+	case valueTooLarge(err):
+		a.log.Info("store write refused: value too large", "err", err)
+		return tooLarge()
 	case errors.Is(err, kvmirror.ErrNotFound):
 		return notFound("not_found", "not found")
 	case errors.Is(err, context.Canceled):
@@ -307,6 +316,9 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 	if req.Name != nil && req.GetName() == "" {
 		return nil, invalidParam("name", "invalid_value", "name must not be empty")
 	}
+	if err := nameLength("name", req.GetName()); err != nil {
+		return nil, err
+	}
 	patch := req.GetProviderSpecificData()
 	if patch == nil {
 		patch = &corev1.ProviderSpecificDataPatch{}
@@ -318,6 +330,9 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 				return nil, invalidParam("providerSpecificData.enabledModels", "invalid_value", "enabledModels must be a list of model ids")
 			}
 			enabled = append(enabled, v.GetStringValue())
+		}
+		if err := validModelIDs("providerSpecificData.enabledModels", enabled, maxEnabledModels, "enabled models"); err != nil {
+			return nil, err
 		}
 	}
 	spec, _ := a.registry.Lookup(cur.Value.GetProvider())
@@ -416,8 +431,8 @@ func (a *Admin) CreateAPIKey(ctx context.Context, req *corev1.CreateAPIKeyReques
 	if err != nil {
 		return nil, err
 	}
-	if req.GetName() == "" {
-		return nil, missingParam("name")
+	if err := validName("name", req.GetName()); err != nil {
+		return nil, err
 	}
 	for range 8 {
 		raw, parsed, err := apikey.New(machineID)

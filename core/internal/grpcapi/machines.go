@@ -23,8 +23,8 @@ func (a *Admin) CreateMachine(ctx context.Context, req *corev1.CreateMachineRequ
 	if _, err := a.auth.Admin(ctx); err != nil {
 		return nil, err
 	}
-	if req.GetName() == "" {
-		return nil, missingParam("name")
+	if err := validName("name", req.GetName()); err != nil {
+		return nil, err
 	}
 	for range 8 {
 		id, err := apikey.NewMachineID()

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -52,15 +53,16 @@ func (a *Admin) AddDisabledModels(ctx context.Context, req *corev1.AddDisabledMo
 	if req.GetProviderAlias() == "" {
 		return nil, missingParam("providerAlias")
 	}
+	if utf8.RuneCountInString(req.GetProviderAlias()) > maxModelIDLen {
+		return nil, invalidParam("providerAlias", "invalid_value", fmt.Sprintf("'providerAlias' must be at most %d characters", maxModelIDLen))
+	}
 	if len(req.GetIds()) == 0 {
 		return nil, missingParam("ids")
 	}
-	for _, id := range req.GetIds() {
-		if id == "" {
-			return nil, invalidParam("ids", "invalid_value", "ids must not hold empty strings")
-		}
+	if err := validModelIDs("ids", req.GetIds(), maxDisabledModels, "disabled models per machine"); err != nil {
+		return nil, err
 	}
-	err = a.modifyDisabled(ctx, machineID, func(d *busv1.DisabledModels) {
+	err = a.modifyDisabled(ctx, machineID, func(d *busv1.DisabledModels) error {
 		cur := d.Aliases[req.GetProviderAlias()]
 		if cur == nil {
 			cur = &busv1.ModelIDs{}
@@ -71,6 +73,14 @@ func (a *Admin) AddDisabledModels(ctx context.Context, req *corev1.AddDisabledMo
 				cur.Ids = append(cur.Ids, id)
 			}
 		}
+		n := 0
+		for _, ids := range d.Aliases {
+			n += len(ids.GetIds())
+		}
+		if n > maxDisabledModels {
+			return tooMany("ids", maxDisabledModels, fmt.Sprintf("disabled models per machine (this would make %d)", n))
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, a.storeError(err)
@@ -87,10 +97,10 @@ func (a *Admin) RemoveDisabledModels(ctx context.Context, req *corev1.RemoveDisa
 	if req.GetProviderAlias() == "" {
 		return nil, missingParam("providerAlias")
 	}
-	err = a.modifyDisabled(ctx, machineID, func(d *busv1.DisabledModels) {
+	err = a.modifyDisabled(ctx, machineID, func(d *busv1.DisabledModels) error {
 		if req.GetId() == "" {
 			delete(d.Aliases, req.GetProviderAlias())
-			return
+			return nil
 		}
 		if cur := d.Aliases[req.GetProviderAlias()]; cur != nil {
 			cur.Ids = slices.DeleteFunc(cur.Ids, func(id string) bool { return id == req.GetId() })
@@ -98,6 +108,7 @@ func (a *Admin) RemoveDisabledModels(ctx context.Context, req *corev1.RemoveDisa
 				delete(d.Aliases, req.GetProviderAlias())
 			}
 		}
+		return nil
 	})
 	if err != nil {
 		return nil, a.storeError(err)
@@ -105,13 +116,12 @@ func (a *Admin) RemoveDisabledModels(ctx context.Context, req *corev1.RemoveDisa
 	return &corev1.RemoveDisabledModelsResponse{Success: true}, nil
 }
 
-func (a *Admin) modifyDisabled(ctx context.Context, machineID string, fn func(*busv1.DisabledModels)) error {
+func (a *Admin) modifyDisabled(ctx context.Context, machineID string, fn func(*busv1.DisabledModels) error) error {
 	_, err := a.store.Disabled.Upsert(ctx, machineID, func(d *busv1.DisabledModels, _ bool) error {
 		if d.Aliases == nil {
 			d.Aliases = map[string]*busv1.ModelIDs{}
 		}
-		fn(d)
-		return nil
+		return fn(d)
 	})
 	return err
 }
@@ -136,6 +146,9 @@ func (a *Admin) PutAliases(ctx context.Context, req *corev1.PutAliasesRequest) (
 	machineID, err := a.auth.Admin(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if len(req.GetAliases()) > maxAliases {
+		return nil, tooMany("aliases", maxAliases, "aliases per machine")
 	}
 	for name, target := range req.GetAliases() {
 		if !modelNamePattern.MatchString(name) || !modelNamePattern.MatchString(target) {
@@ -188,6 +201,9 @@ func (a *Admin) PutCombos(ctx context.Context, req *corev1.PutCombosRequest) (*c
 	if err != nil {
 		return nil, err
 	}
+	if len(req.GetCombos()) > maxCombos {
+		return nil, tooMany("combos", maxCombos, "combos per machine")
+	}
 	seen := map[string]bool{}
 	combos := make([]*busv1.Combo, 0, len(req.GetCombos()))
 	for _, c := range req.GetCombos() {
@@ -203,6 +219,9 @@ func (a *Admin) PutCombos(ctx context.Context, req *corev1.PutCombosRequest) (*c
 		seen[c.GetName()] = true
 		if len(c.GetModels()) == 0 {
 			return nil, invalidParam("combos", "invalid_value", fmt.Sprintf("combo %q has no models", c.GetName()))
+		}
+		if len(c.GetModels()) > maxComboModels {
+			return nil, invalidParam("combos", "invalid_value", fmt.Sprintf("combo %q: at most %d models", c.GetName(), maxComboModels))
 		}
 		for _, m := range c.GetModels() {
 			if !modelNamePattern.MatchString(m) || m == c.GetName() {
