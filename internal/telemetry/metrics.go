@@ -15,12 +15,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchboardhq/switchboard/internal/bearer"
 )
 
 // Namespace prefixes every switchboard metric.
@@ -54,13 +55,13 @@ func Handler(g prometheus.Gatherer) http.Handler {
 }
 
 // AdminOnly serves next only to a request bearing the admin token
-// ("Authorization: Bearer <token>"); others get a 401 in the shape deny
-// writes. The comparison takes constant time.
+// ("Authorization: Bearer <token>", the scheme in any case); others get a
+// 401 in the shape deny writes. The comparison takes constant time.
 func AdminOnly(token string, next http.Handler, deny func(w http.ResponseWriter)) http.Handler {
 	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || len(want) == 0 || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+		got := bearer.Token(r.Header.Get("Authorization"))
+		if got == "" || len(want) == 0 || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
 			deny(w)
 			return

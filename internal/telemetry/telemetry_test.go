@@ -61,6 +61,7 @@ func TestAdminOnly(t *testing.T) {
 	}{
 		{"", 401}, {"s3cret-admin", 401}, {"Bearer ", 401}, {"Bearer s3cret-admi", 401}, {"Bearer s3cret-admin2", 401},
 		{"Basic s3cret-admin", 401}, {"Bearer s3cret-admin", 200},
+		{"bearer s3cret-admin", 200}, {"BEARER s3cret-admin", 200}, {"bearer s3cret-admin2", 401},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		if tt.auth != "" {

@@ -39,6 +39,8 @@ import (
 	"hash"
 	"strings"
 	"sync"
+
+	"github.com/switchboardhq/switchboard/internal/bearer"
 )
 
 const (
@@ -314,7 +316,7 @@ func (l *Lookup) ID(raw string) string {
 // Basic) is ignored. get looks up one header by name, like http.Header.Get;
 // names are passed in lower case, as gRPC metadata requires.
 func FromHeaders(get func(name string) string) string {
-	if key := bearer(get("authorization")); key != "" {
+	if key := bearer.Token(get("authorization")); key != "" {
 		return key
 	}
 	for _, name := range []string{"x-api-key", "x-goog-api-key"} {
@@ -323,16 +325,6 @@ func FromHeaders(get func(name string) string) string {
 		}
 	}
 	return ""
-}
-
-// bearer returns the token of a "Bearer <token>" credential, or "".
-func bearer(auth string) string {
-	auth = strings.TrimSpace(auth)
-	i := strings.IndexAny(auth, " \t")
-	if i < 0 || !strings.EqualFold(auth[:i], "bearer") {
-		return ""
-	}
-	return strings.TrimSpace(auth[i+1:])
 }
 
 // checksum returns the first ChecksumLen lowercase hex characters of

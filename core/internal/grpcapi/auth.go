@@ -3,12 +3,12 @@ package grpcapi
 import (
 	"context"
 	"crypto/subtle"
-	"strings"
 
 	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboardhq/switchboard/core/internal/apikey"
 	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/internal/bearer"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
@@ -124,8 +124,9 @@ func (a *Authenticator) AdminWithoutCatchUp(ctx context.Context) (machineID stri
 
 func (a *Authenticator) admin(ctx context.Context, catchUp bool) (machineID string, err error) {
 	get := mdGetter(ctx)
-	token, ok := strings.CutPrefix(get("authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), a.adminToken) != 1 {
+	// The scheme in any case, as for API keys (apikey.FromHeaders).
+	token := bearer.Token(get("authorization"))
+	if token == "" || subtle.ConstantTimeCompare([]byte(token), a.adminToken) != 1 {
 		return "", unauthenticated("invalid_admin_token", "a valid admin token is required (Authorization: Bearer <admin token>)")
 	}
 	if catchUp {
