@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/edge/internal/graphql"
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
+	"github.com/switchboardhq/switchboard/internal/bearer"
 )
 
 // keyHeaders are the request headers that carry an API key (decisions.md:
@@ -19,11 +20,8 @@ var keyHeaders = []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"}
 // apiKey returns the API key a request presents, as core reads it: a
 // Bearer credential, else x-api-key, else x-goog-api-key; "" when none.
 func apiKey(h http.Header) string {
-	auth := strings.TrimSpace(h.Get("Authorization"))
-	if i := strings.IndexAny(auth, " \t"); i > 0 && strings.EqualFold(auth[:i], "bearer") {
-		if k := strings.TrimSpace(auth[i+1:]); k != "" {
-			return k
-		}
+	if k := bearer.Token(h.Get("Authorization")); k != "" {
+		return k
 	}
 	for _, name := range keyHeaders[1:] {
 		if k := strings.TrimSpace(h.Get(name)); k != "" {

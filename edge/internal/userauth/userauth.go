@@ -9,10 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/switchboardhq/switchboard/internal/bearer"
 )
 
 // User is an authenticated user.
@@ -89,11 +90,7 @@ func (v *Verifier) Configured() bool { return v.secret != nil || v.jwks != nil }
 // BearerToken extracts the token of an "Authorization: Bearer <token>"
 // header value.
 func BearerToken(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
+	token := bearer.Token(header)
 	return token, token != ""
 }
 
