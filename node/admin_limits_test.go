@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -132,4 +133,19 @@ func TestAdminValueLargerThanTheStoreTakesIs413(t *testing.T) {
 
 	// The store is fine: the next write goes through.
 	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "small", "apiKey": "k"})
+}
+
+// An error that quotes what the caller sent (an unknown provider id of
+// megabytes) answers a message of a few kilobytes at most, not the input
+// back: over gRPC between processes such a message would be a trailer
+// larger than a peer takes.
+func TestAdminErrorsDoNotEchoMegabytes(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	huge := "no-such-provider-" + strings.Repeat("é", 1<<20)
+	r := sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": huge, "name": "n", "apiKey": "k"})
+	require.Equal(t, http.StatusBadRequest, r.Status)
+	assert.Less(t, len(r.Body), 4<<10, "the answer quotes at most a few kilobytes")
+	msg, _ := adminError(r)["message"].(string)
+	assert.Contains(t, msg, "no-such-provider-", "the message still names what was sent")
+	assert.True(t, utf8.ValidString(msg))
 }

@@ -4,6 +4,8 @@
 package grpcapi
 
 import (
+	"unicode/utf8"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,6 +27,7 @@ const (
 // statusError builds a status whose ErrorInfo reason is the stable snake_case
 // code clients see as the OpenAI error "code".
 func statusError(code codes.Code, reason, msg string, meta ...string) error {
+	msg = capMessage(msg)
 	info := &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}
 	if len(meta) > 0 {
 		info.Metadata = make(map[string]string, len(meta)/2)
@@ -37,6 +40,23 @@ func statusError(code codes.Code, reason, msg string, meta ...string) error {
 		return status.Error(code, msg)
 	}
 	return st.Err()
+}
+
+// maxMessage bounds an error's message: one that quotes what a caller sent
+// (a name, an id of megabytes) would otherwise answer megabytes, and, as a
+// gRPC status message, travel in a trailer larger than a peer takes.
+const maxMessage = 2 << 10
+
+// capMessage cuts a message past maxMessage, on a character's boundary.
+func capMessage(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "… (cut)"
 }
 
 func invalidParam(param, reason, msg string) error {
