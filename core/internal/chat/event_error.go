@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/translate"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // eventError is an error an upstream reported inside its stream (an
@@ -265,7 +266,7 @@ func anthropicErrorEvent(body []byte, status int) []byte {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	out.Type, out.Error.Type, out.Error.Message = "error", anthropicErrorType(status), in.Error.Message
+	out.Type, out.Error.Type, out.Error.Message = "error", contract.AnthropicErrorType(status), in.Error.Message
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false) // the message as the upstream wrote it
@@ -273,32 +274,4 @@ func anthropicErrorEvent(body []byte, status int) []byte {
 		return body
 	}
 	return bytes.TrimSpace(b.Bytes())
-}
-
-// anthropicErrorType is Anthropic's error type of an HTTP status, as the
-// edge gives its errors on /v1/messages (and translate.AnthropicError.Status
-// reads it back).
-func anthropicErrorType(status int) string {
-	switch status {
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusPaymentRequired:
-		return "billing_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case http.StatusGatewayTimeout:
-		return "timeout_error"
-	case 529:
-		return "overloaded_error"
-	}
-	if status >= 500 {
-		return "api_error"
-	}
-	return "invalid_request_error"
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/status"
 
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -168,38 +169,10 @@ func (p Problem) WriteFor(w http.ResponseWriter, r *http.Request) {
 		if msg == "" {
 			msg = http.StatusText(p.Status)
 		}
-		AnthropicProblem{Status: p.Status, Type: anthropicType(p.Status), Message: msg, RetryAfter: p.RetryAfter}.Write(w)
+		AnthropicProblem{Status: p.Status, Type: contract.AnthropicErrorType(p.Status), Message: msg, RetryAfter: p.RetryAfter}.Write(w)
 		return
 	}
 	p.Write(w)
-}
-
-// anthropicType is Anthropic's error type of an HTTP status.
-func anthropicType(status int) string {
-	switch status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusPaymentRequired:
-		return "billing_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case http.StatusGatewayTimeout:
-		return "timeout_error"
-	case 529:
-		return "overloaded_error"
-	}
-	if status >= 500 {
-		return "api_error"
-	}
-	return "invalid_request_error"
 }
 
 // AnthropicError maps an error of a gRPC call to core to Anthropic's shape:
@@ -207,7 +180,7 @@ func anthropicType(status int) string {
 // passed through, any other message kept.
 func AnthropicError(err error) AnthropicProblem {
 	p := FromError(err)
-	out := AnthropicProblem{Status: p.Status, Type: anthropicType(p.Status), Message: p.Body.Error.Message, RetryAfter: p.RetryAfter}
+	out := AnthropicProblem{Status: p.Status, Type: contract.AnthropicErrorType(p.Status), Message: p.Body.Error.Message, RetryAfter: p.RetryAfter}
 	var upstream string
 	for _, d := range status.Convert(err).Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok {
