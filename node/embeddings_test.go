@@ -103,9 +103,7 @@ func usageEvents(t *testing.T, sb *nodetest.Instance) []*busv1.UsageEvent {
 
 func TestEmbeddingsWithOfficialGoClient(t *testing.T) {
 	p := newPair(t)
-	key := p.sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "go"})
-	require.Equal(t, http.StatusCreated, key.Status)
-	client := openai.NewClient(option.WithBaseURL(p.sb.BaseURL+"/v1"), option.WithAPIKey(key.JSON["key"].(string)), option.WithMaxRetries(0))
+	client := sdk(t, p.sb)
 
 	resp, err := client.Embeddings.New(context.Background(), openai.EmbeddingNewParams{
 		Model: embedModel,
@@ -485,9 +483,7 @@ func TestClearCooldowns(t *testing.T) {
 // own.
 func TestEmbeddingsPassProviderMembersOn(t *testing.T) {
 	p := newPair(t)
-	key := p.sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "go"})
-	require.Equal(t, http.StatusCreated, key.Status)
-	client := openai.NewClient(option.WithBaseURL(p.sb.BaseURL+"/v1"), option.WithAPIKey(key.JSON["key"].(string)), option.WithMaxRetries(0))
+	client := sdk(t, p.sb)
 
 	resp, err := client.Embeddings.New(context.Background(), openai.EmbeddingNewParams{
 		Model: embedModel,
