@@ -149,7 +149,10 @@ func Classify(err error, now time.Time) Failure {
 	case ReasonAuth, ReasonPayment:
 		f.Cooldown = AuthCooldown
 	default: // ReasonServer, ReasonTimeout
-		f.RetryAfter = headerHint(up.Header, now)
+		// A server failure's Retry-After (a maintenance page, a proxy)
+		// cools the connection at most MaxBackoff: unlike a 429's quota
+		// window, a day of it would take a connection out silently.
+		f.RetryAfter = min(headerHint(up.Header, now), MaxBackoff)
 		f.Cooldown = f.RetryAfter
 		if f.Cooldown == 0 {
 			f.Cooldown = TransientCooldown
@@ -203,6 +206,10 @@ var (
 		[]byte("budget"),
 		[]byte("usage limit"),
 		[]byte("usage_limit"),
+		// Anthropic's 400 "Your credit balance is too low to access the
+		// Anthropic API": the key's account, not the request.
+		[]byte("credit balance"),
+		[]byte("insufficient credit"),
 	}
 	rateTexts = [...][]byte{
 		[]byte("rate limit"),
