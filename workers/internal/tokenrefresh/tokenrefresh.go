@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/internal/oauth"
+	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
@@ -33,10 +34,23 @@ import (
 // the result with its retries.
 const JobTimeout = GrantTimeout + 20*time.Second
 
-// storeAttempts bounds the attempts to hand new tokens to core: once the
-// provider has rotated the refresh token, losing the answer means a new
-// login, so a blip on the way back is worth a few retries.
-const storeAttempts = 4
+// Storing new tokens in core is retried until shortly before the job's
+// deadline: once the provider has rotated the refresh token, losing the
+// answer means a new login, so a core restart or a NATS leader election on
+// the way back is worth waiting out.
+const (
+	// storeBudget bounds the retries of a job without a deadline.
+	storeBudget = JobTimeout - GrantTimeout
+	// storeReserve is what the retries leave of the job's time, to keep
+	// the tokens for a later attempt and give the lease back; the job is
+	// redelivered only 10 s past its deadline.
+	storeReserve = 2 * time.Second
+	// storeAttemptTimeout bounds one call, so that a core that hangs (its
+	// store waiting for a NATS leader) is asked again.
+	storeAttemptTimeout = 5 * time.Second
+	// storeMaxBackoff bounds the pause between attempts.
+	storeMaxBackoff = 2 * time.Second
+)
 
 // Admin is the part of core's admin API a refresh needs.
 type Admin interface {
@@ -61,6 +75,8 @@ type Refresher struct {
 	// leases, when set, keep a connection's refresh to one process.
 	leases Leases
 	holder string
+	// box seals the tokens kept for a later attempt (pending.go).
+	box *secrets.Box
 }
 
 // WithLeases makes the refresher take a connection's lease from leases,
@@ -86,6 +102,7 @@ func New(admin Admin, adminToken string, clients *upstream.Clients, log *slog.Lo
 		log:          log,
 		now:          time.Now,
 		storeBackoff: 250 * time.Millisecond,
+		box:          pendingBox(adminToken),
 	}
 }
 
@@ -153,56 +170,111 @@ func (r *Refresher) handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 		return r.refused(ctx, log, id, gen, "no token URL is configured; sign in again")
 	}
 
-	method := oauth.RefreshMethodOf(conn.GetProvider())
-	renew, ok := renewers[method]
-	if !ok {
-		return r.failed(ctx, log, id, gen, "token refresh not attempted: unknown refresh method "+string(method))
-	}
-	client, err := r.clients.For(creds.GetTokenUrl(), creds.GetProxyUrl())
-	if err != nil {
-		// A broken proxy setting fails every retry alike: record it.
-		return r.failed(ctx, log, id, gen, "token refresh not attempted: "+err.Error())
-	}
-	start := r.now()
-	tokens, err := renew(ctx, client, creds)
-	if err != nil {
-		var oe *Error
-		switch {
-		case errors.As(err, &oe) && oe.Relogin():
-			return r.refused(ctx, log, id, gen, "refresh token refused: "+oe.Error()+"; sign in again")
-		case errors.As(err, &oe) && !oe.Temporary():
-			return r.failed(ctx, log, id, gen, "token refresh failed: "+oe.Error())
+	// Tokens an earlier attempt was answered but could not store are
+	// stored now: the refresh token they replace may be spent already.
+	pending, pkey := r.pendingTokens(), pendingKey(job.GetMachineId(), id, gen)
+	var req *corev1.StoreTokensRequest
+	if pending != nil {
+		sealed, err := pending.Pending(ctx, pkey)
+		if err != nil {
+			// Whether the provider answered an earlier attempt is unknown:
+			// presenting the refresh token now could present it twice.
+			return fmt.Errorf("refresh %s: %w", id, err)
 		}
-		return fmt.Errorf("refresh %s: %w", id, err)
+		if sealed != nil {
+			req, err = r.openPending(pkey, creds, sealed)
+			if err != nil {
+				log.Warn("kept tokens dropped: they do not belong to the stored tokens", "err", err)
+				r.forgetPending(ctx, log, pending, pkey)
+				req = nil
+			} else {
+				log.Info("storing the tokens an earlier attempt was answered")
+			}
+		}
+	}
+	method := oauth.RefreshMethodOf(conn.GetProvider())
+	start := r.now()
+	if req == nil {
+		renew, ok := renewers[method]
+		if !ok {
+			return r.failed(ctx, log, id, gen, "token refresh not attempted: unknown refresh method "+string(method))
+		}
+		client, err := r.clients.For(creds.GetTokenUrl(), creds.GetProxyUrl())
+		if err != nil {
+			// A broken proxy setting fails every retry alike: record it.
+			return r.failed(ctx, log, id, gen, "token refresh not attempted: "+err.Error())
+		}
+		tokens, err := renew(ctx, client, creds)
+		if err != nil {
+			var oe *Error
+			switch {
+			case errors.As(err, &oe) && oe.Relogin():
+				return r.refused(ctx, log, id, gen, "refresh token refused: "+oe.Error()+"; sign in again")
+			case errors.As(err, &oe) && !oe.Temporary():
+				return r.failed(ctx, log, id, gen, "token refresh failed: "+oe.Error())
+			}
+			return fmt.Errorf("refresh %s: %w", id, err)
+		}
+		req = &corev1.StoreTokensRequest{
+			ConnectionId: id,
+			Generation:   gen,
+			AccessToken:  tokens.AccessToken,
+			RefreshToken: tokens.RefreshToken, // empty keeps the stored one
+		}
+		switch {
+		case !tokens.ExpiresAt.IsZero():
+			req.ExpiresAt = timestamppb.New(tokens.ExpiresAt)
+		case tokens.ExpiresIn > 0:
+			req.ExpiresAt = timestamppb.New(start.Add(tokens.ExpiresIn))
+		}
+		if pending != nil {
+			sealed, err := r.sealPending(pkey, creds, req)
+			if err == nil {
+				err = pending.PutPending(ctx, pkey, sealed)
+			}
+			if err != nil {
+				log.Warn("refreshed tokens not kept for a later attempt", "err", err)
+			}
+		}
 	}
 
-	req := &corev1.StoreTokensRequest{
-		ConnectionId: id,
-		Generation:   gen,
-		AccessToken:  tokens.AccessToken,
-		RefreshToken: tokens.RefreshToken, // empty keeps the stored one
-	}
-	switch {
-	case !tokens.ExpiresAt.IsZero():
-		req.ExpiresAt = timestamppb.New(tokens.ExpiresAt)
-	case tokens.ExpiresIn > 0:
-		req.ExpiresAt = timestamppb.New(start.Add(tokens.ExpiresIn))
-	}
 	res, err := r.store(ctx, req)
 	if err != nil {
 		if status.Code(err) == codes.NotFound {
+			r.forgetPending(ctx, log, pending, pkey)
 			return nil
 		}
-		log.Error("refreshed tokens could not be stored", "err", err)
+		log.Error("refreshed tokens could not be stored", "err", err, "kept", pending != nil)
 		return fmt.Errorf("store tokens of %s: %w", id, err)
 	}
+	r.forgetPending(ctx, log, pending, pkey)
 	if !res.GetStored() {
 		log.Info("refreshed tokens dropped: another refresh won", "current_generation", res.GetGeneration())
 		return nil
 	}
 	log.Info("tokens refreshed", "method", method, "new_generation", res.GetGeneration(),
-		"rotated", tokens.RefreshToken != "", "expires_in", tokens.ExpiresIn, "took", r.now().Sub(start))
+		"rotated", req.GetRefreshToken() != "", "expires_at", req.GetExpiresAt().AsTime(), "took", r.now().Sub(start))
 	return nil
+}
+
+// pendingTokens is where tokens are kept for a later attempt: the leases,
+// when they can; nil when nowhere.
+func (r *Refresher) pendingTokens() PendingTokens {
+	p, _ := r.leases.(PendingTokens)
+	return p
+}
+
+// forgetPending deletes key's kept tokens, once stored or moot; left
+// behind, PendingTTL removes them, and they open against no other material.
+func (r *Refresher) forgetPending(ctx context.Context, log *slog.Logger, pending PendingTokens, key string) {
+	if pending == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := pending.DeletePending(ctx, key); err != nil {
+		log.Warn("kept tokens not forgotten", "err", err)
+	}
 }
 
 // refused marks the connection as needing a new login, with a secret-free
@@ -226,12 +298,23 @@ func (r *Refresher) record(ctx context.Context, req *corev1.StoreTokensRequest) 
 	return nil
 }
 
-// store calls StoreTokens, retrying while core is unavailable.
+// store calls StoreTokens, retrying while core is unavailable until
+// storeReserve before ctx's deadline (storeBudget without one).
 func (r *Refresher) store(ctx context.Context, req *corev1.StoreTokensRequest) (*corev1.StoreTokensResponse, error) {
+	stop := time.Now().Add(storeBudget)
+	if d, ok := ctx.Deadline(); ok {
+		stop = d.Add(-storeReserve)
+	}
 	wait := r.storeBackoff
-	for attempt := 1; ; attempt++ {
-		res, err := r.admin.StoreTokens(ctx, req)
-		if err == nil || attempt == storeAttempts || !retryable(err) {
+	for {
+		bound := storeAttemptTimeout
+		if left := time.Until(stop); left > 0 && left < bound {
+			bound = left
+		}
+		actx, cancel := context.WithTimeout(ctx, bound)
+		res, err := r.admin.StoreTokens(actx, req)
+		cancel()
+		if err == nil || !retryable(err) || ctx.Err() != nil || time.Until(stop) < wait {
 			return res, err
 		}
 		t := time.NewTimer(wait)
@@ -241,7 +324,7 @@ func (r *Refresher) store(ctx context.Context, req *corev1.StoreTokensRequest) (
 			return nil, err
 		case <-t.C:
 		}
-		wait *= 2
+		wait = min(2*wait, storeMaxBackoff)
 	}
 }
 

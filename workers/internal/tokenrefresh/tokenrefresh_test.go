@@ -39,7 +39,7 @@ const (
 	connID     = "conn-1"
 )
 
-var secrets = []string{oldAccess, oldRefresh, newAccess, newRefresh, adminToken}
+var testSecrets = []string{oldAccess, oldRefresh, newAccess, newRefresh, adminToken}
 
 // fakeAdmin is core's admin API for one connection, with StoreTokens'
 // compare-and-swap on the generation.
@@ -48,6 +48,7 @@ type fakeAdmin struct {
 	creds     *corev1.GetConnectionCredentialsResponse
 	credsErr  error
 	storeErrs []error // returned by the next StoreTokens calls, in order
+	storeDown error   // returned by every StoreTokens call while set
 	stored    []*corev1.StoreTokensRequest
 	calls     int // StoreTokens calls, failed ones included
 	md        []metadata.MD
@@ -89,6 +90,9 @@ func (f *fakeAdmin) StoreTokens(ctx context.Context, in *corev1.StoreTokensReque
 	f.calls++
 	md, _ := metadata.FromOutgoingContext(ctx)
 	f.md = append(f.md, md)
+	if f.storeDown != nil {
+		return nil, f.storeDown
+	}
 	if len(f.storeErrs) > 0 {
 		err := f.storeErrs[0]
 		f.storeErrs = f.storeErrs[1:]
@@ -102,6 +106,12 @@ func (f *fakeAdmin) StoreTokens(ctx context.Context, in *corev1.StoreTokensReque
 		f.creds.Generation++
 	}
 	return &corev1.StoreTokensResponse{Generation: f.creds.GetGeneration(), Stored: true}, nil
+}
+
+func (f *fakeAdmin) setStoreDown(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.storeDown = err
 }
 
 func (f *fakeAdmin) storedRequests() []*corev1.StoreTokensRequest {
@@ -188,7 +198,7 @@ func job(gen uint64) *busv1.TokenRefreshJob {
 
 func assertNoSecrets(t *testing.T, what, text string) {
 	t.Helper()
-	for _, s := range secrets {
+	for _, s := range testSecrets {
 		assert.NotContains(t, text, s, "%s leaks a secret", what)
 	}
 }
