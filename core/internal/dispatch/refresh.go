@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/store"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
 // RefreshWait bounds how long a request waits for a token refresh.
@@ -18,6 +19,16 @@ const RefreshWait = 15 * time.Second
 var ErrNeedsRelogin = errors.New("connection needs a new login")
 
 var _ credential.Refresher = (*Dispatcher)(nil)
+
+// queueReporter is TokenJobs that says whether a job was queued, or dropped
+// as a copy of the generation's job already queued (jobs.Publisher).
+type queueReporter interface {
+	QueueTokenRefresh(ctx context.Context, machineID, connectionID string, generation uint64) (queued bool, err error)
+}
+
+// errRefreshFailed is a refresh recorded as failed without needing a new
+// login: the connection is passed over for this request.
+var errRefreshFailed = errors.New("token refresh failed")
 
 // refresh has a worker refresh a connection's OAuth token and waits, bounded,
 // until the refreshed connection is in the store. Concurrent calls for one
@@ -31,8 +42,22 @@ func (d *Dispatcher) refresh(ctx context.Context, c credential.Candidate) (crede
 	gen := cur.GetOauth().GetGeneration()
 	key := store.ConnectionKey(cur.GetMachineId(), cur.GetId())
 	start, _ := d.store.Connections.Get(key)
-	if err := d.jobs.TokenRefresh(ctx, cur.GetMachineId(), cur.GetId(), gen); err != nil {
+	queued := true
+	var err error
+	if q, ok := d.jobs.(queueReporter); ok {
+		queued, err = q.QueueTokenRefresh(ctx, cur.GetMachineId(), cur.GetId(), gen)
+	} else {
+		err = d.jobs.TokenRefresh(ctx, cur.GetMachineId(), cur.GetId(), gen)
+	}
+	if err != nil {
 		return c, fmt.Errorf("enqueue token refresh: %w", err)
+	}
+	// The generation's job ran and failed already (another model of the
+	// connection asked first), and the queue dropped this one as its copy:
+	// no refresh is coming, so the request moves on at once instead of
+	// waiting RefreshWait for one.
+	if !queued && failedAt(start.Value, gen) {
+		return c, errRefreshFailed
 	}
 	timer := time.NewTimer(d.refreshWait)
 	defer timer.Stop()
@@ -47,8 +72,8 @@ func (d *Dispatcher) refresh(ctx context.Context, c credential.Candidate) (crede
 		}
 		// A refresh that failed without needing a new login is recorded at
 		// the same generation: no point waiting for it.
-		if e.Revision != start.Revision && e.Value.GetOauth().GetLastError() != "" && e.Value.GetOauth().GetGeneration() == gen {
-			return c, errors.New("token refresh failed")
+		if e.Revision != start.Revision && failedAt(e.Value, gen) {
+			return c, errRefreshFailed
 		}
 		if e.Value.GetOauth().GetGeneration() > gen {
 			next, err := d.Prepare(e.Value, conn.Spec)
@@ -66,4 +91,10 @@ func (d *Dispatcher) refresh(ctx context.Context, c credential.Candidate) (crede
 			return c, ctx.Err()
 		}
 	}
+}
+
+// failedAt reports whether c records a failed refresh at token generation
+// gen.
+func failedAt(c *busv1.Connection, gen uint64) bool {
+	return c.GetOauth().GetLastError() != "" && c.GetOauth().GetGeneration() == gen
 }

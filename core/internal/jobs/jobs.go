@@ -34,20 +34,36 @@ func (p *Publisher) CatalogRefresh(ctx context.Context, machineID, connectionID,
 }
 
 func (p *Publisher) publish(ctx context.Context, subject, msgID string, m proto.Message) error {
+	_, err := p.enqueue(ctx, subject, msgID, m)
+	return err
+}
+
+// enqueue publishes m, reporting whether the queue took it as a new job
+// (false: a copy of one published within the de-duplication window).
+func (p *Publisher) enqueue(ctx context.Context, subject, msgID string, m proto.Message) (bool, error) {
 	data, err := proto.Marshal(m)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if _, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID)); err != nil {
-		return fmt.Errorf("publish %s: %w", subject, err)
+	ack, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+	if err != nil {
+		return false, fmt.Errorf("publish %s: %w", subject, err)
 	}
-	return nil
+	return !ack.Duplicate, nil
 }
 
 // TokenRefresh asks for a connection's OAuth tokens to be refreshed. Jobs for
 // the same connection and token generation are one job, so a burst of 401s
 // causes one refresh.
 func (p *Publisher) TokenRefresh(ctx context.Context, machineID, connectionID string, generation uint64) error {
+	_, err := p.QueueTokenRefresh(ctx, machineID, connectionID, generation)
+	return err
+}
+
+// QueueTokenRefresh is TokenRefresh reporting whether a new job was queued:
+// false when the queue dropped it as a copy of the generation's job
+// published within the de-duplication window, which may have run already.
+func (p *Publisher) QueueTokenRefresh(ctx context.Context, machineID, connectionID string, generation uint64) (queued bool, err error) {
 	job := &busv1.TokenRefreshJob{MachineId: machineID, ConnectionId: connectionID, Generation: generation, RequestedAt: timestamppb.New(p.now())}
-	return p.publish(ctx, spine.SubjectTokenRefresh+"."+connectionID, fmt.Sprintf("token_refresh.%s.%d", connectionID, generation), job)
+	return p.enqueue(ctx, spine.SubjectTokenRefresh+"."+connectionID, fmt.Sprintf("token_refresh.%s.%d", connectionID, generation), job)
 }
