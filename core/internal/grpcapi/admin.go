@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -146,6 +147,9 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 	if err := a.validData(req.GetProviderSpecificData(), spec); err != nil {
 		return nil, err
 	}
+	if err := baseURLWithoutCredentials(req.GetProviderSpecificData().GetBaseUrl()); err != nil {
+		return nil, err
+	}
 	if err := validModelIDs("providerSpecificData.enabledModels", req.GetProviderSpecificData().GetEnabledModels(), maxEnabledModels, "enabled models"); err != nil {
 		return nil, err
 	}
@@ -223,7 +227,7 @@ func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
 		Priority:  c.GetPriority(),
 		IsActive:  c.GetIsActive(),
 		ProviderSpecificData: &corev1.ProviderSpecificData{
-			BaseUrl:       c.GetData().GetBaseUrl(),
+			BaseUrl:       shownBaseURL(c.GetData().GetBaseUrl()),
 			Prefix:        c.GetData().GetPrefix(),
 			EnabledModels: c.GetData().GetEnabledModels(),
 			Caveman:       coreCaveman(c.GetData().GetCaveman()),
@@ -349,7 +353,11 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 		if c.Data == nil {
 			c.Data = &busv1.ProviderData{}
 		}
-		if patch.BaseUrl != nil {
+		// A base URL sent back as its view showed it is the stored one.
+		if patch.BaseUrl != nil && patch.GetBaseUrl() != shownBaseURL(c.Data.BaseUrl) {
+			if err := baseURLWithoutCredentials(patch.GetBaseUrl()); err != nil {
+				return err
+			}
 			c.Data.BaseUrl = patch.GetBaseUrl()
 		}
 		if patch.Prefix != nil {
@@ -615,4 +623,25 @@ func coreCaveman(o *busv1.CavemanOverride) *corev1.CavemanOverride {
 		return nil
 	}
 	return &corev1.CavemanOverride{Enabled: o.Enabled, Level: o.GetLevel()}
+}
+
+// shownBaseURL is a connection's base URL as its views show it: one stored
+// with credentials before they were refused (user:password@) shows them
+// redacted, as a proxy URL's are.
+func shownBaseURL(raw string) string {
+	if !strings.Contains(raw, "@") {
+		return raw
+	}
+	return vault.RedactURL(raw)
+}
+
+// baseURLWithoutCredentials refuses a base URL being set with credentials
+// in it (user:password@): base URLs are shown in every view of their
+// connection and kept in plain text, so a credential there would be
+// neither sealed nor hidden. One stored before is left as it is.
+func baseURLWithoutCredentials(raw string) error {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		return invalidParam("providerSpecificData.baseUrl", "invalid_base_url", "baseUrl must not carry credentials (user:password@): give the key as apiKey")
+	}
+	return nil
 }

@@ -149,6 +149,9 @@ func (a *Admin) ValidateProvider(ctx context.Context, req *corev1.ValidateProvid
 	if err := a.validData(&corev1.ProviderSpecificData{BaseUrl: d.GetBaseUrl(), ProxyUrl: d.GetProxyUrl()}, spec); err != nil {
 		return nil, err
 	}
+	if err := baseURLWithoutCredentials(d.GetBaseUrl()); err != nil {
+		return nil, err
+	}
 	r := a.check(ctx, spec, d.GetBaseUrl(), d.GetProxyUrl(), req.GetApiKey(), nil)
 	a.log.Info("provider credential checked", "provider", req.GetProvider(), "valid", r.ok, "status", r.status, "latency", r.latency)
 	out := &corev1.ValidateProviderResponse{Valid: r.ok, LatencyMs: latencyMs(r.latency)}
