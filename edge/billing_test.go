@@ -113,9 +113,10 @@ type subscriptionView struct {
 	CanceledAt         *string `json:"canceledAt"`
 	PendingRecurring   *string `json:"pendingRecurring"`
 	RecurringChangesAt *string `json:"recurringChangesAt"`
+	BilledRecurring    string  `json:"billedRecurring"`
 }
 
-const subscriptionFields = `id plan recurring status start end nextBillAt canceledAt pendingRecurring recurringChangesAt`
+const subscriptionFields = `id plan recurring status start end nextBillAt canceledAt pendingRecurring recurringChangesAt billedRecurring`
 
 type invoiceView struct {
 	ID               string  `json:"id"`
@@ -242,7 +243,8 @@ func TestBillingJourney(t *testing.T) {
 	// Change to yearly: monthly until the period ends, then yearly.
 	require.Equal(t, "SAME_SUBSCRIPTION_RECURRING", e.gql(alice, `mutation { updateSubscriptionRecurring(recurring: Monthly) { id } }`, nil).code())
 	e.field(e.gql(alice, `mutation { updateSubscriptionRecurring(recurring: Yearly) { `+subscriptionFields+` } }`, nil), "updateSubscriptionRecurring", &s)
-	require.Equal(t, "Monthly", s.Recurring)
+	require.Equal(t, "Yearly", s.Recurring, "the chosen cycle")
+	require.Equal(t, "Monthly", s.BilledRecurring, "billed monthly until the period ends")
 	require.NotNil(t, s.PendingRecurring)
 	require.Equal(t, "Yearly", *s.PendingRecurring)
 	require.Equal(t, s.End, *s.RecurringChangesAt)

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/billing/internal/payments"
@@ -443,7 +444,7 @@ func (s *Service) Resume(ctx context.Context, u User, clientKey string) (*billin
 	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), false, idempotencyKey(u.ID, "resume", clientKey, sub.GetId())); err != nil {
 		return nil, s.providerError("resume subscription", err, nil)
 	}
-	if restore := rec.GetRestoreRecurring(); restore != billingv1.Recurring_RECURRING_UNSPECIFIED && restore != sub.GetRecurring() {
+	if restore := rec.GetRestoreRecurring(); restore != billingv1.Recurring_RECURRING_UNSPECIFIED && restore != billedRecurring(sub) {
 		price, err := s.price(ctx, sub.GetPlan(), restore)
 		if err == nil {
 			_, err = s.pay.ScheduleChange(ctx, sub.GetId(), "", price.ID, idempotencyKey(u.ID, "reschedule", clientKey, sub.GetId(), price.ID))
@@ -460,8 +461,9 @@ func (s *Service) Resume(ctx context.Context, u User, clientKey string) (*billin
 }
 
 // ChangeRecurring switches the cycle at the end of the current period
-// through a subscription schedule (no proration). Asking for the current
-// cycle while a change is scheduled releases the schedule.
+// through a subscription schedule (no proration). Asking for the cycle
+// billed now while a change is scheduled releases the schedule; asking for
+// the cycle already chosen is SAME_SUBSCRIPTION_RECURRING.
 func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.Recurring, clientKey string) (*billingv1.SubscriptionRecord, error) {
 	if target == billingv1.Recurring_RECURRING_UNSPECIFIED {
 		return nil, BadRequest("recurring is required")
@@ -474,17 +476,14 @@ func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.
 	if ended(sub.GetStatus()) || rec.GetCancelAtPeriodEnd() {
 		return nil, ErrCanceled
 	}
-	pending := sub.GetPendingRecurring()
 	switch {
-	case pending != billingv1.Recurring_RECURRING_UNSPECIFIED && target == pending:
+	case target == chosenRecurring(sub):
 		return nil, ErrSameRecurring
-	case pending != billingv1.Recurring_RECURRING_UNSPECIFIED && target == sub.GetRecurring():
+	case sub.GetPendingRecurring() != billingv1.Recurring_RECURRING_UNSPECIFIED && target == billedRecurring(sub):
 		if err := s.releaseSchedule(ctx, u.ID, rec.GetScheduleId(), clientKey); err != nil {
 			return nil, err
 		}
 		return s.SyncSubscription(ctx, sub.GetId(), forgetRestore)
-	case target == sub.GetRecurring():
-		return nil, ErrSameRecurring
 	}
 	price, err := s.price(ctx, sub.GetPlan(), target)
 	if err != nil {
@@ -495,6 +494,39 @@ func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.
 		return nil, s.providerError("schedule change", err, nil)
 	}
 	return s.SyncSubscription(ctx, sub.GetId(), forgetRestore)
+}
+
+// billedRecurring is the cycle billed in sub's current period. Records
+// stored before billed_recurring existed held it in recurring.
+func billedRecurring(sub *billingv1.Subscription) billingv1.Recurring {
+	if b := sub.GetBilledRecurring(); b != billingv1.Recurring_RECURRING_UNSPECIFIED {
+		return b
+	}
+	return sub.GetRecurring()
+}
+
+// chosenRecurring is the cycle the user chose: the one a scheduled change
+// switches to, else the one billed now.
+func chosenRecurring(sub *billingv1.Subscription) billingv1.Recurring {
+	if p := sub.GetPendingRecurring(); p != billingv1.Recurring_RECURRING_UNSPECIFIED {
+		return p
+	}
+	return sub.GetRecurring()
+}
+
+// View is a stored subscription as users see it: recurring is the chosen
+// cycle and billed_recurring the cycle billed now, also for a record stored
+// before billed_recurring existed (whose recurring was the cycle billed
+// now), until its next sync rewrites it.
+func View(rec *billingv1.SubscriptionRecord) *billingv1.Subscription {
+	sub := rec.GetSubscription()
+	if sub == nil || sub.GetBilledRecurring() != billingv1.Recurring_RECURRING_UNSPECIFIED || sub.GetRecurring() == billingv1.Recurring_RECURRING_UNSPECIFIED {
+		return sub
+	}
+	v := proto.CloneOf(sub)
+	v.BilledRecurring = billedRecurring(sub)
+	v.Recurring = chosenRecurring(sub)
+	return v
 }
 
 // forgetRestore drops a change of cycle a failed cancel left remembered:
@@ -603,7 +635,11 @@ func (s *Service) SyncSubscription(ctx context.Context, id string, mutate func(*
 			}
 		}
 	}
-	plan, recurring, _ := ParseLookupKey(sub.LookupKey)
+	plan, billed, _ := ParseLookupKey(sub.LookupKey)
+	recurring := billed
+	if pending != billingv1.Recurring_RECURRING_UNSPECIFIED {
+		recurring = pending
+	}
 	status := subscriptionStatuses[sub.Status]
 	now := s.cfg.Now()
 	return s.st.UpsertSubscription(ctx, userID, sub.ID, func(rec *billingv1.SubscriptionRecord, ok bool) error {
@@ -621,6 +657,7 @@ func (s *Service) SyncSubscription(ctx context.Context, id string, mutate func(*
 			Id:                 sub.ID,
 			Plan:               plan,
 			Recurring:          recurring,
+			BilledRecurring:    billed,
 			Status:             status,
 			Start:              ts(sub.CurrentPeriodStart),
 			End:                ts(sub.CurrentPeriodEnd),

@@ -53,3 +53,29 @@ func TestIdempotencyKey(t *testing.T) {
 	require.NotEqual(t, idempotencyKey("u1", "checkout", ""), idempotencyKey("u1", "checkout", ""), "fresh without a client key")
 	require.LessOrEqual(t, len(a), 255)
 }
+
+// TestViewOfARecordStoredBeforeBilledRecurring: a record stored when
+// recurring was the cycle billed now is shown with the chosen cycle in
+// recurring and the billed one in billed_recurring; a current one as is.
+func TestViewOfARecordStoredBeforeBilledRecurring(t *testing.T) {
+	monthly, yearly := billingv1.Recurring_RECURRING_MONTHLY, billingv1.Recurring_RECURRING_YEARLY
+	tests := []struct {
+		name           string
+		stored         *billingv1.Subscription
+		chosen, billed billingv1.Recurring
+	}{
+		{"earlier, change scheduled", &billingv1.Subscription{Recurring: monthly, PendingRecurring: yearly}, yearly, monthly},
+		{"earlier, no change", &billingv1.Subscription{Recurring: yearly}, yearly, yearly},
+		{"current, change scheduled", &billingv1.Subscription{Recurring: yearly, BilledRecurring: monthly, PendingRecurring: yearly}, yearly, monthly},
+		{"current, no change", &billingv1.Subscription{Recurring: monthly, BilledRecurring: monthly}, monthly, monthly},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := tt.stored.String()
+			v := View(&billingv1.SubscriptionRecord{Subscription: tt.stored})
+			require.Equal(t, tt.chosen, v.GetRecurring())
+			require.Equal(t, tt.billed, v.GetBilledRecurring())
+			require.Equal(t, before, tt.stored.String(), "the stored record is left as it is")
+		})
+	}
+}

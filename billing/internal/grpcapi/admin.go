@@ -64,7 +64,7 @@ func (s *Server) ListSubscriptions(ctx context.Context, req *billingv1.ListSubsc
 	recs, total := s.acct.AllSubscriptions(take, skip)
 	out := make([]*billingv1.UserSubscription, len(recs))
 	for i, r := range recs {
-		out[i] = &billingv1.UserSubscription{UserId: r.GetUserId(), Subscription: r.GetSubscription(), CancelAtPeriodEnd: r.GetCancelAtPeriodEnd()}
+		out[i] = &billingv1.UserSubscription{UserId: r.GetUserId(), Subscription: account.View(r), CancelAtPeriodEnd: r.GetCancelAtPeriodEnd()}
 	}
 	return &billingv1.ListSubscriptionsResponse{Subscriptions: out, Total: int32(total)}, nil
 }

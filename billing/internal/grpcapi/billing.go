@@ -98,7 +98,7 @@ func subscription(rec *billingv1.SubscriptionRecord) *billingv1.Subscription {
 	if rec == nil {
 		return nil
 	}
-	return rec.GetSubscription()
+	return account.View(rec)
 }
 
 // Checkout implements billingv1.BillingServer.

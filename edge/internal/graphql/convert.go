@@ -108,10 +108,20 @@ func subscriptionFromProto(s *billingv1.Subscription) *model.UserSubscription {
 	if s == nil {
 		return nil
 	}
+	// A billing of an earlier release answers without billed_recurring,
+	// its recurring the cycle billed now.
+	chosen, billed := s.GetRecurring(), s.GetBilledRecurring()
+	if billed == billingv1.Recurring_RECURRING_UNSPECIFIED {
+		billed = chosen
+		if p := s.GetPendingRecurring(); p != billingv1.Recurring_RECURRING_UNSPECIFIED {
+			chosen = p
+		}
+	}
 	out := &model.UserSubscription{
 		ID:                 s.GetId(),
 		Plan:               planFromProto(s.GetPlan()),
-		Recurring:          recurringFromProto(s.GetRecurring()),
+		Recurring:          recurringFromProto(chosen),
+		BilledRecurring:    recurringFromProto(billed),
 		Status:             subscriptionStatuses[s.GetStatus()],
 		Start:              timeOf(s.GetStart()),
 		End:                timeOf(s.GetEnd()),

@@ -116,21 +116,33 @@ func TestDateTime(t *testing.T) {
 
 func TestConversions(t *testing.T) {
 	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	got := subscriptionFromProto(&billingv1.Subscription{
-		Id: "sub_1", Plan: billingv1.Plan_PLAN_TEAM, Recurring: billingv1.Recurring_RECURRING_YEARLY,
-		Status: billingv1.SubscriptionStatus_SUBSCRIPTION_STATUS_PAST_DUE,
-		Start:  tsOf(start), End: tsOf(start.AddDate(1, 0, 0)),
-		PendingRecurring: billingv1.Recurring_RECURRING_MONTHLY, RecurringChangesAt: tsOf(start.AddDate(1, 0, 0)),
-	})
 	monthly := model.SubscriptionRecurringMonthly
 	changes := start.AddDate(1, 0, 0)
 	want := &model.UserSubscription{
-		ID: "sub_1", Plan: model.SubscriptionPlanTeam, Recurring: model.SubscriptionRecurringYearly,
-		Status: model.SubscriptionStatusPastDue, Start: start, End: changes,
+		ID: "sub_1", Plan: model.SubscriptionPlanTeam, Recurring: model.SubscriptionRecurringMonthly,
+		BilledRecurring: model.SubscriptionRecurringYearly,
+		Status:          model.SubscriptionStatusPastDue, Start: start, End: changes,
 		PendingRecurring: &monthly, RecurringChangesAt: &changes,
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("subscription (-want +got):\n%s", diff)
+	for name, s := range map[string]*billingv1.Subscription{
+		"chosen and billed cycles": {
+			Id: "sub_1", Plan: billingv1.Plan_PLAN_TEAM, Recurring: billingv1.Recurring_RECURRING_MONTHLY,
+			BilledRecurring: billingv1.Recurring_RECURRING_YEARLY,
+			Status:          billingv1.SubscriptionStatus_SUBSCRIPTION_STATUS_PAST_DUE,
+			Start:           tsOf(start), End: tsOf(changes),
+			PendingRecurring: billingv1.Recurring_RECURRING_MONTHLY, RecurringChangesAt: tsOf(changes),
+		},
+		// A billing of an earlier release: recurring is the cycle billed now.
+		"billed cycle only": {
+			Id: "sub_1", Plan: billingv1.Plan_PLAN_TEAM, Recurring: billingv1.Recurring_RECURRING_YEARLY,
+			Status: billingv1.SubscriptionStatus_SUBSCRIPTION_STATUS_PAST_DUE,
+			Start:  tsOf(start), End: tsOf(changes),
+			PendingRecurring: billingv1.Recurring_RECURRING_MONTHLY, RecurringChangesAt: tsOf(changes),
+		},
+	} {
+		if diff := cmp.Diff(want, subscriptionFromProto(s)); diff != "" {
+			t.Fatalf("%s: subscription (-want +got):\n%s", name, diff)
+		}
 	}
 	require.Nil(t, subscriptionFromProto(nil))
 }

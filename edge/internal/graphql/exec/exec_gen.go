@@ -74,6 +74,7 @@ type ComplexityRoot struct {
 	}
 
 	UserSubscription struct {
+		BilledRecurring    func(childComplexity int) int
 		CanceledAt         func(childComplexity int) int
 		CreatedAt          func(childComplexity int) int
 		End                func(childComplexity int) int
@@ -306,6 +307,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.UserInvoice.UpdatedAt(childComplexity), true
 
+	case "UserSubscription.billedRecurring":
+		if e.ComplexityRoot.UserSubscription.BilledRecurring == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UserSubscription.BilledRecurring(childComplexity), true
 	case "UserSubscription.canceledAt":
 		if e.ComplexityRoot.UserSubscription.CanceledAt == nil {
 			break
@@ -573,7 +580,7 @@ type UserSubscription {
   "Stripe subscription id."
   id: String!
   plan: SubscriptionPlan!
-  "The cycle billed now."
+  "The cycle the user chose: ` + "`" + `pendingRecurring` + "`" + ` while a change is scheduled, else the cycle billed now."
   recurring: SubscriptionRecurring!
   status: SubscriptionStatus!
   "Start of the current period."
@@ -592,6 +599,8 @@ type UserSubscription {
   pendingRecurring: SubscriptionRecurring
   "When the scheduled change of cycle takes effect (the end of the current period)."
   recurringChangesAt: DateTime
+  "The cycle billed in the current period; it differs from ` + "`" + `recurring` + "`" + ` until ` + "`" + `recurringChangesAt` + "`" + `."
+  billedRecurring: SubscriptionRecurring!
 }
 
 type SubscriptionPrice {
@@ -722,6 +731,8 @@ func (ec *executionContext) childFields_UserSubscription(ctx context.Context, fi
 		return ec.fieldContext_UserSubscription_pendingRecurring(ctx, field)
 	case "recurringChangesAt":
 		return ec.fieldContext_UserSubscription_recurringChangesAt(ctx, field)
+	case "billedRecurring":
+		return ec.fieldContext_UserSubscription_billedRecurring(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type UserSubscription", field.Name)
 }
@@ -2102,6 +2113,29 @@ func (ec *executionContext) _UserSubscription_recurringChangesAt(ctx context.Con
 }
 func (ec *executionContext) fieldContext_UserSubscription_recurringChangesAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("UserSubscription", field, false, false, "DateTime")
+}
+
+func (ec *executionContext) _UserSubscription_billedRecurring(ctx context.Context, field graphql.CollectedField, obj *model.UserSubscription) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UserSubscription_billedRecurring(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BilledRecurring, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.SubscriptionRecurring) graphql.Marshaler {
+			return ec.marshalNSubscriptionRecurring2githubᚗcomᚋswitchboardhqᚋswitchboardᚋedgeᚋinternalᚋgraphqlᚋmodelᚐSubscriptionRecurring(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UserSubscription_billedRecurring(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UserSubscription", field, false, false, "SubscriptionRecurring")
 }
 
 func (ec *executionContext) _UserType_id(ctx context.Context, field graphql.CollectedField, obj *model.UserType) (ret graphql.Marshaler) {
@@ -3678,6 +3712,11 @@ func (ec *executionContext) _UserSubscription(ctx context.Context, sel ast.Selec
 		case "recurringChangesAt":
 			out.Values[i] = ec._UserSubscription_recurringChangesAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "billedRecurring":
+			out.Values[i] = ec._UserSubscription_billedRecurring(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:

@@ -51,7 +51,7 @@ type UserSubscription struct {
 	// Stripe subscription id.
 	ID   string           `json:"id"`
 	Plan SubscriptionPlan `json:"plan"`
-	// The cycle billed now.
+	// The cycle the user chose: `pendingRecurring` while a change is scheduled, else the cycle billed now.
 	Recurring SubscriptionRecurring `json:"recurring"`
 	Status    SubscriptionStatus    `json:"status"`
 	// Start of the current period.
@@ -70,6 +70,8 @@ type UserSubscription struct {
 	PendingRecurring *SubscriptionRecurring `json:"pendingRecurring,omitempty"`
 	// When the scheduled change of cycle takes effect (the end of the current period).
 	RecurringChangesAt *time.Time `json:"recurringChangesAt,omitempty"`
+	// The cycle billed in the current period; it differs from `recurring` until `recurringChangesAt`.
+	BilledRecurring SubscriptionRecurring `json:"billedRecurring"`
 }
 
 type InvoiceStatus string

@@ -316,7 +316,9 @@ type Subscription struct {
 	// id is the Stripe subscription id.
 	Id   string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Plan Plan   `protobuf:"varint,2,opt,name=plan,proto3,enum=switchboard.billing.v1.Plan" json:"plan,omitempty"`
-	// recurring is the cycle being billed now.
+	// recurring is the cycle the user chose: the one a scheduled change
+	// switches to (pending_recurring) while one is scheduled, else the cycle
+	// billed now.
 	Recurring Recurring          `protobuf:"varint,3,opt,name=recurring,proto3,enum=switchboard.billing.v1.Recurring" json:"recurring,omitempty"`
 	Status    SubscriptionStatus `protobuf:"varint,4,opt,name=status,proto3,enum=switchboard.billing.v1.SubscriptionStatus" json:"status,omitempty"`
 	// start and end bound the current period.
@@ -335,8 +337,11 @@ type Subscription struct {
 	// recurring_changes_at; unspecified when no change is scheduled.
 	PendingRecurring   Recurring              `protobuf:"varint,13,opt,name=pending_recurring,json=pendingRecurring,proto3,enum=switchboard.billing.v1.Recurring" json:"pending_recurring,omitempty"`
 	RecurringChangesAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=recurring_changes_at,json=recurringChangesAt,proto3" json:"recurring_changes_at,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// billed_recurring is the cycle billed in the current period; it differs
+	// from recurring while a change is scheduled.
+	BilledRecurring Recurring `protobuf:"varint,15,opt,name=billed_recurring,json=billedRecurring,proto3,enum=switchboard.billing.v1.Recurring" json:"billed_recurring,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Subscription) Reset() {
@@ -465,6 +470,13 @@ func (x *Subscription) GetRecurringChangesAt() *timestamppb.Timestamp {
 		return x.RecurringChangesAt
 	}
 	return nil
+}
+
+func (x *Subscription) GetBilledRecurring() Recurring {
+	if x != nil {
+		return x.BilledRecurring
+	}
+	return Recurring_RECURRING_UNSPECIFIED
 }
 
 type Invoice struct {
@@ -2160,7 +2172,7 @@ const file_switchboard_billing_v1_billing_proto_rawDesc = "" +
 	"$switchboard/billing/v1/billing.proto\x12\x16switchboard.billing.v1\x1a\x1fgoogle/protobuf/timestamp.proto\",\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05email\x18\x02 \x01(\tR\x05email\"\xba\x06\n" +
+	"\x05email\x18\x02 \x01(\tR\x05email\"\x88\a\n" +
 	"\fSubscription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x120\n" +
 	"\x04plan\x18\x02 \x01(\x0e2\x1c.switchboard.billing.v1.PlanR\x04plan\x12?\n" +
@@ -2181,7 +2193,8 @@ const file_switchboard_billing_v1_billing_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12N\n" +
 	"\x11pending_recurring\x18\r \x01(\x0e2!.switchboard.billing.v1.RecurringR\x10pendingRecurring\x12L\n" +
-	"\x14recurring_changes_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x12recurringChangesAt\"\xcf\x03\n" +
+	"\x14recurring_changes_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x12recurringChangesAt\x12L\n" +
+	"\x10billed_recurring\x18\x0f \x01(\x0e2!.switchboard.billing.v1.RecurringR\x0fbilledRecurring\"\xcf\x03\n" +
 	"\aInvoice\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x120\n" +
 	"\x04plan\x18\x02 \x01(\x0e2\x1c.switchboard.billing.v1.PlanR\x04plan\x12?\n" +
@@ -2399,64 +2412,65 @@ var file_switchboard_billing_v1_billing_proto_depIdxs = []int32{
 	36, // 10: switchboard.billing.v1.Subscription.updated_at:type_name -> google.protobuf.Timestamp
 	0,  // 11: switchboard.billing.v1.Subscription.pending_recurring:type_name -> switchboard.billing.v1.Recurring
 	36, // 12: switchboard.billing.v1.Subscription.recurring_changes_at:type_name -> google.protobuf.Timestamp
-	1,  // 13: switchboard.billing.v1.Invoice.plan:type_name -> switchboard.billing.v1.Plan
-	0,  // 14: switchboard.billing.v1.Invoice.recurring:type_name -> switchboard.billing.v1.Recurring
-	3,  // 15: switchboard.billing.v1.Invoice.status:type_name -> switchboard.billing.v1.InvoiceStatus
-	36, // 16: switchboard.billing.v1.Invoice.created_at:type_name -> google.protobuf.Timestamp
-	36, // 17: switchboard.billing.v1.Invoice.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 18: switchboard.billing.v1.Price.plan:type_name -> switchboard.billing.v1.Plan
-	4,  // 19: switchboard.billing.v1.CheckoutRequest.user:type_name -> switchboard.billing.v1.User
-	0,  // 20: switchboard.billing.v1.CheckoutRequest.recurring:type_name -> switchboard.billing.v1.Recurring
-	1,  // 21: switchboard.billing.v1.CheckoutRequest.plan:type_name -> switchboard.billing.v1.Plan
-	4,  // 22: switchboard.billing.v1.CreateCustomerPortalRequest.user:type_name -> switchboard.billing.v1.User
-	4,  // 23: switchboard.billing.v1.CancelSubscriptionRequest.user:type_name -> switchboard.billing.v1.User
-	5,  // 24: switchboard.billing.v1.CancelSubscriptionResponse.subscription:type_name -> switchboard.billing.v1.Subscription
-	4,  // 25: switchboard.billing.v1.ResumeSubscriptionRequest.user:type_name -> switchboard.billing.v1.User
-	5,  // 26: switchboard.billing.v1.ResumeSubscriptionResponse.subscription:type_name -> switchboard.billing.v1.Subscription
-	4,  // 27: switchboard.billing.v1.UpdateSubscriptionRecurringRequest.user:type_name -> switchboard.billing.v1.User
-	0,  // 28: switchboard.billing.v1.UpdateSubscriptionRecurringRequest.recurring:type_name -> switchboard.billing.v1.Recurring
-	5,  // 29: switchboard.billing.v1.UpdateSubscriptionRecurringResponse.subscription:type_name -> switchboard.billing.v1.Subscription
-	4,  // 30: switchboard.billing.v1.GetSubscriptionRequest.user:type_name -> switchboard.billing.v1.User
-	5,  // 31: switchboard.billing.v1.GetSubscriptionResponse.subscription:type_name -> switchboard.billing.v1.Subscription
-	4,  // 32: switchboard.billing.v1.ListInvoicesRequest.user:type_name -> switchboard.billing.v1.User
-	6,  // 33: switchboard.billing.v1.ListInvoicesResponse.invoices:type_name -> switchboard.billing.v1.Invoice
-	4,  // 34: switchboard.billing.v1.CountInvoicesRequest.user:type_name -> switchboard.billing.v1.User
-	7,  // 35: switchboard.billing.v1.ListPricesResponse.prices:type_name -> switchboard.billing.v1.Price
-	5,  // 36: switchboard.billing.v1.UserSubscription.subscription:type_name -> switchboard.billing.v1.Subscription
-	29, // 37: switchboard.billing.v1.ListSubscriptionsResponse.subscriptions:type_name -> switchboard.billing.v1.UserSubscription
-	36, // 38: switchboard.billing.v1.DeadLetter.failed_at:type_name -> google.protobuf.Timestamp
-	32, // 39: switchboard.billing.v1.ListDeadEventsResponse.events:type_name -> switchboard.billing.v1.DeadLetter
-	8,  // 40: switchboard.billing.v1.Billing.Checkout:input_type -> switchboard.billing.v1.CheckoutRequest
-	10, // 41: switchboard.billing.v1.Billing.CreateCustomerPortal:input_type -> switchboard.billing.v1.CreateCustomerPortalRequest
-	12, // 42: switchboard.billing.v1.Billing.CancelSubscription:input_type -> switchboard.billing.v1.CancelSubscriptionRequest
-	14, // 43: switchboard.billing.v1.Billing.ResumeSubscription:input_type -> switchboard.billing.v1.ResumeSubscriptionRequest
-	16, // 44: switchboard.billing.v1.Billing.UpdateSubscriptionRecurring:input_type -> switchboard.billing.v1.UpdateSubscriptionRecurringRequest
-	18, // 45: switchboard.billing.v1.Billing.GetSubscription:input_type -> switchboard.billing.v1.GetSubscriptionRequest
-	20, // 46: switchboard.billing.v1.Billing.ListInvoices:input_type -> switchboard.billing.v1.ListInvoicesRequest
-	22, // 47: switchboard.billing.v1.Billing.CountInvoices:input_type -> switchboard.billing.v1.CountInvoicesRequest
-	24, // 48: switchboard.billing.v1.Billing.ListPrices:input_type -> switchboard.billing.v1.ListPricesRequest
-	26, // 49: switchboard.billing.v1.Billing.IngestWebhook:input_type -> switchboard.billing.v1.IngestWebhookRequest
-	28, // 50: switchboard.billing.v1.Billing.ListSubscriptions:input_type -> switchboard.billing.v1.ListSubscriptionsRequest
-	31, // 51: switchboard.billing.v1.Billing.ListDeadEvents:input_type -> switchboard.billing.v1.ListDeadEventsRequest
-	34, // 52: switchboard.billing.v1.Billing.RetryDeadEvent:input_type -> switchboard.billing.v1.RetryDeadEventRequest
-	9,  // 53: switchboard.billing.v1.Billing.Checkout:output_type -> switchboard.billing.v1.CheckoutResponse
-	11, // 54: switchboard.billing.v1.Billing.CreateCustomerPortal:output_type -> switchboard.billing.v1.CreateCustomerPortalResponse
-	13, // 55: switchboard.billing.v1.Billing.CancelSubscription:output_type -> switchboard.billing.v1.CancelSubscriptionResponse
-	15, // 56: switchboard.billing.v1.Billing.ResumeSubscription:output_type -> switchboard.billing.v1.ResumeSubscriptionResponse
-	17, // 57: switchboard.billing.v1.Billing.UpdateSubscriptionRecurring:output_type -> switchboard.billing.v1.UpdateSubscriptionRecurringResponse
-	19, // 58: switchboard.billing.v1.Billing.GetSubscription:output_type -> switchboard.billing.v1.GetSubscriptionResponse
-	21, // 59: switchboard.billing.v1.Billing.ListInvoices:output_type -> switchboard.billing.v1.ListInvoicesResponse
-	23, // 60: switchboard.billing.v1.Billing.CountInvoices:output_type -> switchboard.billing.v1.CountInvoicesResponse
-	25, // 61: switchboard.billing.v1.Billing.ListPrices:output_type -> switchboard.billing.v1.ListPricesResponse
-	27, // 62: switchboard.billing.v1.Billing.IngestWebhook:output_type -> switchboard.billing.v1.IngestWebhookResponse
-	30, // 63: switchboard.billing.v1.Billing.ListSubscriptions:output_type -> switchboard.billing.v1.ListSubscriptionsResponse
-	33, // 64: switchboard.billing.v1.Billing.ListDeadEvents:output_type -> switchboard.billing.v1.ListDeadEventsResponse
-	35, // 65: switchboard.billing.v1.Billing.RetryDeadEvent:output_type -> switchboard.billing.v1.RetryDeadEventResponse
-	53, // [53:66] is the sub-list for method output_type
-	40, // [40:53] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	0,  // 13: switchboard.billing.v1.Subscription.billed_recurring:type_name -> switchboard.billing.v1.Recurring
+	1,  // 14: switchboard.billing.v1.Invoice.plan:type_name -> switchboard.billing.v1.Plan
+	0,  // 15: switchboard.billing.v1.Invoice.recurring:type_name -> switchboard.billing.v1.Recurring
+	3,  // 16: switchboard.billing.v1.Invoice.status:type_name -> switchboard.billing.v1.InvoiceStatus
+	36, // 17: switchboard.billing.v1.Invoice.created_at:type_name -> google.protobuf.Timestamp
+	36, // 18: switchboard.billing.v1.Invoice.updated_at:type_name -> google.protobuf.Timestamp
+	1,  // 19: switchboard.billing.v1.Price.plan:type_name -> switchboard.billing.v1.Plan
+	4,  // 20: switchboard.billing.v1.CheckoutRequest.user:type_name -> switchboard.billing.v1.User
+	0,  // 21: switchboard.billing.v1.CheckoutRequest.recurring:type_name -> switchboard.billing.v1.Recurring
+	1,  // 22: switchboard.billing.v1.CheckoutRequest.plan:type_name -> switchboard.billing.v1.Plan
+	4,  // 23: switchboard.billing.v1.CreateCustomerPortalRequest.user:type_name -> switchboard.billing.v1.User
+	4,  // 24: switchboard.billing.v1.CancelSubscriptionRequest.user:type_name -> switchboard.billing.v1.User
+	5,  // 25: switchboard.billing.v1.CancelSubscriptionResponse.subscription:type_name -> switchboard.billing.v1.Subscription
+	4,  // 26: switchboard.billing.v1.ResumeSubscriptionRequest.user:type_name -> switchboard.billing.v1.User
+	5,  // 27: switchboard.billing.v1.ResumeSubscriptionResponse.subscription:type_name -> switchboard.billing.v1.Subscription
+	4,  // 28: switchboard.billing.v1.UpdateSubscriptionRecurringRequest.user:type_name -> switchboard.billing.v1.User
+	0,  // 29: switchboard.billing.v1.UpdateSubscriptionRecurringRequest.recurring:type_name -> switchboard.billing.v1.Recurring
+	5,  // 30: switchboard.billing.v1.UpdateSubscriptionRecurringResponse.subscription:type_name -> switchboard.billing.v1.Subscription
+	4,  // 31: switchboard.billing.v1.GetSubscriptionRequest.user:type_name -> switchboard.billing.v1.User
+	5,  // 32: switchboard.billing.v1.GetSubscriptionResponse.subscription:type_name -> switchboard.billing.v1.Subscription
+	4,  // 33: switchboard.billing.v1.ListInvoicesRequest.user:type_name -> switchboard.billing.v1.User
+	6,  // 34: switchboard.billing.v1.ListInvoicesResponse.invoices:type_name -> switchboard.billing.v1.Invoice
+	4,  // 35: switchboard.billing.v1.CountInvoicesRequest.user:type_name -> switchboard.billing.v1.User
+	7,  // 36: switchboard.billing.v1.ListPricesResponse.prices:type_name -> switchboard.billing.v1.Price
+	5,  // 37: switchboard.billing.v1.UserSubscription.subscription:type_name -> switchboard.billing.v1.Subscription
+	29, // 38: switchboard.billing.v1.ListSubscriptionsResponse.subscriptions:type_name -> switchboard.billing.v1.UserSubscription
+	36, // 39: switchboard.billing.v1.DeadLetter.failed_at:type_name -> google.protobuf.Timestamp
+	32, // 40: switchboard.billing.v1.ListDeadEventsResponse.events:type_name -> switchboard.billing.v1.DeadLetter
+	8,  // 41: switchboard.billing.v1.Billing.Checkout:input_type -> switchboard.billing.v1.CheckoutRequest
+	10, // 42: switchboard.billing.v1.Billing.CreateCustomerPortal:input_type -> switchboard.billing.v1.CreateCustomerPortalRequest
+	12, // 43: switchboard.billing.v1.Billing.CancelSubscription:input_type -> switchboard.billing.v1.CancelSubscriptionRequest
+	14, // 44: switchboard.billing.v1.Billing.ResumeSubscription:input_type -> switchboard.billing.v1.ResumeSubscriptionRequest
+	16, // 45: switchboard.billing.v1.Billing.UpdateSubscriptionRecurring:input_type -> switchboard.billing.v1.UpdateSubscriptionRecurringRequest
+	18, // 46: switchboard.billing.v1.Billing.GetSubscription:input_type -> switchboard.billing.v1.GetSubscriptionRequest
+	20, // 47: switchboard.billing.v1.Billing.ListInvoices:input_type -> switchboard.billing.v1.ListInvoicesRequest
+	22, // 48: switchboard.billing.v1.Billing.CountInvoices:input_type -> switchboard.billing.v1.CountInvoicesRequest
+	24, // 49: switchboard.billing.v1.Billing.ListPrices:input_type -> switchboard.billing.v1.ListPricesRequest
+	26, // 50: switchboard.billing.v1.Billing.IngestWebhook:input_type -> switchboard.billing.v1.IngestWebhookRequest
+	28, // 51: switchboard.billing.v1.Billing.ListSubscriptions:input_type -> switchboard.billing.v1.ListSubscriptionsRequest
+	31, // 52: switchboard.billing.v1.Billing.ListDeadEvents:input_type -> switchboard.billing.v1.ListDeadEventsRequest
+	34, // 53: switchboard.billing.v1.Billing.RetryDeadEvent:input_type -> switchboard.billing.v1.RetryDeadEventRequest
+	9,  // 54: switchboard.billing.v1.Billing.Checkout:output_type -> switchboard.billing.v1.CheckoutResponse
+	11, // 55: switchboard.billing.v1.Billing.CreateCustomerPortal:output_type -> switchboard.billing.v1.CreateCustomerPortalResponse
+	13, // 56: switchboard.billing.v1.Billing.CancelSubscription:output_type -> switchboard.billing.v1.CancelSubscriptionResponse
+	15, // 57: switchboard.billing.v1.Billing.ResumeSubscription:output_type -> switchboard.billing.v1.ResumeSubscriptionResponse
+	17, // 58: switchboard.billing.v1.Billing.UpdateSubscriptionRecurring:output_type -> switchboard.billing.v1.UpdateSubscriptionRecurringResponse
+	19, // 59: switchboard.billing.v1.Billing.GetSubscription:output_type -> switchboard.billing.v1.GetSubscriptionResponse
+	21, // 60: switchboard.billing.v1.Billing.ListInvoices:output_type -> switchboard.billing.v1.ListInvoicesResponse
+	23, // 61: switchboard.billing.v1.Billing.CountInvoices:output_type -> switchboard.billing.v1.CountInvoicesResponse
+	25, // 62: switchboard.billing.v1.Billing.ListPrices:output_type -> switchboard.billing.v1.ListPricesResponse
+	27, // 63: switchboard.billing.v1.Billing.IngestWebhook:output_type -> switchboard.billing.v1.IngestWebhookResponse
+	30, // 64: switchboard.billing.v1.Billing.ListSubscriptions:output_type -> switchboard.billing.v1.ListSubscriptionsResponse
+	33, // 65: switchboard.billing.v1.Billing.ListDeadEvents:output_type -> switchboard.billing.v1.ListDeadEventsResponse
+	35, // 66: switchboard.billing.v1.Billing.RetryDeadEvent:output_type -> switchboard.billing.v1.RetryDeadEventResponse
+	54, // [54:67] is the sub-list for method output_type
+	41, // [41:54] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_billing_v1_billing_proto_init() }
