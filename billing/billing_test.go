@@ -26,6 +26,17 @@ func reason(t *testing.T, err error) (codes.Code, string) {
 	return st.Code(), ""
 }
 
+// httpStatusOf is the HTTP status billing's error tells the edge to answer.
+func httpStatusOf(t *testing.T, err error) string {
+	t.Helper()
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetMetadata()["http_status"]
+		}
+	}
+	return ""
+}
+
 func TestNotConfigured(t *testing.T) {
 	h := billingtest.Start(t, billingtest.Options{Unconfigured: true})
 	c := billingv1.NewBillingClient(h.Conn)

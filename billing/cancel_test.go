@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/switchboardhq/switchboard/billing/billingtest"
+	"github.com/switchboardhq/switchboard/billing/internal/payments"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -156,4 +157,53 @@ func TestChangeOfCycleAfterAFailedCancelReplacesTheRememberedOne(t *testing.T) {
 	require.Equal(t, billingv1.Recurring_RECURRING_UNSPECIFIED, resumed.GetSubscription().GetPendingRecurring(), "monthly, as last chosen")
 	st, _ := h.Stripe.Subscription(subID)
 	require.Empty(t, st.ScheduleID)
+}
+
+// TestCancelWithAChangeOfCycleBillingHasNotSeen: a switch to yearly made
+// at Stripe (in the billing portal) whose event billing has not applied
+// does not stop a cancel: the schedule Stripe reports is released, the
+// subscription is canceled at the period's end, and resuming brings the
+// switch to yearly back.
+func TestCancelWithAChangeOfCycleBillingHasNotSeen(t *testing.T) {
+	h := billingtest.Start(t, billingtest.Options{})
+	c := edgeClient(h.Conn)
+	ctx := context.Background()
+	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+	subID := subscribe(t, h, c, alice)
+	prices, err := h.Stripe.ListPrices(ctx, []string{"pro_yearly"})
+	require.NoError(t, err)
+	_, err = h.Stripe.ScheduleChange(ctx, subID, "", prices[0].ID, "portal-change")
+	require.NoError(t, err)
+
+	canceled, err := c.CancelSubscription(ctx, &billingv1.CancelSubscriptionRequest{User: alice})
+	require.NoError(t, err)
+	require.NotNil(t, canceled.GetSubscription().GetCanceledAt())
+	st, _ := h.Stripe.Subscription(subID)
+	require.True(t, st.CancelAtPeriodEnd, "canceled at Stripe")
+	require.Empty(t, st.ScheduleID, "the schedule billing had not seen is released")
+	resumeRestoresYearly(t, h, c, alice, subID)
+}
+
+// TestCancelRefusedByStripe: a refusal Stripe keeps answering (a 4xx)
+// reaches the user as PAYMENT_PROVIDER_REFUSED (409), without Stripe's
+// words, not as an internal error.
+func TestCancelRefusedByStripe(t *testing.T) {
+	h := billingtest.Start(t, billingtest.Options{})
+	c := edgeClient(h.Conn)
+	ctx := context.Background()
+	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+	subscribe(t, h, c, alice)
+	refusal := &payments.APIError{Status: 400, Type: "invalid_request_error", Message: "stripe says no"}
+	h.Stripe.FailNext(billingtest.OpSetCancel, refusal)
+	h.Stripe.FailNext(billingtest.OpSetCancel, refusal)
+
+	_, err := c.CancelSubscription(ctx, &billingv1.CancelSubscriptionRequest{User: alice})
+	code, r := reason(t, err)
+	require.Equal(t, "PAYMENT_PROVIDER_REFUSED", r)
+	require.Equal(t, codes.FailedPrecondition, code)
+	require.Equal(t, "409", httpStatusOf(t, err))
+	require.NotContains(t, err.Error(), "stripe says no")
+	got, err := c.GetSubscription(ctx, &billingv1.GetSubscriptionRequest{User: alice})
+	require.NoError(t, err)
+	require.Nil(t, got.GetSubscription().GetCanceledAt(), "not canceled")
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -85,7 +86,10 @@ func idempotencyKey(userID, op, clientKey string, parts ...string) string {
 }
 
 // providerError turns a payment provider failure into a user-facing error,
-// logging the detail.
+// logging the detail: PAYMENT_PROVIDER_UNAVAILABLE when Stripe could not
+// answer, else fallback, else PAYMENT_PROVIDER_REFUSED for Stripe's refusal
+// (a 4xx other than 401 and 403, which say billing's key is wrong: those
+// stay internal errors, masked).
 func (s *Service) providerError(op string, err error, fallback *Error) error {
 	var e *Error
 	if errors.As(err, &e) {
@@ -98,6 +102,9 @@ func (s *Service) providerError(op string, err error, fallback *Error) error {
 	}
 	if fallback != nil {
 		return fallback
+	}
+	if (api != nil && api.Status != http.StatusUnauthorized && api.Status != http.StatusForbidden) || errors.Is(err, payments.ErrNotFound) {
+		return ErrProviderRefused
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
@@ -388,6 +395,12 @@ func (s *Service) Portal(ctx context.Context, u User, clientKey string) (string,
 // schedules it again. It is remembered before the schedule is released, so
 // a cancel failing after the release loses nothing, and its retry finishes
 // the job.
+//
+// Billing's copy can lag behind Stripe (a change of cycle made in the
+// billing portal, an event not applied yet): when Stripe refuses the
+// cancellation, the subscription is read again and the cancel runs once
+// more on what Stripe holds, releasing the schedule Stripe reports. One
+// canceled meanwhile answers as canceled.
 func (s *Service) Cancel(ctx context.Context, u User, clientKey string) (*billingv1.SubscriptionRecord, error) {
 	rec := s.Current(u.ID)
 	if rec == nil {
@@ -397,6 +410,36 @@ func (s *Service) Cancel(ctx context.Context, u User, clientKey string) (*billin
 	if ended(sub.GetStatus()) || rec.GetCancelAtPeriodEnd() {
 		return nil, ErrCanceled
 	}
+	restore, err := s.cancel(ctx, u, rec, clientKey, "")
+	if errors.Is(err, ErrProviderRefused) {
+		rec, err = s.SyncSubscription(ctx, sub.GetId(), nil)
+		switch {
+		case err != nil:
+			return nil, s.providerError("get subscription", err, nil)
+		case ended(rec.GetSubscription().GetStatus()):
+			return nil, ErrCanceled
+		case rec.GetCancelAtPeriodEnd():
+			return rec, nil
+		}
+		// A new Stripe idempotency key: Stripe keeps the refusal under the
+		// first one.
+		restore, err = s.cancel(ctx, u, rec, clientKey, "after-sync:"+rec.GetScheduleId())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.SyncSubscription(ctx, sub.GetId(), func(r *billingv1.SubscriptionRecord) {
+		if restore != billingv1.Recurring_RECURRING_UNSPECIFIED {
+			r.RestoreRecurring = restore
+		}
+	})
+}
+
+// cancel remembers rec's scheduled change of cycle, releases its schedule
+// and cancels it at Stripe; it returns the change remembered. attempt
+// tells a second attempt's Stripe writes from the first's.
+func (s *Service) cancel(ctx context.Context, u User, rec *billingv1.SubscriptionRecord, clientKey, attempt string) (billingv1.Recurring, error) {
+	sub := rec.GetSubscription()
 	restore := sub.GetPendingRecurring()
 	if restore == billingv1.Recurring_RECURRING_UNSPECIFIED {
 		// An earlier cancel released the schedule, then failed.
@@ -410,22 +453,22 @@ func (s *Service) Cancel(ctx context.Context, u User, clientKey string) (*billin
 			r.RestoreRecurring = restore
 			return nil
 		}); err != nil {
-			return nil, fmt.Errorf("remember the scheduled change: %w", err)
+			return restore, fmt.Errorf("remember the scheduled change: %w", err)
 		}
 	}
 	if rec.GetScheduleId() != "" {
 		if err := s.releaseSchedule(ctx, u.ID, rec.GetScheduleId(), clientKey); err != nil {
-			return nil, err
+			return restore, err
 		}
 	}
-	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), true, idempotencyKey(u.ID, "cancel", clientKey, sub.GetId())); err != nil {
-		return nil, s.providerError("cancel subscription", err, nil)
+	parts := []string{sub.GetId()}
+	if attempt != "" {
+		parts = append(parts, attempt)
 	}
-	return s.SyncSubscription(ctx, sub.GetId(), func(r *billingv1.SubscriptionRecord) {
-		if restore != billingv1.Recurring_RECURRING_UNSPECIFIED {
-			r.RestoreRecurring = restore
-		}
-	})
+	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), true, idempotencyKey(u.ID, "cancel", clientKey, parts...)); err != nil {
+		return restore, s.providerError("cancel subscription", err, nil)
+	}
+	return restore, nil
 }
 
 // Resume undoes a cancellation before the period ends.

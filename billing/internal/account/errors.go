@@ -37,6 +37,9 @@ var (
 	ErrCheckoutFailed        = &Error{"FAILED_TO_CHECKOUT", http.StatusBadGateway, "Failed to create checkout session"}
 	ErrPriceNotFound         = &Error{"PRICE_NOT_FOUND", http.StatusBadRequest, "This plan is not for sale"}
 	ErrProviderUnavailable   = &Error{"PAYMENT_PROVIDER_UNAVAILABLE", http.StatusBadGateway, "The payment provider could not be reached, please try again"}
+	// ErrProviderRefused: Stripe refused a change to the subscription (a
+	// 4xx) even after billing re-read it; the refusal's detail is logged.
+	ErrProviderRefused = &Error{"PAYMENT_PROVIDER_REFUSED", http.StatusConflict, "The payment provider refused this change to your subscription: reload it and try again, or make the change in the billing portal"}
 	// ErrKeyReused: an idempotency key came back with other arguments or
 	// on another mutation.
 	ErrKeyReused = &Error{"IDEMPOTENCY_KEY_REUSED", http.StatusUnprocessableEntity, "This idempotency key was already used for another request: use a new key for a new request"}

@@ -97,6 +97,9 @@ func grpcCode(e *account.Error) codes.Code {
 		if e.Code == account.ErrKeyInUse.Code {
 			return codes.Aborted
 		}
+		if e.Code == account.ErrProviderRefused.Code {
+			return codes.FailedPrecondition
+		}
 		return codes.AlreadyExists
 	case http.StatusUnprocessableEntity:
 		return codes.InvalidArgument
