@@ -62,3 +62,60 @@ func TestRecurringShowsTheChosenCycle(t *testing.T) {
 	_, err = change(monthly)
 	require.Equal(t, "SAME_SUBSCRIPTION_RECURRING", reasonOf(t, err))
 }
+
+// TestSwitchToYearlyClickedTwice: two switches to yearly at once (a double
+// click, no idempotency key) both answer Yearly, though Stripe refuses the
+// second schedule; one schedule holds the switch.
+func TestSwitchToYearlyClickedTwice(t *testing.T) {
+	h := billingtest.Start(t, billingtest.Options{})
+	c := edgeClient(h.Conn)
+	ctx := context.Background()
+	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+	subID := subscribe(t, h, c, alice)
+
+	gate := h.Stripe.Hold(billingtest.OpScheduleChange)
+	t.Cleanup(gate.Release)
+	req := &billingv1.UpdateSubscriptionRecurringRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_YEARLY}
+	type answer struct {
+		resp *billingv1.UpdateSubscriptionRecurringResponse
+		err  error
+	}
+	first := make(chan answer, 1)
+	go func() {
+		resp, err := c.UpdateSubscriptionRecurring(ctx, req)
+		first <- answer{resp, err}
+	}()
+	<-gate.Entered()
+	second, err := c.UpdateSubscriptionRecurring(ctx, req)
+	require.NoError(t, err, "second click")
+	require.Equal(t, billingv1.Recurring_RECURRING_YEARLY, second.GetSubscription().GetRecurring())
+	gate.Release()
+	a := <-first
+	require.NoError(t, a.err, "first click")
+	require.Equal(t, billingv1.Recurring_RECURRING_YEARLY, a.resp.GetSubscription().GetRecurring())
+	require.Equal(t, billingv1.Recurring_RECURRING_YEARLY, a.resp.GetSubscription().GetPendingRecurring())
+	st, _ := h.Stripe.Subscription(subID)
+	sch, err := h.Stripe.GetSchedule(ctx, st.ScheduleID)
+	require.NoError(t, err)
+	require.Equal(t, "pro_yearly", sch.Phases[len(sch.Phases)-1].LookupKey, "the schedule switches to yearly")
+}
+
+// TestSwitchToYearlyAlreadyMadeInThePortal: a switch to yearly made in the
+// billing portal, whose event billing has not applied, makes the same
+// switch asked in the app answer Yearly, not an error.
+func TestSwitchToYearlyAlreadyMadeInThePortal(t *testing.T) {
+	h := billingtest.Start(t, billingtest.Options{})
+	c := edgeClient(h.Conn)
+	ctx := context.Background()
+	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+	subID := subscribe(t, h, c, alice)
+	prices, err := h.Stripe.ListPrices(ctx, []string{"pro_yearly"})
+	require.NoError(t, err)
+	_, err = h.Stripe.ScheduleChange(ctx, subID, "", prices[0].ID, "portal-change")
+	require.NoError(t, err)
+
+	resp, err := c.UpdateSubscriptionRecurring(ctx, &billingv1.UpdateSubscriptionRecurringRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_YEARLY})
+	require.NoError(t, err)
+	require.Equal(t, billingv1.Recurring_RECURRING_YEARLY, resp.GetSubscription().GetRecurring())
+	require.Equal(t, billingv1.Recurring_RECURRING_MONTHLY, resp.GetSubscription().GetBilledRecurring())
+}

@@ -507,6 +507,12 @@ func (s *Service) Resume(ctx context.Context, u User, clientKey string) (*billin
 // through a subscription schedule (no proration). Asking for the cycle
 // billed now while a change is scheduled releases the schedule; asking for
 // the cycle already chosen is SAME_SUBSCRIPTION_RECURRING.
+//
+// Billing's copy can lag behind Stripe (a second click's schedule, a change
+// made in the billing portal, an event not applied yet): when Stripe
+// refuses, the subscription is read again and the change decided once more
+// on what Stripe holds. A change already in place, made meanwhile, is the
+// answer.
 func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.Recurring, clientKey string) (*billingv1.SubscriptionRecord, error) {
 	if target == billingv1.Recurring_RECURRING_UNSPECIFIED {
 		return nil, BadRequest("recurring is required")
@@ -515,6 +521,27 @@ func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.
 	if rec == nil {
 		return nil, ErrNoSubscription
 	}
+	out, err := s.changeRecurring(ctx, u, rec, target, clientKey, "")
+	if !errors.Is(err, ErrProviderRefused) {
+		return out, err
+	}
+	rec, err = s.SyncSubscription(ctx, rec.GetSubscription().GetId(), nil)
+	switch {
+	case err != nil:
+		return nil, s.providerError("get subscription", err, nil)
+	case ended(rec.GetSubscription().GetStatus()) || rec.GetCancelAtPeriodEnd():
+		return nil, ErrCanceled
+	case chosenRecurring(rec.GetSubscription()) == target:
+		return rec, nil
+	}
+	// A new Stripe idempotency key: Stripe keeps the refusal under the
+	// first one.
+	return s.changeRecurring(ctx, u, rec, target, clientKey, "after-sync:"+rec.GetScheduleId())
+}
+
+// changeRecurring changes rec's cycle to target at Stripe. attempt tells a
+// second attempt's Stripe writes from the first's.
+func (s *Service) changeRecurring(ctx context.Context, u User, rec *billingv1.SubscriptionRecord, target billingv1.Recurring, clientKey, attempt string) (*billingv1.SubscriptionRecord, error) {
 	sub := rec.GetSubscription()
 	if ended(sub.GetStatus()) || rec.GetCancelAtPeriodEnd() {
 		return nil, ErrCanceled
@@ -532,8 +559,12 @@ func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.
 	if err != nil {
 		return nil, err
 	}
+	parts := []string{sub.GetId(), price.ID}
+	if attempt != "" {
+		parts = append(parts, attempt)
+	}
 	if _, err := s.pay.ScheduleChange(ctx, sub.GetId(), rec.GetScheduleId(), price.ID,
-		idempotencyKey(u.ID, "schedule", clientKey, sub.GetId(), price.ID)); err != nil {
+		idempotencyKey(u.ID, "schedule", clientKey, parts...)); err != nil {
 		return nil, s.providerError("schedule change", err, nil)
 	}
 	return s.SyncSubscription(ctx, sub.GetId(), forgetRestore)
