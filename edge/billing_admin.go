@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -115,10 +116,13 @@ func listPage[R any](a *billingAdmin, w http.ResponseWriter, r *http.Request, op
 }
 
 type subscriptionRow struct {
-	UserID            string `json:"userId"`
-	ID                string `json:"id"`
-	Plan              string `json:"plan"`
-	Recurring         string `json:"recurring"`
+	UserID    string `json:"userId"`
+	ID        string `json:"id"`
+	Plan      string `json:"plan"`
+	Recurring string `json:"recurring"`
+	// BilledRecurring is the cycle billed now; Recurring the one chosen
+	// (they differ while a change of cycle waits for the period's end).
+	BilledRecurring   string `json:"billedRecurring"`
 	Status            string `json:"status"`
 	PeriodStart       string `json:"periodStart,omitempty"`
 	PeriodEnd         string `json:"periodEnd,omitempty"`
@@ -139,10 +143,11 @@ func (a *billingAdmin) subscriptions(w http.ResponseWriter, r *http.Request) {
 		sub := s.GetSubscription()
 		rows = append(rows, subscriptionRow{
 			UserID: s.GetUserId(), ID: sub.GetId(),
-			Plan:        enumName(sub.GetPlan().String(), "PLAN_"),
-			Recurring:   enumName(sub.GetRecurring().String(), "RECURRING_"),
-			Status:      enumName(sub.GetStatus().String(), "SUBSCRIPTION_STATUS_"),
-			PeriodStart: stamp(sub.GetStart()), PeriodEnd: stamp(sub.GetEnd()),
+			Plan:            enumName(sub.GetPlan().String(), "PLAN_"),
+			Recurring:       enumName(sub.GetRecurring().String(), "RECURRING_"),
+			BilledRecurring: enumName(cmp.Or(sub.GetBilledRecurring(), sub.GetRecurring()).String(), "RECURRING_"),
+			Status:          enumName(sub.GetStatus().String(), "SUBSCRIPTION_STATUS_"),
+			PeriodStart:     stamp(sub.GetStart()), PeriodEnd: stamp(sub.GetEnd()),
 			CancelAtPeriodEnd: s.GetCancelAtPeriodEnd(), CanceledAt: stamp(sub.GetCanceledAt()), CreatedAt: stamp(sub.GetCreatedAt()),
 		})
 	}

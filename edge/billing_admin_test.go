@@ -96,6 +96,7 @@ func TestBillingAdminSubscriptions(t *testing.T) {
 		assert.Equal(t, "active", row["status"])
 		assert.Equal(t, "pro", row["plan"])
 		assert.Equal(t, "monthly", row["recurring"])
+		assert.Equal(t, "monthly", row["billedRecurring"])
 		assert.Equal(t, false, row["cancelAtPeriodEnd"])
 		st, ok := e.h.Stripe.Subscription(subs[user])
 		require.True(t, ok)

@@ -68,7 +68,8 @@ async function renderSubscriptions(box, data, skip) {
     h('td', { class: 'secret', text: s.userId }),
     h('td', { class: 'secret', text: s.id }),
     h('td', { text: words(s.plan) }),
-    h('td', { text: words(s.recurring) }),
+    // The cycle billed now, and the one chosen when a change waits for the period's end.
+    h('td', { text: s.billedRecurring && s.billedRecurring !== s.recurring ? `${words(s.billedRecurring)}, then ${words(s.recurring)}` : words(s.recurring) }),
     h('td', {}, badge(words(s.status), statusKind[s.status] || '')),
     h('td', { text: fmtTime(s.periodEnd) }),
     h('td', { text: s.cancelAtPeriodEnd ? 'Yes' : 'No' })));
