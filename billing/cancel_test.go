@@ -165,15 +165,8 @@ func TestChangeOfCycleAfterAFailedCancelReplacesTheRememberedOne(t *testing.T) {
 // subscription is canceled at the period's end, and resuming brings the
 // switch to yearly back.
 func TestCancelWithAChangeOfCycleBillingHasNotSeen(t *testing.T) {
-	h := billingtest.Start(t, billingtest.Options{})
-	c := edgeClient(h.Conn)
+	h, c, alice, subID := portalSwitchToYearly(t)
 	ctx := context.Background()
-	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
-	subID := subscribe(t, h, c, alice)
-	prices, err := h.Stripe.ListPrices(ctx, []string{"pro_yearly"})
-	require.NoError(t, err)
-	_, err = h.Stripe.ScheduleChange(ctx, subID, "", prices[0].ID, "portal-change")
-	require.NoError(t, err)
 
 	canceled, err := c.CancelSubscription(ctx, &billingv1.CancelSubscriptionRequest{User: alice})
 	require.NoError(t, err)

@@ -104,18 +104,27 @@ func TestSwitchToYearlyClickedTwice(t *testing.T) {
 // billing portal, whose event billing has not applied, makes the same
 // switch asked in the app answer Yearly, not an error.
 func TestSwitchToYearlyAlreadyMadeInThePortal(t *testing.T) {
-	h := billingtest.Start(t, billingtest.Options{})
-	c := edgeClient(h.Conn)
+	_, c, alice, _ := portalSwitchToYearly(t)
 	ctx := context.Background()
-	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
-	subID := subscribe(t, h, c, alice)
-	prices, err := h.Stripe.ListPrices(ctx, []string{"pro_yearly"})
-	require.NoError(t, err)
-	_, err = h.Stripe.ScheduleChange(ctx, subID, "", prices[0].ID, "portal-change")
-	require.NoError(t, err)
 
 	resp, err := c.UpdateSubscriptionRecurring(ctx, &billingv1.UpdateSubscriptionRecurringRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_YEARLY})
 	require.NoError(t, err)
 	require.Equal(t, billingv1.Recurring_RECURRING_YEARLY, resp.GetSubscription().GetRecurring())
 	require.Equal(t, billingv1.Recurring_RECURRING_MONTHLY, resp.GetSubscription().GetBilledRecurring())
+}
+
+// portalSwitchToYearly subscribes alice monthly, then switches her to yearly
+// at Stripe, as the billing portal does, without billing applying the event.
+func portalSwitchToYearly(t *testing.T) (*billingtest.Harness, billingv1.BillingClient, *billingv1.User, string) {
+	t.Helper()
+	h := billingtest.Start(t, billingtest.Options{})
+	c := edgeClient(h.Conn)
+	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+	subID := subscribe(t, h, c, alice)
+	ctx := context.Background()
+	prices, err := h.Stripe.ListPrices(ctx, []string{"pro_yearly"})
+	require.NoError(t, err)
+	_, err = h.Stripe.ScheduleChange(ctx, subID, "", prices[0].ID, "portal-change")
+	require.NoError(t, err)
+	return h, c, alice, subID
 }
