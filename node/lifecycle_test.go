@@ -1,6 +1,8 @@
 package node_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"net/url"
 	"sync/atomic"
 	"testing"
@@ -149,4 +151,28 @@ func TestProactiveRefreshAcrossCoreReplicasIsOne(t *testing.T) {
 	require.Eventually(t, func() bool { return grantsFor(tokens, sentinelRefresh) == 1 }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, 1, grantsFor(tokens, oauthRefresh1), "one refresh across the fleet")
 	assert.Equal(t, false, connection(t, edge, id)["needsRelogin"])
+}
+
+// A provider whose refreshed tokens live shorter than its lead (here three
+// minutes against the compatible families' five) gets one refresh, not one
+// at every scan: the scheduler refreshes such a token halfway through its
+// life, which core records when it stores a refresh.
+func TestShortLivedRefreshedTokenIsNotRefreshedAtEveryScan(t *testing.T) {
+	up := upstreamtest.New(t, upstreamtest.WithAPIKey(oauthNewAccess))
+	short := func(access, refresh string) tokenAnswer {
+		data, _ := json.Marshal(map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": 180, "refresh_token": refresh})
+		return tokenAnswer{status: http.StatusOK, body: string(data)}
+	}
+	tokens := newFakeTokenEndpoint(t, short(oauthNewAccess, oauthRefresh2), short(oauthNewAccess, "rt-third-0a1b2c"))
+	cfg := nodetest.Config(t.TempDir())
+	cfg.TokenScanEvery = 20 * time.Millisecond
+	sb := nodetest.Start(t, cfg, node.AllRoles...)
+
+	due := createExpiringConnection(t, sb, up.URL(), tokens.URL(), oauthRefresh1, time.Now().Add(2*time.Minute))
+	require.Eventually(t, func() bool { return len(tokens.grants()) == 1 }, 10*time.Second, 20*time.Millisecond, "the due token is refreshed")
+	require.Eventually(t, func() bool {
+		return expiresAt(t, sb, due).After(time.Now().Add(2 * time.Minute))
+	}, 10*time.Second, 20*time.Millisecond, "the refreshed token is stored")
+	time.Sleep(time.Second) // fifty scans
+	assert.Len(t, tokens.grants(), 1, "a token of three minutes is not due again at once")
 }

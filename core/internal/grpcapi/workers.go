@@ -136,6 +136,7 @@ func (a *Admin) StoreTokens(ctx context.Context, req *corev1.StoreTokensRequest)
 		c.Oauth.NeedsRelogin = false
 		c.Oauth.LastError = ""
 		c.UpdatedAt = timestamppb.New(a.now())
+		c.Oauth.RefreshedAt = c.UpdatedAt
 		stored = true
 		return nil
 	})

@@ -66,6 +66,17 @@ func (s *Scheduler) Due(c *busv1.Connection, now time.Time) (bool, string) {
 		return false, ""
 	}
 	lead, maxAge := spec.TokenRefresh()
+	if r, e := o.GetRefreshedAt(), o.GetExpiresAt(); r != nil && e != nil {
+		// A refreshed token that lives shorter than the provider's lead
+		// (hour-long tokens where the table leads by four) is refreshed
+		// halfway through its life: with the lead, every scan would find it
+		// due again, a refresh a minute. A token no refresh stored (a
+		// login's, an import's) keeps the lead: when it was issued is not
+		// known.
+		if life := e.AsTime().Sub(r.AsTime()); life > 0 {
+			lead = min(lead, life/2)
+		}
+	}
 	if o.GetExpiresAt() != nil && !o.GetExpiresAt().AsTime().After(now.Add(lead)) {
 		return true, "expiring"
 	}
@@ -75,11 +86,14 @@ func (s *Scheduler) Due(c *busv1.Connection, now time.Time) (bool, string) {
 	return false, ""
 }
 
-// lastRefresh is when the connection's tokens last changed. The connection
-// records no refresh time of its own, so its last update stands in: it is
-// never earlier than the last refresh, which can only delay a forced
-// refresh, never repeat one.
+// lastRefresh is when the connection's tokens last changed: the time core
+// stored its last refresh, else (no refresh stored yet, or one stored by
+// an earlier release) its last update, which is never earlier than the
+// last refresh and so can only delay a forced refresh, never repeat one.
 func lastRefresh(c *busv1.Connection) time.Time {
+	if t := c.GetOauth().GetRefreshedAt(); t != nil {
+		return t.AsTime()
+	}
 	if t := c.GetUpdatedAt(); t != nil {
 		return t.AsTime()
 	}

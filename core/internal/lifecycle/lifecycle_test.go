@@ -113,3 +113,50 @@ func TestDueProviderLeadTimes(t *testing.T) {
 	due, _ = s.Due(old, now)
 	assert.False(t, due)
 }
+
+// A refreshed token that lives shorter than its provider's lead (hour-long
+// tokens where the table leads by four hours) is refreshed halfway through
+// its life: before, every scan found it due again, a refresh a minute. A
+// token no refresh stored (an import, a login) keeps the provider's lead.
+func TestDueShortLivedTokenHalfwayThroughItsLife(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	s := &Scheduler{lookup: func(id string) (provider.Spec, bool) { return provider.Spec{ID: id}, true }}
+	conn := func(refreshedAgo, expiresIn time.Duration) *busv1.Connection {
+		c := &busv1.Connection{
+			Provider: "claude", IsActive: true,
+			CreatedAt: timestamppb.New(now.Add(-24 * time.Hour)), UpdatedAt: timestamppb.New(now.Add(-refreshedAgo)),
+			Oauth: &busv1.OAuthState{TokenUrl: "https://auth.example/token", ExpiresAt: timestamppb.New(now.Add(expiresIn))},
+		}
+		if refreshedAgo >= 0 {
+			c.Oauth.RefreshedAt = c.UpdatedAt
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name                    string
+		refreshedAgo, expiresIn time.Duration
+		due                     bool
+	}{
+		{"just refreshed, an hour to live", time.Minute, 59 * time.Minute, false},
+		{"before half its life", 29 * time.Minute, 31 * time.Minute, false},
+		{"past half its life", 31 * time.Minute, 29 * time.Minute, true},
+		{"an eight-hour token keeps the provider's lead", 5 * time.Hour, 3 * time.Hour, true},
+		{"outside the provider's lead", 3 * time.Hour, 5 * time.Hour, false},
+		{"never refreshed here: the provider's lead", -1, 59 * time.Minute, true},
+	} {
+		due, _ := s.Due(conn(tc.refreshedAgo, tc.expiresIn), now)
+		assert.Equal(t, tc.due, due, tc.name)
+	}
+
+	// Codex's forced refresh counts from the last refresh, not from the
+	// last edit: a rename does not put it off.
+	codex := &busv1.Connection{
+		Provider: "codex", IsActive: true,
+		CreatedAt: timestamppb.New(now.Add(-30 * 24 * time.Hour)), UpdatedAt: timestamppb.New(now.Add(-time.Hour)),
+		Oauth: &busv1.OAuthState{TokenUrl: "https://auth.example/token", ExpiresAt: timestamppb.New(now.Add(20 * 24 * time.Hour)),
+			RefreshedAt: timestamppb.New(now.Add(-9 * 24 * time.Hour))},
+	}
+	due, reason := s.Due(codex, now)
+	assert.True(t, due)
+	assert.Equal(t, "max_age", reason)
+}

@@ -544,9 +544,15 @@ type OAuthState struct {
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// generation increases with every stored refresh; refresh jobs name the
 	// generation they replace so a stale job changes nothing.
-	Generation    uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
-	NeedsRelogin  bool   `protobuf:"varint,5,opt,name=needs_relogin,json=needsRelogin,proto3" json:"needs_relogin,omitempty"`
-	LastError     string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	Generation   uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	NeedsRelogin bool   `protobuf:"varint,5,opt,name=needs_relogin,json=needsRelogin,proto3" json:"needs_relogin,omitempty"`
+	LastError    string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// refreshed_at is when core last stored the tokens of a refresh (unset
+	// until the first, and for tokens a login or an import gave): with
+	// expires_at it tells a refreshed token's lifetime, which the scheduler
+	// reads to refresh one that lives shorter than its provider's lead
+	// halfway through its life rather than at every scan.
+	RefreshedAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=refreshed_at,json=refreshedAt,proto3" json:"refreshed_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -621,6 +627,13 @@ func (x *OAuthState) GetLastError() string {
 		return x.LastError
 	}
 	return ""
+}
+
+func (x *OAuthState) GetRefreshedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RefreshedAt
+	}
+	return nil
 }
 
 // APIKey is a gateway key of a machine. Stored in the sb_keys bucket under the
@@ -1590,7 +1603,7 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12!\n" +
 	"\faccess_token\x18\x02 \x01(\tR\vaccessToken\x12#\n" +
 	"\rrefresh_token\x18\x03 \x01(\tR\frefreshToken\x12\x1b\n" +
-	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\"\xe5\x01\n" +
+	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\"\xa4\x02\n" +
 	"\n" +
 	"OAuthState\x12\x1b\n" +
 	"\ttoken_url\x18\x01 \x01(\tR\btokenUrl\x12\x1b\n" +
@@ -1602,7 +1615,8 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"generation\x12#\n" +
 	"\rneeds_relogin\x18\x05 \x01(\bR\fneedsRelogin\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x06 \x01(\tR\tlastError\"\x86\x01\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x12=\n" +
+	"\frefreshed_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vrefreshedAt\"\x86\x01\n" +
 	"\x06APIKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1738,23 +1752,24 @@ var file_switchboard_bus_v1_state_proto_depIdxs = []int32{
 	4,  // 7: switchboard.bus.v1.ProviderData.caveman:type_name -> switchboard.bus.v1.CavemanOverride
 	18, // 8: switchboard.bus.v1.ProviderData.values:type_name -> switchboard.bus.v1.ProviderData.ValuesEntry
 	21, // 9: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 10: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	19, // 11: switchboard.bus.v1.Settings.aliases:type_name -> switchboard.bus.v1.Settings.AliasesEntry
-	9,  // 12: switchboard.bus.v1.Settings.combos:type_name -> switchboard.bus.v1.Combo
-	20, // 13: switchboard.bus.v1.DisabledModels.aliases:type_name -> switchboard.bus.v1.DisabledModels.AliasesEntry
-	13, // 14: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
-	21, // 15: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
-	21, // 16: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 17: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
-	16, // 18: switchboard.bus.v1.UsageRollup.rows:type_name -> switchboard.bus.v1.UsageRow
-	21, // 19: switchboard.bus.v1.UsageRollup.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 20: switchboard.bus.v1.UsageRow.counters:type_name -> switchboard.bus.v1.UsageCounters
-	11, // 21: switchboard.bus.v1.DisabledModels.AliasesEntry.value:type_name -> switchboard.bus.v1.ModelIDs
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	21, // 10: switchboard.bus.v1.OAuthState.refreshed_at:type_name -> google.protobuf.Timestamp
+	21, // 11: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	19, // 12: switchboard.bus.v1.Settings.aliases:type_name -> switchboard.bus.v1.Settings.AliasesEntry
+	9,  // 13: switchboard.bus.v1.Settings.combos:type_name -> switchboard.bus.v1.Combo
+	20, // 14: switchboard.bus.v1.DisabledModels.aliases:type_name -> switchboard.bus.v1.DisabledModels.AliasesEntry
+	13, // 15: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
+	21, // 16: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
+	21, // 17: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 18: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
+	16, // 19: switchboard.bus.v1.UsageRollup.rows:type_name -> switchboard.bus.v1.UsageRow
+	21, // 20: switchboard.bus.v1.UsageRollup.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 21: switchboard.bus.v1.UsageRow.counters:type_name -> switchboard.bus.v1.UsageCounters
+	11, // 22: switchboard.bus.v1.DisabledModels.AliasesEntry.value:type_name -> switchboard.bus.v1.ModelIDs
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_bus_v1_state_proto_init() }
