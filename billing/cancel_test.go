@@ -200,3 +200,70 @@ func TestCancelRefusedByStripe(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, got.GetSubscription().GetCanceledAt(), "not canceled")
 }
+
+// TestResumeWithAChangeBillingHasNotSeen: a resume Stripe refuses because
+// billing's copy lags behind (events not applied yet) is decided again on
+// what Stripe holds. A subscription already resumed and switched to yearly
+// in the billing portal answers as it is, not an error, its schedule kept;
+// one still canceled under a schedule billing has not seen has that
+// schedule released, is resumed, and keeps its switch to yearly. A refusal
+// that remains after the second attempt, made with a fresh Stripe
+// idempotency key, answers PAYMENT_PROVIDER_REFUSED.
+func TestResumeWithAChangeBillingHasNotSeen(t *testing.T) {
+	canceled := func(t *testing.T) (*billingtest.Harness, billingv1.BillingClient, *billingv1.User, string) {
+		h := billingtest.Start(t, billingtest.Options{})
+		c := edgeClient(h.Conn)
+		alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+		subID := subscribe(t, h, c, alice)
+		_, err := c.CancelSubscription(context.Background(), &billingv1.CancelSubscriptionRequest{User: alice})
+		require.NoError(t, err)
+		return h, c, alice, subID
+	}
+
+	t.Run("resumed and switched in the portal", func(t *testing.T) {
+		h, c, alice, subID := canceled(t)
+		ctx := context.Background()
+		_, err := h.Stripe.SetCancelAtPeriodEnd(ctx, subID, false, "portal-renew")
+		require.NoError(t, err)
+		schedule := scheduleYearlyAtStripe(t, h, subID)
+
+		resumed, err := c.ResumeSubscription(ctx, &billingv1.ResumeSubscriptionRequest{User: alice})
+		require.NoError(t, err)
+		require.Nil(t, resumed.GetSubscription().GetCanceledAt())
+		require.Equal(t, billingv1.Recurring_RECURRING_YEARLY, resumed.GetSubscription().GetRecurring(), "the portal's switch to yearly")
+		st, _ := h.Stripe.Subscription(subID)
+		require.False(t, st.CancelAtPeriodEnd)
+		require.Equal(t, schedule, st.ScheduleID, "the portal's schedule is kept")
+	})
+
+	t.Run("a schedule billing has not seen", func(t *testing.T) {
+		h, c, alice, subID := canceled(t)
+		schedule := scheduleYearlyAtStripe(t, h, subID)
+
+		resumeRestoresYearly(t, h, c, alice, subID)
+		sch, err := h.Stripe.GetSchedule(context.Background(), schedule)
+		require.NoError(t, err)
+		require.Equal(t, "released", sch.Status, "the schedule billing had not seen is released")
+	})
+
+	t.Run("a refusal that remains", func(t *testing.T) {
+		h, c, alice, _ := canceled(t)
+		refusal := &payments.APIError{Status: 400, Type: "invalid_request_error", Message: "stripe says no"}
+		h.Stripe.FailNext(billingtest.OpSetCancel, refusal)
+		h.Stripe.FailNext(billingtest.OpSetCancel, refusal)
+		before := len(h.Stripe.Calls())
+
+		_, err := c.ResumeSubscription(context.Background(), &billingv1.ResumeSubscriptionRequest{User: alice, IdempotencyKey: "resume-1"})
+		code, r := reason(t, err)
+		require.Equal(t, "PAYMENT_PROVIDER_REFUSED", r)
+		require.Equal(t, codes.FailedPrecondition, code)
+		var keys []string
+		for _, call := range h.Stripe.Calls()[before:] {
+			if call.Op == billingtest.OpSetCancel {
+				keys = append(keys, call.IdempotencyKey)
+			}
+		}
+		require.Len(t, keys, 2, "tried once more after reading the subscription again")
+		require.NotEqual(t, keys[0], keys[1], "with a fresh Stripe idempotency key")
+	})
+}

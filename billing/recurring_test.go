@@ -121,10 +121,19 @@ func portalSwitchToYearly(t *testing.T) (*billingtest.Harness, billingv1.Billing
 	c := edgeClient(h.Conn)
 	alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
 	subID := subscribe(t, h, c, alice)
+	scheduleYearlyAtStripe(t, h, subID)
+	return h, c, alice, subID
+}
+
+// scheduleYearlyAtStripe switches a subscription to yearly at renewal at
+// Stripe, as the billing portal does, without billing applying the event;
+// it returns the schedule holding the switch.
+func scheduleYearlyAtStripe(t *testing.T, h *billingtest.Harness, subID string) string {
+	t.Helper()
 	ctx := context.Background()
 	prices, err := h.Stripe.ListPrices(ctx, []string{"pro_yearly"})
 	require.NoError(t, err)
-	_, err = h.Stripe.ScheduleChange(ctx, subID, "", prices[0].ID, "portal-change")
+	sch, err := h.Stripe.ScheduleChange(ctx, subID, "", prices[0].ID, "portal-change")
 	require.NoError(t, err)
-	return h, c, alice, subID
+	return sch.ID
 }

@@ -445,16 +445,8 @@ func (s *Service) cancel(ctx context.Context, u User, rec *billingv1.Subscriptio
 		// An earlier cancel released the schedule, then failed.
 		restore = rec.GetRestoreRecurring()
 	}
-	if restore != billingv1.Recurring_RECURRING_UNSPECIFIED && restore != rec.GetRestoreRecurring() {
-		if _, err := s.st.UpsertSubscription(ctx, u.ID, sub.GetId(), func(r *billingv1.SubscriptionRecord, ok bool) error {
-			if !ok {
-				return kvmirror.ErrSkip
-			}
-			r.RestoreRecurring = restore
-			return nil
-		}); err != nil {
-			return restore, fmt.Errorf("remember the scheduled change: %w", err)
-		}
+	if err := s.rememberRestore(ctx, u.ID, rec, restore); err != nil {
+		return restore, err
 	}
 	if rec.GetScheduleId() != "" {
 		if err := s.releaseSchedule(ctx, u.ID, rec.GetScheduleId(), clientKey); err != nil {
@@ -471,26 +463,106 @@ func (s *Service) cancel(ctx context.Context, u User, rec *billingv1.Subscriptio
 	return restore, nil
 }
 
-// Resume undoes a cancellation before the period ends.
+// rememberRestore stores restore as rec's change of cycle to schedule again
+// on resume, before a schedule holding it is released, so that a failure
+// after the release loses nothing.
+func (s *Service) rememberRestore(ctx context.Context, userID string, rec *billingv1.SubscriptionRecord, restore billingv1.Recurring) error {
+	if restore == billingv1.Recurring_RECURRING_UNSPECIFIED || restore == rec.GetRestoreRecurring() {
+		return nil
+	}
+	if _, err := s.st.UpsertSubscription(ctx, userID, rec.GetSubscription().GetId(), func(r *billingv1.SubscriptionRecord, ok bool) error {
+		if !ok {
+			return kvmirror.ErrSkip
+		}
+		r.RestoreRecurring = restore
+		return nil
+	}); err != nil {
+		return fmt.Errorf("remember the scheduled change: %w", err)
+	}
+	return nil
+}
+
+// Resume undoes a cancellation before the period ends, and schedules again
+// the change of cycle the cancel dropped from Stripe.
+//
+// Billing's copy can lag behind Stripe (a subscription resumed or changed
+// in the billing portal, a schedule billing has not seen, an event not
+// applied yet): when Stripe refuses the resume, the subscription is read
+// again and the resume runs once more on what Stripe holds, releasing the
+// schedule Stripe reports and keeping its change of cycle. One no longer
+// canceled meanwhile answers as it is.
 func (s *Service) Resume(ctx context.Context, u User, clientKey string) (*billingv1.SubscriptionRecord, error) {
 	rec := s.Current(u.ID)
 	if rec == nil {
 		return nil, ErrNoSubscription
 	}
+	if err := s.resumable(rec); err != nil {
+		return nil, err
+	}
+	out, err := s.resume(ctx, u, rec, clientKey, "")
+	if !errors.Is(err, ErrProviderRefused) {
+		return out, err
+	}
+	rec, err = s.SyncSubscription(ctx, rec.GetSubscription().GetId(), nil)
+	if err != nil {
+		return nil, s.providerError("get subscription", err, nil)
+	}
+	if err := s.resumable(rec); errors.Is(err, ErrNotCanceled) {
+		return rec, nil
+	} else if err != nil {
+		return nil, err
+	}
+	// A new Stripe idempotency key: Stripe keeps the refusal under the
+	// first one.
+	return s.resume(ctx, u, rec, clientKey, "after-sync:"+rec.GetScheduleId())
+}
+
+// resumable tells whether rec can be resumed: ErrExpired once it ended or
+// its period is over, ErrNotCanceled when it is not canceled.
+func (s *Service) resumable(rec *billingv1.SubscriptionRecord) error {
 	sub := rec.GetSubscription()
 	if ended(sub.GetStatus()) || (sub.GetEnd() != nil && !sub.GetEnd().AsTime().After(s.cfg.Now())) {
-		return nil, ErrExpired
+		return ErrExpired
 	}
 	if !rec.GetCancelAtPeriodEnd() {
-		return nil, ErrNotCanceled
+		return ErrNotCanceled
 	}
-	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), false, idempotencyKey(u.ID, "resume", clientKey, sub.GetId())); err != nil {
+	return nil
+}
+
+// resume resumes rec at Stripe: a schedule it holds is released first (its
+// change of cycle remembered, as cancel does), then the cancellation is
+// undone and the remembered change scheduled again. attempt tells a second
+// attempt's Stripe writes from the first's.
+func (s *Service) resume(ctx context.Context, u User, rec *billingv1.SubscriptionRecord, clientKey, attempt string) (*billingv1.SubscriptionRecord, error) {
+	sub := rec.GetSubscription()
+	restore := rec.GetRestoreRecurring()
+	if rec.GetScheduleId() != "" {
+		if p := sub.GetPendingRecurring(); p != billingv1.Recurring_RECURRING_UNSPECIFIED {
+			restore = p
+		}
+		if err := s.rememberRestore(ctx, u.ID, rec, restore); err != nil {
+			return nil, err
+		}
+		if err := s.releaseSchedule(ctx, u.ID, rec.GetScheduleId(), clientKey); err != nil {
+			return nil, err
+		}
+	}
+	parts := []string{sub.GetId()}
+	if attempt != "" {
+		parts = append(parts, attempt)
+	}
+	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), false, idempotencyKey(u.ID, "resume", clientKey, parts...)); err != nil {
 		return nil, s.providerError("resume subscription", err, nil)
 	}
-	if restore := rec.GetRestoreRecurring(); restore != billingv1.Recurring_RECURRING_UNSPECIFIED && restore != billedRecurring(sub) {
+	if restore != billingv1.Recurring_RECURRING_UNSPECIFIED && restore != billedRecurring(sub) {
 		price, err := s.price(ctx, sub.GetPlan(), restore)
 		if err == nil {
-			_, err = s.pay.ScheduleChange(ctx, sub.GetId(), "", price.ID, idempotencyKey(u.ID, "reschedule", clientKey, sub.GetId(), price.ID))
+			parts := []string{sub.GetId(), price.ID}
+			if attempt != "" {
+				parts = append(parts, attempt)
+			}
+			_, err = s.pay.ScheduleChange(ctx, sub.GetId(), "", price.ID, idempotencyKey(u.ID, "reschedule", clientKey, parts...))
 		}
 		if err != nil {
 			// The resume itself went through; the user can ask for the
@@ -498,9 +570,7 @@ func (s *Service) Resume(ctx context.Context, u User, clientKey string) (*billin
 			s.log.Warn("could not restore a scheduled change of cycle", "subscription", sub.GetId(), "err", err)
 		}
 	}
-	return s.SyncSubscription(ctx, sub.GetId(), func(r *billingv1.SubscriptionRecord) {
-		r.RestoreRecurring = billingv1.Recurring_RECURRING_UNSPECIFIED
-	})
+	return s.SyncSubscription(ctx, sub.GetId(), forgetRestore)
 }
 
 // ChangeRecurring switches the cycle at the end of the current period
