@@ -113,6 +113,27 @@ func TestSwitchToYearlyAlreadyMadeInThePortal(t *testing.T) {
 	require.Equal(t, billingv1.Recurring_RECURRING_MONTHLY, resp.GetSubscription().GetBilledRecurring())
 }
 
+// TestSwitchBackToMonthlyAfterASwitchInThePortal: after a switch to yearly
+// made in the billing portal, whose event billing has not applied, asking
+// for monthly in the app is decided on what Stripe holds, not answered
+// SAME_SUBSCRIPTION_RECURRING from billing's copy: the schedule to yearly is
+// released and the answer shows Monthly.
+func TestSwitchBackToMonthlyAfterASwitchInThePortal(t *testing.T) {
+	h, c, alice, subID := portalSwitchToYearly(t)
+	ctx := context.Background()
+
+	resp, err := c.UpdateSubscriptionRecurring(ctx, &billingv1.UpdateSubscriptionRecurringRequest{User: alice, Recurring: billingv1.Recurring_RECURRING_MONTHLY})
+	require.NoError(t, err)
+	require.Equal(t, billingv1.Recurring_RECURRING_MONTHLY, resp.GetSubscription().GetRecurring())
+	require.Equal(t, billingv1.Recurring_RECURRING_UNSPECIFIED, resp.GetSubscription().GetPendingRecurring())
+	st, _ := h.Stripe.Subscription(subID)
+	require.Empty(t, st.ScheduleID, "the schedule to yearly is released at Stripe")
+	_, err = h.Stripe.Renew(subID)
+	require.NoError(t, err)
+	st, _ = h.Stripe.Subscription(subID)
+	require.Equal(t, "pro_monthly", st.LookupKey, "the renewal stays monthly")
+}
+
 // portalSwitchToYearly subscribes alice monthly, then switches her to yearly
 // at Stripe, as the billing portal does, without billing applying the event.
 func portalSwitchToYearly(t *testing.T) (*billingtest.Harness, billingv1.BillingClient, *billingv1.User, string) {

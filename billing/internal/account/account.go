@@ -580,9 +580,9 @@ func (s *Service) resume(ctx context.Context, u User, rec *billingv1.Subscriptio
 //
 // Billing's copy can lag behind Stripe (a second click's schedule, a change
 // made in the billing portal, an event not applied yet): when Stripe
-// refuses, the subscription is read again and the change decided once more
-// on what Stripe holds. A change already in place, made meanwhile, is the
-// answer.
+// refuses, or before answering SAME_SUBSCRIPTION_RECURRING from that copy,
+// the subscription is read again and the change decided once more on what
+// Stripe holds. A change already in place, made meanwhile, is the answer.
 func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.Recurring, clientKey string) (*billingv1.SubscriptionRecord, error) {
 	if target == billingv1.Recurring_RECURRING_UNSPECIFIED {
 		return nil, BadRequest("recurring is required")
@@ -592,7 +592,11 @@ func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.
 		return nil, ErrNoSubscription
 	}
 	out, err := s.changeRecurring(ctx, u, rec, target, clientKey, "")
-	if !errors.Is(err, ErrProviderRefused) {
+	// SAME_SUBSCRIPTION_RECURRING is checked against Stripe too (a rare
+	// answer): a switch made in the billing portal makes billing's copy
+	// show the cycle asked for as chosen when Stripe holds another.
+	same := errors.Is(err, ErrSameRecurring)
+	if !same && !errors.Is(err, ErrProviderRefused) {
 		return out, err
 	}
 	rec, err = s.SyncSubscription(ctx, rec.GetSubscription().GetId(), nil)
@@ -601,6 +605,8 @@ func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.
 		return nil, s.providerError("get subscription", err, nil)
 	case ended(rec.GetSubscription().GetStatus()) || rec.GetCancelAtPeriodEnd():
 		return nil, ErrCanceled
+	case chosenRecurring(rec.GetSubscription()) == target && same:
+		return nil, ErrSameRecurring
 	case chosenRecurring(rec.GetSubscription()) == target:
 		return rec, nil
 	}
