@@ -86,9 +86,11 @@ type Dispatcher struct {
 	tracer  *telemetry.Tracer // nil: not traced
 }
 
-// TokenJobs enqueues token refreshes.
+// TokenJobs enqueues token refreshes (jobs.Publisher). queued is false when
+// the queue dropped the job as a copy of the generation's job already
+// queued.
 type TokenJobs interface {
-	TokenRefresh(ctx context.Context, machineID, connectionID string, generation uint64) error
+	QueueTokenRefresh(ctx context.Context, machineID, connectionID string, generation uint64) (queued bool, err error)
 }
 
 // New returns a Dispatcher. Token refreshes go to jobs; nil disables them.

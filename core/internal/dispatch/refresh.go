@@ -20,12 +20,6 @@ var ErrNeedsRelogin = errors.New("connection needs a new login")
 
 var _ credential.Refresher = (*Dispatcher)(nil)
 
-// queueReporter is TokenJobs that says whether a job was queued, or dropped
-// as a copy of the generation's job already queued (jobs.Publisher).
-type queueReporter interface {
-	QueueTokenRefresh(ctx context.Context, machineID, connectionID string, generation uint64) (queued bool, err error)
-}
-
 // errRefreshFailed is a refresh recorded as failed without needing a new
 // login: the connection is passed over for this request.
 var errRefreshFailed = errors.New("token refresh failed")
@@ -42,13 +36,7 @@ func (d *Dispatcher) refresh(ctx context.Context, c credential.Candidate) (crede
 	gen := cur.GetOauth().GetGeneration()
 	key := store.ConnectionKey(cur.GetMachineId(), cur.GetId())
 	start, _ := d.store.Connections.Get(key)
-	queued := true
-	var err error
-	if q, ok := d.jobs.(queueReporter); ok {
-		queued, err = q.QueueTokenRefresh(ctx, cur.GetMachineId(), cur.GetId(), gen)
-	} else {
-		err = d.jobs.TokenRefresh(ctx, cur.GetMachineId(), cur.GetId(), gen)
-	}
+	queued, err := d.jobs.QueueTokenRefresh(ctx, cur.GetMachineId(), cur.GetId(), gen)
 	if err != nil {
 		return c, fmt.Errorf("enqueue token refresh: %w", err)
 	}
