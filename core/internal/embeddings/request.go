@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/switchboardhq/switchboard/internal/jsonscan"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // upstreamRequest is the upstream request body; appendRequest writes the
@@ -100,7 +101,7 @@ func ValidExtra(extra []byte) (key string, err error) {
 	}
 	var bad string
 	if !jsonscan.Members(extra, func(k, _ []byte) bool {
-		for _, own := range ownMembers {
+		for _, own := range contract.EmbeddingsMembers {
 			if strings.EqualFold(string(k), own) {
 				bad = string(k)
 				return false
@@ -112,10 +113,6 @@ func ValidExtra(extra []byte) (key string, err error) {
 	}
 	return bad, nil
 }
-
-// ownMembers are the members appendRequest writes from the request's own
-// fields.
-var ownMembers = [...]string{"model", "input", "encoding_format", "dimensions", "user"}
 
 // requestSize is about how long the request body is, to size its buffer.
 func requestSize(model string, req *Request) int {

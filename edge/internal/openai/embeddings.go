@@ -6,12 +6,12 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboardhq/switchboard/internal/jsonscan"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -98,20 +98,6 @@ type embeddingsBody struct {
 	Extra []byte `json:"-"`
 }
 
-// embeddingsMembers are the members the gateway reads itself.
-var embeddingsMembers = [...]string{"model", "input", "encoding_format", "dimensions", "user"}
-
-// readMember reports whether key names one of embeddingsMembers the way
-// json.Unmarshal matches keys: without regard to case.
-func readMember(key []byte) bool {
-	for _, m := range embeddingsMembers {
-		if len(key) == len(m) && strings.EqualFold(string(key), m) {
-			return true
-		}
-	}
-	return false
-}
-
 // addExtra appends a member to b.Extra.
 func (b *embeddingsBody) addExtra(key, value []byte) {
 	if b.Extra == nil {
@@ -145,7 +131,7 @@ func (b *embeddingsBody) split(body []byte) bool {
 		case "user":
 			b.User = value
 		default:
-			if readMember(key) {
+			if jsonscan.FoldsTo(key, contract.EmbeddingsMembers...) {
 				known = false
 			} else {
 				b.addExtra(key, value)

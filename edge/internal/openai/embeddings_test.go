@@ -108,4 +108,10 @@ func TestParseEmbeddingsKeepsOtherMembers(t *testing.T) {
 	require.Nil(t, p)
 	assert.Equal(t, "u", req.GetUser())
 	assert.Equal(t, `{"in\"put_type":"q"}`, string(req.GetExtraJson()))
+
+	// "ſ" folds to "s" as encoding/json matches keys: "uſer" is the user.
+	req, p = checkAndParseEmbeddings([]byte(`{"model":"m","input":"x","u\u017fer":"u","uſer":"v"}`))
+	require.Nil(t, p)
+	assert.Equal(t, "v", req.GetUser())
+	assert.Nil(t, req.GetExtraJson())
 }

@@ -73,3 +73,8 @@ const HeaderUsageEncoding = "Switchboard-Usage-Encoding"
 
 // UsageEncodingS2 is HeaderUsageEncoding's value for an S2 block.
 const UsageEncodingS2 = "s2"
+
+// EmbeddingsMembers are the members of an embeddings request the gateway
+// reads itself; the others travel in CreateEmbeddingsRequest.extra_json,
+// which may not hold these (in any case, as encoding/json matches keys).
+var EmbeddingsMembers = []string{"model", "input", "encoding_format", "dimensions", "user"}
