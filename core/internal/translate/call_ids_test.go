@@ -59,7 +59,7 @@ func TestToolCallsWithoutIDsGetTheirOwn(t *testing.T) {
 	})
 
 	t.Run("responses", func(t *testing.T) {
-		out, _, err := OpenAIToResponsesResponse([]byte(whole), "m")
+		out, _, err := Echo{}.Response([]byte(whole), "m")
 		require.NoError(t, err)
 		var resp struct {
 			Output []struct {
@@ -70,7 +70,7 @@ func TestToolCallsWithoutIDsGetTheirOwn(t *testing.T) {
 		ids(t, []string{resp.Output[0].CallID, resp.Output[1].CallID}, "call_")
 
 		var found []string
-		tr := NewChunkToResponses("m")
+		tr := Echo{}.Chunks("m")
 		emit := func(name string, data []byte) error {
 			var ev struct {
 				Item struct {

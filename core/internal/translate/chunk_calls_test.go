@@ -132,7 +132,7 @@ func TestChunkToMessagesToolCalls(t *testing.T) {
 func TestChunkToResponsesToolCalls(t *testing.T) {
 	for _, tc := range toolCallStreams {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := NewChunkToResponses("m")
+			tr := Echo{}.Chunks("m")
 			var final *responses.Response
 			args := map[string]string{} // argument deltas by item
 			emit := func(name string, data []byte) error {
@@ -204,7 +204,7 @@ func TestWholeAnswerToolCalls(t *testing.T) {
 			}
 			assert.Equal(t, tc.stop, msg.StopReason)
 
-			got, _, err = OpenAIToResponsesResponse(tc.body, "m")
+			got, _, err = Echo{}.Response(tc.body, "m")
 			require.NoError(t, err)
 			var r responses.Response
 			require.NoError(t, json.Unmarshal(got, &r))

@@ -53,19 +53,10 @@ var echoed = []string{
 	"reasoning", "truncation", "user", "safety_identifier", "prompt_cache_key",
 }
 
-// EchoOf reads what a response repeats of a /v1/responses request body, as
-// the client sent it (previous_response_id included); fields it lacks or
-// sends as null keep the response's defaults.
-func EchoOf(request []byte) Echo {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(request, &fields) != nil {
-		return Echo{}
-	}
-	return EchoFrom(fields)
-}
-
-// EchoFrom is EchoOf of a body already read into its members (their values
-// are kept, not copied).
+// EchoFrom reads what a response repeats of a /v1/responses request, from
+// its body's members (their values are kept, not copied), as the client
+// sent them (previous_response_id included); fields it lacks or sends as
+// null keep the response's defaults.
 func EchoFrom(fields map[string]json.RawMessage) Echo {
 	var e Echo
 	for _, k := range echoed {
@@ -79,17 +70,15 @@ func EchoFrom(fields map[string]json.RawMessage) Echo {
 	return e
 }
 
-// Response translates a chat.completion as OpenAIToResponsesResponse does,
-// repeating the request.
+// Response translates a chat.completion into a Responses response for
+// model, repeating the request (the zero Echo: its defaults).
 func (e Echo) Response(body []byte, model string) ([]byte, Usage, error) {
 	return openAIToResponsesResponse(body, model, e)
 }
 
 // Chunks returns a ChunkToResponses whose response repeats the request.
 func (e Echo) Chunks(model string) *ChunkToResponses {
-	t := NewChunkToResponses(model)
-	t.echo = e
-	return t
+	return &ChunkToResponses{model: model, tools: map[int]bool{}, tool: -1, echo: e}
 }
 
 // incompleteReason is the Responses API's incomplete_details.reason of a
@@ -166,13 +155,6 @@ func callItem(id, callID, name, args, status string) map[string]any {
 	return map[string]any{"id": id, "type": "function_call", "status": status, "call_id": callID, "name": name, "arguments": args}
 }
 
-// OpenAIToResponsesResponse translates a chat.completion into a Responses
-// response for model, repeating nothing of the request (Echo.Response
-// does).
-func OpenAIToResponsesResponse(body []byte, model string) ([]byte, Usage, error) {
-	return openAIToResponsesResponse(body, model, Echo{})
-}
-
 func openAIToResponsesResponse(body []byte, model string, echo Echo) ([]byte, Usage, error) {
 	var in chatCompletion
 	if err := json.Unmarshal(body, &in); err != nil {
@@ -237,12 +219,6 @@ type ChunkToResponses struct {
 	calls  streamCalls
 	tools  map[int]bool // by call number
 	tool   int          // the number of the open call
-}
-
-// NewChunkToResponses returns a translator naming model in its response,
-// repeating nothing of the request (Echo.Chunks does).
-func NewChunkToResponses(model string) *ChunkToResponses {
-	return &ChunkToResponses{model: model, tools: map[int]bool{}, tool: -1}
 }
 
 func (t *ChunkToResponses) emit(emit Emit, name string, v map[string]any) error {

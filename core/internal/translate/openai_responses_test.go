@@ -15,7 +15,7 @@ import (
 // it sent, by name and decoded, and whether the answer was complete.
 func responseEvents(t *testing.T, chunks ...string) ([]string, []map[string]any, bool) {
 	t.Helper()
-	tr := NewChunkToResponses("m")
+	tr := Echo{}.Chunks("m")
 	var names []string
 	var events []map[string]any
 	emit := func(name string, data []byte) error {
@@ -35,7 +35,7 @@ func responseEvents(t *testing.T, chunks ...string) ([]string, []map[string]any,
 // wholeResponse translates a chat.completion and decodes the response.
 func wholeResponse(t *testing.T, completion string) map[string]any {
 	t.Helper()
-	out, _, err := OpenAIToResponsesResponse([]byte(completion), "m")
+	out, _, err := Echo{}.Response([]byte(completion), "m")
 	require.NoError(t, err)
 	var r map[string]any
 	require.NoError(t, json.Unmarshal(out, &r))
@@ -199,7 +199,9 @@ func TestResponsesRepeatTheirRequest(t *testing.T) {
 		assert.Equal(t, "be brief", parsed.Instructions.OfString)
 		assert.Equal(t, "get_weather", parsed.Tools[0].Name)
 	}
-	echo := EchoOf([]byte(request))
+	var fields map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(request), &fields))
+	echo := EchoFrom(fields)
 
 	out, _, err := echo.Response([]byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`), "m")
 	require.NoError(t, err)

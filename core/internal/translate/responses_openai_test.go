@@ -68,7 +68,7 @@ func TestResponsesResponseGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			body, err := os.ReadFile(files[name])
 			require.NoError(t, err)
-			got, u, err := OpenAIToResponsesResponse(body, "gpt-5")
+			got, u, err := Echo{}.Response(body, "gpt-5")
 			require.NoError(t, err)
 			var r responses.Response
 			require.NoError(t, json.Unmarshal(got, &r), "openai-go reads it")
@@ -87,7 +87,7 @@ func TestResponsesStreamGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			raw, err := os.ReadFile(files[name])
 			require.NoError(t, err)
-			tr := NewChunkToResponses("gpt-5")
+			tr := Echo{}.Chunks("gpt-5")
 			var events []any
 			var text, args string
 			var final *responses.Response
@@ -138,7 +138,7 @@ func TestResponsesStreamGolden(t *testing.T) {
 func TestResponsesFromAnthropicStream(t *testing.T) {
 	raw, err := os.ReadFile("testdata/anthropic/messages_stream.txt")
 	require.NoError(t, err)
-	in, out := NewStreamTranslator("claude", true), NewChunkToResponses("claude")
+	in, out := NewStreamTranslator("claude", true), Echo{}.Chunks("claude")
 	var names []string
 	emit := func(name string, _ []byte) error { names = append(names, name); return nil }
 	for _, ev := range parseSSE(raw) {
