@@ -388,7 +388,11 @@ func documentParts(b inMsgBlock, param string) ([]outChatPart, error) {
 		if name == "" {
 			name = "document.pdf"
 		}
-		return []outChatPart{{Type: "file", File: map[string]string{"file_data": "data:" + s.MediaType + ";base64," + s.Data, "filename": name}}}, nil
+		data, err := sourceURL(s, param)
+		if err != nil {
+			return nil, err
+		}
+		return []outChatPart{{Type: "file", File: map[string]string{"file_data": data, "filename": name}}}, nil
 	case "text":
 		return []outChatPart{text(s.Data)}, nil
 	case "url":
