@@ -188,7 +188,7 @@ func refuseOrigin(w http.ResponseWriter, r *http.Request) {
 }
 
 func refuseKey(w http.ResponseWriter, r *http.Request) {
-	openai.NewProblem(http.StatusUnauthorized, "invalid_api_key", "invalid API key", "").WriteFor(w, r)
+	openai.InvalidAPIKey().WriteFor(w, r)
 }
 
 // checkKey refuses a gateway request before its body is read when it

@@ -28,13 +28,14 @@ import (
 func checkHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
+		machine := legacyMachine(r)
 		switch {
-		case isGatewayPath(p) || legacyMachine(r) != "":
+		case isGatewayPath(p) || machine != "":
 			if name := openai.UnsafeHeader(r.Header); name != "" {
 				openai.UnsafeHeaderProblem(name, false).WriteFor(w, r)
 				return
 			}
-			if m := legacyMachine(r); m != "" && !openai.MetadataSafe(m) {
+			if machine != "" && !openai.MetadataSafe(machine) {
 				openai.NewProblem(http.StatusBadRequest, "invalid_machine_id",
 					"machine id in the path must be 16 lowercase hex characters", "machineId").WriteFor(w, r)
 				return

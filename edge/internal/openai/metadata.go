@@ -118,6 +118,12 @@ func UnsafeHeader(h http.Header) string {
 	return ""
 }
 
+// InvalidAPIKey is the 401 of a key no machine can have, whichever check of
+// the edge finds it.
+func InvalidAPIKey() Problem {
+	return NewProblem(http.StatusUnauthorized, "invalid_api_key", "invalid API key", "")
+}
+
 // UnsafeHeaderProblem is the answer to a request whose header name
 // UnsafeHeader refused. A credential is a 401: on the admin routes (admin)
 // Authorization carries the admin token (invalid_admin_token), on the
@@ -130,7 +136,7 @@ func UnsafeHeaderProblem(name string, admin bool) Problem {
 	case admin && name == "Authorization":
 		return NewProblem(http.StatusUnauthorized, "invalid_admin_token", "a valid admin token is required (Authorization: Bearer <admin token>)", "")
 	case !admin && (name == "Authorization" || name == "X-Api-Key" || name == "X-Goog-Api-Key"):
-		return NewProblem(http.StatusUnauthorized, "invalid_api_key", "invalid API key", "")
+		return InvalidAPIKey()
 	}
 	return NewProblem(http.StatusBadRequest, "invalid_header", "the "+name+" header must be printable ASCII", name)
 }
