@@ -410,7 +410,7 @@ func (s *Service) Cancel(ctx context.Context, u User, clientKey string) (*billin
 	if ended(sub.GetStatus()) || rec.GetCancelAtPeriodEnd() {
 		return nil, ErrCanceled
 	}
-	restore, err := s.cancel(ctx, u, rec, clientKey, "")
+	restore, err := s.cancel(ctx, u, rec, clientKey)
 	if errors.Is(err, ErrProviderRefused) {
 		rec, err = s.SyncSubscription(ctx, sub.GetId(), nil)
 		switch {
@@ -421,9 +421,7 @@ func (s *Service) Cancel(ctx context.Context, u User, clientKey string) (*billin
 		case rec.GetCancelAtPeriodEnd():
 			return rec, nil
 		}
-		// A new Stripe idempotency key: Stripe keeps the refusal under the
-		// first one.
-		restore, err = s.cancel(ctx, u, rec, clientKey, "after-sync:"+rec.GetScheduleId())
+		restore, err = s.cancel(ctx, u, rec, afterSync(clientKey, rec))
 	}
 	if err != nil {
 		return nil, err
@@ -436,9 +434,8 @@ func (s *Service) Cancel(ctx context.Context, u User, clientKey string) (*billin
 }
 
 // cancel remembers rec's scheduled change of cycle, releases its schedule
-// and cancels it at Stripe; it returns the change remembered. attempt
-// tells a second attempt's Stripe writes from the first's.
-func (s *Service) cancel(ctx context.Context, u User, rec *billingv1.SubscriptionRecord, clientKey, attempt string) (billingv1.Recurring, error) {
+// and cancels it at Stripe; it returns the change remembered.
+func (s *Service) cancel(ctx context.Context, u User, rec *billingv1.SubscriptionRecord, clientKey string) (billingv1.Recurring, error) {
 	sub := rec.GetSubscription()
 	restore := sub.GetPendingRecurring()
 	if restore == billingv1.Recurring_RECURRING_UNSPECIFIED {
@@ -453,11 +450,7 @@ func (s *Service) cancel(ctx context.Context, u User, rec *billingv1.Subscriptio
 			return restore, err
 		}
 	}
-	parts := []string{sub.GetId()}
-	if attempt != "" {
-		parts = append(parts, attempt)
-	}
-	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), true, idempotencyKey(u.ID, "cancel", clientKey, parts...)); err != nil {
+	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), true, idempotencyKey(u.ID, "cancel", clientKey, sub.GetId())); err != nil {
 		return restore, s.providerError("cancel subscription", err, nil)
 	}
 	return restore, nil
@@ -499,7 +492,7 @@ func (s *Service) Resume(ctx context.Context, u User, clientKey string) (*billin
 	if err := s.resumable(rec); err != nil {
 		return nil, err
 	}
-	out, err := s.resume(ctx, u, rec, clientKey, "")
+	out, err := s.resume(ctx, u, rec, clientKey)
 	if !errors.Is(err, ErrProviderRefused) {
 		return out, err
 	}
@@ -512,9 +505,7 @@ func (s *Service) Resume(ctx context.Context, u User, clientKey string) (*billin
 	} else if err != nil {
 		return nil, err
 	}
-	// A new Stripe idempotency key: Stripe keeps the refusal under the
-	// first one.
-	return s.resume(ctx, u, rec, clientKey, "after-sync:"+rec.GetScheduleId())
+	return s.resume(ctx, u, rec, afterSync(clientKey, rec))
 }
 
 // resumable tells whether rec can be resumed: ErrExpired once it ended or
@@ -532,9 +523,8 @@ func (s *Service) resumable(rec *billingv1.SubscriptionRecord) error {
 
 // resume resumes rec at Stripe: a schedule it holds is released first (its
 // change of cycle remembered, as cancel does), then the cancellation is
-// undone and the remembered change scheduled again. attempt tells a second
-// attempt's Stripe writes from the first's.
-func (s *Service) resume(ctx context.Context, u User, rec *billingv1.SubscriptionRecord, clientKey, attempt string) (*billingv1.SubscriptionRecord, error) {
+// undone and the remembered change scheduled again.
+func (s *Service) resume(ctx context.Context, u User, rec *billingv1.SubscriptionRecord, clientKey string) (*billingv1.SubscriptionRecord, error) {
 	sub := rec.GetSubscription()
 	restore := rec.GetRestoreRecurring()
 	if rec.GetScheduleId() != "" {
@@ -548,21 +538,13 @@ func (s *Service) resume(ctx context.Context, u User, rec *billingv1.Subscriptio
 			return nil, err
 		}
 	}
-	parts := []string{sub.GetId()}
-	if attempt != "" {
-		parts = append(parts, attempt)
-	}
-	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), false, idempotencyKey(u.ID, "resume", clientKey, parts...)); err != nil {
+	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), false, idempotencyKey(u.ID, "resume", clientKey, sub.GetId())); err != nil {
 		return nil, s.providerError("resume subscription", err, nil)
 	}
 	if restore != billingv1.Recurring_RECURRING_UNSPECIFIED && restore != billedRecurring(sub) {
 		price, err := s.price(ctx, sub.GetPlan(), restore)
 		if err == nil {
-			parts := []string{sub.GetId(), price.ID}
-			if attempt != "" {
-				parts = append(parts, attempt)
-			}
-			_, err = s.pay.ScheduleChange(ctx, sub.GetId(), "", price.ID, idempotencyKey(u.ID, "reschedule", clientKey, parts...))
+			_, err = s.pay.ScheduleChange(ctx, sub.GetId(), "", price.ID, idempotencyKey(u.ID, "reschedule", clientKey, sub.GetId(), price.ID))
 		}
 		if err != nil {
 			// The resume itself went through; the user can ask for the
@@ -591,7 +573,7 @@ func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.
 	if rec == nil {
 		return nil, ErrNoSubscription
 	}
-	out, err := s.changeRecurring(ctx, u, rec, target, clientKey, "")
+	out, err := s.changeRecurring(ctx, u, rec, target, clientKey)
 	// SAME_SUBSCRIPTION_RECURRING is checked against Stripe too (a rare
 	// answer): a switch made in the billing portal makes billing's copy
 	// show the cycle asked for as chosen when Stripe holds another.
@@ -610,14 +592,11 @@ func (s *Service) ChangeRecurring(ctx context.Context, u User, target billingv1.
 	case chosenRecurring(rec.GetSubscription()) == target:
 		return rec, nil
 	}
-	// A new Stripe idempotency key: Stripe keeps the refusal under the
-	// first one.
-	return s.changeRecurring(ctx, u, rec, target, clientKey, "after-sync:"+rec.GetScheduleId())
+	return s.changeRecurring(ctx, u, rec, target, afterSync(clientKey, rec))
 }
 
-// changeRecurring changes rec's cycle to target at Stripe. attempt tells a
-// second attempt's Stripe writes from the first's.
-func (s *Service) changeRecurring(ctx context.Context, u User, rec *billingv1.SubscriptionRecord, target billingv1.Recurring, clientKey, attempt string) (*billingv1.SubscriptionRecord, error) {
+// changeRecurring changes rec's cycle to target at Stripe.
+func (s *Service) changeRecurring(ctx context.Context, u User, rec *billingv1.SubscriptionRecord, target billingv1.Recurring, clientKey string) (*billingv1.SubscriptionRecord, error) {
 	sub := rec.GetSubscription()
 	if ended(sub.GetStatus()) || rec.GetCancelAtPeriodEnd() {
 		return nil, ErrCanceled
@@ -635,12 +614,8 @@ func (s *Service) changeRecurring(ctx context.Context, u User, rec *billingv1.Su
 	if err != nil {
 		return nil, err
 	}
-	parts := []string{sub.GetId(), price.ID}
-	if attempt != "" {
-		parts = append(parts, attempt)
-	}
 	if _, err := s.pay.ScheduleChange(ctx, sub.GetId(), rec.GetScheduleId(), price.ID,
-		idempotencyKey(u.ID, "schedule", clientKey, parts...)); err != nil {
+		idempotencyKey(u.ID, "schedule", clientKey, sub.GetId(), price.ID)); err != nil {
 		return nil, s.providerError("schedule change", err, nil)
 	}
 	return s.SyncSubscription(ctx, sub.GetId(), forgetRestore)
@@ -677,6 +652,18 @@ func View(rec *billingv1.SubscriptionRecord) *billingv1.Subscription {
 	v.BilledRecurring = billedRecurring(sub)
 	v.Recurring = chosenRecurring(sub)
 	return v
+}
+
+// afterSync is the client key of an action tried again on what Stripe holds
+// after it refused the first try: Stripe keeps a refusal under its
+// idempotency key, so every write of the second try (a release, a cancel,
+// a schedule) needs a key of its own. Without a client key each write gets
+// a fresh one anyway.
+func afterSync(clientKey string, rec *billingv1.SubscriptionRecord) string {
+	if clientKey == "" {
+		return ""
+	}
+	return clientKey + "\x00after-sync:" + rec.GetScheduleId()
 }
 
 // forgetRestore drops a change of cycle a failed cancel left remembered:
