@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchboardhq/switchboard/internal/config"
 	"github.com/switchboardhq/switchboard/internal/logincli"
 	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
@@ -215,7 +216,12 @@ func (f *fakeAuthServer) tokenPolls() int {
 // fake server; codex and kimi connections get baseURL.
 func serveWithOAuth(t *testing.T, f *fakeAuthServer, baseURL string) *nodetest.Instance {
 	t.Helper()
-	cfg := nodetest.Config(t.TempDir())
+	return serveWithOAuthConfig(t, f, baseURL, nodetest.Config(t.TempDir()))
+}
+
+// serveWithOAuthConfig is serveWithOAuth on cfg.
+func serveWithOAuthConfig(t *testing.T, f *fakeAuthServer, baseURL string, cfg config.Config) *nodetest.Instance {
+	t.Helper()
 	common := func(extra map[string]string) map[string]string {
 		m := map[string]string{"client_id": fakeClientID, "device_url": f.URL + "/device/code", "token_url": f.URL + "/token"}
 		for k, v := range extra {
@@ -545,4 +551,36 @@ func TestOAuthAuthorizationCodeRoutes(t *testing.T) {
 	assert.Equal(t, id, again.JSON["connection"].(map[string]any)["id"])
 	conns := sb.Admin(t, http.MethodGet, "/api/providers", nil)
 	assert.Len(t, conns.JSON["connections"], 1)
+}
+
+// A login's tokens were issued at the login, so a token living shorter than
+// its provider's lead (an hour-long Codex token against the five days Codex
+// is refreshed ahead) waits half its life like a refreshed one, instead of
+// being refreshed at the first scan after the login.
+func TestLoginTokenShorterThanTheLeadIsNotRefreshedAtOnce(t *testing.T) {
+	f := newFakeAuthServer(t, pollOK)
+	cfg := nodetest.Config(t.TempDir())
+	cfg.TokenScanEvery = 20 * time.Millisecond
+	sb := serveWithOAuthConfig(t, f, "https://example.invalid/v1", cfg)
+	start := sb.Admin(t, http.MethodPost, "/api/oauth/codex/authorize", map[string]any{"redirectUri": "http://127.0.0.1:9/cb"})
+	require.Equal(t, http.StatusOK, start.Status, "%s", start.Body)
+	authURL, err := url.Parse(start.JSON["authorizeUrl"].(string))
+	require.NoError(t, err)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(authURL.String())
+	require.NoError(t, err)
+	resp.Body.Close()
+	r := sb.Admin(t, http.MethodPost, "/api/oauth/codex/exchange", map[string]any{"flowId": start.JSON["flowId"], "code": fakeAuthCode})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+
+	time.Sleep(time.Second) // fifty scans
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var refreshes int
+	for _, form := range f.tokenForms {
+		if form.Get("grant_type") == "refresh_token" {
+			refreshes++
+		}
+	}
+	assert.Zero(t, refreshes, "a token of an hour, issued a second ago, is not due")
 }

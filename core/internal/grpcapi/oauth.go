@@ -507,7 +507,9 @@ func (a *Admin) completeLogin(ctx context.Context, f *busv1.OAuthFlow, proxyURL 
 		}
 	}
 	sec := &busv1.Secrets{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken}
-	st := &busv1.OAuthState{TokenUrl: p.TokenURL, ClientId: p.ClientID}
+	// The login has just issued the tokens: their life is known, so the
+	// scheduler refreshes a short-lived one halfway, as after a refresh.
+	st := &busv1.OAuthState{TokenUrl: p.TokenURL, ClientId: p.ClientID, RefreshedAt: timestamppb.New(now)}
 	if tok.ExpiresIn > 0 {
 		st.ExpiresAt = timestamppb.New(now.Add(time.Duration(tok.ExpiresIn) * time.Second))
 	}

@@ -70,9 +70,9 @@ func (s *Scheduler) Due(c *busv1.Connection, now time.Time) (bool, string) {
 		// A refreshed token that lives shorter than the provider's lead
 		// (hour-long tokens where the table leads by four) is refreshed
 		// halfway through its life: with the lead, every scan would find it
-		// due again, a refresh a minute. A token no refresh stored (a
-		// login's, an import's) keeps the lead: when it was issued is not
-		// known.
+		// due again, a refresh a minute. A login records its tokens'
+		// issue too; an imported token keeps the lead: when it was issued
+		// is not known.
 		if life := e.AsTime().Sub(r.AsTime()); life > 0 {
 			lead = min(lead, life/2)
 		}

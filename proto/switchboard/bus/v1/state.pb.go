@@ -547,11 +547,11 @@ type OAuthState struct {
 	Generation   uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
 	NeedsRelogin bool   `protobuf:"varint,5,opt,name=needs_relogin,json=needsRelogin,proto3" json:"needs_relogin,omitempty"`
 	LastError    string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	// refreshed_at is when core last stored the tokens of a refresh (unset
-	// until the first, and for tokens a login or an import gave): with
-	// expires_at it tells a refreshed token's lifetime, which the scheduler
-	// reads to refresh one that lives shorter than its provider's lead
-	// halfway through its life rather than at every scan.
+	// refreshed_at is when core last stored freshly issued tokens, from a
+	// login or a refresh (unset for imported tokens, whose issue is not
+	// known): with expires_at it tells the tokens' lifetime, which the
+	// scheduler reads to refresh one that lives shorter than its provider's
+	// lead halfway through its life rather than at every scan.
 	RefreshedAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=refreshed_at,json=refreshedAt,proto3" json:"refreshed_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
