@@ -190,24 +190,47 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 		return nil, invalid("tool_choice.name", "the server tool "+strconv.Quote(tc.Name)+" is not available on this model's upstream")
 	}
 	if tc := in.ToolChoice; tc != nil {
-		switch tc.Type {
-		case "auto":
-			out.ToolChoice = "auto"
-		case "any":
-			out.ToolChoice = "required"
-		case "none":
-			out.ToolChoice = "none"
-		case "tool":
-			out.ToolChoice = map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}
-		default:
-			return nil, invalid("tool_choice.type", "unknown tool_choice type "+strconv.Quote(tc.Type))
+		choice, err := chatToolChoice(tc, out.Tools)
+		if err != nil {
+			return nil, err
 		}
+		out.ToolChoice = choice
 		if tc.DisableParallelToolUse && len(out.Tools) > 0 {
 			f := false
 			out.ParallelToolCalls = &f
 		}
 	}
 	return marshal(out)
+}
+
+// chatToolChoice is a Messages tool_choice as Chat Completions has it, for
+// a request offering tools (nil: none is sent). OpenAI refuses tool_choice
+// without tools ("'tool_choice' is only allowed when 'tools' are
+// specified"), so with none left auto and none, which ask nothing a request
+// without tools does not already do, are left out. A choice that forces a
+// call cannot be answered without the tool: any with no tools, and a tool
+// the request does not offer, are refused, as Anthropic refuses them.
+func chatToolChoice(tc *msgToolChoice, tools []outChatTool) (any, error) {
+	switch tc.Type {
+	case "auto", "none":
+		if len(tools) == 0 {
+			return nil, nil
+		}
+		return tc.Type, nil
+	case "any":
+		if len(tools) == 0 {
+			return nil, invalid("tool_choice.type", "tool_choice \"any\" needs tools, and the request offers none")
+		}
+		return "required", nil
+	case "tool":
+		for _, t := range tools {
+			if t.Function.Name == tc.Name {
+				return map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}, nil
+			}
+		}
+		return nil, invalid("tool_choice.name", "the tool "+strconv.Quote(tc.Name)+" named by tool_choice is not among the request's tools")
+	}
+	return nil, invalid("tool_choice.type", "unknown tool_choice type "+strconv.Quote(tc.Type))
 }
 
 // systemText reads system as a string or a list of text blocks.

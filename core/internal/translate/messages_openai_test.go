@@ -367,6 +367,54 @@ func TestThinkingOnlyAssistantTurnLeftOut(t *testing.T) {
 	assert.Equal(t, "still there?", out.Messages[1]["content"])
 }
 
+// OpenAI refuses tool_choice and parallel_tool_calls in a request without
+// tools: a choice that asks nothing is left out when no tools remain, and
+// one that forces a call to a tool the request does not offer is refused
+// before anything is sent, as Anthropic refuses it.
+func TestMessagesToolChoiceWithoutTools(t *testing.T) {
+	const weather = `{"name":"get_weather","input_schema":{"type":"object"}}`
+	for _, tc := range []struct {
+		name, tools, choice string
+		// want is the tool_choice sent (nil: none); param names the
+		// refused member when the request is refused.
+		want  any
+		param string
+	}{
+		{name: "auto without tools", choice: `{"type":"auto","disable_parallel_tool_use":true}`},
+		{name: "none with an empty list", tools: `[]`, choice: `{"type":"none"}`},
+		{name: "any with an empty list", tools: `[]`, choice: `{"type":"any"}`, param: "tool_choice.type"},
+		{name: "any without tools", choice: `{"type":"any"}`, param: "tool_choice.type"},
+		{name: "tool without tools", tools: `[]`, choice: `{"type":"tool","name":"get_weather"}`, param: "tool_choice.name"},
+		{name: "tool not offered", tools: `[` + weather + `]`, choice: `{"type":"tool","name":"get_time"}`, param: "tool_choice.name"},
+		{name: "auto with a tool", tools: `[` + weather + `]`, choice: `{"type":"auto"}`, want: "auto"},
+		{name: "tool offered", tools: `[` + weather + `]`, choice: `{"type":"tool","name":"get_weather"}`,
+			want: map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"hi"}],"tool_choice":` + tc.choice
+			if tc.tools != "" {
+				body += `,"tools":` + tc.tools
+			}
+			body += `}`
+			got, err := AnthropicToOpenAIRequest([]byte(body), "gpt-5", ChatOptions{})
+			if tc.param != "" {
+				require.ErrorIs(t, err, ErrInvalidRequest)
+				var re *RequestError
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, tc.param, re.Param, re.Message)
+				return
+			}
+			require.NoError(t, err)
+			var out map[string]any
+			require.NoError(t, json.Unmarshal(got, &out), "%s", got)
+			assert.Equal(t, tc.want, out["tool_choice"], "%s", got)
+			if out["tools"] == nil {
+				assert.NotContains(t, out, "parallel_tool_calls", "%s", got)
+			}
+		})
+	}
+}
+
 // FuzzAnthropicToOpenAIRequest: any client body either translates into a
 // valid chat request or fails with a RequestError; it never panics.
 func FuzzAnthropicToOpenAIRequest(f *testing.F) {
@@ -383,6 +431,13 @@ func FuzzAnthropicToOpenAIRequest(f *testing.F) {
 			return
 		}
 		require.True(t, json.Valid(out))
+		// OpenAI refuses both without tools.
+		var req map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(out, &req))
+		if _, ok := req["tools"]; !ok {
+			require.NotContains(t, req, "tool_choice", "%s", out)
+			require.NotContains(t, req, "parallel_tool_calls", "%s", out)
+		}
 	})
 }
 
