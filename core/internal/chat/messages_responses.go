@@ -8,13 +8,16 @@ import (
 
 // messagesResponses is Anthropic Messages to a Responses-only upstream
 // (codex): two translators composed through Chat Completions.
-type messagesResponses struct{ toResponses }
+type messagesResponses struct {
+	toResponses
+	opts translate.ChatOptions
+}
 
 func (messagesResponses) header(http.Header, inbound) {}
 func (messagesResponses) errorBody(raw []byte) []byte { return raw }
 
-func (messagesResponses) request(in inbound, model string) ([]byte, error) {
-	chatBody, err := translate.AnthropicToOpenAIRequest(in.body, model, translate.ChatOptions{})
+func (m messagesResponses) request(in inbound, model string) ([]byte, error) {
+	chatBody, err := translate.AnthropicToOpenAIRequest(in.body, model, m.opts)
 	if err != nil {
 		return nil, requestError(err, "messages")
 	}

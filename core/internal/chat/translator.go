@@ -63,7 +63,13 @@ func pick(d Dialect, spec provider.Spec, model string) translator {
 	if spec.Format == provider.FormatResponses {
 		switch d {
 		case DialectMessages:
-			return messagesResponses{}
+			// Every model of a Responses-only upstream (the ChatGPT backend
+			// of codex) reasons: Claude Code's thinking is sent as
+			// reasoning effort. For other upstreams the gateway knows no
+			// model that reasons for certain (provider lists are short and
+			// say nothing of it), and one that does not answers 400 to an
+			// effort, so their thinking is left out.
+			return messagesResponses{opts: translate.ChatOptions{Reasons: true}}
 		case DialectResponses:
 			return responsesNative{}
 		}

@@ -123,6 +123,11 @@ type ChatOptions struct {
 	// user message after the tool messages (which hold text only); without
 	// it (a model that may not take images) they are noted as [image].
 	ToolResultImages bool
+	// Reasons is true when the upstream model is known to reason: a
+	// Messages thinking budget is sent as reasoning_effort. Without it
+	// thinking is left out, since a model that does not reason answers 400
+	// to reasoning_effort.
+	Reasons bool
 }
 
 // setCap sets out's output cap to n in the member the upstream takes.
@@ -138,7 +143,9 @@ func (o ChatOptions) setCap(out *outChatRequest, n *int64) {
 // chat.completions request for upstreamModel. Streams ask for usage. Tool
 // results become tool messages placed right after the assistant's calls;
 // thinking blocks of earlier turns are dropped (Chat Completions has no
-// place for them); server tools the upstream cannot run are refused.
+// place for them); the thinking setting becomes reasoning_effort only where
+// opts.Reasons says the model reasons; server tools the upstream cannot run
+// are refused.
 func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOptions) ([]byte, error) {
 	var in inMsgRequest
 	if err := json.Unmarshal(body, &in); err != nil {
@@ -149,6 +156,9 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 		Stop: in.StopSequences, Stream: in.Stream,
 	}
 	opts.setCap(&out, in.MaxTokens)
+	if opts.Reasons {
+		out.ReasoningEffort = thinkingEffort(in.Thinking)
+	}
 	if in.Stream {
 		out.StreamOptions = &outStreamOptions{IncludeUsage: true}
 	}
@@ -201,6 +211,19 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 		}
 	}
 	return marshal(out)
+}
+
+// thinkingEffort is the reasoning effort of a Messages thinking setting
+// ("": none sent). An enabled budget maps to the effort it pays for. With
+// adaptive thinking the model decides how much to think, as a reasoning
+// model does at its default effort; disabled thinking, like none, leaves
+// the upstream's default too, since the models that always reason refuse
+// an effort of none. A type Messages may add later reads as none.
+func thinkingEffort(t *msgThinking) string {
+	if t == nil || t.Type != "enabled" {
+		return ""
+	}
+	return reasoningEffort(t.BudgetTokens)
 }
 
 // chatToolChoice is a Messages tool_choice as Chat Completions has it, for

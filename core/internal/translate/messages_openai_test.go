@@ -415,6 +415,68 @@ func TestMessagesToolChoiceWithoutTools(t *testing.T) {
 	}
 }
 
+// Claude Code's thinking reaches an upstream whose model reasons as the
+// reasoning effort its budget pays for, one every reasoning model takes; it
+// is left out where the model may not reason (a 400 there), and when
+// thinking is not enabled.
+func TestMessagesThinkingAsReasoningEffort(t *testing.T) {
+	for _, tc := range []struct {
+		name, thinking string
+		reasons        bool
+		want           string
+	}{
+		{"small budget", `{"type":"enabled","budget_tokens":1024}`, true, "low"},
+		{"think", `{"type":"enabled","budget_tokens":4000}`, true, "low"},
+		{"think hard", `{"type":"enabled","budget_tokens":10000}`, true, "medium"},
+		{"high's budget", `{"type":"enabled","budget_tokens":16384}`, true, "high"},
+		{"ultrathink", `{"type":"enabled","budget_tokens":31999}`, true, "high"},
+		{"beyond high", `{"type":"enabled","budget_tokens":64000}`, true, "high"},
+		{"adaptive", `{"type":"adaptive"}`, true, ""},
+		{"disabled", `{"type":"disabled"}`, true, ""},
+		{"absent", `null`, true, ""},
+		{"model not known to reason", `{"type":"enabled","budget_tokens":10000}`, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"model":"m","max_tokens":64000,"thinking":` + tc.thinking + `,"messages":[{"role":"user","content":"hi"}]}`
+			chat, err := AnthropicToOpenAIRequest([]byte(body), "gpt-5-codex", ChatOptions{Reasons: tc.reasons})
+			require.NoError(t, err)
+			var out map[string]any
+			require.NoError(t, json.Unmarshal(chat, &out), "%s", chat)
+			if tc.want == "" {
+				assert.NotContains(t, out, "reasoning_effort", "%s", chat)
+			} else {
+				assert.Equal(t, tc.want, out["reasoning_effort"], "%s", chat)
+			}
+
+			// On to a Responses-only upstream: reasoning.effort.
+			resp, err := OpenAIToResponsesRequest(chat, "gpt-5-codex")
+			require.NoError(t, err)
+			var sent struct {
+				Reasoning *struct {
+					Effort string `json:"effort"`
+				} `json:"reasoning"`
+			}
+			require.NoError(t, json.Unmarshal(resp, &sent), "%s", resp)
+			if tc.want == "" {
+				assert.Nil(t, sent.Reasoning, "%s", resp)
+			} else {
+				require.NotNil(t, sent.Reasoning, "%s", resp)
+				assert.Equal(t, tc.want, sent.Reasoning.Effort)
+			}
+		})
+	}
+}
+
+// The two mappings read one table: a portable effort's thinking budget maps
+// back to that effort.
+func TestReasoningEffortRoundTrip(t *testing.T) {
+	for _, effort := range []string{"low", "medium", "high"} {
+		budget, ok := thinkingBudget(effort)
+		require.True(t, ok)
+		assert.Equal(t, effort, reasoningEffort(budget))
+	}
+}
+
 // FuzzAnthropicToOpenAIRequest: any client body either translates into a
 // valid chat request or fails with a RequestError; it never panics.
 func FuzzAnthropicToOpenAIRequest(f *testing.F) {

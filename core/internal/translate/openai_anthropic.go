@@ -16,24 +16,52 @@ const DefaultMaxTokens = 4096
 // room kept for the answer when a budget must shrink to fit max_tokens.
 const minThinkingBudget = 1024
 
+// reasoningEfforts pairs OpenAI's reasoning efforts with Anthropic thinking
+// budgets, in rising order; both directions read it (thinkingBudget and
+// reasoningEffort), so an effort sent one way comes back as itself. Every
+// reasoning model takes the portable ones: OpenAI's codex models refuse
+// minimal and xhigh ("Supported values are: 'low', 'medium', and 'high'"),
+// and gpt-5.1 refuses minimal.
+var reasoningEfforts = [...]struct {
+	effort   string
+	budget   int64
+	portable bool
+}{
+	{"minimal", 1024, false},
+	{"low", 2048, true},
+	{"medium", 8192, true},
+	{"high", 16384, true},
+	{"xhigh", 32768, false},
+}
+
 // thinkingBudget maps OpenAI's reasoning_effort to a thinking budget (0:
 // no thinking); ok is false for an unknown effort.
 func thinkingBudget(effort string) (budget int64, ok bool) {
-	switch effort {
-	case "", "none":
+	if effort == "" || effort == "none" {
 		return 0, true
-	case "minimal":
-		return 1024, true
-	case "low":
-		return 2048, true
-	case "medium":
-		return 8192, true
-	case "high":
-		return 16384, true
-	case "xhigh":
-		return 32768, true
+	}
+	for _, e := range reasoningEfforts {
+		if e.effort == effort {
+			return e.budget, true
+		}
 	}
 	return 0, false
+}
+
+// reasoningEffort maps a thinking budget to the portable reasoning effort
+// it pays for: the highest whose budget it reaches, and the lowest for a
+// smaller budget.
+func reasoningEffort(budget int64) string {
+	effort := ""
+	for _, e := range reasoningEfforts {
+		if !e.portable {
+			continue
+		}
+		if effort == "" || budget >= e.budget {
+			effort = e.effort
+		}
+	}
+	return effort
 }
 
 // placeholderUserText opens a conversation that starts with an assistant
