@@ -246,9 +246,28 @@ func TestMessagesTranslatedToOpenAI(t *testing.T) {
 	assert.Contains(t, string(last.Body), `"role":"tool"`, "the tool result went upstream as a tool message")
 	assert.Contains(t, string(last.Body), `"tool_calls"`)
 
+	// More stop sequences than OpenAI takes: the client's 400, in
+	// Anthropic's shape, with no upstream call.
+	n := len(up.Requests())
+	body = messagesBody(chatModel, "x", false)
+	body["stop_sequences"] = []string{"a", "b", "c", "d", "e"}
+	resp, raw, _ = postMessages(t, sb, key, body)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(raw))
+	var refused struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &refused), string(raw))
+	assert.Equal(t, "error", refused.Type)
+	assert.Equal(t, "invalid_request_error", refused.Error.Type)
+	assert.Contains(t, refused.Error.Message, "stop sequences")
+	assert.Len(t, up.Requests(), n)
+
 	// count_tokens: no counting endpoint on this shape, so the gateway
 	// estimates, with no upstream call.
-	n := len(up.Requests())
 	ct := sb.Do(t, http.MethodPost, pathMessages+"/count_tokens", map[string]any{"model": chatModel,
 		"messages": []map[string]any{{"role": "user", "content": "count these words please"}}}, "x-api-key", key)
 	require.Equal(t, http.StatusOK, ct.Status, string(ct.Body))

@@ -117,6 +117,10 @@ type Spec struct {
 	// chat request's output cap as max_completion_tokens (OpenAI: its
 	// reasoning models refuse max_tokens); others get max_tokens.
 	MaxCompletionTokens bool
+	// MaxStopSequences is the most stop sequences the upstream takes in a
+	// translated chat request (OpenAI: 4, answering 400 to more); 0 when
+	// no limit is known.
+	MaxStopSequences int
 	// Omit are top-level request members the upstream answers 400 to
 	// although its API defines them (the ChatGPT backend refuses output
 	// caps and sampling): they are left out of what is sent.

@@ -39,7 +39,10 @@ func openAI() Spec {
 		Auth: AuthBearer, Format: FormatOpenAI, Responses: true, Listing: true,
 		// gpt-5 and the o-series answer 400 to max_tokens.
 		MaxCompletionTokens: true,
-		Kinds:               []string{KindLLM, KindEmbedding, KindSTT, KindTTS, KindImage, KindVideo},
+		// "Invalid 'stop': array too long. Expected an array with maximum
+		// length 4" (array_above_max_length).
+		MaxStopSequences: 4,
+		Kinds:            []string{KindLLM, KindEmbedding, KindSTT, KindTTS, KindImage, KindVideo},
 		Models: []Model{
 			chat("gpt-5.2", 400_000, ModalityText, ModalityImage),
 			chat("gpt-5", 400_000, ModalityText, ModalityImage),

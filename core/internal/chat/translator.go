@@ -59,7 +59,8 @@ var (
 // the upstream's model.
 func pick(d Dialect, spec provider.Spec, model string) translator {
 	anthropic := spec.Format == provider.FormatAnthropic
-	chatOpts := translate.ChatOptions{MaxCompletionTokens: spec.MaxCompletionTokens, ToolResultImages: takesImages(spec, model)}
+	chatOpts := translate.ChatOptions{MaxCompletionTokens: spec.MaxCompletionTokens, ToolResultImages: takesImages(spec, model),
+		MaxStopSequences: spec.MaxStopSequences}
 	if spec.Format == provider.FormatResponses {
 		switch d {
 		case DialectMessages:

@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -128,6 +129,11 @@ type ChatOptions struct {
 	// thinking is left out, since a model that does not reason answers 400
 	// to reasoning_effort.
 	Reasons bool
+	// MaxStopSequences is the most stop sequences the upstream takes (0: no
+	// known limit). A Messages request with more, after duplicates, is
+	// refused: Anthropic takes more, and sending fewer would let the answer
+	// run past a sequence the client stops at.
+	MaxStopSequences int
 }
 
 // setCap sets out's output cap to n in the member the upstream takes.
@@ -153,8 +159,13 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	}
 	out := outChatRequest{
 		Model: upstreamModel, Temperature: in.Temperature, TopP: in.TopP,
-		Stop: in.StopSequences, Stream: in.Stream,
+		Stream: in.Stream,
 	}
+	stop, err := chatStop(in.StopSequences, opts.MaxStopSequences)
+	if err != nil {
+		return nil, err
+	}
+	out.Stop = stop
 	opts.setCap(&out, in.MaxTokens)
 	if opts.Reasons {
 		out.ReasoningEffort = thinkingEffort(in.Thinking)
@@ -211,6 +222,24 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 		}
 	}
 	return marshal(out)
+}
+
+// chatStop is the stop sequences sent to a chat upstream that takes at
+// most limit of them (0: no known limit), each once.
+func chatStop(seqs []string, limit int) ([]string, error) {
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	out := make([]string, 0, len(seqs))
+	for _, s := range seqs {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if limit > 0 && len(out) > limit {
+		return nil, invalid("stop_sequences", "this model's upstream takes at most "+strconv.Itoa(limit)+" stop sequences; the request has "+strconv.Itoa(len(out)))
+	}
+	return out, nil
 }
 
 // thinkingEffort is the reasoning effort of a Messages thinking setting

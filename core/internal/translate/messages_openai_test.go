@@ -477,6 +477,40 @@ func TestReasoningEffortRoundTrip(t *testing.T) {
 	}
 }
 
+// OpenAI answers 400 to more than four stop sequences: a Messages request
+// with more, duplicates counted once, is refused for such an upstream before
+// anything is sent, and passes whole to one without a known limit.
+func TestMessagesStopSequencesLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name, stop string
+		limit      int
+		want       []any
+		refused    bool
+	}{
+		{"five to OpenAI", `["a","b","c","d","e"]`, 4, nil, true},
+		{"four to OpenAI", `["a","b","c","d"]`, 4, []any{"a", "b", "c", "d"}, false},
+		{"five with a duplicate", `["a","b","a","c","d"]`, 4, []any{"a", "b", "c", "d"}, false},
+		{"five without a known limit", `["a","b","c","d","e"]`, 0, []any{"a", "b", "c", "d", "e"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"model":"m","max_tokens":64,"stop_sequences":` + tc.stop + `,"messages":[{"role":"user","content":"hi"}]}`
+			got, err := AnthropicToOpenAIRequest([]byte(body), "gpt-4o", ChatOptions{MaxStopSequences: tc.limit})
+			if tc.refused {
+				require.ErrorIs(t, err, ErrInvalidRequest)
+				var re *RequestError
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, "stop_sequences", re.Param)
+				assert.Contains(t, re.Message, "at most 4")
+				return
+			}
+			require.NoError(t, err)
+			var out map[string]any
+			require.NoError(t, json.Unmarshal(got, &out), "%s", got)
+			assert.Equal(t, tc.want, out["stop"], "%s", got)
+		})
+	}
+}
+
 // FuzzAnthropicToOpenAIRequest: any client body either translates into a
 // valid chat request or fails with a RequestError; it never panics.
 func FuzzAnthropicToOpenAIRequest(f *testing.F) {
