@@ -521,18 +521,33 @@ func FuzzAnthropicToOpenAIRequest(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out, err := AnthropicToOpenAIRequest(body, "m", ChatOptions{})
-		if err != nil {
-			require.ErrorIs(t, err, ErrInvalidRequest)
-			return
-		}
-		require.True(t, json.Valid(out))
-		// OpenAI refuses both without tools.
-		var req map[string]json.RawMessage
-		require.NoError(t, json.Unmarshal(out, &req))
-		if _, ok := req["tools"]; !ok {
-			require.NotContains(t, req, "tool_choice", "%s", out)
-			require.NotContains(t, req, "parallel_tool_calls", "%s", out)
+		for _, opts := range []ChatOptions{{}, {Reasons: true, MaxStopSequences: 4}} {
+			out, err := AnthropicToOpenAIRequest(body, "m", opts)
+			if err != nil {
+				require.ErrorIs(t, err, ErrInvalidRequest)
+				continue
+			}
+			require.True(t, json.Valid(out))
+			var req struct {
+				Tools             json.RawMessage `json:"tools"`
+				ToolChoice        json.RawMessage `json:"tool_choice"`
+				ParallelToolCalls json.RawMessage `json:"parallel_tool_calls"`
+				Stop              []string        `json:"stop"`
+				ReasoningEffort   *string         `json:"reasoning_effort"`
+			}
+			require.NoError(t, json.Unmarshal(out, &req))
+			if req.Tools == nil {
+				// OpenAI refuses both without tools.
+				require.Nil(t, req.ToolChoice, "%s", out)
+				require.Nil(t, req.ParallelToolCalls, "%s", out)
+			}
+			if opts.MaxStopSequences > 0 {
+				require.LessOrEqual(t, len(req.Stop), opts.MaxStopSequences, "%s", out)
+			}
+			if req.ReasoningEffort != nil {
+				require.True(t, opts.Reasons, "%s", out)
+				require.Contains(t, []string{"low", "medium", "high"}, *req.ReasoningEffort, "%s", out)
+			}
 		}
 	})
 }
