@@ -437,23 +437,32 @@ func (s *Service) Cancel(ctx context.Context, u User, clientKey string) (*billin
 // and cancels it at Stripe; it returns the change remembered.
 func (s *Service) cancel(ctx context.Context, u User, rec *billingv1.SubscriptionRecord, clientKey string) (billingv1.Recurring, error) {
 	sub := rec.GetSubscription()
-	restore := sub.GetPendingRecurring()
-	if restore == billingv1.Recurring_RECURRING_UNSPECIFIED {
-		// An earlier cancel released the schedule, then failed.
-		restore = rec.GetRestoreRecurring()
-	}
-	if err := s.rememberRestore(ctx, u.ID, rec, restore); err != nil {
+	restore, err := s.dropSchedule(ctx, u.ID, rec, clientKey)
+	if err != nil {
 		return restore, err
-	}
-	if rec.GetScheduleId() != "" {
-		if err := s.releaseSchedule(ctx, u.ID, rec.GetScheduleId(), clientKey); err != nil {
-			return restore, err
-		}
 	}
 	if _, err := s.pay.SetCancelAtPeriodEnd(ctx, sub.GetId(), true, idempotencyKey(u.ID, "cancel", clientKey, sub.GetId())); err != nil {
 		return restore, s.providerError("cancel subscription", err, nil)
 	}
 	return restore, nil
+}
+
+// dropSchedule releases rec's schedule, if it holds one, after remembering
+// the change of cycle to schedule again on resume: the one the schedule
+// holds, else one an earlier attempt remembered before it released the
+// schedule and failed. It returns the change remembered.
+func (s *Service) dropSchedule(ctx context.Context, userID string, rec *billingv1.SubscriptionRecord, clientKey string) (billingv1.Recurring, error) {
+	restore := rec.GetSubscription().GetPendingRecurring()
+	if restore == billingv1.Recurring_RECURRING_UNSPECIFIED {
+		restore = rec.GetRestoreRecurring()
+	}
+	if err := s.rememberRestore(ctx, userID, rec, restore); err != nil {
+		return restore, err
+	}
+	if rec.GetScheduleId() == "" {
+		return restore, nil
+	}
+	return restore, s.releaseSchedule(ctx, userID, rec.GetScheduleId(), clientKey)
 }
 
 // rememberRestore stores restore as rec's change of cycle to schedule again
@@ -528,13 +537,8 @@ func (s *Service) resume(ctx context.Context, u User, rec *billingv1.Subscriptio
 	sub := rec.GetSubscription()
 	restore := rec.GetRestoreRecurring()
 	if rec.GetScheduleId() != "" {
-		if p := sub.GetPendingRecurring(); p != billingv1.Recurring_RECURRING_UNSPECIFIED {
-			restore = p
-		}
-		if err := s.rememberRestore(ctx, u.ID, rec, restore); err != nil {
-			return nil, err
-		}
-		if err := s.releaseSchedule(ctx, u.ID, rec.GetScheduleId(), clientKey); err != nil {
+		var err error
+		if restore, err = s.dropSchedule(ctx, u.ID, rec, clientKey); err != nil {
 			return nil, err
 		}
 	}
