@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -50,7 +49,10 @@ type Service struct {
 	cfg Config
 	log *slog.Logger
 
-	priceMu      sync.Mutex
+	// priceLock holds a token while the price list is read or loaded: a
+	// channel rather than a mutex, so that a caller waiting behind a slow
+	// load gives up when its context ends.
+	priceLock    chan struct{}
 	prices       []payments.Price
 	pricesExpire time.Time
 }
@@ -64,7 +66,7 @@ func New(pay payments.Provider, st *store.Store, cfg Config, log *slog.Logger) *
 		cfg.Now = time.Now
 	}
 	cfg.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
-	return &Service{pay: pay, st: st, cfg: cfg, log: log}
+	return &Service{pay: pay, st: st, cfg: cfg, log: log, priceLock: make(chan struct{}, 1)}
 }
 
 // idempotencyKey derives the Stripe idempotency key of one write. With a
@@ -159,10 +161,16 @@ func (s *Service) customer(ctx context.Context, u User) (string, error) {
 	return rec.GetCustomerId(), nil
 }
 
-// allPrices lists the prices of every plan and cycle, cached briefly.
+// allPrices lists the prices of every plan and cycle, cached briefly. One
+// caller at a time loads the list; the others wait for it, until their
+// context ends, which answers its error and leaves the load running.
 func (s *Service) allPrices(ctx context.Context) ([]payments.Price, error) {
-	s.priceMu.Lock()
-	defer s.priceMu.Unlock()
+	select {
+	case s.priceLock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.priceLock }()
 	if s.prices != nil && s.cfg.Now().Before(s.pricesExpire) {
 		return s.prices, nil
 	}

@@ -4,8 +4,8 @@
 // and a reused key returns the first answer, a subscription managed by a
 // schedule refuses direct cancellation changes, an expired checkout session
 // cannot be paid, failures can be injected per operation, and a write (or a
-// read of a subscription) can be held at a gate to line up concurrent
-// calls. Helpers drive what Stripe would do on its own (complete a
+// read of a subscription or of the prices) can be held at a gate to line up
+// concurrent calls. Helpers drive what Stripe would do on its own (complete a
 // checkout, renew, fail a payment) and build the events it would send.
 package paymentstest
 
@@ -307,7 +307,10 @@ func (f *Fake) GetCustomer(_ context.Context, id string) (*payments.Customer, er
 }
 
 // ListPrices implements payments.Provider.
-func (f *Fake) ListPrices(_ context.Context, lookupKeys []string) ([]payments.Price, error) {
+func (f *Fake) ListPrices(ctx context.Context, lookupKeys []string) ([]payments.Price, error) {
+	if err := f.hold(ctx, OpListPrices); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, err := f.begin(OpListPrices, "", false, ""); err != nil {
