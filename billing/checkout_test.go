@@ -266,3 +266,73 @@ func TestPaidWhileAnotherCheckoutCreatesItsSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, open, "tab B's session was expired")
 }
+
+// TestCheckoutRetriedAfterANewerOne: a checkout retried with its key after
+// a newer checkout of the user expired its page never answers that expired
+// page: it answers the newer page when that sells the same plan and cycle,
+// SUBSCRIPTION_ALREADY_EXISTS once the newer page was paid, and else
+// CHECKOUT_EXPIRED, after which a checkout with a new key gets a page. The
+// newer page stays payable and no session is created by the retry.
+func TestCheckoutRetriedAfterANewerOne(t *testing.T) {
+	monthly, yearly := billingv1.Recurring_RECURRING_MONTHLY, billingv1.Recurring_RECURRING_YEARLY
+	tests := []struct {
+		name       string
+		newer      billingv1.Recurring
+		payNewer   bool
+		wantNewer  bool   // the retry answers the newer page
+		wantReason string // else its error
+		wantCode   codes.Code
+	}{
+		{"same plan and cycle", monthly, false, true, "", codes.OK},
+		{"another cycle", yearly, false, false, "CHECKOUT_EXPIRED", codes.FailedPrecondition},
+		{"newer one paid", monthly, true, false, "SUBSCRIPTION_ALREADY_EXISTS", codes.AlreadyExists},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := billingtest.Start(t, billingtest.Options{})
+			c := edgeClient(h.Conn)
+			ctx := context.Background()
+			alice := &billingv1.User{Id: "alice", Email: "a@example.com"}
+			tab1req := &billingv1.CheckoutRequest{User: alice, Recurring: monthly, IdempotencyKey: "tab-1"}
+			tab1, err := c.Checkout(ctx, tab1req)
+			require.NoError(t, err)
+			tab2, err := c.Checkout(ctx, &billingv1.CheckoutRequest{User: alice, Recurring: tt.newer, IdempotencyKey: "tab-2"})
+			require.NoError(t, err)
+			s1, ok := h.Stripe.SessionByURL(tab1.GetUrl())
+			require.True(t, ok)
+			require.Equal(t, "expired", s1.Status, "precondition: the newer checkout expired the first page")
+			s2, ok := h.Stripe.SessionByURL(tab2.GetUrl())
+			require.True(t, ok)
+			if tt.payNewer {
+				_, _, err = h.Stripe.CompleteCheckout(s2.ID, 0)
+				require.NoError(t, err)
+			}
+
+			sessions := stripeCalls(h, billingtest.OpCreateCheckout)
+			again, err := c.Checkout(ctx, tab1req)
+			require.Equal(t, sessions, stripeCalls(h, billingtest.OpCreateCheckout), "no session created by the retry")
+			if tt.wantNewer {
+				require.NoError(t, err)
+				require.Equal(t, tab2.GetUrl(), again.GetUrl(), "the retry answers the newer page")
+				require.Equal(t, []payments.CheckoutSession{s2}, openSessions(t, h, s1.CustomerID), "which stays payable")
+				return
+			}
+			code, r := reason(t, err)
+			require.Equal(t, tt.wantCode, code, "the retry answers no page: %v", again)
+			require.Equal(t, tt.wantReason, r)
+			if tt.payNewer {
+				return
+			}
+			require.Equal(t, "410", httpStatusOf(t, err))
+			require.Equal(t, []payments.CheckoutSession{s2}, openSessions(t, h, s1.CustomerID), "the newer page stays payable")
+			_, err = c.Checkout(ctx, tab1req)
+			require.Equal(t, "CHECKOUT_EXPIRED", reasonOf(t, err), "a second retry answers the same")
+
+			fresh, err := c.Checkout(ctx, &billingv1.CheckoutRequest{User: alice, Recurring: monthly, IdempotencyKey: "tab-1-again"})
+			require.NoError(t, err, "a checkout with a new key gets a page")
+			s3, ok := h.Stripe.SessionByURL(fresh.GetUrl())
+			require.True(t, ok)
+			require.Equal(t, "open", s3.Status)
+		})
+	}
+}

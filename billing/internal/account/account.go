@@ -308,6 +308,57 @@ func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, rec
 	return sess.URL, nil
 }
 
+// ReplayCheckout is the answer to a checkout retried with its client key
+// after it answered url. While url's session can be paid, or once it was
+// paid, that is url. Once it expired (a newer checkout of the user expired
+// it, or Stripe did after a day unpaid) it is the page of the user's newest
+// open checkout when that sells the same plan and cycle; else
+// SUBSCRIPTION_ALREADY_EXISTS when the user has subscribed meanwhile, or
+// CHECKOUT_EXPIRED, so that the user is never sent to a page Stripe shows
+// as expired.
+func (s *Service) ReplayCheckout(ctx context.Context, u User, plan billingv1.Plan, recurring billingv1.Recurring, clientKey, url string) (string, error) {
+	if plan == billingv1.Plan_PLAN_UNSPECIFIED {
+		plan = billingv1.Plan_PLAN_PRO
+	}
+	cust, ok := s.st.CustomerByUser(u.ID)
+	if !ok {
+		// No customer linked, so no session billing could look up.
+		return url, nil
+	}
+	price, err := s.price(ctx, plan, recurring)
+	if err != nil {
+		return "", err
+	}
+	key := idempotencyKey(u.ID, "checkout", clientKey, price.ID)
+	own, err := s.pay.FindCheckoutSession(ctx, cust.GetCustomerId(), key)
+	switch {
+	case err == nil && own.Status != "expired":
+		return url, nil
+	case err != nil && !errors.Is(err, payments.ErrNotFound):
+		return "", s.providerError("find checkout session", err, ErrCheckoutFailed)
+	}
+	open, err := s.pay.ListOpenCheckoutSessions(ctx, cust.GetCustomerId())
+	if err != nil {
+		return "", s.providerError("list checkout sessions", err, ErrCheckoutFailed)
+	}
+	for _, cs := range open {
+		if cs.Mode != "subscription" {
+			continue
+		}
+		// Only the newest can be paid (a checkout expires the others). It
+		// may be url's own session, found by its page when its key is not
+		// found (a price replaced since under the same lookup key).
+		if cs.URL != "" && (cs.URL == url || cs.PriceID == price.ID) {
+			return cs.URL, nil
+		}
+		break
+	}
+	if err := s.stripeRefusal(ctx, cust.GetCustomerId()); err != nil {
+		return "", err
+	}
+	return "", ErrCheckoutExpired
+}
+
 // stripeRefusal asks Stripe for the customer's subscriptions, and answers
 // refusal's error for them (nil when every one has ended).
 func (s *Service) stripeRefusal(ctx context.Context, customerID string) error {

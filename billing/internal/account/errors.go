@@ -46,6 +46,12 @@ var (
 	// ErrKeyInUse: the first call with this idempotency key is still
 	// running.
 	ErrKeyInUse = &Error{"IDEMPOTENCY_KEY_IN_USE", http.StatusConflict, "A request with this idempotency key is still in progress, please retry later"}
+	// ErrCheckoutExpired answers a checkout retried with its idempotency
+	// key once its page can no longer be paid (a newer checkout replaced
+	// it, or it was left unpaid until Stripe expired it) and no open page
+	// sells the same plan and cycle: a new checkout, with a new key, gets
+	// a page.
+	ErrCheckoutExpired = &Error{"CHECKOUT_EXPIRED", http.StatusGone, "This checkout page has expired or was replaced by a newer checkout: check out again to get a new page"}
 )
 
 // BadRequest is an invalid argument.

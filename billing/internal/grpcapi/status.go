@@ -103,6 +103,8 @@ func grpcCode(e *account.Error) codes.Code {
 		return codes.AlreadyExists
 	case http.StatusUnprocessableEntity:
 		return codes.InvalidArgument
+	case http.StatusGone:
+		return codes.FailedPrecondition
 	case http.StatusBadGateway:
 		return codes.Unavailable
 	case http.StatusServiceUnavailable:

@@ -62,6 +62,15 @@ type Flows interface {
 
 var _ Flows = (*account.Service)(nil)
 
+// CheckoutReplayer is a Flows that checks a checkout's stored answer
+// before it is replayed: a page that can no longer be paid is not worth
+// sending again (account.Service.ReplayCheckout).
+type CheckoutReplayer interface {
+	ReplayCheckout(ctx context.Context, u account.User, plan billingv1.Plan, recurring billingv1.Recurring, clientKey, url string) (string, error)
+}
+
+var _ CheckoutReplayer = (*account.Service)(nil)
+
 // Config tunes the waits.
 type Config struct {
 	// RunTimeout bounds one run of a mutation. The run goes on when its
@@ -112,14 +121,18 @@ func New(next Flows, kv jetstream.KeyValue, cfg Config, log *slog.Logger) *Servi
 	return &Service{next: next, kv: kv, cfg: cfg, log: log}
 }
 
-// Checkout implements Flows.
+// Checkout implements Flows. A replayed page goes through the next Flows'
+// ReplayCheckout, when it has one, which may answer another page or an
+// error in its stead; the stored answer stays.
 func (s *Service) Checkout(ctx context.Context, u account.User, plan billingv1.Plan, recurring billingv1.Recurring, clientKey string) (string, error) {
 	fpPlan := plan
 	if fpPlan == billingv1.Plan_PLAN_UNSPECIFIED {
 		fpPlan = billingv1.Plan_PLAN_PRO // account's default: the same call
 	}
+	ran := false
 	res, err := s.once(ctx, u, clientKey, OpCheckout, []string{fpPlan.String(), recurring.String()},
 		func(ctx context.Context) (*billingv1.IdempotentCall, error) {
+			ran = true
 			url, err := s.next.Checkout(ctx, u, plan, recurring, clientKey)
 			if err != nil {
 				return nil, err
@@ -128,6 +141,9 @@ func (s *Service) Checkout(ctx context.Context, u account.User, plan billingv1.P
 		})
 	if err != nil {
 		return "", err
+	}
+	if r, ok := s.next.(CheckoutReplayer); ok && !ran {
+		return r.ReplayCheckout(ctx, u, plan, recurring, clientKey, res.GetUrl())
 	}
 	return res.GetUrl(), nil
 }

@@ -37,6 +37,10 @@ type Checkout interface {
 	// ListOpenCheckoutSessions returns the customer's checkout sessions that
 	// can still be paid, newest first.
 	ListOpenCheckoutSessions(ctx context.Context, customerID string) ([]CheckoutSession, error)
+	// FindCheckoutSession returns the customer's newest checkout session
+	// created with checkoutKey (CheckoutParams.CheckoutKey), whatever its
+	// status; ErrNotFound when there is none.
+	FindCheckoutSession(ctx context.Context, customerID, checkoutKey string) (*CheckoutSession, error)
 	// ExpireCheckoutSession makes an open checkout session unpayable; it
 	// fails for a session that is no longer open.
 	ExpireCheckoutSession(ctx context.Context, id, idempotencyKey string) error
@@ -133,6 +137,9 @@ type CheckoutSession struct {
 	// CheckoutKey is CheckoutParams.CheckoutKey ("" for a session billing
 	// did not create).
 	CheckoutKey string
+	// PriceID is the price the session sells (CheckoutParams.PriceID; ""
+	// for a session billing did not create, or created before it kept it).
+	PriceID string
 }
 
 // Subscription is a provider subscription with its single price.

@@ -170,6 +170,7 @@ func (s *Stripe) CreateCheckoutSession(ctx context.Context, cp CheckoutParams, i
 	if cp.CheckoutKey != "" {
 		p.AddMetadata(checkoutKeyField, cp.CheckoutKey)
 	}
+	p.AddMetadata(priceIDField, cp.PriceID)
 	cs, err := s.api.CheckoutSessions.New(p)
 	if err != nil {
 		return nil, convertError(err)
@@ -205,19 +206,43 @@ func (s *Stripe) ListOpenCheckoutSessions(ctx context.Context, customerID string
 	return out, nil
 }
 
+// FindCheckoutSession implements Checkout. Stripe cannot filter sessions
+// by metadata: the customer's sessions are read newest first until one
+// carries checkoutKey.
+func (s *Stripe) FindCheckoutSession(ctx context.Context, customerID, checkoutKey string) (*CheckoutSession, error) {
+	p := &stripe.CheckoutSessionListParams{Customer: stripe.String(customerID)}
+	p.Context = ctx
+	p.Limit = stripe.Int64(100)
+	it := s.api.CheckoutSessions.List(p)
+	for it.Next() {
+		if cs := it.CheckoutSession(); checkoutKey != "" && cs.Metadata[checkoutKeyField] == checkoutKey {
+			return checkoutFrom(cs), nil
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, convertError(err)
+	}
+	return nil, fmt.Errorf("%w: no checkout session with this checkout key", ErrNotFound)
+}
+
 // ExpireCheckoutSession implements Checkout.
 func (s *Stripe) ExpireCheckoutSession(ctx context.Context, id, idempotencyKey string) error {
 	_, err := s.api.CheckoutSessions.Expire(id, &stripe.CheckoutSessionExpireParams{Params: params(ctx, idempotencyKey)})
 	return convertError(err)
 }
 
-// checkoutKeyField is the metadata field of CheckoutParams.CheckoutKey.
-const checkoutKeyField = "checkout_key"
+// Metadata fields of the checkout sessions billing creates:
+// CheckoutParams.CheckoutKey and CheckoutParams.PriceID.
+const (
+	checkoutKeyField = "checkout_key"
+	priceIDField     = "price_id"
+)
 
 func checkoutFrom(cs *stripe.CheckoutSession) *CheckoutSession {
 	out := &CheckoutSession{
 		ID: cs.ID, URL: cs.URL, ClientReferenceID: cs.ClientReferenceID,
 		Status: string(cs.Status), Mode: string(cs.Mode), CheckoutKey: cs.Metadata[checkoutKeyField],
+		PriceID: cs.Metadata[priceIDField],
 	}
 	if cs.Customer != nil {
 		out.CustomerID = cs.Customer.ID

@@ -80,6 +80,10 @@ func TestStripeRequestsAgainstStripeMock(t *testing.T) {
 	open, err := s.ListOpenCheckoutSessions(ctx, cus.ID)
 	require.NoError(t, err, "checkout session list")
 	require.NotEmpty(t, open)
+	// stripe-mock's canned sessions carry no metadata: none is found, but
+	// the list of every status is a request Stripe accepts.
+	_, err = s.FindCheckoutSession(ctx, cus.ID, "idem-checkout")
+	require.ErrorIs(t, err, payments.ErrNotFound, "checkout session list of every status")
 	require.NoError(t, s.ExpireCheckoutSession(ctx, sess.ID, "idem-expire"), "checkout session expire")
 	subs, err := s.ListSubscriptions(ctx, cus.ID)
 	require.NoError(t, err, "subscription list")

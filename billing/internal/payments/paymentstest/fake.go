@@ -32,6 +32,7 @@ const (
 	OpCreateCheckout  = "CreateCheckoutSession"
 	OpGetCheckout     = "GetCheckoutSession"
 	OpListCheckouts   = "ListOpenCheckoutSessions"
+	OpFindCheckout    = "FindCheckoutSession"
 	OpExpireCheckout  = "ExpireCheckoutSession"
 	OpCreatePortal    = "CreatePortalSession"
 	OpGetSubscription = "GetSubscription"
@@ -350,7 +351,7 @@ func (f *Fake) CreateCheckoutSession(ctx context.Context, p payments.CheckoutPar
 	s := &payments.CheckoutSession{
 		ID: id, URL: "https://checkout.stripe.test/c/pay/" + id,
 		CustomerID: p.CustomerID, ClientReferenceID: p.UserID, Status: "open",
-		Mode: "subscription", CheckoutKey: p.CheckoutKey,
+		Mode: "subscription", CheckoutKey: p.CheckoutKey, PriceID: p.PriceID,
 	}
 	f.sessions[id] = s
 	f.sessPrice[id] = p.PriceID
@@ -396,6 +397,26 @@ func (f *Fake) ListOpenCheckoutSessions(_ context.Context, customerID string) ([
 	// IDs grow with creation: newest first, as Stripe lists.
 	slices.SortFunc(out, func(a, b payments.CheckoutSession) int { return strings.Compare(b.ID, a.ID) })
 	return out, nil
+}
+
+// FindCheckoutSession implements payments.Provider.
+func (f *Fake) FindCheckoutSession(_ context.Context, customerID, checkoutKey string) (*payments.CheckoutSession, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.begin(OpFindCheckout, "", false, ""); err != nil {
+		return nil, err
+	}
+	var found *payments.CheckoutSession
+	for _, s := range f.sessions {
+		// IDs grow with creation: the newest is the greatest.
+		if s.CustomerID == customerID && checkoutKey != "" && s.CheckoutKey == checkoutKey && (found == nil || s.ID > found.ID) {
+			found = s
+		}
+	}
+	if found == nil {
+		return nil, notFound("checkout.session with checkout key", checkoutKey)
+	}
+	return cloneSession(found), nil
 }
 
 // ExpireCheckoutSession implements payments.Provider.
