@@ -225,9 +225,12 @@ func lastCueEnd(body []byte) float64 {
 
 // transcribeElevenLabs posts to {base}/speech-to-text and normalises the
 // answer to {"text": ...}, to the bare text for response_format text, or
-// to subtitles cut from its word timestamps for srt and vtt.
+// to subtitles cut from its word timestamps for srt and vtt. Word
+// timestamps are asked for whatever the format: the subtitles are cut from
+// them and the duration is metered by them, so they are not left to the
+// upstream's default.
 func transcribeElevenLabs(w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
-	fields := []field{{"model_id", t.Model}}
+	fields := []field{{"model_id", t.Model}, {"timestamps_granularity", "word"}}
 	if req.Language != "" {
 		fields = append(fields, field{"language_code", req.Language})
 	}

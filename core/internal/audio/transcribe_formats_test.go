@@ -3,10 +3,16 @@ package audio
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -182,4 +188,88 @@ func formValue(t *testing.T, r upstreamtest.Request, name string) string {
 	req.Header.Set("Content-Type", r.Header.Get("Content-Type"))
 	require.NoError(t, req.ParseMultipartForm(1<<20))
 	return req.FormValue(name)
+}
+
+// fakeScribe is a fake of ElevenLabs' POST /speech-to-text. It answers
+// text as ElevenLabs does: the transcript and its words, one entry a word
+// and one for the spacing between two, the words spread evenly over the
+// first spoken seconds of the audio. The times are those
+// timestamps_granularity asks for: "word" (ElevenLabs' default) or
+// "character" give each entry a start and an end, "none" gives none. It
+// records the forms it was sent.
+type fakeScribe struct {
+	URL   string
+	mu    sync.Mutex
+	forms []url.Values
+}
+
+func newFakeScribe(t *testing.T, text string, spoken float64) *fakeScribe {
+	f := &fakeScribe{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/speech-to-text" || r.ParseMultipartForm(1<<20) != nil {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		f.mu.Lock()
+		f.forms = append(f.forms, r.MultipartForm.Value)
+		f.mu.Unlock()
+		granularity := r.FormValue("timestamps_granularity")
+		if granularity == "" {
+			granularity = "word"
+		}
+		if _, _, err := r.FormFile("file"); err != nil || r.FormValue("model_id") == "" || !slices.Contains([]string{"none", "word", "character"}, granularity) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = io.WriteString(w, `{"detail":[{"loc":["body"],"msg":"invalid request","type":"value_error"}]}`)
+			return
+		}
+		fields := strings.Fields(text)
+		each := spoken / float64(len(fields))
+		words := []map[string]any{}
+		entry := func(text, kind string, start, end float64) {
+			e := map[string]any{"text": text, "type": kind, "speaker_id": "speaker_0", "logprob": -0.1, "start": nil, "end": nil}
+			if granularity != "none" {
+				e["start"], e["end"] = start, end
+			}
+			words = append(words, e)
+		}
+		for i, word := range fields {
+			start := float64(i) * each
+			if i > 0 {
+				entry(" ", "spacing", start, start)
+			}
+			entry(word, "word", start, start+each)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"language_code": "eng", "language_probability": 0.98, "text": text, "words": words,
+			"transcription_id": "tr_" + strconv.Itoa(len(f.forms)),
+		})
+	}))
+	t.Cleanup(srv.Close)
+	f.URL = srv.URL
+	return f
+}
+
+// last is the form of the latest request.
+func (f *fakeScribe) last(t *testing.T) url.Values {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.NotEmpty(t, f.forms)
+	return f.forms[len(f.forms)-1]
+}
+
+var elevenLabsSpec = provider.Spec{ID: "elevenlabs", Auth: provider.AuthXIAPIKey, Format: provider.FormatElevenLabs}
+
+// ElevenLabs is asked for word timestamps in every format, so that
+// subtitles and metering never depend on the upstream's default.
+func TestAudioElevenLabsAsksForWordTimestamps(t *testing.T) {
+	up := newFakeScribe(t, "Hello world. Bye.", 2.5)
+	for _, format := range []string{"", "json", "text", "srt", "vtt", "verbose_json"} {
+		out, err := transcribeWith(t, elevenLabsSpec, up.URL, "scribe_v1", format, []byte("audio"))
+		require.NoError(t, err, format)
+		assert.Equal(t, []string{"word"}, up.last(t)["timestamps_granularity"], format)
+		assert.Equal(t, 2.5, out.Seconds, format)
+	}
 }
