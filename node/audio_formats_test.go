@@ -1,7 +1,9 @@
 package node_test
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -125,4 +127,37 @@ func TestAudioVoicesNeedAConnection(t *testing.T) {
 		"providerSpecificData": map[string]any{"baseUrl": up.URL()}})
 	assert.Equal(t, http.StatusOK, voices("?provider=openai"))
 	assert.Zero(t, len(up.Requests()), "listing OpenAI's voices calls no upstream")
+}
+
+// A transcription whose answer tells no duration, or only when the speech
+// ends, is metered by the duration the uploaded file's header tells: a
+// Whisper server answering json without usage (as Groq's does), and
+// ElevenLabs with silence after the last word.
+func TestAudioTranscriptionMeteredByTheFile(t *testing.T) {
+	g := newAudioGateway(t, 0)
+	groq := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"text":"Hello there.","x_groq":{"id":"req_01jabcdef"}}`)
+	}))
+	t.Cleanup(groq.Close)
+	g.sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "whisper-server", "apiKey": "k",
+		"providerSpecificData": map[string]any{"baseUrl": groq.URL}})
+	el := newFakeElevenLabs(t)
+	g.sb.CreateConnection(t, map[string]any{"provider": "elevenlabs", "name": "el", "apiKey": elevenKey,
+		"providerSpecificData": map[string]any{"baseUrl": el.srv.URL + "/v1"}})
+
+	r := g.upload(t, wav(2.5), "model", "openai/whisper-large-v3")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, "Hello there.", r.JSON["text"])
+	r = g.upload(t, wav(5), "model", "elevenlabs/scribe_v1", "response_format", "srt")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	var evs []*busv1.UsageEvent
+	require.Eventually(t, func() bool { evs = usageEvents(t, g.sb); return len(evs) == 2 }, 5*time.Second, 20*time.Millisecond)
+	byModel := map[string]float64{}
+	for _, ev := range evs {
+		byModel[ev.GetModel()] = ev.GetAudioSeconds()
+	}
+	assert.Equal(t, map[string]float64{"whisper-large-v3": 2.5, "scribe_v1": 5}, byModel)
 }

@@ -73,6 +73,32 @@ func (s *Spool) Reader() io.Reader {
 	return io.MultiReader(head, io.NewSectionReader(s.file, 0, s.size-int64(len(s.mem))))
 }
 
+// ReadAt reads what was written from offset off, as io.ReaderAt does. It
+// may run while no write happens.
+func (s *Spool) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("negative offset")
+	}
+	n := 0
+	if off < int64(len(s.mem)) {
+		n = copy(p, s.mem[off:])
+	}
+	if n < len(p) && s.file != nil && off+int64(n) < s.size {
+		end := min(int64(len(p)), s.size-off)
+		m, err := s.file.ReadAt(p[n:end], off+int64(n)-int64(len(s.mem)))
+		n += m
+		if err != nil && err != io.EOF {
+			return n, err
+		}
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+var _ io.ReaderAt = (*Spool)(nil)
+
 // Close releases the memory and removes the temporary file.
 func (s *Spool) Close() error {
 	s.mem = nil

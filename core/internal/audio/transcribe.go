@@ -59,8 +59,12 @@ type Transcription struct {
 	// text, or subtitles (other upstreams).
 	Body        []byte
 	ContentType string
-	// Seconds is the audio duration the upstream reported, 0 when it did not.
+	// Seconds is the audio's duration: the one the upstream reported, else
+	// the one the file's header tells (see meter), 0 when neither is known.
 	Seconds float64
+	// spokenOnly reports that Seconds is only the end of the last word or
+	// cue the upstream timed, which silence after it outlasts.
+	spokenOnly bool
 	// InputTokens, OutputTokens and TotalTokens are the usage a
 	// token-billed model (gpt-4o-transcribe) reported, 0 when none.
 	InputTokens, OutputTokens, TotalTokens int64
@@ -75,15 +79,43 @@ func (s *Service) Transcribe(ctx context.Context, machineID string, req Transcri
 	res, err := s.d.Do(ctx, dispatch.Request{MachineID: machineID, Model: req.Model, Supports: SupportsTranscription},
 		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
 			start := time.Now()
+			out = Transcription{Upstream: out.Upstream} // nothing of a failed attempt's answer
 			defer func() { out.Upstream += time.Since(start) }()
 			w := s.watch(ctx)
 			defer w.close()
-			if elevenLabs(t.Spec) {
-				return transcribeElevenLabs(w, t, c, req, audio, &out)
-			}
-			return transcribeOpenAI(w, t, c, req, audio, &out)
+			return transcribe(w, t, c, req, audio, &out)
 		})
 	return out, res, err
+}
+
+// transcribe makes one attempt at a connection, in the upstream's own API,
+// and meters the answer.
+func transcribe(w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
+	var err error
+	if elevenLabs(t.Spec) {
+		err = transcribeElevenLabs(w, t, c, req, audio, out)
+	} else {
+		err = transcribeOpenAI(w, t, c, req, audio, out)
+	}
+	if err == nil {
+		out.meter(audio)
+	}
+	return err
+}
+
+// meter settles the duration a transcription is metered by. The one the
+// upstream reported stands. Otherwise (an answer that tells none, such as
+// json from most Whisper servers or a token-billed model's, or only the end
+// of its last word or cue) it is the duration the file's header tells, or
+// that end when it comes later: a header that claims too short a file is
+// not believed past the speech the upstream heard in it.
+func (out *Transcription) meter(audio *Spool) {
+	if out.Seconds > 0 && !out.spokenOnly {
+		return
+	}
+	if secs, ok := fileSeconds(audio, audio.Size()); ok {
+		out.Seconds = max(out.Seconds, secs)
+	}
 }
 
 // field is one form field of an upstream multipart body.
@@ -166,12 +198,13 @@ func plainText(out *Transcription) error {
 // reportUsage reads what a transcription's answer says of its usage into
 // out. A JSON answer: usage.seconds (duration-billed models), or usage's
 // tokens (token-billed ones), else verbose_json's duration. Subtitles (srt,
-// vtt): the end of their last cue. Plain text says nothing (which is why
-// transcribeOpenAI asks for JSON in its place).
+// vtt): the end of their last cue, which meter may find the audio
+// outlasts. Plain text says nothing (which is why transcribeOpenAI asks for
+// JSON in its place).
 func reportUsage(out *Transcription, body []byte) {
 	mt, _, _ := mime.ParseMediaType(out.ContentType)
 	if mt != "application/json" {
-		out.Seconds = lastCueEnd(body)
+		out.Seconds, out.spokenOnly = lastCueEnd(body), true
 		return
 	}
 	var b struct {
@@ -252,7 +285,7 @@ func transcribeElevenLabs(w *watchdog, t routing.Target, c *dispatch.Conn, req T
 	if json.Unmarshal(body, &b) != nil || b.Text == nil {
 		return badUpstream("transcription")
 	}
-	out.Seconds = wordsEnd(b.Words)
+	out.Seconds, out.spokenOnly = wordsEnd(b.Words), true
 	switch req.ResponseFormat {
 	case "text":
 		out.Body, out.ContentType = []byte(*b.Text+"\n"), textPlain

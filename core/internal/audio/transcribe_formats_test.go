@@ -40,11 +40,7 @@ func transcribeWith(t *testing.T, spec provider.Spec, base, model, format string
 	tg := routing.Target{Spec: spec, Model: model}
 	req := TranscribeRequest{Model: model, Filename: "a.wav", ContentType: "audio/wav", ResponseFormat: format}
 	var out Transcription
-	if spec.Format == provider.FormatElevenLabs {
-		err = transcribeElevenLabs(w, tg, c, req, spool, &out)
-	} else {
-		err = transcribeOpenAI(w, tg, c, req, spool, &out)
-	}
+	err = transcribe(w, tg, c, req, spool, &out)
 	return out, err
 }
 
