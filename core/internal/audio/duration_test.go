@@ -186,3 +186,26 @@ func TestAudioSpoolReadAt(t *testing.T) {
 	assert.ErrorIs(t, err, io.EOF)
 	assert.Equal(t, data[2990:], p[:n])
 }
+
+// fileSeconds reads whatever a client uploads: it must neither panic nor
+// answer a duration that is not a positive number.
+func FuzzAudioFileSeconds(f *testing.F) {
+	mp3, _ := mp3Frames(3)
+	for _, seed := range [][]byte{
+		riff(riffChunk("fmt ", wavFmt(1, 1, 16000, 16)), riffChunk("data", make([]byte, 320))),
+		flacFile(44100, 4410), mp3, append(id3(4), mp3...),
+		oggPage(1, 4800, []byte("OpusHead\x01\x01\x00\x00\x80\xbb\x00\x00\x00\x00\x00")),
+		mp4Atom("ftyp", []byte("isom")), append(mp4Atom("ftyp", []byte("isom")), mp4Atom("moov", mvhd(0, 1000, 1500))...),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		secs, ok := fileSeconds(bytes.NewReader(b), int64(len(b)))
+		if ok && !(secs > 0) {
+			t.Fatalf("ok with %v seconds", secs)
+		}
+		if !ok && secs != 0 {
+			t.Fatalf("not ok with %v seconds", secs)
+		}
+	})
+}
