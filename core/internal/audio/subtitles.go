@@ -49,6 +49,48 @@ func wordsEnd(words []timedWord) float64 {
 	return end
 }
 
+// timed reports whether any word has a time.
+func timed(words []timedWord) bool {
+	return slices.ContainsFunc(words, func(w timedWord) bool { return w.Start != nil || w.End != nil })
+}
+
+// untimedWords are the words of a transcript, without times.
+func untimedWords(text string) []timedWord {
+	fields := strings.Fields(text)
+	words := make([]timedWord, len(fields))
+	for i, f := range fields {
+		words[i] = timedWord{Text: f, Type: "word"}
+	}
+	return words
+}
+
+// spread times words that have none: each takes a share of the seconds in
+// proportion to its length, in order, the spacing between two words
+// taking none. It is an estimate, for an answer that carries no timestamps.
+func spread(words []timedWord, seconds float64) []timedWord {
+	total := 0
+	for _, w := range words {
+		if w.Type != "spacing" {
+			total += utf8.RuneCountInString(w.Text)
+		}
+	}
+	if total == 0 {
+		return words
+	}
+	out := make([]timedWord, len(words))
+	done := 0
+	for i, w := range words {
+		start := seconds * float64(done) / float64(total)
+		if w.Type != "spacing" {
+			done += utf8.RuneCountInString(w.Text)
+		}
+		end := seconds * float64(done) / float64(total)
+		w.Start, w.End = &start, &end
+		out[i] = w
+	}
+	return out
+}
+
 // cuesOf cuts timed words into cues. Spacing entries separate the words as
 // the transcript does; an answer without any is read as words separated by
 // one space. A word without times takes the latest time seen before it.

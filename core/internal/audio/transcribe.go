@@ -291,7 +291,20 @@ func transcribeElevenLabs(w *watchdog, t routing.Target, c *dispatch.Conn, req T
 		out.Body, out.ContentType = []byte(*b.Text+"\n"), textPlain
 		return nil
 	case "srt", "vtt":
-		out.Body, out.ContentType = subtitles(cuesOf(b.Words), req.ResponseFormat == "vtt"), textPlain
+		words := b.Words
+		if !timed(words) && strings.TrimSpace(*b.Text) != "" {
+			// An answer without timestamps: the words are spread over the
+			// audio's duration, else the cues would all sit at 0.
+			secs, ok := fileSeconds(audio, audio.Size())
+			if !ok {
+				return badUpstream("transcription: it has no word timestamps to cut subtitles from")
+			}
+			if len(words) == 0 {
+				words = untimedWords(*b.Text)
+			}
+			words = spread(words, secs)
+		}
+		out.Body, out.ContentType = subtitles(cuesOf(words), req.ResponseFormat == "vtt"), textPlain
 		return nil
 	}
 	out.Body, _ = json.Marshal(struct {

@@ -269,3 +269,40 @@ func TestAudioElevenLabsAsksForWordTimestamps(t *testing.T) {
 		assert.Equal(t, 2.5, out.Seconds, format)
 	}
 }
+
+// An ElevenLabs-shaped answer without timestamps (words without times, or
+// no words at all) still gives subtitles that follow the audio: the words
+// are spread over the duration the file's header tells, in proportion to
+// their length, not all set at 0. When that duration is not known either,
+// the answer is a bad upstream answer, which the next connection may
+// answer better.
+func TestAudioElevenLabsSubtitlesWithoutTimestamps(t *testing.T) {
+	untimed := answering(t, "application/json", `{"language_code":"eng","language_probability":0.98,"text":"Hi there. Bye now.","words":[
+		{"text":"Hi","start":null,"end":null,"type":"word","speaker_id":"speaker_0","logprob":-0.1},
+		{"text":" ","start":null,"end":null,"type":"spacing","speaker_id":"speaker_0","logprob":0},
+		{"text":"there.","start":null,"end":null,"type":"word","speaker_id":"speaker_0","logprob":-0.1},
+		{"text":" ","start":null,"end":null,"type":"spacing","speaker_id":"speaker_0","logprob":0},
+		{"text":"Bye","start":null,"end":null,"type":"word","speaker_id":"speaker_0","logprob":-0.1},
+		{"text":" ","start":null,"end":null,"type":"spacing","speaker_id":"speaker_0","logprob":0},
+		{"text":"now.","start":null,"end":null,"type":"word","speaker_id":"speaker_0","logprob":-0.1}]}`)
+	wordless := answering(t, "application/json", `{"language_code":"eng","language_probability":0.98,"text":"Hi there. Bye now.","words":[]}`)
+	const want = "1\n00:00:00,000 --> 00:00:01,600\nHi there.\n\n2\n00:00:01,600 --> 00:00:03,000\nBye now.\n\n"
+	for name, url := range map[string]string{"words without times": untimed, "no words": wordless} {
+		t.Run(name, func(t *testing.T) {
+			out, err := transcribeWith(t, elevenLabsSpec, url, "scribe_v1", "srt", pcmWAV(3))
+			require.NoError(t, err)
+			assert.Equal(t, want, string(out.Body))
+			assert.Equal(t, 3.0, out.Seconds)
+
+			_, err = transcribeWith(t, elevenLabsSpec, url, "scribe_v1", "vtt", []byte("\x1aE\xdf\xa3 webm"))
+			var up *credential.UpstreamError
+			require.ErrorAs(t, err, &up)
+			assert.Equal(t, http.StatusBadGateway, up.Status)
+		})
+	}
+	t.Run("silence", func(t *testing.T) {
+		out, err := transcribeWith(t, elevenLabsSpec, answering(t, "application/json", `{"language_code":"eng","language_probability":0.5,"text":"","words":[]}`), "scribe_v1", "vtt", []byte("not audio"))
+		require.NoError(t, err)
+		assert.Equal(t, "WEBVTT\n\n", string(out.Body))
+	})
+}
