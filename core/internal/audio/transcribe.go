@@ -10,6 +10,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -279,8 +280,9 @@ func transcribeElevenLabs(w *watchdog, t routing.Target, c *dispatch.Conn, req T
 		return w.err(err)
 	}
 	var b struct {
-		Text  *string     `json:"text"`
-		Words []timedWord `json:"words"`
+		Text         *string     `json:"text"`
+		LanguageCode string      `json:"language_code"`
+		Words        []timedWord `json:"words"`
 	}
 	if json.Unmarshal(body, &b) != nil || b.Text == nil {
 		return badUpstream("transcription")
@@ -291,20 +293,19 @@ func transcribeElevenLabs(w *watchdog, t routing.Target, c *dispatch.Conn, req T
 		out.Body, out.ContentType = []byte(*b.Text+"\n"), textPlain
 		return nil
 	case "srt", "vtt":
-		words := b.Words
-		if !timed(words) && strings.TrimSpace(*b.Text) != "" {
-			// An answer without timestamps: the words are spread over the
-			// audio's duration, else the cues would all sit at 0.
-			secs, ok := fileSeconds(audio, audio.Size())
-			if !ok {
-				return badUpstream("transcription: it has no word timestamps to cut subtitles from")
-			}
-			if len(words) == 0 {
-				words = untimedWords(*b.Text)
-			}
-			words = spread(words, secs)
+		words, err := timedWords(*b.Text, b.Words, audio)
+		if err != nil {
+			return err
 		}
 		out.Body, out.ContentType = subtitles(cuesOf(words), req.ResponseFormat == "vtt"), textPlain
+		return nil
+	case "verbose_json":
+		words, err := timedWords(*b.Text, b.Words, audio)
+		if err != nil {
+			return err
+		}
+		out.meter(audio)
+		out.Body, out.ContentType = verboseJSON(*b.Text, b.LanguageCode, out.Seconds, words, req.TimestampGranularities), "application/json"
 		return nil
 	}
 	out.Body, _ = json.Marshal(struct {
@@ -312,6 +313,80 @@ func transcribeElevenLabs(w *watchdog, t routing.Target, c *dispatch.Conn, req T
 	}{*b.Text})
 	out.ContentType = "application/json"
 	return nil
+}
+
+// timedWords are an ElevenLabs answer's words with their times. An answer
+// without timestamps has its words (or its transcript's) spread over the
+// audio's duration, else every cue would sit at 0; when that duration is
+// not known either, the answer is a bad one.
+func timedWords(text string, words []timedWord, audio *Spool) ([]timedWord, error) {
+	if timed(words) || strings.TrimSpace(text) == "" {
+		return words, nil
+	}
+	secs, ok := fileSeconds(audio, audio.Size())
+	if !ok {
+		return nil, badUpstream("transcription: it has no word timestamps to cut subtitles from")
+	}
+	if len(words) == 0 {
+		words = untimedWords(text)
+	}
+	return spread(words, secs), nil
+}
+
+// verboseJSON is OpenAI's verbose_json answer made from ElevenLabs':
+// the duration, the transcript's language as ElevenLabs names it, its
+// segments (the cues subtitles are cut into) unless only words were asked
+// for, and its words when timestamp_granularities asks for them.
+func verboseJSON(text, language string, seconds float64, words []timedWord, granularities []string) []byte {
+	type segment struct {
+		ID    int     `json:"id"`
+		Seek  int     `json:"seek"`
+		Start float64 `json:"start"`
+		End   float64 `json:"end"`
+		Text  string  `json:"text"`
+	}
+	type word struct {
+		Word  string  `json:"word"`
+		Start float64 `json:"start"`
+		End   float64 `json:"end"`
+	}
+	v := struct {
+		Task     string     `json:"task"`
+		Language string     `json:"language"`
+		Duration float64    `json:"duration"`
+		Text     string     `json:"text"`
+		Segments *[]segment `json:"segments,omitempty"`
+		Words    *[]word    `json:"words,omitempty"`
+	}{Task: "transcribe", Language: language, Duration: seconds, Text: text}
+	if len(granularities) == 0 || slices.Contains(granularities, "segment") {
+		segments := []segment{}
+		for i, c := range cuesOf(words) {
+			segments = append(segments, segment{ID: i, Start: c.start, End: c.end, Text: " " + c.text})
+		}
+		v.Segments = &segments
+	}
+	if slices.Contains(granularities, "word") {
+		list := []word{}
+		last := 0.0
+		for _, w := range words {
+			if w.Type != "word" || strings.TrimSpace(w.Text) == "" {
+				continue
+			}
+			x := word{Word: w.Text, Start: last, End: last}
+			if w.Start != nil {
+				x.Start = *w.Start
+			}
+			x.End = x.Start
+			if w.End != nil && *w.End > x.Start {
+				x.End = *w.End
+			}
+			last = x.End
+			list = append(list, x)
+		}
+		v.Words = &list
+	}
+	body, _ := json.Marshal(v)
+	return body
 }
 
 // errAbandoned ends a multipart body whose request is over.

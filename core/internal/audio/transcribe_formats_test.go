@@ -27,7 +27,7 @@ import (
 )
 
 // transcribeWith runs one transcription attempt against an upstream at base.
-func transcribeWith(t *testing.T, spec provider.Spec, base, model, format string, audio []byte) (Transcription, error) {
+func transcribeWith(t *testing.T, spec provider.Spec, base, model, format string, audio []byte, granularities ...string) (Transcription, error) {
 	t.Helper()
 	spool := NewSpool(t.TempDir(), 1<<20, 0)
 	t.Cleanup(func() { _ = spool.Close() })
@@ -38,7 +38,7 @@ func transcribeWith(t *testing.T, spec provider.Spec, base, model, format string
 	defer w.close()
 	c := &dispatch.Conn{Connection: &busv1.Connection{}, Spec: spec, BaseURL: base, Credential: "k", Client: http.DefaultClient}
 	tg := routing.Target{Spec: spec, Model: model}
-	req := TranscribeRequest{Model: model, Filename: "a.wav", ContentType: "audio/wav", ResponseFormat: format}
+	req := TranscribeRequest{Model: model, Filename: "a.wav", ContentType: "audio/wav", ResponseFormat: format, TimestampGranularities: granularities}
 	var out Transcription
 	err = transcribe(w, tg, c, req, spool, &out)
 	return out, err
@@ -305,4 +305,30 @@ func TestAudioElevenLabsSubtitlesWithoutTimestamps(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "WEBVTT\n\n", string(out.Body))
 	})
+}
+
+// verbose_json from ElevenLabs is OpenAI's: the audio's duration, the
+// language, segments cut as subtitles are, and words when
+// timestamp_granularities asks for them, where it was the bare text.
+func TestAudioElevenLabsVerboseJSON(t *testing.T) {
+	up := newFakeScribe(t, "Hello world. Bye.", 3)
+	out, err := transcribeWith(t, elevenLabsSpec, up.URL, "scribe_v1", "verbose_json", pcmWAV(4))
+	require.NoError(t, err)
+	assert.Equal(t, "application/json", out.ContentType)
+	assert.JSONEq(t, `{"task":"transcribe","language":"eng","duration":4,"text":"Hello world. Bye.","segments":[
+		{"id":0,"seek":0,"start":0,"end":2,"text":" Hello world."},
+		{"id":1,"seek":0,"start":2,"end":3,"text":" Bye."}]}`, string(out.Body))
+	assert.Equal(t, 4.0, out.Seconds)
+
+	out, err = transcribeWith(t, elevenLabsSpec, up.URL, "scribe_v1", "verbose_json", pcmWAV(4), "word")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"task":"transcribe","language":"eng","duration":4,"text":"Hello world. Bye.","words":[
+		{"word":"Hello","start":0,"end":1},
+		{"word":"world.","start":1,"end":2},
+		{"word":"Bye.","start":2,"end":3}]}`, string(out.Body))
+
+	silence := newFakeScribe(t, "", 0)
+	out, err = transcribeWith(t, elevenLabsSpec, silence.URL, "scribe_v1", "verbose_json", pcmWAV(1), "word", "segment")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"task":"transcribe","language":"eng","duration":1,"text":"","segments":[],"words":[]}`, string(out.Body))
 }
