@@ -155,6 +155,8 @@ func TestKnownModels(t *testing.T) {
 	assert.Equal(t, 3072, model("gemini", "gemini-embedding-001").Dimensions)
 	assert.Contains(t, model("gemini", "gemini-3.5-flash").Input, ModalityVideo)
 	assert.Equal(t, KindSTT, model("groq", "whisper-large-v3").Kind)
+	assert.Equal(t, KindSTT, model("elevenlabs", "scribe_v2").Kind, "ElevenLabs' current speech-to-text model")
+	assert.Equal(t, KindSTT, model("elevenlabs", "scribe_v1").Kind)
 	assert.Equal(t, KindLLM, model("deepseek", "deepseek-reasoner").Kind)
 	assert.Equal(t, KindImage, model("xai", "grok-imagine-image").Kind)
 	assert.Equal(t, KindLLM, model("anthropic", "claude-sonnet-4-6").Kind)

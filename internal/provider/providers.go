@@ -248,6 +248,7 @@ func elevenLabs() Spec {
 			tts("eleven_flash_v2_5"),
 			tts("eleven_turbo_v2_5"),
 			tts("eleven_v3"),
+			stt("scribe_v2"),
 			stt("scribe_v1"),
 		},
 	}
