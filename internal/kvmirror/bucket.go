@@ -349,6 +349,37 @@ func (b *Bucket[T]) Delete(ctx context.Context, key string) error {
 	return b.waitFor(ctx, func() bool { _, ok := b.Get(key); return !ok })
 }
 
+// DeleteIf removes key when del reports true for its value, with
+// compare-and-swap on that value's revision: a value written since by
+// another writer (another replica included) is looked at again, not
+// removed unseen. It reports whether it removed the key; a missing key is
+// neither removed nor an error. del may be called more than once and must
+// not have side effects.
+func (b *Bucket[T]) DeleteIf(ctx context.Context, key string, del func(T) bool) (bool, error) {
+	for attempt := range modifyAttempts {
+		cur, ok := b.Get(key)
+		if !ok || !del(cur.Value) {
+			return false, nil
+		}
+		err := b.kv.Delete(ctx, key, jetstream.LastRevision(cur.Revision))
+		if err == nil {
+			// The delete marker's revision is not returned: wait for the
+			// mirror to move past the deleted value instead.
+			return true, b.awaitChange(ctx, key, cur.Revision)
+		}
+		if !LostRace(err) {
+			return false, fmt.Errorf("delete %s: %w", key, err)
+		}
+		if err := b.awaitChange(ctx, key, cur.Revision); err != nil {
+			return false, err
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return false, err
+		}
+	}
+	return false, ErrConflict
+}
+
 // modifyAttempts bounds Modify's compare-and-swap rounds; with the pauses
 // between them a writer gives up only after seconds of losing.
 const modifyAttempts = 64

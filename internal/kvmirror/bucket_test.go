@@ -259,3 +259,35 @@ func TestMirrorWatchesAgainWhenItsWatcherIsLost(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "full", got.Value.GetCavemanLevel())
 }
+
+// DeleteIf removes a value only while it is the one its caller judged: a
+// value written since through the bucket itself (another replica) stays,
+// whether or not the deleting mirror has seen it yet.
+func TestDeleteIfLeavesANewerValue(t *testing.T) {
+	kv, open := newBucket(t)
+	a := open()
+	ctx := context.Background()
+	isLite := func(s *busv1.Settings) bool { return s.GetCavemanLevel() == "lite" }
+
+	require.NoError(t, a.Put(ctx, "m1", &busv1.Settings{CavemanLevel: "lite"}))
+	for range 20 {
+		// Another replica replaces the value; a may not have it yet.
+		_, err := kv.Put(ctx, "m1", mustMarshal(t, &busv1.Settings{CavemanLevel: "ultra"}))
+		require.NoError(t, err)
+		deleted, err := a.DeleteIf(ctx, "m1", isLite)
+		require.NoError(t, err)
+		assert.False(t, deleted, "the newer value was deleted")
+		_, err = kv.Get(ctx, "m1")
+		require.NoError(t, err, "the newer value is gone")
+		require.NoError(t, a.Put(ctx, "m1", &busv1.Settings{CavemanLevel: "lite"}))
+	}
+
+	deleted, err := a.DeleteIf(ctx, "m1", isLite)
+	require.NoError(t, err)
+	assert.True(t, deleted)
+	_, ok := a.Get("m1")
+	assert.False(t, ok, "read your own delete")
+	deleted, err = a.DeleteIf(ctx, "m1", isLite)
+	require.NoError(t, err)
+	assert.False(t, deleted, "a missing key")
+}

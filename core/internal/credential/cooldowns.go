@@ -35,11 +35,27 @@ type Cooldowns interface {
 	// retained. It is on every request's path and must be cheap (a local
 	// read, no network round trip).
 	Get(connectionID, model string) (Cooldown, bool)
-	// Put stores c, replacing any record of the same connection and model.
+	// Put stores c, replacing the record of the same connection and model
+	// unless that record ends later: a failure of a request that was in
+	// flight when a longer cooldown was written (a 429 with an hour's
+	// Retry-After) never shortens it. Where several processes share the
+	// store, the comparison and the write are one atomic step.
 	Put(ctx context.Context, c Cooldown) error
-	// Clear removes the record of the connection for the model (a success
-	// resets the cooldown and its level).
-	Clear(ctx context.Context, connectionID, model string) error
+	// Clear removes the record of c's connection and model if it is still
+	// c (see [Cooldown.Same]): a success resets the cooldown and level its
+	// request saw, not a record another request wrote since. Where several
+	// processes share the store, the comparison and the removal are one
+	// atomic step.
+	Clear(ctx context.Context, c Cooldown) error
+}
+
+// Same reports whether c and o are the same record: the same connection
+// and model, cooled until the same instant, at the same level, for the same
+// reason and status. A record rewritten by a later failure differs from the
+// one read before it in its Until.
+func (c Cooldown) Same(o Cooldown) bool {
+	return c.ConnectionID == o.ConnectionID && c.Model == o.Model && c.Until.Equal(o.Until) &&
+		c.Level == o.Level && c.Reason == o.Reason && c.Status == o.Status
 }
 
 // DefaultRetention is how long [MemoryCooldowns] keeps a record after its
@@ -85,11 +101,16 @@ func (s *MemoryCooldowns) Get(connectionID, model string) (Cooldown, bool) {
 	return c, true
 }
 
-// Put stores c. Expired records are swept now and then.
+// Put stores c unless the record held ends later. Expired records are
+// swept now and then.
 func (s *MemoryCooldowns) Put(_ context.Context, c Cooldown) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.m[cooldownKey{c.ConnectionID, c.Model}] = c
+	k := cooldownKey{c.ConnectionID, c.Model}
+	if cur, ok := s.m[k]; ok && cur.Until.After(c.Until) && !s.expired(cur, s.now()) {
+		return nil
+	}
+	s.m[k] = c
 	if s.puts++; s.puts >= s.sweep {
 		s.puts = 0
 		now := s.now()
@@ -105,10 +126,13 @@ func (s *MemoryCooldowns) Put(_ context.Context, c Cooldown) error {
 	return nil
 }
 
-// Clear removes the record of the connection for the model.
-func (s *MemoryCooldowns) Clear(_ context.Context, connectionID, model string) error {
+// Clear removes the record of c's connection and model if it is still c.
+func (s *MemoryCooldowns) Clear(_ context.Context, c Cooldown) error {
+	k := cooldownKey{c.ConnectionID, c.Model}
 	s.mu.Lock()
-	delete(s.m, cooldownKey{connectionID, model})
+	if cur, ok := s.m[k]; ok && cur.Same(c) {
+		delete(s.m, k)
+	}
 	s.mu.Unlock()
 	return nil
 }

@@ -36,10 +36,39 @@ func TestMemoryCooldowns(t *testing.T) {
 	require.False(t, ok, "expired after the retention")
 
 	require.NoError(t, s.Put(ctx, c))
-	require.NoError(t, s.Clear(ctx, "a", "m"))
+	require.NoError(t, s.Clear(ctx, c))
 	_, ok = s.Get("a", "m")
 	require.False(t, ok)
+}
 
+// A record is never shortened by a Put, and a Clear removes only the record
+// it names: what requests in flight while a newer cooldown was written do
+// leaves that cooldown as it is.
+func TestMemoryCooldownsKeepNewerRecords(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	s := NewMemoryCooldowns(clock.Now, time.Minute)
+	seen := Cooldown{ConnectionID: "a", Model: "m", Until: clock.Now().Add(-time.Second), Level: 1, Reason: ReasonRateLimited, Status: 429}
+	require.NoError(t, s.Put(ctx, seen))
+	hour := Cooldown{ConnectionID: "a", Model: "m", Until: clock.Now().Add(time.Hour), Level: 1, Reason: ReasonRateLimited, Status: 429}
+	require.NoError(t, s.Put(ctx, hour))
+
+	require.NoError(t, s.Put(ctx, Cooldown{ConnectionID: "a", Model: "m", Until: clock.Now().Add(30 * time.Second), Reason: ReasonServer, Status: 500}))
+	got, _ := s.Get("a", "m")
+	require.Equal(t, hour, got, "a shorter cooldown does not replace a longer one")
+
+	require.NoError(t, s.Clear(ctx, seen))
+	got, ok := s.Get("a", "m")
+	require.True(t, ok, "a Clear of the record read before removed a newer one")
+	require.Equal(t, hour, got)
+
+	longer := Cooldown{ConnectionID: "a", Model: "m", Until: clock.Now().Add(2 * time.Hour), Level: 2, Reason: ReasonRateLimited, Status: 429}
+	require.NoError(t, s.Put(ctx, longer))
+	got, _ = s.Get("a", "m")
+	require.Equal(t, longer, got, "a longer cooldown replaces a shorter one")
+	require.NoError(t, s.Clear(ctx, longer))
+	_, ok = s.Get("a", "m")
+	require.False(t, ok)
 }
 
 func TestMemoryCooldownsSweepsExpired(t *testing.T) {
@@ -73,7 +102,9 @@ func TestMemoryCooldownsConcurrent(t *testing.T) {
 				case 1:
 					s.Get(id, "m")
 				default:
-					_ = s.Clear(ctx, id, "m")
+					if c, ok := s.Get(id, "m"); ok {
+						_ = s.Clear(ctx, c)
+					}
 				}
 			}
 		})

@@ -219,7 +219,7 @@ func (e *Engine) try(ctx context.Context, req Request, c Candidate, attempt Atte
 		aerr := attempt(ctx, cur)
 		if aerr == nil {
 			if hasPrev {
-				e.clear(ctx, c.ConnectionID, req.Model)
+				e.clear(ctx, prev)
 			}
 			return Failure{}, time.Time{}, true, nil
 		}
@@ -283,14 +283,20 @@ func (e *Engine) cool(ctx context.Context, req Request, f *Failure, prev Cooldow
 		"machine", req.MachineID, "provider", req.Provider, "model", req.Model,
 		"connection", f.ConnectionID, "reason", string(f.Reason), "status", f.Status,
 		"cooldown", f.Cooldown, "level", level, "committed", f.Committed)
+	// The store kept a longer cooldown another request wrote during this
+	// attempt: the connection is back when that one ends.
+	if cur, ok := e.cooldowns.Get(f.ConnectionID, req.Model); ok && cur.Until.After(cd.Until) {
+		return cur.Until
+	}
 	return cd.Until
 }
 
-// clear removes a cooldown after a success.
-func (e *Engine) clear(ctx context.Context, connectionID, model string) {
-	if err := e.cooldowns.Clear(context.WithoutCancel(ctx), connectionID, model); err != nil {
+// clear removes, after a success, the cooldown record the request read
+// before its attempt; one written since by another request stays.
+func (e *Engine) clear(ctx context.Context, prev Cooldown) {
+	if err := e.cooldowns.Clear(context.WithoutCancel(ctx), prev); err != nil {
 		e.log.WarnContext(ctx, "credential: clearing cooldown failed",
-			"connection", connectionID, "model", model, "error", err)
+			"connection", prev.ConnectionID, "model", prev.Model, "error", err)
 	}
 }
 

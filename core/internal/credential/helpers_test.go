@@ -131,9 +131,9 @@ func (c *countingCooldowns) Put(ctx context.Context, cd Cooldown) error {
 	return c.Cooldowns.Put(ctx, cd)
 }
 
-func (c *countingCooldowns) Clear(ctx context.Context, id, model string) error {
+func (c *countingCooldowns) Clear(ctx context.Context, cd Cooldown) error {
 	c.mu.Lock()
 	c.clear++
 	c.mu.Unlock()
-	return c.Cooldowns.Clear(ctx, id, model)
+	return c.Cooldowns.Clear(ctx, cd)
 }

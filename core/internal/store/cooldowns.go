@@ -53,33 +53,49 @@ func (c *Cooldowns) Get(connectionID, model string) (credential.Cooldown, bool) 
 		// credential.MemoryCooldowns.
 		return credential.Cooldown{}, false
 	}
+	return fromBus(v), true
+}
+
+func fromBus(v *busv1.Cooldown) credential.Cooldown {
 	return credential.Cooldown{
 		ConnectionID: v.GetConnectionId(),
 		Model:        v.GetModel(),
-		Until:        until,
+		Until:        v.GetUntil().AsTime(),
 		Level:        int(v.GetLevel()),
 		Reason:       credential.Reason(v.GetReason()),
 		Status:       int(v.GetStatus()),
 		Message:      v.GetMessage(),
-	}, true
+	}
 }
 
-// Put stores a record.
+// Put stores a record unless the bucket holds one that ends later, with
+// compare-and-swap: a longer cooldown another replica wrote a moment ago
+// is kept even when this replica's mirror has not seen it yet.
 func (c *Cooldowns) Put(ctx context.Context, cd credential.Cooldown) error {
-	return c.b.Put(ctx, cooldownKey(cd.ConnectionID, cd.Model), &busv1.Cooldown{
-		ConnectionId: cd.ConnectionID,
-		Model:        cd.Model,
-		Until:        timestamppb.New(cd.Until),
-		Level:        int32(cd.Level),
-		Reason:       string(cd.Reason),
-		Status:       int32(cd.Status),
-		Message:      cd.Message,
+	until := timestamppb.New(cd.Until)
+	_, err := c.b.Upsert(ctx, cooldownKey(cd.ConnectionID, cd.Model), func(v *busv1.Cooldown, ok bool) error {
+		if ok && v.GetUntil().AsTime().After(cd.Until) {
+			return kvmirror.ErrSkip
+		}
+		v.ConnectionId = cd.ConnectionID
+		v.Model = cd.Model
+		v.Until = until
+		v.Level = int32(cd.Level)
+		v.Reason = string(cd.Reason)
+		v.Status = int32(cd.Status)
+		v.Message = cd.Message
+		return nil
 	})
+	return err
 }
 
-// Clear removes a record.
-func (c *Cooldowns) Clear(ctx context.Context, connectionID, model string) error {
-	return c.b.Delete(ctx, cooldownKey(connectionID, model))
+// Clear removes the record of cd's connection and model if it is still cd,
+// with compare-and-swap: a record another replica wrote since stays.
+func (c *Cooldowns) Clear(ctx context.Context, cd credential.Cooldown) error {
+	_, err := c.b.DeleteIf(ctx, cooldownKey(cd.ConnectionID, cd.Model), func(v *busv1.Cooldown) bool {
+		return fromBus(v).Same(cd)
+	})
+	return err
 }
 
 // ClearConnection removes every record of a connection and returns how many

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,10 +34,54 @@ func TestCooldownsPutGetClear(t *testing.T) {
 		assert.True(t, until.Equal(got.Until))
 		_, ok = c.Get("conn2", model)
 		assert.False(t, ok, "another connection")
-		require.NoError(t, c.Clear(ctx, "conn1", model))
+		require.NoError(t, c.Clear(ctx, got))
 		_, ok = c.Get("conn1", model)
 		assert.False(t, ok, "cleared")
 	}
+}
+
+// Two replicas share the cooldowns: a request in flight on one of them
+// when the other cooled the connection for an hour neither shortens that
+// hour by its own failure nor clears it by its success, whether or not its
+// mirror has seen the hour yet.
+func TestCooldownsKeepANewerRecordOfAnotherReplica(t *testing.T) {
+	sa, sb := openStores(t)
+	a, b := NewCooldowns(sa.Cooldowns), NewCooldowns(sb.Cooldowns)
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 10 {
+		model := "m" + strconv.Itoa(i)
+		// The record both replicas read before their requests: a cooldown
+		// just over, its level retained.
+		seen := credential.Cooldown{ConnectionID: "conn1", Model: model, Until: now.Add(-time.Second), Level: 1, Reason: credential.Reason("rate_limited"), Status: 429}
+		require.NoError(t, a.Put(ctx, seen))
+		require.Eventually(t, func() bool { _, ok := b.Get("conn1", model); return ok }, 5*time.Second, 5*time.Millisecond)
+
+		hour := credential.Cooldown{ConnectionID: "conn1", Model: model, Until: now.Add(time.Hour), Level: 2, Reason: credential.Reason("rate_limited"), Status: 429}
+		require.NoError(t, a.Put(ctx, hour))
+		if i%2 == 0 {
+			// The in-flight request on b fails with a 500.
+			require.NoError(t, b.Put(ctx, credential.Cooldown{ConnectionID: "conn1", Model: model, Until: now.Add(30 * time.Second), Reason: credential.Reason("server"), Status: 500}))
+		} else {
+			// The in-flight request on b succeeds.
+			require.NoError(t, b.Clear(ctx, seen))
+		}
+		for _, c := range []*Cooldowns{a, b} {
+			require.Eventually(t, func() bool { got, ok := c.Get("conn1", model); return ok && got.Same(hour) }, 5*time.Second, 5*time.Millisecond,
+				"round %d: the hour is gone", i)
+		}
+	}
+
+	// A longer cooldown replaces a shorter one, and a success clears the
+	// record it saw.
+	longer := credential.Cooldown{ConnectionID: "conn1", Model: "m0", Until: now.Add(2 * time.Hour), Level: 3, Reason: credential.Reason("rate_limited"), Status: 429}
+	require.NoError(t, b.Put(ctx, longer))
+	got, ok := b.Get("conn1", "m0")
+	require.True(t, ok)
+	assert.True(t, got.Same(longer))
+	require.NoError(t, b.Clear(ctx, got))
+	_, ok = b.Get("conn1", "m0")
+	assert.False(t, ok)
 }
 
 // The bucket keeps a cooldown as long as the engine may set one (an
