@@ -340,7 +340,12 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 		}
 	}
 	spec, _ := a.registry.Lookup(cur.Value.GetProvider())
+	// reached reports a change of how the connection is reached (its key,
+	// base URL or proxy) or its reactivation: the cooldowns the old settings
+	// earned no longer say anything about it.
+	var reached bool
 	next, err := a.store.Connections.Modify(ctx, store.ConnectionKey(machineID, req.GetId()), func(c *busv1.Connection) error {
+		reached = req.IsActive != nil && req.GetIsActive() && !c.GetIsActive()
 		if req.Name != nil {
 			c.Name = req.GetName()
 		}
@@ -358,6 +363,7 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 			if err := baseURLWithoutCredentials(patch.GetBaseUrl()); err != nil {
 				return err
 			}
+			reached = reached || patch.GetBaseUrl() != c.Data.BaseUrl
 			c.Data.BaseUrl = patch.GetBaseUrl()
 		}
 		if patch.Prefix != nil {
@@ -384,6 +390,7 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 			}
 			sec.ProxyUrl = vault.ProxyURL(c, sec)
 			c.Data.ProxyUrl = ""
+			key, proxy := sec.GetApiKey(), sec.GetProxyUrl()
 			// The redacted form this API shows, sent back unchanged,
 			// keeps the proxy (and its password) as it is.
 			// An edited one keeps the credentials it still shows redacted.
@@ -397,6 +404,7 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 					c.Data.Values = a.loginValues(c.Provider, oauth.Token{AccessToken: sec.ApiKey})
 				}
 			}
+			reached = reached || sec.GetApiKey() != key || sec.GetProxyUrl() != proxy
 			if err := a.seal(c, sec); err != nil {
 				return err
 			}
@@ -410,10 +418,31 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 		}
 		return nil, a.storeError(err)
 	}
+	if reached {
+		// The next request tries the mended connection at once, rather
+		// than answering from the cooldown of a key that was refused.
+		a.endCooldowns(ctx, machineID, req.GetId(), "connection changed")
+	}
 	return &corev1.UpdateConnectionResponse{Connection: a.view(next)}, nil
 }
 
-// DeleteConnection removes a connection and its catalog.
+// endCooldowns removes a connection's cooldowns after a change that makes
+// them moot (or its deletion). The change is made already: a failure is
+// logged, not answered, and a client hanging up does not stop it.
+func (a *Admin) endCooldowns(ctx context.Context, machineID, connectionID, why string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	n, err := a.cooldowns.ClearConnection(ctx, connectionID)
+	if err != nil {
+		a.log.Warn("cooldowns of a connection left behind", "machine", machineID, "connection", connectionID, "why", why, "err", err)
+		return
+	}
+	if n > 0 {
+		a.log.Info("cooldowns cleared", "machine", machineID, "connection", connectionID, "why", why, "count", n)
+	}
+}
+
+// DeleteConnection removes a connection, its catalog and its cooldowns.
 func (a *Admin) DeleteConnection(ctx context.Context, req *corev1.DeleteConnectionRequest) (*corev1.DeleteConnectionResponse, error) {
 	machineID, err := a.auth.Admin(ctx)
 	if err != nil {
@@ -429,6 +458,7 @@ func (a *Admin) DeleteConnection(ctx context.Context, req *corev1.DeleteConnecti
 	if err := a.store.Catalogs.Delete(ctx, key); err != nil {
 		a.log.Warn("catalog of a deleted connection left behind", "connection", req.GetId(), "err", err)
 	}
+	a.endCooldowns(ctx, machineID, req.GetId(), "connection deleted")
 	a.log.Info("connection deleted", "machine", machineID, "connection", req.GetId())
 	return &corev1.DeleteConnectionResponse{Id: req.GetId(), Deleted: true}, nil
 }
