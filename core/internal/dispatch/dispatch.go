@@ -123,17 +123,59 @@ func (d *Dispatcher) Do(ctx context.Context, req Request, call Call) (Result, er
 		return Result{}, err
 	}
 	var res Result
+	var exhausted []*credential.ExhaustedError
 	attempts := 0
 	for i, t := range targets {
 		res, err = d.doTarget(ctx, req, t, call)
 		attempts += res.Attempts
 		res.Attempts = attempts
-		if err == nil || i == len(targets)-1 || !nextModel(err) {
+		if err == nil || !nextModel(err) {
 			return res, err
+		}
+		var ex *credential.ExhaustedError
+		if errors.As(err, &ex) {
+			exhausted = append(exhausted, ex)
+		}
+		if i == len(targets)-1 {
+			return res, comboExhausted(req.Model, exhausted, err)
 		}
 		d.log.Debug("combo model exhausted, trying the next", "model", t.Alias+"/"+t.Model, "err", err)
 	}
 	return res, err
+}
+
+// comboExhausted is the answer when no model of a combo could serve and
+// the last one's connections were exhausted with last. When every model's
+// connections are cooling (rate limited, or cooling down for other
+// reasons), the client is told to come back when the first of them is
+// free, whichever model it is (failover row 14), not when the last model's
+// is: 429 when all are rate limited, else 503, with the least Retry-After.
+// Any other outcome, or a single model exhausted, answers last as it is.
+func comboExhausted(combo string, exhausted []*credential.ExhaustedError, last error) error {
+	var lastEx *credential.ExhaustedError
+	if len(exhausted) < 2 || !errors.As(last, &lastEx) {
+		return last
+	}
+	merged := credential.ExhaustedError{
+		Status: http.StatusTooManyRequests, Code: credential.CodeRateLimited,
+		RetryAfter: lastEx.RetryAfter, Last: lastEx.Last,
+	}
+	for _, ex := range exhausted {
+		switch ex.Code {
+		case credential.CodeRateLimited:
+		case credential.CodeCoolingDown:
+			merged.Status, merged.Code = http.StatusServiceUnavailable, credential.CodeCoolingDown
+		default:
+			return last
+		}
+		merged.RetryAfter = min(merged.RetryAfter, ex.RetryAfter)
+	}
+	state := "rate limited"
+	if merged.Code == credential.CodeCoolingDown {
+		state = "cooling down"
+	}
+	merged.Message = "[" + combo + "] the credentials of every model are " + state + " (reset after " + merged.RetryAfter.String() + ")"
+	return &merged
 }
 
 // Resolve answers the targets the request's model resolves to, as Do
