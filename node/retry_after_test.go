@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -56,6 +57,35 @@ func TestComboRetryAfterIsEarliest(t *testing.T) {
 			}
 			assert.Equal(t, 1, first.Count(pathChat), "not called while cooling")
 			assert.Equal(t, 1, second.Count(pathChat), "not called while cooling")
+		})
+	}
+}
+
+// Row 19 with a 429 last: every connection failed, the last with a 429
+// whose Retry-After is an HTTP date (RFC 9110 allows it beside seconds).
+// The 429 passed through keeps a Retry-After, in seconds.
+func TestPassedThrough429KeepsDateRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		header []string
+		atMost int
+	}{
+		{"HTTP date", []string{"Retry-After", time.Now().Add(40 * time.Second).UTC().Format(http.TimeFormat)}, 41},
+		{"fractional seconds", []string{"Retry-After", "2.5"}, 3},
+		{"milliseconds", []string{"Retry-After-Ms", "1500"}, 2},
+		{"seconds", []string{"Retry-After", "7"}, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t)
+			p.primary.Enqueue(pathChat, upstreamtest.Overloaded())
+			p.fallback.Enqueue(pathChat, upstreamtest.Status(http.StatusTooManyRequests,
+				`{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
+				tc.header...))
+			r := chatAsk(t, p.sb, chatModel, "x", false)
+			require.Equal(t, http.StatusTooManyRequests, r.Status, "%s", r.Body)
+			ra := retryAfter(t, r)
+			assert.GreaterOrEqual(t, ra, 1)
+			assert.LessOrEqual(t, ra, tc.atMost, "the upstream said %s", tc.header[1])
 		})
 	}
 }

@@ -46,6 +46,16 @@ func (e *UpstreamError) Error() string {
 	return "credential: upstream answered " + statusText(e.Status)
 }
 
+// RetryAfter is the wait the upstream's answer asks for in its headers:
+// retry-after-ms, or Retry-After in seconds (fractional ones too) or as an
+// HTTP date, read as [Classify] reads them for cooldowns and bounded as it
+// bounds them (at least a second, at most [MaxRetryAfter]). It is zero when
+// the answer asks for no wait it can read. now is the instant a date is
+// counted from.
+func (e *UpstreamError) RetryAfter(now time.Time) time.Duration {
+	return headerHint(e.Header, now)
+}
+
 func statusText(status int) string {
 	s := strconv.Itoa(status)
 	if t := http.StatusText(status); t != "" {

@@ -100,8 +100,8 @@ func withRetry(c codes.Code, reason, msg string, after time.Duration, httpStatus
 	return st.Err()
 }
 
-// upstreamStatus passes an upstream's error answer through: its status and
-// its body.
+// upstreamStatus passes an upstream's error answer through: its status, its
+// body and the wait it asks for.
 func upstreamStatus(up *credential.UpstreamError, reason, msg string) error {
 	body := up.Body
 	if len(body) > maxUpstreamBody {
@@ -112,10 +112,10 @@ func upstreamStatus(up *credential.UpstreamError, reason, msg string) error {
 		MetaUpstreamBody: strings.ToValidUTF8(string(body), "\uFFFD"),
 	}
 	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta}}
-	if ra := up.Header.Get("Retry-After"); ra != "" {
-		if secs, err := strconv.Atoi(ra); err == nil && secs > 0 {
-			details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(secs) * time.Second)})
-		}
+	// Every form an upstream uses (seconds, an HTTP date, fractions,
+	// retry-after-ms) reaches the client, as whole seconds rounded up.
+	if wait := up.RetryAfter(time.Now()); wait > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(wait)})
 	}
 	st, err := status.New(codeForHTTP(up.Status), msg).WithDetails(details...)
 	if err != nil {
