@@ -122,3 +122,69 @@ func TestUpstreamStreamErrorsPassThrough(t *testing.T) {
 		assert.Zero(t, p.fallback.Count(pathResponses))
 	})
 }
+
+// Row 13 once the stream started: an upstream that refuses the prompt in
+// its stream after the first chunk (OpenAI's in-band invalid_prompt) has
+// refused the request, not failed: the client gets the refusal in-band, as
+// the upstream said it, and the connection is not cooled, so neither the
+// next request nor anyone else's is turned away or sent to the fallback.
+// The same error after the stream started cooled the connection for 30
+// seconds as a network failure: with one connection, one flagged prompt
+// had every other request for the model answered 503.
+func TestAnInBandRefusalMidStreamCoolsNothing(t *testing.T) {
+	const sure = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":"Sure"},"finish_reason":null}]}`
+	const refusal = `{"error":{"message":"Invalid prompt: your prompt was flagged as potentially violating our usage policy.","type":"invalid_request_error","param":null,"code":"invalid_prompt"}}`
+	refused := upstreamtest.Status(http.StatusOK, "data: "+sure+"\n\ndata: "+refusal+"\n\n", "Content-Type", "text/event-stream")
+	errorCode := func(r chatReply) string {
+		e, _ := r.JSON["error"].(map[string]any)
+		c, _ := e["code"].(string)
+		return c
+	}
+
+	t.Run("with a fallback", func(t *testing.T) {
+		p := newPair(t)
+		p.primary.Enqueue(pathChat, refused)
+		r := chatAsk(t, p.sb, chatModel, "flagged", true)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.False(t, r.Done, "an in-band error, not a clean end")
+		assert.Equal(t, "Sure", r.Content)
+		assert.Equal(t, "invalid_prompt", errorCode(r), "the upstream's own error: %v", r.JSON)
+
+		requireAnswer(t, chatAsk(t, p.sb, chatModel, "next", true), "next")
+		assert.Equal(t, 2, p.primary.Count(pathChat), "the primary answers the next request")
+		assert.Zero(t, p.fallback.Count(pathChat))
+	})
+	t.Run("alone", func(t *testing.T) {
+		sb := nodetest.Serve(t, t.TempDir())
+		up := upstreamtest.New(t)
+		sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "k",
+			"providerSpecificData": map[string]any{"baseUrl": up.URL()}})
+		up.Enqueue(pathChat, refused)
+		r := chatAsk(t, sb, chatModel, "flagged", true)
+		require.Equal(t, "invalid_prompt", errorCode(r), "%v", r.JSON)
+		requireAnswer(t, chatAsk(t, sb, chatModel, "someone else", false), "someone else")
+	})
+}
+
+// A rate limit or a server failure an upstream reports in its stream after
+// the first chunk cools the connection for what it is, as the same error
+// answered as a status does: a rate limit on the rate-limit backoff, a
+// server error as a server's, where both were taken for a network failure.
+func TestAnInBandFailureMidStreamCoolsForWhatItIs(t *testing.T) {
+	const hello = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}]}`
+	for _, tc := range []struct{ name, event, reason string }{
+		{"rate limited", `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`, "rate_limited"},
+		{"server error", `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":"server_error"}}`, "server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t)
+			p.primary.Enqueue(pathChat, upstreamtest.Status(http.StatusOK, "data: "+hello+"\n\ndata: "+tc.event+"\n\n", "Content-Type", "text/event-stream"))
+			r := chatAsk(t, p.sb, chatModel, "x", true)
+			require.Equal(t, http.StatusOK, r.Status)
+			require.False(t, r.Done, "an in-band error, not a clean end")
+			require.NotNil(t, r.JSON["error"], "%v", r.Events)
+			m := settled(t, p.sb, 1, cooling(tc.reason, 1))
+			assert.Zero(t, m.Value("switchboard_connections_cooling", "reason", "network"), "not a network failure")
+		})
+	}
+}

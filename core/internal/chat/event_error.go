@@ -151,7 +151,9 @@ func codeStatus(code *string) int {
 // first event the client gets the upstream's own error in-band; before it,
 // the attempt failed with the status and body the error would have come
 // with as an answer, so the engine cools and falls over, or hands the
-// client that error, as it does for answers.
+// client that error, as it does for answers. After the first event the
+// engine still reads that status and body (StreamError.Upstream), to cool
+// the connection as for that answer, or not at all.
 func (a *attempt) failEvent(err error) error {
 	var ev *eventError
 	if !errors.As(err, &ev) {
@@ -165,13 +167,14 @@ func (a *attempt) failEvent(err error) error {
 	if json.Compact(&compact, body) == nil {
 		body = compact.Bytes()
 	}
+	up := &credential.UpstreamError{Status: ev.status, Body: body}
 	if a.sent {
 		if ev.inAnthropicShape {
 			body = anthropicErrorEvent(body, ev.status)
 		}
-		return credential.Committed(&StreamError{Code: "upstream_error", Message: err.Error(), Body: body})
+		return credential.Committed(&StreamError{Code: "upstream_error", Message: err.Error(), Body: body, Upstream: up})
 	}
-	return &credential.UpstreamError{Status: ev.status, Body: body}
+	return up
 }
 
 // The translated routes' wrappers look for an upstream's error event

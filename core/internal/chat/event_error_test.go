@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -186,6 +187,57 @@ func TestTranslatedStreamsRelayAChunkThatOnlyNamesAnError(t *testing.T) {
 		t.Run(d.String(), func(t *testing.T) {
 			_, _, err := streamAs(t, d, chatUpstream, newBatchRecorder(), strings.NewReader(sseOf(nullError, finish, "[DONE]")))
 			require.NoError(t, err)
+		})
+	}
+}
+
+// An error an upstream sends after the stream started is judged as the
+// answer it stands for, not as a network failure: a refused prompt (OpenAI's
+// invalid_prompt, a context too long) is the request's own fault and cools
+// nothing, a rate limit is a rate limit, an overload or a server error is
+// the server's. The client still gets the upstream's error in-band.
+func TestAnUpstreamStreamErrorAfterTheFirstEventIsClassifiedAsItsAnswer(t *testing.T) {
+	const refused = `{"error":{"message":"Invalid prompt: your prompt was flagged as potentially violating our usage policy.","type":"invalid_request_error","param":null,"code":"invalid_prompt"}}`
+	const serverError = `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":"server_error"}}`
+	for _, tc := range []struct {
+		name     string
+		client   Dialect
+		upstream provider.Spec
+		stream   string
+		reason   credential.Reason
+		status   int
+	}{
+		{"chat over chat, a refused prompt", DialectChat, chatUpstream, sseOf(chunk("Sure"), refused), credential.ReasonClient, http.StatusBadRequest},
+		{"messages over chat, a refused prompt", DialectMessages, chatUpstream, sseOf(chunk("Sure"), refused), credential.ReasonClient, http.StatusBadRequest},
+		{"responses over chat, context too long", DialectResponses, chatUpstream, sseOf(chunk("hello"), contextTooLongChunk), credential.ReasonClient, http.StatusBadRequest},
+		{"chat over chat, rate limited", DialectChat, chatUpstream, sseOf(chunk("hello"), rateLimitedChunk), credential.ReasonRateLimited, http.StatusTooManyRequests},
+		{"messages over chat, a numeric code", DialectMessages, chatUpstream, sseOf(chunk("hello"), numericCodeChunk), credential.ReasonRateLimited, http.StatusTooManyRequests},
+		{"chat over chat, a server error", DialectChat, chatUpstream, sseOf(chunk("hello"), serverError), credential.ReasonServer, http.StatusInternalServerError},
+		{"chat over anthropic, overloaded", DialectChat, anthropicUpstream, anthropicStart + "event: error\ndata: " + overloadedEvent + "\n\n", credential.ReasonServer, 529},
+		{"messages over anthropic, overloaded", DialectMessages, anthropicUpstream, anthropicStart + "event: error\ndata: " + overloadedEvent + "\n\n", credential.ReasonServer, 529},
+		{"responses over responses, context too long", DialectResponses, responsesUpstream, responsesStart + "event: response.failed\ndata: " + responsesContextTooLong + "\n\n", credential.ReasonClient, http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, a, err := streamAs(t, tc.client, tc.upstream, newBatchRecorder(), strings.NewReader(tc.stream))
+			require.Error(t, err)
+			require.True(t, a.sent, "the stream started")
+			var se *StreamError
+			require.True(t, errors.As(err, &se), "%T %v", err, err)
+			require.NotEmpty(t, se.Body, "the client gets the upstream's error")
+
+			f := credential.Classify(err, time.Now())
+			assert.True(t, f.Committed)
+			assert.Equal(t, tc.reason, f.Reason)
+			assert.Equal(t, tc.status, f.Status)
+			if tc.reason == credential.ReasonClient {
+				assert.False(t, f.Fallback, "the request's own fault: no cooldown")
+				assert.Zero(t, f.Cooldown)
+			} else {
+				assert.NotEqual(t, credential.ReasonNetwork, f.Reason)
+			}
+			if tc.reason == credential.ReasonRateLimited {
+				assert.Equal(t, credential.BaseBackoff, f.Cooldown, "the rate-limit backoff, not the 30 s of a network failure")
+			}
 		})
 	}
 }
