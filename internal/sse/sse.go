@@ -35,6 +35,8 @@ type Reader struct {
 	named string
 	// released: the reader went back for another stream (Release).
 	released bool
+	// onComment is called for each comment line (see OnComment).
+	onComment func()
 }
 
 // NewReader reads events of at most max bytes from r. A reader that
@@ -55,6 +57,14 @@ const (
 	bufSize  = 16 << 10
 	keptSize = 64 << 10
 )
+
+// OnComment has f called for each comment line the reader reads, in Next.
+// A comment is no event and Next does not return it, but it is what
+// servers send to show that a stream is alive while they have nothing to
+// say (OpenRouter's ": OPENROUTER PROCESSING" while its model thinks): a
+// watchdog that waits on the stream's silence counts it as life. f must
+// not block.
+func (r *Reader) OnComment(f func()) { r.onComment = f }
 
 // Release hands the reader back for another stream: neither it nor the
 // data of the events it returned may be used after. A second Release does
@@ -100,7 +110,11 @@ func (r *Reader) Next() (Event, error) {
 			return Event{Name: r.nameString(), Data: r.data[:len(r.data):len(r.data)]}, nil
 		}
 		if line[0] == ':' {
-			continue // a comment (keep-alive)
+			// A comment (keep-alive): no part of an event.
+			if r.onComment != nil {
+				r.onComment()
+			}
+			continue
 		}
 		field, value, _ := bytes.Cut(line, []byte{':'})
 		value = bytes.TrimPrefix(value, []byte{' '})

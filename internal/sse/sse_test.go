@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -162,4 +163,52 @@ func TestReaderReleasedTwiceIsNotShared(t *testing.T) {
 	a := NewReader(strings.NewReader("data: a\n\n"), 1<<10)
 	b := NewReader(strings.NewReader("data: b\n\n"), 1<<10)
 	require.NotSame(t, a, b)
+}
+
+// A comment is no event, but the reader reports it as it arrives, while
+// Next still waits for the next event: a watchdog on the stream's silence
+// sees a server that says it is alive (OpenRouter's keep-alives while its
+// model thinks) in time. A reader handed back forgets the hook.
+func TestReaderReportsCommentsAsTheyArrive(t *testing.T) {
+	pr, pw := io.Pipe()
+	r := NewReader(pr, 1<<20)
+	comments := make(chan struct{}, 10)
+	r.OnComment(func() { comments <- struct{}{} })
+	type next struct {
+		ev  Event
+		err error
+	}
+	got := make(chan next, 1)
+	go func() {
+		ev, err := r.Next()
+		got <- next{Event{Name: ev.Name, Data: append([]byte(nil), ev.Data...)}, err}
+	}()
+	for range 3 {
+		_, err := io.WriteString(pw, ": OPENROUTER PROCESSING\n\n")
+		require.NoError(t, err)
+		select {
+		case <-comments:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a comment that arrived was not reported")
+		}
+	}
+	select {
+	case n := <-got:
+		t.Fatalf("Next returned on a comment: %+v", n)
+	default:
+	}
+	_, err := io.WriteString(pw, "data: {\"a\":1}\n: between the lines\ndata: {\"b\":2}\n\n")
+	require.NoError(t, err)
+	n := <-got
+	require.NoError(t, n.err)
+	assert.Equal(t, "{\"a\":1}\n{\"b\":2}", string(n.ev.Data), "a comment inside an event is not its data")
+	assert.Len(t, comments, 1, "the comment inside the event was reported")
+	require.NoError(t, pw.Close())
+
+	r.Release()
+	again := NewReader(strings.NewReader(": ping\n\ndata: x\n\n"), 1<<20)
+	defer again.Release()
+	_, err = again.Next()
+	require.NoError(t, err)
+	assert.Len(t, comments, 1, "a reused reader does not call the last stream's hook")
 }
