@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -512,4 +515,93 @@ func TestChatComboFallsThroughToTheNextModel(t *testing.T) {
 			assert.Equal(t, 1, second.Count(pathChat), "the walk ended at the first model")
 		})
 	}
+}
+
+// thinkingUpstream is an OpenAI-shaped upstream that, alive but thinking,
+// sends SSE keep-alive comments (OpenRouter's ": OPENROUTER PROCESSING")
+// and no event: for before before its first chunk, for during between its
+// first and its last. It thinks on its first call only; calls counts them.
+func thinkingUpstream(t *testing.T, before, during time.Duration) (up *httptest.Server, calls *atomic.Int32) {
+	t.Helper()
+	calls = new(atomic.Int32)
+	up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		before, during := before, during
+		if calls.Add(1) > 1 {
+			before, during = 0, 0
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		thinking := func(d time.Duration) {
+			for end := time.Now().Add(d); time.Now().Before(end); {
+				fmt.Fprint(w, ": OPENROUTER PROCESSING\n\n")
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}
+		chunk := func(content, finish string) {
+			fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":%s}]}\n\n", content, finish)
+			w.(http.Flusher).Flush()
+		}
+		thinking(before)
+		chunk("Let me think. ", "null")
+		thinking(during)
+		chunk("Done.", `"stop"`)
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(up.Close)
+	return up, calls
+}
+
+// Rows 7 and 9 are about silence: an upstream that thinks for longer than
+// the stall timeout, and says so with keep-alive comments, is alive. Its
+// answer reaches the client whole, with no stream_stalled and no fallback,
+// where the gateway, blind to comments, cut the answer at the stall timeout
+// and cooled the connection while the upstream was still answering.
+func TestChatKeepAliveCommentsAreNotAStall(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	stall := sb.Config.StallTimeout
+	up, calls := thinkingUpstream(t, 0, stall+stall/2)
+	fallback := upstreamtest.New(t)
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "thinking", "apiKey": "k", "priority": 1,
+		"providerSpecificData": map[string]any{"baseUrl": up.URL + "/v1"}})
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "fallback", "apiKey": "k", "priority": 2,
+		"providerSpecificData": map[string]any{"baseUrl": fallback.URL()}})
+
+	r := chatAsk(t, sb, chatModel, "think hard", true)
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Nil(t, r.JSON["error"], "an in-band error: %v", r.JSON)
+	assert.Equal(t, "Let me think. Done.", r.Content)
+	assert.True(t, r.Done)
+
+	r = chatAsk(t, sb, chatModel, "next", true)
+	assert.True(t, r.Done, "%v", r.Events)
+	assert.EqualValues(t, 2, calls.Load(), "the thinking connection was not cooled: it answers the next request")
+	assert.Zero(t, fallback.Count(pathChat))
+}
+
+// Row 6 is about an upstream that never answers: one that thinks for
+// longer than the first-byte timeout before its first chunk, and says so
+// with keep-alive comments, is not given up for the fallback (which would
+// have the user pay for the same question twice); its answer is the
+// client's.
+func TestChatKeepAliveCommentsBeforeTheFirstChunkKeepTheConnection(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	first := sb.Config.FirstByteTimeout
+	up, _ := thinkingUpstream(t, first+first/2, 0)
+	fallback := upstreamtest.New(t)
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "thinking", "apiKey": "k", "priority": 1,
+		"providerSpecificData": map[string]any{"baseUrl": up.URL + "/v1"}})
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "fallback", "apiKey": "k", "priority": 2,
+		"providerSpecificData": map[string]any{"baseUrl": fallback.URL()}})
+
+	r := chatAsk(t, sb, chatModel, "think hard", true)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Nil(t, r.JSON["error"], "an in-band error: %v", r.JSON)
+	assert.Equal(t, "Let me think. Done.", r.Content)
+	assert.True(t, r.Done)
+	assert.Zero(t, fallback.Count(pathChat), "no fallback while the upstream is visibly alive")
 }

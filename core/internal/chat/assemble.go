@@ -15,8 +15,9 @@ import (
 type assembler interface {
 	// assemble reads the upstream's stream to its end and returns the
 	// non-streamed answer body it amounts to; event is called on every
-	// event read (the stall watchdog).
-	assemble(r io.Reader, event func()) ([]byte, error)
+	// event read, comment on every keep-alive comment (the watchdog's
+	// signs of life).
+	assemble(r io.Reader, event, comment func()) ([]byte, error)
 }
 
 var _ assembler = toResponses{}
@@ -24,9 +25,10 @@ var _ assembler = toResponses{}
 // assemble builds a Responses object from a Responses stream: the final
 // response.completed (or response.incomplete) object, its output filled
 // from the output_item.done events when the backend left it empty.
-func (toResponses) assemble(r io.Reader, event func()) ([]byte, error) {
+func (toResponses) assemble(r io.Reader, event, comment func()) ([]byte, error) {
 	rd := sse.NewReader(r, maxEvent)
 	defer rd.Release() // what is kept of the events was copied from them
+	rd.OnComment(comment)
 	var items []json.RawMessage
 	for {
 		ev, err := rd.Next()

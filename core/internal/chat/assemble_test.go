@@ -1,14 +1,23 @@
 package chat
 
 import (
+	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
+	"github.com/switchboardhq/switchboard/core/internal/dispatch"
+	"github.com/switchboardhq/switchboard/core/internal/routing"
+	"github.com/switchboardhq/switchboard/internal/provider"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
 func TestAssembleResponsesStream(t *testing.T) {
@@ -37,7 +46,7 @@ func TestAssembleResponsesStream(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			events := 0
-			got, err := toResponses{}.assemble(strings.NewReader(tc.stream), func() { events++ })
+			got, err := toResponses{}.assemble(strings.NewReader(tc.stream), func() { events++ }, func() {})
 			if tc.bad {
 				if strings.Contains(tc.name, "backend's error") {
 					// The attempt passes it on with its status (failEvent).
@@ -60,4 +69,67 @@ func TestAssembleResponsesStream(t *testing.T) {
 			assert.Positive(t, events)
 		})
 	}
+}
+
+// wholeRecorder is a Sink that keeps a whole answer.
+type wholeRecorder struct{ completion []byte }
+
+func (r *wholeRecorder) Start(time.Duration) error    { return nil }
+func (r *wholeRecorder) Chunk(string, []byte) error   { return errors.New("not a whole answer") }
+func (r *wholeRecorder) Completion(data []byte) error { r.completion = data; return nil }
+
+// A whole answer assembled from the stream of an upstream that only
+// streams (the ChatGPT backend of codex) is not given up while the upstream
+// says it is alive with keep-alive comments, past the first event timeout
+// before its first event and past the stall timeout after it; silent, it
+// still gives way to the next connection.
+func TestAssembledAnswerKeepAliveComments(t *testing.T) {
+	const first, stall = 300 * time.Millisecond, 100 * time.Millisecond
+	const created = `{"type":"response.created","response":{"id":"r"}}`
+	const completed = `{"type":"response.completed","response":{"id":"r","object":"response","output":[{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"output_text","text":"hi"}]}]}}`
+	ask := func(t *testing.T, steps ...any) (*wholeRecorder, error) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			for _, s := range steps {
+				switch s := s.(type) {
+				case string:
+					_, _ = io.WriteString(w, s)
+					w.(http.Flusher).Flush()
+				case time.Duration:
+					select {
+					case <-time.After(s):
+					case <-r.Context().Done():
+						return
+					}
+				case hang:
+					<-r.Context().Done()
+					return
+				}
+			}
+		}))
+		t.Cleanup(srv.Close)
+		spec := provider.Spec{Format: provider.FormatResponses, StreamOnly: true}
+		in, err := parse(DialectResponses, []byte(`{"model":"m","input":"hi"}`))
+		require.NoError(t, err)
+		sink := &wholeRecorder{}
+		svc := &Service{opts: Options{StallTimeout: stall, FirstEventTimeout: first}}
+		a := &attempt{
+			svc: svc, in: in, tr: pick(DialectResponses, spec, "m"), t: routing.Target{Model: "m"},
+			c:    &dispatch.Conn{Connection: &busv1.Connection{Id: "conn"}, Spec: spec, BaseURL: srv.URL, Client: srv.Client()},
+			sink: sink, cp: &completion{s: svc, sink: sink, start: time.Now()},
+		}
+		_, err = a.run(context.Background())
+		return sink, err
+	}
+
+	sink, err := ask(t, steps(thinking(2*first), sseOf(created), thinking(3*stall), sseOf(completed))...)
+	require.NoError(t, err)
+	assert.Contains(t, string(sink.completion), `"text":"hi"`)
+
+	_, err = ask(t, steps(thinking(first/2), hang{})...)
+	var up *credential.UpstreamError
+	require.True(t, errors.As(err, &up), "%T %v", err, err)
+	assert.Equal(t, http.StatusBadGateway, up.Status, "the next connection may answer")
 }

@@ -38,6 +38,10 @@ type attempt struct {
 	// their data copied into heldData (the reader reuses its buffer).
 	held     []heldEvent
 	heldData []byte
+	// watchdog cancels a stream's call when its upstream stays silent too
+	// long (silence); alive: the upstream sent an event or a comment.
+	watchdog *time.Timer
+	alive    bool
 }
 
 // heldEvent is an event held for a batch: its data is heldData[start:end],
@@ -163,10 +167,16 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 	}
 	if assembled {
 		// The stream's watchdogs apply: nothing reached the client yet, so
-		// a silent upstream gives way to the next connection.
+		// a silent upstream gives way to the next connection. The first
+		// event timeout holds until the upstream's first event, the stall
+		// timeout after; a keep-alive comment is life but no event (see
+		// events), so it arms the watchdog again with the one that holds.
 		watchdog := time.AfterFunc(a.svc.opts.FirstEventTimeout, func() { cancel(errFirstEvent) })
 		defer watchdog.Stop()
-		raw, err := asm.assemble(io.LimitReader(resp.Body, maxBody), func() { watchdog.Reset(a.svc.opts.StallTimeout) })
+		wait := a.svc.opts.FirstEventTimeout
+		raw, err := asm.assemble(io.LimitReader(resp.Body, maxBody),
+			func() { wait = a.svc.opts.StallTimeout; watchdog.Reset(wait) },
+			func() { watchdog.Reset(wait) })
 		if err != nil {
 			if errors.Is(context.Cause(ctx), errFirstEvent) {
 				return Usage{}, badUpstream("the upstream stream stalled")
@@ -280,11 +290,13 @@ func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r 
 
 // events relays the stream's events as they come (see stream).
 func (a *attempt) events(ctx context.Context, cancel context.CancelCauseFunc, rd *sse.Reader, b BatchSink) (Usage, error) {
-	// The watchdog waits the first event timeout for the first event, the
-	// stall timeout for each next one; got says which it was.
-	watchdog := time.AfterFunc(a.svc.opts.FirstEventTimeout, func() { cancel(errFirstEvent) })
-	defer watchdog.Stop()
-	got := false
+	// The watchdog times the upstream's silence: the first event timeout
+	// until something reached the client, the stall timeout after (see
+	// silence). Each sign of life arms it again: an event, and a keep-alive
+	// comment (see comment).
+	a.watchdog = time.AfterFunc(a.svc.opts.FirstEventTimeout, func() { cancel(errFirstEvent) })
+	defer a.watchdog.Stop()
+	rd.OnComment(a.comment)
 	et := a.tr.events(a.in, a.t.Model)
 	ctr, _ := et.(counter)
 	var sinkErr error
@@ -339,23 +351,27 @@ func (a *attempt) events(ctx context.Context, cancel context.CancelCauseFunc, rd
 				return et.usage(), credential.Committed(err)
 			}
 		}
+		// Armed after the last event was relayed, so that the silence it
+		// waits for is the one that holds now.
+		a.watchdog.Reset(a.silence())
 		ev, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return ended()
 			}
 			switch cause := context.Cause(ctx); {
-			case errors.Is(cause, errFirstEvent) && !got:
-				return et.usage(), a.fail("stream_stalled", fmt.Sprintf("the upstream sent nothing for %s", a.svc.opts.FirstEventTimeout))
-			case errors.Is(cause, errFirstEvent):
+			case errors.Is(cause, errFirstEvent) && a.sent:
 				return et.usage(), a.fail("stream_stalled", fmt.Sprintf("the upstream stream stalled for %s", a.svc.opts.StallTimeout))
+			case errors.Is(cause, errFirstEvent) && a.alive:
+				return et.usage(), a.fail("stream_stalled", fmt.Sprintf("the upstream went silent for %s before its answer began", a.svc.opts.FirstEventTimeout))
+			case errors.Is(cause, errFirstEvent):
+				return et.usage(), a.fail("stream_stalled", fmt.Sprintf("the upstream sent nothing for %s", a.svc.opts.FirstEventTimeout))
 			case ctx.Err() != nil:
 				return et.usage(), ctx.Err()
 			}
 			return et.usage(), a.fail("stream_interrupted", "the upstream stream broke off")
 		}
-		watchdog.Reset(a.svc.opts.StallTimeout)
-		got = true
+		a.alive = true
 		end, err := et.event(ev.Name, ev.Data, emit)
 		switch {
 		case sinkErr != nil:
@@ -373,6 +389,34 @@ func (a *attempt) events(ctx context.Context, cancel context.CancelCauseFunc, rd
 			return ended()
 		}
 	}
+}
+
+// silence is how long the upstream of a stream may stay silent now: the
+// first event timeout until something reached the client, the stall
+// timeout after.
+//
+// Neither an event the client does not see (a usage-only chunk, a ping)
+// nor a keep-alive comment begins the answer: until an event that does,
+// the upstream keeps the first event timeout, and the next connection may
+// still answer if it falls silent that long. But an upstream that shows it
+// is alive is not given up: a model that thinks for minutes, its upstream
+// saying so with comments (OpenRouter's ": OPENROUTER PROCESSING"), would
+// otherwise be left for the next connection, and the user would pay for
+// the question twice. A stream that stays alive and never answers ends
+// with the client, whose leaving cancels the call: the gateway sets no
+// overall bound on an answer's time.
+func (a *attempt) silence() time.Duration {
+	if a.sent {
+		return a.svc.opts.StallTimeout
+	}
+	return a.svc.opts.FirstEventTimeout
+}
+
+// comment takes a keep-alive comment of the stream as a sign of life: the
+// watchdog waits its full time again.
+func (a *attempt) comment() {
+	a.alive = true
+	a.watchdog.Reset(a.silence())
 }
 
 // fail ends a stream: after the first event it is committed (the client gets

@@ -84,7 +84,16 @@ func streamTo(t *testing.T, sink Sink, r io.Reader) (Usage, *attempt, error) {
 // upstream of spec's format whose stream is read from r, into sink.
 func streamAs(t *testing.T, d Dialect, spec provider.Spec, sink Sink, r io.Reader) (Usage, *attempt, error) {
 	t.Helper()
-	svc := &Service{opts: Options{StallTimeout: time.Minute, FirstEventTimeout: time.Minute}}
+	return streamWithin(t, time.Minute, time.Minute, d, spec, sink, r)
+}
+
+// streamWithin is streamAs with the watchdog's first event and stall
+// timeouts. A reader that can be closed with an error (an io.PipeReader)
+// is closed with the watchdog's cause when it fires, as an upstream call's
+// body is.
+func streamWithin(t *testing.T, first, stall time.Duration, d Dialect, spec provider.Spec, sink Sink, r io.Reader) (Usage, *attempt, error) {
+	t.Helper()
+	svc := &Service{opts: Options{StallTimeout: stall, FirstEventTimeout: first}}
 	cp := &completion{s: svc, sink: sink, start: time.Now()}
 	a := &attempt{
 		svc: svc, in: inbound{dialect: d, stream: true}, tr: pick(d, spec, "m"),
@@ -92,6 +101,10 @@ func streamAs(t *testing.T, d Dialect, spec provider.Spec, sink Sink, r io.Reade
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	if c, ok := r.(interface{ CloseWithError(error) error }); ok {
+		stop := context.AfterFunc(ctx, func() { _ = c.CloseWithError(context.Cause(ctx)) })
+		defer stop()
+	}
 	u, err := a.stream(ctx, cancel, r)
 	return u, a, err
 }
