@@ -355,3 +355,50 @@ func TestConnectionModelsWithoutAListing(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
 	assert.Equal(t, "no_model_listing", errorCode(r))
 }
+
+// /v1/models and /v1/models/info show only what a request may name: a
+// combo none of whose models a connection serves is left out, and so are
+// the models of a connection that needs a new login (its token refresh
+// failed), with the combos that relied on them, while routing refuses it.
+func TestModelsShowOnlyWhatIsServed(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	id := sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "k",
+		"providerSpecificData": map[string]any{"enabledModels": []string{"gpt-4o-mini"}}})
+	r := sb.Admin(t, http.MethodPut, "/api/models/combos", map[string]any{"combos": []map[string]any{
+		{"name": "best", "models": []string{"anthropic/claude-sonnet-4", "openai/gpt-4o-mini"}},
+		{"name": "ghost", "models": []string{"anthropic/claude-sonnet-4", "openai/gpt-4o"}},
+	}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	assert.ElementsMatch(t, []string{"best", "openai/gpt-4o-mini"}, keys(listing(t, sb, "/v1/models")))
+	info := sb.Do(t, http.MethodGet, "/v1/models/info?id=best", nil)
+	assert.Equal(t, http.StatusOK, info.Status, "%s", info.Body)
+	info = sb.Do(t, http.MethodGet, "/v1/models/info?id=ghost", nil)
+	assert.Equal(t, http.StatusNotFound, info.Status, "%s", info.Body)
+	assert.Equal(t, "model_not_found", errorCode(info))
+
+	// The token refresh fails for good: the connection stays active and
+	// needs a new login.
+	kv := connectionsKV(t, sb)
+	ctx := context.Background()
+	key := sb.Node.DefaultMachineID() + "." + id
+	e, err := kv.Get(ctx, key)
+	require.NoError(t, err)
+	c := new(busv1.Connection)
+	require.NoError(t, proto.Unmarshal(e.Value(), c))
+	c.Oauth = &busv1.OAuthState{NeedsRelogin: true, TokenUrl: "https://auth.example/token"}
+	data, err := proto.Marshal(c)
+	require.NoError(t, err)
+	_, err = kv.Update(ctx, key, data, e.Revision())
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return len(listing(t, sb, "/v1/models")) == 0 }, 5*time.Second, 10*time.Millisecond,
+		"a connection that needs a new login lists nothing")
+	chat := sb.Do(t, http.MethodPost, pathChat, map[string]any{"model": "openai/gpt-4o-mini", "messages": []any{map[string]any{"role": "user", "content": "hi"}}})
+	assert.NotEqual(t, http.StatusOK, chat.Status, "routing refuses the connection: %s", chat.Body)
+	for _, id := range []string{"openai/gpt-4o-mini", "best"} {
+		info := sb.Do(t, http.MethodGet, "/v1/models/info?id="+id, nil)
+		assert.Equal(t, http.StatusNotFound, info.Status, "%s: %s", id, info.Body)
+		assert.Equal(t, "model_not_found", errorCode(info), id)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	"github.com/switchboardhq/switchboard/internal/provider"
@@ -53,8 +54,10 @@ type Model struct {
 
 // Lister answers model listings.
 type Lister struct {
-	store     *store.Store
-	registry  *provider.Registry
+	store    *store.Store
+	registry *provider.Registry
+	// resolver is the router's: a combo is listed when it resolves.
+	resolver  *routing.Resolver
 	refresher Refresher
 	wait      time.Duration
 	now       func() time.Time
@@ -98,7 +101,7 @@ func (l *Lister) version() [4]uint64 {
 
 // NewLister returns a Lister.
 func NewLister(st *store.Store, reg *provider.Registry, r Refresher, log *slog.Logger) *Lister {
-	return &Lister{store: st, registry: reg, refresher: r, wait: FetchWait, now: time.Now, log: log}
+	return &Lister{store: st, registry: reg, resolver: routing.NewResolver(st, reg), refresher: r, wait: FetchWait, now: time.Now, log: log}
 }
 
 // Options narrow a listing.
@@ -112,7 +115,10 @@ type Options struct {
 }
 
 // List returns the models machineID can reach: combos first, then each
-// active connection's models by priority, then aliases. A connection whose
+// usable connection's models by priority, then aliases. A connection the
+// router would refuse (switched off, or needing a new login) lists nothing,
+// and a combo is listed only when one of its models resolves, so every
+// model listed is one a request may name. A connection whose
 // live catalog is missing or stale gets a refresh job; List waits up to
 // FetchWait for those, then answers without the ones still missing.
 //
@@ -147,7 +153,7 @@ func (l *Lister) list(ctx context.Context, machineID string, opts Options) ([]Mo
 	if c := l.cached(key, ver); c != nil {
 		return c.models, c
 	}
-	conns := l.activeConnections(machineID)
+	conns := l.usableConnections(machineID)
 	complete := true
 	if !opts.NoFetch {
 		pending, unsent := l.requestMissing(ctx, conns, false)
@@ -160,7 +166,7 @@ func (l *Lister) list(ctx context.Context, machineID string, opts Options) ([]Mo
 			// What changed during the wait is listed: the state read
 			// again, the connections after it (never older than it).
 			ver = l.version()
-			conns = l.activeConnections(machineID)
+			conns = l.usableConnections(machineID)
 		}
 	}
 	// Callers that miss together (a second passed under load) share one
@@ -243,12 +249,22 @@ func (l *Lister) build(machineID string, conns []*busv1.Connection, opts Options
 		out = append(out, m)
 	}
 	for _, c := range settings.GetCombos() {
+		// The router's own check: a combo none of whose models it can
+		// serve would only be answered with an error. The listing is
+		// built again whenever the connections, catalogs or settings the
+		// router reads change, so it stays what the router serves.
+		if _, err := l.resolver.ResolveAll(machineID, c.GetName()); err != nil {
+			continue
+		}
 		kind := provider.KindLLM
-		if len(c.GetModels()) > 0 {
-			if m, ok := byID[c.GetModels()[0]]; ok {
+		for _, id := range c.GetModels() {
+			m, ok := byID[id]
+			if !ok {
+				m, ok = byID[settings.GetAliases()[id]]
+			}
+			if ok {
 				kind = m.Kind
-			} else if target, ok := byID[settings.GetAliases()[c.GetModels()[0]]]; ok {
-				kind = target.Kind
+				break
 			}
 		}
 		add(Model{ID: c.GetName(), OwnedBy: OwnerCombo, Kind: kind, Name: c.GetName()})
@@ -266,7 +282,7 @@ func (l *Lister) build(machineID string, conns []*busv1.Connection, opts Options
 	return out, until
 }
 
-// connectionModels lists every active connection's models, less the
+// connectionModels lists every given connection's models, less the
 // machine's disabled ones; until is the earliest expiry of the live
 // catalogs it read (zero: none).
 func (l *Lister) connectionModels(machineID string, conns []*busv1.Connection) (_ []Model, until time.Time) {
@@ -341,11 +357,13 @@ func (l *Lister) live(spec provider.Spec) bool {
 	return spec.Family != "" || spec.LiveCatalog
 }
 
-func (l *Lister) activeConnections(machineID string) []*busv1.Connection {
+// usableConnections returns the machine's connections the router may send
+// requests to, by priority.
+func (l *Lister) usableConnections(machineID string) []*busv1.Connection {
 	all := l.store.MachineConnections(machineID)
 	out := all[:0:0]
 	for _, c := range all {
-		if c.GetIsActive() {
+		if routing.Usable(c) {
 			out = append(out, c)
 		}
 	}
@@ -451,7 +469,7 @@ func (l *Lister) RefreshExpiring(ctx context.Context, lead time.Duration) int {
 	horizon := l.now().Add(lead)
 	l.store.Connections.Range(func(_ string, e kvmirror.Entry[*busv1.Connection]) bool {
 		c := e.Value
-		if !c.GetIsActive() || !l.Fetchable(c) {
+		if !routing.Usable(c) || !l.Fetchable(c) {
 			return true
 		}
 		if cat, ok := l.store.Catalogs.Get(store.ConnectionKey(c.GetMachineId(), c.GetId())); ok && cat.Value.GetExpiresAt().AsTime().Before(horizon) {

@@ -105,8 +105,11 @@ func (r *Resolver) Resolve(machineID, model string) (Target, error) {
 	return r.byListing(conns, model)
 }
 
-// usable reports whether a connection may take requests.
-func usable(c *busv1.Connection) bool {
+// Usable reports whether a connection may take requests: it is switched on
+// and does not need a new login. The model listing lists only the models of
+// such connections, so what it lists and what is served are decided here
+// alone.
+func Usable(c *busv1.Connection) bool {
 	return c.GetIsActive() && !c.GetOauth().GetNeedsRelogin()
 }
 
@@ -137,7 +140,7 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 			continue
 		}
 		known = true
-		if !usable(c) || !serves(c, model) {
+		if !Usable(c) || !serves(c, model) {
 			continue
 		}
 		if len(t.Connections) == 0 {
@@ -164,7 +167,7 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 // the id, and every connection of the same provider and alias.
 func (r *Resolver) byListing(conns []*busv1.Connection, model string) (Target, error) {
 	for _, c := range conns {
-		if !usable(c) {
+		if !Usable(c) {
 			continue
 		}
 		spec, ok := r.registry.Lookup(c.GetProvider())
@@ -174,7 +177,7 @@ func (r *Resolver) byListing(conns []*busv1.Connection, model string) (Target, e
 		alias := r.alias(c, spec)
 		t := Target{Spec: spec, Alias: alias, Model: model}
 		for _, o := range conns {
-			if usable(o) && o.GetProvider() == c.GetProvider() && r.alias(o, spec) == alias && serves(o, model) {
+			if Usable(o) && o.GetProvider() == c.GetProvider() && r.alias(o, spec) == alias && serves(o, model) {
 				t.Connections = append(t.Connections, o)
 			}
 		}
