@@ -39,6 +39,13 @@ type Options struct {
 // in flight to one origin.
 var Gateway = Options{Connect: 10 * time.Second, FirstByte: 120 * time.Second, IdlePerHost: 256}
 
+// MaxErrorBody bounds how much of an upstream's error answer is read. The
+// message a client is shown fits in far less, and an error answer is read
+// before anything is known of it: a body sized from the Content-Length an
+// upstream declares would let a hostile upstream make the gateway allocate
+// whatever it names, on every request.
+const MaxErrorBody = 1 << 20
+
 // maxClients bounds the clients kept; past it they are all dropped.
 const maxClients = 1024
 

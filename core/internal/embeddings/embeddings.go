@@ -156,7 +156,10 @@ func (s *Service) post(ctx context.Context, c *dispatch.Conn, body []byte) ([]by
 	sr := upstream.NewStallReader(resp.Body, s.opts.StallTimeout, s.opts.StallTimeout, cancel)
 	defer sr.Stop()
 	if resp.StatusCode >= 300 {
-		raw, err := readBody(sr, resp.ContentLength, nil)
+		// An error answer is read up to the bound chat reads one to, past
+		// which it is cut: the length it declares is only believed below
+		// that bound.
+		raw, err := readBody(sr, resp.ContentLength, nil, upstream.MaxErrorBody)
 		if err != nil {
 			return nil, nil, sr.Err(ctx, err)
 		}
@@ -166,7 +169,7 @@ func (s *Service) post(ctx context.Context, c *dispatch.Conn, body []byte) ([]by
 	if n := resp.ContentLength; n > 0 && n <= maxPooled {
 		buf = s.buffer(int(n))
 	}
-	raw, err := readBody(sr, resp.ContentLength, buf)
+	raw, err := readBody(sr, resp.ContentLength, buf, maxResponse)
 	if err != nil {
 		if buf != nil {
 			s.bodies.Put(buf)
@@ -212,11 +215,12 @@ func (r *Response) fill(raw []byte, want string, asJSON bool) (kept bool, err er
 	return false, nil
 }
 
-// readBody reads a response body whole, sized from its Content-Length n
-// (-1: unknown) when the upstream sent one, so a large body is not grown
-// and copied piecemeal: into buf when given (it has that length).
-func readBody(body io.Reader, n int64, buf *[]byte) ([]byte, error) {
-	if n > 0 && n <= maxResponse {
+// readBody reads a response body up to limit bytes, sized from its
+// Content-Length n (-1: unknown) when the upstream sent one no larger than
+// limit, so a large body is not grown and copied piecemeal: into buf when
+// given (it has that length). A body longer than limit is cut there.
+func readBody(body io.Reader, n int64, buf *[]byte, limit int64) ([]byte, error) {
+	if n > 0 && n <= limit {
 		var b []byte
 		if buf != nil {
 			b = (*buf)[:n:n] // what the body holds past n is out of reach
@@ -228,5 +232,5 @@ func readBody(body io.Reader, n int64, buf *[]byte) ([]byte, error) {
 		}
 		return b, nil
 	}
-	return io.ReadAll(io.LimitReader(body, maxResponse))
+	return io.ReadAll(io.LimitReader(body, limit))
 }

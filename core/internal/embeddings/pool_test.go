@@ -121,7 +121,7 @@ func BenchmarkReadDecoded(b *testing.B) {
 	b.Run("before", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			body, err := readBody(src(), int64(len(raw)), nil)
+			body, err := readBody(src(), int64(len(raw)), nil, maxResponse)
 			require.NoError(b, err)
 			var out Response
 			_, err = out.fill(body, FormatFloat, false)
@@ -133,7 +133,7 @@ func BenchmarkReadDecoded(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			buf := s.buffer(len(raw))
-			body, err := readBody(src(), int64(len(raw)), buf)
+			body, err := readBody(src(), int64(len(raw)), buf, maxResponse)
 			require.NoError(b, err)
 			var out Response
 			kept, err := out.fill(body, FormatFloat, false)
