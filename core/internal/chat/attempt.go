@@ -160,7 +160,7 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 	if resp.StatusCode >= 300 {
 		// What the error body brought before a stall is what there is.
 		sr := a.stallReader(resp.Body, cancel)
-		raw, _ := io.ReadAll(io.LimitReader(sr, 1<<20))
+		raw, _ := io.ReadAll(io.LimitReader(sr, upstream.MaxErrorBody))
 		sr.Stop()
 		raw = a.tr.errorBody(a.c.Scrub(raw))
 		return Usage{}, &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: raw}
