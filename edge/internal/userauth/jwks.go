@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"strings"
@@ -20,52 +21,118 @@ import (
 // JWKS is a cached JSON Web Key Set fetched from a URL. It refetches after
 // jwksTTL, or sooner when a token names an unknown key id (at most once per
 // jwksMinRefresh).
+//
+// A fetch belongs to the set, not to the request that needed it: it runs on
+// its own context with its own timeout, every request needing the set waits
+// for the one fetch in flight (each for as long as its own context lasts),
+// and a request that gives up neither cancels the fetch nor spends the
+// refresh of the next jwksMinRefresh. Keys the cache holds fresh are
+// answered without waiting on a fetch.
 type JWKS struct {
 	url    string
 	client *http.Client
+	log    *slog.Logger
 
 	mu      sync.Mutex
 	keys    map[string]any    // kid -> *rsa.PublicKey | *ecdsa.PublicKey
 	algs    map[string]string // kid -> the key's "alg" member, when it has one
-	fetched time.Time
-	tried   time.Time // last refresh attempt
+	fetched time.Time         // last successful fetch
+	tried   time.Time         // end of the last fetch, successful or not
+	lastErr error             // the last fetch's error, nil when it succeeded
+	loading chan struct{}     // closed when the fetch in flight ends; nil when none is
 }
 
 const (
-	jwksTTL        = 10 * time.Minute
-	jwksMinRefresh = 30 * time.Second
-	jwksMaxBytes   = 1 << 20
+	jwksTTL          = 10 * time.Minute
+	jwksMinRefresh   = 30 * time.Second
+	jwksFetchTimeout = 10 * time.Second
+	jwksMaxBytes     = 1 << 20
 )
+
+// ErrKeysUnavailable is the error of a key the JWKS could not be asked for:
+// the URL failed (a refused connection, a timeout, a 5xx, a set that does
+// not parse) and the cache does not hold the key, or the request ended
+// while it waited for the set. It says nothing about the token.
+var ErrKeysUnavailable = errors.New("the signing keys could not be loaded")
 
 // NewJWKS returns a key set read from url.
 func NewJWKS(url string, client *http.Client) *JWKS {
-	return &JWKS{url: url, client: client}
+	return &JWKS{url: url, client: client, log: slog.New(slog.DiscardHandler)}
 }
 
 // Key returns the public key for kid (any key fitting alg when kid is
-// empty and the set holds a single key).
+// empty and the set holds a single key). A key the set does not hold once
+// fetched is an error of its own; when the set could not be fetched the
+// error is ErrKeysUnavailable.
 func (j *JWKS) Key(ctx context.Context, kid, alg string) (any, error) {
 	j.mu.Lock()
+	k, ok := j.lookup(kid)
+	if ok && time.Since(j.fetched) <= jwksTTL {
+		defer j.mu.Unlock()
+		return j.fit(kid, k, alg)
+	}
+	j.mu.Unlock()
+
+	err := j.refresh(ctx)
+	j.mu.Lock()
 	defer j.mu.Unlock()
-	stale := time.Since(j.fetched) > jwksTTL
-	if k, ok := j.lookup(kid); ok && !stale {
+	k, ok = j.lookup(kid)
+	switch {
+	case err == nil && ok:
 		return j.fit(kid, k, alg)
+	case err == nil:
+		return nil, fmt.Errorf("no key %q for %s in the JWKS", kid, alg)
+	case ok && ctx.Err() == nil:
+		return j.fit(kid, k, alg) // serve the stale set while the URL fails
 	}
-	// A refresh, successful or not, is tried at most every jwksMinRefresh:
-	// tokens with made-up key ids cannot make every request wait on the URL.
-	if time.Since(j.tried) > jwksMinRefresh {
-		j.tried = time.Now()
-		if err := j.refresh(ctx); err != nil {
-			if k, ok := j.lookup(kid); ok {
-				return j.fit(kid, k, alg) // serve the stale set while the URL fails
-			}
-			return nil, err
+	return nil, fmt.Errorf("%w: %w", ErrKeysUnavailable, err)
+}
+
+// refresh waits for a fetch of the set (the one in flight, else a new one)
+// and returns its error, or the context's once the context ends first.
+// Within jwksMinRefresh of the last fetch it starts none and returns that
+// fetch's error: tokens with made-up key ids cannot make every request wait
+// on the URL.
+func (j *JWKS) refresh(ctx context.Context) error {
+	j.mu.Lock()
+	done := j.loading
+	if done == nil {
+		if !j.tried.IsZero() && time.Since(j.tried) <= jwksMinRefresh {
+			err := j.lastErr
+			j.mu.Unlock()
+			return err
 		}
+		done = make(chan struct{})
+		j.loading = done
+		go j.load(done)
 	}
-	if k, ok := j.lookup(kid); ok {
-		return j.fit(kid, k, alg)
+	j.mu.Unlock()
+	select {
+	case <-done:
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return j.lastErr
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return nil, fmt.Errorf("no key %q for %s in the JWKS", kid, alg)
+}
+
+// load fetches the set on a context of its own, stores the outcome and
+// closes done.
+func (j *JWKS) load(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), jwksFetchTimeout)
+	defer cancel()
+	keys, algs, err := j.fetch(ctx)
+	if err != nil {
+		j.log.Warn("jwks fetch failed: tokens signed with keys the cache does not hold cannot be checked", "err", err)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.tried, j.lastErr, j.loading = time.Now(), err, nil
+	if err == nil {
+		j.keys, j.algs, j.fetched = keys, algs, j.tried
+	}
+	close(done)
 }
 
 // fit pins a key to the algorithms it may verify: its "alg" member when the
@@ -111,28 +178,21 @@ type jwk struct {
 	Y   string `json:"y"`
 }
 
-func (j *JWKS) refresh(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
+// fetch reads the set from the URL.
+func (j *JWKS) fetch(ctx context.Context) (map[string]any, map[string]string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.url, nil)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	resp, err := j.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("fetch jwks: %w", err)
+		return nil, nil, fmt.Errorf("fetch jwks: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetch jwks: status %d", resp.StatusCode)
+		return nil, nil, fmt.Errorf("fetch jwks: status %d", resp.StatusCode)
 	}
-	keys, algs, err := parseJWKS(io.LimitReader(resp.Body, jwksMaxBytes))
-	if err != nil {
-		return err
-	}
-	j.keys, j.algs = keys, algs
-	j.fetched = time.Now()
-	return nil
+	return parseJWKS(io.LimitReader(resp.Body, jwksMaxBytes))
 }
 
 // ParseJWKS reads a key set's RSA and EC signing keys by kid; other keys

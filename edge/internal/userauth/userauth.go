@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -63,6 +64,8 @@ type Config struct {
 	Audience string
 	// HTTPClient fetches the JWKS; nil means a client with a 10s timeout.
 	HTTPClient *http.Client
+	// Log receives the JWKS URL's failures; nil discards them.
+	Log *slog.Logger
 }
 
 // New returns a Verifier. With neither a secret nor a JWKS URL every token
@@ -80,6 +83,9 @@ func New(cfg Config) *Verifier {
 			client = &http.Client{Timeout: 10 * time.Second}
 		}
 		v.jwks = NewJWKS(cfg.JWKSURL, client)
+		if cfg.Log != nil {
+			v.jwks.log = cfg.Log
+		}
 	}
 	return v
 }
@@ -95,7 +101,9 @@ func BearerToken(header string) (string, bool) {
 }
 
 // Verify checks a token's algorithm, signature, expiry, subject, and issuer
-// and audience when configured.
+// and audience when configured. A token refused is ErrInvalidToken; a token
+// whose key could not be had because the JWKS URL failed is
+// ErrKeysUnavailable, for it may well be valid.
 func (v *Verifier) Verify(ctx context.Context, token string) (User, error) {
 	if token == "" {
 		return User{}, ErrNoToken
@@ -128,6 +136,9 @@ func (v *Verifier) Verify(ctx context.Context, token string) (User, error) {
 		kid, _ := t.Header["kid"].(string)
 		return v.jwks.Key(ctx, kid, t.Method.Alg())
 	}, opts...)
+	if errors.Is(err, ErrKeysUnavailable) {
+		return User{}, err
+	}
 	if err != nil {
 		return User{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
