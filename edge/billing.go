@@ -53,7 +53,7 @@ func mountBilling(mux *http.ServeMux, conn grpc.ClientConnInterface, cfg Billing
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	verifier := userauth.New(userauth.Config{Secret: cfg.JWTSecret, JWKSURL: cfg.JWKSURL, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience})
+	verifier := userauth.New(userauth.Config{Secret: cfg.JWTSecret, JWKSURL: cfg.JWKSURL, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Log: log})
 	if !verifier.Configured() {
 		log.Warn("neither SWITCHBOARD_JWT_SECRET nor SWITCHBOARD_JWKS_URL is set: GraphQL users cannot sign in")
 	}

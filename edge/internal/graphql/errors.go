@@ -26,6 +26,10 @@ const (
 	CodeForbidden          = "FORBIDDEN"
 	CodeInternal           = "INTERNAL_SERVER_ERROR"
 	CodeBillingUnavailable = "BILLING_UNAVAILABLE"
+	// CodeAuthUnavailable answers a token that cannot be checked because
+	// the identity provider's key set could not be loaded: the token may be
+	// valid, so a frontend keeps its user signed in and tries again.
+	CodeAuthUnavailable = "AUTH_UNAVAILABLE"
 )
 
 // Error is a GraphQL error with a stable code and an HTTP-like status,
@@ -38,7 +42,14 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-func unauthenticated(cause error) error {
+// notSignedIn is the error of a request without a user, for cause (what
+// userauth.FromContext told): UNAUTHENTICATED, or AUTH_UNAVAILABLE when the
+// token could not be checked at all.
+func notSignedIn(cause error) error {
+	if errors.Is(cause, userauth.ErrKeysUnavailable) {
+		return &Error{Code: CodeAuthUnavailable, Status: http.StatusServiceUnavailable,
+			Message: "Sign-in cannot be checked right now: the identity provider's signing keys could not be loaded. Please try again."}
+	}
 	msg := "You must sign in first to access this resource."
 	if errors.Is(cause, userauth.ErrInvalidToken) {
 		msg = "The bearer token is invalid or expired."

@@ -17,11 +17,12 @@ type Resolver struct {
 	billing billingv1.BillingClient
 }
 
-// signedIn returns the request's user as billing's User, or UNAUTHENTICATED.
+// signedIn returns the request's user as billing's User, or UNAUTHENTICATED
+// (AUTH_UNAVAILABLE when the token could not be checked).
 func signedIn(ctx context.Context) (*billingv1.User, error) {
 	u, err := userauth.FromContext(ctx)
 	if err != nil {
-		return nil, unauthenticated(err)
+		return nil, notSignedIn(err)
 	}
 	return &billingv1.User{Id: u.ID, Email: u.Email}, nil
 }
