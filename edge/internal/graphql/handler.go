@@ -32,13 +32,14 @@ func NewHandler(conn grpc.ClientConnInterface, verifier *userauth.Verifier, log 
 // NewHandlerWith is NewHandler with options. Transport errors (a body too
 // large, not JSON, a batch, nested too deep) are refused before GraphQL runs
 // with their own codes; operations are bounded in complexity (so in
-// aliases) and tokens.
+// aliases), tokens and mutations (MaxMutations).
 func NewHandlerWith(conn grpc.ClientConnInterface, verifier *userauth.Verifier, log *slog.Logger, opts Options) http.Handler {
 	// Billing acts for the user the edge vouches for on the connection, not
 	// for the user a request body names.
 	srv := handler.New(exec.NewExecutableSchema(exec.Config{Resolvers: &Resolver{billing: billingv1.NewBillingClient(userauth.Vouching(conn))}}))
 	srv.AddTransport(transport.POST{})
 	srv.Use(introspectionGate{open: opts.OpenIntrospection})
+	srv.Use(mutationLimit{})
 	srv.Use(extension.FixedComplexityLimit(MaxComplexity))
 	srv.SetParserTokenLimit(MaxTokens)
 	srv.SetErrorPresenter(errorPresenter(log))
