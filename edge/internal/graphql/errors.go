@@ -45,7 +45,7 @@ func (e *Error) Error() string { return e.Message }
 // notSignedIn is the error of a request without a user, for cause (what
 // userauth.FromContext told): UNAUTHENTICATED, or AUTH_UNAVAILABLE when the
 // token could not be checked at all.
-func notSignedIn(cause error) error {
+func notSignedIn(cause error) *Error {
 	if errors.Is(cause, userauth.ErrKeysUnavailable) {
 		return &Error{Code: CodeAuthUnavailable, Status: http.StatusServiceUnavailable,
 			Message: "Sign-in cannot be checked right now: the identity provider's signing keys could not be loaded. Please try again."}
@@ -90,8 +90,10 @@ func fromStatus(st *status.Status) (*Error, bool) {
 }
 
 // errorPresenter renders resolver errors with extensions {code, status}.
-// GraphQL's own errors (parse, validation) keep their gqlgen form.
-func errorPresenter(log *slog.Logger) gql.ErrorPresenterFunc {
+// GraphQL's own errors (parse, validation) keep their gqlgen form, without
+// their "Did you mean" suggestions for a caller who may not introspect the
+// schema (see mayIntrospect; open as there).
+func errorPresenter(log *slog.Logger, open bool) gql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		gerr := gql.DefaultErrorPresenter(ctx, err)
 		var e *Error
@@ -103,6 +105,9 @@ func errorPresenter(log *slog.Logger) gql.ErrorPresenterFunc {
 					log.Warn("billing call failed", "path", gerr.Path.String(), "code", st.Code().String(), "err", st.Message())
 				}
 			} else if _, isGQL := err.(*gqlerror.Error); isGQL && gerr.Extensions != nil {
+				if !mayIntrospect(ctx, open) {
+					gerr.Message = withoutSuggestions(gerr.Message)
+				}
 				return gerr
 			} else if isGQL && len(gerr.Path) == 0 {
 				// The transport's own error about the request (its

@@ -32,7 +32,8 @@ func NewHandler(conn grpc.ClientConnInterface, verifier *userauth.Verifier, log 
 // NewHandlerWith is NewHandler with options. Transport errors (a body too
 // large, not JSON, a batch, nested too deep) are refused before GraphQL runs
 // with their own codes; operations are bounded in complexity (so in
-// aliases), tokens and mutations (MaxMutations).
+// aliases), tokens and mutations (MaxMutations); introspection and the
+// validation errors' suggestions are for callers who may introspect.
 func NewHandlerWith(conn grpc.ClientConnInterface, verifier *userauth.Verifier, log *slog.Logger, opts Options) http.Handler {
 	// Billing acts for the user the edge vouches for on the connection, not
 	// for the user a request body names.
@@ -42,7 +43,7 @@ func NewHandlerWith(conn grpc.ClientConnInterface, verifier *userauth.Verifier, 
 	srv.Use(mutationLimit{})
 	srv.Use(extension.FixedComplexityLimit(MaxComplexity))
 	srv.SetParserTokenLimit(MaxTokens)
-	srv.SetErrorPresenter(errorPresenter(log))
+	srv.SetErrorPresenter(errorPresenter(log, opts.OpenIntrospection))
 	srv.SetRecoverFunc(recoverFunc(log))
 	return verifier.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !checkTransport(w, r, opts, log) {

@@ -2,7 +2,6 @@ package graphql
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,11 +11,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	gql "github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
-	"github.com/vektah/gqlparser/v2/gqlerror"
-
-	"github.com/switchboardhq/switchboard/edge/internal/userauth"
 )
 
 // Codes of requests refused before GraphQL runs them (transport errors):
@@ -140,22 +135,4 @@ func depth(b []byte) int {
 		}
 	}
 	return deepest
-}
-
-// introspectionGate lets only signed-in users (or anyone, when open: a
-// loopback listener) introspect the schema.
-type introspectionGate struct{ open bool }
-
-var _ interface {
-	gql.HandlerExtension
-	gql.OperationContextMutator
-} = introspectionGate{}
-
-func (introspectionGate) ExtensionName() string               { return "IntrospectionGate" }
-func (introspectionGate) Validate(gql.ExecutableSchema) error { return nil }
-
-func (g introspectionGate) MutateOperationContext(ctx context.Context, rc *gql.OperationContext) *gqlerror.Error {
-	_, err := userauth.FromContext(ctx)
-	rc.DisableIntrospection = !g.open && err != nil
-	return nil
 }
