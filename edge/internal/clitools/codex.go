@@ -77,7 +77,12 @@ func (h *CodexSettings) read() (tomlDoc, bool, error) {
 	if err != nil {
 		return tomlDoc{}, false, err
 	}
-	return parseTOML(data), true, nil
+	d := parseTOML(data)
+	if err := d.check(); err != nil {
+		return tomlDoc{}, true, problemError{openai.NewProblem(http.StatusConflict, "invalid_settings_file",
+			"the Codex config.toml is not valid TOML (a string or a value is left open); fix or remove it first", "")}
+	}
+	return d, true, nil
 }
 
 func (h *CodexSettings) status() (CodexStatus, error) {
@@ -157,7 +162,7 @@ func (h *CodexSettings) unconfigure() (CodexStatus, error) {
 		st, serr := h.status()
 		return st, errors.Join(err, serr)
 	}
-	changed := d.removeTable(codexTable)
+	changed := d.removeTable(codexTable, true)
 	if v, ok := d.topValue("model_provider"); ok && tomlUnquote(v) == CodexProvider {
 		changed = d.removeTop("model_provider") || changed
 	}

@@ -113,26 +113,74 @@ func TestCodexSettingsWithoutAFileAndRefusals(t *testing.T) {
 	assert.Contains(t, string(data), `experimental_bearer_token = "sk-given"`)
 }
 
-// FuzzTOMLEdit: editing any file keeps every line outside our table and
-// keys, and the result has our table once.
-func FuzzTOMLEdit(f *testing.F) {
-	f.Add([]byte(userCodexConfig))
-	f.Add([]byte("[a]\nb = 1\n"))
-	f.Add([]byte(""))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		d := parseTOML(data)
-		d.setTop("model_provider", `"switchboard"`)
-		d.setTable(codexTable, [][2]string{{"wire_api", `"responses"`}})
-		out := parseTOML(d.bytes())
-		n := 0
-		for _, l := range out.lines {
-			if strings.TrimSpace(l) == "["+codexTable+"]" {
-				n++
-			}
+// Codex writes the directories the user trusts as [projects."<path>"]
+// tables: our keys go before the first of them, as top-level keys, and the
+// route then tells the truth when it says configured.
+func TestCodexSettingsPutTopLevelKeysBeforeTrustedProjects(t *testing.T) {
+	h, _, path := newCodexHandler(t)
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	require.NoError(t, os.WriteFile(path, []byte("[projects.\"/home/me/app\"]\ntrust_level = \"trusted\"\n"), 0o600))
+
+	w, st := serve(t, h, http.MethodPost, "127.0.0.1:5000", `{"model":"openai/gpt-5-codex"}`, true)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.Equal(t, true, st["configured"])
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want := `model_provider = "switchboard"
+model = "openai/gpt-5-codex"
+[projects."/home/me/app"]
+trust_level = "trusted"
+
+[model_providers.switchboard]
+name = "Switchboard"
+base_url = "` + testGateway + `/v1"
+wire_api = "responses"
+experimental_bearer_token = "` + createdKey + `"
+`
+	assert.Equal(t, want, string(data), "model and model_provider must be top-level keys, before the first table")
+}
+
+// Unconfiguring removes our table only: the trusted project after it stays.
+func TestCodexSettingsUnconfigureKeepsTheTrustedProjectAfterOurTable(t *testing.T) {
+	h, _, path := newCodexHandler(t)
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	cfg := `model = "gpt-5"
+
+[model_providers.switchboard]
+name = "Switchboard"
+base_url = "` + testGateway + `/v1"
+
+[projects."/home/me/app"]
+trust_level = "trusted"
+`
+	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+	w, _ := serve(t, h, http.MethodDelete, "127.0.0.1:5000", ``, true)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "model = \"gpt-5\"\n\n[projects.\"/home/me/app\"]\ntrust_level = \"trusted\"\n", string(data))
+}
+
+// A file whose strings or values are left open is refused (409) and kept:
+// where its statements end cannot be told, so our lines could land inside
+// the user's text.
+func TestCodexSettingsRefuseAnUnterminatedFile(t *testing.T) {
+	h, _, path := newCodexHandler(t)
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	for _, cfg := range []string{
+		"developer_instructions = \"\"\"\nno end\n[model_providers.switchboard]\n",
+		"notify = [\"say\",\n",
+		"model = \"gpt-5\n",
+		"this is not toml\n",
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+		for _, method := range []string{http.MethodPost, http.MethodDelete, http.MethodGet} {
+			w, _ := serve(t, h, method, "127.0.0.1:5000", `{"model":"m","apiKey":"sk-x"}`, true)
+			assert.Equal(t, http.StatusConflict, w.Code, "%s %q: %s", method, cfg, w.Body.String())
+			assert.Contains(t, w.Body.String(), "invalid_settings_file")
 		}
-		assert.Equal(t, 1, n)
-		v, ok := out.tableValue(codexTable, "wire_api")
-		assert.True(t, ok)
-		assert.Equal(t, `"responses"`, v)
-	})
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, cfg, string(data), "a refused file is left as it was")
+	}
 }
