@@ -183,6 +183,11 @@ func (a *Admin) StartDeviceLogin(ctx context.Context, req *corev1.StartDeviceLog
 	if err != nil {
 		return nil, err
 	}
+	// The request is checked whole before the provider is asked for a
+	// code: a refused login leaves nothing behind, at the provider either.
+	if err := nameLength("name", req.GetName()); err != nil {
+		return nil, err
+	}
 	if err := a.validProxy(req.GetProxyUrl()); err != nil {
 		return nil, err
 	}
@@ -314,6 +319,9 @@ func (a *Admin) StartAuthorizationLogin(ctx context.Context, req *corev1.StartAu
 	}
 	p, err := a.loginProvider(req.GetProvider(), oauth.FlowAuthorizationCode)
 	if err != nil {
+		return nil, err
+	}
+	if err := nameLength("name", req.GetName()); err != nil {
 		return nil, err
 	}
 	if err := a.validProxy(req.GetProxyUrl()); err != nil {
