@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
+	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
@@ -42,6 +43,10 @@ type Config struct {
 	// each kind's own bound. A job is redelivered once it has gone 10 s
 	// past it unacknowledged (its worker died).
 	JobTimeout time.Duration
+	// OAuth overrides the OAuth login table, as core's Config.OAuth does
+	// (the same configuration): token refreshes send the client secrets
+	// it names.
+	OAuth oauth.Overrides
 }
 
 // Deps are what the workers are built on.
@@ -85,13 +90,18 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Workers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
+	logins, err := oauth.NewProviders(cfg.OAuth)
+	if err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
+	}
 	log := deps.Logger.With("role", "worker")
 	admin := corev1.NewAdminClient(deps.Core)
 	return &Workers{
 		js:      js,
 		catalog: catalogrefresh.New(admin, cfg.AdminToken, provider.NewRegistry(), catalogrefresh.NewClients(), log),
 		tokens: tokenrefresh.New(admin, cfg.AdminToken, tokenrefresh.NewClients(), log).
-			WithLeases(tokenrefresh.KVLeases{KV: leases}, uuid.NewString()),
+			WithLeases(tokenrefresh.KVLeases{KV: leases}, uuid.NewString()).
+			WithProviders(logins),
 		usage:   usage.New(admin, cfg.AdminToken, usage.Config{Lost: usage.NewLostCounter(deps.Metrics)}, log),
 		cfg:     cfg,
 		log:     log,

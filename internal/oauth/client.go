@@ -94,6 +94,11 @@ type Token struct {
 // challenge is the PKCE S256 challenge, sent when not empty.
 func DeviceAuthorize(ctx context.Context, client *http.Client, p Provider, challenge string) (DeviceCode, error) {
 	form := url.Values{"client_id": {p.ClientID}}
+	if p.ClientSecret != "" {
+		// A confidential client authenticates here too (RFC 8628
+		// section 3.1), as on its token requests.
+		form.Set("client_secret", p.ClientSecret)
+	}
 	if p.Scope != "" {
 		form.Set("scope", p.Scope)
 	}

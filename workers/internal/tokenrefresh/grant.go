@@ -98,15 +98,25 @@ func (e *Error) Temporary() bool {
 	return false
 }
 
+// Client is the OAuth client a grant is made as: its id, and the secret of
+// a confidential client (RFC 6749 section 2.3.1), each sent when not empty.
+type Client struct {
+	ID     string
+	Secret string
+}
+
 // Grant performs the refresh-token grant (RFC 6749 section 6) at tokenURL
-// with client. clientID is sent when not empty. The error is an [*Error]
-// when the endpoint answered, another error when it could not be reached.
-func Grant(ctx context.Context, client *http.Client, tokenURL, refreshToken, clientID string) (Tokens, error) {
+// with client, as oc. The error is an [*Error] when the endpoint answered,
+// another error when it could not be reached; neither names the secret.
+func Grant(ctx context.Context, client *http.Client, tokenURL, refreshToken string, oc Client) (Tokens, error) {
 	ctx, cancel := context.WithTimeout(ctx, GrantTimeout)
 	defer cancel()
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refreshToken}}
-	if clientID != "" {
-		form.Set("client_id", clientID)
+	if oc.ID != "" {
+		form.Set("client_id", oc.ID)
+	}
+	if oc.Secret != "" {
+		form.Set("client_secret", oc.Secret)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, strings.NewReader(form.Encode()))
 	if err != nil {

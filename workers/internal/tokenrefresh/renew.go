@@ -10,10 +10,11 @@ import (
 )
 
 // renewFunc obtains new tokens from a connection's refresh material at its
-// token URL with client (which goes through the connection's proxy). Its
-// error is an [*Error] when the endpoint answered, another error when it
-// could not be reached.
-type renewFunc func(ctx context.Context, client *http.Client, creds *corev1.GetConnectionCredentialsResponse) (Tokens, error)
+// token URL with client (which goes through the connection's proxy),
+// authenticating as the connection's client with secret when it is not
+// empty. Its error is an [*Error] when the endpoint answered, another error
+// when it could not be reached.
+type renewFunc func(ctx context.Context, client *http.Client, creds *corev1.GetConnectionCredentialsResponse, secret string) (Tokens, error)
 
 // renewers are the refresh methods by name, picked by the connection's
 // provider (oauth.RefreshMethodOf).
@@ -23,8 +24,8 @@ var renewers = map[oauth.RefreshMethod]renewFunc{
 }
 
 // grant is the refresh-token grant (RFC 6749 section 6).
-func grant(ctx context.Context, client *http.Client, creds *corev1.GetConnectionCredentialsResponse) (Tokens, error) {
-	return Grant(ctx, client, creds.GetTokenUrl(), creds.GetRefreshToken(), creds.GetClientId())
+func grant(ctx context.Context, client *http.Client, creds *corev1.GetConnectionCredentialsResponse, secret string) (Tokens, error) {
+	return Grant(ctx, client, creds.GetTokenUrl(), creds.GetRefreshToken(), Client{ID: creds.GetClientId(), Secret: secret})
 }
 
 // copilotExchange trades the stored GitHub token (the connection's refresh
@@ -32,7 +33,7 @@ func grant(ctx context.Context, client *http.Client, creds *corev1.GetConnection
 // Copilot exchange URL its login stored. The GitHub token is kept: the
 // answer carries no refresh token. A 401 or 403 means the GitHub token no
 // longer gives Copilot access: only a new login helps.
-func copilotExchange(ctx context.Context, client *http.Client, creds *corev1.GetConnectionCredentialsResponse) (Tokens, error) {
+func copilotExchange(ctx context.Context, client *http.Client, creds *corev1.GetConnectionCredentialsResponse, _ string) (Tokens, error) {
 	p := oauth.Provider{ID: creds.GetConnection().GetProvider(), CopilotTokenURL: creds.GetTokenUrl()}
 	ct, err := oauth.ExchangeCopilotToken(ctx, client, p, creds.GetRefreshToken())
 	if err != nil {

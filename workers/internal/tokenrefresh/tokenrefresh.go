@@ -77,6 +77,38 @@ type Refresher struct {
 	holder string
 	// box seals the tokens kept for a later attempt (pending.go).
 	box *secrets.Box
+	// providers, when set, are the OAuth login table in effect: the
+	// client secrets the operator configured (clientSecret).
+	providers *oauth.Providers
+}
+
+// WithProviders gives the refresher the OAuth login table in effect, the
+// one core's logins use: a client secret configured for a provider
+// (SWITCHBOARD_OAUTH_<PROVIDER>_CLIENT_SECRET) is sent with the refresh
+// grants of its connections, as the logins send it, since a provider that
+// needed it to sign the operator in refuses refreshes without it.
+func (r *Refresher) WithProviders(ps *oauth.Providers) *Refresher {
+	r.providers = ps
+	return r
+}
+
+// clientSecret is the configured client secret a connection's refresh is
+// sent with, or "". The secret is the operator's, for the provider's own
+// client at its own token endpoint: a connection naming another client or
+// token URL (tokens stored through the admin API, which may name any) never
+// gets it, so it cannot be drawn to an endpoint of a caller's choosing.
+func (r *Refresher) clientSecret(creds *corev1.GetConnectionCredentialsResponse) string {
+	if r.providers == nil {
+		return ""
+	}
+	p, ok := r.providers.Lookup(creds.GetConnection().GetProvider())
+	if !ok || p.ClientSecret == "" || p.RefreshMethod() != oauth.RefreshGrant {
+		return ""
+	}
+	if creds.GetClientId() != p.ClientID || creds.GetTokenUrl() != p.TokenURL {
+		return ""
+	}
+	return p.ClientSecret
 }
 
 // WithLeases makes the refresher take a connection's lease from leases,
@@ -204,7 +236,7 @@ func (r *Refresher) handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 			// A broken proxy setting fails every retry alike: record it.
 			return r.failed(ctx, log, id, gen, "token refresh not attempted: "+err.Error())
 		}
-		tokens, err := renew(ctx, client, creds)
+		tokens, err := renew(ctx, client, creds, r.clientSecret(creds))
 		if err != nil {
 			var oe *Error
 			switch {
