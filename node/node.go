@@ -210,7 +210,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 		// token; their connection also carries the internal token, but it
 		// does not replace the admin token: that would make every holder
 		// of the internal token (the edge, billing) an administrator.
-		n.workers, err = workers.New(ctx, workers.Config{AdminToken: adminToken, Replicas: cfg.NATSReplica, JobTimeout: cfg.JobTimeout, UsageMaxBytes: cfg.UsageMaxBytes},
+		n.workers, err = workers.New(ctx, workers.Config{AdminToken: adminToken, Replicas: cfg.NATSReplica, JobTimeout: cfg.JobTimeout, UsageMaxBytes: cfg.UsageMaxBytes, OAuth: cfg.OAuth},
 			workers.Deps{NATS: n.nc, Core: coreConn, Logger: log, Metrics: n.metrics})
 		if err != nil {
 			return nil, err
