@@ -265,6 +265,8 @@ func (a *Admin) PollDeviceLogin(ctx context.Context, req *corev1.PollDeviceLogin
 		}
 		return answer(f, flowExpired), nil
 	}
+	ctx, cancel := claimedContext(ctx)
+	defer cancel()
 	sec, err := a.openFlow(f)
 	if err != nil {
 		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
@@ -408,27 +410,29 @@ func (a *Admin) CompleteAuthorizationLogin(ctx context.Context, req *corev1.Comp
 		}
 		return nil, flowGone(f)
 	}
+	lctx, cancel := claimedContext(ctx)
+	defer cancel()
 	sec, err := a.openFlow(f)
 	if err != nil {
-		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+		_, _ = a.settleFlow(lctx, f.GetId(), func(*busv1.OAuthFlow) {})
 		return nil, err
 	}
 	client, err := a.oauthClient(p.TokenURL, flowProxy(f, sec))
 	if err != nil {
-		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+		_, _ = a.settleFlow(lctx, f.GetId(), func(*busv1.OAuthFlow) {})
 		return nil, err
 	}
-	tok, err := oauth.ExchangeCode(ctx, client, p, code, sec.GetCodeVerifier(), f.GetRedirectUri(), f.GetId())
+	tok, err := oauth.ExchangeCode(lctx, client, p, code, sec.GetCodeVerifier(), f.GetRedirectUri(), f.GetId())
 	if err != nil {
 		// The flow stays pending: a mistyped code may be sent again.
-		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+		_, _ = a.settleFlow(lctx, f.GetId(), func(*busv1.OAuthFlow) {})
 		var oe *oauth.Error
 		if errors.As(err, &oe) && oe.Status >= 400 && oe.Status < 500 {
 			return nil, invalidParam("code", "oauth_exchange_failed", "the provider refused the authorization code: "+oe.Error())
 		}
 		return nil, providerError("code exchange", err)
 	}
-	c, err := a.completeLogin(ctx, f, flowProxy(f, sec), p, tok)
+	c, err := a.completeLogin(lctx, f, flowProxy(f, sec), p, tok)
 	if err != nil {
 		return nil, err
 	}
@@ -483,6 +487,17 @@ func (a *Admin) claimFlow(ctx context.Context, machineID, providerID, kind, id s
 		}
 		return next, true, nil
 	}
+}
+
+// claimedContext is the context a claimed login's calls run on, from the
+// call to the provider's token endpoint to the connection's write: not the
+// caller's, with a bound of its own (the lease's). The provider may spend
+// the device or authorization code and hand over the tokens at any point of
+// its answer; a caller that leaves then would lose them, the code with
+// them, and have to start the login again. Run to its end, the login leaves
+// its connection, which the caller's next poll or exchange answers.
+func claimedContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), flowLease)
 }
 
 // settleFlow applies change to a claimed flow and releases its lease. It
