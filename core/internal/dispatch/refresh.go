@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
@@ -47,6 +49,13 @@ func (d *Dispatcher) refresh(ctx context.Context, c credential.Candidate) (crede
 	if !queued && failedAt(start.Value, gen) {
 		return c, errRefreshFailed
 	}
+	// A failure recorded at this generation before the wait began is an
+	// earlier refresh's (its job out of the de-duplication window, so this
+	// one was queued anew): the connection carries its error through any
+	// write, and only a write recording a failure again is this refresh's
+	// outcome.
+	stale := failedAt(start.Value, gen)
+	prev := start
 	timer := time.NewTimer(d.refreshWait)
 	defer timer.Stop()
 	for {
@@ -60,9 +69,10 @@ func (d *Dispatcher) refresh(ctx context.Context, c credential.Candidate) (crede
 		}
 		// A refresh that failed without needing a new login is recorded at
 		// the same generation: no point waiting for it.
-		if e.Revision != start.Revision && failedAt(e.Value, gen) {
+		if e.Revision != prev.Revision && failedAt(e.Value, gen) && (!stale || recordsFailure(prev.Value, e.Value)) {
 			return c, errRefreshFailed
 		}
+		prev = e
 		if e.Value.GetOauth().GetGeneration() > gen {
 			next, err := d.Prepare(e.Value, conn.Spec)
 			if err != nil {
@@ -85,4 +95,23 @@ func (d *Dispatcher) refresh(ctx context.Context, c credential.Candidate) (crede
 // gen.
 func failedAt(c *busv1.Connection, gen uint64) bool {
 	return c.GetOauth().GetLastError() != "" && c.GetOauth().GetGeneration() == gen
+}
+
+// recordsFailure reports whether the write from before to after is a
+// refresh failure being recorded: the refresh's outcome (its error, whether
+// a new login is needed) and the time of the change are all it changed. A
+// connection test (its result, no edit), an edit, a cooldown or the
+// refreshed tokens change something else, or not the time.
+func recordsFailure(before, after *busv1.Connection) bool {
+	if proto.Equal(before.GetUpdatedAt(), after.GetUpdatedAt()) {
+		return false
+	}
+	b, a := proto.CloneOf(before), proto.CloneOf(after)
+	for _, c := range []*busv1.Connection{b, a} {
+		c.UpdatedAt = nil
+		if c.Oauth != nil {
+			c.Oauth.LastError, c.Oauth.NeedsRelogin = "", false
+		}
+	}
+	return proto.Equal(b, a)
 }
