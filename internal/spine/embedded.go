@@ -94,6 +94,14 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		Port:       cfg.Port,
 		// The in-process server never needs the HTTP monitor or cluster ports.
 		HTTPPort: 0,
+		// A publish is acknowledged only once it is on the disk, not in
+		// the OS page cache: what the gateway acknowledged on the strength
+		// of that ack (a Stripe event answered 2xx, a queued job, a usage
+		// record, a key or connection written) survives a power loss or a
+		// kernel crash, where nats-server's default fsyncs the store only
+		// every two minutes. Usage events are batched into few messages,
+		// so the fsyncs are few for the requests they stand for.
+		SyncAlways: true,
 	}
 	if cfg.Listen && cfg.Port == 0 {
 		opts.Port = server.RANDOM_PORT
