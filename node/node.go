@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -426,7 +427,15 @@ func (n *Node) listenGRPC() error {
 	})
 	opts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-		grpc.MaxRecvMsgSize(inproc.MaxMessageBytes),
+		// grpc-go reads and decodes a call's whole request message before
+		// any interceptor runs, so the guard also runs as a tap, when the
+		// headers arrive: a call to a guarded service without the internal
+		// token is refused before a byte of its message is held.
+		grpc.InTapHandle(guard.Tap()),
+		grpc.MaxRecvMsgSize(grpcMaxRecvBytes(n.cfg)),
+		grpc.MaxConcurrentStreams(grpcMaxStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(recoverUnary(n.log), guard.Unary()),
 		grpc.ChainStreamInterceptor(recoverStream(n.log), guard.Stream()),
 	}
@@ -462,6 +471,33 @@ func (n *Node) listenGRPC() error {
 	n.local.ServeStreams(streams...)
 	healthpb.RegisterHealthServer(n.local, n.health)
 	return nil
+}
+
+// The gRPC listener's bounds on what a peer may make it hold.
+const (
+	// grpcMinRecvBytes is the least request message the listener reads
+	// (grpc-go's default): the Admin, billing and worker calls fit in it.
+	grpcMinRecvBytes = 4 << 20
+	// grpcEnvelopeBytes is the room a request message needs around the
+	// body it carries (dialect, headers, options).
+	grpcEnvelopeBytes = 1 << 20
+	// grpcMaxStreams bounds the calls one connection runs at once; a
+	// client past it waits for one to end (HTTP/2 flow control), it is not
+	// refused.
+	grpcMaxStreams = 1024
+)
+
+// grpcMaxRecvBytes is the largest request message the gRPC listener reads:
+// one carrying the largest body the HTTP routes accept (--max-body-bytes),
+// so a role or a service calling the Router directly can send what a client
+// of the edge can; audio goes in 64 KiB chunks. A larger message is refused
+// with ResourceExhausted from its length prefix, before it is read.
+func grpcMaxRecvBytes(cfg config.Config) int {
+	body := cfg.MaxBodyBytes
+	if body <= 0 {
+		body = edge.DefaultMaxBodyBytes
+	}
+	return int(max(body, grpcMinRecvBytes) + grpcEnvelopeBytes)
 }
 
 // dial connects to a role's gRPC services: in process when this process

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
@@ -103,15 +104,30 @@ func (g *Guard) admit(ctx context.Context, fullMethod string) (context.Context, 
 // valid reports whether ctx carries exactly one internal token, equal to
 // the Guard's.
 func (g *Guard) valid(ctx context.Context) bool {
-	if g.token == nil {
-		return false
-	}
 	// One key read, not a copy of the whole metadata.
-	v := metadata.ValueFromIncomingContext(ctx, contract.MDInternalToken)
-	if len(v) != 1 {
+	return g.validToken(metadata.ValueFromIncomingContext(ctx, contract.MDInternalToken))
+}
+
+func (g *Guard) validToken(v []string) bool {
+	if g.token == nil || len(v) != 1 {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(v[0]), g.token) == 1
+}
+
+// Tap is the Guard as a gRPC server tap (grpc.InTapHandle): it runs when a
+// call's headers arrive, before the server reads its request message (the
+// interceptors run only once the message is read and decoded), and refuses
+// a call to a guarded service that carries no valid internal token, so a
+// caller without it never makes the server read its message. The
+// interceptors check the call again.
+func (g *Guard) Tap() tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if g.open[serviceOf(info.FullMethodName)] || g.validToken(info.Header.Get(contract.MDInternalToken)) {
+			return ctx, nil
+		}
+		return nil, status.Error(codes.Unauthenticated, ErrNoCredential.Error())
+	}
 }
 
 func serviceOf(fullMethod string) string {
