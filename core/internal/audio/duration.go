@@ -64,6 +64,11 @@ func id3Size(head []byte) int64 {
 	return n
 }
 
+// maxHeaderEntries bounds the chunks of a WAV and the boxes of one MP4
+// level walked before giving up: real files have a handful, and a crafted
+// one of millions of empty chunks would otherwise cost a read each.
+const maxHeaderEntries = 64
+
 // WAV format tags whose data is whole blocks of uncompressed samples: PCM,
 // IEEE float, A-law, µ-law, and the extensible header (which holds those).
 var wavUncompressed = map[uint16]bool{1: true, 3: true, 6: true, 7: true, 0xFFFE: true}
@@ -81,7 +86,7 @@ func wavSeconds(r io.ReaderAt, size int64) (float64, bool) {
 		rate, byteRate, factSamples uint32
 		haveFmt                     bool
 	)
-	for off := int64(12); off+8 <= size; {
+	for off, i := int64(12), 0; off+8 <= size && i < maxHeaderEntries; i++ {
 		if n, _ := r.ReadAt(hdr[:], off); n < len(hdr) {
 			return 0, false
 		}
@@ -239,7 +244,7 @@ func mp4Seconds(r io.ReaderAt, size int64) (float64, bool) {
 // and answers where its content starts and its size.
 func mp4Box(r io.ReaderAt, from, to int64, typ string) (content, size int64, ok bool) {
 	var h [16]byte
-	for off := from; off+8 <= to; {
+	for off, i := from, 0; off+8 <= to && i < maxHeaderEntries; i++ {
 		if n, _ := r.ReadAt(h[:8], off); n < 8 {
 			return 0, 0, false
 		}

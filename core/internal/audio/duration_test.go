@@ -209,3 +209,42 @@ func FuzzAudioFileSeconds(f *testing.F) {
 		}
 	})
 }
+
+// countingReaderAt counts the reads made of it.
+type countingReaderAt struct {
+	r     io.ReaderAt
+	reads int
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	c.reads++
+	return c.r.ReadAt(p, off)
+}
+
+// A crafted upload of millions of empty chunks (WAV) or boxes (MP4) before
+// its audio costs a bounded number of reads, where it cost one per 8 bytes:
+// three million reads of the spooled file, about a second of CPU, after
+// each transcription of such a file.
+func TestAudioFileSecondsReadsAHandfulOfHeaders(t *testing.T) {
+	const size = 4 << 20
+	wav := []byte("RIFF\x00\x00\x00\x00WAVE")
+	wav = append(wav, riffChunk("fmt ", wavFmt(1, 1, 16000, 16))...)
+	for len(wav)+8+8+320 <= size {
+		wav = append(wav, "junk\x00\x00\x00\x00"...)
+	}
+	wav = append(wav, riffChunk("data", make([]byte, 320))...)
+
+	mp4 := mp4Atom("ftyp", []byte("isom"))
+	moov := mp4Atom("moov", mvhd(0, 1000, 1500))
+	for len(mp4)+8+len(moov) <= size {
+		mp4 = append(mp4, "\x00\x00\x00\x08free"...)
+	}
+	mp4 = append(mp4, moov...)
+
+	for name, file := range map[string][]byte{"wav": wav, "mp4": mp4} {
+		r := &countingReaderAt{r: bytes.NewReader(file)}
+		_, ok := fileSeconds(r, int64(len(file)))
+		assert.False(t, ok, "%s: a file of a million empty entries is given up on", name)
+		assert.LessOrEqual(t, r.reads, 2*maxHeaderEntries+8, "%s: reads", name)
+	}
+}
