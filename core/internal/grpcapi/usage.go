@@ -20,8 +20,10 @@ import (
 // the token counts) and publishes it, off the request path. A failed request
 // is recorded with its status and no tokens (failed attempts are not
 // billed), unless ev is partial: it failed after part of the answer reached
-// the client, and that part is billed. The caller's request id is only a
-// sanitised correlation field; the publisher mints the event's own id.
+// the client, and that part is billed. Every failed request, partial or not,
+// carries its error's reason, so that the request log says why it failed.
+// The caller's request id is only a sanitised correlation field; the
+// publisher mints the event's own id.
 func (r *Router) record(ctx context.Context, p Principal, res dispatch.Result, start time.Time, err error, ev *busv1.UsageEvent) {
 	ev.RequestId = requestid.From(mdValue(ctx, MDRequestID))
 	ev.MachineId = p.MachineID
@@ -35,10 +37,12 @@ func (r *Router) record(ctx context.Context, p Principal, res dispatch.Result, s
 	if res.Conn != nil {
 		ev.ConnectionId = res.Conn.Connection.GetId()
 	}
-	if err != nil && !ev.GetPartial() {
-		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.CachedTokens, ev.ReasoningTokens = 0, 0, 0, 0, 0
-		ev.CacheWriteTokens = 0
+	if err != nil {
 		ev.ErrorCode = reasonOf(err)
+		if !ev.GetPartial() {
+			ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.CachedTokens, ev.ReasoningTokens = 0, 0, 0, 0, 0
+			ev.CacheWriteTokens = 0
+		}
 	}
 	r.Metrics.observe(res, ev, start)
 	r.Usage.Record(ev)
