@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
 	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -16,6 +17,10 @@ import (
 // modelsPrefix starts both /v1/models/{kind} (a listing of one kind, served
 // by grpc-gateway) and /v1/models/{id} (one model, served here).
 const modelsPrefix = "/v1/models/"
+
+// modelsRoute is the path template of the model route, what its requests
+// are counted and traced under.
+const modelsRoute = modelsPrefix + "{id}"
 
 // Model is OpenAI's model object, with the model's kind.
 type Model struct {
@@ -37,6 +42,7 @@ func withModels(next http.Handler, router corev1.RouterClient) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		telemetry.SetRoute(r.Context(), modelsRoute)
 		ctx, _ := openai.Outgoing(r)
 		if v := r.Header.Get(contract.MDCatalogFetch); v != "" {
 			ctx = metadata.AppendToOutgoingContext(ctx, contract.MDCatalogFetch, v)
