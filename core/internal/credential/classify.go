@@ -85,6 +85,10 @@ type Failure struct {
 	Reason Reason
 	// Status is the upstream's HTTP status, 0 when none answered.
 	Status int
+	// Cause is, when none answered, the class and text of the transport
+	// error (connection refused, DNS, TLS, ...), secret-free; the engine
+	// fills it in.
+	Cause string
 	// Fallback reports whether the failure is fallback-eligible: the
 	// connection is cooled down and the next candidate is tried. When false,
 	// the error goes to the caller as it is.

@@ -31,7 +31,8 @@ type Candidate struct {
 	// CanRefresh reports whether the connection has OAuth refresh material.
 	CanRefresh bool
 	// Value is the caller's own payload needed to make the call (for
-	// instance the decrypted credential); the engine never looks into it.
+	// instance the decrypted credential); the engine only asks it, when it
+	// is a [Scrubber], to remove the credential from an error's text.
 	Value any
 }
 
@@ -228,6 +229,7 @@ func (e *Engine) try(ctx context.Context, req Request, c Candidate, attempt Atte
 		}
 		f = Classify(aerr, e.now())
 		f.ConnectionID = c.ConnectionID
+		f.Cause = transportCause(&f, cur.Value)
 		if !f.Fallback {
 			return f, time.Time{}, true, aerr
 		}
@@ -282,7 +284,7 @@ func (e *Engine) cool(ctx context.Context, req Request, f *Failure, prev Cooldow
 	e.log.InfoContext(ctx, "credential: connection failed, cooling down",
 		"machine", req.MachineID, "provider", req.Provider, "model", req.Model,
 		"connection", f.ConnectionID, "reason", string(f.Reason), "status", f.Status,
-		"cooldown", f.Cooldown, "level", level, "committed", f.Committed)
+		"cause", f.Cause, "cooldown", f.Cooldown, "level", level, "committed", f.Committed)
 	// The store kept a longer cooldown another request wrote during this
 	// attempt: the connection is back when that one ends.
 	if cur, ok := e.cooldowns.Get(f.ConnectionID, req.Model); ok && cur.Until.After(cd.Until) {
@@ -354,14 +356,19 @@ func retryAfter(until, now time.Time) time.Duration {
 	return max(time.Second, (d + time.Second - 1).Truncate(time.Second))
 }
 
-// describe is a secret-free summary of a failure: network error texts may
-// carry URLs with keys in them, upstream bodies may echo credentials.
+// describe is a secret-free summary of a failure: the upstream's status,
+// or the transport error's class and scrubbed text (f.Cause); never an
+// upstream body, which may echo credentials.
 func describe(f *Failure) string {
 	var b strings.Builder
 	b.WriteString(string(f.Reason))
-	if f.Status != 0 {
+	switch {
+	case f.Status != 0:
 		b.WriteString(": upstream answered ")
 		b.WriteString(statusText(f.Status))
+	case f.Cause != "":
+		b.WriteString(": ")
+		b.WriteString(f.Cause)
 	}
 	if f.Committed {
 		b.WriteString(" (after the response started)")

@@ -48,6 +48,8 @@ func (c *Conn) Authorize(h http.Header) {
 // a client (an upstream error body that echoes the key).
 func (c *Conn) Scrub(b []byte) []byte { return secrets.Redact(b, c.Credential) }
 
+var _ credential.Scrubber = (*Conn)(nil)
+
 // Call makes one upstream call for the resolved target with one connection;
 // see credential.Attempt for what it returns.
 type Call func(ctx context.Context, t routing.Target, c *Conn) error
