@@ -38,19 +38,25 @@ const (
 	EnvOpus      = "ANTHROPIC_DEFAULT_OPUS_MODEL"
 	EnvSonnet    = "ANTHROPIC_DEFAULT_SONNET_MODEL"
 	EnvHaiku     = "ANTHROPIC_DEFAULT_HAIKU_MODEL"
+	// EnvKeyID is the id of the API key the route created for
+	// ANTHROPIC_AUTH_TOKEN (absent for a key the caller gave): the key the
+	// route may reuse, and revokes when it replaces or removes the token.
+	EnvKeyID = "SWITCHBOARD_KEY_ID"
 )
 
 // managedKeys are removed by DELETE, in this order.
-var managedKeys = []string{EnvBaseURL, EnvAuthToken, EnvModel, EnvSmallFast, EnvOpus, EnvSonnet, EnvHaiku}
+var managedKeys = []string{EnvBaseURL, EnvAuthToken, EnvModel, EnvSmallFast, EnvOpus, EnvSonnet, EnvHaiku, EnvKeyID}
 
 // maxBody caps a POST body.
 const maxBody = 64 << 10
 
 // Admin is the part of core's admin API the route needs: a cheap call that
-// checks the admin token, and API key creation.
+// checks the admin token, and the API keys it creates, finds and revokes.
 type Admin interface {
 	GetSettings(ctx context.Context, in *corev1.GetSettingsRequest, opts ...grpc.CallOption) (*corev1.GetSettingsResponse, error)
 	CreateAPIKey(ctx context.Context, in *corev1.CreateAPIKeyRequest, opts ...grpc.CallOption) (*corev1.CreateAPIKeyResponse, error)
+	ListAPIKeys(ctx context.Context, in *corev1.ListAPIKeysRequest, opts ...grpc.CallOption) (*corev1.ListAPIKeysResponse, error)
+	DeleteAPIKey(ctx context.Context, in *corev1.DeleteAPIKeyRequest, opts ...grpc.CallOption) (*corev1.DeleteAPIKeyResponse, error)
 }
 
 var _ Admin = (corev1.AdminClient)(nil)
@@ -98,8 +104,9 @@ type Status struct {
 	KeyID      string `json:"keyId,omitempty"`
 }
 
-// postBody is what POST takes: an API key to use (a new one is created when
-// absent) and the default model names.
+// postBody is what POST takes: an API key to use (when absent, the key the
+// route created for the file before while core still has it, else a new
+// one) and the default model names.
 type postBody struct {
 	APIKey         string `json:"apiKey"`
 	Model          string `json:"model"`
@@ -120,7 +127,7 @@ type settingsRoute[S any] struct {
 	mu          *sync.Mutex
 	status      func() (S, error)
 	configure   func(ctx context.Context, r *http.Request) (S, error)
-	unconfigure func() (S, error)
+	unconfigure func(ctx context.Context) (S, error)
 }
 
 // serveSettings answers a CLI settings route: loopback callers only, GET,
@@ -156,7 +163,7 @@ func serveSettings[S any](w http.ResponseWriter, r *http.Request, rt settingsRou
 	case http.MethodPost:
 		st, err = rt.configure(ctx, r)
 	case http.MethodDelete:
-		st, err = rt.unconfigure()
+		st, err = rt.unconfigure(ctx)
 	}
 	if err != nil {
 		var p problemError
@@ -262,13 +269,27 @@ func (h *ClaudeSettings) configure(ctx context.Context, r *http.Request) (Status
 	if err != nil {
 		return Status{}, problemError{openai.NewProblem(http.StatusConflict, "invalid_settings_file", err.Error(), "")}
 	}
+	cur := envString(e, EnvAuthToken)
+	own, err := ownKey(ctx, h.Admin, cur, envString(e, EnvKeyID))
+	if err != nil {
+		return Status{}, err
+	}
 	key, keyID := body.APIKey, ""
-	if key == "" {
+	switch {
+	case key != "":
+	case own != "":
+		key = cur
+	default:
 		res, err := h.Admin.CreateAPIKey(ctx, &corev1.CreateAPIKeyRequest{Name: "claude-code"})
 		if err != nil {
 			return Status{}, problemError{openai.FromError(err)}
 		}
 		key, keyID = res.GetKey(), res.GetId()
+	}
+	// The file records the route's own key only.
+	recorded := keyID
+	if own != "" && key == cur {
+		recorded = own
 	}
 	sets := []struct{ key, value string }{
 		{EnvBaseURL, h.gatewayURL()},
@@ -313,6 +334,15 @@ func (h *ClaudeSettings) configure(ctx context.Context, r *http.Request) (Status
 		}
 		e = e.set(s.key, v)
 	}
+	if recorded != "" {
+		v, err := marshalString(recorded)
+		if err != nil {
+			return Status{}, err
+		}
+		e = e.set(EnvKeyID, v)
+	} else {
+		e, _ = e.remove(EnvKeyID)
+	}
 	ev, err := e.marshal()
 	if err != nil {
 		return Status{}, err
@@ -321,13 +351,21 @@ func (h *ClaudeSettings) configure(ctx context.Context, r *http.Request) (Status
 	if err := f.write(o); err != nil {
 		return Status{}, h.fileProblem(err)
 	}
+	// The route's key the file held before is in no file now.
+	if own != "" && key != cur {
+		if err := revokeKey(ctx, h.Admin, own); err != nil {
+			return Status{}, notRevoked(own, err)
+		}
+	}
 	st, err := h.status()
 	st.KeyCreated, st.KeyID = keyID != "", keyID
 	return st, err
 }
 
 // unconfigure removes the gateway's env keys; an env left empty goes too.
-func (h *ClaudeSettings) unconfigure() (Status, error) {
+// The key the route created for the file is revoked first, so that an
+// error leaves the file as it was.
+func (h *ClaudeSettings) unconfigure(ctx context.Context) (Status, error) {
 	f := h.file()
 	o, exists, err := f.read()
 	if err != nil {
@@ -339,6 +377,15 @@ func (h *ClaudeSettings) unconfigure() (Status, error) {
 	e, err := env(o)
 	if err != nil {
 		return Status{}, problemError{openai.NewProblem(http.StatusConflict, "invalid_settings_file", err.Error(), "")}
+	}
+	own, err := ownKey(ctx, h.Admin, envString(e, EnvAuthToken), envString(e, EnvKeyID))
+	if err != nil {
+		return Status{}, err
+	}
+	if own != "" {
+		if err := revokeKey(ctx, h.Admin, own); err != nil {
+			return Status{}, problemError{openai.FromError(err)}
+		}
 	}
 	changed := false
 	for _, k := range managedKeys {

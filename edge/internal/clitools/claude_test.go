@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -26,13 +27,20 @@ import (
 const (
 	testToken   = "admin-token-for-tests"
 	testGateway = "http://127.0.0.1:20128"
-	createdKey  = "sk-0123456789abcdef-abc123-deadbeef"
+	testMachine = "0123456789abcdef"
+	createdKey  = "sk-" + testMachine + "-abc123-deadbeef"
 )
 
-// fakeAdmin checks the bearer token as core does and creates keys.
+// fakeAdmin checks the bearer token as core does, and creates, lists and
+// revokes keys of the machine 0123456789abcdef: the first key created is
+// createdKey (id abc123).
 type fakeAdmin struct {
 	mu      sync.Mutex
 	created int
+	keys    map[string]string // id: name, of the keys not revoked
+	revoked []string
+	// failDelete makes DeleteAPIKey fail.
+	failDelete bool
 }
 
 func (f *fakeAdmin) authorized(ctx context.Context) error {
@@ -57,7 +65,54 @@ func (f *fakeAdmin) CreateAPIKey(ctx context.Context, in *corev1.CreateAPIKeyReq
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.created++
-	return &corev1.CreateAPIKeyResponse{Key: createdKey, Id: "abc123", Name: in.GetName()}, nil
+	id, key := "abc123", createdKey
+	if f.created > 1 {
+		id = fmt.Sprintf("key%03d", f.created)
+		key = "sk-" + testMachine + "-" + id + "-deadbeef"
+	}
+	if f.keys == nil {
+		f.keys = map[string]string{}
+	}
+	f.keys[id] = in.GetName()
+	return &corev1.CreateAPIKeyResponse{Key: key, Id: id, Name: in.GetName(), MachineId: testMachine}, nil
+}
+
+func (f *fakeAdmin) ListAPIKeys(ctx context.Context, _ *corev1.ListAPIKeysRequest, _ ...grpc.CallOption) (*corev1.ListAPIKeysResponse, error) {
+	if err := f.authorized(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &corev1.ListAPIKeysResponse{}
+	for id, name := range f.keys {
+		out.Keys = append(out.Keys, &corev1.APIKey{Id: id, Name: name, MachineId: testMachine})
+	}
+	return out, nil
+}
+
+func (f *fakeAdmin) DeleteAPIKey(ctx context.Context, in *corev1.DeleteAPIKeyRequest, _ ...grpc.CallOption) (*corev1.DeleteAPIKeyResponse, error) {
+	if err := f.authorized(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failDelete {
+		return nil, status.Error(codes.Unavailable, "core is unavailable")
+	}
+	if _, ok := f.keys[in.GetId()]; !ok {
+		return nil, status.Error(codes.NotFound, "no API key with id '"+in.GetId()+"'")
+	}
+	delete(f.keys, in.GetId())
+	f.revoked = append(f.revoked, in.GetId())
+	return &corev1.DeleteAPIKeyResponse{Id: in.GetId(), Deleted: true}, nil
+}
+
+// live reports whether the key id is still valid.
+func (f *fakeAdmin) live(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.keys[id]
+	return ok
 }
 
 func newHandler(t *testing.T) (*ClaudeSettings, *fakeAdmin, string) {
@@ -186,6 +241,7 @@ func TestClaudeSettingsRoundTripKeepsUnrelatedKeys(t *testing.T) {
 		"ANTHROPIC_AUTH_TOKEN":          createdKey,
 		"ANTHROPIC_MODEL":               "cc/claude-sonnet-4-6",
 		"ANTHROPIC_DEFAULT_HAIKU_MODEL": "cc/claude-haiku-4-5",
+		"SWITCHBOARD_KEY_ID":            "abc123",
 	}, envs)
 	// Other values keep their exact JSON, and keys their order.
 	assert.Contains(t, text, `"cleanupPeriodDays": 20.0`)
@@ -199,13 +255,16 @@ func TestClaudeSettingsRoundTripKeepsUnrelatedKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "no temporary file left behind")
 
-	// POST with a key uses it and creates none.
+	// POST with a key uses it and creates none; the key the route created
+	// before, in no file now, is revoked.
 	w, _ = serve(t, h, http.MethodPost, "127.0.0.1:50000", `{"apiKey":"sk-given-key"}`, true)
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	assert.Equal(t, 1, admin.created)
 	data, _ = os.ReadFile(path)
 	assert.Contains(t, string(data), `"ANTHROPIC_AUTH_TOKEN": "sk-given-key"`)
+	assert.NotContains(t, string(data), "SWITCHBOARD_KEY_ID", "the caller's key is not the route's")
 	assert.NotContains(t, w.Body.String(), "sk-given-key")
+	assert.Equal(t, []string{"abc123"}, admin.revoked)
 
 	// DELETE removes the gateway's keys and nothing else.
 	w, st = serve(t, h, http.MethodDelete, "127.0.0.1:50000", "", true)
@@ -248,7 +307,7 @@ func TestClaudeSettingsWithoutAFile(t *testing.T) {
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(data, &got))
-	assert.Equal(t, map[string]any{"env": map[string]any{"ANTHROPIC_BASE_URL": testGateway, "ANTHROPIC_AUTH_TOKEN": createdKey}}, got)
+	assert.Equal(t, map[string]any{"env": map[string]any{"ANTHROPIC_BASE_URL": testGateway, "ANTHROPIC_AUTH_TOKEN": createdKey, "SWITCHBOARD_KEY_ID": "abc123"}}, got)
 
 	// DELETE of the only keys drops the empty env.
 	w, _ = serve(t, h, http.MethodDelete, "127.0.0.1:1", "", true)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -24,9 +25,24 @@ const CodexProvider = "switchboard"
 
 const codexTable = "model_providers." + CodexProvider
 
+// codexSaved are the top-level keys POST sets: their values from before
+// are saved in the route's table, and DELETE puts them back.
+var codexSaved = []string{"model", "model_provider"}
+
+// The comment lines the route writes at the head of its table: a note for
+// the reader, then what it saved (a key's raw value, or the key alone when
+// it was not set) and the id of the API key it created for the table (none
+// for a key the caller gave).
+const (
+	codexNote = "Switchboard's provider entry. DELETE /api/cli-tools/codex-settings removes it and puts back the model and model_provider saved here."
+	markSaved = "switchboard-saved "
+	markKeyID = "switchboard-key-id "
+)
+
 // CodexSettings serves GET, POST and DELETE on CodexSettingsPath: a
 // provider entry on the gateway's /v1 with the Responses wire API, chosen
-// as Codex's model provider. The user's other settings stay as they were.
+// as Codex's model provider. The user's other settings stay as they were,
+// and the model and provider they chose come back on DELETE.
 type CodexSettings struct {
 	// Admin authenticates callers and creates API keys.
 	Admin Admin
@@ -54,6 +70,50 @@ type CodexStatus struct {
 	HasKey     bool   `json:"hasKey"`
 	KeyCreated bool   `json:"keyCreated,omitempty"`
 	KeyID      string `json:"keyId,omitempty"`
+}
+
+// codexMarks is what the route recorded in its table.
+type codexMarks struct {
+	keyID string
+	// saved holds the raw value a codexSaved key had before the route
+	// set it, "" when it had none; a key missing from saved was not
+	// recorded (an entry an earlier release wrote).
+	saved map[string]string
+}
+
+func readMarks(d tomlDoc) codexMarks {
+	m := codexMarks{saved: map[string]string{}}
+	for _, c := range d.tableComments(codexTable) {
+		if id, ok := strings.CutPrefix(c, markKeyID); ok {
+			m.keyID = strings.TrimSpace(id)
+			continue
+		}
+		rest, ok := strings.CutPrefix(c, markSaved)
+		if !ok {
+			continue
+		}
+		k, raw, _ := strings.Cut(rest, "=")
+		if k = strings.TrimSpace(k); slices.Contains(codexSaved, k) {
+			m.saved[k] = strings.TrimSpace(raw)
+		}
+	}
+	return m
+}
+
+// lines are the comment lines that record m.
+func (m codexMarks) lines() []string {
+	out := []string{codexNote}
+	for _, k := range codexSaved {
+		if raw := m.saved[k]; raw != "" {
+			out = append(out, markSaved+k+" = "+raw)
+		} else {
+			out = append(out, markSaved+k)
+		}
+	}
+	if m.keyID != "" {
+		out = append(out, markKeyID+m.keyID)
+	}
+	return out
 }
 
 type codexPost struct {
@@ -122,13 +182,45 @@ func (h *CodexSettings) configure(ctx context.Context, r *http.Request) (CodexSt
 	if err != nil {
 		return CodexStatus{}, err
 	}
+	old := readMarks(d)
+	marks := codexMarks{saved: map[string]string{}}
+	prov, _ := d.topValue("model_provider")
+	ours := tomlUnquote(prov) == CodexProvider
+	for _, k := range codexSaved {
+		raw, ok := d.topValue(k)
+		switch {
+		case ours:
+			// The values are the route's own: keep what it saved
+			// before it set them (nothing, for an entry of an earlier
+			// release).
+			marks.saved[k] = old.saved[k]
+		case ok && !strings.Contains(raw, "\n"):
+			// A value spanning lines (never a model or provider name)
+			// cannot be kept in a comment line: it is not put back.
+			marks.saved[k] = raw
+		}
+	}
+	curRaw, _ := d.tableValue(codexTable, "experimental_bearer_token")
+	cur := tomlUnquote(curRaw)
+	own, err := ownKey(ctx, h.Admin, cur, old.keyID)
+	if err != nil {
+		return CodexStatus{}, err
+	}
 	key, keyID := body.APIKey, ""
-	if key == "" {
+	switch {
+	case key != "":
+	case own != "":
+		key = cur
+	default:
 		res, err := h.Admin.CreateAPIKey(ctx, &corev1.CreateAPIKeyRequest{Name: "codex"})
 		if err != nil {
 			return CodexStatus{}, problemError{openai.FromError(err)}
 		}
 		key, keyID = res.GetKey(), res.GetId()
+	}
+	marks.keyID = keyID
+	if own != "" && key == cur {
+		marks.keyID = own
 	}
 	keyRaw, err := tomlString(key)
 	if err != nil {
@@ -140,7 +232,7 @@ func (h *CodexSettings) configure(ctx context.Context, r *http.Request) (CodexSt
 	}
 	d.setTop("model_provider", `"`+CodexProvider+`"`)
 	d.setTop("model", model)
-	d.setTable(codexTable, [][2]string{
+	d.setTable(codexTable, marks.lines(), [][2]string{
 		{"name", `"Switchboard"`},
 		{"base_url", base},
 		{"wire_api", `"responses"`},
@@ -149,23 +241,53 @@ func (h *CodexSettings) configure(ctx context.Context, r *http.Request) (CodexSt
 	if err := writeFile(h.path(), d.bytes()); err != nil {
 		return CodexStatus{}, err
 	}
+	// The route's key the table held before is in no file now.
+	if own != "" && key != cur {
+		if err := revokeKey(ctx, h.Admin, own); err != nil {
+			return CodexStatus{}, notRevoked(own, err)
+		}
+	}
 	st, err := h.status()
 	st.KeyCreated, st.KeyID = keyID != "", keyID
 	return st, err
 }
 
-// unconfigure removes our provider entry, and the provider choice when it
-// names it; the model and everything else stay.
-func (h *CodexSettings) unconfigure() (CodexStatus, error) {
+// unconfigure removes our provider entry and revokes the key the route
+// created for it. While Codex's provider is still ours, the model and
+// model_provider the route set go back to what they were before (the
+// values saved in the entry; removed when there were none, or when an
+// earlier release wrote the entry and saved nothing). A provider the user
+// chose since, and everything else, stay.
+func (h *CodexSettings) unconfigure(ctx context.Context) (CodexStatus, error) {
 	d, exists, err := h.read()
 	if err != nil || !exists {
 		st, serr := h.status()
 		return st, errors.Join(err, serr)
 	}
-	changed := d.removeTable(codexTable, true)
-	if v, ok := d.topValue("model_provider"); ok && tomlUnquote(v) == CodexProvider {
-		changed = d.removeTop("model_provider") || changed
+	marks := readMarks(d)
+	tokenRaw, _ := d.tableValue(codexTable, "experimental_bearer_token")
+	own, err := ownKey(ctx, h.Admin, tomlUnquote(tokenRaw), marks.keyID)
+	if err != nil {
+		return CodexStatus{}, err
 	}
+	if own != "" {
+		// Revoked first, so that an error leaves the file as it was.
+		if err := revokeKey(ctx, h.Admin, own); err != nil {
+			return CodexStatus{}, problemError{openai.FromError(err)}
+		}
+	}
+	changed := false
+	if v, ok := d.topValue("model_provider"); ok && tomlUnquote(v) == CodexProvider {
+		for _, k := range codexSaved {
+			if raw := marks.saved[k]; raw != "" {
+				d.setTop(k, raw)
+			} else {
+				d.removeTop(k)
+			}
+		}
+		changed = true
+	}
+	changed = d.removeTable(codexTable, true) || changed
 	if changed {
 		if err := writeFile(h.path(), d.bytes()); err != nil {
 			return CodexStatus{}, err

@@ -68,6 +68,10 @@ command = "docs-mcp"
 args = ["--port", "1"]
 
 [model_providers.switchboard]
+# ` + codexNote + `
+# switchboard-saved model = "gpt-5"
+# switchboard-saved model_provider = "openai"
+# switchboard-key-id abc123
 name = "Switchboard"
 base_url = "` + testGateway + `/v1"
 wire_api = "responses"
@@ -85,8 +89,19 @@ experimental_bearer_token = "` + createdKey + `"
 	require.NoError(t, err)
 	assert.NotContains(t, string(data), "switchboard")
 	assert.NotContains(t, string(data), createdKey)
-	assert.Contains(t, string(data), "[profiles.fast]")
-	assert.Contains(t, string(data), `approval_policy = "on-request"`)
+	assert.Equal(t, `# my settings
+model = "gpt-5"
+approval_policy = "on-request"
+model_provider = "openai"
+
+[profiles.fast]
+model = "gpt-5-mini"   # keep me
+
+[mcp_servers.docs]
+command = "docs-mcp"
+args = ["--port", "1"]
+`, string(data), "the user's own model and provider are back")
+	assert.False(t, admin.live("abc123"), "the key the route created is revoked with its entry")
 }
 
 func TestCodexSettingsWithoutAFileAndRefusals(t *testing.T) {
@@ -132,6 +147,10 @@ model = "openai/gpt-5-codex"
 trust_level = "trusted"
 
 [model_providers.switchboard]
+# ` + codexNote + `
+# switchboard-saved model
+# switchboard-saved model_provider
+# switchboard-key-id abc123
 name = "Switchboard"
 base_url = "` + testGateway + `/v1"
 wire_api = "responses"

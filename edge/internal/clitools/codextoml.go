@@ -236,6 +236,12 @@ func (d *tomlDoc) removeTop(key string) bool {
 		return false
 	}
 	d.lines = slices.Delete(d.lines, i, info[i].end)
+	if i == 0 {
+		// The file's first statement gone, it does not start blank.
+		for len(d.lines) > 0 && strings.TrimSpace(d.lines[0]) == "" {
+			d.lines = d.lines[1:]
+		}
+	}
 	return true
 }
 
@@ -288,18 +294,43 @@ func (d *tomlDoc) trimEnd() {
 	}
 }
 
-// setTable replaces a table with the given "key = raw" lines, at the end.
-// Tables under it stay.
-func (d *tomlDoc) setTable(name string, kv [][2]string) {
+// setTable replaces a table with the given "key = raw" lines, at the end,
+// led by the given comment lines (each without its "# "). Tables under it
+// stay.
+func (d *tomlDoc) setTable(name string, comments []string, kv [][2]string) {
 	d.removeTable(name, false)
 	d.trimEnd()
 	if len(d.lines) > 0 {
 		d.lines = append(d.lines, "")
 	}
 	d.lines = append(d.lines, "["+name+"]")
+	for _, c := range comments {
+		d.lines = append(d.lines, "# "+c)
+	}
 	for _, p := range kv {
 		d.lines = append(d.lines, p[0]+" = "+p[1])
 	}
+}
+
+// tableComments returns the text (after "#" and its spaces) of the
+// comment lines that stand alone inside a table, before the comment block
+// that leads the next table.
+func (d tomlDoc) tableComments(name string) []string {
+	info := d.info()
+	start, end, ok := tableRange(info, tablePath(name))
+	if !ok {
+		return nil
+	}
+	for end > start+1 && (info[end-1].kind == lineBlank || info[end-1].kind == lineComment) {
+		end--
+	}
+	var out []string
+	for i := start + 1; i < end; i++ {
+		if info[i].kind == lineComment {
+			out = append(out, strings.TrimLeft(strings.TrimSpace(d.lines[i])[1:], " \t"))
+		}
+	}
+	return out
 }
 
 // tablePath splits a table name made of bare keys.

@@ -66,7 +66,8 @@ func readCodexConfig(t *testing.T, path string) string {
 // Configuring a real-looking file changes the model in place, adds
 // model_provider after the last top-level statement (the multi-line array's
 // closing line) and our table at the end; not one other byte changes.
-// Unconfiguring then gives back the user's file but for the model.
+// Unconfiguring then gives back the user's file, their model put back in
+// place (its comment after one space).
 func TestCodexSettingsEditOnlyTheirOwnLinesOfARealConfig(t *testing.T) {
 	h, _, path := newCodexHandler(t)
 	writeCodexConfig(t, path, codexUserConfig)
@@ -79,6 +80,10 @@ func TestCodexSettingsEditOnlyTheirOwnLinesOfARealConfig(t *testing.T) {
 	configured = strings.Replace(configured, "  \"Codex\",\n]\n", "  \"Codex\",\n]\nmodel_provider = \"switchboard\"\n", 1)
 	configured += `
 [model_providers.switchboard]
+# ` + codexNote + `
+# switchboard-saved model = "gpt-5-codex"
+# switchboard-saved model_provider
+# switchboard-key-id abc123
 name = "Switchboard"
 base_url = "` + testGateway + `/v1"
 wire_api = "responses"
@@ -89,12 +94,14 @@ experimental_bearer_token = "` + createdKey + `"
 	w, st = serve(t, h, http.MethodDelete, "127.0.0.1:5000", ``, true)
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	assert.Equal(t, false, st["configured"])
-	assert.Equal(t, strings.Replace(codexUserConfig, `model = "gpt-5-codex"   # the default`, `model = "openai/gpt-5-codex" # the default`, 1),
+	assert.Equal(t, strings.Replace(codexUserConfig, `model = "gpt-5-codex"   # the default`, `model = "gpt-5-codex" # the default`, 1),
 		readCodexConfig(t, path))
 }
 
 // Our table between the user's, written in any header form, goes with the
-// tables under it; the comment that leads the next table stays.
+// tables under it; the comment that leads the next table stays. A table an
+// earlier release wrote saved nothing: the model and model_provider it set
+// go.
 func TestCodexSettingsUnconfigureRemovesOurTablesInAnyForm(t *testing.T) {
 	h, _, path := newCodexHandler(t)
 	before := "model_provider = \"switchboard\"\nmodel = \"m\"\n\n[projects.\"/srv/a\"]\ntrust_level = \"trusted\"\n\n"
@@ -106,7 +113,7 @@ func TestCodexSettingsUnconfigureRemovesOurTablesInAnyForm(t *testing.T) {
 
 	w, _ := serve(t, h, http.MethodDelete, "127.0.0.1:5000", ``, true)
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
-	assert.Equal(t, strings.TrimPrefix(before, "model_provider = \"switchboard\"\n")+after, readCodexConfig(t, path))
+	assert.Equal(t, strings.TrimPrefix(before, "model_provider = \"switchboard\"\nmodel = \"m\"\n\n")+after, readCodexConfig(t, path))
 }
 
 // A status read finds our table and keys only where TOML puts them: a
@@ -198,7 +205,7 @@ func FuzzTOMLEdit(f *testing.F) {
 			kept = append(kept, l)
 		}
 		d.setTop("model_provider", `"switchboard"`)
-		d.setTable(codexTable, [][2]string{{"wire_api", `"responses"`}})
+		d.setTable(codexTable, nil, [][2]string{{"wire_api", `"responses"`}})
 		out := parseTOML(d.bytes())
 		require.NoError(t, out.check())
 		v, ok := out.tableValue(codexTable, "wire_api")
