@@ -332,6 +332,11 @@ func (c *Core) Run(ctx context.Context) error {
 	return nil
 }
 
+// EndLoginsWith ends the OAuth logins in flight, which outlive the call
+// that claimed them, when serving ends. Call it before serving: serving is
+// the process's signal to shut down, which comes before the drain.
+func (c *Core) EndLoginsWith(serving context.Context) { c.admin.EndLoginsWith(serving) }
+
 // Close stops core's state mirror; Run does it too when its context ends.
 func (c *Core) Close() { c.stop() }
 

@@ -643,6 +643,7 @@ func (n *Node) Run(ctx context.Context) error {
 		})
 	}
 	if n.core != nil {
+		n.core.EndLoginsWith(ctx)
 		goBack(func() error { return n.core.Run(backCtx) })
 	}
 	if n.billing != nil {

@@ -63,6 +63,9 @@ type Admin struct {
 	js jetstream.JetStream
 	// signIns are the console's one-time sign-in codes (signin.go).
 	signIns signInCodes
+	// serving ends when the process starts shutting down; the logins in
+	// flight end with it (oauth.go). Background until EndLoginsWith.
+	serving context.Context
 }
 
 var _ corev1.AdminServer = (*Admin)(nil)

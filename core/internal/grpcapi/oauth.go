@@ -265,7 +265,7 @@ func (a *Admin) PollDeviceLogin(ctx context.Context, req *corev1.PollDeviceLogin
 		}
 		return answer(f, flowExpired), nil
 	}
-	ctx, cancel := claimedContext(ctx)
+	ctx, cancel := a.claimedContext(ctx)
 	defer cancel()
 	sec, err := a.openFlow(f)
 	if err != nil {
@@ -410,7 +410,7 @@ func (a *Admin) CompleteAuthorizationLogin(ctx context.Context, req *corev1.Comp
 		}
 		return nil, flowGone(f)
 	}
-	lctx, cancel := claimedContext(ctx)
+	lctx, cancel := a.claimedContext(ctx)
 	defer cancel()
 	sec, err := a.openFlow(f)
 	if err != nil {
@@ -495,10 +495,21 @@ func (a *Admin) claimFlow(ctx context.Context, machineID, providerID, kind, id s
 // the device or authorization code and hand over the tokens at any point of
 // its answer; a caller that leaves then would lose them, the code with
 // them, and have to start the login again. Run to its end, the login leaves
-// its connection, which the caller's next poll or exchange answers.
-func claimedContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), flowLease)
+// its connection, which the caller's next poll or exchange answers. It
+// still ends when the process starts shutting down (EndLoginsWith), so a
+// provider that does not answer cannot hold the shutdown.
+func (a *Admin) claimedContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flowLease)
+	if a.serving == nil {
+		return cctx, cancel
+	}
+	stop := context.AfterFunc(a.serving, cancel)
+	return cctx, func() { stop(); cancel() }
 }
+
+// EndLoginsWith makes the logins in flight end when serving ends: the
+// process's signal to shut down, given before it serves.
+func (a *Admin) EndLoginsWith(serving context.Context) { a.serving = serving }
 
 // settleFlow applies change to a claimed flow and releases its lease. It
 // runs even when the caller has gone, so the lease does not linger.
