@@ -65,17 +65,23 @@ type tomlDoc struct {
 	lines []string
 	// crlf keeps a file written with CRLF line endings so.
 	crlf bool
+	// bom keeps the UTF-8 byte-order mark a file began with (Windows
+	// editors write one; Codex's TOML reader skips it).
+	bom bool
 }
 
+// utf8BOM is the byte-order mark some editors begin a UTF-8 file with.
+const utf8BOM = "\ufeff"
+
 func parseTOML(data []byte) tomlDoc {
-	s := string(data)
+	s, bom := strings.CutPrefix(string(data), utf8BOM)
 	crlf := strings.Contains(s, "\r\n")
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	s = strings.TrimRight(s, "\n")
 	if s == "" {
-		return tomlDoc{crlf: crlf}
+		return tomlDoc{crlf: crlf, bom: bom}
 	}
-	return tomlDoc{lines: strings.Split(s, "\n"), crlf: crlf}
+	return tomlDoc{lines: strings.Split(s, "\n"), crlf: crlf, bom: bom}
 }
 
 func (d tomlDoc) bytes() []byte {
@@ -83,13 +89,25 @@ func (d tomlDoc) bytes() []byte {
 	if d.crlf {
 		nl = "\r\n"
 	}
-	return []byte(strings.Join(d.lines, nl) + nl)
+	var b strings.Builder
+	if d.bom {
+		b.WriteString(utf8BOM)
+	}
+	b.WriteString(strings.Join(d.lines, nl))
+	b.WriteString(nl)
+	return []byte(b.String())
 }
 
-// check reports a file the editor cannot delimit.
+// check reports a file the editor cannot delimit, or one TOML refuses
+// whatever its statements: a carriage return outside a CRLF line ending.
 func (d tomlDoc) check() error {
 	if _, ok := scanTOML(d.lines); !ok {
 		return errBadTOML
+	}
+	for _, l := range d.lines {
+		if strings.ContainsRune(l, '\r') {
+			return errBadTOML
+		}
 	}
 	return nil
 }

@@ -186,6 +186,8 @@ func FuzzTOMLEdit(f *testing.F) {
 	f.Add([]byte("[a]\nb = 1\n"))
 	f.Add([]byte("[projects.\"/x\"]\ntrust_level = \"trusted\"\n[model_providers.switchboard]\nname = 1\n"))
 	f.Add([]byte(""))
+	f.Add([]byte("#\r"))
+	f.Add([]byte("\ufeff# settings\nmodel = \"gpt-5\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := parseTOML(data)
 		if d.check() != nil {
@@ -235,4 +237,25 @@ func FuzzTOMLEdit(f *testing.F) {
 			t.Errorf("a user's line is missing: %q", kept[j])
 		}
 	})
+}
+
+// A config.toml saved with a UTF-8 byte-order mark (Windows editors write
+// one; Codex's TOML reader skips it) is configured like any other and keeps
+// its mark.
+func TestCodexSettingsKeepAByteOrderMark(t *testing.T) {
+	h, _, path := newCodexHandler(t)
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	cfg := "\ufeff# my settings\nmodel = \"gpt-5\"\n\n[projects.\"/home/me/x\"]\ntrust_level = \"trusted\"\n"
+	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
+
+	w, _ := serve(t, h, http.MethodGet, "127.0.0.1:5000", "", true)
+	require.Equal(t, http.StatusOK, w.Code, "GET: %s", w.Body.String())
+	w, st := serve(t, h, http.MethodPost, "127.0.0.1:5000", `{"model":"openai/gpt-5-codex"}`, true)
+	require.Equal(t, http.StatusOK, w.Code, "POST: %s", w.Body.String())
+	assert.Equal(t, true, st["configured"])
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(data), "\ufeff# my settings\n"), "%q", data)
+	assert.Equal(t, 1, strings.Count(string(data), "\ufeff"))
+	assert.Contains(t, string(data), "[projects.\"/home/me/x\"]\ntrust_level = \"trusted\"")
 }
