@@ -288,7 +288,7 @@ func BenchmarkRequestLog(b *testing.B) {
 			Model: "m", Provider: "openai", Status: 200, TotalTokens: 100, Time: timestamppb.Now(),
 		})
 		require.NoError(b, err)
-		f, err := js.PublishAsync(spine.SubjectUsage+"."+machine, data)
+		f, err := js.PublishAsync(spine.SubjectUsage+"."+machine, data, jetstream.WithStallWait(time.Minute))
 		require.NoError(b, err)
 		futures = append(futures, f)
 	}

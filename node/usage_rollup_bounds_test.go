@@ -45,7 +45,7 @@ func TestUsageRollupsBoundedAndIsolated(t *testing.T) {
 		}
 		data, err := proto.Marshal(ev)
 		require.NoError(t, err)
-		_, err = js.PublishAsync(spine.SubjectUsage+"."+noisy, data, jetstream.WithMsgID(ev.EventId))
+		_, err = js.PublishAsync(spine.SubjectUsage+"."+noisy, data, jetstream.WithMsgID(ev.EventId), jetstream.WithStallWait(time.Minute))
 		require.NoError(t, err)
 	}
 	select {
