@@ -11,7 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -69,9 +71,14 @@ type Refresher struct {
 	now        func() time.Time
 	// storeBackoff is the first pause between StoreTokens attempts.
 	storeBackoff time.Duration
-	// refreshing shares one refresh of a connection between the jobs that
-	// ask for it together (see Handle).
+	// refreshing shares one refresh of a connection's token generation
+	// between the jobs that ask for it together (see Handle).
 	refreshing singleflight.Group
+	// turns lets one refresh of a connection run at a time in this
+	// process, the refreshes of different generations included: a
+	// connection's turn is turns[hash of its key].
+	turns [64]chan struct{}
+	seed  maphash.Seed
 	// leases, when set, keep a connection's refresh to one process.
 	leases Leases
 	holder string
@@ -127,7 +134,7 @@ func NewClients() *upstream.Clients {
 
 // New returns a Refresher that reaches token endpoints with clients.
 func New(admin Admin, adminToken string, clients *upstream.Clients, log *slog.Logger) *Refresher {
-	return &Refresher{
+	r := &Refresher{
 		admin:        admin,
 		adminToken:   adminToken,
 		clients:      clients,
@@ -135,6 +142,23 @@ func New(admin Admin, adminToken string, clients *upstream.Clients, log *slog.Lo
 		now:          time.Now,
 		storeBackoff: 250 * time.Millisecond,
 		box:          pendingBox(adminToken),
+		seed:         maphash.MakeSeed(),
+	}
+	for i := range r.turns {
+		r.turns[i] = make(chan struct{}, 1)
+	}
+	return r
+}
+
+// turn waits until no other refresh of key runs in this process, or ctx
+// ends, and returns the function that ends this one's turn.
+func (r *Refresher) turn(ctx context.Context, key string) (func(), error) {
+	t := r.turns[maphash.String(r.seed, key)%uint64(len(r.turns))]
+	select {
+	case t <- struct{}{}:
+		return func() { <-t }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 
@@ -154,9 +178,18 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 	// providers that detect reuse revoke the whole login for it: the second
 	// shares the first's refresh and its outcome within one worker
 	// process, and the lease keeps other processes out meanwhile (their
-	// job is retried, and finds the refresh done).
+	// job is retried, and finds the refresh done). A job of a later
+	// generation (the refreshed token refused in its turn) is a refresh of
+	// its own: it waits for the one running, lease given back included,
+	// and then runs.
 	key := job.GetMachineId() + "/" + id
-	_, err, _ := r.refreshing.Do(key, func() (any, error) {
+	flight := key + "/" + strconv.FormatUint(job.GetGeneration(), 10)
+	_, err, _ := r.refreshing.Do(flight, func() (any, error) {
+		done, err := r.turn(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("refresh %s: %w", id, err)
+		}
+		defer done()
 		if r.leases != nil {
 			ttl := spine.RefreshLeaseTTL
 			if d, ok := ctx.Deadline(); ok {

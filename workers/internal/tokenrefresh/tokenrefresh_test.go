@@ -664,3 +664,58 @@ func (s *socks5) serve(c net.Conn) {
 	_ = c.Close()
 	<-done
 }
+
+// gatedLeases are leases of one process whose first release waits for
+// gate: the slow give-back of a lease after a refresh's tokens were stored.
+// A lease is refused while held, as KVLeases refuse it.
+type gatedLeases struct {
+	mu    sync.Mutex
+	held  bool
+	gated bool
+	gate  chan struct{}
+}
+
+func (l *gatedLeases) Acquire(_ context.Context, _, _ string, _ time.Duration) (func(context.Context), error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held {
+		return nil, ErrLeaseHeld
+	}
+	l.held = true
+	wait := !l.gated
+	l.gated = true
+	return func(context.Context) {
+		if wait {
+			<-l.gate
+		}
+		l.mu.Lock()
+		l.held = false
+		l.mu.Unlock()
+	}, nil
+}
+
+// A job of the next token generation (the refreshed token refused in its
+// turn) that arrives while the previous generation's refresh is still
+// giving its lease back gets a refresh of its own, at once, where it shared
+// the finished refresh's outcome and was acknowledged with nothing done.
+func TestTokenRefreshNextGenerationWhileTheLastOneEnds(t *testing.T) {
+	ts := newTokenServer(t, 200, `{"access_token":"`+newAccess+`","refresh_token":"rt-rotated"}`)
+	admin := newFakeAdmin(ts.URL+"/token", 3)
+	r, _ := newRefresher(admin)
+	leases := &gatedLeases{gate: make(chan struct{})}
+	r.WithLeases(leases, "worker-1")
+
+	first := make(chan error, 1)
+	go func() { first <- r.Handle(context.Background(), job(3)) }()
+	require.Eventually(t, func() bool { return len(admin.storedRequests()) == 1 }, 10*time.Second, time.Millisecond,
+		"the first refresh stores its tokens")
+
+	second := make(chan error, 1)
+	go func() { second <- r.Handle(context.Background(), job(4)) }()
+	time.Sleep(50 * time.Millisecond) // the second job is in before the lease is given back
+	close(leases.gate)
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
+	assert.Len(t, ts.received(), 2, "the next generation's token was refreshed too")
+	assert.Equal(t, uint64(5), admin.creds.GetGeneration())
+}
