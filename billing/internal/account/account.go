@@ -252,16 +252,13 @@ func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, rec
 	if recurring == billingv1.Recurring_RECURRING_UNSPECIFIED {
 		return "", BadRequest("recurring is required")
 	}
-	if plan == billingv1.Plan_PLAN_UNSPECIFIED {
-		plan = billingv1.Plan_PLAN_PRO
-	}
 	// Current is the newest subscription that has not ended, if any.
 	if cur := s.Current(u.ID); cur != nil {
 		if err := refusal(cur.GetSubscription().GetStatus()); err != nil {
 			return "", err
 		}
 	}
-	price, err := s.price(ctx, plan, recurring)
+	price, key, err := s.checkoutPrice(ctx, u, plan, recurring, clientKey)
 	if err != nil {
 		return "", err
 	}
@@ -269,7 +266,6 @@ func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, rec
 	if err != nil {
 		return "", err
 	}
-	key := idempotencyKey(u.ID, "checkout", clientKey, price.ID)
 	if err := s.expireOtherCheckouts(ctx, u.ID, customerID, key, clientKey, ""); err != nil {
 		return "", err
 	}
@@ -308,6 +304,19 @@ func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, rec
 	return sess.URL, nil
 }
 
+// checkoutPrice is the price a checkout of plan (Pro when unspecified) and
+// recurring sells, and the Stripe idempotency key of its session.
+func (s *Service) checkoutPrice(ctx context.Context, u User, plan billingv1.Plan, recurring billingv1.Recurring, clientKey string) (payments.Price, string, error) {
+	if plan == billingv1.Plan_PLAN_UNSPECIFIED {
+		plan = billingv1.Plan_PLAN_PRO
+	}
+	price, err := s.price(ctx, plan, recurring)
+	if err != nil {
+		return payments.Price{}, "", err
+	}
+	return price, idempotencyKey(u.ID, "checkout", clientKey, price.ID), nil
+}
+
 // ReplayCheckout is the answer to a checkout retried with its client key
 // after it answered url. While url's session can be paid, or once it was
 // paid, that is url. Once it expired (a newer checkout of the user expired
@@ -317,19 +326,15 @@ func (s *Service) Checkout(ctx context.Context, u User, plan billingv1.Plan, rec
 // CHECKOUT_EXPIRED, so that the user is never sent to a page Stripe shows
 // as expired.
 func (s *Service) ReplayCheckout(ctx context.Context, u User, plan billingv1.Plan, recurring billingv1.Recurring, clientKey, url string) (string, error) {
-	if plan == billingv1.Plan_PLAN_UNSPECIFIED {
-		plan = billingv1.Plan_PLAN_PRO
-	}
 	cust, ok := s.st.CustomerByUser(u.ID)
 	if !ok {
 		// No customer linked, so no session billing could look up.
 		return url, nil
 	}
-	price, err := s.price(ctx, plan, recurring)
+	price, key, err := s.checkoutPrice(ctx, u, plan, recurring, clientKey)
 	if err != nil {
 		return "", err
 	}
-	key := idempotencyKey(u.ID, "checkout", clientKey, price.ID)
 	own, err := s.pay.FindCheckoutSession(ctx, cust.GetCustomerId(), key)
 	switch {
 	case err == nil && own.Status != "expired":
