@@ -320,22 +320,31 @@ func (t *tally) add(until time.Time, r Reason) {
 	}
 }
 
+// CoolingError is the answer when every credential named by what is
+// cooling until wait has passed: 429 rate_limited when all of them are rate
+// limited, else 503 cooling down; last is the upstream answer behind it,
+// if any.
+func CoolingError(what string, rateLimited bool, wait time.Duration, last *UpstreamError) *ExhaustedError {
+	if rateLimited {
+		return &ExhaustedError{
+			Status: 429, Code: CodeRateLimited, RetryAfter: wait, Last: last,
+			Message: what + " are rate limited (reset after " + wait.String() + ")",
+		}
+	}
+	return &ExhaustedError{
+		Status: 503, Code: CodeCoolingDown, RetryAfter: wait, Last: last,
+		Message: what + " are cooling down (reset after " + wait.String() + ")",
+	}
+}
+
 // exhausted builds the outcome error when no candidate served the request.
 func (e *Engine) exhausted(req Request, t *tally) *ExhaustedError {
 	scope := "[" + req.Provider + "/" + req.Model + "] "
 	switch {
 	case t.allRateLimited:
-		wait := retryAfter(t.earliest, e.now())
-		return &ExhaustedError{
-			Status: 429, Code: CodeRateLimited, RetryAfter: wait, Last: t.last,
-			Message: scope + "all credentials are rate limited (reset after " + wait.String() + ")",
-		}
+		return CoolingError(scope+"all credentials", true, retryAfter(t.earliest, e.now()), t.last)
 	case !t.tried:
-		wait := retryAfter(t.earliest, e.now())
-		return &ExhaustedError{
-			Status: 503, Code: CodeCoolingDown, RetryAfter: wait,
-			Message: scope + "all credentials are cooling down (reset after " + wait.String() + ")",
-		}
+		return CoolingError(scope+"all credentials", false, retryAfter(t.earliest, e.now()), nil)
 	case t.last != nil:
 		return &ExhaustedError{
 			Status: t.last.Status, Code: CodeUpstreamError, Last: t.last,

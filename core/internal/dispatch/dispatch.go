@@ -158,26 +158,18 @@ func comboExhausted(combo string, exhausted []*credential.ExhaustedError, last e
 	if len(exhausted) < 2 || !errors.As(last, &lastEx) {
 		return last
 	}
-	merged := credential.ExhaustedError{
-		Status: http.StatusTooManyRequests, Code: credential.CodeRateLimited,
-		RetryAfter: lastEx.RetryAfter, Last: lastEx.Last,
-	}
+	rateLimited, wait := true, lastEx.RetryAfter
 	for _, ex := range exhausted {
 		switch ex.Code {
 		case credential.CodeRateLimited:
 		case credential.CodeCoolingDown:
-			merged.Status, merged.Code = http.StatusServiceUnavailable, credential.CodeCoolingDown
+			rateLimited = false
 		default:
 			return last
 		}
-		merged.RetryAfter = min(merged.RetryAfter, ex.RetryAfter)
+		wait = min(wait, ex.RetryAfter)
 	}
-	state := "rate limited"
-	if merged.Code == credential.CodeCoolingDown {
-		state = "cooling down"
-	}
-	merged.Message = "[" + combo + "] the credentials of every model are " + state + " (reset after " + merged.RetryAfter.String() + ")"
-	return &merged
+	return credential.CoolingError("["+combo+"] the credentials of every model", rateLimited, wait, lastEx.Last)
 }
 
 // Resolve answers the targets the request's model resolves to, as Do
