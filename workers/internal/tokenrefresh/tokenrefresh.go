@@ -238,24 +238,11 @@ func (r *Refresher) handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 	// Tokens an earlier attempt was answered but could not store are
 	// stored now: the refresh token they replace may be spent already.
 	pending, pkey := r.pendingTokens(), pendingKey(job.GetMachineId(), id, gen)
-	var req *corev1.StoreTokensRequest
-	if pending != nil {
-		sealed, err := pending.Pending(ctx, pkey)
-		if err != nil {
-			// Whether the provider answered an earlier attempt is unknown:
-			// presenting the refresh token now could present it twice.
-			return fmt.Errorf("refresh %s: %w", id, err)
-		}
-		if sealed != nil {
-			req, err = r.openPending(pkey, creds, sealed)
-			if err != nil {
-				log.Warn("kept tokens dropped: they do not belong to the stored tokens", "err", err)
-				r.forgetPending(ctx, log, pending, pkey)
-				req = nil
-			} else {
-				log.Info("storing the tokens an earlier attempt was answered")
-			}
-		}
+	req, err := r.kept(ctx, log, pending, pkey, creds)
+	if err != nil {
+		// Whether the provider answered an earlier attempt is unknown:
+		// presenting the refresh token now could present it twice.
+		return fmt.Errorf("refresh %s: %w", id, err)
 	}
 	method := oauth.RefreshMethodOf(conn.GetProvider())
 	start := r.now()
@@ -292,15 +279,7 @@ func (r *Refresher) handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 		case tokens.ExpiresIn > 0:
 			req.ExpiresAt = timestamppb.New(start.Add(tokens.ExpiresIn))
 		}
-		if pending != nil {
-			sealed, err := r.sealPending(pkey, creds, req)
-			if err == nil {
-				err = pending.PutPending(ctx, pkey, sealed)
-			}
-			if err != nil {
-				log.Warn("refreshed tokens not kept for a later attempt", "err", err)
-			}
-		}
+		r.keep(ctx, log, pending, pkey, creds, req)
 	}
 
 	res, err := r.store(ctx, req)
@@ -320,6 +299,43 @@ func (r *Refresher) handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 	log.Info("tokens refreshed", "method", method, "new_generation", res.GetGeneration(),
 		"rotated", req.GetRefreshToken() != "", "expires_at", req.GetExpiresAt().AsTime(), "took", r.now().Sub(start))
 	return nil
+}
+
+// kept opens the tokens an earlier attempt was answered but could not
+// store, kept under pkey: nil when there are none, or when they belong to
+// other material than creds (they are then forgotten). An error is one of
+// reading them.
+func (r *Refresher) kept(ctx context.Context, log *slog.Logger, pending PendingTokens, pkey string, creds *corev1.GetConnectionCredentialsResponse) (*corev1.StoreTokensRequest, error) {
+	if pending == nil {
+		return nil, nil
+	}
+	sealed, err := pending.Pending(ctx, pkey)
+	if err != nil || sealed == nil {
+		return nil, err
+	}
+	req, err := r.openPending(pkey, creds, sealed)
+	if err != nil {
+		log.Warn("kept tokens dropped: they do not belong to the stored tokens", "err", err)
+		r.forgetPending(ctx, log, pending, pkey)
+		return nil, nil
+	}
+	log.Info("storing the tokens an earlier attempt was answered")
+	return req, nil
+}
+
+// keep seals req's tokens under pkey for a later attempt, should storing
+// them fail; a failure to keep them is logged, and the refresh goes on.
+func (r *Refresher) keep(ctx context.Context, log *slog.Logger, pending PendingTokens, pkey string, creds *corev1.GetConnectionCredentialsResponse, req *corev1.StoreTokensRequest) {
+	if pending == nil {
+		return
+	}
+	sealed, err := r.sealPending(pkey, creds, req)
+	if err == nil {
+		err = pending.PutPending(ctx, pkey, sealed)
+	}
+	if err != nil {
+		log.Warn("refreshed tokens not kept for a later attempt", "err", err)
+	}
 }
 
 // pendingTokens is where tokens are kept for a later attempt: the leases,
