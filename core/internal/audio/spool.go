@@ -26,6 +26,23 @@ type Spool struct {
 	mem  []byte
 	file *os.File
 	size int64
+
+	// seconds is the file's duration once Seconds has read it (read says
+	// so; ok whether its header told one).
+	seconds      float64
+	read, timeOK bool
+}
+
+// Seconds is the duration the spooled file's header tells (fileSeconds),
+// read once for the file as written so far: a transcription asks for it up
+// to three times (subtitles, verbose_json, the metering), and an MP3's is a
+// count of all its frames.
+func (s *Spool) Seconds() (float64, bool) {
+	if !s.read {
+		s.seconds, s.timeOK = fileSeconds(s, s.size)
+		s.read = true
+	}
+	return s.seconds, s.timeOK
 }
 
 // NewSpool returns a spool that keeps up to memMax bytes in memory, spills
@@ -40,6 +57,7 @@ func (s *Spool) Write(p []byte) (int, error) {
 	if s.limit > 0 && s.size+int64(len(p)) > s.limit {
 		return 0, ErrTooLarge
 	}
+	s.read = false // the duration read is of a shorter file
 	if s.file == nil && len(s.mem)+len(p) <= s.memMax {
 		s.mem = append(s.mem, p...)
 		s.size += int64(len(p))

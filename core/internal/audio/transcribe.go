@@ -114,7 +114,7 @@ func (out *Transcription) meter(audio *Spool) {
 	if out.Seconds > 0 && !out.spokenOnly {
 		return
 	}
-	if secs, ok := fileSeconds(audio, audio.Size()); ok {
+	if secs, ok := audio.Seconds(); ok {
 		out.Seconds = max(out.Seconds, secs)
 	}
 }
@@ -323,7 +323,7 @@ func timedWords(text string, words []timedWord, audio *Spool) ([]timedWord, erro
 	if timed(words) || strings.TrimSpace(text) == "" {
 		return words, nil
 	}
-	secs, ok := fileSeconds(audio, audio.Size())
+	secs, ok := audio.Seconds()
 	if !ok {
 		return nil, badUpstream("transcription: it has no word timestamps to cut subtitles from")
 	}
