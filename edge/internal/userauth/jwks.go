@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // JWKS is a cached JSON Web Key Set fetched from a URL. It refetches after
@@ -39,7 +41,8 @@ type JWKS struct {
 	fetched time.Time         // last successful fetch
 	tried   time.Time         // end of the last fetch, successful or not
 	lastErr error             // the last fetch's error, nil when it succeeded
-	loading chan struct{}     // closed when the fetch in flight ends; nil when none is
+
+	loads singleflight.Group // the fetch in flight, which every waiter shares
 }
 
 const (
@@ -90,36 +93,26 @@ func (j *JWKS) Key(ctx context.Context, kid, alg string) (any, error) {
 
 // refresh waits for a fetch of the set (the one in flight, else a new one)
 // and returns its error, or the context's once the context ends first.
-// Within jwksMinRefresh of the last fetch it starts none and returns that
-// fetch's error: tokens with made-up key ids cannot make every request wait
-// on the URL.
 func (j *JWKS) refresh(ctx context.Context) error {
-	j.mu.Lock()
-	done := j.loading
-	if done == nil {
-		if !j.tried.IsZero() && time.Since(j.tried) <= jwksMinRefresh {
-			err := j.lastErr
-			j.mu.Unlock()
-			return err
-		}
-		done = make(chan struct{})
-		j.loading = done
-		go j.load(done)
-	}
-	j.mu.Unlock()
 	select {
-	case <-done:
-		j.mu.Lock()
-		defer j.mu.Unlock()
-		return j.lastErr
+	case r := <-j.loads.DoChan("jwks", j.load):
+		return r.Err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// load fetches the set on a context of its own, stores the outcome and
-// closes done.
-func (j *JWKS) load(done chan struct{}) {
+// load fetches the set on a context of its own and stores the outcome.
+// Within jwksMinRefresh of the last fetch it fetches nothing and answers
+// that fetch's error: tokens with made-up key ids cannot make every request
+// wait on the URL.
+func (j *JWKS) load() (any, error) {
+	j.mu.Lock()
+	if !j.tried.IsZero() && time.Since(j.tried) <= jwksMinRefresh {
+		defer j.mu.Unlock()
+		return nil, j.lastErr
+	}
+	j.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), jwksFetchTimeout)
 	defer cancel()
 	keys, algs, err := j.fetch(ctx)
@@ -128,11 +121,11 @@ func (j *JWKS) load(done chan struct{}) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.tried, j.lastErr, j.loading = time.Now(), err, nil
+	j.tried, j.lastErr = time.Now(), err
 	if err == nil {
 		j.keys, j.algs, j.fetched = keys, algs, j.tried
 	}
-	close(done)
+	return nil, err
 }
 
 // fit pins a key to the algorithms it may verify: its "alg" member when the
