@@ -28,9 +28,36 @@ const (
 	// maxFieldBytes caps one text field (a prompt is the longest).
 	maxFieldBytes = 64 << 10
 	// formSlack is what the form may add to the file: fields and part
-	// headers.
+	// headers. More is refused as it arrives (formBudget).
 	formSlack = 1 << 20
 )
+
+// errFormTooLarge ends a form whose fields and part headers exceed
+// formSlack.
+var errFormTooLarge = errors.New("the form's fields and part headers are larger than " + strconv.Itoa(formSlack) + " bytes")
+
+// formBudget reads a form's body, refusing it once more than formSlack of
+// it is not the file's: the route streams its body outside the edge's body
+// memory bound, so fields and part headers (multipart reads a part's
+// headers whole, up to 10 MiB) must not grow with the upload limit.
+type formBudget struct {
+	r io.Reader
+	// inFile is set while the file's bytes are read; the upload limit
+	// bounds those.
+	inFile bool
+	other  int64
+}
+
+func (b *formBudget) Read(p []byte) (int, error) {
+	if !b.inFile && b.other > formSlack {
+		return 0, errFormTooLarge
+	}
+	n, err := b.r.Read(p)
+	if !b.inFile {
+		b.other += int64(n)
+	}
+	return n, err
+}
 
 // Transcriptions serves POST /v1/audio/transcriptions: it reads the
 // multipart form as it arrives and streams the file to core in chunks, so
@@ -74,7 +101,7 @@ func (h *Transcriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	var header metadata.MD
 	var stream grpc.ClientStreamingClient[corev1.TranscribeRequest, corev1.TranscribeResponse]
-	form, p := ReadTranscriptionForm(multipart.NewReader(body, params["boundary"]), h.limit(), func(chunk []byte) *Problem {
+	form, p := ReadTranscriptionForm(body, params["boundary"], h.limit(), func(chunk []byte) *Problem {
 		if stream == nil {
 			s, err := h.Router.Transcribe(ctx, grpc.Header(&header))
 			if err != nil {
@@ -133,11 +160,13 @@ type TranscriptionForm struct {
 	Size int64
 }
 
-// ReadTranscriptionForm reads a transcription form part by part: the file's
-// bytes go to send in chunks as they arrive (never more than limit of them),
-// the other fields into the options. It returns the form, or the problem to
-// answer. Unknown fields are ignored, as OpenAI adds some over time.
-func ReadTranscriptionForm(mr *multipart.Reader, limit int64, send func([]byte) *Problem) (TranscriptionForm, *Problem) {
+// ReadTranscriptionForm reads a transcription form (body, a multipart form
+// with boundary) part by part: the file's bytes go to send in chunks as
+// they arrive (never more than limit of them), the other fields into the
+// options; fields and part headers may add formSlack bytes. It returns the
+// form, or the problem to answer. Unknown fields are ignored, as OpenAI adds
+// some over time.
+func ReadTranscriptionForm(body io.Reader, boundary string, limit int64, send func([]byte) *Problem) (TranscriptionForm, *Problem) {
 	bad := func(status int, code, msg, param string) (TranscriptionForm, *Problem) {
 		p := NewProblem(status, code, msg, param)
 		return TranscriptionForm{}, &p
@@ -147,12 +176,17 @@ func ReadTranscriptionForm(mr *multipart.Reader, limit int64, send func([]byte) 
 		if errors.As(err, &tooBig) {
 			return bad(http.StatusRequestEntityTooLarge, "request_too_large", "the request body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", "file")
 		}
+		if errors.Is(err, errFormTooLarge) {
+			return bad(http.StatusRequestEntityTooLarge, "request_too_large", errFormTooLarge.Error(), "")
+		}
 		if errors.Is(err, ErrBodySlow) || errors.Is(err, ErrBodyMemory) {
 			p := BodyProblem(nil, err)
 			return TranscriptionForm{}, &p
 		}
 		return bad(http.StatusBadRequest, "invalid_body", "the request body is not a well-formed multipart form", "")
 	}
+	budget := &formBudget{r: body}
+	mr := multipart.NewReader(budget, boundary)
 	form := TranscriptionForm{Options: &corev1.TranscribeOptions{}}
 	opts := form.Options
 	buf := make([]byte, audioChunk)
@@ -177,6 +211,7 @@ func ReadTranscriptionForm(mr *multipart.Reader, limit int64, send func([]byte) 
 			if ct := part.Header.Get("Content-Type"); utf8.ValidString(ct) {
 				opts.ContentType = ct
 			}
+			budget.inFile = true
 			for {
 				n, err := fill(part, buf)
 				if n > 0 {
@@ -196,6 +231,7 @@ func ReadTranscriptionForm(mr *multipart.Reader, limit int64, send func([]byte) 
 					return readErr(err)
 				}
 			}
+			budget.inFile = false
 			continue
 		}
 		raw, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))

@@ -153,6 +153,33 @@ func TestTranscriptionsHandler(t *testing.T) {
 		defer f.mu.Unlock()
 		assert.Nil(t, f.opts)
 	})
+	// The form around the file may add formSlack: fields and part headers
+	// past it are refused as they arrive, never held (the route streams
+	// its body, outside the body memory bound) nor sent to core.
+	t.Run("fields past the form's slack: 413, core never gets them", func(t *testing.T) {
+		f := &fakeRouter{answer: &corev1.TranscribeResponse{}}
+		h := &Transcriptions{Router: newFakeRouter(t, f)}
+		parts := [][2]string{{"file", audio}, {"model", "m"}}
+		for range 20 { // 20 fields of 60 kB each: 1.2 MB
+			parts = append(parts, [2]string{"timestamp_granularities[]", strings.Repeat("w", 60_000)})
+		}
+		ct, body := form(t, parts...)
+		rec := do(h, ct, body)
+		require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, rec.Body.String())
+		assert.Equal(t, "request_too_large", code(rec))
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		assert.Nil(t, f.opts)
+	})
+	t.Run("a part header past the form's slack: 413", func(t *testing.T) {
+		f := &fakeRouter{answer: &corev1.TranscribeResponse{}}
+		h := &Transcriptions{Router: newFakeRouter(t, f)}
+		body := "--b\r\nContent-Disposition: form-data; name=\"model\"\r\nX-Pad: " + strings.Repeat("p", 2<<20) + "\r\n\r\nm\r\n" +
+			"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n\r\nRIFF\r\n--b--\r\n"
+		rec := do(h, "multipart/form-data; boundary=b", []byte(body))
+		require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, rec.Body.String())
+		assert.Equal(t, "request_too_large", code(rec))
+	})
 	t.Run("declared length over the limit: 413 before reading", func(t *testing.T) {
 		f := &fakeRouter{}
 		h := &Transcriptions{Router: newFakeRouter(t, f), MaxBytes: 10}
@@ -254,7 +281,7 @@ func FuzzReadTranscriptionForm(f *testing.F) {
 		}
 		for _, b := range [][]byte{boundary, []byte("x")} {
 			var got []byte
-			form, p := ReadTranscriptionForm(multipart.NewReader(bytes.NewReader(data), string(b)), limit, func(c []byte) *Problem {
+			form, p := ReadTranscriptionForm(bytes.NewReader(data), string(b), limit, func(c []byte) *Problem {
 				got = append(got, c...)
 				return nil
 			})
