@@ -7,6 +7,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -47,10 +48,8 @@ func TestAudioSpool(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, data, got)
 			}
-			files, _ := os.ReadDir(dir)
-			assert.Equal(t, tc.spilled, len(files) == 1)
 			require.NoError(t, s.Close())
-			files, _ = os.ReadDir(dir)
+			files, _ := os.ReadDir(dir)
 			assert.Empty(t, files, "the temporary file is removed")
 		})
 	}
@@ -209,4 +208,30 @@ func TestAudioSpoolRemovedWithDir(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "closing twice is fine")
+}
+
+// A process that dies while an upload is spooled (killed, out of memory, a
+// power cut) leaves no copy of the caller's audio in the spool directory:
+// the temporary file has no name once it is open.
+func TestAudioSpoolLeavesNothingWhenTheProcessDies(t *testing.T) {
+	if dir := os.Getenv("SWITCHBOARD_SPOOL_DIES_IN"); dir != "" {
+		s := NewSpool(dir, 16, 0)
+		if _, err := s.Write(bytes.Repeat([]byte("speech"), 100)); err != nil || !s.Spilled() {
+			os.Exit(2)
+		}
+		if got, err := io.ReadAll(s.Reader()); err != nil || len(got) != 600 {
+			os.Exit(2)
+		}
+		os.Exit(3) // dies mid-upload: Close never runs
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAudioSpoolLeavesNothingWhenTheProcessDies$")
+	cmd.Env = append(os.Environ(), "SWITCHBOARD_SPOOL_DIES_IN="+dir)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, 3, exit.ExitCode(), "the upload was spooled to a file: %s", out)
+	files, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, files, "no file of the dead process's upload is left")
 }

@@ -16,8 +16,10 @@ var ErrTooLarge = errors.New("audio upload is larger than the limit")
 
 // Spool keeps an upload so that it can be read again from the start, once
 // per upstream attempt: in memory up to a threshold, then in a temporary
-// file that Close removes. It is not safe for concurrent writes; readers
-// made by Reader may run while no write happens.
+// file. The file loses its name as soon as it is open, where the system
+// allows it, so a process that dies mid-upload leaves no copy of it
+// behind; elsewhere Close removes it. It is not safe for concurrent
+// writes; readers made by Reader may run while no write happens.
 type Spool struct {
 	dir    string
 	memMax int
@@ -26,6 +28,8 @@ type Spool struct {
 	mem  []byte
 	file *os.File
 	size int64
+	// unlinked: the file's name was removed when it was made.
+	unlinked bool
 
 	// seconds is the file's duration once Seconds has read it (read says
 	// so; ok whether its header told one).
@@ -69,6 +73,7 @@ func (s *Spool) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		s.file = f
+		s.unlinked = os.Remove(f.Name()) == nil
 	}
 	n, err := s.file.Write(p)
 	s.size += int64(n)
@@ -117,7 +122,7 @@ func (s *Spool) ReadAt(p []byte, off int64) (int, error) {
 
 var _ io.ReaderAt = (*Spool)(nil)
 
-// Close releases the memory and removes the temporary file.
+// Close releases the memory and the temporary file.
 func (s *Spool) Close() error {
 	s.mem = nil
 	if s.file == nil {
@@ -126,5 +131,8 @@ func (s *Spool) Close() error {
 	name := s.file.Name()
 	err := s.file.Close()
 	s.file = nil
+	if s.unlinked {
+		return err
+	}
 	return errors.Join(err, os.Remove(name))
 }
