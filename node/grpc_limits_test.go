@@ -1,8 +1,10 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -14,9 +16,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -148,4 +153,85 @@ func TestGRPCMessageOfTheLargestBodyIsRead(t *testing.T) {
 	sb := nodetest.Serve(t, t.TempDir())
 	got := largeCalls(t, sb.Node.GRPCAddr(), healthCheck, 1, 32<<20+64<<10, true)
 	require.Equal(t, map[codes.Code]int{codes.OK: 1}, got)
+}
+
+// openStreamsWithLargeHeaders opens calls streams of Health.Watch (open to
+// anyone, and held for as long as the caller likes) on a connection of its
+// own to addr, each with a metadata value of size bytes, as a client that
+// ignores the header list size the server announces sends them. It
+// returns once every stream's headers are written (or the server closed
+// the connection), and closes the connection at the test's end.
+func openStreamsWithLargeHeaders(t *testing.T, addr string, calls, size int) {
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	fr := http2.NewFramer(conn, conn)
+	go func() { // answers nothing: only keeps the server's writes flowing
+		for {
+			if _, err := fr.ReadFrame(); err != nil {
+				return
+			}
+		}
+	}()
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{
+		{":method", "POST"}, {":scheme", "http"}, {":path", "/grpc.health.v1.Health/Watch"}, {":authority", "core"},
+		{"content-type", "application/grpc"}, {"te", "trailers"}, {"x-pad", strings.Repeat("p", size)},
+	} {
+		// Never indexed: the same block opens every stream.
+		require.NoError(t, enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1], Sensitive: true}))
+	}
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		return
+	}
+	if fr.WriteSettings() != nil {
+		return
+	}
+	const frame = 16 << 10
+	b := block.Bytes()
+	for i := range calls {
+		id := uint32(2*i + 1)
+		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:frame]}) != nil {
+			return
+		}
+		for off := frame; off < len(b); off += frame {
+			if fr.WriteContinuation(id, off+frame >= len(b), b[off:min(off+frame, len(b))]) != nil {
+				return
+			}
+		}
+	}
+}
+
+// A caller without any credential opened health watches with 8 MiB of
+// metadata each and the listener held every byte for as long as the watch
+// ran (grpc-go reads up to 16 MiB of headers a call by default): 16 such
+// calls on one connection raised the server's heap by about 256 MiB. The
+// listener now reads no more header bytes a call than the HTTP routes
+// accept, which is all the edge ever forwards.
+func TestGRPCLargeHeadersAreNotHeld(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	openStreamsWithLargeHeaders(t, sb.Node.GRPCAddr(), 16, 8<<20)
+	var peak uint64
+	var m runtime.MemStats
+	for range 20 {
+		time.Sleep(50 * time.Millisecond)
+		runtime.ReadMemStats(&m)
+		peak = max(peak, m.HeapInuse)
+	}
+	held := (peak - min(peak, base.HeapInuse)) >> 20
+	t.Logf("16 tokenless health watches with 8 MiB of metadata: the server's heap rose by %d MiB", held)
+	require.Less(t, held, uint64(64), "large metadata made the server hold %d MiB", held)
+
+	// A call with as much metadata as the edge forwards (at most the
+	// 64 KiB of headers its HTTP routes accept) is served.
+	conn, err := grpc.NewClient(sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-pad", strings.Repeat("p", 64<<10))
+	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
 }

@@ -433,6 +433,7 @@ func (n *Node) listenGRPC() error {
 		// token is refused before a byte of its message is held.
 		grpc.InTapHandle(guard.Tap()),
 		grpc.MaxRecvMsgSize(grpcMaxRecvBytes(n.cfg)),
+		grpc.MaxHeaderListSize(grpcMaxHeaderBytes),
 		grpc.MaxConcurrentStreams(grpcMaxStreams),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -481,6 +482,10 @@ const (
 	// grpcEnvelopeBytes is the room a request message needs around the
 	// body it carries (dialect, headers, options).
 	grpcEnvelopeBytes = 1 << 20
+	// grpcMaxHeaderBytes bounds a call's metadata (grpc-go reads 16 MiB by
+	// default, held for as long as the call runs): twice the header bytes
+	// the edge's HTTP routes accept, of which it forwards a part.
+	grpcMaxHeaderBytes = 128 << 10
 	// grpcMaxStreams bounds the calls one connection runs at once; a
 	// client past it waits for one to end (HTTP/2 flow control), it is not
 	// refused.
