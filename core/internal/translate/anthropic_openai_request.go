@@ -26,6 +26,9 @@ type inMsgRequest struct {
 	Stream        bool            `json:"stream"`
 	Metadata      *msgMetadata    `json:"metadata"`
 	Thinking      *msgThinking    `json:"thinking"`
+	OutputConfig  *struct {
+		Effort string `json:"effort"`
+	} `json:"output_config"`
 }
 
 type inMsgMessage struct {
@@ -149,8 +152,9 @@ func (o ChatOptions) setCap(out *outChatRequest, n *int64) {
 // chat.completions request for upstreamModel. Streams ask for usage. Tool
 // results become tool messages placed right after the assistant's calls;
 // thinking blocks of earlier turns are dropped (Chat Completions has no
-// place for them); the thinking setting becomes reasoning_effort only where
-// opts.Reasons says the model reasons; server tools the upstream cannot run
+// place for them); the effort (output_config.effort, else the thinking
+// budget's) becomes reasoning_effort only where opts.Reasons says the model
+// reasons; server tools the upstream cannot run
 // are refused.
 func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOptions) ([]byte, error) {
 	var in inMsgRequest
@@ -169,6 +173,11 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	opts.setCap(&out, in.MaxTokens)
 	if opts.Reasons {
 		out.ReasoningEffort = thinkingEffort(in.Thinking)
+		if in.OutputConfig != nil {
+			if e := outputEffort(in.OutputConfig.Effort); e != "" {
+				out.ReasoningEffort = e
+			}
+		}
 	}
 	if in.Stream {
 		out.StreamOptions = &outStreamOptions{IncludeUsage: true}
@@ -245,7 +254,8 @@ func chatStop(seqs []string, limit int) ([]string, error) {
 // thinkingEffort is the reasoning effort of a Messages thinking setting
 // ("": none sent). An enabled budget maps to the effort it pays for. With
 // adaptive thinking the model decides how much to think, as a reasoning
-// model does at its default effort; disabled thinking, like none, leaves
+// model does at its default effort (unless output_config.effort says how
+// hard, see outputEffort); disabled thinking, like none, leaves
 // the upstream's default too, since the models that always reason refuse
 // an effort of none. A type Messages may add later reads as none.
 func thinkingEffort(t *msgThinking) string {
@@ -253,6 +263,21 @@ func thinkingEffort(t *msgThinking) string {
 		return ""
 	}
 	return reasoningEffort(t.BudgetTokens)
+}
+
+// outputEffort is the reasoning effort of a Messages output_config.effort
+// (Claude Code's effort setting, sent with adaptive thinking): the client's
+// own choice of how hard the model works, so it wins over a thinking
+// budget. xhigh and max are high, the highest every reasoning model takes
+// (reasoningEfforts); an effort Messages may add later is none ("").
+func outputEffort(effort string) string {
+	switch effort {
+	case "low", "medium", "high":
+		return effort
+	case "xhigh", "max":
+		return "high"
+	}
+	return ""
 }
 
 // chatToolChoice is a Messages tool_choice as Chat Completions has it, for

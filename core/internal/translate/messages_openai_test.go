@@ -467,6 +467,42 @@ func TestMessagesThinkingAsReasoningEffort(t *testing.T) {
 	}
 }
 
+// Claude Code's effort setting (output_config.effort, sent with adaptive
+// thinking) is the reasoning effort of an upstream whose model reasons, up
+// to the highest every reasoning model takes; it is the client's own
+// choice, so it wins over a thinking budget's.
+func TestMessagesOutputEffortAsReasoningEffort(t *testing.T) {
+	for _, tc := range []struct {
+		name, thinking, effort string
+		reasons                bool
+		want                   string
+	}{
+		{"claude code --effort low", `{"type":"adaptive","display":"omitted"}`, "low", true, "low"},
+		{"medium", `{"type":"adaptive"}`, "medium", true, "medium"},
+		{"high", `{"type":"adaptive"}`, "high", true, "high"},
+		{"xhigh", `{"type":"adaptive"}`, "xhigh", true, "high"},
+		{"max", `{"type":"adaptive"}`, "max", true, "high"},
+		{"without thinking", `null`, "low", true, "low"},
+		{"over a budget", `{"type":"enabled","budget_tokens":31999}`, "low", true, "low"},
+		{"an effort Messages may add later", `{"type":"adaptive"}`, "extreme", true, ""},
+		{"an effort Messages may add later, with a budget", `{"type":"enabled","budget_tokens":10000}`, "extreme", true, "medium"},
+		{"model not known to reason", `{"type":"adaptive"}`, "low", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"model":"m","max_tokens":32000,"thinking":` + tc.thinking + `,"output_config":{"effort":"` + tc.effort + `"},"messages":[{"role":"user","content":"hi"}]}`
+			chat, err := AnthropicToOpenAIRequest([]byte(body), "gpt-5-codex", ChatOptions{Reasons: tc.reasons})
+			require.NoError(t, err)
+			var out map[string]any
+			require.NoError(t, json.Unmarshal(chat, &out), "%s", chat)
+			if tc.want == "" {
+				assert.NotContains(t, out, "reasoning_effort", "%s", chat)
+			} else {
+				assert.Equal(t, tc.want, out["reasoning_effort"], "%s", chat)
+			}
+		})
+	}
+}
+
 // The two mappings read one table: a portable effort's thinking budget maps
 // back to that effort.
 func TestReasoningEffortRoundTrip(t *testing.T) {
