@@ -27,8 +27,12 @@ type inMsgRequest struct {
 	Metadata      *msgMetadata    `json:"metadata"`
 	Thinking      *msgThinking    `json:"thinking"`
 	OutputConfig  *struct {
-		Effort string `json:"effort"`
+		Effort string          `json:"effort"`
+		Format json.RawMessage `json:"format"`
 	} `json:"output_config"`
+	// OutputFormat is the structured-outputs beta's spelling of
+	// output_config.format.
+	OutputFormat json.RawMessage `json:"output_format"`
 }
 
 type inMsgMessage struct {
@@ -72,6 +76,7 @@ type outChatRequest struct {
 	ToolChoice        any               `json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool             `json:"parallel_tool_calls,omitempty"`
 	ReasoningEffort   string            `json:"reasoning_effort,omitempty"`
+	ResponseFormat    any               `json:"response_format,omitempty"`
 	User              string            `json:"user,omitempty"`
 }
 
@@ -182,6 +187,13 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	if in.Stream {
 		out.StreamOptions = &outStreamOptions{IncludeUsage: true}
 	}
+	format, param := in.OutputFormat, "output_format"
+	if in.OutputConfig != nil && len(in.OutputConfig.Format) > 0 && !isNull(in.OutputConfig.Format) {
+		format, param = in.OutputConfig.Format, "output_config.format"
+	}
+	if out.ResponseFormat, err = chatResponseFormat(format, param); err != nil {
+		return nil, err
+	}
 	if system, err := systemText(in.System); err != nil {
 		return nil, err
 	} else if system != "" {
@@ -263,6 +275,31 @@ func thinkingEffort(t *msgThinking) string {
 		return ""
 	}
 	return reasoningEffort(t.BudgetTokens)
+}
+
+// chatResponseFormat is a Messages structured-output format (output_config
+// .format) as a chat response_format (nil: none asked for): a JSON schema
+// format of that schema. Not strict: OpenAI's strict mode refuses schemas
+// Anthropic takes (an optional property, one left out of required).
+func chatResponseFormat(raw json.RawMessage, param string) (any, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return nil, nil
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if json.Unmarshal(raw, &f) != nil {
+		return nil, invalid(param, "the output format must be an object with a type")
+	}
+	if f.Type != "json_schema" {
+		return nil, invalid(param+".type", "unknown output format type "+strconv.Quote(f.Type))
+	}
+	if !isJSONObject(f.Schema) {
+		return nil, invalid(param+".schema", "a json_schema output format needs a schema object")
+	}
+	return map[string]any{"type": "json_schema", "json_schema": map[string]any{
+		"name": "output", "schema": f.Schema, "strict": false}}, nil
 }
 
 // outputEffort is the reasoning effort of a Messages output_config.effort

@@ -503,6 +503,54 @@ func TestMessagesOutputEffortAsReasoningEffort(t *testing.T) {
 	}
 }
 
+// Structured outputs (output_config.format, or the beta's top-level
+// output_format, which the SDK's messages.parse sends) reach a chat upstream
+// as its JSON schema response format, so the answer is JSON of the schema
+// rather than prose the client cannot parse.
+func TestMessagesOutputFormatAsResponseFormat(t *testing.T) {
+	schema := `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`
+	for _, tc := range []struct {
+		name, member string
+	}{
+		{"output_config.format", `"output_config":{"format":{"type":"json_schema","schema":` + schema + `}}`},
+		{"with an effort", `"output_config":{"effort":"low","format":{"type":"json_schema","schema":` + schema + `}}`},
+		{"beta output_format", `"output_format":{"type":"json_schema","schema":` + schema + `}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"model":"m","max_tokens":256,` + tc.member + `,"messages":[{"role":"user","content":"where is the Louvre?"}]}`
+			chat, err := AnthropicToOpenAIRequest([]byte(body), "gpt-4o", ChatOptions{})
+			require.NoError(t, err)
+			var out struct {
+				ResponseFormat *struct {
+					Type       string `json:"type"`
+					JSONSchema struct {
+						Name   string          `json:"name"`
+						Schema json.RawMessage `json:"schema"`
+						Strict *bool           `json:"strict"`
+					} `json:"json_schema"`
+				} `json:"response_format"`
+			}
+			require.NoError(t, json.Unmarshal(chat, &out), "%s", chat)
+			require.NotNil(t, out.ResponseFormat, "%s", chat)
+			assert.Equal(t, "json_schema", out.ResponseFormat.Type)
+			assert.NotEmpty(t, out.ResponseFormat.JSONSchema.Name)
+			assert.JSONEq(t, schema, string(out.ResponseFormat.JSONSchema.Schema))
+		})
+	}
+
+	// A format Messages does not have is the client's 400.
+	body := `{"model":"m","max_tokens":256,"output_config":{"format":{"type":"yaml"}},"messages":[{"role":"user","content":"hi"}]}`
+	_, err := AnthropicToOpenAIRequest([]byte(body), "gpt-4o", ChatOptions{})
+	var re *RequestError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "output_config.format.type", re.Param)
+
+	// None asked for: none sent.
+	chat, err := AnthropicToOpenAIRequest([]byte(`{"model":"m","max_tokens":256,"messages":[{"role":"user","content":"hi"}]}`), "gpt-4o", ChatOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, string(chat), "response_format")
+}
+
 // The two mappings read one table: a portable effort's thinking budget maps
 // back to that effort.
 func TestReasoningEffortRoundTrip(t *testing.T) {
