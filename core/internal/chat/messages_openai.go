@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/switchboardhq/switchboard/core/internal/translate"
@@ -25,16 +26,31 @@ func (m messagesOpenAI) request(in inbound, model string) ([]byte, error) {
 	return body, nil
 }
 
-func (messagesOpenAI) whole(_ inbound, raw []byte, model string) ([]byte, Usage, error) {
-	out, u, err := translate.OpenAIToAnthropicResponse(raw, model)
+func (messagesOpenAI) whole(in inbound, raw []byte, model string) ([]byte, Usage, error) {
+	out, u, err := translate.OpenAIToAnthropicResponse(raw, model, stopSequences(in)...)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid completion")
 	}
 	return out, fromTranslate(u), nil
 }
 
-func (messagesOpenAI) events(_ inbound, model string) eventTranslator {
-	return &chunksToMessages{tr: translate.NewChunkToMessages(model)}
+func (messagesOpenAI) events(in inbound, model string) eventTranslator {
+	return &chunksToMessages{tr: translate.NewChunkToMessages(model, stopSequences(in)...)}
+}
+
+// stopSequences are a Messages request's stop_sequences (none when it has
+// none, or they are not a list of strings: the translated request was
+// refused then), for the stop_sequence of an answer that stopped on one.
+func stopSequences(in inbound) []string {
+	raw, ok := in.fields["stop_sequences"]
+	if !ok {
+		return nil
+	}
+	var seqs []string
+	if json.Unmarshal(raw, &seqs) != nil {
+		return nil
+	}
+	return seqs
 }
 
 // chunksToMessages turns chat.completion.chunks into Anthropic events.

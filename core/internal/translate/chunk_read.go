@@ -72,14 +72,18 @@ func (ch *chunkChoice) read(v []byte) bool {
 	if isNull(v) {
 		return true
 	}
-	var seen [2]bool
+	var seen [4]bool
 	ok := true
 	return jsonscan.Members(v, func(key, m []byte) bool {
-		switch field(key, seen[:], "delta", "finish_reason") {
+		switch field(key, seen[:], "delta", "finish_reason", "stop_reason", "matched_stop") {
 		case 0:
 			ok = ch.Delta.read(m)
 		case 1:
 			ok = readStringPtr(m, &ch.FinishReason)
+		case 2:
+			ch.StopReason = m
+		case 3:
+			ch.MatchedStop = m
 		case -2:
 			ok = false
 		}

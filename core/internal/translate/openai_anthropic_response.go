@@ -3,6 +3,7 @@ package translate
 import (
 	"crypto/rand"
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -54,7 +55,9 @@ type chatCompletion struct {
 			Reasoning        *string         `json:"reasoning"`
 			ToolCalls        []chatToolCallS `json:"tool_calls"`
 		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
+		FinishReason string          `json:"finish_reason"`
+		StopReason   json.RawMessage `json:"stop_reason"`
+		MatchedStop  json.RawMessage `json:"matched_stop"`
 	} `json:"choices"`
 	Usage *ChatUsage `json:"usage"`
 }
@@ -90,6 +93,34 @@ func stopReason(finish string, toolCalls bool) string {
 	return "end_turn"
 }
 
+// stopSequence is the request's stop sequence an answer that finished with
+// "stop" stopped on, as the upstream names it ("": none it names). OpenAI
+// does not say whether "stop" was a sequence or the model's own end; vLLM
+// names the sequence in the choice's stop_reason and SGLang in its
+// matched_stop (each a token id instead when the model ended). A string
+// the request did not ask for (a model's own stop word) is not one.
+func stopSequence(stops []string, finish string, named ...json.RawMessage) string {
+	if finish != "stop" || len(stops) == 0 {
+		return ""
+	}
+	for _, raw := range named {
+		if s := rawString(raw); s != "" && slices.Contains(stops, s) {
+			return s
+		}
+	}
+	return ""
+}
+
+// stopFields are the stop_reason and stop_sequence of an answer: an
+// answer without tool calls that stopped on one of the request's sequences
+// (seq) stops for stop_sequence.
+func stopFields(finish string, toolCalls bool, seq string) (string, any) {
+	if seq != "" && !toolCalls {
+		return "stop_sequence", seq
+	}
+	return stopReason(finish, toolCalls), nil
+}
+
 // messageID makes an Anthropic-style message id of an OpenAI one.
 func messageID(id string) string {
 	id = strings.TrimPrefix(id, "chatcmpl-")
@@ -111,8 +142,9 @@ func toolInputOf(args string) json.RawMessage {
 
 // OpenAIToAnthropicResponse translates a chat.completion into a Messages
 // answer for model: reasoning becomes a thinking block, text a text block,
-// tool calls tool_use blocks.
-func OpenAIToAnthropicResponse(body []byte, model string) ([]byte, Usage, error) {
+// tool calls tool_use blocks. stops are the request's stop sequences, for
+// the stop_sequence the answer stopped on where the upstream names it.
+func OpenAIToAnthropicResponse(body []byte, model string, stops ...string) ([]byte, Usage, error) {
 	var in chatCompletion
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, Usage{}, malformed("completion is not valid JSON")
@@ -138,9 +170,10 @@ func OpenAIToAnthropicResponse(body []byte, model string) ([]byte, Usage, error)
 		content = append(content, map[string]any{"type": "tool_use", "id": callID(tc.ID, "toolu_"), "name": tc.Function.Name, "input": toolInputOf(tc.Function.Arguments)})
 	}
 	u := in.Usage.Usage()
+	reason, seq := stopFields(ch.FinishReason, len(ch.Message.ToolCalls) > 0, stopSequence(stops, ch.FinishReason, ch.StopReason, ch.MatchedStop))
 	out, err := marshal(map[string]any{
 		"id": messageID(in.ID), "type": "message", "role": "assistant", "model": model,
-		"content": content, "stop_reason": stopReason(ch.FinishReason, len(ch.Message.ToolCalls) > 0), "stop_sequence": nil,
+		"content": content, "stop_reason": reason, "stop_sequence": seq,
 		"usage": anthropicUsage(u),
 	})
 	return out, u, err

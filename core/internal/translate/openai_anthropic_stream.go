@@ -18,6 +18,8 @@ type ChunkToMessages struct {
 	finished bool   // a finish_reason was seen
 	stopped  bool   // message_stop sent
 	finish   string // the upstream's finish_reason
+	stops    []string
+	stopSeq  string // the stop sequence the upstream named (stopSequence)
 	index    int    // index of the open block, -1 when none
 	kind     string // "text", "thinking", "tool_use" of the open block
 	calls    streamCalls
@@ -26,9 +28,10 @@ type ChunkToMessages struct {
 	usage    Usage
 }
 
-// NewChunkToMessages returns a translator naming model in message_start.
-func NewChunkToMessages(model string) *ChunkToMessages {
-	return &ChunkToMessages{model: model, index: -1, tools: map[int]int{}}
+// NewChunkToMessages returns a translator naming model in message_start;
+// stops are the request's stop sequences (see stopSequence).
+func NewChunkToMessages(model string, stops ...string) *ChunkToMessages {
+	return &ChunkToMessages{model: model, index: -1, tools: map[int]int{}, stops: stops}
 }
 
 // Emit receives one event: its name and its JSON data.
@@ -42,8 +45,10 @@ type chatChunk struct {
 }
 
 type chunkChoice struct {
-	Delta        chunkDelta `json:"delta"`
-	FinishReason *string    `json:"finish_reason"`
+	Delta        chunkDelta      `json:"delta"`
+	FinishReason *string         `json:"finish_reason"`
+	StopReason   json.RawMessage `json:"stop_reason"`
+	MatchedStop  json.RawMessage `json:"matched_stop"`
 }
 
 type chunkDelta struct {
@@ -158,6 +163,7 @@ func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			t.finished = true
 			t.finish = *ch.FinishReason
+			t.stopSeq = stopSequence(t.stops, t.finish, ch.StopReason, ch.MatchedStop)
 		}
 	}
 	return nil
@@ -218,8 +224,9 @@ func (t *ChunkToMessages) Finish(emit Emit) (bool, error) {
 	if err := t.closeBlock(emit); err != nil {
 		return true, err
 	}
+	reason, seq := stopFields(t.finish, len(t.tools) > 0, t.stopSeq)
 	if err := emitJSON(emit, "message_delta", map[string]any{
-		"delta": map[string]any{"stop_reason": stopReason(t.finish, len(t.tools) > 0), "stop_sequence": nil},
+		"delta": map[string]any{"stop_reason": reason, "stop_sequence": seq},
 		"usage": anthropicUsage(t.usage),
 	}); err != nil {
 		return true, err
