@@ -52,6 +52,7 @@ type inMsgBlock struct {
 	IsError   bool            `json:"is_error"`
 	Title     string          `json:"title"`
 	Context   string          `json:"context"`
+	ToolName  string          `json:"tool_name"`
 }
 
 type inMsgTool struct {
@@ -201,7 +202,7 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	}
 	for i, m := range in.Messages {
 		param := "messages[" + strconv.Itoa(i) + "]"
-		msgs, err := chatMessagesOf(m, param, opts)
+		msgs, err := chatMessagesOf(m, param, opts, in.Tools)
 		if err != nil {
 			return nil, err
 		}
@@ -383,7 +384,7 @@ func blocksOf(raw json.RawMessage, param string) ([]inMsgBlock, error) {
 	return blocks, nil
 }
 
-func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions) ([]outChatMessage, error) {
+func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions, tools []inMsgTool) ([]outChatMessage, error) {
 	blocks, err := blocksOf(m.Content, param+".content")
 	if err != nil {
 		return nil, err
@@ -454,7 +455,7 @@ func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions) ([]outChatMe
 				}
 				parts = append(parts, doc...)
 			case "tool_result":
-				text, media, err := toolResultContent(b.Content, bp+".content", opts.ToolResultImages)
+				text, media, err := toolResultContent(b.Content, bp+".content", opts.ToolResultImages, tools)
 				if err != nil {
 					return nil, err
 				}
@@ -561,12 +562,15 @@ func documentParts(b inMsgBlock, param string) ([]outChatPart, error) {
 }
 
 // toolResultContent flattens a tool result's content (a string, or text,
-// image and document blocks) to text. With media, it returns the images
-// and PDFs it can send as parts of their own and the text says where they
-// went; one it cannot send (no media wanted, or a source it cannot read)
-// is noted as [image] or [document]. A plain-text document (Claude Code
-// reading a text file as one) is text in the result.
-func toolResultContent(raw json.RawMessage, param string, media bool) (string, []outChatPart, error) {
+// image, document and tool_reference blocks) to text. With media, it
+// returns the images and PDFs it can send as parts of their own and the
+// text says where they went; one it cannot send (no media wanted, or a
+// source it cannot read) is noted as [image] or [document]. A plain-text
+// document (Claude Code reading a text file as one) is text in the result.
+// Tool references (Claude Code's ToolSearch answers with them) are the
+// referenced tools' definitions, among tools, in a <functions> block, as
+// Anthropic shows them to its model.
+func toolResultContent(raw json.RawMessage, param string, media bool, tools []inMsgTool) (string, []outChatPart, error) {
 	if len(raw) == 0 || isNull(raw) {
 		return "", nil, nil
 	}
@@ -576,7 +580,12 @@ func toolResultContent(raw json.RawMessage, param string, media bool) (string, [
 	}
 	var b bytes.Buffer
 	var parts []outChatPart
+	inFunctions := false // a <functions> block of tool references is open
 	for i, blk := range blocks {
+		if inFunctions && blk.Type != "tool_reference" {
+			b.WriteString("\n</functions>")
+			inFunctions = false
+		}
 		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
@@ -584,6 +593,14 @@ func toolResultContent(raw json.RawMessage, param string, media bool) (string, [
 		switch blk.Type {
 		case "text":
 			b.WriteString(blk.Text)
+		case "tool_reference":
+			if !inFunctions {
+				b.WriteString("<functions>\n")
+				inFunctions = true
+			}
+			b.WriteString("<function>")
+			b.Write(toolDefinition(blk.ToolName, tools))
+			b.WriteString("</function>")
 		case "image":
 			if url, err := sourceURL(blk.Source, bp); media && err == nil {
 				parts = append(parts, outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: url}})
@@ -613,5 +630,35 @@ func toolResultContent(raw json.RawMessage, param string, media bool) (string, [
 			}
 		}
 	}
+	if inFunctions {
+		b.WriteString("\n</functions>")
+	}
 	return b.String(), parts, nil
+}
+
+// toolDefinition is the definition of the tool named name among tools as
+// JSON ({"description","name","parameters"}, the shape of a function the
+// model is shown), or only its name when the request does not offer it.
+func toolDefinition(name string, tools []inMsgTool) []byte {
+	def := struct {
+		Description string          `json:"description,omitempty"`
+		Name        string          `json:"name"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	}{Name: name}
+	for _, t := range tools {
+		if t.Name == name && (t.Type == "" || t.Type == "custom") {
+			def.Description = t.Description
+			if !isNull(t.InputSchema) {
+				def.Parameters = t.InputSchema
+			}
+			break
+		}
+	}
+	b, err := marshal(def)
+	if err != nil {
+		b, _ = marshal(struct {
+			Name string `json:"name"`
+		}{name})
+	}
+	return b
 }

@@ -698,3 +698,41 @@ func TestToolResultDocumentsReachTheModel(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out.Messages[2].Content, &text))
 	assert.Equal(t, "notes.txt\n\nline one\n[document]", text)
 }
+
+// Claude Code's ToolSearch answers with tool_reference blocks, which
+// Anthropic expands into the referenced tools' definitions (the tool's
+// description promises a <functions> block of them). A chat upstream gets
+// that block as the tool message's text, so the model learns the tool it
+// asked for is there, where it got an empty result.
+func TestToolReferencesReachTheModel(t *testing.T) {
+	body := `{"model":"m","max_tokens":64,
+		"tools":[{"name":"ToolSearch","description":"find tools","input_schema":{"type":"object","properties":{"query":{"type":"string"}}}},
+			{"name":"WebFetch","description":"Fetch a URL","input_schema":{"type":"object","properties":{"url":{"type":"string"}},"required":["url"]},"defer_loading":true}],
+		"messages":[
+		{"role":"user","content":"fetch example.com"},
+		{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"ToolSearch","input":{"query":"select:WebFetch,Nope"}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[
+			{"type":"tool_reference","tool_name":"WebFetch"},{"type":"tool_reference","tool_name":"Nope"}]}]}]}`
+	got, err := AnthropicToOpenAIRequest([]byte(body), "gpt-4o", ChatOptions{})
+	require.NoError(t, err)
+	var out struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal(got, &out), "%s", got)
+	require.Len(t, out.Messages, 3, "%s", got)
+	tool := out.Messages[2]
+	require.Equal(t, "tool", tool.Role)
+	assert.Equal(t, "<functions>\n"+
+		`<function>{"description":"Fetch a URL","name":"WebFetch","parameters":{"type":"object","properties":{"url":{"type":"string"}},"required":["url"]}}</function>`+"\n"+
+		`<function>{"name":"Nope"}</function>`+"\n</functions>", tool.Content)
+	require.Len(t, out.Tools, 2)
+	assert.Equal(t, "WebFetch", out.Tools[1].Function.Name, "the referenced tool is callable")
+}
