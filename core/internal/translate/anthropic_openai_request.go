@@ -53,6 +53,17 @@ type inMsgBlock struct {
 	Title     string          `json:"title"`
 	Context   string          `json:"context"`
 	ToolName  string          `json:"tool_name"`
+	// Tool is what a system message's tool_addition or tool_removal
+	// changes.
+	Tool *msgToolChange `json:"tool"`
+}
+
+// msgToolChange is the tool of a tool_addition (by reference, or defined
+// inline) or a tool_removal (by reference).
+type msgToolChange struct {
+	Type       string     `json:"type"`
+	Name       string     `json:"name"`
+	Definition *inMsgTool `json:"definition"`
 }
 
 type inMsgTool struct {
@@ -200,9 +211,13 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	} else if system != "" {
 		out.Messages = append(out.Messages, outChatMessage{Role: "system", Content: system})
 	}
+	tools, removed, err := toolsAfterChanges(in.Tools, in.Messages)
+	if err != nil {
+		return nil, err
+	}
 	for i, m := range in.Messages {
 		param := "messages[" + strconv.Itoa(i) + "]"
-		msgs, err := chatMessagesOf(m, param, opts, in.Tools)
+		msgs, err := chatMessagesOf(m, param, opts, tools)
 		if err != nil {
 			return nil, err
 		}
@@ -212,12 +227,15 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	// the request offers tools of its own too, refused when they are all
 	// it offers or tool_choice names one (see doc.go).
 	firstServer, serverNames := -1, map[string]bool{}
-	for i, t := range in.Tools {
+	for i, t := range tools {
 		if t.Type != "" && t.Type != "custom" {
 			if firstServer < 0 {
 				firstServer = i
 			}
 			serverNames[t.Name] = true
+			continue
+		}
+		if removed[t.Name] {
 			continue
 		}
 		var ct outChatTool
@@ -244,6 +262,59 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 		}
 	}
 	return marshal(out)
+}
+
+// toolsAfterChanges are the request's tools with those its mid-conversation
+// system messages define inline (tool_addition of a tool_definition) after
+// them, and removed the names whose last change is a tool_removal. Chat
+// Completions declares a conversation's tools once, so a chat upstream gets
+// those the conversation ends with; a tool added by reference is among the
+// request's tools already (deferred, as Anthropic wants it).
+func toolsAfterChanges(tools []inMsgTool, msgs []inMsgMessage) ([]inMsgTool, map[string]bool, error) {
+	var removed map[string]bool
+	for i, m := range msgs {
+		if m.Role != "system" || !bytes.Contains(m.Content, []byte(`"tool"`)) {
+			continue
+		}
+		param := "messages[" + strconv.Itoa(i) + "].content"
+		blocks, err := blocksOf(m.Content, param)
+		if err != nil {
+			return nil, nil, err
+		}
+		for j, b := range blocks {
+			if b.Type != "tool_addition" && b.Type != "tool_removal" {
+				continue
+			}
+			bp := param + "[" + strconv.Itoa(j) + "].tool"
+			c := b.Tool
+			name := ""
+			switch {
+			case c == nil:
+			case c.Type == "tool_reference":
+				name = c.Name
+			case c.Type == "tool_definition" && b.Type == "tool_addition" && c.Definition != nil:
+				name = c.Definition.Name
+			}
+			if name == "" {
+				if b.Type == "tool_addition" {
+					return nil, nil, invalid(bp, "a tool_addition needs a tool_reference with a name or a tool_definition")
+				}
+				return nil, nil, invalid(bp, "a tool_removal needs a tool_reference with a name")
+			}
+			if b.Type == "tool_removal" {
+				if removed == nil {
+					removed = map[string]bool{}
+				}
+				removed[name] = true
+				continue
+			}
+			delete(removed, name)
+			if c.Type == "tool_definition" && !slices.ContainsFunc(tools, func(t inMsgTool) bool { return t.Name == name }) {
+				tools = append(slices.Clip(tools), *c.Definition) // never into the request's own array
+			}
+		}
+	}
+	return tools, removed, nil
 }
 
 // chatStop is the stop sequences sent to a chat upstream that takes at
@@ -392,13 +463,20 @@ func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions, tools []inMs
 	switch m.Role {
 	case "system":
 		// Mid-conversation system text (Claude Code sends it): a system
-		// message at that place.
+		// message at that place. Its tool changes are the request's tools
+		// (toolsAfterChanges).
 		var text []string
 		for i, b := range blocks {
-			if b.Type != "text" {
-				return nil, invalid(param+".content["+strconv.Itoa(i)+"].type", "system messages hold text blocks only")
+			switch b.Type {
+			case "text":
+				text = append(text, b.Text)
+			case "tool_addition", "tool_removal":
+			default:
+				return nil, invalid(param+".content["+strconv.Itoa(i)+"].type", "system messages hold text, tool_addition and tool_removal blocks only")
 			}
-			text = append(text, b.Text)
+		}
+		if len(text) == 0 {
+			return nil, nil // tool changes alone
 		}
 		return []outChatMessage{{Role: "system", Content: strings.Join(text, "\n\n")}}, nil
 	case "assistant":

@@ -736,3 +736,63 @@ func TestToolReferencesReachTheModel(t *testing.T) {
 	require.Len(t, out.Tools, 2)
 	assert.Equal(t, "WebFetch", out.Tools[1].Function.Name, "the referenced tool is callable")
 }
+
+// A mid-conversation system message may change the tools (tool_addition,
+// tool_removal: Claude Code sends them when its tools change in a
+// session). A chat upstream, which declares tools once, gets the tools the
+// conversation ends with: one defined inline is added, one removed (and
+// not added back) is left out, one added by reference is among the
+// request's already; the message's text stays a system message there.
+func TestSystemToolChangesReachAChatUpstream(t *testing.T) {
+	body := `{"model":"m","max_tokens":64,
+		"tools":[{"name":"Read","input_schema":{"type":"object"}},
+			{"name":"Gone","input_schema":{"type":"object"}},
+			{"name":"WebFetch","input_schema":{"type":"object"},"defer_loading":true}],
+		"messages":[
+		{"role":"user","content":"hi"},
+		{"role":"assistant","content":"hello"},
+		{"role":"system","content":[
+			{"type":"text","text":"tools changed"},
+			{"type":"tool_addition","tool":{"type":"tool_definition","definition":{"name":"mcp__db__query","description":"query the db","input_schema":{"type":"object","properties":{"sql":{"type":"string"}}}}}},
+			{"type":"tool_addition","tool":{"type":"tool_reference","name":"WebFetch"}},
+			{"type":"tool_removal","tool":{"type":"tool_reference","name":"Gone"}}]},
+		{"role":"system","content":[{"type":"tool_removal","tool":{"type":"tool_reference","name":"Read"}}]},
+		{"role":"system","content":[{"type":"tool_addition","tool":{"type":"tool_reference","name":"Read"}}]},
+		{"role":"user","content":"query it"}]}`
+	got, err := AnthropicToOpenAIRequest([]byte(body), "gpt-4o", ChatOptions{})
+	require.NoError(t, err)
+	var out struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+		Tools []struct {
+			Function struct {
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal(got, &out), "%s", got)
+	var names []string
+	for _, tl := range out.Tools {
+		names = append(names, tl.Function.Name)
+	}
+	assert.Equal(t, []string{"Read", "WebFetch", "mcp__db__query"}, names, "%s", got)
+	assert.Equal(t, "query the db", out.Tools[2].Function.Description)
+	assert.JSONEq(t, `{"type":"object","properties":{"sql":{"type":"string"}}}`, string(out.Tools[2].Function.Parameters))
+	var roles []string
+	for _, m := range out.Messages {
+		roles = append(roles, m.Role)
+	}
+	assert.Equal(t, []string{"user", "assistant", "system", "user"}, roles, "%s", got)
+	assert.Equal(t, "tools changed", out.Messages[2].Content)
+
+	// A change that names no tool is the client's 400.
+	bad := `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"hi"},{"role":"system","content":[{"type":"tool_removal","tool":{"type":"tool_reference"}}]}]}`
+	_, err = AnthropicToOpenAIRequest([]byte(bad), "gpt-4o", ChatOptions{})
+	var re *RequestError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "messages[1].content[0].tool", re.Param)
+}
