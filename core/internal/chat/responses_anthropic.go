@@ -9,14 +9,17 @@ import (
 // responsesAnthropic is OpenAI Responses to an Anthropic-shaped upstream:
 // two translators composed through Chat Completions (Responses to chat to
 // Messages, and back).
-type responsesAnthropic struct{ toAnthropic }
+type responsesAnthropic struct {
+	toAnthropic
+	opts translate.ChatOptions
+}
 
 func (responsesAnthropic) header(http.Header, inbound) {}
 
 func (responsesAnthropic) errorBody(raw []byte) []byte { return translate.AnthropicErrorToOpenAI(raw) }
 
-func (responsesAnthropic) request(in inbound, model string) ([]byte, error) {
-	chatBody, err := translate.ResponsesToOpenAIRequest(in.body, model, translate.ChatOptions{})
+func (r responsesAnthropic) request(in inbound, model string) ([]byte, error) {
+	chatBody, err := translate.ResponsesToOpenAIRequest(in.body, model, r.opts)
 	if err != nil {
 		return nil, requestError(err, "input")
 	}

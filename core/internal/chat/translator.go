@@ -87,7 +87,7 @@ func pick(d Dialect, spec provider.Spec, model string) translator {
 		case spec.Responses:
 			return responsesNative{}
 		case anthropic:
-			return responsesAnthropic{}
+			return responsesAnthropic{opts: translate.ChatOptions{ToolResultImages: chatOpts.ToolResultImages}}
 		}
 		return responsesOpenAI{opts: chatOpts}
 	}

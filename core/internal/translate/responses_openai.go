@@ -86,7 +86,7 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	if in.Instructions != nil && *in.Instructions != "" {
 		out.Messages = append(out.Messages, outChatMessage{Role: "system", Content: *in.Instructions})
 	}
-	msgs, err := respInput(in.Input)
+	msgs, err := respInput(in.Input, opts.ToolResultImages)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,10 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 }
 
 // respInput reads input: a string (one user message) or a list of items.
-func respInput(raw json.RawMessage) ([]outChatMessage, error) {
+// The images and files of function call outputs follow the tool messages
+// in a user message when media is true (a tool message holds text only),
+// and are noted in their tool message's text otherwise.
+func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return []outChatMessage{{Role: "user", Content: s}}, nil
@@ -164,8 +167,13 @@ func respInput(raw json.RawMessage) ([]outChatMessage, error) {
 		return nil, invalid("input", "input must be a string or a list of items")
 	}
 	var out []outChatMessage
+	var pending []outChatPart // the media of the tool messages last added
 	for i, it := range items {
 		param := "input[" + strconv.Itoa(i) + "]"
+		if it.Type != "function_call_output" && len(pending) > 0 {
+			out = append(out, outChatMessage{Role: "user", Content: pending})
+			pending = nil
+		}
 		switch it.Type {
 		case "", "message":
 			m, err := respMessage(it, param)
@@ -188,16 +196,20 @@ func respInput(raw json.RawMessage) ([]outChatMessage, error) {
 				out = append(out, outChatMessage{Role: "assistant", ToolCalls: []outChatToolCall{call}})
 			}
 		case "function_call_output":
-			text, err := respOutputText(it.Output, param+".output")
+			text, parts, err := respOutputContent(it.Output, param+".output", media)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, outChatMessage{Role: "tool", ToolCallID: it.CallID, Content: text})
+			pending = append(pending, parts...)
 		case "reasoning":
 			// The upstream reasons afresh; earlier reasoning is not sent.
 		default:
 			return nil, invalid(param+".type", "unsupported input item type "+strconv.Quote(it.Type))
 		}
+	}
+	if len(pending) > 0 {
+		out = append(out, outChatMessage{Role: "user", Content: pending})
 	}
 	return out, nil
 }
@@ -249,20 +261,49 @@ func respMessage(it respItem, param string) (outChatMessage, error) {
 	return outChatMessage{Role: role, Content: out}, nil
 }
 
-// respOutputText is a function call's output: a string, or parts whose text
-// is joined.
-func respOutputText(raw json.RawMessage, param string) (string, error) {
+// respOutputContent is a function call's output: a string, or parts whose
+// text is joined. Its images and files are returned as parts for the user
+// message after the tool messages when media is true, and noted in the
+// text.
+func respOutputContent(raw json.RawMessage, param string, media bool) (string, []outChatPart, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return s, nil, nil
 	}
 	var parts []respPart
 	if json.Unmarshal(raw, &parts) != nil {
-		return "", invalid(param, "output must be a string or a list of parts")
+		return "", nil, invalid(param, "output must be a string or a list of parts")
 	}
 	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(p.Text)
+	var out []outChatPart
+	note := func(kind string, part *outChatPart) {
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		if media && part != nil {
+			out = append(out, *part)
+			b.WriteString("[" + kind + ": in the next user message]")
+			return
+		}
+		b.WriteString("[" + kind + "]")
 	}
-	return b.String(), nil
+	for _, p := range parts {
+		switch p.Type {
+		case "input_image":
+			var part *outChatPart
+			if p.ImageURL != "" {
+				part = &outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: p.ImageURL}}
+			}
+			note("image", part)
+		case "input_file":
+			var part *outChatPart
+			if p.FileData != "" {
+				part = &outChatPart{Type: "file", File: map[string]string{"file_data": p.FileData, "filename": p.Filename}}
+			}
+			note("file", part)
+		default:
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String(), out, nil
 }

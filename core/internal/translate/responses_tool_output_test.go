@@ -1,0 +1,50 @@
+package translate
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// An image a tool returns in its function_call_output (Codex's view_image
+// does) reaches a model that takes images in a user message after the
+// tool messages, as a Messages tool result's does; a model that may not
+// take images is told an image was there. Either way the tool message
+// says so, never an empty string.
+func TestFunctionCallOutputImages(t *testing.T) {
+	const png = "data:image/png;base64,iVBORw0KGgo="
+	body := `{"model":"m","input":[
+		{"role":"user","content":"look at both"},
+		{"type":"function_call","call_id":"call_a","name":"view_image","arguments":"{\"path\":\"a.png\"}"},
+		{"type":"function_call","call_id":"call_b","name":"view_image","arguments":"{\"path\":\"b.png\"}"},
+		{"type":"function_call_output","call_id":"call_a","output":[{"type":"input_image","image_url":"` + png + `"}]},
+		{"type":"function_call_output","call_id":"call_b","output":[{"type":"input_text","text":"b:"},{"type":"input_image","image_url":"` + png + `"}]}]}`
+	type message struct {
+		Role       string          `json:"role"`
+		Content    json.RawMessage `json:"content"`
+		ToolCallID string          `json:"tool_call_id"`
+	}
+	read := func(t *testing.T, opts ChatOptions) []message {
+		t.Helper()
+		out, err := ResponsesToOpenAIRequest([]byte(body), "m", opts)
+		require.NoError(t, err)
+		var r struct{ Messages []message }
+		require.NoError(t, json.Unmarshal(out, &r))
+		return r.Messages
+	}
+
+	msgs := read(t, ChatOptions{ToolResultImages: true})
+	require.Len(t, msgs, 5, "user, the calls, two tool messages, the images")
+	assert.Equal(t, []string{"tool", "tool"}, []string{msgs[2].Role, msgs[3].Role}, "the tool messages follow the calls")
+	assert.JSONEq(t, `"[image: in the next user message]"`, string(msgs[2].Content))
+	assert.JSONEq(t, `"b:\n[image: in the next user message]"`, string(msgs[3].Content))
+	assert.Equal(t, "user", msgs[4].Role)
+	assert.JSONEq(t, `[{"type":"image_url","image_url":{"url":"`+png+`"}},{"type":"image_url","image_url":{"url":"`+png+`"}}]`, string(msgs[4].Content))
+
+	msgs = read(t, ChatOptions{})
+	require.Len(t, msgs, 4, "no user message of images")
+	assert.JSONEq(t, `"[image]"`, string(msgs[2].Content))
+	assert.JSONEq(t, `"b:\n[image]"`, string(msgs[3].Content))
+}
