@@ -101,8 +101,9 @@ func inputItems(raw json.RawMessage) []json.RawMessage {
 }
 
 // outputAsInput turns a response's output into input items for the next
-// turn: messages and function calls, without the ids and statuses only the
-// answering upstream knows; reasoning is not carried.
+// turn: messages, function calls and custom tool calls (whose outputs the
+// next turn may carry), without the ids and statuses only the answering
+// upstream knows; reasoning and hosted tools' calls are not carried.
 func outputAsInput(response json.RawMessage) []json.RawMessage {
 	var r struct {
 		Output []map[string]json.RawMessage `json:"output"`
@@ -112,7 +113,7 @@ func outputAsInput(response json.RawMessage) []json.RawMessage {
 	for _, it := range r.Output {
 		var typ string
 		_ = json.Unmarshal(it["type"], &typ)
-		if typ != "message" && typ != "function_call" {
+		if typ != "message" && typ != "function_call" && typ != "custom_tool_call" {
 			continue
 		}
 		delete(it, "id")
