@@ -18,7 +18,9 @@
 // costs an upstream round trip or cools a connection down.
 //
 // Hosted tools (Messages' server tools, Responses' web_search and the like)
-// have no Chat Completions counterpart; both routes treat them alike. Offered
+// have no Chat Completions counterpart; both routes treat them alike.
+// (Responses' custom tools are not hosted: the client runs them, and they
+// go as functions taking their freeform input as their one argument.) Offered
 // beside the client's own tools they are left out (Codex offers web_search
 // with every turn: refusing would make a chat upstream unusable), so the
 // model answers with the tools it can call. A request whose only tools are

@@ -78,7 +78,32 @@ func (e Echo) Response(body []byte, model string) ([]byte, Usage, error) {
 
 // Chunks returns a ChunkToResponses whose response repeats the request.
 func (e Echo) Chunks(model string) *ChunkToResponses {
-	return &ChunkToResponses{model: model, tools: map[int]bool{}, tool: -1, echo: e}
+	return &ChunkToResponses{model: model, tools: map[int]bool{}, tool: -1, echo: e, custom: e.customTools()}
+}
+
+// customTools are the names of the request's custom tools, which the
+// upstream called as functions (ResponsesToOpenAIRequest); nil when it has
+// none.
+func (e Echo) customTools() map[string]bool {
+	raw, ok := e.fields["tools"]
+	if !ok {
+		return nil
+	}
+	var tools []struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(raw, &tools)
+	var names map[string]bool
+	for _, t := range tools {
+		if t.Type == "custom" {
+			if names == nil {
+				names = map[string]bool{}
+			}
+			names[t.Name] = true
+		}
+	}
+	return names
 }
 
 // incompleteReason is the Responses API's incomplete_details.reason of a
@@ -155,6 +180,24 @@ func callItem(id, callID, name, args, status string) map[string]any {
 	return map[string]any{"id": id, "type": "function_call", "status": status, "call_id": callID, "name": name, "arguments": args}
 }
 
+func customCallItem(id, callID, name, input string) map[string]any {
+	return map[string]any{"id": id, "type": "custom_tool_call", "call_id": callID, "name": name, "input": input}
+}
+
+// customInput is the input of a custom tool's call from the arguments of
+// the function call the upstream made: its one argument, or the arguments
+// themselves when they are not that object (the model wrote the input
+// bare).
+func customInput(args string) string {
+	var a struct {
+		Input *string `json:"input"`
+	}
+	if json.Unmarshal([]byte(args), &a) != nil || a.Input == nil {
+		return args
+	}
+	return *a.Input
+}
+
 func openAIToResponsesResponse(body []byte, model string, echo Echo) ([]byte, Usage, error) {
 	var in chatCompletion
 	if err := json.Unmarshal(body, &in); err != nil {
@@ -182,7 +225,12 @@ func openAIToResponsesResponse(body []byte, model string, echo Echo) ([]byte, Us
 	if len(content) > 0 {
 		output = append(output, messageItem(itemID("msg_"), "completed", content))
 	}
+	custom := echo.customTools()
 	for _, tc := range ch.Message.ToolCalls {
+		if custom[tc.Function.Name] {
+			output = append(output, customCallItem(itemID("ctc_"), callID(tc.ID, "call_"), tc.Function.Name, customInput(tc.Function.Arguments)))
+			continue
+		}
 		output = append(output, callItem(itemID("fc_"), callID(tc.ID, "call_"), tc.Function.Name, tc.Function.Arguments, "completed"))
 	}
 	u := in.Usage.Usage()
@@ -209,7 +257,7 @@ type ChunkToResponses struct {
 	usage      Usage
 	output     []any
 	// The open item.
-	kind   string // "reasoning", "message", "function_call"
+	kind   string // "reasoning", "message", "function_call", "custom_tool_call"
 	itemID string
 	text   strings.Builder // of the item, or of the message's open part
 	part   string          // the message's open part: "output_text", "refusal" or ""
@@ -219,6 +267,10 @@ type ChunkToResponses struct {
 	calls  streamCalls
 	tools  map[int]bool // by call number
 	tool   int          // the number of the open call
+	// custom are the request's custom tools (Echo.customTools); a call of
+	// one is a custom_tool_call item, its input sent when the call ends
+	// (the upstream streams it inside a JSON object).
+	custom map[string]bool
 }
 
 func (t *ChunkToResponses) emit(emit Emit, name string, v map[string]any) error {
@@ -300,15 +352,22 @@ func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
 					return err
 				}
 				t.tool, t.callID, t.name = call, callID(tc.ID, "call_"), tc.Function.Name
-				if err := t.open("function_call", emit); err != nil {
+				kind := "function_call"
+				if t.custom[t.name] {
+					kind = "custom_tool_call"
+				}
+				if err := t.open(kind, emit); err != nil {
 					return err
 				}
 			}
 			if tc.Function.Arguments != "" {
-				if call != t.tool || t.kind != "function_call" {
+				if call != t.tool || t.kind != "function_call" && t.kind != "custom_tool_call" {
 					return malformed("interleaved tool call arguments")
 				}
 				t.text.WriteString(tc.Function.Arguments)
+				if t.kind == "custom_tool_call" {
+					continue
+				}
 				if err := t.emit(emit, "response.function_call_arguments.delta", map[string]any{"item_id": t.itemID,
 					"output_index": len(t.output), "delta": tc.Function.Arguments}); err != nil {
 					return err
@@ -323,13 +382,14 @@ func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
 	return nil
 }
 
-// open starts an item of kind unless one is open (a function call always
-// starts its own).
+// open starts an item of kind unless one is open (a call always starts its
+// own).
 func (t *ChunkToResponses) open(kind string, emit Emit) error {
-	if t.kind == kind && kind != "function_call" {
+	call := kind == "function_call" || kind == "custom_tool_call"
+	if t.kind == kind && !call {
 		return nil
 	}
-	if kind != "function_call" || t.kind != "" {
+	if !call || t.kind != "" {
 		if err := t.close(emit); err != nil {
 			return err
 		}
@@ -346,6 +406,9 @@ func (t *ChunkToResponses) open(kind string, emit Emit) error {
 		t.itemID = itemID("msg_")
 		t.part, t.parts = "", nil
 		item = messageItem(t.itemID, "in_progress", nil)
+	case "custom_tool_call":
+		t.itemID = itemID("ctc_")
+		item = customCallItem(t.itemID, t.callID, t.name, "")
 	default:
 		t.itemID = itemID("fc_")
 		item = callItem(t.itemID, t.callID, t.name, "", "in_progress")
@@ -416,6 +479,15 @@ func (t *ChunkToResponses) close(emit Emit) error {
 	case "message":
 		if err = t.closePart(emit); err == nil {
 			item = messageItem(t.itemID, "completed", t.parts)
+		}
+	case "custom_tool_call":
+		input := customInput(text)
+		item = customCallItem(t.itemID, t.callID, t.name, input)
+		if input != "" {
+			err = t.emit(emit, "response.custom_tool_call_input.delta", map[string]any{"item_id": t.itemID, "output_index": idx, "delta": input})
+		}
+		if err == nil {
+			err = t.emit(emit, "response.custom_tool_call_input.done", map[string]any{"item_id": t.itemID, "output_index": idx, "input": input})
 		}
 	default:
 		if text == "" {

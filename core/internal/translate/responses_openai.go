@@ -41,10 +41,36 @@ type respTool struct {
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
 	Strict      *bool           `json:"strict"`
+	// Format is a custom tool's input format: text, or a grammar.
+	Format *struct {
+		Type       string `json:"type"`
+		Syntax     string `json:"syntax"`
+		Definition string `json:"definition"`
+	} `json:"format"`
+}
+
+// customParameters is the parameters schema of a custom tool sent as a
+// function: its freeform input is the one string argument, described by
+// the grammar it follows when it has one.
+func (t respTool) customParameters() json.RawMessage {
+	input := map[string]string{"type": "string", "description": "The tool's input, as free text."}
+	if f := t.Format; f != nil && f.Type == "grammar" && f.Definition != "" {
+		input["description"] = "The tool's input, following this " + f.Syntax + " grammar:\n" + f.Definition
+	}
+	b, _ := json.Marshal(map[string]any{"type": "object", "properties": map[string]any{"input": input},
+		"required": []string{"input"}, "additionalProperties": false})
+	return b
+}
+
+// customArguments are the arguments of a custom tool's call sent as a
+// function call: its input as the one argument.
+func customArguments(input string) string {
+	b, _ := json.Marshal(map[string]string{"input": input})
+	return string(b)
 }
 
 // respItem is an input item: a message (type "message" or none), a
-// function call, a function call's output, or reasoning.
+// function or custom tool call, a call's output, or reasoning.
 type respItem struct {
 	Type      string          `json:"type"`
 	Role      string          `json:"role"`
@@ -52,6 +78,7 @@ type respItem struct {
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
 	Arguments string          `json:"arguments"`
+	Input     string          `json:"input"`
 	Output    json.RawMessage `json:"output"`
 }
 
@@ -65,10 +92,12 @@ type respPart struct {
 }
 
 // ResponsesToOpenAIRequest translates a /v1/responses request body into a
-// chat.completions request for upstreamModel. Tools other than functions
-// (hosted tools such as web_search, Codex's namespaces) have no
-// counterpart: they are left out beside functions and refused alone, as
-// Messages' server tools are (AnthropicToOpenAIRequest).
+// chat.completions request for upstreamModel. Custom tools become functions
+// whose one argument is their input (the answer's calls of them are custom
+// tool calls again: Echo). Other tools (hosted tools such as web_search,
+// Codex's namespaces) have no counterpart: they are left out beside
+// functions and refused alone, as Messages' server tools are
+// (AnthropicToOpenAIRequest).
 func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOptions) ([]byte, error) {
 	var in respRequest
 	if err := json.Unmarshal(body, &in); err != nil {
@@ -96,7 +125,7 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	// turn), refused when they are all it offers (see doc.go).
 	firstHosted := -1
 	for i, t := range in.Tools {
-		if t.Type != "function" {
+		if t.Type != "function" && t.Type != "custom" {
 			if firstHosted < 0 {
 				firstHosted = i
 			}
@@ -105,6 +134,9 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 		var ct outChatTool
 		ct.Type = "function"
 		ct.Function.Name, ct.Function.Description, ct.Function.Parameters = t.Name, t.Description, t.Parameters
+		if t.Type == "custom" {
+			ct.Function.Parameters = t.customParameters()
+		}
 		out.Tools = append(out.Tools, ct)
 	}
 	if firstHosted >= 0 && len(out.Tools) == 0 {
@@ -122,7 +154,7 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 		switch {
 		case json.Unmarshal(in.ToolChoice, &s) == nil:
 			out.ToolChoice = s
-		case json.Unmarshal(in.ToolChoice, &obj) == nil && obj.Type == "function":
+		case json.Unmarshal(in.ToolChoice, &obj) == nil && (obj.Type == "function" || obj.Type == "custom"):
 			out.ToolChoice = map[string]any{"type": "function", "function": map[string]string{"name": obj.Name}}
 		default:
 			return nil, invalid("tool_choice", "tool_choice must be none, auto, required or a function")
@@ -170,7 +202,7 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 	var pending []outChatPart // the media of the tool messages last added
 	for i, it := range items {
 		param := "input[" + strconv.Itoa(i) + "]"
-		if it.Type != "function_call_output" && len(pending) > 0 {
+		if it.Type != "function_call_output" && it.Type != "custom_tool_call_output" && len(pending) > 0 {
 			out = append(out, outChatMessage{Role: "user", Content: pending})
 			pending = nil
 		}
@@ -181,11 +213,14 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 				return nil, err
 			}
 			out = append(out, m)
-		case "function_call":
+		case "function_call", "custom_tool_call":
 			var call outChatToolCall
 			call.ID, call.Type = it.CallID, "function"
 			call.Function.Name = it.Name
 			call.Function.Arguments = it.Arguments
+			if it.Type == "custom_tool_call" {
+				call.Function.Arguments = customArguments(it.Input)
+			}
 			if call.Function.Arguments == "" {
 				call.Function.Arguments = "{}"
 			}
@@ -195,7 +230,7 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 			} else {
 				out = append(out, outChatMessage{Role: "assistant", ToolCalls: []outChatToolCall{call}})
 			}
-		case "function_call_output":
+		case "function_call_output", "custom_tool_call_output":
 			text, parts, err := respOutputContent(it.Output, param+".output", media)
 			if err != nil {
 				return nil, err
