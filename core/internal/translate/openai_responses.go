@@ -176,6 +176,14 @@ func contentPart(kind, text string) map[string]any {
 	return outputText(text)
 }
 
+// cut marks the item an incomplete answer ended in as incomplete, as the
+// Responses API does (an item without a status keeps none).
+func cut(item map[string]any) {
+	if _, ok := item["status"]; ok {
+		item["status"] = "incomplete"
+	}
+}
+
 func callItem(id, callID, name, args, status string) map[string]any {
 	return map[string]any{"id": id, "type": "function_call", "status": status, "call_id": callID, "name": name, "arguments": args}
 }
@@ -233,8 +241,12 @@ func openAIToResponsesResponse(body []byte, model string, echo Echo) ([]byte, Us
 		}
 		output = append(output, callItem(itemID("fc_"), callID(tc.ID, "call_"), tc.Function.Name, tc.Function.Arguments, "completed"))
 	}
+	reason := incompleteReason(ch.FinishReason)
+	if n := len(output); reason != "" && n > 0 {
+		cut(output[n-1].(map[string]any))
+	}
 	u := in.Usage.Usage()
-	out, err := marshal(responseObject(responseID(), model, "completed", incompleteReason(ch.FinishReason), time.Now().Unix(), output, responseUsage(u), echo))
+	out, err := marshal(responseObject(responseID(), model, "completed", reason, time.Now().Unix(), output, responseUsage(u), echo))
 	return out, u, err
 }
 
@@ -498,6 +510,9 @@ func (t *ChunkToResponses) close(emit Emit) error {
 	}
 	if err != nil {
 		return err
+	}
+	if t.stopped && t.incomplete != "" {
+		cut(item) // the answer ended in it
 	}
 	t.kind = ""
 	t.output = append(t.output, item)

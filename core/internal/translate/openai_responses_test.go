@@ -229,3 +229,39 @@ func TestResponsesRepeatTheirRequest(t *testing.T) {
 	assert.Equal(t, []any{}, none["tools"])
 	assert.Equal(t, "auto", none["tool_choice"])
 }
+
+// The item an answer was cut in (at max_output_tokens, or by a content
+// filter) is incomplete, as the Responses API marks it, whole and
+// streamed; the items before it and those of a whole answer are completed.
+func TestResponsesCutItemIsIncomplete(t *testing.T) {
+	for _, tc := range []struct {
+		finish, status string
+	}{{"length", "incomplete"}, {"content_filter", "incomplete"}, {"stop", "completed"}} {
+		t.Run(tc.finish, func(t *testing.T) {
+			r := wholeResponse(t, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Let me",`+
+				`"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]},"finish_reason":"`+tc.finish+`"}]}`)
+			output := r["output"].([]any)
+			require.Len(t, output, 2)
+			assert.Equal(t, "completed", output[0].(map[string]any)["status"], "whole: the message before the call")
+			assert.Equal(t, tc.status, output[1].(map[string]any)["status"], "whole: the call")
+
+			r = wholeResponse(t, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Let me"},"finish_reason":"`+tc.finish+`"}]}`)
+			assert.Equal(t, tc.status, r["output"].([]any)[0].(map[string]any)["status"], "whole: the message")
+
+			names, events, complete := responseEvents(t,
+				`{"id":"c","choices":[{"index":0,"delta":{"content":"Let me"}}]}`,
+				toolsChunk(`[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]`),
+				finishChunk(tc.finish))
+			require.True(t, complete)
+			var done []string
+			for i, name := range names {
+				if name == "response.output_item.done" {
+					done = append(done, events[i]["item"].(map[string]any)["status"].(string))
+				}
+			}
+			assert.Equal(t, []string{"completed", tc.status}, done, "streamed")
+			final := events[len(events)-1]["response"].(map[string]any)["output"].([]any)
+			assert.Equal(t, tc.status, final[1].(map[string]any)["status"], "streamed: the final response")
+		})
+	}
+}
