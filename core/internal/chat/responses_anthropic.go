@@ -2,6 +2,7 @@ package chat
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/switchboardhq/switchboard/core/internal/translate"
 )
@@ -25,9 +26,32 @@ func (r responsesAnthropic) request(in inbound, model string) ([]byte, error) {
 	}
 	tr, err := translate.OpenAIToAnthropicRequest(chatBody, model)
 	if err != nil {
-		return nil, requestError(err, "input")
+		re := requestError(err, "input").(*RequestError)
+		re.Param = responsesParam(re.Param)
+		return nil, re
 	}
 	return tr.Body, nil
+}
+
+// responsesParam names the Responses request's field behind a field of the
+// chat request made of it (whose messages and tools are not numbered as
+// the request's input and tools are).
+func responsesParam(param string) string {
+	field, _, _ := strings.Cut(param, ".")
+	field, _, _ = strings.Cut(field, "[")
+	switch field {
+	case "max_tokens", "max_completion_tokens":
+		return "max_output_tokens"
+	case "reasoning_effort":
+		return "reasoning.effort"
+	case "response_format":
+		return "text.format"
+	case "messages":
+		return "input"
+	case "tools":
+		return "tools"
+	}
+	return param
 }
 
 func (responsesAnthropic) whole(in inbound, raw []byte, model string) ([]byte, Usage, error) {
