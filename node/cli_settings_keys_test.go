@@ -88,3 +88,23 @@ func TestCLISettingsRevokeTheKeysTheyCreated(t *testing.T) {
 		})
 	}
 }
+
+// A POST whose settings file cannot be written answers 500 and leaves no
+// key behind in core: the key it created for the file is revoked.
+func TestCLISettingsLeaveNoKeyWhenTheWriteFails(t *testing.T) {
+	home := t.TempDir()
+	cfg := nodetest.Config(t.TempDir())
+	cfg.CLIHomeDir = home
+	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	for route, dir := range map[string]string{"/api/cli-tools/claude-settings": ".claude", "/api/cli-tools/codex-settings": ".codex"} {
+		t.Run(route, func(t *testing.T) {
+			// A directory that is a symlink to nowhere reads as no file
+			// but cannot be created.
+			require.NoError(t, os.Symlink(filepath.Join(t.TempDir(), "unmounted"), filepath.Join(home, dir)))
+			r := sb.Admin(t, http.MethodPost, route, map[string]any{"model": "openai/gpt-4o-mini"})
+			require.Equal(t, http.StatusInternalServerError, r.Status, "%s", r.Body)
+			keys := sb.Admin(t, http.MethodGet, "/api/keys", nil).JSON["keys"].([]any)
+			assert.Empty(t, keys, "the key the POST created is revoked")
+		})
+	}
+}

@@ -49,6 +49,17 @@ func revokeKey(ctx context.Context, admin Admin, id string) error {
 	return nil
 }
 
+// revokeUnwritten revokes the key a POST created (id; "" when it created
+// none) unless the settings file came to hold it (*written), so that a POST
+// whose write fails leaves no key behind and a retry does not add another.
+// It runs to the end even when the caller has gone; a key that cannot be
+// revoked leaves the POST's own failure as the answer.
+func revokeUnwritten(ctx context.Context, admin Admin, id string, written *bool) {
+	if id != "" && !*written {
+		_ = revokeKey(context.WithoutCancel(ctx), admin, id)
+	}
+}
+
 // notRevoked answers a POST that wrote its settings but could not revoke
 // the key they held before.
 func notRevoked(id string, err error) error {

@@ -286,6 +286,8 @@ func (h *ClaudeSettings) configure(ctx context.Context, r *http.Request) (Status
 		}
 		key, keyID = res.GetKey(), res.GetId()
 	}
+	written := false
+	defer revokeUnwritten(ctx, h.Admin, keyID, &written)
 	// The file records the route's own key only.
 	recorded := keyID
 	if own != "" && key == cur {
@@ -351,6 +353,7 @@ func (h *ClaudeSettings) configure(ctx context.Context, r *http.Request) (Status
 	if err := f.write(o); err != nil {
 		return Status{}, h.fileProblem(err)
 	}
+	written = true
 	// The route's key the file held before is in no file now.
 	if own != "" && key != cur {
 		if err := revokeKey(ctx, h.Admin, own); err != nil {

@@ -218,6 +218,8 @@ func (h *CodexSettings) configure(ctx context.Context, r *http.Request) (CodexSt
 		}
 		key, keyID = res.GetKey(), res.GetId()
 	}
+	written := false
+	defer revokeUnwritten(ctx, h.Admin, keyID, &written)
 	marks.keyID = keyID
 	if own != "" && key == cur {
 		marks.keyID = own
@@ -241,6 +243,7 @@ func (h *CodexSettings) configure(ctx context.Context, r *http.Request) (CodexSt
 	if err := writeFile(h.path(), d.bytes()); err != nil {
 		return CodexStatus{}, err
 	}
+	written = true
 	// The route's key the table held before is in no file now.
 	if own != "" && key != cur {
 		if err := revokeKey(ctx, h.Admin, own); err != nil {

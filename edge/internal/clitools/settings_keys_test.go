@@ -1,14 +1,19 @@
 package clitools
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/metadata"
+
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 // settingsTool is one CLI settings route under test, with where it keeps
@@ -118,6 +123,40 @@ func TestCLISettingsReportAKeyTheyCouldNotRevoke(t *testing.T) {
 			assert.Contains(t, out["error"].(map[string]any)["message"], "/api/keys/abc123")
 			assert.Equal(t, "sk-given-key", tool.token(t, path))
 			assert.True(t, admin.live("abc123"))
+		})
+	}
+}
+
+// A POST whose settings file cannot be written (here its directory is a
+// symlink to nowhere, which reads as no file but cannot be created) leaves
+// no key it created behind, however often it is retried; a key the caller
+// gave is never revoked.
+func TestCLISettingsRevokeTheKeyAFailedWriteCreated(t *testing.T) {
+	for _, tool := range settingsTools {
+		t.Run(tool.name, func(t *testing.T) {
+			h, admin, path := tool.new(t)
+			require.NoError(t, os.Symlink(filepath.Join(t.TempDir(), "unmounted", "dotfiles"), filepath.Dir(path)))
+			listed := func() []string {
+				res, err := admin.ListAPIKeys(metadata.NewOutgoingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+testToken)), &corev1.ListAPIKeysRequest{})
+				require.NoError(t, err)
+				var ids []string
+				for _, k := range res.GetKeys() {
+					ids = append(ids, k.GetId())
+				}
+				return ids
+			}
+			for range 2 {
+				w, out := serve(t, h, http.MethodPost, "127.0.0.1:1", `{"model":"m"}`, true)
+				require.Equal(t, http.StatusInternalServerError, w.Code, w.Body.String())
+				assert.Equal(t, "settings_file_error", out["error"].(map[string]any)["code"])
+			}
+			assert.Equal(t, 2, admin.created)
+			assert.Empty(t, listed(), "no key the failed POSTs created is left")
+
+			admin.keys["mine01"] = "mine"
+			w, _ := serve(t, h, http.MethodPost, "127.0.0.1:1", `{"model":"m","apiKey":"sk-`+testMachine+`-mine01-0123456789"}`, true)
+			require.Equal(t, http.StatusInternalServerError, w.Code, w.Body.String())
+			assert.ElementsMatch(t, []string{"mine01"}, listed(), "the caller's key is not revoked")
 		})
 	}
 }
