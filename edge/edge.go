@@ -211,7 +211,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 func middleware(cfg Config, bodies *openai.BodyGuard, tracing *telemetry.Tracing, metrics *httpMetrics, mux http.Handler) http.Handler {
 	// Metrics and traces sit inside the guards, where the mux has named
 	// the route; requests the guards refuse are not counted.
-	return overhead(limitHeaders(cors(cfg.CORSOrigins, hostsOf(cfg.PublicURL, cfg.CORSOrigins), checkHeaders(checkKey(cfg.RequireAPIKey, guardBody(bodies, streamingBody, tracing.Middleware(metrics.wrap(mux))))))))
+	return overhead(limitHeaders(cors(cfg.CORSOrigins, hostsOf(cfg.PublicURL, cfg.CORSOrigins), checkHeaders(checkKey(cfg.RequireAPIKey, checkEncoding(guardBody(bodies, streamingBody, tracing.Middleware(metrics.wrap(mux)))))))))
 }
 
 // mountCLITools serves the desktop CLI settings route, which edits files in

@@ -222,6 +222,46 @@ func legacyPath(p string) bool {
 	return isGatewayPath(p) && !strings.HasPrefix(p, "/v1/") && p != "/v1"
 }
 
+// checkEncoding refuses, with 415 in the route's own error shape, a
+// request whose body has a content coding (Content-Encoding other than
+// identity): no route decodes one, and its compressed bytes read as plain
+// would be refused as malformed JSON or text that is not UTF-8, sending
+// the client looking at the wrong thing. Accept-Encoding: identity says
+// what would have been accepted (RFC 9110, 415). A request without a body
+// is not refused whatever it declares.
+func checkEncoding(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || identityOnly(r.Header.Values("Content-Encoding")) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Accept-Encoding", "identity")
+		const msg = "compressed request bodies are not supported: send the body without Content-Encoding (or with Content-Encoding: identity)"
+		const code = http.StatusUnsupportedMediaType
+		switch r.URL.Path {
+		case "/graphql":
+			graphql.TransportError(w, code, graphql.CodeUnsupportedMedia, msg)
+		case webhookPath:
+			webhookAnswer(w, code, msg)
+		default:
+			openai.NewProblem(code, "unsupported_content_encoding", msg, "Content-Encoding").WriteFor(w, r)
+		}
+	})
+}
+
+// identityOnly reports whether Content-Encoding values name no coding but
+// identity (none at all included).
+func identityOnly(values []string) bool {
+	for _, v := range values {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // guardBody puts every request body under the body guard: its bytes count
 // against the memory bound while the handler runs (except on streaming
 // routes, which hold none), and it must arrive at the minimum rate.

@@ -3,6 +3,7 @@ package edge
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -95,4 +96,49 @@ func TestGraphQLIdempotencyKeyNotASCIIIsABadRequest(t *testing.T) {
 	var url string
 	e.field(e.gql(alice, `mutation { checkout(recurring: Monthly) }`, nil, "Idempotency-Key", "checkout-1"), "checkout", &url)
 	assert.NotEmpty(t, url)
+}
+
+// A body with a content coding is refused with 415 in the route's own shape
+// before any route reads it; identity, in any spelling or list, and a
+// request without a body pass.
+func TestCompressedBodiesAreRefusedInTheRoutesShape(t *testing.T) {
+	var served bool
+	h := checkEncoding(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { served = true }))
+	for _, c := range []struct {
+		name, path, body string
+		encodings        []string
+		status           int
+		answer           string
+	}{
+		{"gzip", "/v1/chat/completions", "x", []string{"gzip"}, 415, `"param":"Content-Encoding","code":"unsupported_content_encoding"`},
+		{"zstd after identity", "/v1/embeddings", "x", []string{"identity, zstd"}, 415, `"code":"unsupported_content_encoding"`},
+		{"second header", "/api/keys", "x", []string{"identity", "br"}, 415, `"code":"unsupported_content_encoding"`},
+		{"Anthropic's shape", "/v1/messages", "x", []string{"gzip"}, 415, `{"type":"error","error":{"type":"invalid_request_error","message":"compressed request bodies`},
+		{"GraphQL", "/graphql", "x", []string{"deflate"}, 415, `"code":"UNSUPPORTED_MEDIA_TYPE"`},
+		{"webhook", webhookPath, "x", []string{"gzip"}, 415, `{"error":"compressed request bodies`},
+		{"identity", "/v1/chat/completions", "x", []string{"Identity"}, 200, ""},
+		{"identity list", "/v1/chat/completions", "x", []string{" identity , identity"}, 200, ""},
+		{"no coding", "/v1/chat/completions", "x", nil, 200, ""},
+		{"no body", "/v1/models", "", []string{"gzip"}, 200, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			served = false
+			req := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(c.body))
+			if c.body == "" {
+				req.Body = http.NoBody
+			}
+			for _, e := range c.encodings {
+				req.Header.Add("Content-Encoding", e)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			assert.Equal(t, c.status, rec.Code, rec.Body.String())
+			assert.Equal(t, c.status == 200, served)
+			assert.Contains(t, rec.Body.String(), c.answer)
+			if c.status == 415 {
+				assert.Equal(t, "identity", rec.Header().Get("Accept-Encoding"))
+				assert.Contains(t, rec.Body.String(), "Content-Encoding")
+			}
+		})
+	}
 }

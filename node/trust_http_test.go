@@ -3,6 +3,7 @@ package node_test
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -326,6 +327,50 @@ func TestUpstreamClientErrorKeepsConnection(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, r.Status)
 	assert.Equal(t, "invalid_encoding", errorCode(r))
 	assert.Equal(t, before, g.upstreamCalls())
+}
+
+// A compressed request body is refused with 415, in the route's own shape
+// and naming Content-Encoding, on every route that reads a body, where its
+// bytes were read as plain JSON (a 400 "not valid UTF-8" that sent the
+// client looking at its text); an identity body is served as before.
+func TestCompressedBodiesAreRefused(t *testing.T) {
+	g := newTrustGateway(t, nil)
+	gz := func(v string) string {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		_, err := zw.Write([]byte(v))
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		return b.String()
+	}
+	chat := `{"model":"` + chatModel + `","messages":[{"role":"user","content":"hi"}]}`
+	for _, c := range []struct{ path, body string }{
+		{pathChat, chat},
+		{pathEmbed, `{"model":"` + embedModel + `","input":"hi"}`},
+		{"/v1/responses", `{"model":"` + chatModel + `","input":"hi"}`},
+		{"/v1/messages", `{"model":"` + chatModel + `","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/messages/count_tokens", `{"model":"` + chatModel + `","messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/audio/speech", `{"model":"openai/tts-1","input":"hi","voice":"alloy"}`},
+	} {
+		t.Run(c.path, func(t *testing.T) {
+			r := g.sb.Do(t, http.MethodPost, c.path, gz(c.body), "Authorization", "Bearer "+g.key, "Content-Encoding", "gzip")
+			assert.Equal(t, http.StatusUnsupportedMediaType, r.Status, "%s", r.Body)
+			assert.Equal(t, "invalid_request_error", errorType(r), "%s", r.Body)
+			assert.Contains(t, r.JSON["error"].(map[string]any)["message"], "Content-Encoding")
+			if strings.HasPrefix(c.path, "/v1/messages") {
+				assert.Equal(t, "error", r.JSON["type"], "Anthropic's shape")
+			} else {
+				assert.Equal(t, "unsupported_content_encoding", errorCode(r))
+			}
+		})
+	}
+	r := g.sb.Admin(t, http.MethodPost, "/api/keys", gz(`{"name":"zipped"}`), "Content-Encoding", "gzip")
+	assert.Equal(t, http.StatusUnsupportedMediaType, r.Status, "%s", r.Body)
+	assert.Equal(t, "unsupported_content_encoding", errorCode(r))
+	assert.Zero(t, g.upstreamCalls(), "no compressed body reached an upstream")
+
+	r = g.sb.Do(t, http.MethodPost, pathChat, chat, "Authorization", "Bearer "+g.key, "Content-Encoding", "identity")
+	assert.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 }
 
 // A page that rebinds its own host name to the gateway's address reads the
