@@ -71,6 +71,9 @@ type inMsgTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// DeferLoading is a tool the model is not shown until something loads
+	// it (loadDeferred).
+	DeferLoading bool `json:"defer_loading"`
 }
 
 // Outgoing chat request, only what this translator writes.
@@ -171,8 +174,8 @@ func (o ChatOptions) setCap(out *outChatRequest, n *int64) {
 // thinking blocks of earlier turns are dropped (Chat Completions has no
 // place for them); the effort (output_config.effort, else the thinking
 // budget's) becomes reasoning_effort only where opts.Reasons says the model
-// reasons; server tools the upstream cannot run
-// are refused.
+// reasons; server tools the upstream cannot run are refused; deferred tools
+// are sent once loaded (loadDeferred).
 func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOptions) ([]byte, error) {
 	var in inMsgRequest
 	if err := json.Unmarshal(body, &in); err != nil {
@@ -215,6 +218,7 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	if err != nil {
 		return nil, err
 	}
+	loadDeferred(tools, in.Messages, in.ToolChoice)
 	for i, m := range in.Messages {
 		param := "messages[" + strconv.Itoa(i) + "]"
 		msgs, err := chatMessagesOf(m, param, opts, tools)
@@ -235,7 +239,7 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 			serverNames[t.Name] = true
 			continue
 		}
-		if removed[t.Name] {
+		if removed[t.Name] || t.DeferLoading {
 			continue
 		}
 		var ct outChatTool
@@ -269,7 +273,7 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 // them, and removed the names whose last change is a tool_removal. Chat
 // Completions declares a conversation's tools once, so a chat upstream gets
 // those the conversation ends with; a tool added by reference is among the
-// request's tools already (deferred, as Anthropic wants it).
+// request's tools already (deferred, as Anthropic wants it), and loaded.
 func toolsAfterChanges(tools []inMsgTool, msgs []inMsgMessage) ([]inMsgTool, map[string]bool, error) {
 	var removed map[string]bool
 	for i, m := range msgs {
@@ -309,12 +313,72 @@ func toolsAfterChanges(tools []inMsgTool, msgs []inMsgMessage) ([]inMsgTool, map
 				continue
 			}
 			delete(removed, name)
+			if c.Type == "tool_reference" {
+				for k := range tools {
+					if tools[k].Name == name {
+						tools[k].DeferLoading = false
+					}
+				}
+			}
 			if c.Type == "tool_definition" && !slices.ContainsFunc(tools, func(t inMsgTool) bool { return t.Name == name }) {
 				tools = append(slices.Clip(tools), *c.Definition) // never into the request's own array
 			}
 		}
 	}
 	return tools, removed, nil
+}
+
+// loadDeferred marks loaded (DeferLoading false) the deferred tools the
+// model may see and call. Anthropic shows its model a deferred tool only
+// once a tool_reference in a tool result names it (Claude Code defers its
+// MCP tools, WebFetch and the like, and its ToolSearch answers with such
+// references) or tool_choice forces it; the others, among them Claude
+// Code's DeferredToolPlaceholder that no one may call, stay out of a chat
+// upstream's tools, so the user does not pay for every definition on every
+// turn. With Anthropic's own tool search tool among the tools (a server
+// tool, which no chat upstream runs) nothing could ever load them: all are
+// loaded, as if the request deferred none.
+func loadDeferred(tools []inMsgTool, msgs []inMsgMessage, tc *msgToolChoice) {
+	load := map[string]bool{}
+	for _, t := range tools {
+		if strings.HasPrefix(t.Type, "tool_search_tool_") {
+			for i := range tools {
+				tools[i].DeferLoading = false
+			}
+			return
+		}
+	}
+	if tc != nil && tc.Type == "tool" {
+		load[tc.Name] = true
+	}
+	for _, m := range msgs {
+		if m.Role != "user" || !bytes.Contains(m.Content, []byte(`"tool_reference"`)) {
+			continue
+		}
+		blocks, err := blocksOf(m.Content, "")
+		if err != nil {
+			continue // refused when the message is translated
+		}
+		for _, b := range blocks {
+			if b.Type != "tool_result" || len(b.Content) == 0 {
+				continue
+			}
+			refs, err := blocksOf(b.Content, "")
+			if err != nil {
+				continue
+			}
+			for _, r := range refs {
+				if r.Type == "tool_reference" {
+					load[r.ToolName] = true
+				}
+			}
+		}
+	}
+	for i := range tools {
+		if load[tools[i].Name] {
+			tools[i].DeferLoading = false
+		}
+	}
 }
 
 // chatStop is the stop sequences sent to a chat upstream that takes at

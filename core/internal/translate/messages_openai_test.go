@@ -796,3 +796,66 @@ func TestSystemToolChangesReachAChatUpstream(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, "messages[1].content[0].tool", re.Param)
 }
+
+// Claude Code defers most tools (MCP tools, WebFetch, ...: defer_loading)
+// and sends a DeferredToolPlaceholder no one may call. Anthropic shows its
+// model a deferred tool only once a tool_reference (ToolSearch's answer)
+// has loaded it, or tool_choice names it. A chat upstream gets the same
+// tools, where it got every deferred definition on every turn and the
+// model could call tools it was never shown.
+func TestDeferredToolsWaitForAReference(t *testing.T) {
+	tools := `"tools":[{"name":"Bash","input_schema":{"type":"object"}},
+		{"name":"ToolSearch","description":"find tools","input_schema":{"type":"object"}},
+		{"name":"WebFetch","description":"Fetch a URL","input_schema":{"type":"object"},"defer_loading":true},
+		{"name":"mcp__gh__issue","input_schema":{"type":"object"},"defer_loading":true},
+		{"name":"DeferredToolPlaceholder","description":"Reserved placeholder that keeps deferred tool loading active; never call this tool.","input_schema":{"type":"object"},"defer_loading":true}]`
+	names := func(body string) ([]string, json.RawMessage) {
+		t.Helper()
+		got, err := AnthropicToOpenAIRequest([]byte(body), "gpt-4o", ChatOptions{})
+		require.NoError(t, err)
+		var out struct {
+			Tools []struct {
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			} `json:"tools"`
+			ToolChoice json.RawMessage `json:"tool_choice"`
+		}
+		require.NoError(t, json.Unmarshal(got, &out), "%s", got)
+		var n []string
+		for _, tl := range out.Tools {
+			n = append(n, tl.Function.Name)
+		}
+		return n, out.ToolChoice
+	}
+
+	first := `{"model":"m","max_tokens":64,` + tools + `,"messages":[{"role":"user","content":"fetch example.com"}]}`
+	got, _ := names(first)
+	assert.Equal(t, []string{"Bash", "ToolSearch"}, got, "nothing loaded yet")
+
+	searched := `{"model":"m","max_tokens":64,` + tools + `,"messages":[
+		{"role":"user","content":"fetch example.com"},
+		{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"ToolSearch","input":{"query":"select:WebFetch"}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"tool_reference","tool_name":"WebFetch"}]}]}]}`
+	got, _ = names(searched)
+	assert.Equal(t, []string{"Bash", "ToolSearch", "WebFetch"}, got, "loaded by its reference")
+
+	forced := `{"model":"m","max_tokens":64,` + tools + `,"tool_choice":{"type":"tool","name":"mcp__gh__issue"},"messages":[{"role":"user","content":"file it"}]}`
+	got, choice := names(forced)
+	assert.Equal(t, []string{"Bash", "ToolSearch", "mcp__gh__issue"}, got, "loaded by tool_choice")
+	assert.JSONEq(t, `{"type":"function","function":{"name":"mcp__gh__issue"}}`, string(choice))
+
+	// Anthropic's own tool search is a server tool no chat upstream runs:
+	// left out as the others are, and with nothing to load them the
+	// deferred tools are all sent, as if the request deferred none; naming
+	// it in tool_choice is refused.
+	server := `{"model":"m","max_tokens":64,"tools":[{"type":"tool_search_tool_regex_20251119","name":"tool_search_tool_regex"},
+		{"name":"get_weather","input_schema":{"type":"object"},"defer_loading":true},
+		{"name":"get_time","input_schema":{"type":"object"},"defer_loading":true}],"messages":[{"role":"user","content":"weather?"}]}`
+	got, _ = names(server)
+	assert.Equal(t, []string{"get_weather", "get_time"}, got)
+	_, err := AnthropicToOpenAIRequest([]byte(strings.Replace(server, `"messages"`, `"tool_choice":{"type":"tool","name":"tool_search_tool_regex"},"messages"`, 1)), "gpt-4o", ChatOptions{})
+	var re *RequestError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "tool_choice.name", re.Param)
+}
