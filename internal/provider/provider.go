@@ -84,6 +84,9 @@ type Model struct {
 	// plus output), 0 when not meaningful or not known. Figures are the
 	// provider's public ones and approximate.
 	ContextWindow int
+	// MaxOutput is the most tokens the model writes in one answer (the
+	// largest output cap its provider takes), 0 when not known.
+	MaxOutput int
 	// Dimensions is the default length of an embedding model's vectors.
 	Dimensions int
 }

@@ -91,19 +91,20 @@ func openRouter() Spec {
 }
 
 // anthropic is spoken to natively: Messages API, x-api-key, and a model
-// listing at GET /v1/models.
+// listing at GET /v1/models. Output limits are the models overview's "Max
+// output" (the API refuses a larger max_tokens, naming the limit).
 func anthropic() Spec {
 	return Spec{
 		ID: "anthropic", Alias: "anthropic", DefaultBaseURL: "https://api.anthropic.com/v1",
 		Auth: AuthXAPIKey, Format: FormatAnthropic, Listing: true,
 		Kinds: []string{KindLLM},
 		Models: []Model{
-			chat("claude-opus-4-8", 1_000_000, ModalityText, ModalityImage),
-			chat("claude-opus-4-7", 1_000_000, ModalityText, ModalityImage),
-			chat("claude-sonnet-4-6", 1_000_000, ModalityText, ModalityImage),
-			chat("claude-haiku-4-5-20251001", 200_000, ModalityText, ModalityImage),
-			chat("claude-opus-4-5-20251101", 200_000, ModalityText, ModalityImage),
-			chat("claude-sonnet-4-5-20250929", 200_000, ModalityText, ModalityImage),
+			chat("claude-opus-4-8", 1_000_000, ModalityText, ModalityImage).maxOutput(128_000),
+			chat("claude-opus-4-7", 1_000_000, ModalityText, ModalityImage).maxOutput(128_000),
+			chat("claude-sonnet-4-6", 1_000_000, ModalityText, ModalityImage).maxOutput(128_000),
+			chat("claude-haiku-4-5-20251001", 200_000, ModalityText, ModalityImage).maxOutput(64_000),
+			chat("claude-opus-4-5-20251101", 200_000, ModalityText, ModalityImage).maxOutput(64_000),
+			chat("claude-sonnet-4-5-20250929", 200_000, ModalityText, ModalityImage).maxOutput(64_000),
 		},
 	}
 }
@@ -362,6 +363,12 @@ func refreshPolicy(id string) (lead, maxAge time.Duration) {
 
 func chat(id string, contextWindow int, input ...string) Model {
 	return Model{ID: id, Kind: KindLLM, Input: input, Output: []string{ModalityText}, ContextWindow: contextWindow}
+}
+
+// maxOutput sets the model's output limit.
+func (m Model) maxOutput(n int) Model {
+	m.MaxOutput = n
+	return m
 }
 
 func embedding(id string, dimensions, contextWindow int) Model {

@@ -7,14 +7,17 @@ import (
 )
 
 // chatAnthropic is Chat Completions to an Anthropic-shaped upstream.
-type chatAnthropic struct{ toAnthropic }
+type chatAnthropic struct {
+	toAnthropic
+	opts translate.AnthropicOptions
+}
 
 func (chatAnthropic) header(http.Header, inbound) {}
 
 func (chatAnthropic) errorBody(raw []byte) []byte { return translate.AnthropicErrorToOpenAI(raw) }
 
-func (chatAnthropic) request(in inbound, model string) ([]byte, error) {
-	tr, err := translate.OpenAIToAnthropicRequest(in.body, model)
+func (c chatAnthropic) request(in inbound, model string) ([]byte, error) {
+	tr, err := translate.OpenAIToAnthropicRequest(in.body, model, c.opts)
 	if err != nil {
 		return nil, requestError(err, "messages")
 	}

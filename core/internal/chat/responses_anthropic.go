@@ -13,6 +13,7 @@ import (
 type responsesAnthropic struct {
 	toAnthropic
 	opts translate.ChatOptions
+	anth translate.AnthropicOptions
 }
 
 func (responsesAnthropic) header(http.Header, inbound) {}
@@ -24,7 +25,7 @@ func (r responsesAnthropic) request(in inbound, model string) ([]byte, error) {
 	if err != nil {
 		return nil, requestError(err, "input")
 	}
-	tr, err := translate.OpenAIToAnthropicRequest(chatBody, model)
+	tr, err := translate.OpenAIToAnthropicRequest(chatBody, model, r.anth)
 	if err != nil {
 		re := requestError(err, "input").(*RequestError)
 		re.Param = responsesParam(re.Param)

@@ -59,6 +59,7 @@ var (
 // the upstream's model.
 func pick(d Dialect, spec provider.Spec, model string) translator {
 	anthropic := spec.Format == provider.FormatAnthropic
+	anthOpts := translate.AnthropicOptions{MaxOutput: maxOutput(spec, model)}
 	chatOpts := translate.ChatOptions{MaxCompletionTokens: spec.MaxCompletionTokens, ToolResultImages: takesImages(spec, model),
 		MaxStopSequences: spec.MaxStopSequences}
 	if spec.Format == provider.FormatResponses {
@@ -87,12 +88,12 @@ func pick(d Dialect, spec provider.Spec, model string) translator {
 		case spec.Responses:
 			return responsesNative{}
 		case anthropic:
-			return responsesAnthropic{opts: translate.ChatOptions{ToolResultImages: chatOpts.ToolResultImages}}
+			return responsesAnthropic{opts: translate.ChatOptions{ToolResultImages: chatOpts.ToolResultImages}, anth: anthOpts}
 		}
 		return responsesOpenAI{opts: chatOpts}
 	}
 	if anthropic {
-		return chatAnthropic{}
+		return chatAnthropic{opts: anthOpts}
 	}
 	return chatOpenAI{}
 }
@@ -107,6 +108,17 @@ func takesImages(spec provider.Spec, model string) bool {
 		}
 	}
 	return false
+}
+
+// maxOutput is the output limit the provider lists for model, 0 for a
+// model it does not list.
+func maxOutput(spec provider.Spec, model string) int64 {
+	for _, m := range spec.Models {
+		if m.ID == model {
+			return int64(m.MaxOutput)
+		}
+	}
+	return 0
 }
 
 // The upstream shapes: where a translator sends its body and how caveman's

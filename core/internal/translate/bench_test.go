@@ -12,7 +12,7 @@ func BenchmarkOpenAIToAnthropicRequest(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := OpenAIToAnthropicRequest(body, "claude"); err != nil {
+		if _, err := OpenAIToAnthropicRequest(body, "claude", AnthropicOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

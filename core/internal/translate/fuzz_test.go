@@ -34,7 +34,7 @@ func addSeeds(f *testing.F, patterns ...string) {
 func FuzzOpenAIToAnthropicRequest(f *testing.F) {
 	addSeeds(f, "testdata/openai/*.request.json", "testdata/request/*.json")
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := OpenAIToAnthropicRequest(body, "claude")
+		got, err := OpenAIToAnthropicRequest(body, "claude", AnthropicOptions{})
 		if err != nil {
 			if !errors.Is(err, ErrInvalidRequest) {
 				t.Fatalf("error not marked invalid request: %v", err)

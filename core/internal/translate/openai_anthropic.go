@@ -8,9 +8,43 @@ import (
 	"strings"
 )
 
-// DefaultMaxTokens is the max_tokens sent when the client gives none
-// (Anthropic requires it; OpenAI does not).
-const DefaultMaxTokens = 4096
+// Anthropic requires max_tokens; OpenAI does not. A request that gives
+// none is sent one by what the upstream does with it.
+const (
+	// DefaultMaxTokens is a whole answer's max_tokens: Anthropic sends a
+	// non-streamed answer only once it is written, so its cap must let it
+	// finish within the gateway's first-byte timeout.
+	DefaultMaxTokens = 4096
+	// FallbackMaxOutput is a streamed answer's max_tokens for a model whose
+	// limit is not known (AnthropicOptions.MaxOutput 0): Claude Code's own
+	// default, so Anthropic-compatible servers that serve Claude Code take
+	// it, and no Claude 4 model's limit is lower (Opus 4 and 4.1: 32,000).
+	FallbackMaxOutput = 32000
+)
+
+// AnthropicOptions are what a translated /v1/messages request must fit of
+// its upstream model.
+type AnthropicOptions struct {
+	// MaxOutput is the model's output limit (0: not known). A streamed
+	// request without an output cap asks for all of it, so a long answer
+	// (Codex's patches: the Codex CLI never sends max_output_tokens) is not
+	// cut short.
+	MaxOutput int64
+}
+
+// uncappedMaxTokens is the max_tokens of a request that gives none.
+func (o AnthropicOptions) uncappedMaxTokens(stream bool) int64 {
+	switch {
+	case !stream:
+		if o.MaxOutput > 0 {
+			return min(DefaultMaxTokens, o.MaxOutput)
+		}
+		return DefaultMaxTokens
+	case o.MaxOutput > 0:
+		return o.MaxOutput
+	}
+	return FallbackMaxOutput
+}
 
 // minThinkingBudget is Anthropic's smallest thinking budget; it is also the
 // room kept for the answer when a budget must shrink to fit max_tokens.
@@ -83,7 +117,7 @@ type AnthropicRequest struct {
 // OpenAIToAnthropicRequest translates a chat.completions request body, as
 // the client sent it, into a /v1/messages body for upstreamModel (the
 // body's own model when empty). Errors match ErrInvalidRequest.
-func OpenAIToAnthropicRequest(body []byte, upstreamModel string) (AnthropicRequest, error) {
+func OpenAIToAnthropicRequest(body []byte, upstreamModel string, opts AnthropicOptions) (AnthropicRequest, error) {
 	var in chatRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return AnthropicRequest{}, decodeError(err)
@@ -117,7 +151,7 @@ func OpenAIToAnthropicRequest(body []byte, upstreamModel string) (AnthropicReque
 		return AnthropicRequest{}, err
 	}
 	out.StopSequences = stops
-	if err := samplingAndBudget(&out, &in); err != nil {
+	if err := samplingAndBudget(&out, &in, opts); err != nil {
 		return AnthropicRequest{}, err
 	}
 	if user := in.User; user != "" {
@@ -317,7 +351,7 @@ func answersToolCalls(msgs []msgMessage) bool {
 }
 
 // samplingAndBudget sets max_tokens, temperature, top_p, top_k and thinking.
-func samplingAndBudget(out *msgRequest, in *chatRequest) error {
+func samplingAndBudget(out *msgRequest, in *chatRequest, opts AnthropicOptions) error {
 	var maxTokens int64
 	switch {
 	case in.MaxCompletionTokens != nil:
@@ -344,21 +378,23 @@ func samplingAndBudget(out *msgRequest, in *chatRequest) error {
 		// The turn goes on without thinking; the next question thinks again.
 		budget = 0
 	}
-	if budget > 0 {
-		switch {
-		case maxTokens == 0:
-			maxTokens = budget + DefaultMaxTokens
-		case budget > maxTokens-minThinkingBudget:
-			// OpenAI's max_completion_tokens covers reasoning and answer, as
-			// Anthropic's max_tokens does: shrink the budget to leave room.
-			budget = maxTokens - minThinkingBudget
-			if budget < minThinkingBudget {
-				budget = 0
+	if maxTokens == 0 {
+		maxTokens = opts.uncappedMaxTokens(in.Stream)
+		if budget > 0 && !in.Stream {
+			// A whole answer's cap is for its text: the thinking comes on top.
+			maxTokens += budget
+			if opts.MaxOutput > 0 {
+				maxTokens = min(maxTokens, opts.MaxOutput)
 			}
 		}
 	}
-	if maxTokens == 0 {
-		maxTokens = DefaultMaxTokens
+	if budget > 0 && budget > maxTokens-minThinkingBudget {
+		// OpenAI's max_completion_tokens covers reasoning and answer, as
+		// Anthropic's max_tokens does: shrink the budget to leave room.
+		budget = maxTokens - minThinkingBudget
+		if budget < minThinkingBudget {
+			budget = 0
+		}
 	}
 	out.MaxTokens = maxTokens
 

@@ -23,7 +23,7 @@ func TestRequestGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			body, err := os.ReadFile(files[name])
 			require.NoError(t, err)
-			got, err := OpenAIToAnthropicRequest(body, "claude-sonnet-4-5-20250929")
+			got, err := OpenAIToAnthropicRequest(body, "claude-sonnet-4-5-20250929", AnthropicOptions{})
 			golden := filepath.Join("testdata/golden/request", name+".json")
 			if strings.HasPrefix(name, "error_") || name == "chat-bad-request" {
 				require.Error(t, err)
@@ -124,7 +124,7 @@ func assertAnthropicInvariants(t testing.TB, body []byte) {
 func TestRequestShapes(t *testing.T) {
 	translate := func(t *testing.T, body string) map[string]any {
 		t.Helper()
-		got, err := OpenAIToAnthropicRequest([]byte(body), "")
+		got, err := OpenAIToAnthropicRequest([]byte(body), "", AnthropicOptions{})
 		require.NoError(t, err)
 		return decodeJSON(t, got.Body).(map[string]any)
 	}
@@ -149,12 +149,12 @@ func TestRequestShapes(t *testing.T) {
 		assert.Equal(t, []string{"tool_result:a", "tool_result:b", "text:and"}, types)
 	})
 	t.Run("HTML-ish text is not escaped", func(t *testing.T) {
-		got, err := OpenAIToAnthropicRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"<a> & b"}]}`), "")
+		got, err := OpenAIToAnthropicRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"<a> & b"}]}`), "", AnthropicOptions{})
 		require.NoError(t, err)
 		assert.Contains(t, string(got.Body), `"<a> & b"`)
 	})
 	t.Run("include_usage only with stream", func(t *testing.T) {
-		got, err := OpenAIToAnthropicRequest([]byte(`{"model":"m","stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`), "")
+		got, err := OpenAIToAnthropicRequest([]byte(`{"model":"m","stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`), "", AnthropicOptions{})
 		require.NoError(t, err)
 		assert.False(t, got.Stream)
 		assert.False(t, got.IncludeUsage)
@@ -213,7 +213,7 @@ func TestToolID(t *testing.T) {
 
 func TestRequestErrorsAreInvalidRequest(t *testing.T) {
 	for _, body := range []string{``, `null`, `[]`, `{"messages":[{"role":"user","content":"x"}]}`, `{"model":"m","messages":[{"role":"user","content":5}]}`} {
-		_, err := OpenAIToAnthropicRequest([]byte(body), "")
+		_, err := OpenAIToAnthropicRequest([]byte(body), "", AnthropicOptions{})
 		require.Error(t, err, body)
 		assert.True(t, errors.Is(err, ErrInvalidRequest), "%q: %v", body, err)
 		assert.NotContains(t, err.Error(), "translate.", "no Go type names in %q", err.Error())
@@ -239,7 +239,7 @@ func TestThinkingOffInsideAToolTurn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := OpenAIToAnthropicRequest([]byte(`{"model":"m","reasoning_effort":"high","max_completion_tokens":32000,"messages":`+tc.messages+
-				`,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]}`), "claude-x")
+				`,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]}`), "claude-x", AnthropicOptions{})
 			require.NoError(t, err)
 			assertAnthropicInvariants(t, got.Body)
 			var body struct {

@@ -30,7 +30,7 @@ func TestResponsesRequestGolden(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assertChatInvariants(t, got)
-			anth, err := OpenAIToAnthropicRequest(got, "claude-sonnet-4-6")
+			anth, err := OpenAIToAnthropicRequest(got, "claude-sonnet-4-6", AnthropicOptions{})
 			require.NoError(t, err, "the chat request goes on to Anthropic")
 			assertAnthropicInvariants(t, anth.Body)
 			goldenJSON(t, golden, map[string]any{"chat": decodeJSON(t, got), "anthropic": decodeJSON(t, anth.Body)})
