@@ -166,7 +166,56 @@ func OpenAIToResponsesRequest(body []byte, upstreamModel string) ([]byte, error)
 	if in.ReasoningEffort != "" {
 		out["reasoning"] = map[string]string{"effort": in.ReasoningEffort}
 	}
+	format, err := responsesTextFormat(in.ResponseFormat)
+	if err != nil {
+		return nil, err
+	}
+	if format != nil {
+		out["text"] = map[string]any{"format": format}
+	}
 	return marshal(out)
+}
+
+// responsesTextFormat is a chat request's response_format as the Responses
+// API's text.format, whose json_schema carries the schema's name,
+// description, schema and strict beside its type; nil when there is none.
+func responsesTextFormat(raw json.RawMessage) (map[string]any, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var v struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Schema      json.RawMessage `json:"schema"`
+			Strict      *bool           `json:"strict"`
+		} `json:"json_schema"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return nil, invalid("response_format", "must be an object with a type")
+	}
+	switch v.Type {
+	case "text", "json_object":
+		return map[string]any{"type": v.Type}, nil
+	case "json_schema":
+		s := v.JSONSchema
+		if s == nil || s.Name == "" {
+			return nil, invalid("response_format.json_schema.name", "a json_schema response_format needs a name")
+		}
+		format := map[string]any{"type": "json_schema", "name": s.Name}
+		if s.Description != "" {
+			format["description"] = s.Description
+		}
+		if !isNull(s.Schema) {
+			format["schema"] = s.Schema
+		}
+		if s.Strict != nil {
+			format["strict"] = *s.Strict
+		}
+		return format, nil
+	}
+	return nil, invalid("response_format.type", "unsupported response_format type "+strconv.Quote(v.Type))
 }
 
 // respOutput is the part of a Responses response the translators read.

@@ -205,3 +205,29 @@ func TestResponsesUpstreamRefusalReachesChatAndMessages(t *testing.T) {
 	assert.Equal(t, []map[string]any{{"type": "text", "text": refusal}}, acc.Content, "messages, streamed")
 	assert.Equal(t, "end_turn", acc.Stop)
 }
+
+// A chat client's response_format reaches a Responses-only upstream as
+// text.format, so a structured-output client gets the JSON it validates.
+func TestChatResponseFormatReachesResponsesAsTextFormat(t *testing.T) {
+	for _, tc := range []struct{ format, want string }{
+		{`{"type":"json_schema","json_schema":{"name":"point","description":"A point.","schema":{"type":"object","properties":{"x":{"type":"number"}}},"strict":true}}`,
+			`{"type":"json_schema","name":"point","description":"A point.","schema":{"type":"object","properties":{"x":{"type":"number"}}},"strict":true}`},
+		{`{"type":"json_schema","json_schema":{"name":"point","schema":{"type":"object"}}}`,
+			`{"type":"json_schema","name":"point","schema":{"type":"object"}}`},
+		{`{"type":"json_object"}`, `{"type":"json_object"}`},
+		{`{"type":"text"}`, `{"type":"text"}`},
+	} {
+		out, err := OpenAIToResponsesRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":`+tc.format+`}`), "gpt-5")
+		require.NoError(t, err, tc.format)
+		var r struct {
+			Text struct {
+				Format json.RawMessage `json:"format"`
+			} `json:"text"`
+		}
+		require.NoError(t, json.Unmarshal(out, &r))
+		assert.JSONEq(t, tc.want, string(r.Text.Format), tc.format)
+	}
+	_, err := OpenAIToResponsesRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"yaml"}}`), "gpt-5")
+	require.ErrorIs(t, err, ErrInvalidRequest)
+	assert.Contains(t, err.Error(), "response_format.type")
+}
