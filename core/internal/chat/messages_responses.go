@@ -23,7 +23,11 @@ func (m messagesResponses) request(in inbound, model string) ([]byte, error) {
 	}
 	body, err := translate.OpenAIToResponsesRequest(chatBody, model)
 	if err != nil {
-		return nil, requestError(err, "messages")
+		re := requestError(err, "messages").(*RequestError)
+		if re.Param == "stop" { // the chat request's stop is the request's stop_sequences
+			re.Param = "stop_sequences"
+		}
+		return nil, re
 	}
 	return body, nil
 }

@@ -13,10 +13,14 @@ import (
 // OpenAIToResponsesRequest translates a chat.completions request body into
 // a /responses request for upstreamModel: system and developer messages
 // become instructions, the rest input items; the upstream stores nothing.
+// Stop sequences, which the Responses API does not have, are refused.
 func OpenAIToResponsesRequest(body []byte, upstreamModel string) ([]byte, error) {
 	var in chatRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, decodeError(err)
+	}
+	if err := responsesStop(in.Stop); err != nil {
+		return nil, err
 	}
 	out := map[string]any{"model": upstreamModel, "store": false}
 	if in.Stream {
@@ -174,6 +178,28 @@ func OpenAIToResponsesRequest(body []byte, upstreamModel string) ([]byte, error)
 		out["text"] = map[string]any{"format": format}
 	}
 	return marshal(out)
+}
+
+// responsesStop refuses stop sequences: the Responses API has none, and an
+// answer run past a sequence the client stops at is not the one it asked
+// for (see ChatOptions.MaxStopSequences). Empty ones ask for nothing.
+func responsesStop(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var list []string
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		list = []string{one}
+	} else if json.Unmarshal(raw, &list) != nil {
+		return invalid("stop", "must be a string or an array of strings")
+	}
+	for _, s := range list {
+		if s != "" {
+			return invalid("stop", "this model's upstream (the Responses API) takes no stop sequences")
+		}
+	}
+	return nil
 }
 
 // responsesTextFormat is a chat request's response_format as the Responses

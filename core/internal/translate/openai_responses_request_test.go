@@ -231,3 +231,22 @@ func TestChatResponseFormatReachesResponsesAsTextFormat(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidRequest)
 	assert.Contains(t, err.Error(), "response_format.type")
 }
+
+// The Responses API has no stop sequences: a chat request that asks for one
+// is refused naming stop, rather than answered past the sequence; an empty
+// stop asks for nothing.
+func TestChatStopOnResponsesUpstreamIsRefused(t *testing.T) {
+	for _, stop := range []string{`"END"`, `["\n"]`, `["", "###"]`} {
+		_, err := OpenAIToResponsesRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":`+stop+`}`), "gpt-5")
+		var re *RequestError
+		require.ErrorAs(t, err, &re, stop)
+		assert.Equal(t, "stop", re.Param, stop)
+	}
+	for _, stop := range []string{`null`, `""`, `[]`, `[""]`} {
+		out, err := OpenAIToResponsesRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":`+stop+`}`), "gpt-5")
+		require.NoError(t, err, stop)
+		assert.NotContains(t, string(out), `"stop"`, stop)
+	}
+	_, err := OpenAIToResponsesRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":5}`), "gpt-5")
+	require.ErrorIs(t, err, ErrInvalidRequest)
+}
