@@ -171,3 +171,53 @@ func FuzzResponsesToOpenAIRequest(f *testing.F) {
 		require.True(t, json.Valid(out))
 	})
 }
+
+// What a Responses request says of its tools, its output schema and its
+// images reaches a chat upstream where Chat Completions has the same
+// field: a function's strict, a json_schema's description, an image's
+// detail (in a message and in a function call's output).
+func TestResponsesRequestKeepsStrictDescriptionAndDetail(t *testing.T) {
+	body := `{"model":"m","input":[
+		{"role":"user","content":[{"type":"input_text","text":"look"},{"type":"input_image","image_url":"https://x/a.png","detail":"low"}]},
+		{"type":"function_call","call_id":"c1","name":"shot","arguments":"{}"},
+		{"type":"function_call_output","call_id":"c1","output":[{"type":"input_image","image_url":"https://x/b.png","detail":"high"}]}],
+		"tools":[{"type":"function","name":"shot","parameters":{"type":"object","properties":{},"additionalProperties":false},"strict":true},
+			{"type":"function","name":"loose","parameters":{"type":"object"}}],
+		"text":{"format":{"type":"json_schema","name":"answer","description":"The answer.","schema":{"type":"object"},"strict":true}}}`
+	got, err := ResponsesToOpenAIRequest([]byte(body), "gpt-4.1", ChatOptions{ToolResultImages: true})
+	require.NoError(t, err)
+	var chat struct {
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Tools []struct {
+			Function map[string]any `json:"function"`
+		} `json:"tools"`
+		ResponseFormat struct {
+			JSONSchema map[string]any `json:"json_schema"`
+		} `json:"response_format"`
+	}
+	require.NoError(t, json.Unmarshal(got, &chat))
+	require.Len(t, chat.Tools, 2)
+	assert.Equal(t, true, chat.Tools[0].Function["strict"], "a strict function stays strict")
+	assert.NotContains(t, chat.Tools[1].Function, "strict", "a function that says nothing is left to the upstream's default")
+	assert.Equal(t, "The answer.", chat.ResponseFormat.JSONSchema["description"])
+	var images []string
+	for _, m := range chat.Messages {
+		var parts []struct {
+			ImageURL *struct {
+				URL    string `json:"url"`
+				Detail string `json:"detail"`
+			} `json:"image_url"`
+		}
+		if json.Unmarshal(m.Content, &parts) != nil {
+			continue
+		}
+		for _, p := range parts {
+			if p.ImageURL != nil {
+				images = append(images, p.ImageURL.URL+" "+p.ImageURL.Detail)
+			}
+		}
+	}
+	assert.Equal(t, []string{"https://x/a.png low", "https://x/b.png high"}, images)
+}
