@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,8 +84,14 @@ func TestRolesStartTogetherOnAFreshCluster(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the edge becomes ready")
 	edge.CreateConnection(t, map[string]any{"provider": "openai-compatible-lab", "name": "lab",
 		"providerSpecificData": map[string]any{"baseUrl": up.URL()}})
-	// A worker fetched the catalog through the job queue.
-	assert.Equal(t, []string{"openai-compatible-lab/qwen2.5-coder"}, edge.ModelIDs(t))
+	// A worker fetches the catalog through the job queue. The listing may
+	// be answered by the other core before its mirror has the new
+	// connection (its watcher's lag, long on a loaded machine with three
+	// replicas syncing every write), or after its 5-second wait for the
+	// job: it shows the models once both are done.
+	want := []string{"openai-compatible-lab/qwen2.5-coder"}
+	assert.Eventually(t, func() bool { return slices.Equal(edge.ModelIDs(t), want) }, 30*time.Second, 100*time.Millisecond)
+	assert.Equal(t, want, edge.ModelIDs(t))
 	r := edge.Do(t, http.MethodPost, pathEmbed, map[string]any{"model": "openai-compatible-lab/qwen2.5-coder", "input": "x"})
 	assert.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	// Both cores agree on the default machine: usage of the request shows in
