@@ -151,27 +151,38 @@ type listedModel struct {
 	Type  string `json:"type"`
 }
 
+// errNoList is the answer of an upstream that answered 200 with JSON that
+// holds no model list: an error object (some gateways answer errors with
+// 200), null, an object without its list.
+var errNoList = errors.New("upstream answer holds no model list")
+
 // Parse reads a model listing: a bare array, or an object whose data, models
 // or results array holds entries; an entry is a string or an object naming
-// the model by id, name or model.
+// the model by id, name or model. Any other answer is an error: taken for an
+// empty list, it would hide the connection's models for the catalog's hour.
 func Parse(body []byte) ([]*busv1.Model, error) {
+	if !json.Valid(body) {
+		return nil, errors.New("upstream listing is not JSON")
+	}
 	var raw []json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
+	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
 		var obj struct {
 			Data    []json.RawMessage `json:"data"`
 			Models  []json.RawMessage `json:"models"`
 			Results []json.RawMessage `json:"results"`
 		}
 		if err := json.Unmarshal(body, &obj); err != nil {
-			return nil, errors.New("upstream listing is not JSON")
+			return nil, errNoList
 		}
 		switch {
 		case obj.Data != nil:
 			raw = obj.Data
 		case obj.Models != nil:
 			raw = obj.Models
-		default:
+		case obj.Results != nil:
 			raw = obj.Results
+		default:
+			return nil, errNoList
 		}
 	}
 	out := make([]*busv1.Model, 0, len(raw))
