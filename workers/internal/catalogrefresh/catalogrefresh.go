@@ -96,10 +96,31 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.CatalogRefreshJob) er
 	} else {
 		r.log.Info("catalog fetched", "connection", job.GetConnectionId(), "models", len(models), "took", time.Since(start))
 	}
-	if _, err := r.admin.PutCatalog(ctx, put); err != nil && !isNotFound(err) {
+	_, err = r.admin.PutCatalog(ctx, put)
+	if ferr == nil && refused(err) {
+		// A list too large for core to store (one NATS message, one gRPC
+		// call) fails every retry alike: it is recorded as a failed fetch,
+		// so listings go on without it instead of waiting for it, and the
+		// next fetch is a minute away instead of at once.
+		r.log.Warn("catalog too large to store", "connection", job.GetConnectionId(), "provider", conn.GetProvider(), "models", len(models), "err", err)
+		put = &corev1.PutCatalogRequest{ConnectionId: job.GetConnectionId(),
+			Error: fmt.Sprintf("the upstream listed %d models, more than a catalog holds", len(models))}
+		_, err = r.admin.PutCatalog(ctx, put)
+	}
+	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("store catalog of %s: %w", job.GetConnectionId(), err)
 	}
 	return nil
+}
+
+// refused reports whether core refused a catalog as such (too large for
+// its store or its gRPC bound): storing it again cannot help.
+func refused(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.ResourceExhausted:
+		return true
+	}
+	return false
 }
 
 // Fetch reads GET {base}/models through the connection's proxy. Error texts
