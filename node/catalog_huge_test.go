@@ -43,3 +43,28 @@ func TestUpstreamListingTooLargeToKeep(t *testing.T) {
 	}
 	require.LessOrEqual(t, up.Count("/v1/models"), 2, "the list is not fetched again and again")
 }
+
+// A fetch that fails while the connection's last list is still in force
+// (the console's look at its models, or the scheduled refresh before the
+// hour ends, meeting an upstream that answers 503 for a moment) says so to
+// the console, but leaves the list in force until its hour ends: the
+// connection's models stay in /v1/models, and their bare names routed.
+func TestFailedFetchKeepsTheListInForce(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	up := upstreamtest.New(t, upstreamtest.WithModels("m1", "m2"), upstreamtest.WithEmbeddingDims(embedDims))
+	id := sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-s", "name": "s",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "local"}})
+	require.ElementsMatch(t, []string{"local/m1", "local/m2"}, sb.ModelIDs(t))
+
+	up.SetDefault("/v1/models", upstreamtest.Status(http.StatusServiceUnavailable, `{"error":{"message":"busy"}}`))
+	r := sb.Admin(t, http.MethodGet, "/api/providers/"+id+"/models", nil)
+	assert.Equal(t, http.StatusServiceUnavailable, r.Status, "the console is told the fetch failed: %s", r.Body)
+
+	assert.ElementsMatch(t, []string{"local/m1", "local/m2"}, sb.ModelIDs(t), "the list in force is still listed")
+	e := sb.Do(t, http.MethodPost, pathEmbed, map[string]any{"model": "m1", "input": "x"})
+	assert.Equal(t, http.StatusOK, e.Status, "a bare name of the list is still routed: %s", e.Body)
+
+	up.SetDefault("/v1/models", upstreamtest.OK())
+	r = sb.Admin(t, http.MethodGet, "/api/providers/"+id+"/models", nil)
+	assert.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+}

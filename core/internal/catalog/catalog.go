@@ -331,7 +331,9 @@ func (l *Lister) connectionModels(machineID string, conns []*busv1.Connection) (
 			if exp := cat.GetExpiresAt().AsTime(); ok && (until.IsZero() || exp.Before(until)) {
 				until = exp
 			}
-			if ok && cat.GetError() == "" {
+			// A failed fetch keeps the list of an earlier one listed
+			// while that is in force (grpcapi's PutCatalog).
+			if ok && (cat.GetError() == "" || len(cat.GetModels()) > 0) {
 				for _, m := range cat.GetModels() {
 					add(m.GetId(), m.GetKind(), m.GetType())
 				}

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/store"
@@ -48,7 +49,11 @@ func (a *Admin) GetConnectionCredentials(ctx context.Context, req *corev1.GetCon
 }
 
 // PutCatalog stores a connection's fetched model list (or the failure to
-// fetch it).
+// fetch it). A failure leaves the list of an earlier fetch that is still in
+// force listed until it expires, with the failure recorded beside it: an
+// upstream that fails a refresh for a moment (the scheduled one before the
+// hour ends, the console's look at the models) does not take the
+// connection's models out of listings and routing.
 func (a *Admin) PutCatalog(ctx context.Context, req *corev1.PutCatalogRequest) (*corev1.PutCatalogResponse, error) {
 	machineID, err := a.auth.Admin(ctx)
 	if err != nil {
@@ -58,23 +63,31 @@ func (a *Admin) PutCatalog(ctx context.Context, req *corev1.PutCatalogRequest) (
 		return nil, err
 	}
 	now := a.now()
-	cat := &busv1.Catalog{
-		MachineId:    machineID,
-		ConnectionId: req.GetConnectionId(),
-		FetchedAt:    timestamppb.New(now),
-		ExpiresAt:    timestamppb.New(now.Add(spine.CatalogTTL)),
-	}
-	if req.GetError() != "" {
-		cat.Error = req.GetError()
-		cat.Status = req.GetStatus()
-		cat.ExpiresAt = timestamppb.New(now.Add(CatalogErrorTTL))
-	} else {
-		cat.Models = req.GetModels()
-	}
-	if err := a.store.Catalogs.Put(ctx, store.ConnectionKey(machineID, req.GetConnectionId()), cat); err != nil {
+	cat, err := a.store.Catalogs.Upsert(ctx, store.ConnectionKey(machineID, req.GetConnectionId()), func(cat *busv1.Catalog, ok bool) error {
+		models, fetched, expires := cat.GetModels(), cat.GetFetchedAt(), cat.GetExpiresAt()
+		inForce := ok && len(models) > 0 && now.Before(expires.AsTime())
+		proto.Reset(cat)
+		cat.MachineId, cat.ConnectionId = machineID, req.GetConnectionId()
+		cat.FetchedAt, cat.ExpiresAt = timestamppb.New(now), timestamppb.New(now.Add(spine.CatalogTTL))
+		switch {
+		case req.GetError() == "":
+			cat.Models = req.GetModels()
+		case inForce:
+			cat.Error, cat.Status = req.GetError(), req.GetStatus()
+			cat.Models, cat.FetchedAt, cat.ExpiresAt = models, fetched, expires
+		default:
+			cat.Error, cat.Status = req.GetError(), req.GetStatus()
+			cat.ExpiresAt = timestamppb.New(now.Add(CatalogErrorTTL))
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, a.storeError(err)
 	}
-	return &corev1.PutCatalogResponse{Count: int32(len(cat.Models))}, nil
+	if req.GetError() != "" {
+		return &corev1.PutCatalogResponse{}, nil
+	}
+	return &corev1.PutCatalogResponse{Count: int32(len(cat.GetModels()))}, nil
 }
 
 // ClearCooldowns lets a connection serve every model again at once.

@@ -962,7 +962,8 @@ type Catalog struct {
 	FetchedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=fetched_at,json=fetchedAt,proto3" json:"fetched_at,omitempty"`
 	// expires_at is when the catalog should be fetched again.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	// error is set when the fetch failed; models is then empty.
+	// error is set when the fetch failed; models is then empty, or the
+	// list of an earlier fetch still in force, until expires_at.
 	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	// status is the upstream's HTTP status when the fetch failed with one.
 	Status        int32 `protobuf:"varint,7,opt,name=status,proto3" json:"status,omitempty"`
