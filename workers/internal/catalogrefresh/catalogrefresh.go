@@ -147,12 +147,15 @@ func (r *Refresher) Fetch(ctx context.Context, spec provider.Spec, base, proxyUR
 		return nil, fmt.Errorf("upstream unreachable")
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxListing))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxListing+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading upstream listing: %w", ctx.Err())
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, &StatusError{Status: resp.StatusCode}
+	}
+	if len(body) > maxListing {
+		return nil, fmt.Errorf("upstream listing is larger than %d MiB", maxListing>>20)
 	}
 	return Parse(body)
 }

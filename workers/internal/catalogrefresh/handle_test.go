@@ -100,3 +100,20 @@ func TestAnswerWithoutAModelListIsAFailure(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, put.GetError())
 }
+
+// A listing past the size a worker reads is refused saying so, not as an
+// answer that is not JSON (it was cut at the bound and read as such).
+func TestListingPastTheBoundSaysSo(t *testing.T) {
+	put, err := refresh(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"data":[`))
+		entry := []byte(`{"id":"a-model-with-a-name-of-some-length"},`)
+		for n := 0; n < maxListing; n += len(entry) {
+			if _, err := w.Write(entry); err != nil {
+				return
+			}
+		}
+		_, _ = w.Write([]byte(`{"id":"last"}]}`))
+	}, &fakeAdmin{})
+	require.NoError(t, err)
+	assert.Contains(t, put.GetError(), "larger than 16 MiB")
+}
