@@ -149,7 +149,10 @@ func (r *Refresher) Fetch(ctx context.Context, spec provider.Spec, base, proxyUR
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxListing+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading upstream listing: %w", ctx.Err())
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("upstream did not finish its listing within %s", FetchTimeout)
+		}
+		return nil, errors.New("upstream listing cut short")
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, &StatusError{Status: resp.StatusCode}

@@ -117,3 +117,18 @@ func TestListingPastTheBoundSaysSo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, put.GetError(), "larger than 16 MiB")
 }
+
+// An upstream that drops the connection in the middle of its listing is
+// recorded as such, in words.
+func TestListingCutShortSaysSo(t *testing.T) {
+	put, err := refresh(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		_, _ = w.Write([]byte(`{"data":[{"id":"a"},`))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}, &fakeAdmin{})
+	require.NoError(t, err)
+	t.Logf("stored error: %q", put.GetError())
+	assert.NotContains(t, put.GetError(), "%!")
+	assert.Contains(t, put.GetError(), "cut short")
+}
