@@ -168,7 +168,24 @@ var (
 	keyModel     = []byte(`"model"`)
 	keyData      = []byte(`"data"`)
 	keyEmbedding = []byte(`"embedding"`)
+	keyIndex     = []byte(`"index"`)
 )
+
+// lastIndex is the integer value of the body's last "index" member, the
+// last vector's in an embeddings list, found from the body's tail; -1 when
+// there is none (or it is no integer).
+func lastIndex(raw []byte) int64 {
+	i := lastKey(raw, keyIndex)
+	if i < 0 {
+		return -1
+	}
+	v := valueAfter(raw, i+len(keyIndex))
+	n, end, ok := integer(v, 0)
+	if !ok || end != len(v) {
+		return -1
+	}
+	return n
+}
 
 // peek reads, without decoding the vectors, what passing a body through
 // needs: whether it is an OpenAI embeddings list in the wanted format with

@@ -113,20 +113,29 @@ func (s *Service) Create(ctx context.Context, machineID string, req Request) (Re
 	res, err := s.d.Do(ctx, dispatch.Request{MachineID: machineID, Model: req.Model, Supports: Supports},
 		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
 			body := appendRequest(make([]byte, 0, requestSize(t.Model, &req)), t.Model, &req, ask)
-			return s.attempt(ctx, c, body, want, req.JSON, &out)
+			return s.attempt(ctx, c, body, want, req.JSON, inputs(&req), &out)
 		})
 	return out, res, err
 }
 
-// attempt sends body to one connection and fills out from its answer.
-func (s *Service) attempt(ctx context.Context, c *dispatch.Conn, body []byte, want string, asJSON bool, out *Response) error {
+// inputs is how many inputs a request embeds: one vector each.
+func inputs(req *Request) int {
+	if req.Tokens != nil {
+		return len(req.Tokens)
+	}
+	return len(req.Texts)
+}
+
+// attempt sends body, which embeds n inputs, to one connection and fills
+// out from its answer.
+func (s *Service) attempt(ctx context.Context, c *dispatch.Conn, body []byte, want string, asJSON bool, n int, out *Response) error {
 	start := time.Now()
 	raw, buf, err := s.post(ctx, c, body)
 	out.Upstream += time.Since(start)
 	if err != nil {
 		return err
 	}
-	kept, err := out.fill(raw, want, asJSON)
+	kept, err := out.fill(raw, want, asJSON, n)
 	if buf != nil && !kept {
 		s.bodies.Put(buf)
 	}
@@ -189,20 +198,27 @@ func (s *Service) buffer(n int) *[]byte {
 	return &b
 }
 
-// fill reads an upstream's success body into the response. A body that is
-// not an embeddings list is the upstream's fault (502), so the next
-// connection gets the request.
+// fill reads an upstream's success body, the answer to n inputs, into the
+// response. A body that is not an embeddings list of n vectors is the
+// upstream's fault (502), so the next connection gets the request: a
+// list short of vectors (OpenRouter answers token ids with an empty one)
+// would leave the client without some, or pair them with the wrong
+// inputs. A body is passed through when its last vector's index is n-1;
+// any other is decoded, and its vectors counted.
 // kept says whether the response refers to raw (the body passed
 // through); nothing else of the response does: decode copies what it
 // reads.
-func (r *Response) fill(raw []byte, want string, asJSON bool) (kept bool, err error) {
+func (r *Response) fill(raw []byte, want string, asJSON bool, n int) (kept bool, err error) {
 	if asJSON {
-		if model, prompt, total, ok := peek(raw, want); ok {
+		if model, prompt, total, ok := peek(raw, want); ok && lastIndex(raw) == int64(n)-1 {
 			r.Body, r.Model, r.PromptTokens, r.TotalTokens = raw, model, prompt, total
 			return true, nil
 		}
 	}
 	d, err := decode(raw)
+	if err == nil && len(d.vectors) != n {
+		err = errBadBody
+	}
 	if err != nil {
 		return false, &credential.UpstreamError{Status: http.StatusBadGateway, Body: []byte(`{"error":{"message":"upstream returned an invalid embeddings body","type":"api_error","code":"bad_upstream_response"}}`)}
 	}

@@ -62,7 +62,7 @@ func TestUpstreamErrorBodyIsBounded(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			err := s.attempt(context.Background(), c, appendRequest(nil, "m", &req, FormatFloat), FormatFloat, true, &out)
+			err := s.attempt(context.Background(), c, appendRequest(nil, "m", &req, FormatFloat), FormatFloat, true, 1, &out)
 			runtime.ReadMemStats(&after)
 
 			assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "bytes allocated for one error answer")
@@ -96,7 +96,7 @@ func TestLargeAnswerIsReadWhole(t *testing.T) {
 	req := Request{Texts: []string{"x"}}
 	c := &dispatch.Conn{BaseURL: up.URL, Client: up.Client()}
 	var out Response
-	require.NoError(t, s.attempt(context.Background(), c, appendRequest(nil, "m", &req, FormatFloat), FormatFloat, false, &out))
+	require.NoError(t, s.attempt(context.Background(), c, appendRequest(nil, "m", &req, FormatFloat), FormatFloat, false, len(vectors), &out))
 	require.Len(t, out.Vectors, len(vectors))
 	assert.Equal(t, vectors[2047], out.Vectors[2047])
 }

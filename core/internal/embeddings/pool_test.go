@@ -79,7 +79,7 @@ func TestConcurrentAnswersKeepTheirOwnBytes(t *testing.T) {
 					ask = FormatBase64
 				}
 				req := Request{Texts: []string{strconv.Itoa(id)}}
-				r.err = s.attempt(context.Background(), c, appendRequest(nil, "m", &req, ask), r.want, r.asJSON, &r.out)
+				r.err = s.attempt(context.Background(), c, appendRequest(nil, "m", &req, ask), r.want, r.asJSON, 1, &r.out)
 				results[w] = append(results[w], r)
 			}
 		})
@@ -124,7 +124,7 @@ func BenchmarkReadDecoded(b *testing.B) {
 			body, err := readBody(src(), int64(len(raw)), nil, maxResponse)
 			require.NoError(b, err)
 			var out Response
-			_, err = out.fill(body, FormatFloat, false)
+			_, err = out.fill(body, FormatFloat, false, 1)
 			require.NoError(b, err)
 		}
 	})
@@ -136,7 +136,7 @@ func BenchmarkReadDecoded(b *testing.B) {
 			body, err := readBody(src(), int64(len(raw)), buf, maxResponse)
 			require.NoError(b, err)
 			var out Response
-			kept, err := out.fill(body, FormatFloat, false)
+			kept, err := out.fill(body, FormatFloat, false, 1)
 			require.NoError(b, err)
 			if !kept {
 				s.bodies.Put(buf)

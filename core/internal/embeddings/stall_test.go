@@ -49,7 +49,7 @@ func TestStalledAnswer(t *testing.T) {
 	t.Run("stalled", func(t *testing.T) {
 		c := &dispatch.Conn{BaseURL: up.URL + "/stall", Client: up.Client()}
 		var out Response
-		err := s.attempt(context.Background(), c, appendRequest(nil, "m", &req, FormatFloat), FormatFloat, true, &out)
+		err := s.attempt(context.Background(), c, appendRequest(nil, "m", &req, FormatFloat), FormatFloat, true, 1, &out)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "stalled for 500ms", "half the answer came, then nothing")
 		f := credential.Classify(err, time.Now())
@@ -60,7 +60,7 @@ func TestStalledAnswer(t *testing.T) {
 	t.Run("slow", func(t *testing.T) {
 		c := &dispatch.Conn{BaseURL: up.URL, Client: up.Client()}
 		var out Response
-		require.NoError(t, s.attempt(context.Background(), c, appendRequest(nil, "m", &req, FormatFloat), FormatFloat, true, &out))
+		require.NoError(t, s.attempt(context.Background(), c, appendRequest(nil, "m", &req, FormatFloat), FormatFloat, true, 1, &out))
 		assert.Equal(t, string(body), string(out.Body))
 	})
 }
