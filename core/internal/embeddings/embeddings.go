@@ -7,6 +7,7 @@ package embeddings
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"sync"
@@ -136,6 +137,12 @@ func (s *Service) attempt(ctx context.Context, c *dispatch.Conn, body []byte, wa
 		return err
 	}
 	kept, err := out.fill(raw, want, asJSON, n)
+	if err != nil {
+		if ue := errorInOK(raw); ue != nil {
+			ue.Body = c.Scrub(ue.Body)
+			err = ue
+		}
+	}
 	if buf != nil && !kept {
 		s.bodies.Put(buf)
 	}
@@ -229,6 +236,35 @@ func (r *Response) fill(raw []byte, want string, asJSON bool, n int) (kept bool,
 	}
 	r.Vectors = d.vectors
 	return false, nil
+}
+
+// errorInOK is the failed attempt of an error answered with a success
+// status (OpenRouter does: {"error":{"message","code"}}): the status its
+// code stands for (an HTTP status, or OpenAI's rate_limit_exceeded and
+// insufficient_quota), else 502, and the error as the upstream wrote it,
+// copied out of raw; nil when raw is no such error.
+func errorInOK(raw []byte) *credential.UpstreamError {
+	var b struct {
+		Error json.RawMessage `json:"error"`
+	}
+	var e struct {
+		Message string          `json:"message"`
+		Code    json.RawMessage `json:"code"`
+	}
+	if json.Unmarshal(raw, &b) != nil || json.Unmarshal(b.Error, &e) != nil || e.Message == "" {
+		return nil
+	}
+	status := http.StatusBadGateway
+	var n int
+	var code string
+	switch {
+	case json.Unmarshal(e.Code, &n) == nil && n >= 400 && n <= 599:
+		status = n
+	case json.Unmarshal(e.Code, &code) == nil && (code == "rate_limit_exceeded" || code == "insufficient_quota"):
+		status = http.StatusTooManyRequests
+	}
+	body := append(append([]byte(`{"error":`), b.Error...), '}')
+	return &credential.UpstreamError{Status: status, Body: body}
 }
 
 // readBody reads a response body up to limit bytes, sized from its
