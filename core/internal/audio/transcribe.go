@@ -17,10 +17,18 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
-// Transcription response formats (OpenAI's).
-var TranscriptionFormats = []string{"json", "text", "srt", "verbose_json", "vtt"}
+// Transcription response formats (OpenAI's; diarized_json is
+// gpt-4o-transcribe-diarize's).
+var TranscriptionFormats = []string{"json", "text", "srt", "verbose_json", "vtt", "diarized_json"}
+
+// ValidExtraField reports whether name may be the name of a
+// transcription's extra field: not empty, nor one the gateway writes.
+func ValidExtraField(name string) bool {
+	return name != "" && !slices.Contains(contract.TranscriptionFields, name)
+}
 
 // ValidTranscriptionFormat reports whether f is a response_format of
 // /v1/audio/transcriptions (empty means json).
@@ -49,7 +57,14 @@ type TranscribeRequest struct {
 	ResponseFormat         string
 	Temperature            *float32
 	TimestampGranularities []string
+	// Extra are the client's other form fields, in their order (OpenAI's
+	// include[], chunking_strategy, known_speaker_names[], ...), sent on to
+	// OpenAI-style upstreams as they came.
+	Extra []Field
 }
+
+// Field is one form field.
+type Field struct{ Name, Value string }
 
 // Transcription is the answer.
 type Transcription struct {
@@ -148,6 +163,9 @@ func transcribeOpenAI(w *watchdog, t routing.Target, c *dispatch.Conn, req Trans
 	}
 	for _, g := range req.TimestampGranularities {
 		fields = append(fields, field{"timestamp_granularities[]", g})
+	}
+	for _, f := range req.Extra {
+		fields = append(fields, field{f.Name, f.Value})
 	}
 	resp, err := postForm(w, c, c.BaseURL+"/audio/transcriptions", fields, req, audio)
 	if err != nil {
@@ -264,6 +282,9 @@ func lastCueEnd(body []byte) float64 {
 // them and the duration is metered by them, so they are not left to the
 // upstream's default.
 func transcribeElevenLabs(w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
+	if req.ResponseFormat == "diarized_json" {
+		return clientError("response_format", "invalid_value", "ElevenLabs transcriptions answer json, text, srt, vtt or verbose_json, not diarized_json")
+	}
 	fields := []field{{"model_id", t.Model}, {"timestamps_granularity", "word"}}
 	if req.Language != "" {
 		fields = append(fields, field{"language_code", req.Language})

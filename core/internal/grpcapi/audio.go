@@ -18,6 +18,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -77,6 +78,9 @@ func (r *Router) Transcribe(stream grpc.ClientStreamingServer[corev1.TranscribeR
 		Temperature:            opts.Temperature,
 		TimestampGranularities: opts.GetTimestampGranularities(),
 	}
+	for _, f := range opts.GetExtraFields() {
+		in.Extra = append(in.Extra, audio.Field{Name: f.GetName(), Value: f.GetValue()})
+	}
 	out, res, err := r.Audio.Transcribe(ctx, p.MachineID, in, spool)
 	_ = grpc.SetHeader(ctx, metadata.Pairs(MDUpstreamUs, strconv.FormatInt(out.Upstream.Microseconds(), 10)))
 	err = gatewayError(r.Log, err, opts.GetModel())
@@ -109,6 +113,14 @@ func validTranscription(opts *corev1.TranscribeOptions, size int64) error {
 	for _, g := range opts.GetTimestampGranularities() {
 		if g != "word" && g != "segment" {
 			return invalidParam("timestamp_granularities", "invalid_value", "'timestamp_granularities[]' items must be 'word' or 'segment'")
+		}
+	}
+	if len(opts.GetExtraFields()) > contract.MaxTranscriptionExtraFields {
+		return invalidParam("extra_fields", "array_too_long", fmt.Sprintf("'extra_fields' holds more than %d fields", contract.MaxTranscriptionExtraFields))
+	}
+	for _, f := range opts.GetExtraFields() {
+		if !audio.ValidExtraField(f.GetName()) {
+			return invalidParam("extra_fields", "invalid_value", "'extra_fields' must name fields other than the options' own: "+strconv.Quote(f.GetName()))
 		}
 	}
 	return nil

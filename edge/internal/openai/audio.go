@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -164,8 +165,9 @@ type TranscriptionForm struct {
 // with boundary) part by part: the file's bytes go to send in chunks as
 // they arrive (never more than limit of them), the other fields into the
 // options; fields and part headers may add formSlack bytes. It returns the
-// form, or the problem to answer. Unknown fields are ignored, as OpenAI adds
-// some over time.
+// form, or the problem to answer. Fields the gateway does not read (OpenAI
+// adds some over time) are kept in the options' extra fields, in their
+// order, for the upstream.
 func ReadTranscriptionForm(body io.Reader, boundary string, limit int64, send func([]byte) *Problem) (TranscriptionForm, *Problem) {
 	bad := func(status int, code, msg, param string) (TranscriptionForm, *Problem) {
 		p := NewProblem(status, code, msg, param)
@@ -270,6 +272,19 @@ func ReadTranscriptionForm(body io.Reader, boundary string, limit int64, send fu
 			opts.Temperature = &t
 		case "timestamp_granularities[]", "timestamp_granularities":
 			opts.TimestampGranularities = append(opts.TimestampGranularities, v)
+		default:
+			// Another of OpenAI's fields (include[], chunking_strategy,
+			// known_speaker_names[], ...): sent on as it came.
+			if !utf8.ValidString(name) {
+				return bad(http.StatusBadRequest, "invalid_encoding", "a field name is not valid UTF-8", "")
+			}
+			if name == "" {
+				continue
+			}
+			if len(opts.ExtraFields) == contract.MaxTranscriptionExtraFields {
+				return bad(http.StatusBadRequest, "array_too_long", "the form holds more than "+strconv.Itoa(contract.MaxTranscriptionExtraFields)+" fields the gateway does not read", name)
+			}
+			opts.ExtraFields = append(opts.ExtraFields, &corev1.FormField{Name: name, Value: v})
 		}
 	}
 	return form, nil

@@ -7,6 +7,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -141,6 +142,9 @@ func TestTranscriptionsHandler(t *testing.T) {
 		assert.Equal(t, "p", f.opts.GetPrompt())
 		assert.InDelta(t, 0.3, f.opts.GetTemperature(), 1e-6)
 		assert.Equal(t, []string{"word", "segment"}, f.opts.GetTimestampGranularities())
+		require.Len(t, f.opts.GetExtraFields(), 1, "a field the gateway does not read is kept for the upstream")
+		assert.Equal(t, "unknown", f.opts.GetExtraFields()[0].GetName())
+		assert.Equal(t, "x", f.opts.GetExtraFields()[0].GetValue())
 	})
 	t.Run("too large: 413, core never gets the options", func(t *testing.T) {
 		f := &fakeRouter{answer: &corev1.TranscribeResponse{}}
@@ -200,6 +204,7 @@ func TestTranscriptionsHandler(t *testing.T) {
 		{"empty file", "", [][2]string{{"model", "m"}, {"file", ""}}, 400, "invalid_value"},
 		{"two files", "", [][2]string{{"model", "m"}, {"file", "a"}, {"file", "b"}}, 400, "invalid_value"},
 		{"bad temperature", "", [][2]string{{"model", "m"}, {"temperature", "hot"}, {"file", "a"}}, 400, "invalid_type"},
+		{"too many other fields", "", append([][2]string{{"model", "m"}, {"file", "a"}}, slices.Repeat([][2]string{{"include[]", "logprobs"}}, 65)...), 400, "array_too_long"},
 		{"JSON instead of a form", "application/json", nil, 415, "invalid_content_type"},
 		{"form without boundary", "multipart/form-data", nil, 415, "invalid_content_type"},
 	} {

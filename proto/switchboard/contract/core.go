@@ -78,3 +78,12 @@ const UsageEncodingS2 = "s2"
 // reads itself; the others travel in CreateEmbeddingsRequest.extra_json,
 // which may not hold these (in any case, as encoding/json matches keys).
 var EmbeddingsMembers = []string{"model", "input", "encoding_format", "dimensions", "user"}
+
+// TranscriptionFields are the fields of a transcription form the gateway
+// reads itself (the file among them); the others travel in
+// TranscribeOptions.extra_fields, which may not name these.
+var TranscriptionFields = []string{"file", "model", "language", "prompt", "response_format", "temperature",
+	"timestamp_granularities", "timestamp_granularities[]", "stream"}
+
+// MaxTranscriptionExtraFields bounds TranscribeOptions.extra_fields.
+const MaxTranscriptionExtraFields = 64

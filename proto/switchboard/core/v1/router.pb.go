@@ -1441,8 +1441,12 @@ type TranscribeOptions struct {
 	ResponseFormat         string   `protobuf:"bytes,6,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
 	Temperature            *float32 `protobuf:"fixed32,7,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
 	TimestampGranularities []string `protobuf:"bytes,8,rep,name=timestamp_granularities,json=timestampGranularities,proto3" json:"timestamp_granularities,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// extra_fields are the form's other fields, in their order (OpenAI's
+	// include[], chunking_strategy, known_speaker_names[], ...): sent on to
+	// OpenAI-style upstreams as the client wrote them.
+	ExtraFields   []*FormField `protobuf:"bytes,9,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TranscribeOptions) Reset() {
@@ -1531,6 +1535,66 @@ func (x *TranscribeOptions) GetTimestampGranularities() []string {
 	return nil
 }
 
+func (x *TranscribeOptions) GetExtraFields() []*FormField {
+	if x != nil {
+		return x.ExtraFields
+	}
+	return nil
+}
+
+// FormField is one field of a multipart form.
+type FormField struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FormField) Reset() {
+	*x = FormField{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FormField) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FormField) ProtoMessage() {}
+
+func (x *FormField) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FormField.ProtoReflect.Descriptor instead.
+func (*FormField) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *FormField) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FormField) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 type TranscribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// body is the upstream's answer as it sent it (OpenAI-compatible
@@ -1543,7 +1607,7 @@ type TranscribeResponse struct {
 
 func (x *TranscribeResponse) Reset() {
 	*x = TranscribeResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1619,7 @@ func (x *TranscribeResponse) String() string {
 func (*TranscribeResponse) ProtoMessage() {}
 
 func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[22]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1632,7 @@ func (x *TranscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscribeResponse.ProtoReflect.Descriptor instead.
 func (*TranscribeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TranscribeResponse) GetBody() []byte {
@@ -1596,7 +1660,7 @@ type SpeechRequest struct {
 
 func (x *SpeechRequest) Reset() {
 	*x = SpeechRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1672,7 @@ func (x *SpeechRequest) String() string {
 func (*SpeechRequest) ProtoMessage() {}
 
 func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[23]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1685,7 @@ func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechRequest.ProtoReflect.Descriptor instead.
 func (*SpeechRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SpeechRequest) GetBody() []byte {
@@ -1644,7 +1708,7 @@ type SpeechResponse struct {
 
 func (x *SpeechResponse) Reset() {
 	*x = SpeechResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1720,7 @@ func (x *SpeechResponse) String() string {
 func (*SpeechResponse) ProtoMessage() {}
 
 func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1733,7 @@ func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechResponse.ProtoReflect.Descriptor instead.
 func (*SpeechResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SpeechResponse) GetPart() isSpeechResponse_Part {
@@ -1724,7 +1788,7 @@ type ListVoicesRequest struct {
 
 func (x *ListVoicesRequest) Reset() {
 	*x = ListVoicesRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1800,7 @@ func (x *ListVoicesRequest) String() string {
 func (*ListVoicesRequest) ProtoMessage() {}
 
 func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1813,7 @@ func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesRequest.ProtoReflect.Descriptor instead.
 func (*ListVoicesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListVoicesRequest) GetProvider() string {
@@ -1780,7 +1844,7 @@ type Voice struct {
 
 func (x *Voice) Reset() {
 	*x = Voice{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[26]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1856,7 @@ func (x *Voice) String() string {
 func (*Voice) ProtoMessage() {}
 
 func (x *Voice) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[26]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1869,7 @@ func (x *Voice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Voice.ProtoReflect.Descriptor instead.
 func (*Voice) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Voice) GetId() string {
@@ -1853,7 +1917,7 @@ type ListVoicesResponse struct {
 
 func (x *ListVoicesResponse) Reset() {
 	*x = ListVoicesResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[27]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +1929,7 @@ func (x *ListVoicesResponse) String() string {
 func (*ListVoicesResponse) ProtoMessage() {}
 
 func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[27]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +1942,7 @@ func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesResponse.ProtoReflect.Descriptor instead.
 func (*ListVoicesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListVoicesResponse) GetObject() string {
@@ -2006,7 +2070,7 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x11TranscribeRequest\x12B\n" +
 	"\aoptions\x18\x01 \x01(\v2&.switchboard.core.v1.TranscribeOptionsH\x00R\aoptions\x12\x16\n" +
 	"\x05audio\x18\x02 \x01(\fH\x00R\x05audioB\x06\n" +
-	"\x04part\"\xb5\x02\n" +
+	"\x04part\"\xf8\x02\n" +
 	"\x11TranscribeOptions\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bfilename\x18\x02 \x01(\tR\bfilename\x12!\n" +
@@ -2015,8 +2079,12 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x06prompt\x18\x05 \x01(\tR\x06prompt\x12'\n" +
 	"\x0fresponse_format\x18\x06 \x01(\tR\x0eresponseFormat\x12%\n" +
 	"\vtemperature\x18\a \x01(\x02H\x00R\vtemperature\x88\x01\x01\x127\n" +
-	"\x17timestamp_granularities\x18\b \x03(\tR\x16timestampGranularitiesB\x0e\n" +
-	"\f_temperature\"K\n" +
+	"\x17timestamp_granularities\x18\b \x03(\tR\x16timestampGranularities\x12A\n" +
+	"\fextra_fields\x18\t \x03(\v2\x1e.switchboard.core.v1.FormFieldR\vextraFieldsB\x0e\n" +
+	"\f_temperature\"5\n" +
+	"\tFormField\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"K\n" +
 	"\x12TranscribeResponse\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12!\n" +
 	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\"#\n" +
@@ -2070,7 +2138,7 @@ func file_switchboard_core_v1_router_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_core_v1_router_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_switchboard_core_v1_router_proto_goTypes = []any{
 	(ChatDialect)(0),                 // 0: switchboard.core.v1.ChatDialect
 	(*ListModelsRequest)(nil),        // 1: switchboard.core.v1.ListModelsRequest
@@ -2095,15 +2163,16 @@ var file_switchboard_core_v1_router_proto_goTypes = []any{
 	(*CountTokensResponse)(nil),      // 20: switchboard.core.v1.CountTokensResponse
 	(*TranscribeRequest)(nil),        // 21: switchboard.core.v1.TranscribeRequest
 	(*TranscribeOptions)(nil),        // 22: switchboard.core.v1.TranscribeOptions
-	(*TranscribeResponse)(nil),       // 23: switchboard.core.v1.TranscribeResponse
-	(*SpeechRequest)(nil),            // 24: switchboard.core.v1.SpeechRequest
-	(*SpeechResponse)(nil),           // 25: switchboard.core.v1.SpeechResponse
-	(*ListVoicesRequest)(nil),        // 26: switchboard.core.v1.ListVoicesRequest
-	(*Voice)(nil),                    // 27: switchboard.core.v1.Voice
-	(*ListVoicesResponse)(nil),       // 28: switchboard.core.v1.ListVoicesResponse
-	nil,                              // 29: switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
-	nil,                              // 30: switchboard.core.v1.CompleteChatRequest.HeadersEntry
-	nil,                              // 31: switchboard.core.v1.CountTokensRequest.HeadersEntry
+	(*FormField)(nil),                // 23: switchboard.core.v1.FormField
+	(*TranscribeResponse)(nil),       // 24: switchboard.core.v1.TranscribeResponse
+	(*SpeechRequest)(nil),            // 25: switchboard.core.v1.SpeechRequest
+	(*SpeechResponse)(nil),           // 26: switchboard.core.v1.SpeechResponse
+	(*ListVoicesRequest)(nil),        // 27: switchboard.core.v1.ListVoicesRequest
+	(*Voice)(nil),                    // 28: switchboard.core.v1.Voice
+	(*ListVoicesResponse)(nil),       // 29: switchboard.core.v1.ListVoicesResponse
+	nil,                              // 30: switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	nil,                              // 31: switchboard.core.v1.CompleteChatRequest.HeadersEntry
+	nil,                              // 32: switchboard.core.v1.CountTokensRequest.HeadersEntry
 }
 var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	3,  // 0: switchboard.core.v1.ListModelsResponse.data:type_name -> switchboard.core.v1.ModelEntry
@@ -2111,39 +2180,40 @@ var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	9,  // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
 	10, // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
 	0,  // 4: switchboard.core.v1.ChatCompletionsRequest.dialect:type_name -> switchboard.core.v1.ChatDialect
-	29, // 5: switchboard.core.v1.ChatCompletionsRequest.headers:type_name -> switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	30, // 5: switchboard.core.v1.ChatCompletionsRequest.headers:type_name -> switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
 	0,  // 6: switchboard.core.v1.CompleteChatRequest.dialect:type_name -> switchboard.core.v1.ChatDialect
-	30, // 7: switchboard.core.v1.CompleteChatRequest.headers:type_name -> switchboard.core.v1.CompleteChatRequest.HeadersEntry
+	31, // 7: switchboard.core.v1.CompleteChatRequest.headers:type_name -> switchboard.core.v1.CompleteChatRequest.HeadersEntry
 	15, // 8: switchboard.core.v1.ChatCompletionsResponse.events:type_name -> switchboard.core.v1.ChatEvents
 	16, // 9: switchboard.core.v1.ChatEvents.events:type_name -> switchboard.core.v1.ChatEvent
-	31, // 10: switchboard.core.v1.CountTokensRequest.headers:type_name -> switchboard.core.v1.CountTokensRequest.HeadersEntry
+	32, // 10: switchboard.core.v1.CountTokensRequest.headers:type_name -> switchboard.core.v1.CountTokensRequest.HeadersEntry
 	22, // 11: switchboard.core.v1.TranscribeRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
-	27, // 12: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
-	1,  // 13: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
-	6,  // 14: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
-	4,  // 15: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
-	11, // 16: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
-	12, // 17: switchboard.core.v1.Router.CompleteChat:input_type -> switchboard.core.v1.CompleteChatRequest
-	17, // 18: switchboard.core.v1.Router.CountTokens:input_type -> switchboard.core.v1.CountTokensRequest
-	18, // 19: switchboard.core.v1.Router.GetResponse:input_type -> switchboard.core.v1.GetResponseRequest
-	21, // 20: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
-	24, // 21: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
-	26, // 22: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
-	2,  // 23: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
-	8,  // 24: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
-	5,  // 25: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
-	14, // 26: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
-	13, // 27: switchboard.core.v1.Router.CompleteChat:output_type -> switchboard.core.v1.CompleteChatResponse
-	20, // 28: switchboard.core.v1.Router.CountTokens:output_type -> switchboard.core.v1.CountTokensResponse
-	19, // 29: switchboard.core.v1.Router.GetResponse:output_type -> switchboard.core.v1.GetResponseResponse
-	23, // 30: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
-	25, // 31: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
-	28, // 32: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
-	23, // [23:33] is the sub-list for method output_type
-	13, // [13:23] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	23, // 12: switchboard.core.v1.TranscribeOptions.extra_fields:type_name -> switchboard.core.v1.FormField
+	28, // 13: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
+	1,  // 14: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
+	6,  // 15: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
+	4,  // 16: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
+	11, // 17: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
+	12, // 18: switchboard.core.v1.Router.CompleteChat:input_type -> switchboard.core.v1.CompleteChatRequest
+	17, // 19: switchboard.core.v1.Router.CountTokens:input_type -> switchboard.core.v1.CountTokensRequest
+	18, // 20: switchboard.core.v1.Router.GetResponse:input_type -> switchboard.core.v1.GetResponseRequest
+	21, // 21: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
+	25, // 22: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
+	27, // 23: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
+	2,  // 24: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
+	8,  // 25: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
+	5,  // 26: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
+	14, // 27: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
+	13, // 28: switchboard.core.v1.Router.CompleteChat:output_type -> switchboard.core.v1.CompleteChatResponse
+	20, // 29: switchboard.core.v1.Router.CountTokens:output_type -> switchboard.core.v1.CountTokensResponse
+	19, // 30: switchboard.core.v1.Router.GetResponse:output_type -> switchboard.core.v1.GetResponseResponse
+	24, // 31: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
+	26, // 32: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
+	29, // 33: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
+	24, // [24:34] is the sub-list for method output_type
+	14, // [14:24] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_router_proto_init() }
@@ -2163,7 +2233,7 @@ func file_switchboard_core_v1_router_proto_init() {
 		(*TranscribeRequest_Audio)(nil),
 	}
 	file_switchboard_core_v1_router_proto_msgTypes[21].OneofWrappers = []any{}
-	file_switchboard_core_v1_router_proto_msgTypes[24].OneofWrappers = []any{
+	file_switchboard_core_v1_router_proto_msgTypes[25].OneofWrappers = []any{
 		(*SpeechResponse_ContentType)(nil),
 		(*SpeechResponse_Audio)(nil),
 	}
@@ -2173,7 +2243,7 @@ func file_switchboard_core_v1_router_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_router_proto_rawDesc), len(file_switchboard_core_v1_router_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
