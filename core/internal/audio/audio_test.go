@@ -235,3 +235,33 @@ func TestAudioSpoolLeavesNothingWhenTheProcessDies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, files, "no file of the dead process's upload is left")
 }
+
+// A speech asked for as server-sent events (stream_format sse, OpenAI's
+// speech.audio.delta events) from an ElevenLabs voice, which speaks only
+// audio, is refused with a 400 the client reads, where the raw audio was
+// answered to a client reading events from it; stream_format is one of
+// OpenAI's two values.
+func TestAudioSpeechStreamFormat(t *testing.T) {
+	req, err := ParseSpeech([]byte(`{"model":"elevenlabs/eleven_v3:ash","input":"hi","stream_format":"sse"}`))
+	require.NoError(t, err)
+	_, err = elevenLabsSpeech(context.Background(), routing.Target{Model: "eleven_v3"}, &dispatch.Conn{BaseURL: "http://el/v1"}, req)
+	var up *credential.UpstreamError
+	require.ErrorAs(t, err, &up, "an answer the client gets, not a connection failure")
+	assert.Equal(t, 400, up.Status)
+	assert.Contains(t, string(up.Body), `"param":"stream_format"`)
+
+	req, err = ParseSpeech([]byte(`{"model":"elevenlabs/eleven_v3:ash","input":"hi","stream_format":"audio"}`))
+	require.NoError(t, err)
+	_, err = elevenLabsSpeech(context.Background(), routing.Target{Model: "eleven_v3"}, &dispatch.Conn{BaseURL: "http://el/v1"}, req)
+	require.NoError(t, err)
+
+	for _, body := range []string{
+		`{"model":"m","input":"x","voice":"a","stream_format":"mp3"}`,
+		`{"model":"m","input":"x","voice":"a","stream_format":true}`,
+	} {
+		_, err := ParseSpeech([]byte(body))
+		var inv *InvalidError
+		require.ErrorAs(t, err, &inv, body)
+		assert.Equal(t, "stream_format", inv.Param, body)
+	}
+}

@@ -41,6 +41,9 @@ type SpeechRequest struct {
 	VoiceRaw json.RawMessage
 	Format   string
 	Speed    *float64
+	// StreamFormat is "audio" (the default, as empty) or "sse" (OpenAI's
+	// speech.audio.delta events).
+	StreamFormat string
 	// fields is the client's body, passed through to OpenAI-style upstreams.
 	fields map[string]json.RawMessage
 }
@@ -118,6 +121,12 @@ func ParseSpeech(body []byte) (SpeechRequest, error) {
 	}
 	if req.Format != "" && !contains(SpeechFormats, req.Format) {
 		return req, invalid("response_format", "invalid_value", "'response_format' must be one of "+strings.Join(SpeechFormats, ", "))
+	}
+	if req.StreamFormat, err = str("stream_format", false); err != nil {
+		return req, err
+	}
+	if req.StreamFormat != "" && req.StreamFormat != "audio" && req.StreamFormat != "sse" {
+		return req, invalid("stream_format", "invalid_value", "'stream_format' must be 'audio' or 'sse'")
 	}
 	if raw, ok := fields["speed"]; ok && string(raw) != "null" {
 		var sp float64
@@ -281,6 +290,10 @@ var elevenLabsFormats = map[string]string{
 
 // elevenLabsSpeech is POST {base}/text-to-speech/{voice}/stream.
 func elevenLabsSpeech(ctx context.Context, t routing.Target, c *dispatch.Conn, req SpeechRequest) (*http.Request, error) {
+	if req.StreamFormat == "sse" {
+		// Its audio would reach a client that reads events from it.
+		return nil, clientError("stream_format", "invalid_value", "ElevenLabs voices answer audio, not server-sent events: leave 'stream_format' out or set it to 'audio'")
+	}
 	format, ok := elevenLabsFormats[req.Format]
 	if !ok {
 		// An error answer, not a plain error: not the connection's fault, so
