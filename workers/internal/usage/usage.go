@@ -82,7 +82,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// MaxDeliver is the delivery of an event whose document keeps refusing
 	// it (core answers, but cannot store it) at which it goes to the
-	// dead-letter stream (10). Failures to reach core do not count.
+	// dead-letter stream (10). Every delivery counts, also one handed back
+	// by a worker that stopped while core was away; a worker waiting for
+	// core keeps its deliveries alive and does not hand them back.
 	MaxDeliver int
 	// Lost counts the messages SB_USAGE removed before the roll-up took
 	// them (nil: not counted); see lostBefore.
@@ -222,10 +224,13 @@ func (r *Roller) Consumer(ctx context.Context, js jetstream.JetStream) (jetstrea
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       r.cfg.CallTimeout + 30*time.Second,
-		// An event core cannot store goes to the dead-letter stream at its
-		// MaxDeliver-th delivery; the server's bound, a little higher, only
-		// keeps a poison event from circling for ever should that fail.
-		MaxDeliver:    r.cfg.MaxDeliver + 2,
+		// No bound of the server's: one would end a message's deliveries
+		// unread, its events never rolled up, after as many hand-backs (a
+		// worker stopped while core was away, a dead-letter copy that
+		// failed). An event core cannot store goes to the dead-letter
+		// stream at its MaxDeliver-th delivery (Process), an undecodable
+		// one at once.
+		MaxDeliver:    -1,
 		MaxAckPending: r.cfg.MaxAckPending,
 	})
 	if err != nil {

@@ -607,3 +607,41 @@ func TestRefusedEventsOfABatchAreDeadLetteredAlone(t *testing.T) {
 		assert.Equal(t, "its roll-up document refused it", m.Headers().Get("Sb-Reason"))
 	}
 }
+
+// A worker that stops again and again while core cannot be reached (a
+// crash loop, a rolling restart during a core outage) hands its batch back
+// each time: however many times, the batch is rolled up once core answers,
+// where the stream stopped delivering it after a dozen deliveries and its
+// events were never counted.
+func TestManyStopsWhileCoreIsAwayLoseNothing(t *testing.T) {
+	js := startNATS(t)
+	down := newFakeCore()
+	down.fail = 1 << 30
+	now := time.Now()
+	publish(t, js, event(1, machineA, now, "c", 200, 3), event(2, machineB, now, "c", 200, 4))
+
+	run := func(core *fakeCore) (stop func()) {
+		r := New(core, token, Config{Batch: 10, MaxWait: 20 * time.Millisecond}, slog.New(slog.DiscardHandler))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx, js) }()
+		return func() { cancel(); require.NoError(t, <-done) }
+	}
+	for i := range 15 {
+		calls := func() int { down.mu.Lock(); defer down.mu.Unlock(); return down.calls }
+		before := calls()
+		stop := run(down)
+		require.Eventually(t, func() bool { return calls() > before }, 10*time.Second, 5*time.Millisecond, "stop %d: the batch was delivered", i+1)
+		stop()
+	}
+
+	up := newFakeCore()
+	stop := run(up)
+	defer stop()
+	cons, err := js.Consumer(context.Background(), spine.StreamUsage, Durable)
+	require.NoError(t, err)
+	assert.Eventually(t, func() bool { return up.requests() == 2 && consumerSettled(t, cons) }, 10*time.Second, 20*time.Millisecond)
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	assert.EqualValues(t, 7, up.totals.PromptTokens)
+}
