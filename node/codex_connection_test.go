@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	"github.com/switchboardhq/switchboard/node/nodetest"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
 // A codex connection's backend speaks only Responses: Chat Completions and
@@ -283,4 +287,97 @@ func TestCodexImportedTokensNameTheirAccount(t *testing.T) {
 			assert.Equal(t, "Bearer "+otherToken, reqs[1].Header.Get("Authorization"))
 		})
 	}
+}
+
+// A codex connection's backend has no stop sequences: the gateway stops
+// the answer at the request's own (Claude Code's classifier sends
+// stop_sequences ["</block>"]), a sequence split across the backend's
+// deltas included. The text ends right before it, the answer ends as a
+// stop on a sequence does (chat's "stop"; Messages' stop_sequence, naming
+// it), the backend is hung up on, and the request is recorded as answered,
+// billed the gateway's estimate of what it delivered.
+func TestCodexStopSequences(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	hungUp := make(chan struct{}, 4)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		for _, e := range []string{
+			`{"type":"response.created","response":{"id":"resp_1","object":"response","status":"in_progress","output":[],"usage":null}}`,
+			`{"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}}`,
+			`{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"yes </bl"}`,
+			`{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"ock> and then"}`,
+			`{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":" more"}`,
+		} {
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", eventType(e), e)
+			w.(http.Flusher).Flush()
+		}
+		// A model that goes on writing: only a hang-up ends it.
+		<-r.Context().Done()
+		hungUp <- struct{}{}
+	}))
+	t.Cleanup(up.Close)
+	created := sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "codex", "name": "cx", "apiKey": "chatgpt-token",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL}})
+	require.Equal(t, http.StatusCreated, created.Status, "%s", created.Body)
+	wait := func() {
+		t.Helper()
+		select {
+		case <-hungUp:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the backend was not hung up on")
+		}
+	}
+
+	client := sdk(t, sb)
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "codex/gpt-5-codex",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+		Stop:     openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"</block>"}}})
+	acc := openai.ChatCompletionAccumulator{}
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	require.NoError(t, stream.Err())
+	assert.Equal(t, "yes ", acc.Choices[0].Message.Content)
+	assert.Equal(t, "stop", string(acc.Choices[0].FinishReason))
+	wait()
+
+	key := gatewayKey(t, sb)
+	body := messagesBody("codex/gpt-5-codex", "classify this", false)
+	body["stop_sequences"] = []string{"</block>"}
+	r, raw, _ := postMessages(t, sb, key, body)
+	require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+	var msg struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		StopReason   string `json:"stop_reason"`
+		StopSequence string `json:"stop_sequence"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &msg), "%s", raw)
+	require.Len(t, msg.Content, 1, "%s", raw)
+	assert.Equal(t, "yes ", msg.Content[0].Text)
+	assert.Equal(t, "stop_sequence", msg.StopReason)
+	assert.Equal(t, "</block>", msg.StopSequence)
+	wait()
+
+	var evs []*busv1.UsageEvent
+	require.Eventually(t, func() bool { evs = usageEvents(t, sb); return len(evs) >= 2 }, 10*time.Second, 20*time.Millisecond)
+	require.Len(t, evs, 2)
+	for _, ev := range evs {
+		assert.EqualValues(t, http.StatusOK, ev.GetStatus())
+		assert.Empty(t, ev.GetErrorCode())
+		assert.EqualValues(t, 1, ev.GetCompletionTokens(), "4 characters delivered, about 1 token")
+		assert.True(t, ev.GetTokensEstimated())
+		assert.False(t, ev.GetPartial(), "a whole answer")
+	}
+}
+
+// eventType is the type member of an event's data.
+func eventType(data string) string {
+	var e struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal([]byte(data), &e)
+	return e.Type
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/sse"
@@ -16,20 +17,29 @@ type assembler interface {
 	// assemble reads the upstream's stream to its end and returns the
 	// non-streamed answer body it amounts to; event is called on every
 	// event read, comment on every keep-alive comment (the watchdog's
-	// signs of life).
-	assemble(r io.Reader, event, comment func()) ([]byte, error)
+	// signs of life). With stop sequences (the request's, which the
+	// upstream does not have) it stops reading at the first in the text:
+	// the answer it returns then holds the text up to there, for whole to
+	// end (stop.go).
+	assemble(r io.Reader, stops []string, event, comment func()) ([]byte, error)
 }
 
 var _ assembler = toResponses{}
 
 // assemble builds a Responses object from a Responses stream: the final
 // response.completed (or response.incomplete) object, its output filled
-// from the output_item.done events when the backend left it empty.
-func (toResponses) assemble(r io.Reader, event, comment func()) ([]byte, error) {
+// from the output_item.done events when the backend left it empty. At a
+// stop sequence in the text (stopped), it is the response the stream began
+// with, its output the items done and the message being written.
+func (toResponses) assemble(r io.Reader, stops []string, event, comment func()) ([]byte, error) {
 	rd := sse.NewReader(r, maxEvent)
 	defer rd.Release() // what is kept of the events was copied from them
 	rd.OnComment(comment)
 	var items []json.RawMessage
+	var st *stopped
+	if len(stops) > 0 {
+		st = &stopped{text: stopText{seqs: stops}}
+	}
 	for {
 		ev, err := rd.Next()
 		if errors.Is(err, io.EOF) {
@@ -40,11 +50,13 @@ func (toResponses) assemble(r io.Reader, event, comment func()) ([]byte, error) 
 		}
 		event()
 		var e struct {
-			Type        string          `json:"type"`
-			OutputIndex *int            `json:"output_index"`
-			Item        json.RawMessage `json:"item"`
-			Response    json.RawMessage `json:"response"`
-			Error       json.RawMessage `json:"error"`
+			Type         string          `json:"type"`
+			OutputIndex  *int            `json:"output_index"`
+			ContentIndex int             `json:"content_index"`
+			Item         json.RawMessage `json:"item"`
+			Response     json.RawMessage `json:"response"`
+			Error        json.RawMessage `json:"error"`
+			Delta        string          `json:"delta"`
 		}
 		if len(ev.Data) == 0 || string(ev.Data) == "[DONE]" {
 			continue
@@ -54,6 +66,9 @@ func (toResponses) assemble(r io.Reader, event, comment func()) ([]byte, error) 
 		}
 		if e.Type == "" {
 			e.Type = ev.Name
+		}
+		if st != nil && st.event(e.Type, e.OutputIndex, e.ContentIndex, e.Delta, e.Response) {
+			return st.response(items)
 		}
 		switch e.Type {
 		case "response.output_item.done":
@@ -71,6 +86,78 @@ func (toResponses) assemble(r io.Reader, event, comment func()) ([]byte, error) 
 			return nil, responsesEventError(e.Type, ev.Data)
 		}
 	}
+}
+
+// stopped follows an assembled stream's text through the request's stop
+// sequences as a streamed answer's is (stopStream): the text of each part
+// on its own, a sequence spanning its deltas included.
+type stopped struct {
+	text stopText
+	// base is the response the stream began with.
+	base json.RawMessage
+	// parts are the text of the message being written, by content index;
+	// index is its output index.
+	parts []*strings.Builder
+	index int
+}
+
+// event takes one event; it reports whether the text reached a sequence.
+func (s *stopped) event(typ string, output *int, content int, delta string, resp json.RawMessage) bool {
+	if typ == "response.created" || typ == "response.in_progress" {
+		if len(resp) > 0 {
+			s.base = resp
+		}
+	}
+	if typ != "response.output_text.delta" {
+		s.text.flush()
+		return false
+	}
+	if output != nil && (*output != s.index || s.parts == nil) {
+		s.index, s.parts = *output, []*strings.Builder{}
+	}
+	if content < 0 || content >= 64 || s.index < 0 || s.index >= 4096 {
+		return false
+	}
+	for len(s.parts) <= content {
+		s.parts = append(s.parts, &strings.Builder{})
+	}
+	s.parts[content].WriteString(delta)
+	_, seq := s.text.push(delta)
+	return seq != ""
+}
+
+// response is the answer so far: the response the stream began with,
+// completed, its output the items done and the message being written (its
+// text up to the sequence and past it: whole ends it, and estimates its
+// usage, which the upstream has not reported).
+func (s *stopped) response(done []json.RawMessage) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(s.base, &obj) != nil || obj == nil {
+		obj = map[string]json.RawMessage{}
+	}
+	content := make([]map[string]string, len(s.parts))
+	for i, p := range s.parts {
+		content[i] = map[string]string{"type": "output_text", "text": p.String()}
+	}
+	msg, err := json.Marshal(map[string]any{"type": "message", "role": "assistant", "status": "completed", "content": content})
+	if err != nil {
+		return nil, err
+	}
+	var output []json.RawMessage
+	for i := 0; i < len(done) || i <= s.index; i++ {
+		switch {
+		case i == s.index:
+			output = append(output, msg)
+		case i < len(done) && done[i] != nil:
+			output = append(output, done[i])
+		}
+	}
+	if obj["output"], err = json.Marshal(output); err != nil {
+		return nil, err
+	}
+	obj["status"] = json.RawMessage(`"completed"`)
+	delete(obj, "usage")
+	return json.Marshal(obj)
 }
 
 // fillOutput sets a response object's output to items when it has none.

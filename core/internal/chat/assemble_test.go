@@ -46,7 +46,7 @@ func TestAssembleResponsesStream(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			events := 0
-			got, err := toResponses{}.assemble(strings.NewReader(tc.stream), func() { events++ }, func() {})
+			got, err := toResponses{}.assemble(strings.NewReader(tc.stream), nil, func() { events++ }, func() {})
 			if tc.bad {
 				if strings.Contains(tc.name, "backend's error") {
 					// The attempt passes it on with its status (failEvent).

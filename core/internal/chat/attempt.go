@@ -174,7 +174,7 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		watchdog := time.AfterFunc(a.svc.opts.FirstEventTimeout, func() { cancel(errFirstEvent) })
 		defer watchdog.Stop()
 		wait := a.svc.opts.FirstEventTimeout
-		raw, err := asm.assemble(io.LimitReader(resp.Body, maxBody),
+		raw, err := asm.assemble(io.LimitReader(resp.Body, maxBody), requestStops(a.in),
 			func() { wait = a.svc.opts.StallTimeout; watchdog.Reset(wait) },
 			func() { watchdog.Reset(wait) })
 		if err != nil {

@@ -128,3 +128,12 @@ func (d *delivered) bill(reported Usage) Usage {
 	reported.Estimated = est > 0
 	return reported
 }
+
+// stopped is the usage of an answer the gateway ended at a stop sequence
+// (stop.go): what the upstream reported, else the estimate, as bill's; the
+// answer is whole, not partial.
+func (d *delivered) stopped(reported Usage) Usage {
+	u := d.bill(reported)
+	u.Partial = false
+	return u
+}

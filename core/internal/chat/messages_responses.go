@@ -7,7 +7,9 @@ import (
 )
 
 // messagesResponses is Anthropic Messages to a Responses-only upstream
-// (codex): two translators composed through Chat Completions.
+// (codex): two translators composed through Chat Completions. The request's
+// stop_sequences, which the Responses API does not have, are the gateway's
+// to apply (stop.go).
 type messagesResponses struct {
 	toResponses
 	opts translate.ChatOptions
@@ -23,42 +25,53 @@ func (m messagesResponses) request(in inbound, model string) ([]byte, error) {
 	}
 	body, err := translate.OpenAIToResponsesRequest(chatBody, model)
 	if err != nil {
-		re := requestError(err, "messages").(*RequestError)
-		if re.Param == "stop" { // the chat request's stop is the request's stop_sequences
-			re.Param = "stop_sequences"
-		}
-		return nil, re
+		return nil, requestError(err, "messages")
 	}
 	return body, nil
 }
 
-func (messagesResponses) whole(_ inbound, raw []byte, model string) ([]byte, Usage, error) {
+func (messagesResponses) whole(in inbound, raw []byte, model string) ([]byte, Usage, error) {
+	stops := requestStops(in)
+	raw, seq, estimated := cutResponse(raw, stops)
 	chatBody, u, err := translate.ResponsesToOpenAIResponse(raw, model)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid response")
 	}
-	out, _, err := translate.OpenAIToAnthropicResponse(chatBody, model)
+	if seq != "" {
+		chatBody = namedStop(chatBody, seq)
+	}
+	out, _, err := translate.OpenAIToAnthropicResponse(chatBody, model, stops...)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid response")
 	}
-	return out, fromTranslate(u), nil
+	us := fromTranslate(u)
+	us.Estimated = estimated
+	return out, us, nil
 }
 
-func (messagesResponses) events(_ inbound, model string) eventTranslator {
-	return &responsesToMessages{in: translate.NewResponsesToChunks(model, true), out: translate.NewChunkToMessages(model)}
+func (messagesResponses) events(in inbound, model string) eventTranslator {
+	return &responsesToMessages{in: translate.NewResponsesToChunks(model, true), out: translate.NewChunkToMessages(model, requestStops(in)...),
+		stop: newStopStream(in, true)}
 }
 
 // responsesToMessages: Responses events to chunks to Anthropic events.
 type responsesToMessages struct {
-	in  *translate.ResponsesToChunks
-	out *translate.ChunkToMessages
+	in   *translate.ResponsesToChunks
+	out  *translate.ChunkToMessages
+	stop *stopStream // nil without stop sequences
 }
 
 func (r *responsesToMessages) event(name string, data []byte, emit emitFunc) (bool, error) {
 	if ev := responsesError(name, data); ev != nil {
 		return false, ev.anthropicShaped()
 	}
-	err := r.in.Event(name, data, func(c []byte) error { return r.out.Chunk(c, translate.Emit(emit)) })
+	chunk := func(c []byte) error { return r.out.Chunk(c, translate.Emit(emit)) }
+	var err error
+	if r.stop != nil {
+		err = r.stop.event(r.in, name, data, chunk)
+	} else {
+		err = r.in.Event(name, data, chunk)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -71,4 +84,4 @@ func (r *responsesToMessages) finish(emit emitFunc) (bool, error) {
 	}
 	return r.out.Finish(translate.Emit(emit))
 }
-func (r *responsesToMessages) usage() Usage { return fromTranslate(r.in.Usage()) }
+func (r *responsesToMessages) usage() Usage { return r.stop.usage(fromTranslate(r.in.Usage())) }

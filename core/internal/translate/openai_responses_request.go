@@ -180,24 +180,17 @@ func OpenAIToResponsesRequest(body []byte, upstreamModel string) ([]byte, error)
 	return marshal(out)
 }
 
-// responsesStop refuses stop sequences: the Responses API has none, and an
-// answer run past a sequence the client stops at is not the one it asked
-// for (see ChatOptions.MaxStopSequences). Empty ones ask for nothing.
+// responsesStop checks the shape of a chat request's stop (a string or an
+// array of strings), which is not sent: the Responses API has no stop
+// sequences, and the caller stops the answer at them itself.
 func responsesStop(raw json.RawMessage) error {
 	if isNull(raw) {
 		return nil
 	}
 	var list []string
 	var one string
-	if json.Unmarshal(raw, &one) == nil {
-		list = []string{one}
-	} else if json.Unmarshal(raw, &list) != nil {
+	if json.Unmarshal(raw, &one) != nil && json.Unmarshal(raw, &list) != nil {
 		return invalid("stop", "must be a string or an array of strings")
-	}
-	for _, s := range list {
-		if s != "" {
-			return invalid("stop", "this model's upstream (the Responses API) takes no stop sequences")
-		}
 	}
 	return nil
 }

@@ -63,6 +63,63 @@ func delta(d map[string]any) map[string]any {
 	return map[string]any{"index": 0, "delta": d, "finish_reason": nil}
 }
 
+// start sends the first chunk, the assistant's role, once; resp is the
+// event's response object, whose id the chunks' id is made of.
+func (t *ResponsesToChunks) start(resp json.RawMessage, emit func([]byte) error) error {
+	if t.started {
+		return nil
+	}
+	t.started = true
+	t.id, t.created = completionID(""), nowUnix()
+	var r struct {
+		ID string `json:"id"`
+	}
+	if len(resp) > 0 && json.Unmarshal(resp, &r) == nil && r.ID != "" {
+		t.id = chatID(r.ID)
+	}
+	return t.chunk(emit, delta(map[string]any{"role": "assistant", "content": ""}), nil)
+}
+
+// Text sends text as the answer's next content delta, as a
+// response.output_text.delta event carrying it does: for a caller that
+// holds back or cuts the text of those events (at a stop sequence, which
+// the Responses API does not have).
+func (t *ResponsesToChunks) Text(text string, emit func([]byte) error) error {
+	if err := t.start(nil, emit); err != nil {
+		return err
+	}
+	return t.chunk(emit, delta(map[string]any{"content": text}), nil)
+}
+
+// Stop ends the answer before the upstream did, where the caller found one
+// of the request's stop sequences in its text: the finish chunk says "stop"
+// ("tool_calls" after tool calls, as at response.completed), naming seq in
+// its stop_reason as vLLM's does when seq is not "" (ChunkToMessages reads
+// it), and the usage chunk, when asked for, carries u, since the upstream
+// reported none. Done reports true after it.
+func (t *ResponsesToChunks) Stop(seq string, u Usage, emit func([]byte) error) error {
+	if err := t.start(nil, emit); err != nil {
+		return err
+	}
+	t.usage = u
+	t.done = true
+	finish := "stop"
+	if len(t.calls) > 0 {
+		finish = "tool_calls"
+	}
+	choice := map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}
+	if seq != "" {
+		choice["stop_reason"] = seq
+	}
+	if err := t.chunk(emit, choice, nil); err != nil {
+		return err
+	}
+	if t.includeUsage {
+		return t.chunk(emit, nil, &t.usage)
+	}
+	return nil
+}
+
 // Event handles one event (name may be empty: the data's type names it).
 // A failure event returns an *AnthropicError with the upstream's message.
 func (t *ResponsesToChunks) Event(name string, data []byte, emit func([]byte) error) error {
@@ -73,16 +130,8 @@ func (t *ResponsesToChunks) Event(name string, data []byte, emit func([]byte) er
 	if name == "" {
 		name = ev.Type
 	}
-	if !t.started && name != "error" && name != "response.failed" {
-		t.started = true
-		t.id, t.created = completionID(""), nowUnix()
-		var r struct {
-			ID string `json:"id"`
-		}
-		if json.Unmarshal(ev.Response, &r) == nil && r.ID != "" {
-			t.id = chatID(r.ID)
-		}
-		if err := t.chunk(emit, delta(map[string]any{"role": "assistant", "content": ""}), nil); err != nil {
+	if name != "error" && name != "response.failed" {
+		if err := t.start(ev.Response, emit); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,311 @@
+package chat
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/core/internal/translate"
+)
+
+// The Responses API (the only one a Responses-only upstream such as codex
+// speaks) has no stop sequences. The gateway stops a chat or Messages
+// answer from such an upstream at the request's sequences itself: the text
+// ends right before the first of them, as OpenAI and Anthropic end it, the
+// answer ends as a stop on a sequence does in the client's dialect, and the
+// upstream is hung up on. Tool calls' arguments are no text a sequence
+// stops.
+
+// stopText ends an answer's text at the first of a request's stop
+// sequences (the first to be complete, as the text arrives). Text that may
+// be the start of a sequence is held back, at most the longest sequence
+// less one character, until what follows shows whether it is. Not safe for
+// concurrent use.
+type stopText struct {
+	seqs []string
+	held string
+}
+
+// push takes the next piece of the text: out is what may go on now; seq,
+// when not "", is the sequence the text stopped at, and out the last of the
+// text.
+func (s *stopText) push(text string) (out, seq string) {
+	buf := s.held + text
+	s.held = ""
+	end, at := -1, 0
+	for _, q := range s.seqs {
+		i := strings.Index(buf, q)
+		if i < 0 {
+			continue
+		}
+		if e := i + len(q); end < 0 || e < end || e == end && i < at {
+			end, at, seq = e, i, q
+		}
+	}
+	if seq != "" {
+		return buf[:at], seq
+	}
+	// The longest end of buf that begins a sequence is held: no sequence
+	// begins before it, or it would be longer.
+	keep := 0
+	for _, q := range s.seqs {
+		for n := min(len(q)-1, len(buf)); n > keep; n-- {
+			if strings.HasPrefix(q, buf[len(buf)-n:]) {
+				keep = n
+				break
+			}
+		}
+	}
+	s.held = buf[len(buf)-keep:]
+	return buf[:len(buf)-keep], ""
+}
+
+// flush ends the text: what was held goes on.
+func (s *stopText) flush() string {
+	out := s.held
+	s.held = ""
+	return out
+}
+
+// cutText is text ended at the first of seqs, and the sequence it ended at
+// ("" when none: text as it is).
+func cutText(text string, seqs []string) (string, string) {
+	s := stopText{seqs: seqs}
+	out, seq := s.push(text)
+	if seq == "" {
+		out += s.flush()
+	}
+	return out, seq
+}
+
+// requestStops are the stop sequences of a chat request (stop, a string or
+// an array) or a Messages one (stop_sequences), without empty ones and
+// repeats; none for a Responses request, which has no such field. A stop
+// of another shape is none here: the request's translation refuses it.
+func requestStops(in inbound) []string {
+	var raw json.RawMessage
+	switch in.dialect {
+	case DialectChat:
+		raw = in.fields["stop"]
+	case DialectMessages:
+		raw = in.fields["stop_sequences"]
+	default:
+		return nil
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var list []string
+	var one string
+	if unquote(raw, &one) {
+		list = []string{one}
+	} else if json.Unmarshal(raw, &list) != nil {
+		return nil
+	}
+	var out []string
+	for _, q := range list {
+		if q != "" && !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// stopStream stops a Responses stream on its way to chat chunks at a
+// request's stop sequences: the text deltas go through stopText, what it
+// held goes on before any other event, and at a sequence the answer ends
+// (ResponsesToChunks.Stop). It counts the text of the chunks it passes on,
+// for the estimate billed when it stopped the answer.
+type stopStream struct {
+	text stopText
+	// named: the finish chunk names the sequence (for a Messages answer,
+	// whose stop_sequence says which).
+	named bool
+	// seq is the sequence the answer stopped at; billed its usage then.
+	seq    string
+	chars  int64
+	billed Usage
+}
+
+// newStopStream returns the stopper of a request's stream, nil when it has
+// no stop sequences.
+func newStopStream(in inbound, named bool) *stopStream {
+	seqs := requestStops(in)
+	if len(seqs) == 0 {
+		return nil
+	}
+	return &stopStream{text: stopText{seqs: seqs}, named: named}
+}
+
+// event passes one upstream event through tr, whose chunks go to emit.
+func (s *stopStream) event(tr *translate.ResponsesToChunks, name string, data []byte, emit func([]byte) error) error {
+	counted := func(c []byte) error {
+		if err := emit(c); err != nil {
+			return err
+		}
+		s.chars += deliveredChars("", c)
+		return nil
+	}
+	const textDelta = "response.output_text.delta"
+	var ev struct {
+		Type  string `json:"type"`
+		Delta string `json:"delta"`
+	}
+	// Only an event that may be a text delta is read here (the data's type
+	// names an event the stream does not name).
+	if name == "" || name == textDelta {
+		if json.Unmarshal(data, &ev) != nil {
+			return tr.Event(name, data, counted) // which says it is malformed
+		}
+		if name == "" {
+			name = ev.Type
+		}
+	}
+	if name != textDelta {
+		if held := s.text.flush(); held != "" {
+			if err := tr.Text(held, counted); err != nil {
+				return err
+			}
+		}
+		return tr.Event(name, data, counted)
+	}
+	out, seq := s.text.push(ev.Delta)
+	if out != "" {
+		if err := tr.Text(out, counted); err != nil {
+			return err
+		}
+	}
+	if seq == "" {
+		return nil
+	}
+	s.seq = seq
+	d := delivered{chars: s.chars}
+	s.billed = d.stopped(fromTranslate(tr.Usage()))
+	named := ""
+	if s.named {
+		named = seq
+	}
+	return tr.Stop(named, toTranslate(s.billed), counted)
+}
+
+// usage is the stream's usage: billed when it stopped at a sequence,
+// reported otherwise.
+func (s *stopStream) usage(reported Usage) Usage {
+	if s == nil || s.seq == "" {
+		return reported
+	}
+	return s.billed
+}
+
+func toTranslate(u Usage) translate.Usage {
+	return translate.Usage{
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens, CacheCreationTokens: u.CacheWriteTokens,
+	}
+}
+
+// cutResponse ends a whole Responses answer at the first of stops in its
+// text, part by part as stopStream ends a stream's: the text part ends
+// before the sequence, and the parts and items after it are left out. seq
+// is the sequence it ended at ("" when none: raw as it is). An answer ended
+// without the upstream's usage (an assembled stream the gateway hung up on)
+// gets the gateway's estimate of its output, estimated then true.
+func cutResponse(raw []byte, stops []string) (out []byte, seq string, estimated bool) {
+	if len(stops) == 0 {
+		return raw, "", false
+	}
+	var resp map[string]json.RawMessage
+	var items []map[string]json.RawMessage
+	if json.Unmarshal(raw, &resp) != nil || json.Unmarshal(resp["output"], &items) != nil {
+		return raw, "", false // the translation says what is wrong with it
+	}
+	for i, it := range items {
+		var typ string
+		if json.Unmarshal(it["type"], &typ) != nil || typ != "message" {
+			continue
+		}
+		var parts []map[string]json.RawMessage
+		if json.Unmarshal(it["content"], &parts) != nil {
+			continue
+		}
+		for j, p := range parts {
+			var text string
+			if json.Unmarshal(p["type"], &typ) != nil || typ != "output_text" || json.Unmarshal(p["text"], &text) != nil {
+				continue
+			}
+			before, found := cutText(text, stops)
+			if found == "" {
+				continue
+			}
+			p["text"], _ = json.Marshal(before)
+			it["content"], _ = json.Marshal(parts[:j+1])
+			output, err := json.Marshal(items[:i+1])
+			if err != nil {
+				return raw, "", false
+			}
+			resp["output"] = output
+			resp["status"] = json.RawMessage(`"completed"`)
+			delete(resp, "incomplete_details")
+			if u := resp["usage"]; len(u) == 0 || string(u) == "null" {
+				d := delivered{chars: outputChars(output)}
+				est := d.stopped(Usage{})
+				resp["usage"], _ = json.Marshal(map[string]int64{"input_tokens": 0, "output_tokens": est.CompletionTokens, "total_tokens": est.TotalTokens})
+				estimated = est.Estimated
+			}
+			out, err := json.Marshal(resp)
+			if err != nil {
+				return raw, "", false
+			}
+			return out, found, estimated
+		}
+	}
+	return raw, "", false
+}
+
+// outputChars counts the characters of a Responses output a client is
+// shown: text, reasoning summaries, tool calls' arguments.
+func outputChars(output []byte) int64 {
+	var items []struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		Summary []struct {
+			Text string `json:"text"`
+		} `json:"summary"`
+		Arguments string `json:"arguments"`
+	}
+	_ = json.Unmarshal(output, &items)
+	var n int
+	for _, it := range items {
+		for _, c := range it.Content {
+			n += utf8.RuneCountInString(c.Text)
+		}
+		for _, s := range it.Summary {
+			n += utf8.RuneCountInString(s.Text)
+		}
+		n += utf8.RuneCountInString(it.Arguments)
+	}
+	return int64(n)
+}
+
+// namedStop names seq, the sequence a chat completion stopped at, in its
+// choice's stop_reason, as vLLM's completions do: OpenAIToAnthropicResponse
+// reads it for the Messages answer's stop_sequence.
+func namedStop(body []byte, seq string) []byte {
+	var c map[string]json.RawMessage
+	var choices []map[string]json.RawMessage
+	if json.Unmarshal(body, &c) != nil || json.Unmarshal(c["choices"], &choices) != nil || len(choices) == 0 {
+		return body
+	}
+	choices[0]["stop_reason"], _ = json.Marshal(seq)
+	var err error
+	if c["choices"], err = json.Marshal(choices); err != nil {
+		return body
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		return body
+	}
+	return out
+}
