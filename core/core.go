@@ -57,8 +57,12 @@ type Config struct {
 	// Replicas of core's streams and buckets.
 	Replicas int
 	// FirstByteTimeout bounds the wait for an upstream's response headers
-	// (zero: upstream.DefaultTimeouts).
+	// (zero: upstream.Gateway's).
 	FirstByteTimeout time.Duration
+	// WholeAnswerTimeout bounds it instead for a whole (non-streamed)
+	// answer, whose headers come only once it is written (zero:
+	// upstream.Gateway's).
+	WholeAnswerTimeout time.Duration
 	// MaxAudioBytes caps a transcription upload (zero:
 	// audio.DefaultMaxBytes).
 	MaxAudioBytes int64
@@ -365,6 +369,9 @@ func timeouts(cfg Config) upstream.Options {
 	o := upstream.Gateway
 	if cfg.FirstByteTimeout > 0 {
 		o.FirstByte = cfg.FirstByteTimeout
+	}
+	if cfg.WholeAnswerTimeout > 0 {
+		o.WholeAnswer = cfg.WholeAnswerTimeout
 	}
 	return o
 }

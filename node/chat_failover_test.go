@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
@@ -604,4 +605,46 @@ func TestChatKeepAliveCommentsBeforeTheFirstChunkKeepTheConnection(t *testing.T)
 	assert.Equal(t, "Let me think. Done.", r.Content)
 	assert.True(t, r.Done)
 	assert.Zero(t, fallback.Count(pathChat), "no fallback while the upstream is visibly alive")
+}
+
+// Row 6 is about an upstream that never answers, and a whole answer's
+// upstream sends its headers only once the answer is written: one that
+// takes longer than the first-byte timeout to write it (a reasoning model
+// thinking, a long answer) is waited on, not given up for the fallback
+// (which would have the user pay for the same question twice) nor cooled.
+// A stream's upstream still has the first-byte timeout to start.
+func TestWholeAnswersOutlastTheFirstByteTimeout(t *testing.T) {
+	cfg := nodetest.Config(t.TempDir())
+	cfg.FirstByteTimeout = 500 * time.Millisecond
+	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	primary, fallback := upstreamtest.New(t), upstreamtest.New(t)
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "primary", "apiKey": "k", "priority": 1,
+		"providerSpecificData": map[string]any{"baseUrl": primary.URL()}})
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "fallback", "apiKey": "k", "priority": 2,
+		"providerSpecificData": map[string]any{"baseUrl": fallback.URL()}})
+	slow := upstreamtest.SlowFirstByte(3 * cfg.FirstByteTimeout)
+
+	primary.Enqueue(pathChat, slow)
+	requireAnswer(t, chatAsk(t, sb, chatModel, "think hard", false), "think hard")
+	assert.Equal(t, 1, primary.Count(pathChat), "one upstream call")
+	assert.Zero(t, fallback.Count(pathChat), "no fallback for a whole answer still being written")
+
+	primary.Enqueue(pathEmbed, slow)
+	r := sb.Do(t, http.MethodPost, pathEmbed, map[string]any{"model": embedModel, "input": "a long batch"})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Zero(t, fallback.Count(pathEmbed), "no fallback for embeddings still being computed")
+
+	primary.Enqueue(pathTranscriptions, slow)
+	ct, form := multipartForm(t, wav(1), "model", sttModel)
+	r = sb.Do(t, http.MethodPost, pathTranscriptions, string(form), "Content-Type", ct)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Zero(t, fallback.Count(pathTranscriptions), "no fallback for audio still being transcribed")
+
+	requireAnswer(t, chatAsk(t, sb, chatModel, "next", false), "next")
+	assert.Equal(t, 2, primary.Count(pathChat), "the primary was not cooled: it answers the next request")
+	assert.Zero(t, fallback.Count(pathChat))
+
+	primary.Enqueue(pathChat, slow)
+	requireAnswer(t, chatAsk(t, sb, chatModel, "stream", true), "stream")
+	assert.Equal(t, 1, fallback.Count(pathChat), "a stream that does not start within the first-byte timeout falls back")
 }

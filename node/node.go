@@ -153,18 +153,19 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, opts Op
 			return nil, err
 		}
 		n.core, err = core.New(ctx, core.Config{
-			AdminToken:        adminToken,
-			SecretKey:         secretKey,
-			RequireAPIKey:     cfg.RequireAPIKey,
-			Replicas:          cfg.NATSReplica,
-			Usage:             core.UsageConfig{MaxBytes: cfg.UsageMaxBytes, BufferEvents: cfg.UsageBufferEvents},
-			ResponsesMaxBytes: cfg.ResponsesMaxBytes,
-			FirstByteTimeout:  cfg.FirstByteTimeout,
-			MaxAudioBytes:     cfg.MaxAudioBytes,
-			CatalogScanEvery:  cfg.CatalogScanEvery,
-			TokenScanEvery:    cfg.TokenScanEvery,
-			StallTimeout:      cfg.StallTimeout,
-			OAuth:             cfg.OAuth,
+			AdminToken:         adminToken,
+			SecretKey:          secretKey,
+			RequireAPIKey:      cfg.RequireAPIKey,
+			Replicas:           cfg.NATSReplica,
+			Usage:              core.UsageConfig{MaxBytes: cfg.UsageMaxBytes, BufferEvents: cfg.UsageBufferEvents},
+			ResponsesMaxBytes:  cfg.ResponsesMaxBytes,
+			FirstByteTimeout:   cfg.FirstByteTimeout,
+			WholeAnswerTimeout: cfg.WholeAnswerTimeout,
+			MaxAudioBytes:      cfg.MaxAudioBytes,
+			CatalogScanEvery:   cfg.CatalogScanEvery,
+			TokenScanEvery:     cfg.TokenScanEvery,
+			StallTimeout:       cfg.StallTimeout,
+			OAuth:              cfg.OAuth,
 		}, core.Deps{NATS: n.nc, Logger: log, Metrics: n.metrics, Tracing: n.tracing})
 		if err != nil {
 			return nil, err

@@ -80,6 +80,9 @@ type Config struct {
 	// FirstByteTimeout bounds the wait for an upstream's response headers;
 	// past it the next connection is tried.
 	FirstByteTimeout time.Duration
+	// WholeAnswerTimeout bounds it instead for a whole (non-streamed)
+	// answer, whose headers come only once it is written.
+	WholeAnswerTimeout time.Duration
 	// StallTimeout ends a started stream whose upstream went silent.
 	StallTimeout time.Duration
 	// KeepAliveEvery is how long a started stream relayed by the edge may be
@@ -179,7 +182,8 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	metricsAddr := s.add("SWITCHBOARD_METRICS_ADDR", "metrics-addr", "", "private listener serving GET /metrics without authentication (default: none)", false)
 	logLevel := s.add("SWITCHBOARD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", false)
 	logFormat := s.add("SWITCHBOARD_LOG_FORMAT", "log-format", "text", "text or json", false)
-	firstByte := s.add("SWITCHBOARD_FIRST_BYTE_TIMEOUT", "first-byte-timeout", "120s", "how long an upstream may take to start answering before the next connection is tried", false)
+	firstByte := s.add("SWITCHBOARD_FIRST_BYTE_TIMEOUT", "first-byte-timeout", "120s", "how long an upstream may take to start answering a stream (and any call but a whole answer) before the next connection is tried", false)
+	wholeAnswer := s.add("SWITCHBOARD_WHOLE_ANSWER_TIMEOUT", "whole-answer-timeout", "10m", "how long an upstream may take to write a whole (non-streamed) answer, which it starts sending only once written, before the next connection is tried", false)
 	stall := s.add("SWITCHBOARD_STALL_TIMEOUT", "stall-timeout", "60s", "how long a started stream may stay silent before it ends with an error", false)
 	catalogScan := s.add("SWITCHBOARD_CATALOG_SCAN_INTERVAL", "catalog-scan-interval", "1m", "how often live model catalogs near their one-hour expiry are fetched again", false)
 	tokenScan := s.add("SWITCHBOARD_TOKEN_SCAN_INTERVAL", "token-scan-interval", "1m", "how often OAuth connections are checked for tokens within their provider's refresh lead time", false)
@@ -328,6 +332,11 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		err = errors.New("must be positive")
 	}
 	check(firstByte, err)
+	c.WholeAnswerTimeout, err = time.ParseDuration(wholeAnswer.raw)
+	if err == nil && c.WholeAnswerTimeout <= 0 {
+		err = errors.New("must be positive")
+	}
+	check(wholeAnswer, err)
 	c.StallTimeout, err = time.ParseDuration(stall.raw)
 	if err == nil && c.StallTimeout <= 0 {
 		err = errors.New("must be positive")

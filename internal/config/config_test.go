@@ -29,6 +29,19 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, slog.LevelInfo, c.LogLevel)
 	assert.Equal(t, 15*time.Second, c.ShutdownTimeout)
 	assert.Equal(t, 1, c.NATSReplica)
+	assert.Equal(t, 120*time.Second, c.FirstByteTimeout)
+	assert.Equal(t, 10*time.Minute, c.WholeAnswerTimeout, "the official SDKs' own request timeout")
+}
+
+func TestWholeAnswerTimeout(t *testing.T) {
+	c, err := Load("serve", []string{"--whole-answer-timeout", "15m"}, env(nil), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 15*time.Minute, c.WholeAnswerTimeout)
+	for _, bad := range []string{"0s", "-1m", "ten minutes"} {
+		_, err := Load("serve", nil, env(map[string]string{"SWITCHBOARD_WHOLE_ANSWER_TIMEOUT": bad}), io.Discard)
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "SWITCHBOARD_WHOLE_ANSWER_TIMEOUT (--whole-answer-timeout)", bad)
+	}
 }
 
 func TestFlagsWinOverEnvironment(t *testing.T) {

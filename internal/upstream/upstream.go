@@ -22,8 +22,13 @@ import (
 type Options struct {
 	// Connect bounds dialing and the TLS handshake.
 	Connect time.Duration
-	// FirstByte bounds the wait for the response headers.
+	// FirstByte bounds the wait for the response headers, from the moment
+	// the request is written, of a call that does not say otherwise.
 	FirstByte time.Duration
+	// WholeAnswer bounds it instead for a call made with a context from
+	// [WholeAnswer] (zero: FirstByte): an upstream answering whole sends
+	// its headers only once its answer is written.
+	WholeAnswer time.Duration
 	// IdlePerHost is how many idle connections are kept per origin.
 	IdlePerHost int
 	// NoRedirects answers a redirect instead of following it (a token
@@ -36,8 +41,9 @@ type Options struct {
 }
 
 // Gateway suits model APIs: quick to connect, slow to think, many requests
-// in flight to one origin.
-var Gateway = Options{Connect: 10 * time.Second, FirstByte: 120 * time.Second, IdlePerHost: 256}
+// in flight to one origin. A whole answer has the official OpenAI and
+// Anthropic SDKs' own request timeout.
+var Gateway = Options{Connect: 10 * time.Second, FirstByte: 120 * time.Second, WholeAnswer: 10 * time.Minute, IdlePerHost: 256}
 
 // MaxErrorBody bounds how much of an upstream's error answer is read. The
 // message a client is shown fits in far less, and an error answer is read
@@ -94,9 +100,9 @@ func (c *Clients) For(baseURL, proxyURL string) (*http.Client, error) {
 			delete(c.clients, k)
 		}
 	}
-	var rt http.RoundTripper = tr
+	var rt http.RoundTripper = headerBound{next: tr, firstByte: c.opts.FirstByte, wholeAnswer: c.opts.WholeAnswer}
 	if c.opts.Wrap != nil {
-		rt = c.opts.Wrap(tr)
+		rt = c.opts.Wrap(rt)
 	}
 	cl := &http.Client{Transport: rt, CheckRedirect: sameOrigin}
 	if c.opts.NoRedirects {
@@ -154,7 +160,6 @@ func (c *Clients) transport(proxyURL string) (*http.Transport, error) {
 		MaxIdleConnsPerHost:   c.opts.IdlePerHost,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   c.opts.Connect,
-		ResponseHeaderTimeout: c.opts.FirstByte,
 		ExpectContinueTimeout: time.Second,
 	}
 	if proxyURL == "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 )
 
 // InvalidError is a request the client got wrong (400).
@@ -191,7 +192,14 @@ func (s *Service) Speech(ctx context.Context, machineID string, req SpeechReques
 	res, err := s.d.Do(ctx, dispatch.Request{MachineID: machineID, Model: req.Model, Supports: SupportsSpeech},
 		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
 			start := time.Now()
-			w := s.watch(ctx)
+			call := ctx
+			if !elevenLabs(t.Spec) && req.StreamFormat != "sse" {
+				// An OpenAI-style server may send its headers only once the
+				// audio is spoken (ElevenLabs' stream endpoint, and events,
+				// start at once).
+				call = upstream.WholeAnswer(ctx)
+			}
+			w := s.watch(call)
 			defer w.close()
 			var hreq *http.Request
 			var err error

@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
@@ -97,7 +98,9 @@ func (s *Service) Transcribe(ctx context.Context, machineID string, req Transcri
 			start := time.Now()
 			out = Transcription{Upstream: out.Upstream} // nothing of a failed attempt's answer
 			defer func() { out.Upstream += time.Since(start) }()
-			w := s.watch(ctx)
+			// The upstream sends its headers only once the audio is
+			// transcribed.
+			w := s.watch(upstream.WholeAnswer(ctx))
 			defer w.close()
 			return transcribe(w, t, c, req, audio, &out)
 		})

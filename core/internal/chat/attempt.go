@@ -140,7 +140,12 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 	if a.in.stream || assembled {
 		ctx = call
 	}
-	req, err := http.NewRequestWithContext(call, http.MethodPost, a.c.BaseURL+a.tr.path(), bytes.NewReader(body))
+	reqCtx := call
+	if !a.in.stream && !assembled {
+		// The upstream sends its headers only once the answer is written.
+		reqCtx = upstream.WholeAnswer(call)
+	}
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, a.c.BaseURL+a.tr.path(), bytes.NewReader(body))
 	if err != nil {
 		return Usage{}, err
 	}

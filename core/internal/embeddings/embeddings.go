@@ -157,7 +157,8 @@ func (s *Service) post(ctx context.Context, c *dispatch.Conn, body []byte) ([]by
 	// its headers.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/embeddings", bytes.NewReader(body))
+	// The upstream sends its headers only once the vectors are computed.
+	hreq, err := http.NewRequestWithContext(upstream.WholeAnswer(ctx), http.MethodPost, c.BaseURL+"/embeddings", bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,7 +13,7 @@ import (
 const (
 	// DefaultMaxTokens is a whole answer's max_tokens: Anthropic sends a
 	// non-streamed answer only once it is written, so its cap must let it
-	// finish within the gateway's first-byte timeout.
+	// finish within the gateway's whole-answer timeout.
 	DefaultMaxTokens = 4096
 	// FallbackMaxOutput is a streamed answer's max_tokens for a model whose
 	// limit is not known (AnthropicOptions.MaxOutput 0): Claude Code's own
