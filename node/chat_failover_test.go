@@ -608,14 +608,16 @@ func TestChatKeepAliveCommentsBeforeTheFirstChunkKeepTheConnection(t *testing.T)
 }
 
 // Row 6 is about an upstream that never answers, and a whole answer's
-// upstream sends its headers only once the answer is written: one that
-// takes longer than the first-byte timeout to write it (a reasoning model
+// upstream sends its headers only once the answer is written: with a
+// whole-answer timeout longer than the first-byte one, one that takes
+// longer than the first-byte timeout to write it (a reasoning model
 // thinking, a long answer) is waited on, not given up for the fallback
 // (which would have the user pay for the same question twice) nor cooled.
 // A stream's upstream still has the first-byte timeout to start.
 func TestWholeAnswersOutlastTheFirstByteTimeout(t *testing.T) {
 	cfg := nodetest.Config(t.TempDir())
 	cfg.FirstByteTimeout = 500 * time.Millisecond
+	cfg.WholeAnswerTimeout = 4 * time.Second
 	sb := nodetest.Start(t, cfg, node.AllRoles...)
 	primary, fallback := upstreamtest.New(t), upstreamtest.New(t)
 	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "primary", "apiKey": "k", "priority": 1,

@@ -81,7 +81,8 @@ type Config struct {
 	// past it the next connection is tried.
 	FirstByteTimeout time.Duration
 	// WholeAnswerTimeout bounds it instead for a whole (non-streamed)
-	// answer, whose headers come only once it is written.
+	// answer, whose headers come only once it is written (zero: the
+	// first-byte timeout).
 	WholeAnswerTimeout time.Duration
 	// StallTimeout ends a started stream whose upstream went silent.
 	StallTimeout time.Duration
@@ -183,7 +184,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	logLevel := s.add("SWITCHBOARD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", false)
 	logFormat := s.add("SWITCHBOARD_LOG_FORMAT", "log-format", "text", "text or json", false)
 	firstByte := s.add("SWITCHBOARD_FIRST_BYTE_TIMEOUT", "first-byte-timeout", "120s", "how long an upstream may take to start answering a stream (and any call but a whole answer) before the next connection is tried", false)
-	wholeAnswer := s.add("SWITCHBOARD_WHOLE_ANSWER_TIMEOUT", "whole-answer-timeout", "10m", "how long an upstream may take to write a whole (non-streamed) answer, which it starts sending only once written, before the next connection is tried", false)
+	wholeAnswer := s.add("SWITCHBOARD_WHOLE_ANSWER_TIMEOUT", "whole-answer-timeout", "", "how long an upstream may take to write a whole (non-streamed) answer, which it starts sending only once written, before the next connection is tried (default: the first-byte timeout)", false)
 	stall := s.add("SWITCHBOARD_STALL_TIMEOUT", "stall-timeout", "60s", "how long a started stream may stay silent before it ends with an error", false)
 	catalogScan := s.add("SWITCHBOARD_CATALOG_SCAN_INTERVAL", "catalog-scan-interval", "1m", "how often live model catalogs near their one-hour expiry are fetched again", false)
 	tokenScan := s.add("SWITCHBOARD_TOKEN_SCAN_INTERVAL", "token-scan-interval", "1m", "how often OAuth connections are checked for tokens within their provider's refresh lead time", false)
@@ -332,11 +333,13 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		err = errors.New("must be positive")
 	}
 	check(firstByte, err)
-	c.WholeAnswerTimeout, err = time.ParseDuration(wholeAnswer.raw)
-	if err == nil && c.WholeAnswerTimeout <= 0 {
-		err = errors.New("must be positive")
+	if wholeAnswer.raw != "" {
+		c.WholeAnswerTimeout, err = time.ParseDuration(wholeAnswer.raw)
+		if err == nil && c.WholeAnswerTimeout <= 0 {
+			err = errors.New("must be positive")
+		}
+		check(wholeAnswer, err)
 	}
-	check(wholeAnswer, err)
 	c.StallTimeout, err = time.ParseDuration(stall.raw)
 	if err == nil && c.StallTimeout <= 0 {
 		err = errors.New("must be positive")

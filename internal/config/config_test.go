@@ -30,7 +30,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 15*time.Second, c.ShutdownTimeout)
 	assert.Equal(t, 1, c.NATSReplica)
 	assert.Equal(t, 120*time.Second, c.FirstByteTimeout)
-	assert.Equal(t, 10*time.Minute, c.WholeAnswerTimeout, "the official SDKs' own request timeout")
+	assert.Zero(t, c.WholeAnswerTimeout, "a whole answer has the first-byte timeout unless told otherwise")
 }
 
 func TestWholeAnswerTimeout(t *testing.T) {

@@ -69,11 +69,17 @@ func TestHeaderBoundPerCall(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "whole answer", got, "a whole answer is waited on, and its body read past both bounds")
 
-	// Without a whole-answer bound, the first-byte bound holds for all.
-	cl, err = NewClients(Options{FirstByte: first}).For(srv.URL, "")
-	require.NoError(t, err)
-	_, err = call(t, WholeAnswer(context.Background()), cl, srv.URL, nil)
-	require.ErrorAs(t, err, &te)
+	// Without a whole-answer bound of its own, the first-byte bound holds
+	// for all, the transport's.
+	for _, o := range []Options{{FirstByte: first}, {FirstByte: first, WholeAnswer: first}} {
+		cl, err = NewClients(o).For(srv.URL, "")
+		require.NoError(t, err)
+		start = time.Now()
+		_, err = call(t, WholeAnswer(context.Background()), cl, srv.URL, nil)
+		require.ErrorAs(t, err, &timeout, "%v", err)
+		assert.True(t, timeout.Timeout(), "%v", err)
+		assert.Less(t, time.Since(start), 3*first, "cut at the first-byte bound")
+	}
 }
 
 // The bound starts once the request is written, as

@@ -41,9 +41,8 @@ type Options struct {
 }
 
 // Gateway suits model APIs: quick to connect, slow to think, many requests
-// in flight to one origin. A whole answer has the official OpenAI and
-// Anthropic SDKs' own request timeout.
-var Gateway = Options{Connect: 10 * time.Second, FirstByte: 120 * time.Second, WholeAnswer: 10 * time.Minute, IdlePerHost: 256}
+// in flight to one origin.
+var Gateway = Options{Connect: 10 * time.Second, FirstByte: 120 * time.Second, IdlePerHost: 256}
 
 // MaxErrorBody bounds how much of an upstream's error answer is read. The
 // message a client is shown fits in far less, and an error answer is read
@@ -100,7 +99,10 @@ func (c *Clients) For(baseURL, proxyURL string) (*http.Client, error) {
 			delete(c.clients, k)
 		}
 	}
-	var rt http.RoundTripper = headerBound{next: tr, firstByte: c.opts.FirstByte, wholeAnswer: c.opts.WholeAnswer}
+	var rt http.RoundTripper = tr
+	if c.splitBounds() {
+		rt = headerBound{next: tr, firstByte: c.opts.FirstByte, wholeAnswer: c.opts.WholeAnswer}
+	}
 	if c.opts.Wrap != nil {
 		rt = c.opts.Wrap(rt)
 	}
@@ -150,6 +152,13 @@ func hostPort(u *url.URL) string {
 	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
+// splitBounds reports whether a whole answer's wait for its headers has a
+// bound of its own (headerBound); otherwise every call has the first-byte
+// bound, which the transport keeps.
+func (c *Clients) splitBounds() bool {
+	return c.opts.WholeAnswer > 0 && c.opts.WholeAnswer != c.opts.FirstByte
+}
+
 func (c *Clients) transport(proxyURL string) (*http.Transport, error) {
 	dialer := &net.Dialer{Timeout: c.opts.Connect, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
@@ -161,6 +170,10 @@ func (c *Clients) transport(proxyURL string) (*http.Transport, error) {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   c.opts.Connect,
 		ExpectContinueTimeout: time.Second,
+	}
+	if !c.splitBounds() {
+		// One bound for every call: the transport's own, no wrapper.
+		tr.ResponseHeaderTimeout = c.opts.FirstByte
 	}
 	if proxyURL == "" {
 		return tr, nil

@@ -50,10 +50,7 @@ func Config(dataDir string) config.Config {
 		ShutdownTimeout: 5 * time.Second,
 		// Short, so a silent upstream fails over quickly in tests.
 		FirstByteTimeout: 2 * time.Second,
-		// Short, so a whole answer whose upstream never answers fails over
-		// within seconds; above the first-byte timeout.
-		WholeAnswerTimeout: 4 * time.Second,
-		StallTimeout:       2 * time.Second,
+		StallTimeout:     2 * time.Second,
 		// Short, so a test can see keep-alives during a silence that stays
 		// below the stall timeout.
 		KeepAliveEvery: 100 * time.Millisecond,
