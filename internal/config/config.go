@@ -183,7 +183,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	metricsAddr := s.add("SWITCHBOARD_METRICS_ADDR", "metrics-addr", "", "private listener serving GET /metrics without authentication (default: none)", false)
 	logLevel := s.add("SWITCHBOARD_LOG_LEVEL", "log-level", "info", "debug, info, warn or error", false)
 	logFormat := s.add("SWITCHBOARD_LOG_FORMAT", "log-format", "text", "text or json", false)
-	firstByte := s.add("SWITCHBOARD_FIRST_BYTE_TIMEOUT", "first-byte-timeout", "120s", "how long an upstream may take to start answering a stream (and any call but a whole answer) before the next connection is tried", false)
+	firstByte := s.add("SWITCHBOARD_FIRST_BYTE_TIMEOUT", "first-byte-timeout", "120s", "how long an upstream may take to start answering before the next connection is tried (a whole answer's headers: see --whole-answer-timeout)", false)
 	wholeAnswer := s.add("SWITCHBOARD_WHOLE_ANSWER_TIMEOUT", "whole-answer-timeout", "", "how long an upstream may take to write a whole (non-streamed) answer, which it starts sending only once written, before the next connection is tried (default: the first-byte timeout)", false)
 	stall := s.add("SWITCHBOARD_STALL_TIMEOUT", "stall-timeout", "60s", "how long a started stream may stay silent before it ends with an error", false)
 	catalogScan := s.add("SWITCHBOARD_CATALOG_SCAN_INTERVAL", "catalog-scan-interval", "1m", "how often live model catalogs near their one-hour expiry are fetched again", false)
