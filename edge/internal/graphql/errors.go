@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	gql "github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -107,6 +108,11 @@ func errorPresenter(log *slog.Logger, open bool) gql.ErrorPresenterFunc {
 			} else if _, isGQL := err.(*gqlerror.Error); isGQL && gerr.Extensions != nil {
 				if !mayIntrospect(ctx, open) {
 					gerr.Message = withoutSuggestions(gerr.Message)
+				}
+				if _, ok := gerr.Extensions["status"]; !ok && errcode.GetErrorKind(gqlerror.List{gerr}) == errcode.KindProtocol {
+					// Not parsable, not valid or over a limit: answered
+					// 422, which the error says as the others do.
+					gerr.Extensions["status"] = http.StatusUnprocessableEntity
 				}
 				return gerr
 			} else if isGQL && len(gerr.Path) == 0 {

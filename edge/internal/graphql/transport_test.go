@@ -105,3 +105,58 @@ func TestIntrospectionNeedsAUser(t *testing.T) {
 		assert.Equal(t, "Query", out["data"].(map[string]any)["__schema"].(map[string]any)["queryType"].(map[string]any)["name"], name)
 	}
 }
+
+// TestOperationErrorsCarryTheirStatus: an operation GraphQL refuses before
+// it runs (not parsable, not valid against the schema, a variable of the
+// wrong type, over a limit) answers errors with extensions { code, status },
+// the status the response carries, as every other error does.
+func TestOperationErrorsCarryTheirStatus(t *testing.T) {
+	srv := httptest.NewServer(NewHandler(failingBilling{status.Error(codes.Internal, "x")}, userauth.New(userauth.Config{Secret: secret}), slog.New(slog.DiscardHandler)))
+	defer srv.Close()
+	tok, err := userauth.Mint(secret, "u1", "", time.Hour)
+	require.NoError(t, err)
+	var aliases strings.Builder
+	aliases.WriteString("{")
+	for i := range 600 {
+		aliases.WriteString(" a" + strconv.Itoa(i) + ": prices { plan }")
+	}
+	aliases.WriteString("}")
+	cases := []struct {
+		name, query string
+		vars        map[string]any
+		code        string
+	}{
+		{"not parsable", `query { currentUser { id }`, nil, "GRAPHQL_PARSE_FAILED"},
+		{"unknown field", `{ currentUser { nope } }`, nil, "GRAPHQL_VALIDATION_FAILED"},
+		{"unknown enum value", `mutation { checkout(recurring: Weekly) }`, nil, "GRAPHQL_VALIDATION_FAILED"},
+		{"variable of the wrong value", `mutation($r: SubscriptionRecurring!) { checkout(recurring: $r) }`, map[string]any{"r": "Weekly"}, "GRAPHQL_VALIDATION_FAILED"},
+		{"variable missing", `mutation($r: SubscriptionRecurring!) { checkout(recurring: $r) }`, nil, "GRAPHQL_VALIDATION_FAILED"},
+		{"two mutations", `mutation { a: createCustomerPortal b: createCustomerPortal }`, nil, "GRAPHQL_VALIDATION_FAILED"},
+		{"too complex", aliases.String(), nil, "COMPLEXITY_LIMIT_EXCEEDED"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]any{"query": tc.query, "variables": tc.vars})
+			req, err := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			var out struct {
+				Errors []struct {
+					Message    string         `json:"message"`
+					Extensions map[string]any `json:"extensions"`
+				} `json:"errors"`
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+			require.NotEmpty(t, out.Errors)
+			assert.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+			for _, e := range out.Errors {
+				assert.Equal(t, tc.code, e.Extensions["code"], e.Message)
+				assert.EqualValues(t, resp.StatusCode, e.Extensions["status"], "%s: %v", e.Message, e.Extensions)
+			}
+		})
+	}
+}
