@@ -949,10 +949,18 @@ func LastPaymentError(inv *payments.Invoice) string {
 	return ""
 }
 
-// SyncInvoice re-reads an invoice from Stripe and stores it.
+// SyncInvoice re-reads an invoice from Stripe and stores it. An invoice
+// Stripe no longer has (a draft deleted at Stripe) is removed from its
+// user's invoices, and the record returned is nil.
 func (s *Service) SyncInvoice(ctx context.Context, id string) (*billingv1.InvoiceRecord, error) {
 	fetchedAt := s.cfg.Now()
 	inv, err := s.pay.GetInvoice(ctx, id)
+	if errors.Is(err, payments.ErrNotFound) {
+		if err := s.st.DeleteInvoice(ctx, id); err != nil {
+			return nil, fmt.Errorf("forget deleted invoice %s: %w", id, err)
+		}
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get invoice %s: %w", id, err)
 	}

@@ -215,6 +215,27 @@ func (s *Store) UpsertInvoice(ctx context.Context, userID, invoiceID string, fn 
 	return s.invoices.Upsert(ctx, userKey(userID)+"."+invoiceID, fn)
 }
 
+// DeleteInvoice removes the invoice with this Stripe id from whichever
+// user holds it; an invoice no user holds is not an error.
+func (s *Store) DeleteInvoice(ctx context.Context, invoiceID string) error {
+	if !validToken(invoiceID) {
+		return ErrBadID
+	}
+	var keys []string
+	s.invoices.Range(func(key string, e kvmirror.Entry[*billingv1.InvoiceRecord]) bool {
+		if e.Value.GetInvoice().GetId() == invoiceID {
+			keys = append(keys, key)
+		}
+		return true
+	})
+	for _, key := range keys {
+		if err := s.invoices.Delete(ctx, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Invoices returns one page of a user's invoices, newest first, and how
 // many the user has.
 func (s *Store) Invoices(userID string, take, skip int) ([]*billingv1.InvoiceRecord, int) {

@@ -36,6 +36,7 @@ var Handled = map[string]bool{
 	"invoice.finalization_failed":   true,
 	"invoice.voided":                true,
 	"invoice.marked_uncollectible":  true,
+	"invoice.deleted":               true,
 }
 
 // Dispatcher applies an event by re-fetching its object.

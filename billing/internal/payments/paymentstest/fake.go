@@ -770,6 +770,38 @@ func (f *Fake) UpdateInvoice(id string, change func(*payments.Invoice)) (payment
 	return *cloneInvoice(inv), nil
 }
 
+// CreateInvoice makes a one-off draft invoice for a customer, as an
+// operator does in Stripe's dashboard, and returns it.
+func (f *Fake) CreateInvoice(customerID, currency string, total int64) (payments.Invoice, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.customers[customerID]; !ok {
+		return payments.Invoice{}, notFound("customer", customerID)
+	}
+	inv := &payments.Invoice{
+		ID: f.newID("in"), CustomerID: customerID, Status: "draft", Currency: currency, Total: total,
+		BillingReason: "manual", Created: f.now().UTC().Truncate(time.Second),
+	}
+	f.invoices[inv.ID] = inv
+	return *cloneInvoice(inv), nil
+}
+
+// DeleteInvoice deletes an invoice as Stripe does: only a draft that does
+// not belong to a subscription can be deleted, and it is gone for good.
+func (f *Fake) DeleteInvoice(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	inv, ok := f.invoices[id]
+	if !ok {
+		return notFound("invoice", id)
+	}
+	if inv.Status != "draft" || inv.SubscriptionID != "" {
+		return badRequest("You can only delete draft invoices that are not attached to a subscription.")
+	}
+	delete(f.invoices, id)
+	return nil
+}
+
 // FailPayment records a failed payment attempt of an open invoice.
 func FailPayment(errType, message string) func(*payments.Invoice) {
 	return func(inv *payments.Invoice) {
