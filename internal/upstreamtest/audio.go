@@ -85,6 +85,13 @@ func TranscriptionTokens(audio []byte) (input, output int) {
 	return len(audio)/32 + 1, len(Transcript(audio))/4 + 1
 }
 
+// TranscriptDeltas returns the transcript.text.delta pieces in which the
+// fake streams the transcript of audio (a token-billed model asked with
+// stream=true): its words, each with the space before it.
+func TranscriptDeltas(audio []byte) []string {
+	return splitWords(Transcript(audio))
+}
+
 // sentences splits a transcript after each ". ".
 func sentences(text string) []string {
 	var out []string
@@ -138,20 +145,15 @@ func (s *Server) serveTranscription(o *output, up *upload, task string) {
 			return
 		}
 	}
+	if tokenBilled(model) && up.fields["stream"] == "true" {
+		s.streamTranscription(o, up.file)
+		return
+	}
 	switch format {
 	case "", "json":
 		b := append([]byte(`{"text":`), appendString(nil, text)...)
 		if tokenBilled(model) {
-			in, out := TranscriptionTokens(up.file)
-			b = append(b, `,"usage":{"type":"tokens","input_tokens":`...)
-			b = appendInt(b, in)
-			b = append(b, `,"input_token_details":{"text_tokens":0,"audio_tokens":`...)
-			b = appendInt(b, in)
-			b = append(b, `},"output_tokens":`...)
-			b = appendInt(b, out)
-			b = append(b, `,"total_tokens":`...)
-			b = appendInt(b, in+out)
-			b = append(b, '}')
+			b = appendTokenUsage(append(b, ','), up.file)
 		} else if task == "transcribe" {
 			b = append(b, `,"usage":{"type":"duration","seconds":`...)
 			b = appendInt(b, seconds)
@@ -215,6 +217,42 @@ func (s *Server) serveTranscription(o *output, up *upload, task string) {
 		o.sendJSON(http.StatusBadRequest, invalidRequest("invalid_value", "response_format",
 			"Invalid value: '"+format+"'. Supported values are: 'json', 'text', 'srt', 'verbose_json', and 'vtt'."))
 	}
+}
+
+// appendTokenUsage appends the "usage" member a token-billed model reports
+// for transcribing audio.
+func appendTokenUsage(b []byte, audio []byte) []byte {
+	in, out := TranscriptionTokens(audio)
+	b = append(b, `"usage":{"type":"tokens","input_tokens":`...)
+	b = appendInt(b, in)
+	b = append(b, `,"input_token_details":{"text_tokens":0,"audio_tokens":`...)
+	b = appendInt(b, in)
+	b = append(b, `},"output_tokens":`...)
+	b = appendInt(b, out)
+	b = append(b, `,"total_tokens":`...)
+	b = appendInt(b, in+out)
+	return append(b, '}')
+}
+
+// streamTranscription answers a streamed transcription as OpenAI's
+// gpt-4o-transcribe family does (stream=true; whisper-1 ignores stream):
+// server-sent events, a transcript.text.delta per piece of
+// [TranscriptDeltas], then transcript.text.done with the text and the
+// usage. Stream faults count the events as chunks, the done event last.
+func (s *Server) streamTranscription(o *output, audio []byte) {
+	o.startStream("text/event-stream", true)
+	for _, piece := range TranscriptDeltas(audio) {
+		b := append([]byte(`data: {"type":"transcript.text.delta","delta":`), appendString(nil, piece)...)
+		if !o.chunk(chunkContent, append(b, "}\n\n"...)) {
+			return
+		}
+	}
+	b := append([]byte(`data: {"type":"transcript.text.done","text":`), appendString(nil, Transcript(audio))...)
+	b = appendTokenUsage(append(b, ','), audio)
+	if !o.chunk(chunkFinish, append(b, "}\n\n"...)) {
+		return
+	}
+	o.end()
 }
 
 // speechContentTypes maps the response_format of /v1/audio/speech to the

@@ -22,7 +22,11 @@
 //   - POST /v1/embeddings answers the vectors [Vector] (or [TokenVector])
 //     computes, as floats or base64 per encoding_format.
 //   - POST /v1/audio/transcriptions and /v1/audio/translations answer
-//     [Transcript] of the uploaded file in the requested response_format;
+//     [Transcript] of the uploaded file in the requested response_format
+//     (a token-billed model, "-transcribe" in its name, with stream=true:
+//     transcript.text.delta events of [TranscriptDeltas], then
+//     transcript.text.done with the text and usage; whisper models ignore
+//     stream, as OpenAI's whisper-1 does);
 //     POST /v1/audio/speech streams [SpeechAudio].
 //   - Usage counts follow [Tokens].
 //
