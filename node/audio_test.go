@@ -192,24 +192,11 @@ func TestAudioTranscriptionWithOfficialGoClient(t *testing.T) {
 	assert.Equal(t, "model_not_found", apiErr.Code)
 }
 
-// A streamed transcription, which the gateway does not relay, is refused
-// with a 400 the official client raises, not answered with JSON its event
-// reader finds nothing in; nothing reaches the upstream. A file name in
-// another encoding than UTF-8 is mended, not a 500 an SDK would retry.
+// A file name in another encoding than UTF-8 is mended, not a 500 an SDK
+// would retry.
 func TestAudioTranscriptionOddRequests(t *testing.T) {
 	g := newAudioGateway(t, 1)
 	audio := wav(0.5)
-	st := g.client().Audio.Transcriptions.NewStreaming(context.Background(), openai.AudioTranscriptionNewParams{
-		File: openai.File(bytes.NewReader(audio), "a.wav", "audio/wav"), Model: sttModel,
-	})
-	for st.Next() {
-	}
-	var apiErr *openai.Error
-	require.ErrorAs(t, st.Err(), &apiErr)
-	assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
-	assert.Equal(t, "stream", apiErr.Param)
-	assert.Zero(t, g.ups[0].Count(pathTranscriptions))
-
 	resp, err := g.client().Audio.Transcriptions.New(context.Background(), openai.AudioTranscriptionNewParams{
 		File: openai.File(bytes.NewReader(audio), "caf\xe9.wav", "audio/wav"), Model: sttModel,
 	})
@@ -720,6 +707,38 @@ func TestAudioOverGRPC(t *testing.T) {
 	got := lastRequest(t, g.ups[0], pathTranscriptions)
 	assert.Equal(t, audio, got.File)
 	assert.Equal(t, "a.wav", got.FileName)
+
+	// A stream is StreamTranscription's: Transcribe refuses it before any
+	// upstream is called.
+	calls := g.ups[0].Count(pathTranscriptions)
+	stream, err = router.Transcribe(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&corev1.TranscribeRequest{Part: &corev1.TranscribeRequest_Options{Options: &corev1.TranscribeOptions{
+		Model: "openai/gpt-4o-transcribe", Filename: "a.wav", Stream: true}}}))
+	require.NoError(t, stream.Send(&corev1.TranscribeRequest{Part: &corev1.TranscribeRequest_Audio{Audio: audio}}))
+	_, err = stream.CloseAndRecv()
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	assert.Equal(t, calls, g.ups[0].Count(pathTranscriptions))
+
+	st, err := router.StreamTranscription(ctx)
+	require.NoError(t, err)
+	require.NoError(t, st.Send(&corev1.StreamTranscriptionRequest{Part: &corev1.StreamTranscriptionRequest_Audio{Audio: audio}}))
+	require.NoError(t, st.Send(&corev1.StreamTranscriptionRequest{Part: &corev1.StreamTranscriptionRequest_Options{Options: &corev1.TranscribeOptions{
+		Model: "openai/gpt-4o-transcribe", Filename: "a.wav", Stream: true}}}))
+	require.NoError(t, st.CloseSend())
+	var events []byte
+	for i := 0; ; i++ {
+		m, err := st.Recv()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		if i == 0 {
+			assert.Equal(t, "text/event-stream", m.GetContentType())
+		}
+		events = append(events, m.GetBody()...)
+	}
+	assert.Contains(t, string(events), `"type":"transcript.text.done","text":`+strconv.Quote(upstreamtest.Transcript(audio)))
 
 	sp, err := router.Speech(ctx, &corev1.SpeechRequest{Body: []byte(`{"model":"` + voiceModel + `","input":"grpc speech","response_format":"pcm"}`)})
 	require.NoError(t, err)

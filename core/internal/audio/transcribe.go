@@ -62,6 +62,10 @@ type TranscribeRequest struct {
 	// include[], chunking_strategy, known_speaker_names[], ...), sent on to
 	// OpenAI-style upstreams as they came.
 	Extra []Field
+	// Stream asks for the transcript as server-sent events, which models
+	// that stream (see streams) send; others answer whole, as OpenAI's
+	// whisper-1 does.
+	Stream bool
 }
 
 // Field is one form field.
@@ -90,31 +94,57 @@ type Transcription struct {
 }
 
 // Transcribe sends the spooled audio to the model's provider, falling back
-// across connections; each attempt reads the spool from its start.
-func (s *Service) Transcribe(ctx context.Context, machineID string, req TranscribeRequest, audio *Spool) (Transcription, dispatch.Result, error) {
+// across connections; each attempt reads the spool from its start. A
+// request to stream (req.Stream, with events set) to a model that streams
+// has the upstream's events passed to events as they come, whole ones,
+// several that came together at once, the upstream's content type with
+// each; fallback to the next connection happens only before the first
+// reaches events, and a failure after it is committed. Any other answer,
+// a streamed request's to a model that does not stream too, is out's.
+func (s *Service) Transcribe(ctx context.Context, machineID string, req TranscribeRequest, audio *Spool, events Sink) (Transcription, dispatch.Result, error) {
 	var out Transcription
 	res, err := s.d.Do(ctx, dispatch.Request{MachineID: machineID, Model: req.Model, Supports: SupportsTranscription},
 		func(ctx context.Context, t routing.Target, c *dispatch.Conn) error {
 			start := time.Now()
-			out = Transcription{Upstream: out.Upstream} // nothing of a failed attempt's answer
-			defer func() { out.Upstream += time.Since(start) }()
-			// The upstream sends its headers only once the audio is
-			// transcribed.
-			w := s.watch(upstream.WholeAnswer(ctx))
+			before := out.Upstream
+			out = Transcription{Upstream: before} // nothing of a failed attempt's answer
+			defer func() { out.Upstream = before + time.Since(start) }()
+			var sink Sink
+			call := ctx
+			if req.Stream && events != nil && streams(t) {
+				sink = func(ch Chunk) error {
+					ch.Upstream = before + time.Since(start)
+					return events(ch)
+				}
+			} else {
+				// The upstream sends its headers only once the audio is
+				// transcribed.
+				call = upstream.WholeAnswer(ctx)
+			}
+			w := s.watch(call)
 			defer w.close()
-			return transcribe(w, t, c, req, audio, &out)
+			return transcribe(ctx, w, t, c, req, audio, &out, sink)
 		})
 	return out, res, err
 }
 
+// streams reports whether a transcription target answers a request to
+// stream with server-sent events: OpenAI-style upstreams do, but for
+// Whisper models (OpenAI's whisper-1 ignores stream and answers whole).
+// ElevenLabs does not.
+func streams(t routing.Target) bool {
+	return openAIStyle(t.Spec) && !answersVerboseJSON(t.Model)
+}
+
 // transcribe makes one attempt at a connection, in the upstream's own API,
-// and meters the answer.
-func transcribe(w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
+// and meters the answer. sink, when set, takes the events of a streamed
+// answer.
+func transcribe(ctx context.Context, w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription, sink Sink) error {
 	var err error
 	if elevenLabs(t.Spec) {
 		err = transcribeElevenLabs(w, t, c, req, audio, out)
 	} else {
-		err = transcribeOpenAI(w, t, c, req, audio, out)
+		err = transcribeOpenAI(ctx, w, t, c, req, audio, out, sink)
 	}
 	if err == nil {
 		out.meter(audio)
@@ -145,8 +175,9 @@ type field struct{ name, value string }
 // usage the model is billed by, so the upstream is asked for verbose_json
 // (Whisper models: the audio's duration) or json (the others, such as the
 // token-billed gpt-4o-transcribe family: their tokens) and its text is
-// answered as the text format would have it.
-func transcribeOpenAI(w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription) error {
+// answered as the text format would have it. With sink set the upstream is
+// asked to stream, and an event stream it answers goes to sink.
+func transcribeOpenAI(ctx context.Context, w *watchdog, t routing.Target, c *dispatch.Conn, req TranscribeRequest, audio *Spool, out *Transcription, sink Sink) error {
 	format := req.ResponseFormat
 	textOfJSON := format == "text"
 	if textOfJSON {
@@ -170,9 +201,15 @@ func transcribeOpenAI(w *watchdog, t routing.Target, c *dispatch.Conn, req Trans
 	for _, f := range req.Extra {
 		fields = append(fields, field{f.Name, f.Value})
 	}
+	if sink != nil {
+		fields = append(fields, field{"stream", "true"})
+	}
 	resp, err := postForm(w, c, c.BaseURL+"/audio/transcriptions", fields, req, audio)
 	if err != nil {
 		return err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); sink != nil && mt == "text/event-stream" {
+		return relayTranscript(ctx, w, resp, sink, out)
 	}
 	body, err := readAll(resp)
 	if err != nil {
@@ -229,6 +266,13 @@ func reportUsage(out *Transcription, body []byte) {
 		out.Seconds, out.spokenOnly = lastCueEnd(body), true
 		return
 	}
+	reportJSONUsage(out, body)
+}
+
+// reportJSONUsage reads the usage a JSON answer, or a streamed answer's
+// transcript.text.done event, reports into out: usage.seconds, or usage's
+// tokens, else verbose_json's duration.
+func reportJSONUsage(out *Transcription, body []byte) {
 	var b struct {
 		Duration float64 `json:"duration"`
 		Usage    struct {

@@ -40,7 +40,7 @@ func transcribeWith(t *testing.T, spec provider.Spec, base, model, format string
 	tg := routing.Target{Spec: spec, Model: model}
 	req := TranscribeRequest{Model: model, Filename: "a.wav", ContentType: "audio/wav", ResponseFormat: format, TimestampGranularities: granularities}
 	var out Transcription
-	err = transcribe(w, tg, c, req, spool, &out)
+	err = transcribe(context.Background(), w, tg, c, req, spool, &out, nil)
 	return out, err
 }
 

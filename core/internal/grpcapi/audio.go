@@ -26,10 +26,51 @@ import (
 // and the audio in chunks; the options may come first or, for callers that
 // read them after the file (a multipart form whose file part comes first),
 // after the audio. The audio is spooled, bounded, so that a fallback sends
-// it again whole.
+// it again whole. A transcription asked for as a stream is
+// StreamTranscription's.
 func (r *Router) Transcribe(stream grpc.ClientStreamingServer[corev1.TranscribeRequest, corev1.TranscribeResponse]) error {
+	return r.transcribe(stream.Context(), stream.Recv, nil, func(out audio.Transcription) error {
+		return stream.SendAndClose(&corev1.TranscribeResponse{Body: out.Body, ContentType: out.ContentType})
+	})
+}
+
+// StreamTranscription is Transcribe with the answer sent back in parts: the
+// events of a streamed transcription as the upstream sends them, the
+// content type with the first message, or a whole answer in one message.
+func (r *Router) StreamTranscription(stream grpc.BidiStreamingServer[corev1.StreamTranscriptionRequest, corev1.StreamTranscriptionResponse]) error {
+	recv := func() (*corev1.TranscribeRequest, error) {
+		msg, err := stream.Recv()
+		if err != nil {
+			return nil, err
+		}
+		switch part := msg.GetPart().(type) {
+		case *corev1.StreamTranscriptionRequest_Options:
+			return &corev1.TranscribeRequest{Part: &corev1.TranscribeRequest_Options{Options: part.Options}}, nil
+		case *corev1.StreamTranscriptionRequest_Audio:
+			return &corev1.TranscribeRequest{Part: &corev1.TranscribeRequest_Audio{Audio: part.Audio}}, nil
+		}
+		return &corev1.TranscribeRequest{}, nil
+	}
+	started := false
+	events := func(c audio.Chunk) error {
+		msg := &corev1.StreamTranscriptionResponse{Body: c.Data}
+		if !started {
+			started = true
+			_ = stream.SetHeader(metadata.Pairs(MDUpstreamUs, strconv.FormatInt(c.Upstream.Microseconds(), 10)))
+			msg.ContentType = c.ContentType
+		}
+		return stream.Send(msg)
+	}
+	return r.transcribe(stream.Context(), recv, events, func(out audio.Transcription) error {
+		return stream.Send(&corev1.StreamTranscriptionResponse{Body: out.Body, ContentType: out.ContentType})
+	})
+}
+
+// transcribe serves a transcription whose messages recv reads: events, when
+// set, takes a streamed answer's events, whole answers whole. Without
+// events a request to stream is refused before any upstream is called.
+func (r *Router) transcribe(ctx context.Context, recv func() (*corev1.TranscribeRequest, error), events audio.Sink, whole func(audio.Transcription) error) error {
 	start := time.Now()
-	ctx := stream.Context()
 	p, err := r.Auth.Gateway(ctx)
 	if err != nil {
 		return err
@@ -42,7 +83,7 @@ func (r *Router) Transcribe(stream grpc.ClientStreamingServer[corev1.TranscribeR
 	}()
 	var opts *corev1.TranscribeOptions
 	for {
-		msg, err := stream.Recv()
+		msg, err := recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -68,6 +109,9 @@ func (r *Router) Transcribe(stream grpc.ClientStreamingServer[corev1.TranscribeR
 	if err := validTranscription(opts, spool.Size()); err != nil {
 		return err
 	}
+	if opts.GetStream() && events == nil {
+		return invalidParam("stream", "invalid_value", "a streamed transcription is answered by StreamTranscription, not Transcribe")
+	}
 	in := audio.TranscribeRequest{
 		Model:                  opts.GetModel(),
 		Filename:               opts.GetFilename(),
@@ -77,23 +121,42 @@ func (r *Router) Transcribe(stream grpc.ClientStreamingServer[corev1.TranscribeR
 		ResponseFormat:         opts.GetResponseFormat(),
 		Temperature:            opts.Temperature,
 		TimestampGranularities: opts.GetTimestampGranularities(),
+		Stream:                 opts.GetStream(),
 	}
 	for _, f := range opts.GetExtraFields() {
 		in.Extra = append(in.Extra, audio.Field{Name: f.GetName(), Value: f.GetValue()})
 	}
-	out, res, err := r.Audio.Transcribe(ctx, p.MachineID, in, spool)
-	_ = grpc.SetHeader(ctx, metadata.Pairs(MDUpstreamUs, strconv.FormatInt(out.Upstream.Microseconds(), 10)))
+	sent := false
+	var sink audio.Sink
+	if events != nil {
+		sink = func(c audio.Chunk) error {
+			sent = true
+			return events(c)
+		}
+	}
+	out, res, err := r.Audio.Transcribe(ctx, p.MachineID, in, spool, sink)
+	if !sent {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(MDUpstreamUs, strconv.FormatInt(out.Upstream.Microseconds(), 10)))
+	}
 	err = gatewayError(r.Log, err, opts.GetModel())
 	ev := &busv1.UsageEvent{Endpoint: "audio.transcriptions"}
-	if err == nil {
+	switch {
+	case err == nil:
 		ev.AudioSeconds = out.Seconds
 		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = out.InputTokens, out.OutputTokens, out.TotalTokens
+	case sent:
+		// A stream cut off, or left by its client, after its first event:
+		// the upstream heard the audio, whose duration is billed as
+		// partial; the tokens, which only the last event tells, are not
+		// known.
+		ev.Partial = true
+		ev.AudioSeconds, _ = spool.Seconds()
 	}
 	r.record(ctx, p, res, start, err, ev)
-	if err != nil {
+	if err != nil || sent {
 		return err
 	}
-	return stream.SendAndClose(&corev1.TranscribeResponse{Body: out.Body, ContentType: out.ContentType})
+	return whole(out)
 }
 
 func validTranscription(opts *corev1.TranscribeOptions, size int64) error {

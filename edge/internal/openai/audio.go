@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -63,6 +62,10 @@ func (b *formBudget) Read(p []byte) (int, error) {
 // Transcriptions serves POST /v1/audio/transcriptions: it reads the
 // multipart form as it arrives and streams the file to core in chunks, so
 // the edge never holds the upload; the other fields follow as the options.
+// A whole answer is written as core sends it; a streamed one (stream=true,
+// from a model that streams) is relayed event by event, each flushed as it
+// comes, and ends, when core's stream fails after its first event, with an
+// OpenAI error event the official clients raise.
 type Transcriptions struct {
 	Router corev1.RouterClient
 	// MaxBytes caps the file (zero: DefaultMaxAudioBytes).
@@ -100,20 +103,22 @@ func (h *Transcriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel() // a stream left open is abandoned: core sends nothing upstream
 	w.Header().Set("X-Request-Id", id)
 
-	var header metadata.MD
-	var stream grpc.ClientStreamingClient[corev1.TranscribeRequest, corev1.TranscribeResponse]
+	// The form says whether the answer is streamed only once it is read,
+	// which may be after the file: every answer comes through core's
+	// StreamTranscription.
+	var stream grpc.BidiStreamingClient[corev1.StreamTranscriptionRequest, corev1.StreamTranscriptionResponse]
 	form, p := ReadTranscriptionForm(body, params["boundary"], h.limit(), func(chunk []byte) *Problem {
 		if stream == nil {
-			s, err := h.Router.Transcribe(ctx, grpc.Header(&header))
+			s, err := h.Router.StreamTranscription(ctx)
 			if err != nil {
 				p := FromError(err)
 				return &p
 			}
 			stream = s
 		}
-		if err := stream.Send(&corev1.TranscribeRequest{Part: &corev1.TranscribeRequest_Audio{Audio: chunk}}); err != nil {
+		if err := stream.Send(&corev1.StreamTranscriptionRequest{Part: &corev1.StreamTranscriptionRequest_Audio{Audio: chunk}}); err != nil {
 			// Core ended the stream (a bad key, the size limit): its status.
-			_, err := stream.CloseAndRecv()
+			_, err := stream.Recv()
 			p := FromError(err)
 			return &p
 		}
@@ -134,23 +139,59 @@ func (h *Transcriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		NewProblem(http.StatusBadRequest, "invalid_value", "the uploaded file is empty", "file").Write(w)
 		return
 	}
-	// Sent after the file: a failed send shows in CloseAndRecv's status.
-	_ = stream.Send(&corev1.TranscribeRequest{Part: &corev1.TranscribeRequest_Options{Options: form.Options}})
-	resp, err := stream.CloseAndRecv()
-	if us, ok := UpstreamMicros(header); ok && h.Upstream != nil {
-		h.Upstream(r, us)
+	// Sent after the file: a failed send shows in Recv's status.
+	_ = stream.Send(&corev1.StreamTranscriptionRequest{Part: &corev1.StreamTranscriptionRequest_Options{Options: form.Options}})
+	_ = stream.CloseSend()
+	first, err := stream.Recv()
+	if md, herr := stream.Header(); herr == nil && h.Upstream != nil {
+		if us, ok := UpstreamMicros(md); ok {
+			h.Upstream(r, us)
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		NewProblem(http.StatusBadGateway, "bad_upstream_response", "the upstream sent no transcription", "").Write(w)
+		return
 	}
 	if err != nil {
 		FromError(err).Write(w)
 		return
 	}
-	ct := resp.GetContentType()
+	ct := first.GetContentType()
 	if ct == "" {
 		ct = "application/json"
 	}
+	if mt, _, _ := mime.ParseMediaType(ct); mt == "text/event-stream" {
+		relayTranscript(w, r, ct, first.GetBody(), stream)
+		return
+	}
 	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Content-Length", strconv.Itoa(len(resp.GetBody())))
-	_, _ = w.Write(resp.GetBody())
+	w.Header().Set("Content-Length", strconv.Itoa(len(first.GetBody())))
+	_, _ = w.Write(first.GetBody())
+}
+
+// transcriptEvents ends a streamed transcription: the upstream's own events
+// end it cleanly, a failure with an error event as a chat stream's.
+var transcriptEvents = dialectEvents{failure: chatEvents.failure}
+
+// relayTranscript writes a streamed transcription, in the upstream's
+// content type, as core sends it: first's events, then each message's, each
+// flushed at once, keep-alive comments in long silences.
+func relayTranscript(w http.ResponseWriter, r *http.Request, ct string, first []byte, stream grpc.BidiStreamingClient[corev1.StreamTranscriptionRequest, corev1.StreamTranscriptionResponse]) {
+	rl := startRelay(w, r, KeepAliveEvery, transcriptEvents)
+	w.Header().Set("Content-Type", ct)
+	body := first
+	for {
+		if err := rl.writeRaw(body); err != nil {
+			rl.close(nil) // the client left: returning cancels core's call
+			return
+		}
+		msg, err := stream.Recv()
+		if err != nil {
+			rl.close(err)
+			return
+		}
+		body = msg.GetBody()
+	}
 }
 
 // TranscriptionForm is what ReadTranscriptionForm read.
@@ -257,12 +298,11 @@ func ReadTranscriptionForm(body io.Reader, boundary string, limit int64, send fu
 		case "response_format":
 			opts.ResponseFormat = v
 		case "stream":
-			// A streamed transcription (server-sent events) is not relayed:
-			// refused rather than answered with JSON the client's event
-			// reader would find nothing in.
-			if v != "false" {
-				return bad(http.StatusBadRequest, "invalid_value", "streamed transcriptions are not supported; leave 'stream' out", "stream")
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return bad(http.StatusBadRequest, "invalid_type", "'stream' must be a boolean", "stream")
 			}
+			opts.Stream = b
 		case "temperature":
 			f, err := strconv.ParseFloat(v, 32)
 			if err != nil || math.IsNaN(f) {

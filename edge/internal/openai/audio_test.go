@@ -24,18 +24,22 @@ import (
 // fakeRouter records what the edge streams to core.
 type fakeRouter struct {
 	corev1.UnimplementedRouterServer
-	mu      sync.Mutex
-	calls   int
-	chunks  int
-	audio   []byte
-	opts    *corev1.TranscribeOptions
-	answer  *corev1.TranscribeResponse
+	mu     sync.Mutex
+	calls  int
+	chunks int
+	audio  []byte
+	opts   *corev1.TranscribeOptions
+	answer *corev1.TranscribeResponse
+	// events, when set, are a streamed transcription's answer, one message
+	// each, the first with text/event-stream; failAt fails it after this
+	// many (0: never).
+	events  [][]byte
 	speech  [][]byte
-	failAt  int // Speech: fail after this many audio chunks (0: never)
+	failAt  int // Speech: fail after this many audio chunks (0: never); a streamed transcription after this many events
 	authErr bool
 }
 
-func (f *fakeRouter) Transcribe(s grpc.ClientStreamingServer[corev1.TranscribeRequest, corev1.TranscribeResponse]) error {
+func (f *fakeRouter) StreamTranscription(s grpc.BidiStreamingServer[corev1.StreamTranscriptionRequest, corev1.StreamTranscriptionResponse]) error {
 	f.mu.Lock()
 	f.calls++
 	f.mu.Unlock()
@@ -59,7 +63,22 @@ func (f *fakeRouter) Transcribe(s grpc.ClientStreamingServer[corev1.TranscribeRe
 		}
 		f.mu.Unlock()
 	}
-	return s.SendAndClose(f.answer)
+	if f.events == nil {
+		return s.Send(&corev1.StreamTranscriptionResponse{Body: f.answer.GetBody(), ContentType: f.answer.GetContentType()})
+	}
+	for i, e := range f.events {
+		if f.failAt > 0 && i == f.failAt {
+			return status.Error(codes.Unavailable, "upstream went away")
+		}
+		m := &corev1.StreamTranscriptionResponse{Body: e}
+		if i == 0 {
+			m.ContentType = "text/event-stream"
+		}
+		if err := s.Send(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *fakeRouter) Speech(req *corev1.SpeechRequest, s grpc.ServerStreamingServer[corev1.SpeechResponse]) error {
@@ -228,6 +247,36 @@ func TestTranscriptionsHandler(t *testing.T) {
 		rec := do(h, ct, body[:len(body)/2])
 		require.Equal(t, http.StatusBadRequest, rec.Code)
 		assert.Equal(t, "invalid_body", code(rec))
+	})
+	t.Run("stream: the events as core sends them, an error event after a failure", func(t *testing.T) {
+		events := [][]byte{
+			[]byte("data: {\"type\":\"transcript.text.delta\",\"delta\":\"hi\"}\n\n"),
+			[]byte("data: {\"type\":\"transcript.text.done\",\"text\":\"hi\"}\n\n"),
+		}
+		f := &fakeRouter{events: events}
+		h := &Transcriptions{Router: newFakeRouter(t, f)}
+		ct, body := form(t, [2]string{"file", audio}, [2]string{"model", "m"}, [2]string{"stream", "true"})
+		rec := do(h, ct, body)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		assert.Equal(t, "text/event-stream", rec.Header().Get("Content-Type"))
+		assert.Equal(t, string(events[0])+string(events[1]), rec.Body.String())
+		assert.True(t, f.opts.GetStream())
+
+		f = &fakeRouter{events: events, failAt: 1}
+		h = &Transcriptions{Router: newFakeRouter(t, f)}
+		rec = do(h, ct, body)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		first, rest, _ := strings.Cut(rec.Body.String(), "\n\n")
+		assert.Equal(t, string(events[0]), first+"\n\n")
+		assert.True(t, strings.HasPrefix(rest, `data: {"error":{`), rest)
+	})
+	t.Run("stream that is not a boolean: 400", func(t *testing.T) {
+		f := &fakeRouter{answer: &corev1.TranscribeResponse{}}
+		h := &Transcriptions{Router: newFakeRouter(t, f)}
+		ct, body := form(t, [2]string{"model", "m"}, [2]string{"file", "a"}, [2]string{"stream", "yes please"})
+		rec := do(h, ct, body)
+		require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
+		assert.Equal(t, "invalid_type", code(rec))
 	})
 	t.Run("core refuses the caller: its status", func(t *testing.T) {
 		f := &fakeRouter{authErr: true}

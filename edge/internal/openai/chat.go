@@ -343,6 +343,24 @@ func (rl *relayer) write(m *corev1.ChatCompletionsResponse) error {
 	return nil
 }
 
+// writeRaw sends events already framed (a streamed transcription's, as
+// core relays them) in one flush, as write does; an error means the client
+// is gone.
+func (rl *relayer) writeRaw(b []byte) error {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.buf = append(rl.buf, b...)
+	if !rl.send() {
+		return errClientGone
+	}
+	if rl.keepAlive == nil {
+		rl.keepAlive = time.AfterFunc(rl.every, rl.keepAliveDue)
+	} else {
+		rl.keepAlive.Reset(rl.every)
+	}
+	return nil
+}
+
 // add queues one event's bytes.
 func (rl *relayer) add(ev event) {
 	if rl.d.seen != nil {

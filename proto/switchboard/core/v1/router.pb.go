@@ -1444,7 +1444,11 @@ type TranscribeOptions struct {
 	// extra_fields are the form's other fields, in their order (OpenAI's
 	// include[], chunking_strategy, known_speaker_names[], ...): sent on to
 	// OpenAI-style upstreams as the client wrote them.
-	ExtraFields   []*FormField `protobuf:"bytes,9,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty"`
+	ExtraFields []*FormField `protobuf:"bytes,9,rep,name=extra_fields,json=extraFields,proto3" json:"extra_fields,omitempty"`
+	// stream asks for the transcript as server-sent events
+	// (transcript.text.delta, then transcript.text.done), from
+	// StreamTranscription only.
+	Stream        bool `protobuf:"varint,10,opt,name=stream,proto3" json:"stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1540,6 +1544,13 @@ func (x *TranscribeOptions) GetExtraFields() []*FormField {
 		return x.ExtraFields
 	}
 	return nil
+}
+
+func (x *TranscribeOptions) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
 }
 
 // FormField is one field of a multipart form.
@@ -1649,6 +1660,146 @@ func (x *TranscribeResponse) GetContentType() string {
 	return ""
 }
 
+// StreamTranscriptionRequest is one message of StreamTranscription, as
+// TranscribeRequest is of Transcribe.
+type StreamTranscriptionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*StreamTranscriptionRequest_Options
+	//	*StreamTranscriptionRequest_Audio
+	Part          isStreamTranscriptionRequest_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamTranscriptionRequest) Reset() {
+	*x = StreamTranscriptionRequest{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamTranscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamTranscriptionRequest) ProtoMessage() {}
+
+func (x *StreamTranscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamTranscriptionRequest.ProtoReflect.Descriptor instead.
+func (*StreamTranscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *StreamTranscriptionRequest) GetPart() isStreamTranscriptionRequest_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *StreamTranscriptionRequest) GetOptions() *TranscribeOptions {
+	if x != nil {
+		if x, ok := x.Part.(*StreamTranscriptionRequest_Options); ok {
+			return x.Options
+		}
+	}
+	return nil
+}
+
+func (x *StreamTranscriptionRequest) GetAudio() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*StreamTranscriptionRequest_Audio); ok {
+			return x.Audio
+		}
+	}
+	return nil
+}
+
+type isStreamTranscriptionRequest_Part interface {
+	isStreamTranscriptionRequest_Part()
+}
+
+type StreamTranscriptionRequest_Options struct {
+	Options *TranscribeOptions `protobuf:"bytes,1,opt,name=options,proto3,oneof"`
+}
+
+type StreamTranscriptionRequest_Audio struct {
+	Audio []byte `protobuf:"bytes,2,opt,name=audio,proto3,oneof"`
+}
+
+func (*StreamTranscriptionRequest_Options) isStreamTranscriptionRequest_Part() {}
+
+func (*StreamTranscriptionRequest_Audio) isStreamTranscriptionRequest_Part() {}
+
+type StreamTranscriptionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// body is the whole answer, as TranscribeResponse's, or the next events
+	// of a streamed one: whole server-sent events, as the upstream framed
+	// them.
+	Body []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	// content_type comes with the first message only.
+	ContentType   string `protobuf:"bytes,2,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamTranscriptionResponse) Reset() {
+	*x = StreamTranscriptionResponse{}
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamTranscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamTranscriptionResponse) ProtoMessage() {}
+
+func (x *StreamTranscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamTranscriptionResponse.ProtoReflect.Descriptor instead.
+func (*StreamTranscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *StreamTranscriptionResponse) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *StreamTranscriptionResponse) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
 type SpeechRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// body is the OpenAI speech request JSON (model, input, voice,
@@ -1660,7 +1811,7 @@ type SpeechRequest struct {
 
 func (x *SpeechRequest) Reset() {
 	*x = SpeechRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1823,7 @@ func (x *SpeechRequest) String() string {
 func (*SpeechRequest) ProtoMessage() {}
 
 func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[24]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1836,7 @@ func (x *SpeechRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechRequest.ProtoReflect.Descriptor instead.
 func (*SpeechRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SpeechRequest) GetBody() []byte {
@@ -1708,7 +1859,7 @@ type SpeechResponse struct {
 
 func (x *SpeechResponse) Reset() {
 	*x = SpeechResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1871,7 @@ func (x *SpeechResponse) String() string {
 func (*SpeechResponse) ProtoMessage() {}
 
 func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[25]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1884,7 @@ func (x *SpeechResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpeechResponse.ProtoReflect.Descriptor instead.
 func (*SpeechResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SpeechResponse) GetPart() isSpeechResponse_Part {
@@ -1788,7 +1939,7 @@ type ListVoicesRequest struct {
 
 func (x *ListVoicesRequest) Reset() {
 	*x = ListVoicesRequest{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[26]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1951,7 @@ func (x *ListVoicesRequest) String() string {
 func (*ListVoicesRequest) ProtoMessage() {}
 
 func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[26]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1964,7 @@ func (x *ListVoicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesRequest.ProtoReflect.Descriptor instead.
 func (*ListVoicesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListVoicesRequest) GetProvider() string {
@@ -1844,7 +1995,7 @@ type Voice struct {
 
 func (x *Voice) Reset() {
 	*x = Voice{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[27]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +2007,7 @@ func (x *Voice) String() string {
 func (*Voice) ProtoMessage() {}
 
 func (x *Voice) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[27]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +2020,7 @@ func (x *Voice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Voice.ProtoReflect.Descriptor instead.
 func (*Voice) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Voice) GetId() string {
@@ -1917,7 +2068,7 @@ type ListVoicesResponse struct {
 
 func (x *ListVoicesResponse) Reset() {
 	*x = ListVoicesResponse{}
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[28]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2080,7 @@ func (x *ListVoicesResponse) String() string {
 func (*ListVoicesResponse) ProtoMessage() {}
 
 func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_core_v1_router_proto_msgTypes[28]
+	mi := &file_switchboard_core_v1_router_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2093,7 @@ func (x *ListVoicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVoicesResponse.ProtoReflect.Descriptor instead.
 func (*ListVoicesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{28}
+	return file_switchboard_core_v1_router_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListVoicesResponse) GetObject() string {
@@ -2070,7 +2221,7 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x11TranscribeRequest\x12B\n" +
 	"\aoptions\x18\x01 \x01(\v2&.switchboard.core.v1.TranscribeOptionsH\x00R\aoptions\x12\x16\n" +
 	"\x05audio\x18\x02 \x01(\fH\x00R\x05audioB\x06\n" +
-	"\x04part\"\xf8\x02\n" +
+	"\x04part\"\x90\x03\n" +
 	"\x11TranscribeOptions\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bfilename\x18\x02 \x01(\tR\bfilename\x12!\n" +
@@ -2080,12 +2231,21 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x0fresponse_format\x18\x06 \x01(\tR\x0eresponseFormat\x12%\n" +
 	"\vtemperature\x18\a \x01(\x02H\x00R\vtemperature\x88\x01\x01\x127\n" +
 	"\x17timestamp_granularities\x18\b \x03(\tR\x16timestampGranularities\x12A\n" +
-	"\fextra_fields\x18\t \x03(\v2\x1e.switchboard.core.v1.FormFieldR\vextraFieldsB\x0e\n" +
+	"\fextra_fields\x18\t \x03(\v2\x1e.switchboard.core.v1.FormFieldR\vextraFields\x12\x16\n" +
+	"\x06stream\x18\n" +
+	" \x01(\bR\x06streamB\x0e\n" +
 	"\f_temperature\"5\n" +
 	"\tFormField\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"K\n" +
 	"\x12TranscribeResponse\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\x12!\n" +
+	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\"\x80\x01\n" +
+	"\x1aStreamTranscriptionRequest\x12B\n" +
+	"\aoptions\x18\x01 \x01(\v2&.switchboard.core.v1.TranscribeOptionsH\x00R\aoptions\x12\x16\n" +
+	"\x05audio\x18\x02 \x01(\fH\x00R\x05audioB\x06\n" +
+	"\x04part\"T\n" +
+	"\x1bStreamTranscriptionResponse\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12!\n" +
 	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\"#\n" +
 	"\rSpeechRequest\x12\x12\n" +
@@ -2109,7 +2269,7 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\vChatDialect\x12\x1c\n" +
 	"\x18CHAT_DIALECT_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CHAT_DIALECT_MESSAGES\x10\x01\x12\x1a\n" +
-	"\x16CHAT_DIALECT_RESPONSES\x10\x022\xeb\a\n" +
+	"\x16CHAT_DIALECT_RESPONSES\x10\x022\xe9\b\n" +
 	"\x06Router\x12]\n" +
 	"\n" +
 	"ListModels\x12&.switchboard.core.v1.ListModelsRequest\x1a'.switchboard.core.v1.ListModelsResponse\x12o\n" +
@@ -2120,7 +2280,8 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\vCountTokens\x12'.switchboard.core.v1.CountTokensRequest\x1a(.switchboard.core.v1.CountTokensResponse\x12`\n" +
 	"\vGetResponse\x12'.switchboard.core.v1.GetResponseRequest\x1a(.switchboard.core.v1.GetResponseResponse\x12_\n" +
 	"\n" +
-	"Transcribe\x12&.switchboard.core.v1.TranscribeRequest\x1a'.switchboard.core.v1.TranscribeResponse(\x01\x12S\n" +
+	"Transcribe\x12&.switchboard.core.v1.TranscribeRequest\x1a'.switchboard.core.v1.TranscribeResponse(\x01\x12|\n" +
+	"\x13StreamTranscription\x12/.switchboard.core.v1.StreamTranscriptionRequest\x1a0.switchboard.core.v1.StreamTranscriptionResponse(\x010\x01\x12S\n" +
 	"\x06Speech\x12\".switchboard.core.v1.SpeechRequest\x1a#.switchboard.core.v1.SpeechResponse0\x01\x12]\n" +
 	"\n" +
 	"ListVoices\x12&.switchboard.core.v1.ListVoicesRequest\x1a'.switchboard.core.v1.ListVoicesResponseBGZEgithub.com/switchboardhq/switchboard/proto/switchboard/core/v1;corev1b\x06proto3"
@@ -2138,41 +2299,43 @@ func file_switchboard_core_v1_router_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_core_v1_router_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_switchboard_core_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_switchboard_core_v1_router_proto_goTypes = []any{
-	(ChatDialect)(0),                 // 0: switchboard.core.v1.ChatDialect
-	(*ListModelsRequest)(nil),        // 1: switchboard.core.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 2: switchboard.core.v1.ListModelsResponse
-	(*ModelEntry)(nil),               // 3: switchboard.core.v1.ModelEntry
-	(*GetModelInfoRequest)(nil),      // 4: switchboard.core.v1.GetModelInfoRequest
-	(*GetModelInfoResponse)(nil),     // 5: switchboard.core.v1.GetModelInfoResponse
-	(*CreateEmbeddingsRequest)(nil),  // 6: switchboard.core.v1.CreateEmbeddingsRequest
-	(*TokenList)(nil),                // 7: switchboard.core.v1.TokenList
-	(*CreateEmbeddingsResponse)(nil), // 8: switchboard.core.v1.CreateEmbeddingsResponse
-	(*Embedding)(nil),                // 9: switchboard.core.v1.Embedding
-	(*EmbeddingsUsage)(nil),          // 10: switchboard.core.v1.EmbeddingsUsage
-	(*ChatCompletionsRequest)(nil),   // 11: switchboard.core.v1.ChatCompletionsRequest
-	(*CompleteChatRequest)(nil),      // 12: switchboard.core.v1.CompleteChatRequest
-	(*CompleteChatResponse)(nil),     // 13: switchboard.core.v1.CompleteChatResponse
-	(*ChatCompletionsResponse)(nil),  // 14: switchboard.core.v1.ChatCompletionsResponse
-	(*ChatEvents)(nil),               // 15: switchboard.core.v1.ChatEvents
-	(*ChatEvent)(nil),                // 16: switchboard.core.v1.ChatEvent
-	(*CountTokensRequest)(nil),       // 17: switchboard.core.v1.CountTokensRequest
-	(*GetResponseRequest)(nil),       // 18: switchboard.core.v1.GetResponseRequest
-	(*GetResponseResponse)(nil),      // 19: switchboard.core.v1.GetResponseResponse
-	(*CountTokensResponse)(nil),      // 20: switchboard.core.v1.CountTokensResponse
-	(*TranscribeRequest)(nil),        // 21: switchboard.core.v1.TranscribeRequest
-	(*TranscribeOptions)(nil),        // 22: switchboard.core.v1.TranscribeOptions
-	(*FormField)(nil),                // 23: switchboard.core.v1.FormField
-	(*TranscribeResponse)(nil),       // 24: switchboard.core.v1.TranscribeResponse
-	(*SpeechRequest)(nil),            // 25: switchboard.core.v1.SpeechRequest
-	(*SpeechResponse)(nil),           // 26: switchboard.core.v1.SpeechResponse
-	(*ListVoicesRequest)(nil),        // 27: switchboard.core.v1.ListVoicesRequest
-	(*Voice)(nil),                    // 28: switchboard.core.v1.Voice
-	(*ListVoicesResponse)(nil),       // 29: switchboard.core.v1.ListVoicesResponse
-	nil,                              // 30: switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
-	nil,                              // 31: switchboard.core.v1.CompleteChatRequest.HeadersEntry
-	nil,                              // 32: switchboard.core.v1.CountTokensRequest.HeadersEntry
+	(ChatDialect)(0),                    // 0: switchboard.core.v1.ChatDialect
+	(*ListModelsRequest)(nil),           // 1: switchboard.core.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),          // 2: switchboard.core.v1.ListModelsResponse
+	(*ModelEntry)(nil),                  // 3: switchboard.core.v1.ModelEntry
+	(*GetModelInfoRequest)(nil),         // 4: switchboard.core.v1.GetModelInfoRequest
+	(*GetModelInfoResponse)(nil),        // 5: switchboard.core.v1.GetModelInfoResponse
+	(*CreateEmbeddingsRequest)(nil),     // 6: switchboard.core.v1.CreateEmbeddingsRequest
+	(*TokenList)(nil),                   // 7: switchboard.core.v1.TokenList
+	(*CreateEmbeddingsResponse)(nil),    // 8: switchboard.core.v1.CreateEmbeddingsResponse
+	(*Embedding)(nil),                   // 9: switchboard.core.v1.Embedding
+	(*EmbeddingsUsage)(nil),             // 10: switchboard.core.v1.EmbeddingsUsage
+	(*ChatCompletionsRequest)(nil),      // 11: switchboard.core.v1.ChatCompletionsRequest
+	(*CompleteChatRequest)(nil),         // 12: switchboard.core.v1.CompleteChatRequest
+	(*CompleteChatResponse)(nil),        // 13: switchboard.core.v1.CompleteChatResponse
+	(*ChatCompletionsResponse)(nil),     // 14: switchboard.core.v1.ChatCompletionsResponse
+	(*ChatEvents)(nil),                  // 15: switchboard.core.v1.ChatEvents
+	(*ChatEvent)(nil),                   // 16: switchboard.core.v1.ChatEvent
+	(*CountTokensRequest)(nil),          // 17: switchboard.core.v1.CountTokensRequest
+	(*GetResponseRequest)(nil),          // 18: switchboard.core.v1.GetResponseRequest
+	(*GetResponseResponse)(nil),         // 19: switchboard.core.v1.GetResponseResponse
+	(*CountTokensResponse)(nil),         // 20: switchboard.core.v1.CountTokensResponse
+	(*TranscribeRequest)(nil),           // 21: switchboard.core.v1.TranscribeRequest
+	(*TranscribeOptions)(nil),           // 22: switchboard.core.v1.TranscribeOptions
+	(*FormField)(nil),                   // 23: switchboard.core.v1.FormField
+	(*TranscribeResponse)(nil),          // 24: switchboard.core.v1.TranscribeResponse
+	(*StreamTranscriptionRequest)(nil),  // 25: switchboard.core.v1.StreamTranscriptionRequest
+	(*StreamTranscriptionResponse)(nil), // 26: switchboard.core.v1.StreamTranscriptionResponse
+	(*SpeechRequest)(nil),               // 27: switchboard.core.v1.SpeechRequest
+	(*SpeechResponse)(nil),              // 28: switchboard.core.v1.SpeechResponse
+	(*ListVoicesRequest)(nil),           // 29: switchboard.core.v1.ListVoicesRequest
+	(*Voice)(nil),                       // 30: switchboard.core.v1.Voice
+	(*ListVoicesResponse)(nil),          // 31: switchboard.core.v1.ListVoicesResponse
+	nil,                                 // 32: switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	nil,                                 // 33: switchboard.core.v1.CompleteChatRequest.HeadersEntry
+	nil,                                 // 34: switchboard.core.v1.CountTokensRequest.HeadersEntry
 }
 var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	3,  // 0: switchboard.core.v1.ListModelsResponse.data:type_name -> switchboard.core.v1.ModelEntry
@@ -2180,40 +2343,43 @@ var file_switchboard_core_v1_router_proto_depIdxs = []int32{
 	9,  // 2: switchboard.core.v1.CreateEmbeddingsResponse.data:type_name -> switchboard.core.v1.Embedding
 	10, // 3: switchboard.core.v1.CreateEmbeddingsResponse.usage:type_name -> switchboard.core.v1.EmbeddingsUsage
 	0,  // 4: switchboard.core.v1.ChatCompletionsRequest.dialect:type_name -> switchboard.core.v1.ChatDialect
-	30, // 5: switchboard.core.v1.ChatCompletionsRequest.headers:type_name -> switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
+	32, // 5: switchboard.core.v1.ChatCompletionsRequest.headers:type_name -> switchboard.core.v1.ChatCompletionsRequest.HeadersEntry
 	0,  // 6: switchboard.core.v1.CompleteChatRequest.dialect:type_name -> switchboard.core.v1.ChatDialect
-	31, // 7: switchboard.core.v1.CompleteChatRequest.headers:type_name -> switchboard.core.v1.CompleteChatRequest.HeadersEntry
+	33, // 7: switchboard.core.v1.CompleteChatRequest.headers:type_name -> switchboard.core.v1.CompleteChatRequest.HeadersEntry
 	15, // 8: switchboard.core.v1.ChatCompletionsResponse.events:type_name -> switchboard.core.v1.ChatEvents
 	16, // 9: switchboard.core.v1.ChatEvents.events:type_name -> switchboard.core.v1.ChatEvent
-	32, // 10: switchboard.core.v1.CountTokensRequest.headers:type_name -> switchboard.core.v1.CountTokensRequest.HeadersEntry
+	34, // 10: switchboard.core.v1.CountTokensRequest.headers:type_name -> switchboard.core.v1.CountTokensRequest.HeadersEntry
 	22, // 11: switchboard.core.v1.TranscribeRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
 	23, // 12: switchboard.core.v1.TranscribeOptions.extra_fields:type_name -> switchboard.core.v1.FormField
-	28, // 13: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
-	1,  // 14: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
-	6,  // 15: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
-	4,  // 16: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
-	11, // 17: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
-	12, // 18: switchboard.core.v1.Router.CompleteChat:input_type -> switchboard.core.v1.CompleteChatRequest
-	17, // 19: switchboard.core.v1.Router.CountTokens:input_type -> switchboard.core.v1.CountTokensRequest
-	18, // 20: switchboard.core.v1.Router.GetResponse:input_type -> switchboard.core.v1.GetResponseRequest
-	21, // 21: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
-	25, // 22: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
-	27, // 23: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
-	2,  // 24: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
-	8,  // 25: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
-	5,  // 26: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
-	14, // 27: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
-	13, // 28: switchboard.core.v1.Router.CompleteChat:output_type -> switchboard.core.v1.CompleteChatResponse
-	20, // 29: switchboard.core.v1.Router.CountTokens:output_type -> switchboard.core.v1.CountTokensResponse
-	19, // 30: switchboard.core.v1.Router.GetResponse:output_type -> switchboard.core.v1.GetResponseResponse
-	24, // 31: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
-	26, // 32: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
-	29, // 33: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
-	24, // [24:34] is the sub-list for method output_type
-	14, // [14:24] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	22, // 13: switchboard.core.v1.StreamTranscriptionRequest.options:type_name -> switchboard.core.v1.TranscribeOptions
+	30, // 14: switchboard.core.v1.ListVoicesResponse.data:type_name -> switchboard.core.v1.Voice
+	1,  // 15: switchboard.core.v1.Router.ListModels:input_type -> switchboard.core.v1.ListModelsRequest
+	6,  // 16: switchboard.core.v1.Router.CreateEmbeddings:input_type -> switchboard.core.v1.CreateEmbeddingsRequest
+	4,  // 17: switchboard.core.v1.Router.GetModelInfo:input_type -> switchboard.core.v1.GetModelInfoRequest
+	11, // 18: switchboard.core.v1.Router.ChatCompletions:input_type -> switchboard.core.v1.ChatCompletionsRequest
+	12, // 19: switchboard.core.v1.Router.CompleteChat:input_type -> switchboard.core.v1.CompleteChatRequest
+	17, // 20: switchboard.core.v1.Router.CountTokens:input_type -> switchboard.core.v1.CountTokensRequest
+	18, // 21: switchboard.core.v1.Router.GetResponse:input_type -> switchboard.core.v1.GetResponseRequest
+	21, // 22: switchboard.core.v1.Router.Transcribe:input_type -> switchboard.core.v1.TranscribeRequest
+	25, // 23: switchboard.core.v1.Router.StreamTranscription:input_type -> switchboard.core.v1.StreamTranscriptionRequest
+	27, // 24: switchboard.core.v1.Router.Speech:input_type -> switchboard.core.v1.SpeechRequest
+	29, // 25: switchboard.core.v1.Router.ListVoices:input_type -> switchboard.core.v1.ListVoicesRequest
+	2,  // 26: switchboard.core.v1.Router.ListModels:output_type -> switchboard.core.v1.ListModelsResponse
+	8,  // 27: switchboard.core.v1.Router.CreateEmbeddings:output_type -> switchboard.core.v1.CreateEmbeddingsResponse
+	5,  // 28: switchboard.core.v1.Router.GetModelInfo:output_type -> switchboard.core.v1.GetModelInfoResponse
+	14, // 29: switchboard.core.v1.Router.ChatCompletions:output_type -> switchboard.core.v1.ChatCompletionsResponse
+	13, // 30: switchboard.core.v1.Router.CompleteChat:output_type -> switchboard.core.v1.CompleteChatResponse
+	20, // 31: switchboard.core.v1.Router.CountTokens:output_type -> switchboard.core.v1.CountTokensResponse
+	19, // 32: switchboard.core.v1.Router.GetResponse:output_type -> switchboard.core.v1.GetResponseResponse
+	24, // 33: switchboard.core.v1.Router.Transcribe:output_type -> switchboard.core.v1.TranscribeResponse
+	26, // 34: switchboard.core.v1.Router.StreamTranscription:output_type -> switchboard.core.v1.StreamTranscriptionResponse
+	28, // 35: switchboard.core.v1.Router.Speech:output_type -> switchboard.core.v1.SpeechResponse
+	31, // 36: switchboard.core.v1.Router.ListVoices:output_type -> switchboard.core.v1.ListVoicesResponse
+	26, // [26:37] is the sub-list for method output_type
+	15, // [15:26] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_router_proto_init() }
@@ -2233,7 +2399,11 @@ func file_switchboard_core_v1_router_proto_init() {
 		(*TranscribeRequest_Audio)(nil),
 	}
 	file_switchboard_core_v1_router_proto_msgTypes[21].OneofWrappers = []any{}
-	file_switchboard_core_v1_router_proto_msgTypes[25].OneofWrappers = []any{
+	file_switchboard_core_v1_router_proto_msgTypes[24].OneofWrappers = []any{
+		(*StreamTranscriptionRequest_Options)(nil),
+		(*StreamTranscriptionRequest_Audio)(nil),
+	}
+	file_switchboard_core_v1_router_proto_msgTypes[27].OneofWrappers = []any{
 		(*SpeechResponse_ContentType)(nil),
 		(*SpeechResponse_Audio)(nil),
 	}
@@ -2243,7 +2413,7 @@ func file_switchboard_core_v1_router_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_core_v1_router_proto_rawDesc), len(file_switchboard_core_v1_router_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,16 +19,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Router_ListModels_FullMethodName       = "/switchboard.core.v1.Router/ListModels"
-	Router_CreateEmbeddings_FullMethodName = "/switchboard.core.v1.Router/CreateEmbeddings"
-	Router_GetModelInfo_FullMethodName     = "/switchboard.core.v1.Router/GetModelInfo"
-	Router_ChatCompletions_FullMethodName  = "/switchboard.core.v1.Router/ChatCompletions"
-	Router_CompleteChat_FullMethodName     = "/switchboard.core.v1.Router/CompleteChat"
-	Router_CountTokens_FullMethodName      = "/switchboard.core.v1.Router/CountTokens"
-	Router_GetResponse_FullMethodName      = "/switchboard.core.v1.Router/GetResponse"
-	Router_Transcribe_FullMethodName       = "/switchboard.core.v1.Router/Transcribe"
-	Router_Speech_FullMethodName           = "/switchboard.core.v1.Router/Speech"
-	Router_ListVoices_FullMethodName       = "/switchboard.core.v1.Router/ListVoices"
+	Router_ListModels_FullMethodName          = "/switchboard.core.v1.Router/ListModels"
+	Router_CreateEmbeddings_FullMethodName    = "/switchboard.core.v1.Router/CreateEmbeddings"
+	Router_GetModelInfo_FullMethodName        = "/switchboard.core.v1.Router/GetModelInfo"
+	Router_ChatCompletions_FullMethodName     = "/switchboard.core.v1.Router/ChatCompletions"
+	Router_CompleteChat_FullMethodName        = "/switchboard.core.v1.Router/CompleteChat"
+	Router_CountTokens_FullMethodName         = "/switchboard.core.v1.Router/CountTokens"
+	Router_GetResponse_FullMethodName         = "/switchboard.core.v1.Router/GetResponse"
+	Router_Transcribe_FullMethodName          = "/switchboard.core.v1.Router/Transcribe"
+	Router_StreamTranscription_FullMethodName = "/switchboard.core.v1.Router/StreamTranscription"
+	Router_Speech_FullMethodName              = "/switchboard.core.v1.Router/Speech"
+	Router_ListVoices_FullMethodName          = "/switchboard.core.v1.Router/ListVoices"
 )
 
 // RouterClient is the client API for Router service.
@@ -68,8 +69,20 @@ type RouterClient interface {
 	// stored (store not false), while it is kept.
 	GetResponse(ctx context.Context, in *GetResponseRequest, opts ...grpc.CallOption) (*GetResponseResponse, error)
 	// Transcribe turns speech into text. The first message carries the
-	// options, the following ones the audio in chunks.
+	// options, the following ones the audio in chunks. A transcription asked
+	// for as a stream (options.stream) is refused (INVALID_ARGUMENT, param
+	// stream) before any upstream is called: StreamTranscription answers it.
 	Transcribe(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[TranscribeRequest, TranscribeResponse], error)
+	// StreamTranscription is Transcribe with its answer sent back in parts.
+	// A transcription asked for as a stream (options.stream) from a model
+	// that streams (OpenAI's gpt-4o-transcribe family) gets the upstream's
+	// server-sent events as it sends them: text/event-stream in the first
+	// message, whole events in each. Any other answer (a whisper model's or
+	// ElevenLabs', which do not stream, included) comes whole in one message,
+	// as Transcribe's does. Fallback to another connection happens before the
+	// first event only; a failure after it ends the stream with an error
+	// status.
+	StreamTranscription(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamTranscriptionRequest, StreamTranscriptionResponse], error)
 	// Speech turns text into audio, streamed back as the upstream sends it.
 	Speech(ctx context.Context, in *SpeechRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SpeechResponse], error)
 	// ListVoices lists a provider's text-to-speech voices.
@@ -176,9 +189,22 @@ func (c *routerClient) Transcribe(ctx context.Context, opts ...grpc.CallOption) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Router_TranscribeClient = grpc.ClientStreamingClient[TranscribeRequest, TranscribeResponse]
 
+func (c *routerClient) StreamTranscription(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamTranscriptionRequest, StreamTranscriptionResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Router_ServiceDesc.Streams[2], Router_StreamTranscription_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamTranscriptionRequest, StreamTranscriptionResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Router_StreamTranscriptionClient = grpc.BidiStreamingClient[StreamTranscriptionRequest, StreamTranscriptionResponse]
+
 func (c *routerClient) Speech(ctx context.Context, in *SpeechRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SpeechResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Router_ServiceDesc.Streams[2], Router_Speech_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Router_ServiceDesc.Streams[3], Router_Speech_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -242,8 +268,20 @@ type RouterServer interface {
 	// stored (store not false), while it is kept.
 	GetResponse(context.Context, *GetResponseRequest) (*GetResponseResponse, error)
 	// Transcribe turns speech into text. The first message carries the
-	// options, the following ones the audio in chunks.
+	// options, the following ones the audio in chunks. A transcription asked
+	// for as a stream (options.stream) is refused (INVALID_ARGUMENT, param
+	// stream) before any upstream is called: StreamTranscription answers it.
 	Transcribe(grpc.ClientStreamingServer[TranscribeRequest, TranscribeResponse]) error
+	// StreamTranscription is Transcribe with its answer sent back in parts.
+	// A transcription asked for as a stream (options.stream) from a model
+	// that streams (OpenAI's gpt-4o-transcribe family) gets the upstream's
+	// server-sent events as it sends them: text/event-stream in the first
+	// message, whole events in each. Any other answer (a whisper model's or
+	// ElevenLabs', which do not stream, included) comes whole in one message,
+	// as Transcribe's does. Fallback to another connection happens before the
+	// first event only; a failure after it ends the stream with an error
+	// status.
+	StreamTranscription(grpc.BidiStreamingServer[StreamTranscriptionRequest, StreamTranscriptionResponse]) error
 	// Speech turns text into audio, streamed back as the upstream sends it.
 	Speech(*SpeechRequest, grpc.ServerStreamingServer[SpeechResponse]) error
 	// ListVoices lists a provider's text-to-speech voices.
@@ -281,6 +319,9 @@ func (UnimplementedRouterServer) GetResponse(context.Context, *GetResponseReques
 }
 func (UnimplementedRouterServer) Transcribe(grpc.ClientStreamingServer[TranscribeRequest, TranscribeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Transcribe not implemented")
+}
+func (UnimplementedRouterServer) StreamTranscription(grpc.BidiStreamingServer[StreamTranscriptionRequest, StreamTranscriptionResponse]) error {
+	return status.Error(codes.Unimplemented, "method StreamTranscription not implemented")
 }
 func (UnimplementedRouterServer) Speech(*SpeechRequest, grpc.ServerStreamingServer[SpeechResponse]) error {
 	return status.Error(codes.Unimplemented, "method Speech not implemented")
@@ -435,6 +476,13 @@ func _Router_Transcribe_Handler(srv interface{}, stream grpc.ServerStream) error
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Router_TranscribeServer = grpc.ClientStreamingServer[TranscribeRequest, TranscribeResponse]
 
+func _Router_StreamTranscription_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RouterServer).StreamTranscription(&grpc.GenericServerStream[StreamTranscriptionRequest, StreamTranscriptionResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Router_StreamTranscriptionServer = grpc.BidiStreamingServer[StreamTranscriptionRequest, StreamTranscriptionResponse]
+
 func _Router_Speech_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(SpeechRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -509,6 +557,12 @@ var Router_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Transcribe",
 			Handler:       _Router_Transcribe_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "StreamTranscription",
+			Handler:       _Router_StreamTranscription_Handler,
+			ServerStreams: true,
 			ClientStreams: true,
 		},
 		{

@@ -1,0 +1,117 @@
+package audio
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/switchboardhq/switchboard/core/internal/chat"
+	"github.com/switchboardhq/switchboard/core/internal/credential"
+	"github.com/switchboardhq/switchboard/internal/sse"
+	"github.com/switchboardhq/switchboard/internal/upstream"
+)
+
+// transcriptDone is the type of the last event of a streamed transcription,
+// which holds the whole text and the usage.
+const transcriptDone = "transcript.text.done"
+
+// relayTranscript passes the events of a streamed transcription to sink as
+// the upstream sends them: whole events, those that came together in one
+// call, each framed as the upstream framed it (its name, its data lines).
+// The usage is read from the transcript.text.done event; a stream that ends
+// without one, or is cut, or stalls, is a failure, committed once an event
+// reached sink (the client has seen the answer start: no fallback).
+func relayTranscript(ctx context.Context, w *watchdog, resp *http.Response, sink Sink, out *Transcription) error {
+	defer resp.Body.Close()
+	ct := resp.Header.Get("Content-Type")
+	out.ContentType = ct
+	rd := sse.NewReader(resp.Body, maxResponse)
+	defer rd.Release()
+	sent, done := false, false
+	var batch []byte
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) && done {
+				return nil
+			}
+			return streamFailure(w, err, sent)
+		}
+		if isTranscriptDone(ev.Data) {
+			done = true
+			reportJSONUsage(out, ev.Data)
+		}
+		batch = appendEvent(batch, ev)
+		if rd.Ready() {
+			continue // sent with the events that came with it
+		}
+		if err := sink(Chunk{ContentType: ct, Data: batch}); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return credential.Committed(err)
+		}
+		sent, batch = true, nil // the sink may keep what it was given
+	}
+}
+
+// streamFailure is the error of a transcription stream that did not end
+// with its transcript.text.done event (read's error). Once an event was sent
+// it is committed, and says to the client how the stream ended, as a chat
+// stream's does; before, it is the attempt's failure, the next connection's
+// turn.
+func streamFailure(w *watchdog, read error, sent bool) error {
+	var stalled *upstream.StallError
+	err := w.err(read)
+	code, msg := "stream_interrupted", "the upstream stream broke off"
+	switch {
+	case errors.Is(read, io.EOF):
+		msg = "the upstream ended the stream before its " + transcriptDone + " event"
+		err = badUpstream("transcription stream: it ended before its " + transcriptDone + " event")
+	case errors.Is(read, sse.ErrTooLarge):
+		code, msg = "stream_malformed", "an event of the upstream stream is larger than the gateway reads"
+		err = badUpstream("transcription stream: an event is larger than the gateway reads")
+	case errors.As(err, &stalled):
+		code, msg = "stream_stalled", stalled.Error()
+	}
+	if !sent {
+		return err
+	}
+	return credential.Committed(&chat.StreamError{Code: code, Message: msg})
+}
+
+// isTranscriptDone reports whether an event's data is a
+// transcript.text.done event.
+func isTranscriptDone(data []byte) bool {
+	if !bytes.Contains(data, []byte(transcriptDone)) {
+		return false
+	}
+	var e struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(data, &e) == nil && e.Type == transcriptDone
+}
+
+// appendEvent frames one event onto b: its name, when it has one, and its
+// data, a data line per line.
+func appendEvent(b []byte, e sse.Event) []byte {
+	if e.Name != "" {
+		b = append(b, "event: "...)
+		b = append(b, e.Name...)
+		b = append(b, '\n')
+	}
+	data := e.Data
+	for {
+		line, rest, more := bytes.Cut(data, []byte{'\n'})
+		b = append(b, "data: "...)
+		b = append(b, line...)
+		b = append(b, '\n')
+		if !more {
+			return append(b, '\n')
+		}
+		data = rest
+	}
+}

@@ -1,0 +1,83 @@
+package audio
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/core/internal/chat"
+	"github.com/switchboardhq/switchboard/core/internal/credential"
+	"github.com/switchboardhq/switchboard/core/internal/dispatch"
+	"github.com/switchboardhq/switchboard/core/internal/routing"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+// streamWith runs one streamed transcription attempt against an upstream
+// that answers body as server-sent events, and returns what reached the
+// sink.
+func streamWith(t *testing.T, body string) (Transcription, []string, error) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	spool := NewSpool(t.TempDir(), 1<<20, 0)
+	t.Cleanup(func() { _ = spool.Close() })
+	_, err := spool.Write([]byte("RIFF...."))
+	require.NoError(t, err)
+	s := New(nil, Options{})
+	w := s.watch(context.Background())
+	defer w.close()
+	c := &dispatch.Conn{Connection: &busv1.Connection{}, Spec: openAISpec, BaseURL: srv.URL, Credential: "k", Client: http.DefaultClient}
+	tg := routing.Target{Spec: openAISpec, Model: "gpt-4o-transcribe"}
+	req := TranscribeRequest{Model: tg.Model, Filename: "a.wav", Stream: true}
+	var out Transcription
+	var got []string
+	err = transcribe(context.Background(), w, tg, c, req, spool, &out, func(ch Chunk) error {
+		assert.Equal(t, "text/event-stream; charset=utf-8", ch.ContentType)
+		got = append(got, string(ch.Data))
+		return nil
+	})
+	return out, got, err
+}
+
+// The events reach the sink framed as they came, and the done event's
+// usage is the transcription's.
+func TestTranscriptionStreamRelaysTheEvents(t *testing.T) {
+	out, got, err := streamWith(t, "data: {\"type\":\"transcript.text.delta\",\"delta\":\"hi\"}\n\n"+
+		"event: x\r\ndata: {\"type\":\"transcript.text.done\",\"text\":\"hi\",\n"+
+		"data: \"usage\":{\"type\":\"tokens\",\"input_tokens\":7,\"output_tokens\":2,\"total_tokens\":9}}\n\n")
+	require.NoError(t, err)
+	assert.Equal(t, "data: {\"type\":\"transcript.text.delta\",\"delta\":\"hi\"}\n\n"+
+		"event: x\ndata: {\"type\":\"transcript.text.done\",\"text\":\"hi\",\ndata: \"usage\":{\"type\":\"tokens\",\"input_tokens\":7,\"output_tokens\":2,\"total_tokens\":9}}\n\n",
+		strings.Join(got, ""))
+	assert.Equal(t, []int64{7, 2, 9}, []int64{out.InputTokens, out.OutputTokens, out.TotalTokens})
+}
+
+// A stream that ends before its done event failed: before any event it is
+// the attempt's failure (the next connection's turn), after one it is
+// committed and says the stream broke off.
+func TestTranscriptionStreamWithoutItsEnd(t *testing.T) {
+	_, got, err := streamWith(t, "")
+	require.Error(t, err)
+	assert.Empty(t, got)
+	assert.False(t, credential.IsCommitted(err))
+	var up *credential.UpstreamError
+	require.ErrorAs(t, err, &up)
+	assert.Equal(t, http.StatusBadGateway, up.Status)
+
+	_, got, err = streamWith(t, "data: {\"type\":\"transcript.text.delta\",\"delta\":\"hi\"}\n\n")
+	require.Error(t, err)
+	assert.Len(t, got, 1)
+	assert.True(t, credential.IsCommitted(err))
+	var broken *chat.StreamError
+	require.True(t, errors.As(err, &broken), "%v", err)
+	assert.Equal(t, "stream_interrupted", broken.Code)
+}
