@@ -306,6 +306,7 @@ func (e *Engine) clear(ctx context.Context, prev Cooldown) {
 // needs when none succeeds.
 type tally struct {
 	allRateLimited bool      // every candidate skipped or failed for rate limits/quota
+	anyRate        bool      // at least one of them for a rate limit, not a quota
 	tried          bool      // at least one attempt was made
 	earliest       time.Time // earliest cooldown end among the candidates
 	last           *UpstreamError
@@ -314,6 +315,9 @@ type tally struct {
 func (t *tally) add(until time.Time, r Reason) {
 	if !r.RateLimited() {
 		t.allRateLimited = false
+	}
+	if r == ReasonRateLimited {
+		t.anyRate = true
 	}
 	if t.earliest.IsZero() || until.Before(t.earliest) {
 		t.earliest = until
@@ -337,10 +341,31 @@ func CoolingError(what string, rateLimited bool, wait time.Duration, last *Upstr
 	}
 }
 
+// QuotaError is the answer when every credential named by what is out of
+// quota (or budget, or credit) until wait has passed: 429 with OpenAI's
+// insufficient_quota, not a rate limit a client would wait out in seconds;
+// last is the upstream answer behind it, if any.
+func QuotaError(what string, wait time.Duration, last *UpstreamError) *ExhaustedError {
+	return &ExhaustedError{
+		Status: 429, Code: CodeQuotaExceeded, RetryAfter: wait, Last: last,
+		Message: what + " are out of quota (reset after " + wait.String() + ")",
+	}
+}
+
 // exhausted builds the outcome error when no candidate served the request.
+// Credentials all out of quota are not rate limited: the provider's own
+// answer, which says why (OpenAI's insufficient_quota, Anthropic's credit
+// balance), is passed through when one was asked in this request.
 func (e *Engine) exhausted(req Request, t *tally) *ExhaustedError {
 	scope := "[" + req.Provider + "/" + req.Model + "] "
 	switch {
+	case t.allRateLimited && !t.anyRate && t.last != nil:
+		return &ExhaustedError{
+			Status: t.last.Status, Code: CodeUpstreamError, Last: t.last,
+			Message: scope + "all credentials are out of quota; last upstream answer " + statusText(t.last.Status),
+		}
+	case t.allRateLimited && !t.anyRate:
+		return QuotaError(scope+"all credentials", retryAfter(t.earliest, e.now()), nil)
 	case t.allRateLimited:
 		return CoolingError(scope+"all credentials", true, retryAfter(t.earliest, e.now()), t.last)
 	case !t.tried:

@@ -273,6 +273,25 @@ func TestDoSingleRequest(t *testing.T) {
 			},
 		},
 		{
+			name: "every connection out of quota passes the last answer through",
+			script: map[string]behaviour{
+				"a": always(upErr(429, `{"error":{"code":"insufficient_quota"}}`)),
+				"b": always(upErr(400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low"}}`)),
+			},
+			wantErr: func(t *testing.T, err error) {
+				ex := exhausted(t, err)
+				require.Equal(t, 400, ex.Status)
+				require.Equal(t, CodeUpstreamError, ex.Code)
+				require.Contains(t, string(ex.Last.Body), "credit balance")
+				require.Equal(t, "[openai/gpt-test] all credentials are out of quota; last upstream answer 400 Bad Request", ex.Message)
+			},
+			wantCalls: map[string]int{"a": 1, "b": 1},
+			wantCool: map[string]cooled{
+				"a": {ReasonQuota, 2 * time.Second},
+				"b": {ReasonQuota, 2 * time.Second},
+			},
+		},
+		{
 			name:   "committed error neither falls back nor retries",
 			script: map[string]behaviour{"a": always(Committed(io.ErrUnexpectedEOF))},
 			wantErr: func(t *testing.T, err error) {
@@ -962,4 +981,32 @@ func BenchmarkDoHappyPathRoundRobin(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Credentials all cooling for want of quota answer 429 insufficient_quota
+// with the earliest end, not a rate limit; one rate limited among them
+// makes it a rate limit again.
+func TestDoAllOutOfQuota(t *testing.T) {
+	h := newHarness()
+	up := newUpstream(map[string]behaviour{
+		"a": always(upErr(429, `{"error":{"code":"insufficient_quota"}}`, "Retry-After", "60")),
+		"b": always(upErr(429, `{"error":{"code":"insufficient_quota"}}`, "Retry-After", "30")),
+	})
+	_, err := h.do(up, cands("a", "b"))
+	require.Equal(t, CodeUpstreamError, exhausted(t, err).Code, "asked now: the provider's answer")
+
+	_, err = h.do(up, cands("a", "b"))
+	ex := exhausted(t, err)
+	require.Equal(t, 429, ex.Status)
+	require.Equal(t, CodeQuotaExceeded, ex.Code)
+	require.Equal(t, 30*time.Second, ex.RetryAfter)
+	require.Equal(t, "[openai/gpt-test] all credentials are out of quota (reset after 30s)", ex.Message)
+	require.Equal(t, 1, up.Calls("a"))
+	require.Equal(t, 1, up.Calls("b"))
+
+	require.NoError(t, h.store.Put(context.Background(), Cooldown{ConnectionID: "b", Model: model,
+		Until: h.clock.Now().Add(40 * time.Second), Level: 1, Reason: ReasonRateLimited, Status: 429}))
+	_, err = h.do(up, cands("a", "b"))
+	ex = exhausted(t, err)
+	require.Equal(t, CodeRateLimited, ex.Code)
 }

@@ -17,6 +17,9 @@ const (
 	// CodeRateLimited: every candidate is rate limited or out of quota (429);
 	// OpenAI's own code for a rate limit (decisions.md, error codes).
 	CodeRateLimited = "rate_limit_exceeded"
+	// CodeQuotaExceeded: every candidate is cooling down for want of quota,
+	// budget or credit (429); OpenAI's own code for it.
+	CodeQuotaExceeded = "insufficient_quota"
 	// CodeCoolingDown: every candidate is cooling down and at least one of
 	// them for a reason other than rate limits; none was tried (503).
 	CodeCoolingDown = "credentials_cooling_down"
@@ -95,16 +98,17 @@ type ExhaustedError struct {
 	// Status is the HTTP status to answer: 429, 503, 502, or the status of
 	// Last.
 	Status int
-	// Code is one of CodeRateLimited, CodeCoolingDown, CodeUpstreamError or
-	// CodeUpstreamUnreachable.
+	// Code is one of CodeRateLimited, CodeQuotaExceeded, CodeCoolingDown,
+	// CodeUpstreamError or CodeUpstreamUnreachable.
 	Code string
 	// Message is a client-safe description naming provider and model and,
 	// when known, the time to reset. It never contains secrets or upstream
 	// bodies.
 	Message string
-	// RetryAfter is set for CodeRateLimited and CodeCoolingDown: the time
-	// until the earliest cooldown among the candidates ends, rounded up to
-	// whole seconds, at least one second. It is zero otherwise.
+	// RetryAfter is set for CodeRateLimited, CodeQuotaExceeded and
+	// CodeCoolingDown: the time until the earliest cooldown among the
+	// candidates ends, rounded up to whole seconds, at least one second. It
+	// is zero otherwise.
 	RetryAfter time.Duration
 	// Last is the last upstream HTTP error of the request, if any upstream
 	// answered. For CodeUpstreamError the HTTP layer passes its status,

@@ -22,6 +22,9 @@ func TestComboExhaustedAnswersTheEarliestEnd(t *testing.T) {
 	cooling := func(d time.Duration) *credential.ExhaustedError {
 		return &credential.ExhaustedError{Status: 503, Code: credential.CodeCoolingDown, RetryAfter: d, Message: "cooling"}
 	}
+	noQuota := func(d time.Duration) *credential.ExhaustedError {
+		return &credential.ExhaustedError{Status: 429, Code: credential.CodeQuotaExceeded, RetryAfter: d, Message: "out of quota"}
+	}
 	failed := &credential.ExhaustedError{Status: 500, Code: credential.CodeUpstreamError,
 		Last: &credential.UpstreamError{Status: 500}, Message: "failed"}
 	type answer struct {
@@ -42,6 +45,12 @@ func TestComboExhaustedAnswersTheEarliestEnd(t *testing.T) {
 			answer{http.StatusServiceUnavailable, credential.CodeCoolingDown, 5 * time.Second}},
 		{"a model failed otherwise", []*credential.ExhaustedError{limited(5 * time.Second), failed, limited(time.Minute)},
 			answer{http.StatusTooManyRequests, credential.CodeRateLimited, time.Minute}},
+		{"all out of quota", []*credential.ExhaustedError{noQuota(time.Minute), noQuota(5 * time.Second)},
+			answer{http.StatusTooManyRequests, credential.CodeQuotaExceeded, 5 * time.Second}},
+		{"out of quota and rate limited", []*credential.ExhaustedError{noQuota(time.Minute), limited(5 * time.Second)},
+			answer{http.StatusTooManyRequests, credential.CodeRateLimited, 5 * time.Second}},
+		{"out of quota and cooling down", []*credential.ExhaustedError{noQuota(5 * time.Second), cooling(30 * time.Second)},
+			answer{http.StatusServiceUnavailable, credential.CodeCoolingDown, 5 * time.Second}},
 		{"one model", []*credential.ExhaustedError{limited(time.Minute)},
 			answer{http.StatusTooManyRequests, credential.CodeRateLimited, time.Minute}},
 	} {

@@ -148,28 +148,35 @@ func (d *Dispatcher) Do(ctx context.Context, req Request, call Call) (Result, er
 
 // comboExhausted is the answer when no model of a combo could serve and
 // the last one's connections were exhausted with last. When every model's
-// connections are cooling (rate limited, or cooling down for other
-// reasons), the client is told to come back when the first of them is
-// free, whichever model it is (failover row 14), not when the last model's
-// is: 429 when all are rate limited, else 503, with the least Retry-After.
-// Any other outcome, or a single model exhausted, answers last as it is.
+// connections are cooling (rate limited, out of quota, or cooling down for
+// other reasons), the client is told to come back when the first of them
+// is free, whichever model it is (failover row 14), not when the last
+// model's is: 429 when all are rate limited or out of quota (out of quota
+// when all are), else 503, with the least Retry-After. Any other outcome,
+// or a single model exhausted, answers last as it is.
 func comboExhausted(combo string, exhausted []*credential.ExhaustedError, last error) error {
 	var lastEx *credential.ExhaustedError
 	if len(exhausted) < 2 || !errors.As(last, &lastEx) {
 		return last
 	}
-	rateLimited, wait := true, lastEx.RetryAfter
+	rateLimited, quota, wait := true, true, lastEx.RetryAfter
 	for _, ex := range exhausted {
 		switch ex.Code {
 		case credential.CodeRateLimited:
+			quota = false
+		case credential.CodeQuotaExceeded:
 		case credential.CodeCoolingDown:
-			rateLimited = false
+			rateLimited, quota = false, false
 		default:
 			return last
 		}
 		wait = min(wait, ex.RetryAfter)
 	}
-	return credential.CoolingError("["+combo+"] the credentials of every model", rateLimited, wait, lastEx.Last)
+	what := "[" + combo + "] the credentials of every model"
+	if quota {
+		return credential.QuotaError(what, wait, lastEx.Last)
+	}
+	return credential.CoolingError(what, rateLimited, wait, lastEx.Last)
 }
 
 // Resolve answers the targets the request's model resolves to, as Do

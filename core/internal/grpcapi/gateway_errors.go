@@ -73,7 +73,7 @@ func gatewayError(log *slog.Logger, err error, model string) error {
 
 func exhaustedStatus(e *credential.ExhaustedError) error {
 	switch e.Code {
-	case credential.CodeRateLimited:
+	case credential.CodeRateLimited, credential.CodeQuotaExceeded:
 		return withRetry(codes.ResourceExhausted, e.Code, e.Message, e.RetryAfter, http.StatusTooManyRequests)
 	case credential.CodeCoolingDown:
 		return withRetry(codes.Unavailable, e.Code, e.Message, e.RetryAfter, http.StatusServiceUnavailable)
