@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/apikey"
 	"github.com/switchboardhq/switchboard/core/internal/catalog"
+	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/kvmirror"
@@ -442,6 +443,21 @@ func (a *Admin) endCooldowns(ctx context.Context, machineID, connectionID, why s
 	}
 	if n > 0 {
 		a.log.Info("cooldowns cleared", "machine", machineID, "connection", connectionID, "why", why, "count", n)
+	}
+}
+
+// endAuthCooldowns removes a connection's cooldowns for refused
+// credentials after its token was refreshed, as endCooldowns does.
+func (a *Admin) endAuthCooldowns(ctx context.Context, machineID, connectionID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	n, err := a.cooldowns.ClearConnectionReason(ctx, connectionID, credential.ReasonAuth)
+	if err != nil {
+		a.log.Warn("cooldowns of a refreshed token left behind", "machine", machineID, "connection", connectionID, "err", err)
+		return
+	}
+	if n > 0 {
+		a.log.Info("cooldowns cleared", "machine", machineID, "connection", connectionID, "why", "token refreshed", "count", n)
 	}
 }
 

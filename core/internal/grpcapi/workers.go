@@ -162,5 +162,11 @@ func (a *Admin) StoreTokens(ctx context.Context, req *corev1.StoreTokensRequest)
 	if stored {
 		a.log.Info("tokens stored", "connection", req.GetConnectionId(), "generation", next.GetOauth().GetGeneration(), "needs_relogin", next.GetOauth().GetNeedsRelogin())
 	}
+	if stored && req.GetError() == "" && !req.GetNeedsRelogin() {
+		// The refused token is replaced: the cooldowns it earned (a request
+		// that stopped waiting for this refresh) say nothing about the new
+		// one. Rate limits and other failures are the account's, and stay.
+		a.endAuthCooldowns(ctx, machineID, req.GetConnectionId())
+	}
 	return &corev1.StoreTokensResponse{Generation: next.GetOauth().GetGeneration(), Stored: stored}, nil
 }

@@ -116,3 +116,28 @@ func (c *Cooldowns) ClearConnection(ctx context.Context, connectionID string) (i
 	}
 	return len(keys), nil
 }
+
+// ClearConnectionReason removes the records of a connection that are for
+// reason (each only while it still is: one another failure rewrote since
+// stays) and returns how many it removed.
+func (c *Cooldowns) ClearConnectionReason(ctx context.Context, connectionID string, reason credential.Reason) (int, error) {
+	var keys []string
+	prefix := connectionID + "."
+	c.b.Range(func(key string, e kvmirror.Entry[*busv1.Cooldown]) bool {
+		if strings.HasPrefix(key, prefix) && e.Value.GetReason() == string(reason) {
+			keys = append(keys, key)
+		}
+		return true
+	})
+	n := 0
+	for _, k := range keys {
+		deleted, err := c.b.DeleteIf(ctx, k, func(v *busv1.Cooldown) bool { return v.GetReason() == string(reason) })
+		if err != nil {
+			return n, err
+		}
+		if deleted {
+			n++
+		}
+	}
+	return n, nil
+}
