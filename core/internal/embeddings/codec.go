@@ -172,10 +172,21 @@ var (
 )
 
 // lastIndex is the integer value of the body's last "index" member, the
-// last vector's in an embeddings list, found from the body's tail; -1 when
-// there is none (or it is no integer).
+// last vector's in an embeddings list; -1 when there is none (or it is no
+// integer). The member precedes its vector's floats, so it is found by a
+// forward search from one occurrence to the next (bytes.Index skips the
+// floats, which hold no quote, at vector speed), not by walking the last
+// vector's floats back a byte at a time as lastKey would.
 func lastIndex(raw []byte) int64 {
-	i := lastKey(raw, keyIndex)
+	i := -1
+	for from := 0; ; {
+		j := bytes.Index(raw[from:], keyIndex)
+		if j < 0 {
+			break
+		}
+		i = from + j
+		from = i + len(keyIndex)
+	}
 	if i < 0 {
 		return -1
 	}
