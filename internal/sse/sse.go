@@ -232,6 +232,28 @@ func Data(payload []byte) []byte {
 	return append(b, '\n', '\n')
 }
 
+// AppendEvent frames one event onto b: its name, when it has one, and its
+// data, a data line per line (an upstream may send an event's JSON over
+// several data lines, which Reader joins with newlines, so it goes out as
+// as many data lines, as SSE frames it).
+func AppendEvent(b []byte, name string, data []byte) []byte {
+	if name != "" {
+		b = append(b, "event: "...)
+		b = append(b, name...)
+		b = append(b, '\n')
+	}
+	for {
+		line, rest, more := bytes.Cut(data, []byte{'\n'})
+		b = append(b, "data: "...)
+		b = append(b, line...)
+		b = append(b, '\n')
+		if !more {
+			return append(b, '\n')
+		}
+		data = rest
+	}
+}
+
 // Done is the terminal event of an OpenAI stream.
 var Done = []byte("data: [DONE]\n\n")
 

@@ -44,7 +44,7 @@ func relayTranscript(ctx context.Context, w *watchdog, resp *http.Response, sink
 			done = true
 			reportJSONUsage(out, ev.Data)
 		}
-		batch = appendEvent(batch, ev)
+		batch = sse.AppendEvent(batch, ev.Name, ev.Data)
 		if rd.Ready() {
 			continue // sent with the events that came with it
 		}
@@ -93,25 +93,4 @@ func isTranscriptDone(data []byte) bool {
 		Type string `json:"type"`
 	}
 	return json.Unmarshal(data, &e) == nil && e.Type == transcriptDone
-}
-
-// appendEvent frames one event onto b: its name, when it has one, and its
-// data, a data line per line.
-func appendEvent(b []byte, e sse.Event) []byte {
-	if e.Name != "" {
-		b = append(b, "event: "...)
-		b = append(b, e.Name...)
-		b = append(b, '\n')
-	}
-	data := e.Data
-	for {
-		line, rest, more := bytes.Cut(data, []byte{'\n'})
-		b = append(b, "data: "...)
-		b = append(b, line...)
-		b = append(b, '\n')
-		if !more {
-			return append(b, '\n')
-		}
-		data = rest
-	}
 }

@@ -259,29 +259,7 @@ var chatEvents = dialectEvents{
 
 // writeEvent frames one event.
 func writeEvent(e event) []byte {
-	return appendEvent(make([]byte, 0, len(e.name)+len(e.data)+16), e)
-}
-
-// appendEvent frames one event onto b: data of several lines (an upstream
-// may send an event's JSON over several data lines, which the reader joins
-// with newlines) goes out as as many data lines, as SSE frames it.
-func appendEvent(b []byte, e event) []byte {
-	if e.name != "" {
-		b = append(b, "event: "...)
-		b = append(b, e.name...)
-		b = append(b, '\n')
-	}
-	data := e.data
-	for {
-		line, rest, more := bytes.Cut(data, []byte{'\n'})
-		b = append(b, "data: "...)
-		b = append(b, line...)
-		b = append(b, '\n')
-		if !more {
-			return append(b, '\n')
-		}
-		data = rest
-	}
+	return sse.AppendEvent(make([]byte, 0, len(e.name)+len(e.data)+16), e.name, e.data)
 }
 
 // maxBatch bounds the size of a relay buffer kept for the next flush.
@@ -366,7 +344,7 @@ func (rl *relayer) add(ev event) {
 	if rl.d.seen != nil {
 		rl.d.seen(ev)
 	}
-	rl.buf = appendEvent(rl.buf, ev)
+	rl.buf = sse.AppendEvent(rl.buf, ev.name, ev.data)
 }
 
 // close ends the stream with its end (the handler's last write): io.EOF is
