@@ -115,6 +115,9 @@ type outChatPart struct {
 
 type outChatImageURL struct {
 	URL string `json:"url"`
+	// Detail is an image's detail (low, high, auto), which Responses and
+	// Chat Completions both take.
+	Detail string `json:"detail,omitempty"`
 }
 
 type outChatToolCall struct {
@@ -132,6 +135,11 @@ type outChatTool struct {
 		Name        string          `json:"name"`
 		Description string          `json:"description,omitempty"`
 		Parameters  json.RawMessage `json:"parameters,omitempty"`
+		// Strict is sent when a request asks for strict arguments.
+		// Omitted, the Responses API is strict where the schema allows
+		// and Chat Completions is not, so it is left to the upstream (a
+		// strict the schema does not allow is a 400).
+		Strict bool `json:"strict,omitempty"`
 	} `json:"function"`
 }
 

@@ -93,41 +93,6 @@ type respPart struct {
 	Filename string `json:"filename"`
 }
 
-// respChatPart is a content part of the chat request: outChatPart with an
-// image's detail, which both APIs take (low, high, auto).
-type respChatPart struct {
-	Type     string            `json:"type"`
-	Text     string            `json:"text,omitempty"`
-	ImageURL *respChatImage    `json:"image_url,omitempty"`
-	File     map[string]string `json:"file,omitempty"`
-}
-
-type respChatImage struct {
-	URL    string `json:"url"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// respChatTool is a function of the chat request: outChatTool with its
-// strict, sent when the request asks for strict arguments. Omitted, the
-// Responses API is strict where the schema allows and Chat Completions is
-// not, so it is left to the upstream (a strict the schema does not allow is
-// a 400).
-type respChatTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description,omitempty"`
-		Parameters  json.RawMessage `json:"parameters,omitempty"`
-		Strict      bool            `json:"strict,omitempty"`
-	} `json:"function"`
-}
-
-// respChatRequest is the chat request with respChatTool tools.
-type respChatRequest struct {
-	outChatRequest
-	Tools []respChatTool `json:"tools,omitempty"`
-}
-
 // ResponsesToOpenAIRequest translates a /v1/responses request body into a
 // chat.completions request for upstreamModel. Custom tools become functions
 // whose one argument is their input (the answer's calls of them are custom
@@ -140,9 +105,7 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, decodeError(err)
 	}
-	var req respChatRequest
-	out := &req.outChatRequest
-	*out = outChatRequest{Model: upstreamModel, Temperature: in.Temperature,
+	out := &outChatRequest{Model: upstreamModel, Temperature: in.Temperature,
 		TopP: in.TopP, Stream: in.Stream, ParallelToolCalls: in.ParallelToolCalls, User: in.User}
 	opts.setCap(out, in.MaxOutputTokens)
 	if in.Stream {
@@ -170,22 +133,22 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 			}
 			continue
 		}
-		var ct respChatTool
+		var ct outChatTool
 		ct.Type = "function"
 		ct.Function.Name, ct.Function.Description, ct.Function.Parameters = t.Name, t.Description, t.Parameters
 		ct.Function.Strict = t.Type == "function" && t.Strict != nil && *t.Strict
 		if t.Type == "custom" {
 			ct.Function.Parameters = t.customParameters()
 		}
-		req.Tools = append(req.Tools, ct)
+		out.Tools = append(out.Tools, ct)
 	}
-	if firstHosted >= 0 && len(req.Tools) == 0 {
+	if firstHosted >= 0 && len(out.Tools) == 0 {
 		return nil, invalid("tools["+strconv.Itoa(firstHosted)+"].type", "the hosted tool "+strconv.Quote(in.Tools[firstHosted].Type)+" is not available on this model's upstream")
 	}
-	if len(req.Tools) == 0 {
+	if len(out.Tools) == 0 {
 		out.ParallelToolCalls = nil
 	}
-	if len(in.ToolChoice) > 0 && !isNull(in.ToolChoice) && len(req.Tools) > 0 {
+	if len(in.ToolChoice) > 0 && !isNull(in.ToolChoice) && len(out.Tools) > 0 {
 		var s string
 		var obj struct {
 			Type string `json:"type"`
@@ -215,7 +178,7 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 			return nil, invalid("text.format.type", "unknown text format "+strconv.Quote(f.Type))
 		}
 	}
-	return marshal(&req)
+	return marshal(out)
 }
 
 // respInput reads input: a string (one user message) or a list of items.
@@ -232,7 +195,7 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 		return nil, invalid("input", "input must be a string or a list of items")
 	}
 	var out []outChatMessage
-	var pending []respChatPart // the media of the tool messages last added
+	var pending []outChatPart // the media of the tool messages last added
 	for i, it := range items {
 		param := "input[" + strconv.Itoa(i) + "]"
 		if it.Type != "function_call_output" && it.Type != "custom_tool_call_output" && len(pending) > 0 {
@@ -299,12 +262,12 @@ func respMessage(it respItem, param string) (outChatMessage, error) {
 	if json.Unmarshal(it.Content, &parts) != nil {
 		return outChatMessage{}, invalid(param+".content", "content must be a string or a list of parts")
 	}
-	var out []respChatPart
+	var out []outChatPart
 	var text strings.Builder
 	for i, p := range parts {
 		switch p.Type {
 		case "input_text", "output_text", "text":
-			out = append(out, respChatPart{Type: "text", Text: p.Text})
+			out = append(out, outChatPart{Type: "text", Text: p.Text})
 			text.WriteString(p.Text)
 		case "refusal":
 			// An earlier answer's refusal, as a stored response holds it.
@@ -313,12 +276,12 @@ func respMessage(it respItem, param string) (outChatMessage, error) {
 			if role != "user" || p.ImageURL == "" {
 				return outChatMessage{}, invalid(param+".content["+strconv.Itoa(i)+"]", "images need an image_url, in user messages")
 			}
-			out = append(out, respChatPart{Type: "image_url", ImageURL: &respChatImage{URL: p.ImageURL, Detail: p.Detail}})
+			out = append(out, outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: p.ImageURL, Detail: p.Detail}})
 		case "input_file":
 			if p.FileData == "" {
 				return outChatMessage{}, invalid(param+".content["+strconv.Itoa(i)+"]", "files need file_data")
 			}
-			out = append(out, respChatPart{Type: "file", File: map[string]string{"file_data": p.FileData, "filename": p.Filename}})
+			out = append(out, outChatPart{Type: "file", File: map[string]string{"file_data": p.FileData, "filename": p.Filename}})
 		default:
 			return outChatMessage{}, invalid(param+".content["+strconv.Itoa(i)+"].type", "unsupported content type "+strconv.Quote(p.Type))
 		}
@@ -333,7 +296,7 @@ func respMessage(it respItem, param string) (outChatMessage, error) {
 // text is joined. Its images and files are returned as parts for the user
 // message after the tool messages when media is true, and noted in the
 // text.
-func respOutputContent(raw json.RawMessage, param string, media bool) (string, []respChatPart, error) {
+func respOutputContent(raw json.RawMessage, param string, media bool) (string, []outChatPart, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s, nil, nil
@@ -343,8 +306,8 @@ func respOutputContent(raw json.RawMessage, param string, media bool) (string, [
 		return "", nil, invalid(param, "output must be a string or a list of parts")
 	}
 	var b strings.Builder
-	var out []respChatPart
-	note := func(kind string, part *respChatPart) {
+	var out []outChatPart
+	note := func(kind string, part *outChatPart) {
 		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
@@ -358,15 +321,15 @@ func respOutputContent(raw json.RawMessage, param string, media bool) (string, [
 	for _, p := range parts {
 		switch p.Type {
 		case "input_image":
-			var part *respChatPart
+			var part *outChatPart
 			if p.ImageURL != "" {
-				part = &respChatPart{Type: "image_url", ImageURL: &respChatImage{URL: p.ImageURL, Detail: p.Detail}}
+				part = &outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: p.ImageURL, Detail: p.Detail}}
 			}
 			note("image", part)
 		case "input_file":
-			var part *respChatPart
+			var part *outChatPart
 			if p.FileData != "" {
-				part = &respChatPart{Type: "file", File: map[string]string{"file_data": p.FileData, "filename": p.Filename}}
+				part = &outChatPart{Type: "file", File: map[string]string{"file_data": p.FileData, "filename": p.Filename}}
 			}
 			note("file", part)
 		default:
