@@ -310,15 +310,7 @@ func (rl *relayer) write(m *corev1.ChatCompletionsResponse) error {
 	} else {
 		rl.add(event{m.GetEventName(), m.GetChunk()})
 	}
-	if !rl.send() {
-		return errClientGone
-	}
-	if rl.keepAlive == nil {
-		rl.keepAlive = time.AfterFunc(rl.every, rl.keepAliveDue)
-	} else {
-		rl.keepAlive.Reset(rl.every)
-	}
-	return nil
+	return rl.sendAndWait()
 }
 
 // writeRaw sends events already framed (a streamed transcription's, as
@@ -328,6 +320,12 @@ func (rl *relayer) writeRaw(b []byte) error {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	rl.buf = append(rl.buf, b...)
+	return rl.sendAndWait()
+}
+
+// sendAndWait sends what is queued and arms the keep-alive for the next
+// silence; an error means the client is gone. Called with mu held.
+func (rl *relayer) sendAndWait() error {
 	if !rl.send() {
 		return errClientGone
 	}
