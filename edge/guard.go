@@ -237,16 +237,23 @@ func checkEncoding(next http.Handler) http.Handler {
 		}
 		w.Header().Set("Accept-Encoding", "identity")
 		const msg = "compressed request bodies are not supported: send the body without Content-Encoding (or with Content-Encoding: identity)"
-		const code = http.StatusUnsupportedMediaType
-		switch r.URL.Path {
-		case "/graphql":
-			graphql.TransportError(w, code, graphql.CodeUnsupportedMedia, msg)
-		case webhookPath:
-			webhookAnswer(w, code, msg)
-		default:
-			openai.NewProblem(code, "unsupported_content_encoding", msg, "Content-Encoding").WriteFor(w, r)
-		}
+		refuse(w, r, http.StatusUnsupportedMediaType, msg, graphql.CodeUnsupportedMedia, "unsupported_content_encoding", "Content-Encoding")
 	})
+}
+
+// refuse answers a request the edge refuses before its route runs, in the
+// route's own error shape: GraphQL's (with gqlCode), the Stripe webhook's,
+// else the gateway's (with code and param) in OpenAI's or Anthropic's
+// shape.
+func refuse(w http.ResponseWriter, r *http.Request, status int, msg, gqlCode, code, param string) {
+	switch r.URL.Path {
+	case "/graphql":
+		graphql.TransportError(w, status, gqlCode, msg)
+	case webhookPath:
+		webhookAnswer(w, status, msg)
+	default:
+		openai.NewProblem(status, code, msg, param).WriteFor(w, r)
+	}
 }
 
 // identityOnly reports whether Content-Encoding values name no coding but
@@ -294,15 +301,7 @@ func limitHeaders(next http.Handler) http.Handler {
 		if n > maxHeaderBytes {
 			w.Header().Set("Connection", "close")
 			msg := "the request headers are larger than " + strconv.Itoa(maxHeaderBytes) + " bytes"
-			const code = http.StatusRequestHeaderFieldsTooLarge
-			switch r.URL.Path {
-			case "/graphql":
-				graphql.TransportError(w, code, graphql.CodeRequestTooLarge, msg)
-			case webhookPath:
-				webhookAnswer(w, code, msg)
-			default:
-				openai.NewProblem(code, "headers_too_large", msg, "").WriteFor(w, r)
-			}
+			refuse(w, r, http.StatusRequestHeaderFieldsTooLarge, msg, graphql.CodeRequestTooLarge, "headers_too_large", "")
 			return
 		}
 		next.ServeHTTP(w, r)
