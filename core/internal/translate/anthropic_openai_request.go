@@ -257,7 +257,13 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 		out.Tools = append(out.Tools, ct)
 	}
 	if firstServer >= 0 && len(out.Tools) == 0 {
-		return nil, invalid("tools["+strconv.Itoa(firstServer)+"].type", "the server tool "+strconv.Quote(in.Tools[firstServer].Type)+" is not available on this model's upstream")
+		// One a system message's tool_addition defined follows the
+		// request's own tools.
+		param := "messages"
+		if firstServer < len(in.Tools) {
+			param = "tools[" + strconv.Itoa(firstServer) + "].type"
+		}
+		return nil, invalid(param, "the server tool "+strconv.Quote(tools[firstServer].Type)+" is not available on this model's upstream")
 	}
 	if tc := in.ToolChoice; tc != nil && tc.Type == "tool" && serverNames[tc.Name] {
 		return nil, invalid("tool_choice.name", "the server tool "+strconv.Quote(tc.Name)+" is not available on this model's upstream")

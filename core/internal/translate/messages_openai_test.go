@@ -859,3 +859,19 @@ func TestDeferredToolsWaitForAReference(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, "tool_choice.name", re.Param)
 }
+
+// A server tool defined by a mid-conversation tool_addition, in a request
+// that offers no tools of its own, is refused as one in the request's
+// tools is, naming the message that defined it.
+func TestSystemToolAdditionOfAServerTool(t *testing.T) {
+	body := `{"model":"m","max_tokens":64,"messages":[
+		{"role":"user","content":"hi"},
+		{"role":"system","content":[{"type":"tool_addition","tool":{"type":"tool_definition","definition":{"type":"web_search_20250305","name":"web_search"}}}]},
+		{"role":"user","content":"search"}]}`
+	var err error
+	require.NotPanics(t, func() { _, err = AnthropicToOpenAIRequest([]byte(body), "gpt-4o", ChatOptions{}) })
+	var re *RequestError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "messages", re.Param)
+	assert.Contains(t, re.Message, `"web_search_20250305"`)
+}
