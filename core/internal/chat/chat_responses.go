@@ -47,14 +47,7 @@ func (r *responsesToChunks) event(name string, data []byte, emit emitFunc) (bool
 	if ev := responsesError(name, data); ev != nil {
 		return false, ev
 	}
-	chunk := func(c []byte) error { return emit("", c) }
-	var err error
-	if r.stop != nil {
-		err = r.stop.event(r.tr, name, data, chunk)
-	} else {
-		err = r.tr.Event(name, data, chunk)
-	}
-	if err != nil {
+	if err := r.stop.event(r.tr, name, data, func(c []byte) error { return emit("", c) }); err != nil {
 		return false, err
 	}
 	return r.tr.Done(), nil

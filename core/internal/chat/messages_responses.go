@@ -65,14 +65,7 @@ func (r *responsesToMessages) event(name string, data []byte, emit emitFunc) (bo
 	if ev := responsesError(name, data); ev != nil {
 		return false, ev.anthropicShaped()
 	}
-	chunk := func(c []byte) error { return r.out.Chunk(c, translate.Emit(emit)) }
-	var err error
-	if r.stop != nil {
-		err = r.stop.event(r.in, name, data, chunk)
-	} else {
-		err = r.in.Event(name, data, chunk)
-	}
-	if err != nil {
+	if err := r.stop.event(r.in, name, data, func(c []byte) error { return r.out.Chunk(c, translate.Emit(emit)) }); err != nil {
 		return false, err
 	}
 	return r.in.Done(), nil

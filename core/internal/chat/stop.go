@@ -138,8 +138,12 @@ func newStopStream(in inbound, named bool) *stopStream {
 	return &stopStream{text: stopText{seqs: seqs}, named: named}
 }
 
-// event passes one upstream event through tr, whose chunks go to emit.
+// event passes one upstream event through tr, whose chunks go to emit; a
+// nil stopper (no stop sequences) passes it as it is.
 func (s *stopStream) event(tr *translate.ResponsesToChunks, name string, data []byte, emit func([]byte) error) error {
+	if s == nil {
+		return tr.Event(name, data, emit)
+	}
 	counted := func(c []byte) error {
 		if err := emit(c); err != nil {
 			return err
@@ -196,13 +200,6 @@ func (s *stopStream) usage(reported Usage) Usage {
 		return reported
 	}
 	return s.billed
-}
-
-func toTranslate(u Usage) translate.Usage {
-	return translate.Usage{
-		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
-		CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens, CacheCreationTokens: u.CacheWriteTokens,
-	}
 }
 
 // cutResponse ends a whole Responses answer at the first of stops in its

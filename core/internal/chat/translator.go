@@ -197,6 +197,14 @@ func (u *anthropicUsage) usage() Usage {
 	return Usage{PromptTokens: prompt, CompletionTokens: out, TotalTokens: prompt + out, CachedTokens: read, CacheWriteTokens: write}
 }
 
+// toTranslate is fromTranslate's inverse.
+func toTranslate(u Usage) translate.Usage {
+	return translate.Usage{
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens, CacheCreationTokens: u.CacheWriteTokens,
+	}
+}
+
 func fromTranslate(u translate.Usage) Usage {
 	return Usage{
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
