@@ -273,15 +273,17 @@ func respMessage(it respItem, param string) (outChatMessage, error) {
 			// An earlier answer's refusal, as a stored response holds it.
 			text.WriteString(p.Refusal)
 		case "input_image":
-			if role != "user" || p.ImageURL == "" {
+			part := p.media()
+			if role != "user" || part == nil {
 				return outChatMessage{}, invalid(param+".content["+strconv.Itoa(i)+"]", "images need an image_url, in user messages")
 			}
-			out = append(out, outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: p.ImageURL, Detail: p.Detail}})
+			out = append(out, *part)
 		case "input_file":
-			if p.FileData == "" {
+			part := p.media()
+			if part == nil {
 				return outChatMessage{}, invalid(param+".content["+strconv.Itoa(i)+"]", "files need file_data")
 			}
-			out = append(out, outChatPart{Type: "file", File: map[string]string{"file_data": p.FileData, "filename": p.Filename}})
+			out = append(out, *part)
 		default:
 			return outChatMessage{}, invalid(param+".content["+strconv.Itoa(i)+"].type", "unsupported content type "+strconv.Quote(p.Type))
 		}
@@ -290,6 +292,18 @@ func respMessage(it respItem, param string) (outChatMessage, error) {
 		return outChatMessage{Role: role, Content: text.String()}, nil
 	}
 	return outChatMessage{Role: role, Content: out}, nil
+}
+
+// media is an input_image or input_file part as a chat content part; nil
+// for another part, or one without its image_url or file_data.
+func (p respPart) media() *outChatPart {
+	switch {
+	case p.Type == "input_image" && p.ImageURL != "":
+		return &outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: p.ImageURL, Detail: p.Detail}}
+	case p.Type == "input_file" && p.FileData != "":
+		return &outChatPart{Type: "file", File: map[string]string{"file_data": p.FileData, "filename": p.Filename}}
+	}
+	return nil
 }
 
 // respOutputContent is a function call's output: a string, or parts whose
@@ -321,17 +335,9 @@ func respOutputContent(raw json.RawMessage, param string, media bool) (string, [
 	for _, p := range parts {
 		switch p.Type {
 		case "input_image":
-			var part *outChatPart
-			if p.ImageURL != "" {
-				part = &outChatPart{Type: "image_url", ImageURL: &outChatImageURL{URL: p.ImageURL, Detail: p.Detail}}
-			}
-			note("image", part)
+			note("image", p.media())
 		case "input_file":
-			var part *outChatPart
-			if p.FileData != "" {
-				part = &outChatPart{Type: "file", File: map[string]string{"file_data": p.FileData, "filename": p.Filename}}
-			}
-			note("file", part)
+			note("file", p.media())
 		default:
 			b.WriteString(p.Text)
 		}
