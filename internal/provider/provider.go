@@ -179,6 +179,17 @@ func (s Spec) TokenRefresh() (lead, maxAge time.Duration) {
 	return lead, maxAge
 }
 
+// Model is the model the provider lists with the id, and whether it lists
+// one.
+func (s Spec) Model(id string) (Model, bool) {
+	for _, m := range s.Models {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Model{}, false
+}
+
 // Serves reports whether the provider serves models of kind k.
 func (s Spec) Serves(k string) bool {
 	for _, x := range s.Kinds {

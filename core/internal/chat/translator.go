@@ -59,8 +59,12 @@ var (
 // the upstream's model.
 func pick(d Dialect, spec provider.Spec, model string) translator {
 	anthropic := spec.Format == provider.FormatAnthropic
-	anthOpts := translate.AnthropicOptions{MaxOutput: maxOutput(spec, model)}
-	chatOpts := translate.ChatOptions{MaxCompletionTokens: spec.MaxCompletionTokens, ToolResultImages: takesImages(spec, model),
+	// A model the provider does not list may be text-only (a tool
+	// result's image would make it refuse the request), and its output
+	// limit is not known.
+	listed, _ := spec.Model(model)
+	anthOpts := translate.AnthropicOptions{MaxOutput: int64(listed.MaxOutput)}
+	chatOpts := translate.ChatOptions{MaxCompletionTokens: spec.MaxCompletionTokens, ToolResultImages: slices.Contains(listed.Input, provider.ModalityImage),
 		MaxStopSequences: spec.MaxStopSequences}
 	if spec.Format == provider.FormatResponses {
 		switch d {
@@ -96,29 +100,6 @@ func pick(d Dialect, spec provider.Spec, model string) translator {
 		return chatAnthropic{opts: anthOpts}
 	}
 	return chatOpenAI{}
-}
-
-// takesImages reports whether the provider lists model as taking images.
-// A model it does not list may be text-only (a tool result's image would
-// make it refuse the request), so it does not count.
-func takesImages(spec provider.Spec, model string) bool {
-	for _, m := range spec.Models {
-		if m.ID == model {
-			return slices.Contains(m.Input, provider.ModalityImage)
-		}
-	}
-	return false
-}
-
-// maxOutput is the output limit the provider lists for model, 0 for a
-// model it does not list.
-func maxOutput(spec provider.Spec, model string) int64 {
-	for _, m := range spec.Models {
-		if m.ID == model {
-			return int64(m.MaxOutput)
-		}
-	}
-	return 0
 }
 
 // The upstream shapes: where a translator sends its body and how caveman's

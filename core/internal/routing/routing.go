@@ -191,10 +191,8 @@ func (r *Resolver) lists(c *busv1.Connection, spec provider.Spec, model string) 
 	if enabled := c.GetData().GetEnabledModels(); len(enabled) > 0 {
 		return slices.Contains(enabled, model)
 	}
-	for _, m := range spec.Models {
-		if m.ID == model {
-			return true
-		}
+	if _, ok := spec.Model(model); ok {
+		return true
 	}
 	if e, ok := r.store.Catalogs.Get(store.ConnectionKey(c.GetMachineId(), c.GetId())); ok {
 		for _, m := range e.Value.GetModels() {
