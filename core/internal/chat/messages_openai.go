@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/switchboardhq/switchboard/core/internal/translate"
@@ -27,7 +26,7 @@ func (m messagesOpenAI) request(in inbound, model string) ([]byte, error) {
 }
 
 func (messagesOpenAI) whole(in inbound, raw []byte, model string) ([]byte, Usage, error) {
-	out, u, err := translate.OpenAIToAnthropicResponse(raw, model, stopSequences(in)...)
+	out, u, err := translate.OpenAIToAnthropicResponse(raw, model, requestStops(in)...)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid completion")
 	}
@@ -35,22 +34,7 @@ func (messagesOpenAI) whole(in inbound, raw []byte, model string) ([]byte, Usage
 }
 
 func (messagesOpenAI) events(in inbound, model string) eventTranslator {
-	return &chunksToMessages{tr: translate.NewChunkToMessages(model, stopSequences(in)...)}
-}
-
-// stopSequences are a Messages request's stop_sequences (none when it has
-// none, or they are not a list of strings: the translated request was
-// refused then), for the stop_sequence of an answer that stopped on one.
-func stopSequences(in inbound) []string {
-	raw, ok := in.fields["stop_sequences"]
-	if !ok {
-		return nil
-	}
-	var seqs []string
-	if json.Unmarshal(raw, &seqs) != nil {
-		return nil
-	}
-	return seqs
+	return &chunksToMessages{tr: translate.NewChunkToMessages(model, requestStops(in)...)}
 }
 
 // chunksToMessages turns chat.completion.chunks into Anthropic events.
