@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/internal/jsonscan"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 )
 
 // chatOpenAI is Chat Completions to an OpenAI-shaped upstream: a
@@ -108,10 +109,10 @@ var wholeNames = []string{"usage", "error", "choices"}
 
 // errorIn200 is the upstream error of an answer whose status said success
 // but whose body holds an error object and no choices, with the status the
-// error stands for (openAIError), so the engine cools or falls over as for
+// error stands for (upstream.OpenAIError), so the engine cools or falls over as for
 // that status.
 func errorIn200(errV []byte) error {
-	body, status, ok := openAIError(errV)
+	body, status, ok := upstream.OpenAIError(errV)
 	if !ok {
 		// Not an OpenAI error object: the client gets the gateway's own.
 		return badUpstream("the upstream answered an error with a success status")

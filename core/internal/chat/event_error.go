@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"net/http"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/translate"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
@@ -76,7 +76,7 @@ func responsesEventError(name string, data []byte) error {
 	if msg == "" {
 		return errUpstreamEvent
 	}
-	status := codeStatus(code)
+	status := upstream.CodeStatus(code)
 	typ := "invalid_request_error"
 	if status >= 500 {
 		typ = "server_error"
@@ -94,57 +94,11 @@ func chatEventError(data []byte) error {
 	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil {
 		return errUpstreamEvent
 	}
-	body, status, ok := openAIError(ev.Error)
+	body, status, ok := upstream.OpenAIError(ev.Error)
 	if !ok {
 		return errUpstreamEvent
 	}
 	return &eventError{body: body, status: status}
-}
-
-// openAIError reads an OpenAI error object (an answer's or a chunk's error
-// member): the body {"error": obj} that carries it on, and the status it
-// stands for: its code's own when that is an HTTP error status
-// (OpenRouter's numeric codes), else the status OpenAI gives the code
-// (codeStatus). ok is false when obj is no error object with a message.
-func openAIError(obj []byte) (body []byte, status int, ok bool) {
-	var e struct {
-		Message string          `json:"message"`
-		Code    json.RawMessage `json:"code"`
-	}
-	if json.Unmarshal(obj, &e) != nil || e.Message == "" {
-		return nil, 0, false
-	}
-	status = http.StatusBadGateway
-	var n int
-	var s string
-	switch {
-	case json.Unmarshal(e.Code, &n) == nil && n >= 400 && n <= 599:
-		status = n
-	case json.Unmarshal(e.Code, &s) == nil:
-		status = codeStatus(&s)
-	}
-	body = make([]byte, 0, len(obj)+10)
-	body = append(append(append(body, `{"error":`...), obj...), '}')
-	return body, status, true
-}
-
-// codeStatus is the status OpenAI answers an error code with, as far as
-// the code tells it; 502 when it does not.
-func codeStatus(code *string) int {
-	if code == nil {
-		return http.StatusBadGateway
-	}
-	switch *code {
-	case "context_length_exceeded", "invalid_prompt", "invalid_request_error", "invalid_value", "unsupported_parameter":
-		return http.StatusBadRequest
-	case "rate_limit_exceeded", "insufficient_quota":
-		return http.StatusTooManyRequests
-	case "server_error", "internal_error":
-		return http.StatusInternalServerError
-	case "server_is_overloaded", "slow_down":
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusBadGateway
 }
 
 // failEvent ends a stream on an error its upstream reported: after the

@@ -240,31 +240,20 @@ func (r *Response) fill(raw []byte, want string, asJSON bool, n int) (kept bool,
 }
 
 // errorInOK is the failed attempt of an error answered with a success
-// status (OpenRouter does: {"error":{"message","code"}}): the status its
-// code stands for (an HTTP status, or OpenAI's rate_limit_exceeded and
-// insufficient_quota), else 502, and the error as the upstream wrote it,
-// copied out of raw; nil when raw is no such error.
+// status (OpenRouter does: {"error":{"message","code"}}), with the status
+// the error stands for (upstream.OpenAIError) and the error as the
+// upstream wrote it, copied out of raw; nil when raw is no such error.
 func errorInOK(raw []byte) *credential.UpstreamError {
 	var b struct {
 		Error json.RawMessage `json:"error"`
 	}
-	var e struct {
-		Message string          `json:"message"`
-		Code    json.RawMessage `json:"code"`
-	}
-	if json.Unmarshal(raw, &b) != nil || json.Unmarshal(b.Error, &e) != nil || e.Message == "" {
+	if json.Unmarshal(raw, &b) != nil {
 		return nil
 	}
-	status := http.StatusBadGateway
-	var n int
-	var code string
-	switch {
-	case json.Unmarshal(e.Code, &n) == nil && n >= 400 && n <= 599:
-		status = n
-	case json.Unmarshal(e.Code, &code) == nil && (code == "rate_limit_exceeded" || code == "insufficient_quota"):
-		status = http.StatusTooManyRequests
+	body, status, ok := upstream.OpenAIError(b.Error)
+	if !ok {
+		return nil
 	}
-	body := append(append([]byte(`{"error":`), b.Error...), '}')
 	return &credential.UpstreamError{Status: status, Body: body}
 }
 
