@@ -76,7 +76,7 @@ func TestAudioWriteForm(t *testing.T) {
 	mw := multipart.NewWriter(&buf)
 	temp := float32(0.2)
 	req := TranscribeRequest{Filename: `a "quoted"` + "\r\nX: y.wav", ContentType: "audio/wav\r\nInjected: 1", Temperature: &temp}
-	require.NoError(t, writeForm(mw, []field{{"model", "whisper-1"}, {"timestamp_granularities[]", "word"}}, req, s))
+	require.NoError(t, writeForm(mw, []Field{{"model", "whisper-1"}, {"timestamp_granularities[]", "word"}}, req, s))
 
 	_, params, err := mime.ParseMediaType(mw.FormDataContentType())
 	require.NoError(t, err)

@@ -68,7 +68,8 @@ type TranscribeRequest struct {
 	Stream bool
 }
 
-// Field is one form field.
+// Field is one form field: a client's, or one of an upstream multipart
+// body.
 type Field struct{ Name, Value string }
 
 // Transcription is the answer.
@@ -167,9 +168,6 @@ func (out *Transcription) meter(audio *Spool) {
 	}
 }
 
-// field is one form field of an upstream multipart body.
-type field struct{ name, value string }
-
 // transcribeOpenAI posts the multipart form to {base}/audio/transcriptions
 // and keeps the answer as it is, but for plain text: it says nothing of the
 // usage the model is billed by, so the upstream is asked for verbose_json
@@ -186,23 +184,21 @@ func transcribeOpenAI(ctx context.Context, w *watchdog, t routing.Target, c *dis
 			format = "verbose_json"
 		}
 	}
-	fields := []field{{"model", t.Model}}
-	for _, f := range []field{{"language", req.Language}, {"prompt", req.Prompt}, {"response_format", format}} {
-		if f.value != "" {
+	fields := []Field{{"model", t.Model}}
+	for _, f := range []Field{{"language", req.Language}, {"prompt", req.Prompt}, {"response_format", format}} {
+		if f.Value != "" {
 			fields = append(fields, f)
 		}
 	}
 	if req.Temperature != nil {
-		fields = append(fields, field{"temperature", strconv.FormatFloat(float64(*req.Temperature), 'g', -1, 32)})
+		fields = append(fields, Field{"temperature", strconv.FormatFloat(float64(*req.Temperature), 'g', -1, 32)})
 	}
 	for _, g := range req.TimestampGranularities {
-		fields = append(fields, field{"timestamp_granularities[]", g})
+		fields = append(fields, Field{"timestamp_granularities[]", g})
 	}
-	for _, f := range req.Extra {
-		fields = append(fields, field{f.Name, f.Value})
-	}
+	fields = append(fields, req.Extra...)
 	if sink != nil {
-		fields = append(fields, field{"stream", "true"})
+		fields = append(fields, Field{"stream", "true"})
 	}
 	resp, err := postForm(w, c, c.BaseURL+"/audio/transcriptions", fields, req, audio)
 	if err != nil {
@@ -332,12 +328,12 @@ func transcribeElevenLabs(w *watchdog, t routing.Target, c *dispatch.Conn, req T
 	if req.ResponseFormat == "diarized_json" {
 		return clientError("response_format", "invalid_value", "ElevenLabs transcriptions answer json, text, srt, vtt or verbose_json, not diarized_json")
 	}
-	fields := []field{{"model_id", t.Model}, {"timestamps_granularity", "word"}}
+	fields := []Field{{"model_id", t.Model}, {"timestamps_granularity", "word"}}
 	if req.Language != "" {
-		fields = append(fields, field{"language_code", req.Language})
+		fields = append(fields, Field{"language_code", req.Language})
 	}
 	if req.Temperature != nil {
-		fields = append(fields, field{"temperature", strconv.FormatFloat(float64(*req.Temperature), 'g', -1, 32)})
+		fields = append(fields, Field{"temperature", strconv.FormatFloat(float64(*req.Temperature), 'g', -1, 32)})
 	}
 	resp, err := postForm(w, c, c.BaseURL+"/speech-to-text", fields, req, audio)
 	if err != nil {
@@ -464,7 +460,7 @@ var errAbandoned = errors.New("upstream request finished")
 // the spool) to url: the body is written on the fly through a pipe, so the
 // upload is never assembled in memory. It returns the response of a 2xx,
 // its body timed by w.
-func postForm(w *watchdog, c *dispatch.Conn, url string, fields []field, req TranscribeRequest, audio *Spool) (*http.Response, error) {
+func postForm(w *watchdog, c *dispatch.Conn, url string, fields []Field, req TranscribeRequest, audio *Spool) (*http.Response, error) {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	done := make(chan struct{})
@@ -490,9 +486,9 @@ func postForm(w *watchdog, c *dispatch.Conn, url string, fields []field, req Tra
 var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\r", "", "\n", "")
 
 // writeForm writes the form and closes it; it returns the first error.
-func writeForm(mw *multipart.Writer, fields []field, req TranscribeRequest, audio *Spool) error {
+func writeForm(mw *multipart.Writer, fields []Field, req TranscribeRequest, audio *Spool) error {
 	for _, f := range fields {
-		if err := mw.WriteField(f.name, f.value); err != nil {
+		if err := mw.WriteField(f.Name, f.Value); err != nil {
 			return err
 		}
 	}
