@@ -430,34 +430,20 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 	return &corev1.UpdateConnectionResponse{Connection: a.view(next)}, nil
 }
 
-// endCooldowns removes a connection's cooldowns after a change that makes
-// them moot (or its deletion). The change is made already: a failure is
-// logged, not answered, and a client hanging up does not stop it.
-func (a *Admin) endCooldowns(ctx context.Context, machineID, connectionID, why string) {
+// endCooldowns removes a connection's cooldowns (with reasons, those for
+// one of them) after a change that makes them moot (or its deletion). The
+// change is made already: a failure is logged, not answered, and a client
+// hanging up does not stop it.
+func (a *Admin) endCooldowns(ctx context.Context, machineID, connectionID, why string, reasons ...credential.Reason) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	n, err := a.cooldowns.ClearConnection(ctx, connectionID)
+	n, err := a.cooldowns.ClearConnection(ctx, connectionID, reasons...)
 	if err != nil {
 		a.log.Warn("cooldowns of a connection left behind", "machine", machineID, "connection", connectionID, "why", why, "err", err)
 		return
 	}
 	if n > 0 {
 		a.log.Info("cooldowns cleared", "machine", machineID, "connection", connectionID, "why", why, "count", n)
-	}
-}
-
-// endAuthCooldowns removes a connection's cooldowns for refused
-// credentials after its token was refreshed, as endCooldowns does.
-func (a *Admin) endAuthCooldowns(ctx context.Context, machineID, connectionID string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	n, err := a.cooldowns.ClearConnectionReason(ctx, connectionID, credential.ReasonAuth)
-	if err != nil {
-		a.log.Warn("cooldowns of a refreshed token left behind", "machine", machineID, "connection", connectionID, "err", err)
-		return
-	}
-	if n > 0 {
-		a.log.Info("cooldowns cleared", "machine", machineID, "connection", connectionID, "why", "token refreshed", "count", n)
 	}
 }
 

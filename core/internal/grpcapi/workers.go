@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/core/internal/vault"
 	"github.com/switchboardhq/switchboard/internal/spine"
@@ -166,7 +167,7 @@ func (a *Admin) StoreTokens(ctx context.Context, req *corev1.StoreTokensRequest)
 		// The refused token is replaced: the cooldowns it earned (a request
 		// that stopped waiting for this refresh) say nothing about the new
 		// one. Rate limits and other failures are the account's, and stay.
-		a.endAuthCooldowns(ctx, machineID, req.GetConnectionId())
+		a.endCooldowns(ctx, machineID, req.GetConnectionId(), "token refreshed", credential.ReasonAuth)
 	}
 	return &corev1.StoreTokensResponse{Generation: next.GetOauth().GetGeneration(), Stored: stored}, nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/base64"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,40 +99,30 @@ func (c *Cooldowns) Clear(ctx context.Context, cd credential.Cooldown) error {
 	return err
 }
 
-// ClearConnection removes every record of a connection and returns how many
-// there were.
-func (c *Cooldowns) ClearConnection(ctx context.Context, connectionID string) (int, error) {
-	var keys []string
-	prefix := connectionID + "."
-	c.b.Range(func(key string, _ kvmirror.Entry[*busv1.Cooldown]) bool {
-		if strings.HasPrefix(key, prefix) {
-			keys = append(keys, key)
-		}
-		return true
-	})
-	for _, k := range keys {
-		if err := c.b.Delete(ctx, k); err != nil {
-			return 0, err
-		}
+// ClearConnection removes a connection's records, or with reasons only
+// those for one of them (each only while it still is: one another failure
+// rewrote since stays), and returns how many it removed.
+func (c *Cooldowns) ClearConnection(ctx context.Context, connectionID string, reasons ...credential.Reason) (int, error) {
+	match := func(v *busv1.Cooldown) bool {
+		return len(reasons) == 0 || slices.Contains(reasons, credential.Reason(v.GetReason()))
 	}
-	return len(keys), nil
-}
-
-// ClearConnectionReason removes the records of a connection that are for
-// reason (each only while it still is: one another failure rewrote since
-// stays) and returns how many it removed.
-func (c *Cooldowns) ClearConnectionReason(ctx context.Context, connectionID string, reason credential.Reason) (int, error) {
 	var keys []string
 	prefix := connectionID + "."
 	c.b.Range(func(key string, e kvmirror.Entry[*busv1.Cooldown]) bool {
-		if strings.HasPrefix(key, prefix) && e.Value.GetReason() == string(reason) {
+		if strings.HasPrefix(key, prefix) && match(e.Value) {
 			keys = append(keys, key)
 		}
 		return true
 	})
 	n := 0
 	for _, k := range keys {
-		deleted, err := c.b.DeleteIf(ctx, k, func(v *busv1.Cooldown) bool { return v.GetReason() == string(reason) })
+		deleted := true
+		var err error
+		if len(reasons) == 0 {
+			err = c.b.Delete(ctx, k)
+		} else {
+			deleted, err = c.b.DeleteIf(ctx, k, match)
+		}
 		if err != nil {
 			return n, err
 		}
