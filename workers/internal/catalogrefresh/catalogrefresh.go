@@ -97,7 +97,7 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.CatalogRefreshJob) er
 		r.log.Info("catalog fetched", "connection", job.GetConnectionId(), "models", len(models), "took", time.Since(start))
 	}
 	_, err = r.admin.PutCatalog(ctx, put)
-	if ferr == nil && refused(err) {
+	if ferr == nil && contract.Refused(err) {
 		// A list too large for core to store (one NATS message, one gRPC
 		// call) fails every retry alike: it is recorded as a failed fetch,
 		// so listings go on without it instead of waiting for it, and the
@@ -111,16 +111,6 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.CatalogRefreshJob) er
 		return fmt.Errorf("store catalog of %s: %w", job.GetConnectionId(), err)
 	}
 	return nil
-}
-
-// refused reports whether core refused a catalog as such (too large for
-// its store or its gRPC bound): storing it again cannot help.
-func refused(err error) bool {
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.ResourceExhausted:
-		return true
-	}
-	return false
 }
 
 // Fetch reads GET {base}/models through the connection's proxy. Error texts

@@ -30,9 +30,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
@@ -471,7 +469,7 @@ func (r *Roller) Store(ctx context.Context, ackFloor uint64, events []Event, bea
 			req.Deltas[i] = g.Delta
 		}
 		resp, err := r.apply(ctx, req, beat)
-		if refusedCall(err) {
+		if contract.Refused(err) {
 			// Core refused the call itself: find the deltas it refuses by
 			// sending them one at a time.
 			if len(groups) == 1 {
@@ -534,7 +532,7 @@ func (r *Roller) apply(ctx context.Context, req *corev1.ApplyUsageRequest, beat 
 		if err == nil {
 			return resp, nil
 		}
-		if last || refusedCall(err) {
+		if last || contract.Refused(err) {
 			return nil, err
 		}
 		r.log.Warn("storing usage failed, will retry", "deltas", len(req.GetDeltas()), "retry_in", backoff, "err", err)
@@ -544,16 +542,6 @@ func (r *Roller) apply(ctx context.Context, req *corev1.ApplyUsageRequest, beat 
 			beat()
 		}
 	}
-}
-
-// refusedCall reports whether core refused a call as such (malformed or too
-// large): sending it again cannot help.
-func refusedCall(err error) bool {
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.ResourceExhausted:
-		return true
-	}
-	return false
 }
 
 // inProgress resets the acknowledgement timers of msgs.
