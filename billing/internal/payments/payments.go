@@ -61,8 +61,8 @@ type Subscriptions interface {
 type Schedules interface {
 	GetSchedule(ctx context.Context, id string) (*Schedule, error)
 	// ScheduleChange makes the subscription keep its current price until the
-	// current period ends and then switch to newPriceID, without proration.
-	// It creates a schedule from the subscription, or reuses scheduleID when
+	// current period ends and then switch to newPriceID, without proration;
+	// the current period keeps its trial and discounts. It creates a schedule from the subscription, or reuses scheduleID when
 	// the subscription already has one.
 	ScheduleChange(ctx context.Context, subscriptionID, scheduleID, newPriceID, idempotencyKey string) (*Schedule, error)
 	// ReleaseSchedule detaches a schedule; the subscription keeps its current

@@ -371,6 +371,8 @@ func (s *Stripe) ScheduleChange(ctx context.Context, subscriptionID, scheduleID,
 	if current == nil || len(current.Items) == 0 || current.Items[0].Price == nil {
 		return nil, &APIError{Message: "subscription schedule has no current phase"}
 	}
+	// Stripe replaces every phase and keeps nothing a phase does not send
+	// again: the current phase's trial and discounts go with it.
 	phases := []*stripe.SubscriptionSchedulePhaseParams{
 		{
 			Items: []*stripe.SubscriptionSchedulePhaseItemParams{
@@ -378,6 +380,7 @@ func (s *Stripe) ScheduleChange(ctx context.Context, subscriptionID, scheduleID,
 			},
 			StartDate: stripe.Int64(current.StartDate),
 			EndDate:   stripe.Int64(current.EndDate),
+			Discounts: phaseDiscounts(current),
 		},
 		{
 			Items: []*stripe.SubscriptionSchedulePhaseItemParams{
@@ -385,6 +388,9 @@ func (s *Stripe) ScheduleChange(ctx context.Context, subscriptionID, scheduleID,
 			},
 			Iterations: stripe.Int64(1),
 		},
+	}
+	if current.TrialEnd != 0 {
+		phases[0].TrialEnd = stripe.Int64(current.TrialEnd)
 	}
 	up := &stripe.SubscriptionScheduleParams{
 		Params:            params(ctx, idempotencyKey+"/phases"),
@@ -398,6 +404,30 @@ func (s *Stripe) ScheduleChange(ctx context.Context, subscriptionID, scheduleID,
 		return nil, convertError(err)
 	}
 	return scheduleFrom(sch), nil
+}
+
+// phaseDiscounts are the discounts of ph as phase parameters: each discount
+// it holds is reused (not created anew from its coupon, which would restart
+// a coupon that lasts some months), a promotion code or coupon redeemed
+// again only where no discount is named; a phase with only the legacy coupon
+// field has that coupon. Nil when it has none.
+func phaseDiscounts(ph *stripe.SubscriptionSchedulePhase) []*stripe.SubscriptionSchedulePhaseDiscountParams {
+	var out []*stripe.SubscriptionSchedulePhaseDiscountParams
+	for _, d := range ph.Discounts {
+		switch {
+		case d == nil:
+		case d.Discount != nil && d.Discount.ID != "":
+			out = append(out, &stripe.SubscriptionSchedulePhaseDiscountParams{Discount: stripe.String(d.Discount.ID)})
+		case d.PromotionCode != nil && d.PromotionCode.ID != "":
+			out = append(out, &stripe.SubscriptionSchedulePhaseDiscountParams{PromotionCode: stripe.String(d.PromotionCode.ID)})
+		case d.Coupon != nil && d.Coupon.ID != "":
+			out = append(out, &stripe.SubscriptionSchedulePhaseDiscountParams{Coupon: stripe.String(d.Coupon.ID)})
+		}
+	}
+	if len(out) == 0 && ph.Coupon != nil && ph.Coupon.ID != "" {
+		out = append(out, &stripe.SubscriptionSchedulePhaseDiscountParams{Coupon: stripe.String(ph.Coupon.ID)})
+	}
+	return out
 }
 
 // ReleaseSchedule implements Schedules.

@@ -2,10 +2,21 @@ package payments_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,4 +123,119 @@ func TestStripeRequestsAgainstStripeMock(t *testing.T) {
 	require.NoError(t, err, "checkout session retrieve")
 	_, err = s.GetCustomer(ctx, cus.ID)
 	require.NoError(t, err, "customer retrieve")
+}
+
+// stripeCall is one request billing sent, its form decoded.
+type stripeCall struct {
+	Method, Path string
+	Form         url.Values
+}
+
+// recordStripe puts a proxy in front of stripe-mock that keeps the requests
+// billing sends and passes each answer through rewrite (stripe-mock is
+// stateless: its canned objects carry only what a test writes into them).
+func recordStripe(t *testing.T, base string, rewrite func(path string, obj map[string]any)) (string, func() []stripeCall) {
+	t.Helper()
+	target, err := url.Parse(base)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var calls []stripeCall
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		var obj map[string]any
+		if resp.StatusCode == http.StatusOK && json.Unmarshal(body, &obj) == nil {
+			rewrite(resp.Request.Method+" "+resp.Request.URL.Path, obj)
+			if body, err = json.Marshal(obj); err != nil {
+				return err
+			}
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		form, _ := url.ParseQuery(string(body))
+		mu.Lock()
+		calls = append(calls, stripeCall{Method: r.Method, Path: r.URL.Path, Form: form})
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []stripeCall {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(calls)
+	}
+}
+
+// TestScheduleChangeKeepsTrialAndDiscounts: a change of cycle rewrites the
+// schedule's phases, and Stripe keeps nothing of a phase that is not sent
+// again: the current phase's trial end and discounts (or legacy coupon) go
+// with it, so a trialing user keeps the trial and a discounted one the
+// discount.
+func TestScheduleChangeKeepsTrialAndDiscounts(t *testing.T) {
+	base := startStripeMock(t)
+	const start, end, trialEnd = 1722558872, 1754008472, 1723768472
+	for _, tt := range []struct {
+		name       string
+		scheduleID string
+		phase      map[string]any
+		want       url.Values
+	}{{
+		name:  "new schedule, trialing with a discount",
+		phase: map[string]any{"trial_end": trialEnd, "discounts": []any{map[string]any{"coupon": nil, "discount": "di_123", "promotion_code": nil}}, "coupon": "co_123"},
+		want:  url.Values{"phases[0][trial_end]": {strconv.Itoa(trialEnd)}, "phases[0][discounts][0][discount]": {"di_123"}},
+	}, {
+		name:       "existing schedule, a coupon only",
+		scheduleID: "sub_sched_123",
+		phase:      map[string]any{"coupon": "co_123", "discounts": []any{}},
+		want:       url.Values{"phases[0][discounts][0][coupon]": {"co_123"}},
+	}, {
+		name:  "neither",
+		phase: map[string]any{},
+		want:  url.Values{},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			proxied, calls := recordStripe(t, base, func(path string, obj map[string]any) {
+				if !strings.HasPrefix(path, "GET /v1/subscription_schedules") && path != "POST /v1/subscription_schedules" {
+					return
+				}
+				phase := map[string]any{
+					"start_date": start, "end_date": end, "trial_end": nil, "coupon": nil, "discounts": []any{},
+					"items": []any{map[string]any{"price": "price_123", "quantity": 1}},
+				}
+				maps.Copy(phase, tt.phase)
+				obj["phases"] = []any{phase}
+				obj["current_phase"] = map[string]any{"start_date": start, "end_date": end}
+			})
+			s, err := payments.NewStripe(payments.StripeConfig{SecretKey: "sk_test_123", APIBase: proxied})
+			require.NoError(t, err)
+			_, err = s.ScheduleChange(context.Background(), "sub_123", tt.scheduleID, "price_456", "idem-schedule")
+			require.NoError(t, err, "stripe-mock accepts the phases")
+
+			var update *stripeCall
+			for _, c := range calls() {
+				if c.Method == http.MethodPost && strings.HasPrefix(c.Path, "/v1/subscription_schedules/") {
+					update = &c
+				}
+			}
+			require.NotNil(t, update, "the schedule's phases are updated")
+			got := url.Values{}
+			for k, v := range update.Form {
+				if strings.HasPrefix(k, "phases[0][trial") || strings.HasPrefix(k, "phases[0][discounts]") || k == "phases[0][coupon]" {
+					got[k] = v
+				}
+			}
+			require.Equal(t, tt.want, got, "the current phase as sent: %v", update.Form)
+			require.Equal(t, []string{"price_456"}, update.Form["phases[1][items][0][price]"])
+			require.Empty(t, update.Form["phases[1][trial_end]"], "the new cycle's phase starts after the trial")
+		})
+	}
 }
