@@ -140,7 +140,9 @@ func (s *Store) UserByCustomer(customerID string) (*billingv1.CustomerRecord, bo
 }
 
 // LinkCustomer stores a user <-> customer link in both directions. When the
-// user already has a customer, that link is kept and returned.
+// user already has a customer, that link is kept and returned, and the
+// customer given is linked back to the user too (a second customer of the
+// user's is then found without asking Stripe whose it is).
 func (s *Store) LinkCustomer(ctx context.Context, rec *billingv1.CustomerRecord) (*billingv1.CustomerRecord, error) {
 	if !validToken(rec.GetCustomerId()) {
 		return nil, ErrBadID
@@ -148,6 +150,7 @@ func (s *Store) LinkCustomer(ctx context.Context, rec *billingv1.CustomerRecord)
 	if rec.CreatedAt == nil {
 		rec.CreatedAt = timestamppb.Now()
 	}
+	kept := rec
 	if err := s.customers.Create(ctx, "user."+userKey(rec.GetUserId()), rec); err != nil {
 		if !errors.Is(err, kvmirror.ErrExists) {
 			return nil, err
@@ -156,13 +159,13 @@ func (s *Store) LinkCustomer(ctx context.Context, rec *billingv1.CustomerRecord)
 		if !ok {
 			return nil, kvmirror.ErrConflict
 		}
-		rec = cur
+		kept = cur
 	}
 	// The reverse link is idempotent: it always names the same user.
 	if err := s.customers.Put(ctx, "stripe."+rec.GetCustomerId(), rec); err != nil {
 		return nil, err
 	}
-	return rec, nil
+	return kept, nil
 }
 
 // UpsertSubscription changes a user's subscription record with
