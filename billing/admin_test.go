@@ -98,6 +98,9 @@ func TestAdminListSubscriptions(t *testing.T) {
 	code, r := reason(t, err)
 	require.Equal(t, codes.InvalidArgument, code)
 	require.Equal(t, "BAD_REQUEST", r)
+	require.Equal(t, "take", paramOf(t, err), "the field at fault is named")
+	_, err = c.ListSubscriptions(admin, &billingv1.ListSubscriptionsRequest{Skip: -1})
+	require.Equal(t, "skip", paramOf(t, err), "the field at fault is named")
 }
 
 func TestAdminDeadLettersListedAndRetried(t *testing.T) {

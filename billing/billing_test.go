@@ -37,6 +37,17 @@ func httpStatusOf(t *testing.T, err error) string {
 	return ""
 }
 
+// paramOf is the request parameter billing's error names.
+func paramOf(t *testing.T, err error) string {
+	t.Helper()
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetMetadata()["param"]
+		}
+	}
+	return ""
+}
+
 func TestNotConfigured(t *testing.T) {
 	h := billingtest.Start(t, billingtest.Options{Unconfigured: true})
 	c := billingv1.NewBillingClient(h.Conn)

@@ -193,8 +193,8 @@ func (a *billingAdmin) retry(w http.ResponseWriter, r *http.Request) {
 }
 
 // fail answers a billing error in the OpenAI error shape: billing's own
-// errors with their code and status, an unreachable billing as
-// BILLING_UNAVAILABLE, anything else masked.
+// errors with their code, status and the parameter they name, an
+// unreachable billing as BILLING_UNAVAILABLE, anything else masked.
 func (a *billingAdmin) fail(w http.ResponseWriter, op string, err error) {
 	st := status.Convert(err)
 	for _, d := range st.Details() {
@@ -206,7 +206,7 @@ func (a *billingAdmin) fail(w http.ResponseWriter, op string, err error) {
 		if convErr != nil || code < 400 || code > 599 {
 			code = http.StatusInternalServerError
 		}
-		openai.NewProblem(code, info.GetReason(), st.Message(), "").Write(w)
+		openai.NewProblem(code, info.GetReason(), st.Message(), info.GetMetadata()[contract.MetaParam]).Write(w)
 		return
 	}
 	switch st.Code() {

@@ -44,6 +44,13 @@ func (a apiAnswer) code() string {
 	return c
 }
 
+// param is the OpenAI-shaped error's param.
+func (a apiAnswer) param() string {
+	e, _ := a.body["error"].(map[string]any)
+	p, _ := e["param"].(string)
+	return p
+}
+
 func callAPI(t *testing.T, base, method, path, token string) apiAnswer {
 	t.Helper()
 	req, err := http.NewRequest(method, base+path, nil)
@@ -115,9 +122,13 @@ func TestBillingAdminSubscriptions(t *testing.T) {
 	bad := e.admin(http.MethodGet, "/api/billing/subscriptions?take=-1")
 	require.Equal(t, http.StatusBadRequest, bad.status)
 	require.Equal(t, "invalid_value", bad.code())
-	tooMany := e.admin(http.MethodGet, "/api/billing/subscriptions?take=500")
-	require.Equal(t, http.StatusBadRequest, tooMany.status)
-	require.Equal(t, "BAD_REQUEST", tooMany.code())
+	require.Equal(t, "take", bad.param())
+	for _, path := range []string{"/api/billing/subscriptions?take=500", "/api/billing/dead-letters?take=101"} {
+		tooMany := e.admin(http.MethodGet, path)
+		require.Equal(t, http.StatusBadRequest, tooMany.status, path)
+		require.Equal(t, "BAD_REQUEST", tooMany.code(), path)
+		require.Equal(t, "take", tooMany.param(), "the field at fault is named, as for take=-1: %s", tooMany.raw)
+	}
 }
 
 // TestBillingAdminDeadLetters: an event that keeps failing is listed with

@@ -41,10 +41,10 @@ func (s *Server) admin(ctx context.Context) error {
 // page checks a take and skip; take 0 is the default.
 func page(take, skip int32) (int, int, error) {
 	if take < 0 || take > MaxTake {
-		return 0, 0, account.BadRequest("take must be between 1 and 100")
+		return 0, 0, badParam("take", "take must be between 1 and 100")
 	}
 	if skip < 0 {
-		return 0, 0, account.BadRequest("skip must not be negative")
+		return 0, 0, badParam("skip", "skip must not be negative")
 	}
 	if take == 0 {
 		take = DefaultAdminTake

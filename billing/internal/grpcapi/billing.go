@@ -183,10 +183,10 @@ func (s *Server) ListInvoices(ctx context.Context, req *billingv1.ListInvoicesRe
 	}
 	take, skip := int(req.GetTake()), int(req.GetSkip())
 	if take < 0 || take > MaxTake {
-		return nil, toStatus(ctx, s.log, "list invoices", account.BadRequest("take must be between 1 and 100"))
+		return nil, toStatus(ctx, s.log, "list invoices", badParam("take", "take must be between 1 and 100"))
 	}
 	if skip < 0 {
-		return nil, toStatus(ctx, s.log, "list invoices", account.BadRequest("skip must not be negative"))
+		return nil, toStatus(ctx, s.log, "list invoices", badParam("skip", "skip must not be negative"))
 	}
 	if take == 0 {
 		take = DefaultTake

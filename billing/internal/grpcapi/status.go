@@ -43,16 +43,32 @@ const (
 )
 
 func statusError(code codes.Code, reason, msg string, httpStatus int) error {
-	info := &errdetails.ErrorInfo{
-		Reason:   reason,
-		Domain:   ErrorDomain,
-		Metadata: map[string]string{MetaHTTPStatus: strconv.Itoa(httpStatus)},
-	}
+	return statusWith(code, reason, msg, map[string]string{MetaHTTPStatus: strconv.Itoa(httpStatus)})
+}
+
+func statusWith(code codes.Code, reason, msg string, meta map[string]string) error {
+	info := &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta}
 	st, err := status.New(code, msg).WithDetails(info)
 	if err != nil {
 		return status.Error(code, msg)
 	}
 	return st.Err()
+}
+
+// paramError is a BAD_REQUEST about one request parameter, which its
+// status names (ErrorInfo metadata contract.MetaParam), as the edge names
+// the parameter of the checks it makes itself.
+type paramError struct {
+	param string
+	err   *account.Error
+}
+
+func (e *paramError) Error() string { return e.err.Error() }
+func (e *paramError) Unwrap() error { return e.err }
+
+// badParam is an invalid value of the request parameter param.
+func badParam(param, msg string) error {
+	return &paramError{param: param, err: account.BadRequest(msg)}
 }
 
 // toStatus maps an error of the billing flows to a gRPC status. Errors that
@@ -63,7 +79,12 @@ func toStatus(ctx context.Context, log *slog.Logger, op string, err error) error
 	}
 	var e *account.Error
 	if errors.As(err, &e) {
-		return statusError(grpcCode(e), e.Code, e.Message, e.Status)
+		meta := map[string]string{MetaHTTPStatus: strconv.Itoa(e.Status)}
+		var pe *paramError
+		if errors.As(err, &pe) {
+			meta[contract.MetaParam] = pe.param
+		}
+		return statusWith(grpcCode(e), e.Code, e.Message, meta)
 	}
 	switch {
 	case errors.Is(err, webhook.ErrNotConfigured):
