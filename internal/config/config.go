@@ -188,7 +188,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	stall := s.add("SWITCHBOARD_STALL_TIMEOUT", "stall-timeout", "60s", "how long a started stream may stay silent before it ends with an error", false)
 	catalogScan := s.add("SWITCHBOARD_CATALOG_SCAN_INTERVAL", "catalog-scan-interval", "1m", "how often live model catalogs near their one-hour expiry are fetched again", false)
 	tokenScan := s.add("SWITCHBOARD_TOKEN_SCAN_INTERVAL", "token-scan-interval", "1m", "how often OAuth connections are checked for tokens within their provider's refresh lead time", false)
-	jobTimeout := s.add("SWITCHBOARD_JOB_TIMEOUT", "job-timeout", "", "bound on one worker job; a job not acknowledged 10s past it goes to another worker (default: each kind's own, 30s for token refresh)", false)
+	jobTimeout := s.add("SWITCHBOARD_JOB_TIMEOUT", "job-timeout", "", "bound on one worker job; a job not acknowledged 10s past it goes to another worker (default: each kind's own, 80s for token refresh)", false)
 	maxAudio := s.add("SWITCHBOARD_MAX_AUDIO_BYTES", "max-audio-bytes", "26214400", "largest audio file /v1/audio/transcriptions accepts, in bytes", false)
 	usageMaxBytes := s.add("SWITCHBOARD_USAGE_MAX_BYTES", "usage-max-bytes", "1073741824", "bound on the SB_USAGE stream on disk, in bytes (the oldest events go past it)", false)
 	usageBuffer := s.add("SWITCHBOARD_USAGE_BUFFER_EVENTS", "usage-buffer-events", "100000", "usage events core keeps while NATS is away (also bounded to 64 MiB); past it new events are dropped and counted", false)

@@ -9,16 +9,21 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/oauth"
 )
 
-// GrantTimeout bounds one call to a token endpoint.
-const GrantTimeout = 10 * time.Second
+// GrantTimeout bounds one call to a token endpoint. It is long: a provider
+// that rotates refresh tokens (OpenAI's) completes a grant its client gave
+// up on, and answers the next one with the spent refresh token by revoking
+// the login, and such endpoints have been seen to take 16 s to answer.
+const GrantTimeout = 60 * time.Second
 
 // maxAnswer caps the size of a token endpoint's answer.
 const maxAnswer = 1 << 20
@@ -124,16 +129,40 @@ func Grant(ctx context.Context, client *http.Client, tokenURL, refreshToken stri
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
+	var sent atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(w httptrace.WroteRequestInfo) {
+			if w.Err == nil {
+				sent.Store(true)
+			}
+		},
+	}))
 	resp, err := client.Do(req)
 	if err != nil {
-		return Tokens{}, unreachable(ctx, err)
+		return Tokens{}, lost(sent.Load(), unreachable(ctx, err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return Tokens{}, unreachable(ctx, err)
+		return Tokens{}, lost(true, unreachable(ctx, err))
 	}
 	return ParseAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), body)
+}
+
+// Unanswered is a grant the token endpoint was sent but did not answer
+// (its time ran out, the connection broke): whether the endpoint spent the
+// refresh token is unknown, and it may still be working on it.
+type Unanswered struct{ Err error }
+
+func (u *Unanswered) Error() string { return u.Err.Error() }
+func (u *Unanswered) Unwrap() error { return u.Err }
+
+// lost is err, as an [*Unanswered] when the request had been sent.
+func lost(sent bool, err error) error {
+	if sent {
+		return &Unanswered{Err: err}
+	}
+	return err
 }
 
 // unreachable describes a failed exchange without its URL.

@@ -199,7 +199,18 @@ func (r *Refresher) Handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 			if err != nil {
 				return nil, fmt.Errorf("refresh %s: %w", id, err)
 			}
-			defer release(ctx)
+			lapses := time.Now().Add(ttl)
+			err = r.handle(ctx, job)
+			if un := (*Unanswered)(nil); errors.As(err, &un) {
+				// The endpoint may still be working on the grant: the
+				// lease lapses in its time instead, so that no retry
+				// presents the refresh token before it is done.
+				r.log.Warn("refresh lease kept until it lapses: the token endpoint was sent the refresh token and did not answer",
+					"connection", id, "machine", job.GetMachineId(), "lapses_at", lapses)
+				return nil, err
+			}
+			release(ctx)
+			return nil, err
 		}
 		return nil, r.handle(ctx, job)
 	})
