@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/internal/config"
 	"github.com/switchboardhq/switchboard/internal/logincli"
 	"github.com/switchboardhq/switchboard/internal/oauth"
+	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
@@ -69,6 +72,8 @@ type fakeAuthServer struct {
 	gate   chan struct{}
 	polled chan struct{}
 	n      int
+	// codeLife is the device codes' expires_in (zero: 900 s).
+	codeLife int
 }
 
 func newFakeAuthServer(t *testing.T, script ...string) *fakeAuthServer {
@@ -110,11 +115,12 @@ func (f *fakeAuthServer) deviceCode(w http.ResponseWriter, r *http.Request) {
 		}
 		f.challenges[dc] = ch
 	}
+	life := cmp.Or(f.codeLife, 900)
 	f.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"device_code": dc, "user_code": fakeUserCode,
 		"verification_uri": f.URL + "/device", "verification_uri_complete": f.URL + "/device?user_code=" + fakeUserCode,
-		"expires_in": 900, "interval": 1,
+		"expires_in": life, "interval": 1,
 	})
 }
 
@@ -364,6 +370,67 @@ func TestOAuthDevicePollOutcomes(t *testing.T) {
 			assert.Empty(t, conns.JSON["connections"])
 		})
 	}
+}
+
+// forgetFlow removes a login's record as the flow bucket's age bound does
+// once the login has gone unpolled for its time.
+func forgetFlow(t *testing.T, sb *nodetest.Instance, flowID string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js, err := jetstream.New(sb.Node.NATS())
+	require.NoError(t, err)
+	kv, err := js.KeyValue(ctx, spine.BucketOAuthFlows)
+	require.NoError(t, err)
+	require.NoError(t, kv.Purge(ctx, flowID))
+}
+
+// A device code can outlive the gateway's record of its login (a provider
+// that gives it an hour, polled again after a laptop slept): its poll
+// answers that the login expired, as a poll past the code's expiry does,
+// so the CLI and the console tell the user to start again, instead of a
+// 404 flow_not_found that says the login never was.
+func TestOAuthDeviceLoginForgottenAnswersExpired(t *testing.T) {
+	f := newFakeAuthServer(t, oauth.CodePending)
+	f.codeLife = 3600
+	sb := serveWithOAuth(t, f, "")
+	flowID := startDevice(t, sb, "kimi")
+	forgetFlow(t, sb, flowID)
+
+	var p nodetest.Response
+	require.Eventually(t, func() bool {
+		p = poll(t, sb, "kimi", flowID)
+		return p.JSON["status"] != "pending"
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, http.StatusOK, p.Status, "%s", p.Body)
+	assert.Equal(t, "expired", p.JSON["status"])
+	assert.Equal(t, oauth.CodeExpiredToken, p.JSON["error"])
+	assert.Equal(t, flowID, p.JSON["flowId"])
+
+	r := poll(t, sb, "kimi", "no-such-flow")
+	assert.Equal(t, http.StatusNotFound, r.Status, "an id that was never a login's is still not found: %s", r.Body)
+}
+
+// An authorization-code login whose record is gone answers 410
+// flow_expired, as one past its time does, not 404 flow_not_found.
+func TestOAuthAuthorizationLoginForgottenAnswersExpired(t *testing.T) {
+	f := newFakeAuthServer(t, pollOK)
+	sb := serveWithOAuth(t, f, "https://example.invalid/v1")
+	start := sb.Admin(t, http.MethodPost, "/api/oauth/codex/authorize", map[string]any{"redirectUri": "http://127.0.0.1:9/cb"})
+	require.Equal(t, http.StatusOK, start.Status, "%s", start.Body)
+	flowID := start.JSON["flowId"].(string)
+	forgetFlow(t, sb, flowID)
+
+	// A refused code leaves a known login pending; a forgotten one
+	// answers otherwise.
+	require.Eventually(t, func() bool {
+		r := sb.Admin(t, http.MethodPost, "/api/oauth/codex/exchange", map[string]any{"flowId": flowID, "code": "wrong"})
+		return r.Status != http.StatusBadRequest
+	}, 10*time.Second, 50*time.Millisecond)
+	r := sb.Admin(t, http.MethodPost, "/api/oauth/codex/exchange", map[string]any{"flowId": flowID, "code": fakeAuthCode})
+	require.Equal(t, http.StatusGone, r.Status, "%s", r.Body)
+	e, _ := r.JSON["error"].(map[string]any)
+	assert.Equal(t, "flow_expired", e["code"], "%s", r.Body)
 }
 
 func TestOAuthRouteErrors(t *testing.T) {

@@ -86,8 +86,10 @@ const AffinityTTL = time.Hour
 // ResponseTTL is how long a stored Responses answer is kept.
 const ResponseTTL = 30 * 24 * time.Hour
 
-// OAuthFlowTTL is how long an OAuth login in progress is kept: longer than
-// any provider's device code lives.
+// OAuthFlowTTL is how long an OAuth login in progress is kept after it was
+// last touched (each poll touches it). A login forgotten sooner than its
+// code expires (a longer-lived code, a longer pause between polls) still
+// answers as expired: its id names it a login.
 const OAuthFlowTTL = 30 * time.Minute
 
 // RefreshLeaseTTL is the lease of a token refresh without a deadline. Each

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,6 +73,47 @@ const (
 )
 
 var errFlowBusy = errors.New("flow busy")
+
+// errFlowForgotten is claimFlow's answer for a login whose record is gone:
+// the flow bucket forgets a login spine.OAuthFlowTTL after it was last
+// touched, and a device code may live longer, or be polled again after a
+// longer pause. Its id shows it was a login (newFlowID), which can no
+// longer finish: it answers as expired, never as a login that never was.
+var errFlowForgotten = errors.New("flow forgotten")
+
+// newFlowID mints a login's id, "<random state>.<expiry in Unix seconds>":
+// the id of a login whose record is gone still names a login, and when it
+// ended. It is the OAuth state of an authorization-code login too.
+func newFlowID(expires time.Time) string {
+	return oauth.NewState() + "." + strconv.FormatInt(expires.Unix(), 10)
+}
+
+// flowIDExpiry is the expiry a flow id names; false for an id newFlowID
+// did not shape.
+func flowIDExpiry(id string) (time.Time, bool) {
+	state, exp, ok := strings.Cut(id, ".")
+	if !ok || state == "" {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(n, 0), true
+}
+
+// missingFlow is the error for a flow id without a record: errFlowForgotten
+// for a login's id, flowNotFound for any other.
+func (a *Admin) missingFlow(id string) error {
+	exp, ok := flowIDExpiry(id)
+	if !ok {
+		return flowNotFound(id)
+	}
+	if a.now().Before(exp) {
+		a.log.Warn("oauth login forgotten before it expired: unpolled for longer than the flow bucket keeps a login", "flow", id, "expires_at", exp)
+	}
+	return errFlowForgotten
+}
 
 func (a *Admin) loginProvider(id string, flow oauth.Flow) (oauth.Provider, error) {
 	if a.logins == nil {
@@ -205,13 +247,14 @@ func (a *Admin) StartDeviceLogin(ctx context.Context, req *corev1.StartDeviceLog
 		return nil, providerError("device authorization", err)
 	}
 	now := a.now()
+	expires := now.Add(time.Duration(dc.ExpiresIn) * time.Second)
 	f := &busv1.OAuthFlow{
-		Id:           oauth.NewState(),
+		Id:           newFlowID(expires),
 		MachineId:    machineID,
 		Provider:     p.ID,
 		Kind:         flowKindDevice,
 		CreatedAt:    timestamppb.New(now),
-		ExpiresAt:    timestamppb.New(now.Add(time.Duration(dc.ExpiresIn) * time.Second)),
+		ExpiresAt:    timestamppb.New(expires),
 		Interval:     int32(dc.Interval),
 		Status:       flowPending,
 		ConnectionId: uuid.NewString(),
@@ -244,6 +287,9 @@ func (a *Admin) PollDeviceLogin(ctx context.Context, req *corev1.PollDeviceLogin
 		return nil, missingParam("flowId")
 	}
 	f, claimed, err := a.claimFlow(ctx, machineID, p.ID, flowKindDevice, req.GetFlowId())
+	if errors.Is(err, errFlowForgotten) {
+		return &corev1.PollDeviceLoginResponse{Status: flowExpired, FlowId: req.GetFlowId(), Error: oauth.CodeExpiredToken}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +389,7 @@ func (a *Admin) StartAuthorizationLogin(ctx context.Context, req *corev1.StartAu
 	}
 	now := a.now()
 	f := &busv1.OAuthFlow{
-		Id:           oauth.NewState(),
+		Id:           newFlowID(now.Add(authorizationTTL)),
 		MachineId:    machineID,
 		Provider:     p.ID,
 		Kind:         flowKindCode,
@@ -394,6 +440,9 @@ func (a *Admin) CompleteAuthorizationLogin(ctx context.Context, req *corev1.Comp
 		return nil, invalidParam("state", "state_mismatch", "state does not belong to this login")
 	}
 	f, claimed, err := a.claimFlow(ctx, machineID, p.ID, flowKindCode, flowID)
+	if errors.Is(err, errFlowForgotten) {
+		return nil, flowGone(&busv1.OAuthFlow{Id: flowID, Status: flowExpired})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -442,12 +491,15 @@ func (a *Admin) CompleteAuthorizationLogin(ctx context.Context, req *corev1.Comp
 
 // claimFlow takes the flow's lease. When the flow is no longer pending it
 // returns it unclaimed; while another call holds the lease it waits for that
-// call's outcome.
+// call's outcome. A login whose record is gone is errFlowForgotten.
 func (a *Admin) claimFlow(ctx context.Context, machineID, providerID, kind, id string) (*busv1.OAuthFlow, bool, error) {
 	for {
 		changed := a.store.OAuthFlows.Changed()
 		e, ok := a.store.OAuthFlows.Get(id)
-		if !ok || e.Value.GetMachineId() != machineID || e.Value.GetProvider() != providerID || e.Value.GetKind() != kind {
+		if !ok {
+			return nil, false, a.missingFlow(id)
+		}
+		if e.Value.GetMachineId() != machineID || e.Value.GetProvider() != providerID || e.Value.GetKind() != kind {
 			return nil, false, flowNotFound(id)
 		}
 		f := e.Value
@@ -481,7 +533,7 @@ func (a *Admin) claimFlow(ctx context.Context, machineID, providerID, kind, id s
 		case errors.Is(err, errFlowBusy):
 			continue
 		case errors.Is(err, kvmirror.ErrNotFound):
-			return nil, false, flowNotFound(id)
+			return nil, false, a.missingFlow(id)
 		case err != nil:
 			return nil, false, a.storeError(err)
 		}
