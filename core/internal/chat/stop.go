@@ -3,7 +3,6 @@ package chat
 import (
 	"encoding/json"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/core/internal/translate"
@@ -20,10 +19,20 @@ import (
 // stopText ends an answer's text at the first of a request's stop
 // sequences (the first to be complete, as the text arrives). Text that may
 // be the start of a sequence is held back, at most the longest sequence
-// less one character, until what follows shows whether it is. Not safe for
-// concurrent use.
+// less one character, until what follows shows whether it is. Each byte of
+// the text costs a step or so per sequence, however long the sequences
+// and however the text is split (a sequence is followed as
+// Knuth-Morris-Pratt follows it); an empty sequence stops nothing. Not safe
+// for concurrent use.
 type stopText struct {
 	seqs []string
+	// at[i] is how much of seqs[i] the text ends with: its longest
+	// beginning the text ends with.
+	at []int
+	// back[i][k] is, for seqs[i], how much of it its first k+1 bytes end
+	// with, shorter than k+1; built as far as the text has matched.
+	back [][]int32
+	// held is the text held back, the longest of those beginnings.
 	held string
 }
 
@@ -31,52 +40,114 @@ type stopText struct {
 // when not "", is the sequence the text stopped at, and out the last of the
 // text.
 func (s *stopText) push(text string) (out, seq string) {
-	buf := s.held + text
-	s.held = ""
-	end, at := -1, 0
-	for _, q := range s.seqs {
-		i := strings.Index(buf, q)
-		if i < 0 {
-			continue
-		}
-		if e := i + len(q); end < 0 || e < end || e == end && i < at {
-			end, at, seq = e, i, q
-		}
+	if s.at == nil {
+		s.at, s.back = make([]int, len(s.seqs)), make([][]int32, len(s.seqs))
 	}
-	if seq != "" {
-		return buf[:at], seq
-	}
-	// The longest end of buf that begins a sequence is held: no sequence
-	// begins before it, or it would be longer.
-	keep := 0
-	for _, q := range s.seqs {
-		for n := min(len(q)-1, len(buf)); n > keep; n-- {
-			if strings.HasPrefix(q, buf[len(buf)-n:]) {
-				keep = n
-				break
+	held := s.held
+	for p := 0; p < len(text); p++ {
+		c := text[p]
+		found := -1
+		for i, q := range s.seqs {
+			if q == "" {
+				continue
+			}
+			k := s.at[i]
+			for k > 0 && q[k] != c {
+				k = int(s.backOf(i, k-1))
+			}
+			if q[k] == c {
+				k++
+			}
+			s.at[i] = k
+			// Of two that end here the longer began first.
+			if k == len(q) && (found < 0 || len(q) > len(s.seqs[found])) {
+				found = i
 			}
 		}
+		if found >= 0 {
+			// Where it begins in held+text: what it took of the text
+			// before this piece was held.
+			seq = s.seqs[found]
+			s.reset()
+			return prefix(held, text, len(held)+p+1-len(seq)), seq
+		}
 	}
-	s.held = buf[len(buf)-keep:]
-	return buf[:len(buf)-keep], ""
+	// The longest end of the text that begins a sequence is held: it is
+	// that beginning of the sequence.
+	keep, from := 0, ""
+	for i, k := range s.at {
+		if k > keep {
+			keep, from = k, s.seqs[i]
+		}
+	}
+	s.held = from[:keep]
+	return prefix(held, text, len(held)+len(text)-keep), ""
+}
+
+// backOf is back[i][k], built as far as k first.
+func (s *stopText) backOf(i, k int) int32 {
+	q, b := s.seqs[i], s.back[i]
+	if k < len(b) {
+		return b[k]
+	}
+	for j := len(b); j <= k; j++ {
+		if j == 0 {
+			b = append(b, 0)
+			continue
+		}
+		n := int(b[j-1])
+		for n > 0 && q[j] != q[n] {
+			n = int(b[n-1])
+		}
+		if q[j] == q[n] {
+			n++
+		}
+		b = append(b, int32(n))
+	}
+	s.back[i] = b
+	return b[k]
+}
+
+// prefix is the first n bytes of a followed by b.
+func prefix(a, b string, n int) string {
+	switch {
+	case n <= len(a):
+		return a[:n]
+	case a == "":
+		return b[:n]
+	}
+	return a + b[:n-len(a)]
+}
+
+// reset forgets the text: none of it begins a sequence.
+func (s *stopText) reset() {
+	s.held = ""
+	clear(s.at)
 }
 
 // flush ends the text: what was held goes on.
 func (s *stopText) flush() string {
 	out := s.held
-	s.held = ""
+	s.reset()
 	return out
+}
+
+// cut is text ended at the first of the sequences, and the sequence it
+// ended at ("" when none: text as it is), text on its own.
+func (s *stopText) cut(text string) (string, string) {
+	s.reset()
+	out, seq := s.push(text)
+	if seq == "" {
+		out += s.flush()
+	}
+	return out, seq
 }
 
 // cutText is text ended at the first of seqs, and the sequence it ended at
 // ("" when none: text as it is).
 func cutText(text string, seqs []string) (string, string) {
 	s := stopText{seqs: seqs}
-	out, seq := s.push(text)
-	if seq == "" {
-		out += s.flush()
-	}
-	return out, seq
+	return s.cut(text)
 }
 
 // requestStops are the stop sequences of a chat request (stop, a string or
@@ -217,6 +288,7 @@ func cutResponse(raw []byte, stops []string) (out []byte, seq string, estimated 
 	if json.Unmarshal(raw, &resp) != nil || json.Unmarshal(resp["output"], &items) != nil {
 		return raw, "", false // the translation says what is wrong with it
 	}
+	cut := stopText{seqs: stops}
 	for i, it := range items {
 		var typ string
 		if json.Unmarshal(it["type"], &typ) != nil || typ != "message" {
@@ -231,7 +303,7 @@ func cutResponse(raw []byte, stops []string) (out []byte, seq string, estimated 
 			if json.Unmarshal(p["type"], &typ) != nil || typ != "output_text" || json.Unmarshal(p["text"], &text) != nil {
 				continue
 			}
-			before, found := cutText(text, stops)
+			before, found := cut.cut(text)
 			if found == "" {
 				continue
 			}
