@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/switchboardhq/switchboard/internal/provider"
@@ -93,12 +95,16 @@ func (toResponses) assemble(r io.Reader, stops []string, event, comment func()) 
 // on its own, a sequence spanning its deltas included.
 type stopped struct {
 	text stopText
+	part textPart
 	// base is the response the stream began with.
 	base json.RawMessage
-	// parts are the text of the message being written, by content index;
-	// index is its output index.
-	parts []*strings.Builder
-	index int
+	// written are the texts of the messages written, by output index,
+	// each cut where stopText's text ended: where the deltas moved to
+	// another part or another event came; index is the message written
+	// last, run the text still being written (nil after another event).
+	written map[int][]*strings.Builder
+	index   int
+	run     *strings.Builder
 }
 
 // event takes one event; it reports whether the text reached a sequence.
@@ -110,48 +116,56 @@ func (s *stopped) event(typ string, output *int, content int, delta string, resp
 	}
 	if typ != "response.output_text.delta" {
 		s.text.flush()
+		s.run = nil
 		return false
 	}
-	if output != nil && (*output != s.index || s.parts == nil) {
-		s.index, s.parts = *output, []*strings.Builder{}
+	if s.part.moved(output, content) || s.run == nil {
+		s.text.flush()
+		if s.written == nil {
+			s.written = map[int][]*strings.Builder{}
+		}
+		s.index, s.run = s.part.output, &strings.Builder{}
+		s.written[s.index] = append(s.written[s.index], s.run)
 	}
-	if content < 0 || content >= 64 || s.index < 0 || s.index >= 4096 {
-		return false
-	}
-	for len(s.parts) <= content {
-		s.parts = append(s.parts, &strings.Builder{})
-	}
-	s.parts[content].WriteString(delta)
+	s.run.WriteString(delta)
 	_, seq := s.text.push(delta)
 	return seq != ""
 }
 
 // response is the answer so far: the response the stream began with,
-// completed, its output the items done and the message being written (its
-// text up to the sequence and past it: whole ends it, and estimates its
-// usage, which the upstream has not reported).
+// completed, its output the items done and the messages written (the one
+// written last in place of its item, done or not; its text up to the
+// sequence and past it: whole ends it, and estimates its usage, which the
+// upstream has not reported).
 func (s *stopped) response(done []json.RawMessage) ([]byte, error) {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(s.base, &obj) != nil || obj == nil {
 		obj = map[string]json.RawMessage{}
 	}
-	content := make([]map[string]string, len(s.parts))
-	for i, p := range s.parts {
-		content[i] = map[string]string{"type": "output_text", "text": p.String()}
-	}
-	msg, err := json.Marshal(map[string]any{"type": "message", "role": "assistant", "status": "completed", "content": content})
-	if err != nil {
-		return nil, err
-	}
-	var output []json.RawMessage
-	for i := 0; i < len(done) || i <= s.index; i++ {
-		switch {
-		case i == s.index:
-			output = append(output, msg)
-		case i < len(done) && done[i] != nil:
-			output = append(output, done[i])
+	indexes := slices.Sorted(maps.Keys(s.written))
+	for i, it := range done {
+		if it != nil && s.written[i] == nil {
+			indexes = append(indexes, i)
 		}
 	}
+	slices.Sort(indexes)
+	var output []json.RawMessage
+	for _, i := range indexes {
+		if i != s.index && i < len(done) && done[i] != nil {
+			output = append(output, done[i])
+			continue
+		}
+		content := make([]map[string]string, len(s.written[i]))
+		for j, p := range s.written[i] {
+			content[j] = map[string]string{"type": "output_text", "text": p.String()}
+		}
+		msg, err := json.Marshal(map[string]any{"type": "message", "role": "assistant", "status": "completed", "content": content})
+		if err != nil {
+			return nil, err
+		}
+		output = append(output, msg)
+	}
+	var err error
 	if obj["output"], err = json.Marshal(output); err != nil {
 		return nil, err
 	}

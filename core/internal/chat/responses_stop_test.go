@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -352,5 +353,74 @@ func TestStopOnResponsesUpstreamReleasesHeldText(t *testing.T) {
 			assert.False(t, u.Estimated, "%+v", u)
 			assert.EqualValues(t, 17, u.TotalTokens)
 		})
+	}
+}
+
+// An upstream whose text moves to another content part without saying so
+// (no content_part events between, only the deltas' content_index) is
+// stopped part by part all the same, as a whole answer's parts are: a
+// sequence spanning the two parts ends neither, and the streamed answer
+// and the whole one end at the same place.
+func TestStopOnResponsesUpstreamPartsUnannounced(t *testing.T) {
+	partDelta := func(content int, text string) string {
+		b, _ := json.Marshal(map[string]any{"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": content, "delta": text})
+		return string(b)
+	}
+	completed := func(parts ...string) string {
+		var content []map[string]string
+		for _, p := range parts {
+			content = append(content, map[string]string{"type": "output_text", "text": p})
+		}
+		b, _ := json.Marshal(map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_1", "object": "response", "status": "completed",
+			"output": []any{map[string]any{"id": "msg_1", "type": "message", "role": "assistant", "content": content}},
+			"usage":  map[string]int{"input_tokens": 10, "output_tokens": 7, "total_tokens": 17}}})
+		return string(b)
+	}
+	bodies := map[Dialect]string{
+		DialectChat:     `{"model":"m","stream":false,"messages":[{"role":"user","content":"hi"}],"stop":["<end of>","END"]}`,
+		DialectMessages: `{"model":"m","stream":false,"max_tokens":100,"messages":[{"role":"user","content":"hi"}],"stop_sequences":["<end of>","END"]}`,
+	}
+	for _, tc := range []struct {
+		name   string
+		events []string
+		text   string
+		// stopped: the answer ends at a sequence.
+		stopped bool
+	}{
+		{"a sequence across the parts", []string{partDelta(0, "Hi <en"), partDelta(1, "d of> more"), completed("Hi <en", "d of> more")}, "Hi <end of> more", false},
+		{"a sequence in the second part", []string{partDelta(0, "Hi <en"), partDelta(1, "d of> more END never"), partDelta(1, " seen")}, "Hi <end of> more ", true},
+		{"the text back in the first part", []string{partDelta(0, "Hi <en"), partDelta(1, " and "), partDelta(0, "d of> more END never")}, "Hi <en and d of> more ", true},
+	} {
+		for _, d := range []Dialect{DialectChat, DialectMessages} {
+			var answers []answer
+			for _, stream := range []bool{true, false} {
+				name := fmt.Sprintf("%s, %s, streamed %v", tc.name, d, stream)
+				_, sink, _, err := runStop(t, d, stream, bodies[d], append([]string{stopCreated, stopItem, stopPart}, tc.events...)...)
+				require.NoError(t, err, name)
+				a := readAnswer(t, d, sink)
+				assert.Equal(t, tc.text, a.text, name)
+				want := map[Dialect]string{DialectChat: "stop", DialectMessages: "end_turn"}[d]
+				if tc.stopped && d == DialectMessages {
+					want = "stop_sequence"
+				}
+				assert.Equal(t, want, a.finish, name)
+				answers = append(answers, a)
+			}
+			assert.Equal(t, answers[0], answers[1], "%s, %s: the streamed answer and the whole one", tc.name, d)
+		}
+	}
+}
+
+// A text delta whose part cannot be read is a malformed event, streamed as
+// assembled, and none of its text reaches the client unstopped.
+func TestStopOnResponsesUpstreamUnreadablePart(t *testing.T) {
+	const bad = `{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":"one","delta":"Hi <end of> more"}`
+	body := `{"model":"m","stream":false,"messages":[{"role":"user","content":"hi"}],"stop":["<end of>"]}`
+	for _, stream := range []bool{true, false} {
+		_, sink, _, err := runStop(t, DialectChat, stream, body, stopCreated, stopItem, stopPart, bad)
+		require.Error(t, err, "streamed %v", stream)
+		for _, e := range sink.events {
+			assert.NotContains(t, e, "more", "streamed %v", stream)
+		}
 	}
 }

@@ -150,6 +150,27 @@ func cutText(text string, seqs []string) (string, string) {
 	return s.cut(text)
 }
 
+// textPart is the part of an answer a Responses stream's text deltas add
+// to: their output_index and content_index. Text that moves to another
+// part, announced or not, is a text of its own to stop, as each part of a
+// whole answer is (cutResponse).
+type textPart struct {
+	output, content int
+	started         bool
+}
+
+// moved takes a text delta's indexes (no output index: the last delta's)
+// and reports whether they name another part than the last delta's.
+func (p *textPart) moved(output *int, content int) bool {
+	o := p.output
+	if output != nil {
+		o = *output
+	}
+	moved := p.started && (o != p.output || content != p.content)
+	p.output, p.content, p.started = o, content, true
+	return moved
+}
+
 // requestStops are the stop sequences of a chat request (stop, a string or
 // an array) or a Messages one (stop_sequences), without empty ones and
 // repeats; none for a Responses request, which has no such field. A stop
@@ -190,6 +211,7 @@ func requestStops(in inbound) []string {
 // for the estimate billed when it stopped the answer.
 type stopStream struct {
 	text stopText
+	part textPart
 	// named: the finish chunk names the sequence (for a Messages answer,
 	// whose stop_sequence says which).
 	named bool
@@ -227,6 +249,10 @@ func (s *stopStream) event(tr *translate.ResponsesToChunks, name string, data []
 		Type  string `json:"type"`
 		Delta string `json:"delta"`
 	}
+	var at struct {
+		OutputIndex  *int `json:"output_index"`
+		ContentIndex int  `json:"content_index"`
+	}
 	// Only an event that may be a text delta is read here (the data's type
 	// names an event the stream does not name).
 	if name == "" || name == textDelta {
@@ -236,13 +262,18 @@ func (s *stopStream) event(tr *translate.ResponsesToChunks, name string, data []
 		if name == "" {
 			name = ev.Type
 		}
+		if name == textDelta && json.Unmarshal(data, &at) != nil {
+			return errMalformedEvent // as assembling it says
+		}
 	}
-	if name != textDelta {
+	if name != textDelta || s.part.moved(at.OutputIndex, at.ContentIndex) {
 		if held := s.text.flush(); held != "" {
 			if err := tr.Text(held, counted); err != nil {
 				return err
 			}
 		}
+	}
+	if name != textDelta {
 		return tr.Event(name, data, counted)
 	}
 	out, seq := s.text.push(ev.Delta)
