@@ -198,7 +198,9 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 	var pending []outChatPart // the media of the tool messages last added
 	for i, it := range items {
 		param := "input[" + strconv.Itoa(i) + "]"
-		if it.Type != "function_call_output" && it.Type != "custom_tool_call_output" && len(pending) > 0 {
+		// The media wait for the turn's last tool message: reasoning,
+		// which sends nothing, does not end the turn.
+		if it.Type != "function_call_output" && it.Type != "custom_tool_call_output" && it.Type != "reasoning" && len(pending) > 0 {
 			out = append(out, outChatMessage{Role: "user", Content: pending})
 			pending = nil
 		}

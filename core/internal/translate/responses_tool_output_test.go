@@ -48,3 +48,36 @@ func TestFunctionCallOutputImages(t *testing.T) {
 	assert.JSONEq(t, `"[image]"`, string(msgs[2].Content))
 	assert.JSONEq(t, `"b:\n[image]"`, string(msgs[3].Content))
 }
+
+// Reasoning between a turn's function_call_output items (a Responses
+// client replays its reasoning items where they came) sends nothing, and
+// the images of the tool messages wait for the turn's last tool message:
+// chat upstreams take a turn's tool messages only right after its calls.
+func TestFunctionCallOutputImagesAfterReasoning(t *testing.T) {
+	const png = "data:image/png;base64,iVBORw0KGgo="
+	body := `{"model":"m","input":[
+		{"role":"user","content":"look at both"},
+		{"type":"reasoning","id":"rs_1","summary":[]},
+		{"type":"function_call","call_id":"call_a","name":"view_image","arguments":"{}"},
+		{"type":"function_call","call_id":"call_b","name":"view_image","arguments":"{}"},
+		{"type":"function_call_output","call_id":"call_a","output":[{"type":"input_image","image_url":"` + png + `"}]},
+		{"type":"reasoning","id":"rs_2","summary":[]},
+		{"type":"function_call_output","call_id":"call_b","output":"done"},
+		{"role":"user","content":"and now?"}]}`
+	out, err := ResponsesToOpenAIRequest([]byte(body), "m", ChatOptions{ToolResultImages: true})
+	require.NoError(t, err)
+	var r struct {
+		Messages []struct {
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID string          `json:"tool_call_id"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &r))
+	var roles []string
+	for _, m := range r.Messages {
+		roles = append(roles, m.Role+" "+m.ToolCallID)
+	}
+	assert.Equal(t, []string{"user ", "assistant ", "tool call_a", "tool call_b", "user ", "user "}, roles)
+	assert.JSONEq(t, `[{"type":"image_url","image_url":{"url":"`+png+`"}}]`, string(r.Messages[4].Content))
+}
