@@ -302,6 +302,11 @@ func chatID(respID string) string {
 	return "chatcmpl-" + id
 }
 
+// reasoningBreak separates the parts of a Responses answer's reasoning
+// summary, and its reasoning items, in a chat answer's reasoning_content:
+// the Responses API sends each part without one.
+const reasoningBreak = "\n\n"
+
 // ResponsesToOpenAIResponse translates a Responses response into a
 // chat.completion for model.
 func ResponsesToOpenAIResponse(body []byte, model string) ([]byte, Usage, error) {
@@ -320,6 +325,12 @@ func ResponsesToOpenAIResponse(body []byte, model string) ([]byte, Usage, error)
 			}
 		case "reasoning":
 			for _, s := range it.Summary {
+				if s.Text == "" {
+					continue
+				}
+				if reasoning.Len() > 0 {
+					reasoning.WriteString(reasoningBreak)
+				}
 				reasoning.WriteString(s.Text)
 			}
 		case "function_call":

@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -247,4 +248,60 @@ func TestChatStopIsNotSentToResponses(t *testing.T) {
 		require.ErrorAs(t, err, &re, stop)
 		assert.Equal(t, "stop", re.Param, stop)
 	}
+}
+
+// A reasoning summary in several parts (each a paragraph under its own
+// bold title, none ending in a separator) reaches a chat client as
+// paragraphs, streamed and whole alike, where run together the titles
+// would merge into one ("...look.**Checking**").
+func TestResponsesReasoningSummaryParts(t *testing.T) {
+	summary := func(index int, text string) string {
+		b, _ := json.Marshal(map[string]any{"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0, "summary_index": index, "delta": text})
+		return string(b)
+	}
+	const want = "**Planning**\n\nI will look.\n\n**Checking**\n\nIt works.\n\n**Answering**\n\nDone."
+	events := []string{
+		`{"type":"response.created","response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`,
+		`{"type":"response.reasoning_summary_part.added","item_id":"rs_1","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":""}}`,
+		summary(0, "**Planning**\n\n"), summary(0, "I will look."),
+		`{"type":"response.reasoning_summary_part.done","item_id":"rs_1","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":"**Planning**\n\nI will look."}}`,
+		`{"type":"response.reasoning_summary_part.added","item_id":"rs_1","output_index":0,"summary_index":1,"part":{"type":"summary_text","text":""}}`,
+		summary(1, "**Checking**\n\nIt works."),
+		`{"type":"response.reasoning_summary_text.delta","item_id":"rs_2","output_index":1,"summary_index":0,"delta":"**Answering**\n\nDone."}`,
+		`{"type":"response.completed","response":{"id":"resp_1","object":"response","status":"completed","output":[]}}`,
+	}
+	tr := NewResponsesToChunks("gpt-5", false)
+	var streamed strings.Builder
+	for _, e := range events {
+		require.NoError(t, tr.Event("", []byte(e), func(c []byte) error {
+			var chunk struct {
+				Choices []struct {
+					Delta struct {
+						Reasoning string `json:"reasoning_content"`
+					} `json:"delta"`
+				} `json:"choices"`
+			}
+			require.NoError(t, json.Unmarshal(c, &chunk))
+			for _, ch := range chunk.Choices {
+				streamed.WriteString(ch.Delta.Reasoning)
+			}
+			return nil
+		}))
+	}
+	assert.Equal(t, want, streamed.String(), "streamed")
+
+	out, _, err := ResponsesToOpenAIResponse([]byte(`{"id":"resp_1","status":"completed","output":[
+		{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"**Planning**\n\nI will look."},{"type":"summary_text","text":"**Checking**\n\nIt works."}]},
+		{"type":"reasoning","id":"rs_2","summary":[{"type":"summary_text","text":"**Answering**\n\nDone."}]},
+		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Hi"}]}]}`), "gpt-5")
+	require.NoError(t, err)
+	var whole struct {
+		Choices []struct {
+			Message struct {
+				Reasoning string `json:"reasoning_content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.Unmarshal(out, &whole))
+	assert.Equal(t, want, whole.Choices[0].Message.Reasoning, "whole")
 }

@@ -20,6 +20,9 @@ type ResponsesToChunks struct {
 	done         bool
 	calls        map[string]int // function_call item id to tool call index
 	usage        Usage
+	// reasoning is the part of the reasoning last sent ("": none yet):
+	// the next part's text follows it after a blank line.
+	reasoning string
 }
 
 // NewResponsesToChunks returns a translator naming model in its chunks.
@@ -28,11 +31,15 @@ func NewResponsesToChunks(model string, includeUsage bool) *ResponsesToChunks {
 }
 
 type respEvent struct {
-	Type     string          `json:"type"`
-	Delta    string          `json:"delta"`
-	ItemID   string          `json:"item_id"`
-	Response json.RawMessage `json:"response"`
-	Item     *struct {
+	Type   string `json:"type"`
+	Delta  string `json:"delta"`
+	ItemID string `json:"item_id"`
+	// SummaryIndex and ContentIndex tell a reasoning item's parts apart,
+	// as written (they are compared, not read).
+	SummaryIndex json.RawMessage `json:"summary_index"`
+	ContentIndex json.RawMessage `json:"content_index"`
+	Response     json.RawMessage `json:"response"`
+	Item         *struct {
 		Type   string `json:"type"`
 		ID     string `json:"id"`
 		CallID string `json:"call_id"`
@@ -156,7 +163,17 @@ func (t *ResponsesToChunks) Event(name string, data []byte, emit func([]byte) er
 	case "response.refusal.delta":
 		return t.chunk(emit, delta(map[string]any{"refusal": ev.Delta}), nil)
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		return t.chunk(emit, delta(map[string]any{"reasoning_content": ev.Delta}), nil)
+		// The parts of a summary (each a paragraph, often under its own
+		// title) and the reasoning items come without a separator: a
+		// blank line keeps them apart, as ResponsesToOpenAIResponse does.
+		text := ev.Delta
+		if part := name + "\x00" + ev.ItemID + "\x00" + string(ev.SummaryIndex) + "\x00" + string(ev.ContentIndex); text != "" && part != t.reasoning {
+			if t.reasoning != "" {
+				text = reasoningBreak + text
+			}
+			t.reasoning = part
+		}
+		return t.chunk(emit, delta(map[string]any{"reasoning_content": text}), nil)
 	case "response.output_item.added":
 		if ev.Item == nil || ev.Item.Type != "function_call" {
 			return nil
