@@ -198,3 +198,47 @@ func TestAudioTranscriptionStreamClientLeaves(t *testing.T) {
 	assert.Less(t, time.Since(left), time.Second, "the upstream call ended with the client's leaving (the stall timeout is 2s)")
 	assert.True(t, evs[0].GetPartial())
 }
+
+// An upstream that answers a streamed transcription with an error event
+// before any of the transcript failed as an error answer does: the next
+// connection answers, and the client, with no connection left, gets that
+// error with its status, not a 200 stream holding it. Neither is metered
+// for the failed attempt.
+func TestAudioTranscriptionStreamErrorFirst(t *testing.T) {
+	errorFirst := upstreamtest.Status(http.StatusOK,
+		"event: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"Rate limit reached\",\"type\":\"requests\",\"param\":null,\"code\":\"rate_limit_exceeded\"}}\n\n",
+		"Content-Type", "text/event-stream")
+
+	t.Run("fallback", func(t *testing.T) {
+		g := newAudioGateway(t, 2)
+		g.ups[0].Enqueue(upstreamtest.PathTranscriptions, errorFirst)
+		audio := wav(1)
+		deltas, done, err := streamTranscript(t, g.client(), audio, streamingSTTModel)
+		require.NoError(t, err)
+		assert.Equal(t, upstreamtest.TranscriptDeltas(audio), deltas)
+		require.NotNil(t, done)
+		assert.Equal(t, 1, g.ups[1].Count(upstreamtest.PathTranscriptions), "the next connection answered")
+
+		var evs []*busv1.UsageEvent
+		require.Eventually(t, func() bool { evs = usageEvents(t, g.sb); return len(evs) == 1 }, 5*time.Second, 20*time.Millisecond)
+		assert.Equal(t, g.ids[1], evs[0].GetConnectionId())
+		assert.EqualValues(t, 200, evs[0].GetStatus())
+		assert.False(t, evs[0].GetPartial())
+	})
+
+	t.Run("no connection left", func(t *testing.T) {
+		g := newAudioGateway(t, 1)
+		g.ups[0].Enqueue(upstreamtest.PathTranscriptions, errorFirst)
+		r := g.upload(t, wav(1), "model", streamingSTTModel, "stream", "true")
+		require.Equal(t, http.StatusTooManyRequests, r.Status, "%s", r.Body)
+		assert.Equal(t, "rate_limit_exceeded", errorCode(r))
+
+		var evs []*busv1.UsageEvent
+		require.Eventually(t, func() bool { evs = usageEvents(t, g.sb); return len(evs) == 1 }, 5*time.Second, 20*time.Millisecond)
+		ev := evs[0]
+		assert.EqualValues(t, http.StatusTooManyRequests, ev.GetStatus())
+		assert.Zero(t, ev.GetAudioSeconds(), "not metered")
+		assert.Zero(t, ev.GetTotalTokens())
+		assert.False(t, ev.GetPartial())
+	})
+}

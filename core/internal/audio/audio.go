@@ -113,7 +113,7 @@ func readAll(resp *http.Response) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 }
 
-func badUpstream(what string) error {
+func badUpstream(what string) *credential.UpstreamError {
 	return &credential.UpstreamError{Status: http.StatusBadGateway,
 		Body: []byte(`{"error":{"message":"upstream returned an invalid ` + what + `","type":"api_error","code":"bad_upstream_response"}}`)}
 }

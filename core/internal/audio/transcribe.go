@@ -205,7 +205,7 @@ func transcribeOpenAI(ctx context.Context, w *watchdog, t routing.Target, c *dis
 		return err
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); sink != nil && mt == "text/event-stream" {
-		return relayTranscript(ctx, w, resp, sink, out)
+		return relayTranscript(ctx, w, c, resp, sink, out)
 	}
 	body, err := readAll(resp)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/chat"
 	"github.com/switchboardhq/switchboard/core/internal/credential"
+	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/internal/sse"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 )
@@ -23,8 +24,11 @@ const transcriptDone = "transcript.text.done"
 // call, each framed as the upstream framed it (its name, its data lines).
 // The usage is read from the transcript.text.done event; a stream that ends
 // without one, or is cut, or stalls, is a failure, committed once an event
-// reached sink (the client has seen the answer start: no fallback).
-func relayTranscript(ctx context.Context, w *watchdog, resp *http.Response, sink Sink, out *Transcription) error {
+// reached sink (the client has seen the answer start: no fallback). An
+// error the upstream reports before any event reached sink is the attempt's
+// failure as the same error answered with its status would be
+// (transcriptError), scrubbed of the credential as error answers are.
+func relayTranscript(ctx context.Context, w *watchdog, c *dispatch.Conn, resp *http.Response, sink Sink, out *Transcription) error {
 	defer resp.Body.Close()
 	ct := resp.Header.Get("Content-Type")
 	out.ContentType = ct
@@ -39,6 +43,12 @@ func relayTranscript(ctx context.Context, w *watchdog, resp *http.Response, sink
 				return nil
 			}
 			return streamFailure(w, err, sent)
+		}
+		if !sent {
+			if up := transcriptError(ev.Name, ev.Data); up != nil {
+				up.Body = c.Scrub(up.Body)
+				return up
+			}
 		}
 		if isTranscriptDone(ev.Data) {
 			done = true
@@ -82,6 +92,40 @@ func streamFailure(w *watchdog, read error, sent bool) error {
 	}
 	return credential.Committed(&chat.StreamError{Code: code, Message: msg})
 }
+
+// transcriptError is the error answer an error event of a transcription
+// stream stands for, nil for any other event. OpenAI's clients raise an
+// event named error and an event whose data has an error member; the data
+// may also be an error of its own (type error, its code and message at the
+// top, as a Responses stream's). The status is the one its code stands for
+// (upstream.OpenAIError); an error event that says nothing readable is a
+// 502.
+func transcriptError(name string, data []byte) *credential.UpstreamError {
+	if name != "error" && !bytes.Contains(data, quotedError) {
+		return nil
+	}
+	var ev struct {
+		Type  string          `json:"type"`
+		Error json.RawMessage `json:"error"`
+	}
+	readable := json.Unmarshal(data, &ev) == nil
+	hasMember := readable && len(ev.Error) > 0 && string(ev.Error) != "null"
+	if name != "error" && ev.Type != "error" && !hasMember {
+		return nil
+	}
+	obj := data
+	if hasMember {
+		obj = ev.Error
+	}
+	if body, status, ok := upstream.OpenAIError(obj); ok {
+		return &credential.UpstreamError{Status: status, Body: body}
+	}
+	return badUpstream("transcription stream: it reported an error the gateway cannot read")
+}
+
+// quotedError is in the data of every event that reports an error (a
+// member or a type named "error"): a cheap test before a closer look.
+var quotedError = []byte(`"error"`)
 
 // isTranscriptDone reports whether an event's data is a
 // transcript.text.done event.

@@ -81,3 +81,34 @@ func TestTranscriptionStreamWithoutItsEnd(t *testing.T) {
 	require.True(t, errors.As(err, &broken), "%v", err)
 	assert.Equal(t, "stream_interrupted", broken.Code)
 }
+
+// An error the upstream reports as its stream's first event, before any of
+// the transcript, is the attempt's failure with the status the error stands
+// for, as an error answer is: the next connection's turn, or the client's
+// answer when none is left; nothing of it reaches the client.
+func TestTranscriptionStreamErrorFirst(t *testing.T) {
+	for name, tc := range map[string]struct {
+		body   string
+		status int
+		code   string
+	}{
+		"an error event": {"event: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"Rate limit reached\",\"type\":\"requests\",\"code\":\"rate_limit_exceeded\"}}\n\n",
+			http.StatusTooManyRequests, "rate_limit_exceeded"},
+		"an error member": {"data: {\"error\":{\"message\":\"The server had an error\",\"type\":\"server_error\",\"code\":\"server_error\"}}\n\n",
+			http.StatusInternalServerError, "server_error"},
+		"a Responses-style error": {"data: {\"type\":\"error\",\"code\":\"invalid_value\",\"message\":\"Audio file might be corrupted\",\"param\":\"file\"}\n\n",
+			http.StatusBadRequest, "invalid_value"},
+		"an error event it cannot read": {"event: error\ndata: oops\n\n", http.StatusBadGateway, "bad_upstream_response"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, got, err := streamWith(t, tc.body+"data: {\"type\":\"transcript.text.done\",\"text\":\"\"}\n\n")
+			require.Error(t, err)
+			assert.Empty(t, got, "nothing reached the client")
+			assert.False(t, credential.IsCommitted(err), "the next connection may answer")
+			var up *credential.UpstreamError
+			require.ErrorAs(t, err, &up)
+			assert.Equal(t, tc.status, up.Status)
+			assert.Contains(t, string(up.Body), `"`+tc.code+`"`)
+		})
+	}
+}
