@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -166,6 +167,10 @@ func contains(list []string, s string) bool {
 type SpeechResult struct {
 	ContentType string
 	Bytes       int64
+	// InputTokens, OutputTokens and TotalTokens are the usage a token-billed
+	// model (gpt-4o-mini-tts) reported in the speech.audio.done event of a
+	// speech streamed as server-sent events, 0 when none.
+	InputTokens, OutputTokens, TotalTokens int64
 	// Upstream is the time spent waiting on upstreams.
 	Upstream time.Duration
 }
@@ -222,7 +227,12 @@ func (s *Service) Speech(ctx context.Context, machineID string, req SpeechReques
 				ct = "application/octet-stream"
 			}
 			out.ContentType = ct
-			return relay(ctx, resp.Body, sink, &out, w)
+			var body io.Reader = resp.Body
+			if mt, _, _ := mime.ParseMediaType(ct); mt == "text/event-stream" {
+				done := &speechDone{out: &out}
+				body = io.TeeReader(body, done)
+			}
+			return relay(ctx, body, sink, &out, w)
 		})
 	return out, res, err
 }

@@ -211,7 +211,7 @@ func (r *Router) Speech(req *corev1.SpeechRequest, stream grpc.ServerStreamingSe
 		return audioInvalid(err)
 	}
 	started := false
-	_, res, err := r.Audio.Speech(ctx, p.MachineID, in, func(c audio.Chunk) error {
+	out, res, err := r.Audio.Speech(ctx, p.MachineID, in, func(c audio.Chunk) error {
 		if !started {
 			started = true
 			_ = stream.SetHeader(metadata.Pairs(MDUpstreamUs, strconv.FormatInt(c.Upstream.Microseconds(), 10)))
@@ -232,6 +232,8 @@ func (r *Router) Speech(req *corev1.SpeechRequest, stream grpc.ServerStreamingSe
 		// client, is billed as partial, not as nothing.
 		ev.Characters = in.Characters()
 		ev.Partial = err != nil
+		// A token-billed model's usage, when its events told it.
+		ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens = out.InputTokens, out.OutputTokens, out.TotalTokens
 	}
 	r.record(ctx, p, res, start, err, ev)
 	return err
