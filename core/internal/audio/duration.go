@@ -6,14 +6,16 @@ import (
 	"encoding/binary"
 	"io"
 	"math"
+	"math/bits"
 )
 
 // fileSeconds is the duration of an uploaded audio file as its container
 // tells it, read without decoding the audio: WAV (the size of its data over
 // its format's rate), FLAC (STREAMINFO's count of samples), Ogg Opus and
 // Vorbis (the granule position of the stream's last page), MP4 and M4A (the
-// movie header's duration) and MP3 (its frames, counted). ok is false for
-// any other format, and for a header that does not hold together.
+// movie header's duration), WebM and Matroska (the Segment Info's Duration)
+// and MP3 (its frames, counted). ok is false for any other format, and for
+// a header that does not hold together.
 func fileSeconds(r io.ReaderAt, size int64) (seconds float64, ok bool) {
 	var head [12]byte
 	if n, _ := r.ReadAt(head[:], 0); n < len(head) {
@@ -26,6 +28,8 @@ func fileSeconds(r io.ReaderAt, size int64) (seconds float64, ok bool) {
 		seconds, ok = oggSeconds(r, size)
 	case string(head[4:8]) == "ftyp":
 		seconds, ok = mp4Seconds(r, size)
+	case binary.BigEndian.Uint32(head[:4]) == ebmlIDHeader:
+		seconds, ok = webmSeconds(r, size)
 	default:
 		start := id3Size(head[:10])
 		var magic [4]byte
@@ -267,6 +271,150 @@ func mp4Box(r io.ReaderAt, from, to int64, typ string) (content, size int64, ok 
 		off += n
 	}
 	return 0, 0, false
+}
+
+// EBML ids, marker bits kept, of the WebM and Matroska elements
+// webmSeconds reads.
+const (
+	ebmlIDHeader        = 0x1A45DFA3
+	ebmlIDSegment       = 0x18538067
+	ebmlIDInfo          = 0x1549A966
+	ebmlIDCluster       = 0x1F43B675
+	ebmlIDTimecodeScale = 0x2AD7B1
+	ebmlIDDuration      = 0x4489
+)
+
+// maxEBMLInfo bounds the Segment Info read: it holds a few numbers and
+// names (the muxer's, the writer's, a title).
+const maxEBMLInfo = 64 << 10
+
+// webmSeconds reads a WebM or Matroska file's Segment Info: its Duration,
+// a float counted in its TimecodeScale's nanoseconds (1,000,000 when it
+// names none). The Segment's elements are walked from its start up to the
+// Info; the audio's first Cluster, or an element of unknown size, ends the
+// walk. A recording written as it was made (a browser's MediaRecorder)
+// often has no Duration: its length is not known.
+func webmSeconds(r io.ReaderAt, size int64) (float64, bool) {
+	id, n, hdr, ok := ebmlElementAt(r, 0, size)
+	if !ok || id != ebmlIDHeader || n < 0 {
+		return 0, false
+	}
+	off := hdr + n
+	if id, n, hdr, ok = ebmlElementAt(r, off, size); !ok || id != ebmlIDSegment {
+		return 0, false
+	}
+	end := size
+	if n >= 0 && off+hdr+n < size {
+		end = off + hdr + n
+	}
+	off += hdr
+	for i := 0; off < end && i < maxHeaderEntries; i++ {
+		id, n, hdr, ok = ebmlElementAt(r, off, end)
+		switch {
+		case !ok || n < 0 || id == ebmlIDCluster:
+			return 0, false
+		case id == ebmlIDInfo:
+			if n > maxEBMLInfo || off+hdr+n > end {
+				return 0, false
+			}
+			info := make([]byte, n)
+			if m, _ := r.ReadAt(info, off+hdr); int64(m) < n {
+				return 0, false
+			}
+			return ebmlInfoSeconds(info)
+		}
+		off += hdr + n
+	}
+	return 0, false
+}
+
+// ebmlInfoSeconds reads the duration from a Segment Info's content.
+func ebmlInfoSeconds(info []byte) (float64, bool) {
+	scale, duration := uint64(1_000_000), -1.0
+	for len(info) > 0 {
+		id, n, hdr, ok := ebmlElement(info)
+		if !ok || n < 0 || n > int64(len(info)-hdr) {
+			return 0, false
+		}
+		v := info[hdr : hdr+int(n)]
+		switch id {
+		case ebmlIDTimecodeScale:
+			if len(v) == 0 || len(v) > 8 {
+				return 0, false
+			}
+			scale = 0
+			for _, c := range v {
+				scale = scale<<8 | uint64(c)
+			}
+		case ebmlIDDuration:
+			switch len(v) {
+			case 4:
+				duration = float64(math.Float32frombits(binary.BigEndian.Uint32(v)))
+			case 8:
+				duration = math.Float64frombits(binary.BigEndian.Uint64(v))
+			default:
+				return 0, false
+			}
+		}
+		info = info[hdr+int(n):]
+	}
+	if duration < 0 || scale == 0 {
+		return 0, false
+	}
+	return duration * float64(scale) / 1e9, true
+}
+
+// ebmlElementAt reads the head of the EBML element at off, which must
+// start before to (see ebmlElement).
+func ebmlElementAt(r io.ReaderAt, off, to int64) (id uint32, size, header int64, ok bool) {
+	var b [4 + 8]byte
+	if off >= to {
+		return 0, 0, 0, false
+	}
+	m, _ := r.ReadAt(b[:min(int64(len(b)), to-off)], off)
+	id, size, hdr, ok := ebmlElement(b[:m])
+	return id, size, int64(hdr), ok
+}
+
+// ebmlElement reads the head of the EBML element b starts with: its id (a
+// variable-length integer of 1 to 4 bytes, kept with its marker bits), the
+// size of its content (of 1 to 8 bytes, -1 when it is unknown: every value
+// bit set) and the head's length.
+func ebmlElement(b []byte) (id uint32, size int64, header int, ok bool) {
+	idLen := ebmlLen(b)
+	if idLen == 0 || idLen > 4 {
+		return 0, 0, 0, false
+	}
+	for _, c := range b[:idLen] {
+		id = id<<8 | uint32(c)
+	}
+	sizeLen := ebmlLen(b[idLen:])
+	if sizeLen == 0 {
+		return 0, 0, 0, false
+	}
+	mask := byte(0xFF) >> sizeLen
+	v, unknown := uint64(b[idLen]&mask), b[idLen]&mask == mask
+	for _, c := range b[idLen+1 : idLen+sizeLen] {
+		v, unknown = v<<8|uint64(c), unknown && c == 0xFF
+	}
+	if unknown {
+		return id, -1, idLen + sizeLen, true
+	}
+	return id, int64(v), idLen + sizeLen, true // at most 56 bits
+}
+
+// ebmlLen is the length of the variable-length integer b starts with (its
+// leading zero bits, plus one), 0 when b holds less than that or it is not
+// one.
+func ebmlLen(b []byte) int {
+	if len(b) == 0 || b[0] == 0 {
+		return 0
+	}
+	n := bits.LeadingZeros8(b[0]) + 1
+	if n > len(b) {
+		return 0
+	}
+	return n
 }
 
 // mp3Seconds counts the MPEG audio frames from off: their samples over

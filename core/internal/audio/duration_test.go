@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -106,6 +107,62 @@ func id3(n int) []byte {
 	return append([]byte{'I', 'D', '3', 4, 0, 0, byte(n >> 21 & 0x7F), byte(n >> 14 & 0x7F), byte(n >> 7 & 0x7F), byte(n & 0x7F)}, make([]byte, n)...)
 }
 
+// ebml is an EBML element (WebM, Matroska): its id, its size, its body. A
+// size of -1 writes the size that means unknown.
+func ebml(id string, size int, body ...[]byte) []byte {
+	content := bytes.Join(body, nil)
+	if size == 0 {
+		size = len(content)
+	}
+	b := []byte(id)
+	switch {
+	case size < 0:
+		b = append(b, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF)
+	case size < 0x7F:
+		b = append(b, 0x80|byte(size))
+	default:
+		b = append(b, 0x01, 0, 0, 0, byte(size>>24), byte(size>>16), byte(size>>8), byte(size))
+	}
+	return append(b, content...)
+}
+
+// EBML ids of the elements the tests write.
+const (
+	ebmlHeader     = "\x1a\x45\xdf\xa3"
+	ebmlDocType    = "\x42\x82"
+	ebmlSegment    = "\x18\x53\x80\x67"
+	ebmlSeekHead   = "\x11\x4d\x9b\x74"
+	ebmlVoid       = "\xec"
+	ebmlInfo       = "\x15\x49\xa9\x66"
+	ebmlScale      = "\x2a\xd7\xb1"
+	ebmlDuration   = "\x44\x89"
+	ebmlMuxingApp  = "\x4d\x80"
+	ebmlTracks     = "\x16\x54\xae\x6b"
+	ebmlCluster    = "\x1f\x43\xb6\x75"
+	ebmlTimecode   = "\xe7"
+	ebmlSimpleBlck = "\xa3"
+)
+
+// webmFile is a WebM (or Matroska) file whose Segment holds info, its
+// tracks and a cluster of audio; live writes the Segment and the cluster
+// with unknown sizes, as a recorder that streams does.
+func webmFile(docType string, live bool, info ...[]byte) []byte {
+	head := ebml(ebmlHeader, 0, ebml(ebmlDocType, 0, []byte(docType)))
+	blocks := append(ebml(ebmlTimecode, 0, []byte{0}), ebml(ebmlSimpleBlck, 0, make([]byte, 400))...)
+	cluster, segSize := ebml(ebmlCluster, 0, blocks), 0
+	if live {
+		cluster, segSize = ebml(ebmlCluster, -1, blocks), -1
+	}
+	return append(head, ebml(ebmlSegment, segSize,
+		ebml(ebmlSeekHead, 0, make([]byte, 20)), ebml(ebmlVoid, 0, make([]byte, 30)),
+		ebml(ebmlInfo, 0, info...),
+		ebml(ebmlTracks, 0, make([]byte, 40)),
+		cluster)...)
+}
+
+func float64Bytes(f float64) []byte { return binary.BigEndian.AppendUint64(nil, math.Float64bits(f)) }
+func float32Bytes(f float32) []byte { return binary.BigEndian.AppendUint32(nil, math.Float32bits(f)) }
+
 // The duration an upload's own header tells, in each format read.
 func TestAudioFileSeconds(t *testing.T) {
 	pcm16 := wavFmt(1, 2, 16000, 16) // 64000 bytes a second
@@ -152,6 +209,14 @@ func TestAudioFileSeconds(t *testing.T) {
 		{"mp3", mp3, mp3Secs},
 		{"mp3 with ID3v2 and ID3v1 tags", append(append(id3(1000), mp3...), append([]byte("TAG"), make([]byte, 125)...)...), mp3Secs},
 		{"mp3 broken off half-way", append(mp3[:len(mp3)/2:len(mp3)/2], make([]byte, len(mp3)/2)...), 0},
+		{"webm", webmFile("webm", false, ebml(ebmlScale, 0, []byte{0x0f, 0x42, 0x40}), ebml(ebmlMuxingApp, 0, []byte("Lavf")), ebml(ebmlDuration, 0, float64Bytes(4250))), 4.25},
+		{"webm: the default timecode scale", webmFile("webm", false, ebml(ebmlDuration, 0, float64Bytes(1500))), 1.5},
+		{"matroska: a float32 duration, another scale", webmFile("matroska", false, ebml(ebmlDuration, 0, float32Bytes(20000)), ebml(ebmlScale, 0, []byte{0x01, 0x86, 0xa0})), 2},
+		{"webm of unknown size, with a duration", webmFile("webm", true, ebml(ebmlDuration, 0, float64Bytes(3000))), 3},
+		{"live webm: no duration", webmFile("webm", true, ebml(ebmlScale, 0, []byte{0x0f, 0x42, 0x40}), ebml(ebmlMuxingApp, 0, []byte("Chrome"))), 0},
+		{"webm: a duration of 0", webmFile("webm", false, ebml(ebmlDuration, 0, float64Bytes(0))), 0},
+		{"webm: a duration of the wrong size", webmFile("webm", false, ebml(ebmlDuration, 0, []byte{1, 2, 3})), 0},
+		{"webm header alone", ebml(ebmlHeader, 0, ebml(ebmlDocType, 0, []byte("webm"))), 0},
 		{"text", []byte("this is not audio, only some text"), 0},
 		{"too short", []byte("RIFF"), 0},
 	} {
@@ -196,6 +261,7 @@ func FuzzAudioFileSeconds(f *testing.F) {
 		flacFile(44100, 4410), mp3, append(id3(4), mp3...),
 		oggPage(1, 4800, []byte("OpusHead\x01\x01\x00\x00\x80\xbb\x00\x00\x00\x00\x00")),
 		mp4Atom("ftyp", []byte("isom")), append(mp4Atom("ftyp", []byte("isom")), mp4Atom("moov", mvhd(0, 1000, 1500))...),
+		webmFile("webm", false, ebml(ebmlDuration, 0, float64Bytes(1500))), webmFile("webm", true),
 	} {
 		f.Add(seed)
 	}
@@ -221,10 +287,10 @@ func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	return c.r.ReadAt(p, off)
 }
 
-// A crafted upload of millions of empty chunks (WAV) or boxes (MP4) before
-// its audio costs a bounded number of reads, where it cost one per 8 bytes:
-// three million reads of the spooled file, about a second of CPU, after
-// each transcription of such a file.
+// A crafted upload of millions of empty chunks (WAV), boxes (MP4) or
+// elements (WebM) before its audio costs a bounded number of reads, where
+// it cost one per 8 bytes: three million reads of the spooled file, about a
+// second of CPU, after each transcription of such a file.
 func TestAudioFileSecondsReadsAHandfulOfHeaders(t *testing.T) {
 	const size = 4 << 20
 	wav := []byte("RIFF\x00\x00\x00\x00WAVE")
@@ -241,7 +307,15 @@ func TestAudioFileSecondsReadsAHandfulOfHeaders(t *testing.T) {
 	}
 	mp4 = append(mp4, moov...)
 
-	for name, file := range map[string][]byte{"wav": wav, "mp4": mp4} {
+	webm := ebml(ebmlHeader, 0, ebml(ebmlDocType, 0, []byte("webm")))
+	webm = append(webm, ebml(ebmlSegment, -1)...)
+	info := ebml(ebmlInfo, 0, ebml(ebmlDuration, 0, float64Bytes(1500)))
+	for len(webm)+2+len(info) <= size {
+		webm = append(webm, ebml(ebmlVoid, 0)...)
+	}
+	webm = append(webm, info...)
+
+	for name, file := range map[string][]byte{"wav": wav, "mp4": mp4, "webm": webm} {
 		r := &countingReaderAt{r: bytes.NewReader(file)}
 		_, ok := fileSeconds(r, int64(len(file)))
 		assert.False(t, ok, "%s: a file of a million empty entries is given up on", name)

@@ -92,6 +92,8 @@ func TestAudioTranscriptionMeteredByTheAudio(t *testing.T) {
 		{"Whisper subtitles", openAISpec, srt, "whisper-1", "srt", wav4, 4, 0},
 		{"the duration the upstream reports stands", openAISpec, verbose, "whisper-1", "verbose_json", wav4, 3.98, 0},
 		{"a token-billed model", openAISpec, tokens, "gpt-4o-transcribe", "json", wav4, 4, 64},
+		{"WebM, by its Segment's duration", openAISpec, groq, "whisper-large-v3", "json", webmFile("webm", false, ebml(ebmlDuration, 0, float64Bytes(4250))), 4.25, 0},
+		{"WebM of a recorder that writes no duration", openAISpec, groq, "whisper-large-v3", "json", webmFile("webm", true), 0, 0},
 		{"a file whose duration is not known", openAISpec, groq, "whisper-large-v3", "json", []byte("\x1aE\xdf\xa3 webm"), 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
