@@ -50,6 +50,9 @@ type Model struct {
 	Dimensions    int
 	Input         []string
 	Output        []string
+	// Created is when the model was made, in Unix seconds, as its live
+	// catalog says (an alias's, its target's); 0 when none says.
+	Created int64
 }
 
 // Lister answers model listings.
@@ -305,11 +308,11 @@ func (l *Lister) connectionModels(machineID string, conns []*busv1.Connection) (
 		for _, m := range spec.Models {
 			static[m.ID] = m
 		}
-		add := func(id, kind, typ string) {
+		add := func(id, kind, typ string, created int64) {
 			if slices.Contains(off, id) {
 				return
 			}
-			m := Model{ID: alias + "/" + id, OwnedBy: alias, Provider: spec.ID, Name: id}
+			m := Model{ID: alias + "/" + id, OwnedBy: alias, Provider: spec.ID, Name: id, Created: created}
 			if s, ok := static[id]; ok {
 				m.Kind = provider.KindOf(s.Kind, "", id)
 				if s.Name != "" {
@@ -324,7 +327,7 @@ func (l *Lister) connectionModels(machineID string, conns []*busv1.Connection) (
 		switch {
 		case len(c.GetData().GetEnabledModels()) > 0:
 			for _, id := range c.GetData().GetEnabledModels() {
-				add(id, "", "")
+				add(id, "", "", 0)
 			}
 		case l.live(spec):
 			cat, ok := l.fresh(c)
@@ -335,18 +338,18 @@ func (l *Lister) connectionModels(machineID string, conns []*busv1.Connection) (
 			// while that is in force (grpcapi's PutCatalog).
 			if ok && (cat.GetError() == "" || len(cat.GetModels()) > 0) {
 				for _, m := range cat.GetModels() {
-					add(m.GetId(), m.GetKind(), m.GetType())
+					add(m.GetId(), m.GetKind(), m.GetType(), m.GetCreated())
 				}
 			} else if spec.Family == "" {
 				// A registry provider whose live list is unavailable still
 				// has its static one.
 				for _, m := range spec.Models {
-					add(m.ID, m.Kind, "")
+					add(m.ID, m.Kind, "", 0)
 				}
 			}
 		default:
 			for _, m := range spec.Models {
-				add(m.ID, m.Kind, "")
+				add(m.ID, m.Kind, "", 0)
 			}
 		}
 	}

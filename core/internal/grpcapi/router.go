@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 
 	"github.com/switchboardhq/switchboard/core/internal/audio"
 	"github.com/switchboardhq/switchboard/core/internal/catalog"
@@ -77,9 +78,18 @@ func (r *Router) ListModels(ctx context.Context, req *corev1.ListModelsRequest) 
 func listingAnswer(models []catalog.Model) any {
 	out := &corev1.ListModelsResponse{Object: "list", Data: make([]*corev1.ModelEntry, len(models))}
 	for i, m := range models {
-		out.Data[i] = &corev1.ModelEntry{Id: m.ID, Object: "model", OwnedBy: m.OwnedBy, Kind: m.Kind}
+		out.Data[i] = &corev1.ModelEntry{Id: m.ID, Object: "model", OwnedBy: m.OwnedBy, Kind: m.Kind, Created: modelCreated(m)}
 	}
 	return out
+}
+
+// modelCreated is a listed model's created as OpenAI's clients read it, in 32
+// bits (the catalog's, which its fetch keeps only when it fits), else 0.
+func modelCreated(m catalog.Model) uint32 {
+	if m.Created <= 0 || m.Created > math.MaxUint32 {
+		return 0
+	}
+	return uint32(m.Created)
 }
 
 // endpoints are the routes that serve each kind.
@@ -118,6 +128,9 @@ func (r *Router) GetModelInfo(ctx context.Context, req *corev1.GetModelInfoReque
 		if m.Dimensions > 0 {
 			d := int32(m.Dimensions)
 			out.Dimensions = &d
+		}
+		if c := modelCreated(m); c > 0 {
+			out.Created = &c
 		}
 		return out, nil
 	}

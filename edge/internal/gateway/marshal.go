@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"strconv"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -59,7 +60,7 @@ func sameEntries(a, b []*corev1.ModelEntry) bool {
 
 // appendListing writes {"object":"list","data":[{"id","object","created","owned_by","kind"}...]}:
 // OpenAI's model objects, whose created the clients require (0: the
-// catalog does not know when a model was made, as retrieving one says).
+// upstream did not say when the model was made, as retrieving it says).
 func appendListing(b []byte, l *corev1.ListModelsResponse) []byte {
 	b = append(b, `{"object":`...)
 	b = appendString(b, l.GetObject())
@@ -72,7 +73,8 @@ func appendListing(b []byte, l *corev1.ListModelsResponse) []byte {
 		b = appendString(b, e.GetId())
 		b = append(b, `,"object":`...)
 		b = appendString(b, e.GetObject())
-		b = append(b, `,"created":0`...)
+		b = append(b, `,"created":`...)
+		b = strconv.AppendUint(b, uint64(e.GetCreated()), 10)
 		b = append(b, `,"owned_by":`...)
 		b = appendString(b, e.GetOwnedBy())
 		b = append(b, `,"kind":`...)

@@ -54,7 +54,7 @@ func withModels(next http.Handler, router corev1.RouterClient) http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(Model{
-			ID: info.GetId(), Object: "model", OwnedBy: info.GetOwnedBy(), Kind: info.GetKind(),
+			ID: info.GetId(), Object: "model", Created: int64(info.GetCreated()), OwnedBy: info.GetOwnedBy(), Kind: info.GetKind(),
 		})
 	})
 }

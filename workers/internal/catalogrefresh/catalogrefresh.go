@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -166,6 +167,9 @@ type listedModel struct {
 	Model string `json:"model"`
 	Kind  string `json:"kind"`
 	Type  string `json:"type"`
+	// Created is OpenAI's created, read by createdOf: a listing of another
+	// shape may have anything there.
+	Created json.RawMessage `json:"created"`
 }
 
 // errNoList is the answer of an upstream that answered 200 with JSON that
@@ -218,9 +222,20 @@ func Parse(body []byte) ([]*busv1.Model, error) {
 			continue
 		}
 		seen[id] = true
-		out = append(out, &busv1.Model{Id: id, Name: m.Name, Kind: m.Kind, Type: m.Type})
+		out = append(out, &busv1.Model{Id: id, Name: m.Name, Kind: m.Kind, Type: m.Type, Created: createdOf(m.Created)})
 	}
 	return out, nil
+}
+
+// createdOf reads an entry's created: a time in Unix seconds, a whole
+// number from 1 to what 32 bits hold (as OpenAI's clients read it), else 0
+// (none, a string, a time in milliseconds).
+func createdOf(raw json.RawMessage) int64 {
+	var n int64
+	if json.Unmarshal(raw, &n) != nil || n <= 0 || n > math.MaxUint32 {
+		return 0
+	}
+	return n
 }
 
 func firstNonEmpty(v ...string) string {

@@ -1063,8 +1063,11 @@ type Model struct {
 	OutputModalities []string `protobuf:"bytes,6,rep,name=output_modalities,json=outputModalities,proto3" json:"output_modalities,omitempty"`
 	ContextWindow    int32    `protobuf:"varint,7,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
 	Dimensions       int32    `protobuf:"varint,8,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// created is when the model was made, in Unix seconds, as an upstream's
+	// listing says it (OpenAI's created); 0 when it says none.
+	Created       int64 `protobuf:"varint,9,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Model) Reset() {
@@ -1149,6 +1152,13 @@ func (x *Model) GetContextWindow() int32 {
 func (x *Model) GetDimensions() int32 {
 	if x != nil {
 		return x.Dimensions
+	}
+	return 0
+}
+
+func (x *Model) GetCreated() int64 {
+	if x != nil {
+		return x.Created
 	}
 	return 0
 }
@@ -1656,7 +1666,7 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x12\x16\n" +
-	"\x06status\x18\a \x01(\x05R\x06status\"\xf2\x01\n" +
+	"\x06status\x18\a \x01(\x05R\x06status\"\x8c\x02\n" +
 	"\x05Model\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1667,7 +1677,8 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\x0econtext_window\x18\a \x01(\x05R\rcontextWindow\x12\x1e\n" +
 	"\n" +
 	"dimensions\x18\b \x01(\x05R\n" +
-	"dimensions\"\xd7\x01\n" +
+	"dimensions\x12\x18\n" +
+	"\acreated\x18\t \x01(\x03R\acreated\"\xd7\x01\n" +
 	"\bCooldown\x12#\n" +
 	"\rconnection_id\x18\x01 \x01(\tR\fconnectionId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x120\n" +

@@ -182,7 +182,11 @@ type ModelEntry struct {
 	// owned_by is the connection's public alias, "alias" or "combo".
 	OwnedBy string `protobuf:"bytes,3,opt,name=owned_by,proto3" json:"owned_by,omitempty"`
 	// kind is one of llm, image, tts, stt, embedding, video, music.
-	Kind          string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	// created is OpenAI's: when the model was made, in Unix seconds, as its
+	// upstream's listing says; 0 when it says none. A uint32, which JSON
+	// writes as a number, as OpenAI's clients read it.
+	Created       uint32 `protobuf:"varint,5,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +247,13 @@ func (x *ModelEntry) GetKind() string {
 		return x.Kind
 	}
 	return ""
+}
+
+func (x *ModelEntry) GetCreated() uint32 {
+	if x != nil {
+		return x.Created
+	}
+	return 0
 }
 
 type GetModelInfoRequest struct {
@@ -313,7 +324,10 @@ type GetModelInfoResponse struct {
 	InputModalities  []string `protobuf:"bytes,8,rep,name=input_modalities,json=inputModalities,proto3" json:"input_modalities,omitempty"`
 	OutputModalities []string `protobuf:"bytes,9,rep,name=output_modalities,json=outputModalities,proto3" json:"output_modalities,omitempty"`
 	// provider is the provider id of the connection serving it.
-	Provider      string `protobuf:"bytes,10,opt,name=provider,proto3" json:"provider,omitempty"`
+	Provider string `protobuf:"bytes,10,opt,name=provider,proto3" json:"provider,omitempty"`
+	// created is the model's created of the listing, when its upstream gave
+	// one (see ModelEntry).
+	Created       *uint32 `protobuf:"varint,11,opt,name=created,proto3,oneof" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -416,6 +430,13 @@ func (x *GetModelInfoResponse) GetProvider() string {
 		return x.Provider
 	}
 	return ""
+}
+
+func (x *GetModelInfoResponse) GetCreated() uint32 {
+	if x != nil && x.Created != nil {
+		return *x.Created
+	}
+	return 0
 }
 
 type CreateEmbeddingsRequest struct {
@@ -2119,16 +2140,17 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\"a\n" +
 	"\x12ListModelsResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x123\n" +
-	"\x04data\x18\x02 \x03(\v2\x1f.switchboard.core.v1.ModelEntryR\x04data\"d\n" +
+	"\x04data\x18\x02 \x03(\v2\x1f.switchboard.core.v1.ModelEntryR\x04data\"~\n" +
 	"\n" +
 	"ModelEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x1a\n" +
 	"\bowned_by\x18\x03 \x01(\tR\bowned_by\x12\x12\n" +
-	"\x04kind\x18\x04 \x01(\tR\x04kind\"9\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x18\n" +
+	"\acreated\x18\x05 \x01(\rR\acreated\"9\n" +
 	"\x13GetModelInfoRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\"\xed\x02\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\"\x98\x03\n" +
 	"\x14GetModelInfoResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2142,9 +2164,12 @@ const file_switchboard_core_v1_router_proto_rawDesc = "" +
 	"\x10input_modalities\x18\b \x03(\tR\x0finputModalities\x12+\n" +
 	"\x11output_modalities\x18\t \x03(\tR\x10outputModalities\x12\x1a\n" +
 	"\bprovider\x18\n" +
-	" \x01(\tR\bproviderB\x11\n" +
+	" \x01(\tR\bprovider\x12\x1d\n" +
+	"\acreated\x18\v \x01(\rH\x02R\acreated\x88\x01\x01B\x11\n" +
 	"\x0f_context_windowB\r\n" +
-	"\v_dimensions\"\xa8\x02\n" +
+	"\v_dimensionsB\n" +
+	"\n" +
+	"\b_created\"\xa8\x02\n" +
 	"\x17CreateEmbeddingsRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x05texts\x18\x02 \x03(\tR\x05texts\x126\n" +
