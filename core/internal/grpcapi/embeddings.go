@@ -50,7 +50,10 @@ func (r *Router) CreateEmbeddings(ctx context.Context, req *corev1.CreateEmbeddi
 	out, res, err := r.Embeddings.Create(ctx, p.MachineID, in)
 	_ = grpc.SetHeader(ctx, metadata.MD{MDUpstreamUs: {strconv.FormatInt(out.Upstream.Microseconds(), 10)}})
 	err = gatewayError(r.Log, err, req.GetModel())
-	ev := &busv1.UsageEvent{Endpoint: "embeddings", PromptTokens: out.PromptTokens, TotalTokens: out.TotalTokens}
+	ev := &busv1.UsageEvent{Endpoint: "embeddings"}
+	if err == nil {
+		ev.PromptTokens, ev.TotalTokens, ev.TokensEstimated = out.Billed(&in)
+	}
 	if err == nil && len(out.Body) > maxEmbeddingsAnswer {
 		ev.Partial = true
 		// Past what a call between roles carries, the answer would fail on

@@ -194,7 +194,9 @@ type UsageEvent struct {
 	// message id: it de-duplicates the publisher's own retries, nothing else.
 	EventId string `protobuf:"bytes,20,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	// tokens_estimated says completion_tokens (and total_tokens) are the
-	// gateway's count of what it delivered, the upstream having reported none.
+	// gateway's count of what it delivered, the upstream having reported none;
+	// for embeddings, that prompt_tokens (and total_tokens) are its count of
+	// the input.
 	TokensEstimated bool `protobuf:"varint,21,opt,name=tokens_estimated,json=tokensEstimated,proto3" json:"tokens_estimated,omitempty"`
 	// partial says the request failed or was abandoned after part of the
 	// answer reached the client; the tokens are what was delivered.
