@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/switchboardhq/switchboard/core/internal/chat"
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/internal/sse"
@@ -90,7 +89,7 @@ func streamFailure(w *watchdog, read error, sent bool) error {
 	if !sent {
 		return err
 	}
-	return credential.Committed(&chat.StreamError{Code: code, Message: msg})
+	return credential.Committed(&credential.StreamError{Code: code, Message: msg})
 }
 
 // transcriptError is the error answer an error event of a transcription

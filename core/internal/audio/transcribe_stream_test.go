@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchboardhq/switchboard/core/internal/chat"
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
@@ -77,7 +76,7 @@ func TestTranscriptionStreamWithoutItsEnd(t *testing.T) {
 	require.Error(t, err)
 	assert.Len(t, got, 1)
 	assert.True(t, credential.IsCommitted(err))
-	var broken *chat.StreamError
+	var broken *credential.StreamError
 	require.True(t, errors.As(err, &broken), "%v", err)
 	assert.Equal(t, "stream_interrupted", broken.Code)
 }

@@ -427,7 +427,7 @@ func (a *attempt) comment() {
 // fail ends a stream: after the first event it is committed (the client gets
 // an in-band error); before it, the next connection may try.
 func (a *attempt) fail(code, msg string) error {
-	err := &StreamError{Code: code, Message: msg}
+	err := &credential.StreamError{Code: code, Message: msg}
 	if a.sent {
 		return credential.Committed(err)
 	}

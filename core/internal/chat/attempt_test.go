@@ -133,7 +133,7 @@ func TestStreamKeepAliveCommentsMidStreamAreNotAStall(t *testing.T) {
 	start := time.Now()
 	_, _, err = streamWithin(t, time.Minute, stall, DialectChat, chatUpstream, newBatchRecorder(),
 		scripted(t, steps(sseOf(chunk("Let me think. ")), thinking(stall), hang{})...))
-	var se *StreamError
+	var se *credential.StreamError
 	require.True(t, errors.As(err, &se), "%T %v", err, err)
 	assert.Equal(t, "stream_stalled", se.Code)
 	assert.True(t, credential.IsCommitted(err))

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/internal/provider"
@@ -114,35 +113,6 @@ func (e *RequestError) body() []byte {
 		"message": e.Message, "type": "invalid_request_error", "param": param, "code": e.Code,
 	}})
 	return b
-}
-
-// StreamError ends a stream that already started.
-type StreamError struct {
-	// Code is stream_interrupted, stream_stalled, stream_malformed or
-	// upstream_error.
-	Code    string
-	Message string
-	// Body is the upstream's own error, when it reported one in its
-	// stream: an Anthropic error event's data, or an OpenAI error object;
-	// the client gets it in place of the gateway's.
-	Body []byte
-	// Upstream is that error as the answer it stands for: the status the
-	// same error would have come with before the stream, and its body. The
-	// credential engine classifies the failure by it (Unwrap), as it does
-	// that answer: a refused prompt is the request's own fault and cools
-	// nothing, a rate limit goes on the rate-limit backoff, an overload is
-	// a server failure; without it, the stream's end is a network failure.
-	Upstream *credential.UpstreamError
-}
-
-func (e *StreamError) Error() string { return e.Message }
-
-// Unwrap is the upstream's error, if it reported one.
-func (e *StreamError) Unwrap() error {
-	if e.Upstream == nil {
-		return nil
-	}
-	return e.Upstream
 }
 
 // Options tune the service.

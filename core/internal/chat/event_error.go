@@ -106,8 +106,9 @@ func chatEventError(data []byte) error {
 // the attempt failed with the status and body the error would have come
 // with as an answer, so the engine cools and falls over, or hands the
 // client that error, as it does for answers. After the first event the
-// engine still reads that status and body (StreamError.Upstream), to cool
-// the connection as for that answer, or not at all.
+// engine still reads that status and body
+// (credential.StreamError.Upstream), to cool the connection as for that
+// answer, or not at all.
 func (a *attempt) failEvent(err error) error {
 	var ev *eventError
 	if !errors.As(err, &ev) {
@@ -126,7 +127,7 @@ func (a *attempt) failEvent(err error) error {
 		if ev.inAnthropicShape {
 			body = anthropicErrorEvent(body, ev.status)
 		}
-		return credential.Committed(&StreamError{Code: "upstream_error", Message: err.Error(), Body: body, Upstream: up})
+		return credential.Committed(&credential.StreamError{Code: "upstream_error", Message: err.Error(), Body: body, Upstream: up})
 	}
 	return up
 }

@@ -170,7 +170,7 @@ func TestAnUpstreamStreamErrorAfterTheFirstEventReachesTheClientInItsDialect(t *
 			require.Error(t, err)
 			require.True(t, a.sent, "the stream started")
 			require.True(t, credential.IsCommitted(err))
-			var se *StreamError
+			var se *credential.StreamError
 			require.True(t, errors.As(err, &se), "%T %v", err, err)
 			require.NotEmpty(t, se.Body, "the upstream's error, not the gateway's %q: %q", se.Code, se.Message)
 			assert.Equal(t, tc.want, readClientError(t, se.Body))
@@ -221,7 +221,7 @@ func TestAnUpstreamStreamErrorAfterTheFirstEventIsClassifiedAsItsAnswer(t *testi
 			_, a, err := streamAs(t, tc.client, tc.upstream, newBatchRecorder(), strings.NewReader(tc.stream))
 			require.Error(t, err)
 			require.True(t, a.sent, "the stream started")
-			var se *StreamError
+			var se *credential.StreamError
 			require.True(t, errors.As(err, &se), "%T %v", err, err)
 			require.NotEmpty(t, se.Body, "the client gets the upstream's error")
 

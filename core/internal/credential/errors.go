@@ -92,6 +92,36 @@ func IsCommitted(err error) bool {
 	return errors.As(err, &c)
 }
 
+// StreamError ends a stream that already started (a chat answer's, a
+// streamed transcription's), marked with [Committed].
+type StreamError struct {
+	// Code is stream_interrupted, stream_stalled, stream_malformed or
+	// upstream_error.
+	Code    string
+	Message string
+	// Body is the upstream's own error, when it reported one in its
+	// stream: an Anthropic error event's data, or an OpenAI error object;
+	// the client gets it in place of the gateway's.
+	Body []byte
+	// Upstream is that error as the answer it stands for: the status the
+	// same error would have come with before the stream, and its body. The
+	// engine classifies the failure by it (Unwrap), as it does that
+	// answer: a refused prompt is the request's own fault and cools
+	// nothing, a rate limit goes on the rate-limit backoff, an overload is
+	// a server failure; without it, the stream's end is a network failure.
+	Upstream *UpstreamError
+}
+
+func (e *StreamError) Error() string { return e.Message }
+
+// Unwrap is the upstream's error, if it reported one.
+func (e *StreamError) Unwrap() error {
+	if e.Upstream == nil {
+		return nil
+	}
+	return e.Upstream
+}
+
 // ExhaustedError is returned by [Engine.Do] when no candidate could serve the
 // request. Status, Code and RetryAfter are what the HTTP layer answers.
 type ExhaustedError struct {

@@ -39,7 +39,7 @@ func gatewayError(log *slog.Logger, err error, model string) error {
 	var exhausted *credential.ExhaustedError
 	var up *credential.UpstreamError
 	var badReq *chat.RequestError
-	var broken *chat.StreamError
+	var broken *credential.StreamError
 	switch {
 	case err == nil:
 		return nil
