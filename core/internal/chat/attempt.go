@@ -265,7 +265,7 @@ func (a *attempt) wholeRaw(ctx context.Context, raw []byte) (Usage, error) {
 	if err := a.sink.Completion(out); err != nil {
 		return Usage{}, credential.Committed(err)
 	}
-	return u, nil
+	return billedWhole(a.in, out, u), nil
 }
 
 // stream relays a streamed answer event by event.

@@ -1,9 +1,11 @@
 package chat
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Usage an upstream reports on a passed-through answer is billed as a
@@ -17,4 +19,52 @@ func TestPassedThroughUsageIsClampedLikeTranslated(t *testing.T) {
 	resp := &responsesUsage{InputTokens: -3, OutputTokens: 4, TotalTokens: -1}
 	resp.OutputTokensDetails.ReasoningTokens = -2
 	assert.Equal(t, Usage{CompletionTokens: 4, TotalTokens: 4}, resp.usage())
+}
+
+// A whole answer the upstream reported no usage for is billed the
+// gateway's count of the request's text and of the answer's, about four
+// characters a token; media, ids and the names of types and roles are not
+// text. Reported usage stays as it is, and so does the estimate of an
+// answer stopped at a sequence (what it delivered, as its stream's).
+func TestBilledWhole(t *testing.T) {
+	image := `{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("A", 4000) + `"}}`
+	chatIn, err := parse(DialectChat, []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"12345678"},`+image+`]}],`+
+		`"tools":[{"type":"function","function":{"name":"f","description":"abc","parameters":{"type":"object"}}}]}`))
+	require.NoError(t, err)
+	messagesIn, err := parse(DialectMessages, []byte(`{"model":"m","max_tokens":9,"system":"be brief","messages":[{"role":"user","content":[`+
+		`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"`+strings.Repeat("A", 4000)+`"}},`+
+		`{"type":"document","source":{"type":"text","media_type":"text/plain","data":"abcd"}}]}]}`))
+	require.NoError(t, err)
+	responsesIn, err := parse(DialectResponses, []byte(`{"model":"m","instructions":"abcd","input":"12345678"}`))
+	require.NoError(t, err)
+
+	completion := []byte(`{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":"abcdefgh","tool_calls":[` +
+		`{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}}]}`)
+	message := []byte(`{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"thinking","thinking":"abcd","signature":"sig"},` +
+		`{"type":"text","text":"abcd"},{"type":"tool_use","id":"toolu_1","name":"f","input":{"q":"abc"}}]}`)
+	response := []byte(`{"id":"resp_1","object":"response","instructions":"not the answer","output":[` +
+		`{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"abcd"}],"encrypted_content":"xyz"},` +
+		`{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"abcd","annotations":[],"logprobs":[{"token":"abcd"}]}]}]}`)
+
+	for _, tc := range []struct {
+		name     string
+		in       inbound
+		answer   []byte
+		reported Usage
+		want     Usage
+	}{
+		// 8 + 1 + 3 characters of prompt; 8 + 1 + 2 of answer.
+		{"chat", chatIn, completion, Usage{}, Usage{PromptTokens: 3, CompletionTokens: 3, TotalTokens: 6, Estimated: true}},
+		// 8 + 4; 4 + 4 + 1 + 3.
+		{"messages", messagesIn, message, Usage{}, Usage{PromptTokens: 3, CompletionTokens: 3, TotalTokens: 6, Estimated: true}},
+		// 4 + 8; 4 + 4.
+		{"responses", responsesIn, response, Usage{}, Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5, Estimated: true}},
+		{"reported", chatIn, completion, Usage{PromptTokens: 7, CompletionTokens: 1, TotalTokens: 8}, Usage{PromptTokens: 7, CompletionTokens: 1, TotalTokens: 8}},
+		{"total only", chatIn, completion, Usage{TotalTokens: 4}, Usage{TotalTokens: 4}},
+		{"stopped at a sequence", responsesIn, response, Usage{CompletionTokens: 1, TotalTokens: 1, Estimated: true},
+			Usage{CompletionTokens: 1, TotalTokens: 1, Estimated: true}},
+		{"nothing to count", responsesIn, []byte(`{"output":[]}`), Usage{}, Usage{PromptTokens: 3, TotalTokens: 3, Estimated: true}},
+	} {
+		assert.Equal(t, tc.want, billedWhole(tc.in, tc.answer, tc.reported), tc.name)
+	}
 }

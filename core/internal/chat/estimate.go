@@ -1,0 +1,117 @@
+package chat
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
+
+// billedWhole is the usage a whole answer is billed: the upstream's, or,
+// when it reported none (no usage, or zeros), the gateway's count, about
+// four characters a token of the request's text (the prompt) and of the
+// answer's (the completion), estimated then true, as a stream's usage is
+// when it ended early (delivered.go). An answer the gateway stopped at a
+// sequence without the upstream's usage is billed what it delivered, as
+// its stream is (cutResponse, stopStream). The answer the client gets
+// keeps what the upstream sent.
+func billedWhole(in inbound, answer []byte, u Usage) Usage {
+	if u.Estimated || u.PromptTokens > 0 || u.CompletionTokens > 0 || u.TotalTokens > 0 {
+		return u
+	}
+	prompt, completion := tokens(promptChars(in)), tokens(answerChars(in.dialect, answer))
+	return Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion, Estimated: prompt+completion > 0}
+}
+
+// tokens is the estimate of chars characters, rounded up.
+func tokens(chars int64) int64 { return (chars + charsPerToken - 1) / charsPerToken }
+
+// promptMembers are the members of a request (of any dialect) a model
+// reads: the conversation, its instructions and the tools.
+var promptMembers = []string{"system", "instructions", "messages", "input", "tools", "functions"}
+
+// promptChars counts the characters of a request's text (textChars).
+func promptChars(in inbound) int64 {
+	var n int64
+	for _, k := range promptMembers {
+		if raw := in.fields[k]; len(raw) > 0 {
+			n += textChars(raw)
+		}
+	}
+	return n
+}
+
+// answerChars counts the characters of a whole answer's text (textChars)
+// in the client's dialect: a completion's messages, a message's content, a
+// response's output.
+func answerChars(d Dialect, answer []byte) int64 {
+	var a struct {
+		Choices []struct {
+			Message json.RawMessage `json:"message"`
+		} `json:"choices"`
+		Content json.RawMessage `json:"content"`
+		Output  json.RawMessage `json:"output"`
+	}
+	if json.Unmarshal(answer, &a) != nil {
+		return 0
+	}
+	switch d {
+	case DialectMessages:
+		return textChars(a.Content)
+	case DialectResponses:
+		return textChars(a.Output)
+	}
+	var n int64
+	for _, c := range a.Choices {
+		n += textChars(c.Message)
+	}
+	return n
+}
+
+// notText are the members whose values are no text a model reads or
+// writes: names of types and roles, ids, signatures and encrypted
+// reasoning, media (their data, or where they are), and log
+// probabilities (which repeat the text).
+var notText = map[string]bool{
+	"type": true, "role": true, "id": true, "call_id": true, "tool_call_id": true, "tool_use_id": true,
+	"status": true, "signature": true, "encrypted_content": true, "cache_control": true,
+	"image_url": true, "url": true, "file_data": true, "file_id": true, "input_audio": true, "audio": true,
+	"media_type": true, "detail": true, "logprobs": true,
+}
+
+// textChars counts the characters of the strings in a JSON value, but for
+// those of notText's members, data URLs, and the data of a block that is
+// not text (an image's base64, redacted thinking).
+func textChars(raw json.RawMessage) int64 {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return 0
+	}
+	return countText(v)
+}
+
+func countText(v any) int64 {
+	switch v := v.(type) {
+	case string:
+		if strings.HasPrefix(v, "data:") {
+			return 0
+		}
+		return int64(utf8.RuneCountInString(v))
+	case []any:
+		var n int64
+		for _, e := range v {
+			n += countText(e)
+		}
+		return n
+	case map[string]any:
+		typ, _ := v["type"].(string)
+		var n int64
+		for k, e := range v {
+			if notText[k] || (k == "data" && typ != "text") {
+				continue
+			}
+			n += countText(e)
+		}
+		return n
+	}
+	return 0
+}
