@@ -1,9 +1,13 @@
 package node_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,4 +245,74 @@ func TestAudioTranscriptionStreamErrorFirst(t *testing.T) {
 		assert.Zero(t, ev.GetTotalTokens())
 		assert.False(t, ev.GetPartial())
 	})
+}
+
+// An upstream that reports an error after part of a streamed transcription
+// reached the client ends the stream with that error, once: the client
+// gets the upstream's own error event (its rate_limit_exceeded), not that
+// event followed by the gateway's stream_interrupted, and the connection
+// cools down as for the rate limit it reported, not as for a broken
+// connection.
+func TestAudioTranscriptionStreamErrorAfterTheFirstEvent(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	relayed := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"type\":\"transcript.text.delta\",\"delta\":\"Hello\"}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-relayed:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"Rate limit reached\",\"type\":\"requests\",\"param\":null,\"code\":\"rate_limit_exceeded\"}}\n\n")
+	}))
+	t.Cleanup(up.Close)
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "sk-up",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL + "/v1", "enabledModels": []string{"gpt-4o-mini-transcribe"}}})
+
+	ct, body := multipartForm(t, wav(0.5), "model", streamingSTTModel, "stream", "true")
+	req, err := http.NewRequest(http.MethodPost, sb.BaseURL+pathTranscriptions, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", ct)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	rd := bufio.NewReader(resp.Body)
+	var events []string
+	var ev strings.Builder
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			break
+		}
+		if strings.HasPrefix(line, ":") {
+			continue // keep-alive
+		}
+		if line != "\n" {
+			ev.WriteString(line)
+			continue
+		}
+		if len(events) == 0 {
+			close(relayed) // the first event reached the client
+		}
+		events = append(events, ev.String())
+		ev.Reset()
+	}
+	require.NotEmpty(t, events)
+	assert.Contains(t, events[0], "transcript.text.delta")
+	var failures []string
+	for _, e := range events[1:] {
+		if strings.Contains(e, `"error"`) {
+			failures = append(failures, e)
+		}
+	}
+	require.Len(t, failures, 1, "one error event ends the stream: %q", events)
+	assert.Contains(t, failures[0], `"rate_limit_exceeded"`, "the upstream's own")
+
+	cds := sb.Admin(t, http.MethodGet, "/api/cooldowns", nil).JSON["cooldowns"].([]any)
+	require.Len(t, cds, 1)
+	assert.EqualValues(t, http.StatusTooManyRequests, cds[0].(map[string]any)["status"], "%v", cds[0])
 }

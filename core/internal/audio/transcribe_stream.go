@@ -26,7 +26,8 @@ const transcriptDone = "transcript.text.done"
 // reached sink (the client has seen the answer start: no fallback). An
 // error the upstream reports before any event reached sink is the attempt's
 // failure as the same error answered with its status would be
-// (transcriptError), scrubbed of the credential as error answers are.
+// (transcriptError), scrubbed of the credential as error answers are;
+// after, it ends the stream as that error (upstreamEventFailure).
 func relayTranscript(ctx context.Context, w *watchdog, c *dispatch.Conn, resp *http.Response, sink Sink, out *Transcription) error {
 	defer resp.Body.Close()
 	ct := resp.Header.Get("Content-Type")
@@ -43,11 +44,22 @@ func relayTranscript(ctx context.Context, w *watchdog, c *dispatch.Conn, resp *h
 			}
 			return streamFailure(w, err, sent)
 		}
-		if !sent {
-			if up := transcriptError(ev.Name, ev.Data); up != nil {
-				up.Body = c.Scrub(up.Body)
+		if up := transcriptError(ev.Name, ev.Data); up != nil {
+			up.Body = c.Scrub(up.Body)
+			if !sent {
 				return up
 			}
+			// The events that came with it go first; the error once, as
+			// the stream's end.
+			if len(batch) > 0 {
+				if err := sink(Chunk{ContentType: ct, Data: batch}); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return credential.Committed(err)
+				}
+			}
+			return upstreamEventFailure(up)
 		}
 		if isTranscriptDone(ev.Data) {
 			done = true
@@ -90,6 +102,22 @@ func streamFailure(w *watchdog, read error, sent bool) error {
 		return err
 	}
 	return credential.Committed(&credential.StreamError{Code: code, Message: msg})
+}
+
+// upstreamEventFailure ends a stream that started on an error its upstream
+// reported (up, the answer it stands for), as a chat stream's failEvent
+// does: the client gets the upstream's own error in place of the
+// gateway's, and the engine judges the failure by up's status (a rate
+// limit, an overload, the request's own fault), not as a network failure.
+func upstreamEventFailure(up *credential.UpstreamError) error {
+	body := up.Body
+	// One line: the client gets it as one data line.
+	var compact bytes.Buffer
+	if json.Compact(&compact, body) == nil {
+		body = compact.Bytes()
+	}
+	return credential.Committed(&credential.StreamError{Code: "upstream_error", Message: "the upstream reported an error mid-stream",
+		Body: body, Upstream: &credential.UpstreamError{Status: up.Status, Body: body}})
 }
 
 // transcriptError is the error answer an error event of a transcription

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,9 +23,27 @@ import (
 // sink.
 func streamWith(t *testing.T, body string) (Transcription, []string, error) {
 	t.Helper()
+	return streamParts(t, body)
+}
+
+// streamParts is streamWith of an upstream that sends its body in parts,
+// each once the one before reached the sink.
+func streamParts(t *testing.T, parts ...string) (Transcription, []string, error) {
+	t.Helper()
+	relayed := make(chan struct{}, len(parts))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-		_, _ = w.Write([]byte(body))
+		for i, p := range parts {
+			if i > 0 {
+				select {
+				case <-relayed:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			_, _ = w.Write([]byte(p))
+			w.(http.Flusher).Flush()
+		}
 	}))
 	t.Cleanup(srv.Close)
 	spool := NewSpool(t.TempDir(), 1<<20, 0)
@@ -34,7 +53,7 @@ func streamWith(t *testing.T, body string) (Transcription, []string, error) {
 	s := New(nil, Options{})
 	w := s.watch(context.Background())
 	defer w.close()
-	c := &dispatch.Conn{Connection: &busv1.Connection{}, Spec: openAISpec, BaseURL: srv.URL, Credential: "k", Client: http.DefaultClient}
+	c := &dispatch.Conn{Connection: &busv1.Connection{}, Spec: openAISpec, BaseURL: srv.URL, Credential: "sk-stream-key", Client: http.DefaultClient}
 	tg := routing.Target{Spec: openAISpec, Model: "gpt-4o-transcribe"}
 	req := TranscribeRequest{Model: tg.Model, Filename: "a.wav", Stream: true}
 	var out Transcription
@@ -42,6 +61,7 @@ func streamWith(t *testing.T, body string) (Transcription, []string, error) {
 	err = transcribe(context.Background(), w, tg, c, req, spool, &out, func(ch Chunk) error {
 		assert.Equal(t, "text/event-stream; charset=utf-8", ch.ContentType)
 		got = append(got, string(ch.Data))
+		relayed <- struct{}{}
 		return nil
 	})
 	return out, got, err
@@ -110,4 +130,25 @@ func TestTranscriptionStreamErrorFirst(t *testing.T) {
 			assert.Contains(t, string(up.Body), `"`+tc.code+`"`)
 		})
 	}
+}
+
+// An error the upstream reports after part of the transcript reached the
+// client ends the stream with that error, once: the client gets the
+// upstream's own error in place of the gateway's stream_interrupted, and
+// the failure is judged by the status the error stands for, as a chat
+// stream's is (a rate limit, not a network failure).
+func TestTranscriptionStreamErrorAfterTheFirstEvent(t *testing.T) {
+	_, got, err := streamParts(t, "data: {\"type\":\"transcript.text.delta\",\"delta\":\"hi\"}\n\n",
+		"event: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"Rate limit reached for sk-stream-key\",\"type\":\"requests\",\"param\":null,\"code\":\"rate_limit_exceeded\"}}\n\n")
+	require.Error(t, err)
+	assert.Equal(t, []string{"data: {\"type\":\"transcript.text.delta\",\"delta\":\"hi\"}\n\n"}, got, "the error goes once, as the stream's end")
+	assert.True(t, credential.IsCommitted(err))
+	var broken *credential.StreamError
+	require.ErrorAs(t, err, &broken)
+	assert.Equal(t, "upstream_error", broken.Code)
+	assert.Contains(t, string(broken.Body), `"rate_limit_exceeded"`, "the upstream's own error")
+	assert.NotContains(t, string(broken.Body), "sk-stream-key", "scrubbed of the credential")
+	f := credential.Classify(err, time.Now())
+	assert.Equal(t, http.StatusTooManyRequests, f.Status)
+	assert.Equal(t, credential.ReasonRateLimited, f.Reason)
 }
