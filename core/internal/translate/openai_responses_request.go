@@ -307,6 +307,18 @@ func chatID(respID string) string {
 // the Responses API sends each part without one.
 const reasoningBreak = "\n\n"
 
+// addReasoning adds a part of a Responses answer's reasoning to a chat
+// answer's, a paragraph after those before it.
+func addReasoning(b *strings.Builder, part string) {
+	if part == "" {
+		return
+	}
+	if b.Len() > 0 {
+		b.WriteString(reasoningBreak)
+	}
+	b.WriteString(part)
+}
+
 // ResponsesToOpenAIResponse translates a Responses response into a
 // chat.completion for model.
 func ResponsesToOpenAIResponse(body []byte, model string) ([]byte, Usage, error) {
@@ -324,14 +336,15 @@ func ResponsesToOpenAIResponse(body []byte, model string) ([]byte, Usage, error)
 				refusal.WriteString(c.Refusal)
 			}
 		case "reasoning":
+			// Its summary's parts, then its raw reasoning's (reasoning_text,
+			// as gpt-oss models send it), each a paragraph, as streamed.
 			for _, s := range it.Summary {
-				if s.Text == "" {
-					continue
+				addReasoning(&reasoning, s.Text)
+			}
+			for _, c := range it.Content {
+				if c.Type == "reasoning_text" {
+					addReasoning(&reasoning, c.Text)
 				}
-				if reasoning.Len() > 0 {
-					reasoning.WriteString(reasoningBreak)
-				}
-				reasoning.WriteString(s.Text)
 			}
 		case "function_call":
 			calls = append(calls, map[string]any{"id": it.CallID, "type": "function",

@@ -305,3 +305,57 @@ func TestResponsesReasoningSummaryParts(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &whole))
 	assert.Equal(t, want, whole.Choices[0].Message.Reasoning, "whole")
 }
+
+// A reasoning item's raw reasoning (its content's reasoning_text parts, as
+// gpt-oss models behind a Responses API send it) reaches a chat client as
+// reasoning_content whole as streamed, its parts a blank line apart as a
+// summary's are.
+func TestResponsesReasoningText(t *testing.T) {
+	text := func(item string, index int, delta string) string {
+		b, _ := json.Marshal(map[string]any{"type": "response.reasoning_text.delta", "item_id": item, "output_index": 0, "content_index": index, "delta": delta})
+		return string(b)
+	}
+	const want = "The user greets me.\n\nI should greet back.\n\nKeep it short."
+	events := []string{
+		`{"type":"response.created","response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`,
+		text("rs_1", 0, "The user "), text("rs_1", 0, "greets me."), text("rs_1", 1, "I should greet back."),
+		text("rs_2", 0, "Keep it short."),
+		`{"type":"response.completed","response":{"id":"resp_1","object":"response","status":"completed","output":[]}}`,
+	}
+	tr := NewResponsesToChunks("gpt-oss-120b", false)
+	var streamed strings.Builder
+	for _, e := range events {
+		require.NoError(t, tr.Event("", []byte(e), func(c []byte) error {
+			var chunk struct {
+				Choices []struct {
+					Delta struct {
+						Reasoning string `json:"reasoning_content"`
+					} `json:"delta"`
+				} `json:"choices"`
+			}
+			require.NoError(t, json.Unmarshal(c, &chunk))
+			for _, ch := range chunk.Choices {
+				streamed.WriteString(ch.Delta.Reasoning)
+			}
+			return nil
+		}))
+	}
+	assert.Equal(t, want, streamed.String(), "streamed")
+
+	out, _, err := ResponsesToOpenAIResponse([]byte(`{"id":"resp_1","status":"completed","output":[
+		{"type":"reasoning","id":"rs_1","summary":[],"content":[{"type":"reasoning_text","text":"The user greets me."},{"type":"reasoning_text","text":"I should greet back."}]},
+		{"type":"reasoning","id":"rs_2","summary":[],"content":[{"type":"reasoning_text","text":"Keep it short."}]},
+		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Hi"}]}]}`), "gpt-oss-120b")
+	require.NoError(t, err)
+	var whole struct {
+		Choices []struct {
+			Message struct {
+				Content   string `json:"content"`
+				Reasoning string `json:"reasoning_content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.Unmarshal(out, &whole))
+	assert.Equal(t, want, whole.Choices[0].Message.Reasoning, "whole")
+	assert.Equal(t, "Hi", whole.Choices[0].Message.Content)
+}
