@@ -290,6 +290,11 @@ func (a *attempt) stream(ctx context.Context, cancel context.CancelCauseFunc, r 
 		}
 		a.heldData = nil
 	}
+	if err == nil {
+		// Ended whole: billed as a whole answer is, once every event
+		// counted as delivered.
+		u = billedStream(a.in, a.delivered, u)
+	}
 	return u, err
 }
 

@@ -15,10 +15,23 @@ import (
 // its stream is (cutResponse, stopStream). The answer the client gets
 // keeps what the upstream sent.
 func billedWhole(in inbound, answer []byte, u Usage) Usage {
+	return billed(in, answerChars(in.dialect, answer), u)
+}
+
+// billedStream is the usage a stream that ended whole is billed, as a
+// whole answer is (billedWhole): the upstream's, or the gateway's count of
+// the request's text and of the text it delivered (delivered.go).
+func billedStream(in inbound, d delivered, u Usage) Usage {
+	return billed(in, d.chars, u)
+}
+
+// billed is u, or, when it reports nothing, the estimate of the request's
+// text and of an answer of answer characters.
+func billed(in inbound, answer int64, u Usage) Usage {
 	if u.Estimated || u.PromptTokens > 0 || u.CompletionTokens > 0 || u.TotalTokens > 0 {
 		return u
 	}
-	prompt, completion := tokens(promptChars(in)), tokens(answerChars(in.dialect, answer))
+	prompt, completion := tokens(promptChars(in)), tokens(answer)
 	return Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion, Estimated: prompt+completion > 0}
 }
 

@@ -68,3 +68,16 @@ func TestBilledWhole(t *testing.T) {
 		assert.Equal(t, tc.want, billedWhole(tc.in, tc.answer, tc.reported), tc.name)
 	}
 }
+
+// A stream that ended whole without the upstream's usage is billed as a
+// whole answer is, its completion the text it delivered; reported usage,
+// and the estimate of a stream stopped at a sequence, stay as they are.
+func TestBilledStream(t *testing.T) {
+	in, err := parse(DialectChat, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"12345678"}]}`))
+	require.NoError(t, err)
+	d := delivered{chars: 9}
+	assert.Equal(t, Usage{PromptTokens: 2, CompletionTokens: 3, TotalTokens: 5, Estimated: true}, billedStream(in, d, Usage{}))
+	assert.Equal(t, Usage{PromptTokens: 7, TotalTokens: 7}, billedStream(in, d, Usage{PromptTokens: 7, TotalTokens: 7}))
+	stopped := Usage{CompletionTokens: 1, TotalTokens: 1, Estimated: true}
+	assert.Equal(t, stopped, billedStream(in, d, stopped))
+}

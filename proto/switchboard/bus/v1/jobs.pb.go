@@ -196,8 +196,8 @@ type UsageEvent struct {
 	// tokens_estimated says completion_tokens (and total_tokens) are the
 	// gateway's count of what it delivered, the upstream having reported none;
 	// for embeddings, that prompt_tokens (and total_tokens) are its count of
-	// the input; for a whole chat answer, that prompt_tokens are its count of
-	// the request's text too.
+	// the input; for a chat answer that ended whole (streamed or not), that
+	// prompt_tokens are its count of the request's text too.
 	TokensEstimated bool `protobuf:"varint,21,opt,name=tokens_estimated,json=tokensEstimated,proto3" json:"tokens_estimated,omitempty"`
 	// partial says the request failed or was abandoned after part of the
 	// answer reached the client; the tokens are what was delivered.
