@@ -62,7 +62,8 @@ func chunk(text string) string {
 }
 
 // A stream cut by the upstream after content reached the client is billed
-// the gateway's count of what it delivered, marked estimated and partial.
+// the gateway's count of what it delivered and of the prompt, marked
+// estimated and partial.
 func TestUsageCutStreamBilledWhatWasDelivered(t *testing.T) {
 	sb := nodetest.Serve(t, t.TempDir())
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +87,8 @@ func TestUsageCutStreamBilledWhatWasDelivered(t *testing.T) {
 	require.Len(t, evs, 1)
 	ev := evs[0]
 	assert.EqualValues(t, 6, ev.GetCompletionTokens(), "24 characters delivered, about 6 tokens")
-	assert.EqualValues(t, 6, ev.GetTotalTokens())
+	assert.EqualValues(t, 1, ev.GetPromptTokens(), "the upstream read the prompt (\"x\", about 1 token) though it never told its count")
+	assert.EqualValues(t, 7, ev.GetTotalTokens())
 	assert.True(t, ev.GetTokensEstimated())
 	assert.True(t, ev.GetPartial())
 }

@@ -247,6 +247,7 @@ func (cp *completion) call(ctx context.Context, t routing.Target, c *dispatch.Co
 	} else if a.sent {
 		cp.out.Usage = a.delivered.bill(u)
 	}
+	cp.out.Usage = withPrompt(cp.in, cp.out.Usage)
 	return err
 }
 

@@ -115,8 +115,8 @@ func countString(b []byte) (chars int64, end int) {
 }
 
 // bill is the usage of a stream that ended early: what the upstream
-// reported, else the estimate (completion tokens only; the prompt's count
-// is the upstream's to tell).
+// reported, else the estimate of the completion (the prompt's, when the
+// upstream told none, is added for the record by withPrompt).
 func (d *delivered) bill(reported Usage) Usage {
 	reported.Partial = true
 	if reported.TotalTokens > 0 || reported.CompletionTokens > 0 {

@@ -12,7 +12,7 @@ import (
 // answer's (the completion), estimated then true, as a stream's usage is
 // when it ended early (delivered.go). An answer the gateway stopped at a
 // sequence without the upstream's usage is billed what it delivered, as
-// its stream is (cutResponse, stopStream). The answer the client gets
+// its stream is (cutResponse, stopStream), and its prompt (withPrompt). The answer the client gets
 // keeps what the upstream sent.
 func billedWhole(in inbound, answer []byte, u Usage) Usage {
 	return billed(in, answerChars(in.dialect, answer), u)
@@ -33,6 +33,20 @@ func billed(in inbound, answer int64, u Usage) Usage {
 	}
 	prompt, completion := tokens(promptChars(in)), tokens(answer)
 	return Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion, Estimated: prompt+completion > 0}
+}
+
+// withPrompt is u with the gateway's count of the request's text as its
+// prompt when u is an estimate without one: a stream cut short or an
+// answer the gateway stopped at a sequence, of an upstream that had not
+// told its count (the upstream read the prompt all the same). Only the
+// record changes; what the client was sent keeps what the upstream said.
+func withPrompt(in inbound, u Usage) Usage {
+	if !u.Estimated || u.PromptTokens > 0 {
+		return u
+	}
+	p := tokens(promptChars(in))
+	u.PromptTokens, u.TotalTokens = p, u.TotalTokens+p
+	return u
 }
 
 // tokens is the estimate of chars characters, rounded up.
