@@ -213,7 +213,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 			Log:        log,
 			Metrics:    grpcapi.NewRequestMetrics(deps.Metrics, resolver.Known),
 		}),
-		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, lister, keySecret, reg, log).WithUpstream(clients).WithUsageHealth(usage.NewHealth(use, js)).EnableSignInCodes(signIns),
+		admin:     grpcapi.NewAdmin(auth, st, v, cooldowns, lister, keySecret, reg, log).WithUpstream(clients).WithUsageHealth(usage.NewHealth(use, js)).EnableSignInCodes(js, signIns),
 		usage:     use,
 		defaultID: defaultID,
 		log:       log,

@@ -28,6 +28,8 @@ const SignInCodeTTL = spine.SignInCodeTTL
 // through any, once.
 type signInCodes struct {
 	kv jetstream.KeyValue
+	// js reaches the bucket's leader (redeem).
+	js jetstream.JetStream
 }
 
 // errNoSignInCodes answers when no bucket was given (EnableSignInCodes).
@@ -59,15 +61,26 @@ func (s *signInCodes) redeem(ctx context.Context, code string, now time.Time) (b
 		return false, errNoSignInCodes
 	}
 	key := signInKey(code)
+	var value []byte
+	var rev uint64
 	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, nil
+	if err == nil {
+		value, rev = e.Value(), e.Revision()
+	} else if errors.Is(err, jetstream.ErrKeyNotFound) {
+		// Any replica of the bucket may answer a get, from what it has
+		// applied: in a cluster, one that has not yet applied a code
+		// minted a moment ago through another member misses it, and the
+		// console's first sign-in would fail. The leader confirms a miss.
+		value, rev, err = kvmirror.GetFromLeader(ctx, s.js, s.kv.Bucket(), key)
+		if errors.Is(err, kvmirror.ErrNotFound) {
+			return false, nil
+		}
 	}
 	if err != nil {
 		return false, err
 	}
-	exp, perr := strconv.ParseInt(string(e.Value()), 10, 64)
-	err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+	exp, perr := strconv.ParseInt(string(value), 10, 64)
+	err = s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
 	switch {
 	case kvmirror.LostRace(err):
 		return false, nil // used (or expired and cleared) meanwhile
@@ -106,8 +119,8 @@ func (a *Admin) RedeemSignInCode(ctx context.Context, req *corev1.RedeemSignInCo
 }
 
 // EnableSignInCodes keeps the console's sign-in codes in kv
-// (spine.BucketSignInCodes).
-func (a *Admin) EnableSignInCodes(kv jetstream.KeyValue) *Admin {
-	a.signIns.kv = kv
+// (spine.BucketSignInCodes), on js.
+func (a *Admin) EnableSignInCodes(js jetstream.JetStream, kv jetstream.KeyValue) *Admin {
+	a.signIns.kv, a.signIns.js = kv, js
 	return a
 }

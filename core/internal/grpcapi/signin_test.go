@@ -2,11 +2,14 @@ package grpcapi
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,17 +18,27 @@ import (
 	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 )
 
-// signInBucket is the sign-in codes' bucket on an embedded NATS server.
-func signInBucket(t *testing.T) jetstream.KeyValue {
-	return spinetest.Bucket(t, spine.BucketSignInCodes, spine.Topology{}.Buckets())
+// signInBucket is the sign-in codes' bucket on an embedded NATS server, as
+// a core replica keeps them.
+func signInBucket(t *testing.T) signInCodes {
+	js := spinetest.JetStream(t)
+	kv, err := js.CreateKeyValue(context.Background(), signInBucketConfig(spine.Topology{}))
+	require.NoError(t, err)
+	return signInCodes{kv: kv, js: js}
+}
+
+// signInBucketConfig is the sign-in codes' bucket in top.
+func signInBucketConfig(top spine.Topology) jetstream.KeyValueConfig {
+	buckets := top.Buckets()
+	return buckets[slices.IndexFunc(buckets, func(b jetstream.KeyValueConfig) bool { return b.Bucket == spine.BucketSignInCodes })]
 }
 
 func TestSignInCodesAreSingleUseAndShortLived(t *testing.T) {
 	ctx := context.Background()
-	kv := signInBucket(t)
+	codes := signInBucket(t)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	// Two replicas: what one mints, the other redeems.
-	a, b := signInCodes{kv: kv}, signInCodes{kv: kv}
+	a, b := codes, codes
 	code, err := a.mint(ctx, now)
 	require.NoError(t, err)
 	assert.Len(t, code, 32, "192 random bits")
@@ -57,10 +70,10 @@ func TestSignInCodesAreSingleUseAndShortLived(t *testing.T) {
 // Of many replicas redeeming one code at once, exactly one gets in.
 func TestSignInCodeRedeemedOnceUnderRace(t *testing.T) {
 	ctx := context.Background()
-	kv := signInBucket(t)
+	codes := signInBucket(t)
 	now := time.Now()
 	for range 5 {
-		code, err := (&signInCodes{kv: kv}).mint(ctx, now)
+		code, err := codes.mint(ctx, now)
 		require.NoError(t, err)
 		var won atomic.Int32
 		var wg sync.WaitGroup
@@ -68,7 +81,7 @@ func TestSignInCodeRedeemedOnceUnderRace(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ok, err := (&signInCodes{kv: kv}).redeem(ctx, code, now)
+				ok, err := codes.redeem(ctx, code, now)
 				assert.NoError(t, err)
 				if ok {
 					won.Add(1)
@@ -78,4 +91,80 @@ func TestSignInCodeRedeemedOnceUnderRace(t *testing.T) {
 		wg.Wait()
 		assert.EqualValues(t, 1, won.Load())
 	}
+}
+
+// In a cluster a code is redeemed at its first try through any member, the
+// moment it was minted: a core connected to a member that has not applied
+// the write yet (one a slower link away from the bucket's leader; a
+// key-value get is answered by the member a client is connected to) does
+// not refuse the code as unknown.
+func TestSignInCodeRedeemedThroughALaggingMember(t *testing.T) {
+	ctx := context.Background()
+	c := spinetest.StartCluster(t, 3)
+	kvs := make([]jetstream.KeyValue, c.Size())
+	jss := make([]jetstream.JetStream, c.Size())
+	conns := make([]*nats.Conn, c.Size())
+	for i := range kvs {
+		nc, err := spine.Connect(ctx, c.URL(i), "test", nil)
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		conns[i] = nc
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		if i == 0 {
+			require.NoError(t, spine.EnsureBuckets(ctx, js, signInBucketConfig(spine.Topology{Replicas: c.Size()})))
+		}
+		kvs[i], err = js.KeyValue(ctx, spine.BucketSignInCodes)
+		require.NoError(t, err)
+		jss[i] = js
+	}
+	// The last member is the slow one: the writer is the leader, another.
+	slow := c.Size() - 1
+	leader := -1
+	require.Eventually(t, func() bool {
+		st, err := kvs[0].Status(ctx)
+		if err != nil {
+			return false
+		}
+		info := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+		if info.Cluster == nil {
+			return false
+		}
+		for i := range c.Size() {
+			if c.Name(i) == info.Cluster.Leader {
+				leader = i
+			}
+		}
+		if leader == slow {
+			_, _ = conns[0].Request("$JS.API.STREAM.LEADER.STEPDOWN.KV_"+spine.BucketSignInCodes, nil, 5*time.Second)
+		}
+		return leader >= 0 && leader != slow
+	}, 30*time.Second, 50*time.Millisecond, "a leader other than the slow member")
+	writer, reader := signInCodes{kv: kvs[leader], js: jss[leader]}, signInCodes{kv: kvs[slow], js: jss[slow]}
+
+	c.SetLag(50 * time.Millisecond)
+	// The slow member answers gets (once it has caught up), and answers
+	// them from what it has applied.
+	require.Eventually(t, func() bool {
+		if _, err := kvs[leader].Put(ctx, "probe", []byte("x")); err != nil {
+			return false
+		}
+		_, err := kvs[slow].Get(ctx, "probe")
+		_ = kvs[leader].Purge(ctx, "probe")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	}, 30*time.Second, 100*time.Millisecond, "the slow member lags")
+
+	const rounds = 20
+	refused := 0
+	for range rounds {
+		now := time.Now()
+		code, err := writer.mint(ctx, now)
+		require.NoError(t, err)
+		ok, err := reader.redeem(ctx, code, now)
+		require.NoError(t, err)
+		if !ok {
+			refused++
+		}
+	}
+	assert.Zero(t, refused, "codes refused at their first try, of %d", rounds)
 }

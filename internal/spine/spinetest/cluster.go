@@ -1,0 +1,195 @@
+package spinetest
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/require"
+)
+
+// Cluster is a NATS cluster of nats-servers on loopback with clustered
+// JetStream, whose last member reaches the others over a link that can be
+// made slow, as a member in another zone is. Where any replica may answer
+// a client (a direct get of a key-value bucket), the member it is
+// connected to may.
+type Cluster struct {
+	members []*server.Server
+	// lag delays each byte between the last member and the others.
+	lag atomic.Int64
+}
+
+// StartCluster starts a cluster of size members, named nats-0, nats-1, ...
+// in order, stopped when t ends. The last member's link is fast until
+// SetLag.
+func StartCluster(t testing.TB, size int) *Cluster {
+	t.Helper()
+	require.GreaterOrEqual(t, size, 2)
+	c := &Cluster{}
+	var routes []string
+	for range size - 1 {
+		routes = append(routes, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	}
+	for i := range size - 1 {
+		c.start(t, i, routes, "")
+	}
+	// The last member dials the others through slow links, and they
+	// reach it through one (it tells them to use that address).
+	var slow []string
+	for _, r := range routes {
+		slow = append(slow, c.link(t, func() string { return r }))
+	}
+	var last atomic.Pointer[server.Server]
+	back := c.link(t, func() string {
+		if s := last.Load(); s != nil {
+			return s.ClusterAddr().String()
+		}
+		return ""
+	})
+	last.Store(c.start(t, size-1, slow, back))
+	require.Eventually(t, func() bool {
+		for _, s := range c.members {
+			if s.NumRoutes() < size-1 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "the cluster's routes")
+	return c
+}
+
+// start starts member i, routed to the members at routes (host:port; its
+// own route port is routes[i] where there is one), telling the others to
+// reach it at advertise (when set).
+func (c *Cluster) start(t testing.TB, i int, routes []string, advertise string) *server.Server {
+	t.Helper()
+	port := server.RANDOM_PORT
+	if i < len(routes) {
+		_, p, err := net.SplitHostPort(routes[i])
+		require.NoError(t, err)
+		port, err = strconv.Atoi(p)
+		require.NoError(t, err)
+	}
+	opts := &server.Options{
+		ServerName: fmt.Sprintf("nats-%d", i),
+		Host:       "127.0.0.1",
+		Port:       server.RANDOM_PORT,
+		JetStream:  true,
+		StoreDir:   t.TempDir(),
+		NoLog:      true,
+		NoSigs:     true,
+		Cluster:    server.ClusterOpts{Name: "spinetest", Host: "127.0.0.1", Port: port, Advertise: advertise},
+		Routes:     server.RoutesFromStr("nats://" + strings.Join(routes, ",nats://")),
+	}
+	srv, err := server.NewServer(opts)
+	require.NoError(t, err)
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	require.True(t, srv.ReadyForConnections(10*time.Second), "member %d not ready", i)
+	c.members = append(c.members, srv)
+	return srv
+}
+
+// Size is the number of members.
+func (c *Cluster) Size() int { return len(c.members) }
+
+// URL is the client URL of member i.
+func (c *Cluster) URL(i int) string { return c.members[i].ClientURL() }
+
+// Name is the server name of member i.
+func (c *Cluster) Name(i int) string { return c.members[i].Name() }
+
+// SetLag delays each byte between the last member and the others by d
+// from now on (zero: no delay).
+func (c *Cluster) SetLag(d time.Duration) { c.lag.Store(int64(d)) }
+
+// link listens on loopback and forwards each connection to the address
+// target answers then, delaying the bytes both ways by the cluster's lag.
+func (c *Cluster) link(t testing.TB, target func() string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				out, err := net.Dial("tcp", target())
+				if err != nil {
+					_ = in.Close()
+					return
+				}
+				go c.pipe(out, in)
+				c.pipe(in, out)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// pipe copies what src sends to dst, each piece the cluster's lag after it
+// arrived, in order, and closes both when either side ends.
+func (c *Cluster) pipe(dst, src net.Conn) {
+	type piece struct {
+		b  []byte
+		at time.Time
+	}
+	pieces := make(chan piece, 4096)
+	go func() {
+		defer close(pieces)
+		for {
+			b := make([]byte, 32<<10)
+			n, err := src.Read(b)
+			if n > 0 {
+				pieces <- piece{b[:n], time.Now().Add(time.Duration(c.lag.Load()))}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		_ = dst.Close()
+		_ = src.Close()
+		for range pieces {
+		}
+	}()
+	for p := range pieces {
+		time.Sleep(time.Until(p.at))
+		if _, err := dst.Write(p.b); err != nil {
+			return
+		}
+	}
+}
+
+// freePort is a TCP port on 127.0.0.1 free at the time of the call, never
+// handed out before in this test binary.
+func freePort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if _, taken := handedOut.LoadOrStore(port, true); !taken {
+			return port
+		}
+	}
+	t.Fatal("no free TCP port")
+	return 0
+}
+
+// handedOut are the ports freePort returned.
+var handedOut sync.Map
