@@ -11,9 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -75,10 +75,11 @@ type Refresher struct {
 	// between the jobs that ask for it together (see Handle).
 	refreshing singleflight.Group
 	// turns lets one refresh of a connection run at a time in this
-	// process, the refreshes of different generations included: a
-	// connection's turn is turns[hash of its key].
-	turns [64]chan struct{}
-	seed  maphash.Seed
+	// process, the refreshes of different generations included: each
+	// connection with a refresh running or waiting has a turn of its own
+	// here (under turnsMu), dropped once none does.
+	turnsMu sync.Mutex
+	turns   map[string]*turn
 	// leases, when set, keep a connection's refresh to one process.
 	leases Leases
 	holder string
@@ -142,23 +143,49 @@ func New(admin Admin, adminToken string, clients *upstream.Clients, log *slog.Lo
 		now:          time.Now,
 		storeBackoff: 250 * time.Millisecond,
 		box:          pendingBox(adminToken),
-		seed:         maphash.MakeSeed(),
-	}
-	for i := range r.turns {
-		r.turns[i] = make(chan struct{}, 1)
+		turns:        make(map[string]*turn),
 	}
 	return r
 }
 
+// turn is one connection's turn: run holds a token while one of its
+// refreshes runs, and users counts its refreshes running or waiting.
+type turn struct {
+	run   chan struct{}
+	users int
+}
+
 // turn waits until no other refresh of key runs in this process, or ctx
-// ends, and returns the function that ends this one's turn.
+// ends, and returns the function that ends this one's turn. Refreshes of
+// other connections never wait for it.
 func (r *Refresher) turn(ctx context.Context, key string) (func(), error) {
-	t := r.turns[maphash.String(r.seed, key)%uint64(len(r.turns))]
+	r.turnsMu.Lock()
+	t := r.turns[key]
+	if t == nil {
+		t = &turn{run: make(chan struct{}, 1)}
+		r.turns[key] = t
+	}
+	t.users++
+	r.turnsMu.Unlock()
 	select {
-	case t <- struct{}{}:
-		return func() { <-t }, nil
+	case t.run <- struct{}{}:
+		return func() {
+			<-t.run
+			r.leave(key, t)
+		}, nil
 	case <-ctx.Done():
+		r.leave(key, t)
 		return nil, ctx.Err()
+	}
+}
+
+// leave drops a refresh from key's turn, and the turn once no refresh
+// uses it.
+func (r *Refresher) leave(key string, t *turn) {
+	r.turnsMu.Lock()
+	defer r.turnsMu.Unlock()
+	if t.users--; t.users == 0 {
+		delete(r.turns, key)
 	}
 }
 
