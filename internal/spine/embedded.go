@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // EmbeddedConfig configures an in-process nats-server.
@@ -167,6 +168,16 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 // events, under their message ids) are taken; OnStoreRestart's function
 // then lets clients subscribe again at once. Attempts back off, so a disk that stays
 // nearly full is not hammered.
+//
+// A job acknowledged while its stream refused writes is held done by its
+// consumer, but the work queue could not remove it; read back from its
+// files it is in the queue again, below the consumer's acknowledgement
+// floor, where nothing delivers or removes it (nats-server clears such
+// messages from interest streams only, once, as JetStream starts): it
+// would sit there until the queue's age bound. So the work queues are swept
+// of the messages their consumers acknowledged, at once after a restart
+// and every sweepEvery (a job finished ahead of one queued before it,
+// still running, is below the floor once that one is done).
 const (
 	// storeCheckEvery is how often the streams' health is looked at.
 	storeCheckEvery = time.Second
@@ -180,6 +191,10 @@ const (
 	// restart is tried (where it can be read; a trial write is made on
 	// every system).
 	minFreeToRestart = 4 << 20
+	// sweepEvery is how often the work queues are swept of acknowledged
+	// messages (dropAcknowledged), and sweepWait bounds one sweep.
+	sweepEvery = 10 * time.Second
+	sweepWait  = 5 * time.Second
 )
 
 // OnStoreRestart makes fn be called after each restart of JetStream after
@@ -201,7 +216,7 @@ func (e *Embedded) keepStoreWriting() {
 	tick := time.NewTicker(storeCheckEvery)
 	defer tick.Stop()
 	wait := firstRestartWait
-	var failedAt, next, restartedAt time.Time
+	var failedAt, next, restartedAt, nextSweep time.Time
 	for {
 		select {
 		case <-e.stop:
@@ -219,6 +234,12 @@ func (e *Embedded) keepStoreWriting() {
 			if !restartedAt.IsZero() && now.Sub(restartedAt) > restartCalm {
 				wait = firstRestartWait
 			}
+			if !now.Before(nextSweep) && e.srv.JetStreamEnabled() {
+				if err := e.dropAcknowledged(); err != nil {
+					e.log.Warn("work queues not swept of acknowledged messages", "component", "nats", "err", err)
+				}
+				nextSweep = now.Add(sweepEvery)
+			}
 			continue
 		}
 		if failedAt.IsZero() {
@@ -235,6 +256,7 @@ func (e *Embedded) keepStoreWriting() {
 			e.log.Info("JetStream restarted", "component", "nats")
 			e.storeFailing.Store(false)
 			failedAt = time.Time{}
+			nextSweep = time.Time{}
 			if fn := e.onRestart.Load(); fn != nil {
 				(*fn)()
 			}
@@ -311,6 +333,79 @@ func (e *Embedded) restartJetStream() error {
 	e.down = false
 	e.restarts.Add(1)
 	return nil
+}
+
+// dropAcknowledged sweeps the work-queue streams of the messages their
+// consumers acknowledged (see above): each consumer's messages up to its
+// acknowledgement floor are purged. Messages of a work queue belong to one
+// consumer each (their filters may not overlap), and those a consumer has
+// not yet acknowledged all lie above its floor.
+func (e *Embedded) dropAcknowledged() error {
+	nc, err := nats.Connect("", nats.InProcessServer(e.srv), nats.Name("switchboard-sweep"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sweepWait)
+	defer cancel()
+	streams := js.ListStreams(ctx)
+	for info := range streams.Info() {
+		if info.Config.Retention != jetstream.WorkQueuePolicy || info.State.Msgs == 0 {
+			continue
+		}
+		s, err := js.Stream(ctx, info.Config.Name)
+		if err != nil {
+			return err
+		}
+		consumers := s.ListConsumers(ctx)
+		for ci := range consumers.Info() {
+			floor := ci.AckFloor.Stream
+			if floor < info.State.FirstSeq {
+				continue
+			}
+			filters := ci.Config.FilterSubjects
+			if ci.Config.FilterSubject != "" {
+				filters = append(filters, ci.Config.FilterSubject)
+			}
+			if len(filters) == 0 {
+				filters = []string{""}
+			}
+			for _, f := range filters {
+				// The consumer's first message still stored.
+				var opts []jetstream.GetMsgOpt
+				if f != "" {
+					opts = append(opts, jetstream.WithGetMsgSubject(f))
+				}
+				m, err := s.GetMsg(ctx, info.State.FirstSeq, opts...)
+				if errors.Is(err, jetstream.ErrMsgNotFound) {
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("stream %s, consumer %s: %w", info.Config.Name, ci.Name, err)
+				}
+				if m.Sequence > floor {
+					continue
+				}
+				purge := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSequence(floor + 1)}
+				if f != "" {
+					purge = append(purge, jetstream.WithPurgeSubject(f))
+				}
+				if err := s.Purge(ctx, purge...); err != nil {
+					return fmt.Errorf("stream %s, consumer %s: %w", info.Config.Name, ci.Name, err)
+				}
+				e.log.Warn("removed messages a consumer had acknowledged but its work queue still held", "component", "nats",
+					"stream", info.Config.Name, "consumer", ci.Name, "from", m.Sequence, "to", floor)
+			}
+		}
+		if err := consumers.Err(); err != nil {
+			return err
+		}
+	}
+	return streams.Err()
 }
 
 // Connect opens a client connection to the embedded server without a network

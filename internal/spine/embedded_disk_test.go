@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -107,5 +108,99 @@ func TestEmbeddedWritesAgainOnceTheDiskHasRoom(t *testing.T) {
 				t.Fatalf("the durable consumer did not get %q after the restart", want)
 			}
 		}
+	})
+}
+
+// A job a worker finished while the disk was full leaves the job queue
+// once JetStream is restarted, and every job queued is handled. Its
+// acknowledgement reached the consumer, but the queue could not remove the
+// job (the store refused writes), and after the restart the consumer held
+// it done while the queue still held it: nothing delivered it again or
+// removed it, and it sat in SB_JOBS until the queue's age bound, a day on.
+// A job finished ahead of one queued before it, which was still running,
+// leaves too, once that one is done.
+func TestEmbeddedFinishedJobsLeaveTheQueueAfterAFullDisk(t *testing.T) {
+	spinetest.SmallDisk(t, 64<<20, func(t *testing.T, dir string) {
+		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		e, err := spine.StartEmbedded(spine.EmbeddedConfig{DataDir: filepath.Join(dir, "data"), Logger: log})
+		require.NoError(t, err)
+		defer e.Shutdown()
+		nc, err := e.Connect("test", log)
+		require.NoError(t, err)
+		defer nc.Close()
+		e.OnStoreRestart(func() { _ = nc.ForceReconnect() })
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		ctx := context.Background()
+		streams := spine.Topology{}.Streams()
+		jobs := streams[slices.IndexFunc(streams, func(s jetstream.StreamConfig) bool { return s.Name == spine.StreamJobs })]
+		require.NoError(t, spine.EnsureStreams(ctx, js, jobs))
+		stream, err := js.Stream(ctx, spine.StreamJobs)
+		require.NoError(t, err)
+		// As the workers consume jobs.
+		cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "catalog-refresh",
+			FilterSubject: spine.SubjectCatalogRefresh + ".>", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute})
+		require.NoError(t, err)
+		held := map[string]chan struct{}{"slow": make(chan struct{}), "held": make(chan struct{})}
+		handled := make(chan string, 100)
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			id := string(m.Data())
+			go func() {
+				if h, ok := held[id]; ok {
+					<-h
+				}
+				assert.NoError(t, m.DoubleAck(ctx), "ack of %s", id)
+				handled <- id
+			}()
+		})
+		require.NoError(t, err)
+		defer cc.Stop()
+		queue := func(id string) error {
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, err := js.Publish(pctx, spine.SubjectCatalogRefresh+"."+id, []byte(id), jetstream.WithMsgID(id))
+			return err
+		}
+		// A job larger than what is left of a full disk.
+		queueLarge := func() error {
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, err := js.Publish(pctx, spine.SubjectCatalogRefresh+".large", make([]byte, 64<<10))
+			return err
+		}
+		next := func() string {
+			select {
+			case id := <-handled:
+				return id
+			case <-time.After(10 * time.Second):
+				t.Fatal("no job handled")
+				return ""
+			}
+		}
+
+		require.NoError(t, queue("first"))
+		assert.Equal(t, "first", next())
+		require.NoError(t, queue("slow"))
+		require.NoError(t, queue("held"))
+		require.Eventually(t, func() bool {
+			ci, err := cons.Info(ctx)
+			return err == nil && ci.NumAckPending == 2
+		}, 10*time.Second, 10*time.Millisecond, "both jobs taken")
+
+		free := spinetest.Fill(t, dir)
+		assert.Error(t, queueLarge(), "a job queued on a full disk")
+		close(held["held"])
+		assert.Equal(t, "held", next(), "finished while the disk is full")
+		free()
+		require.Eventually(t, func() bool { return e.StoreRestarts() == 1 }, 30*time.Second, 100*time.Millisecond)
+
+		close(held["slow"])
+		assert.Equal(t, "slow", next())
+		require.NoError(t, queue("after"))
+		assert.Equal(t, "after", next())
+		require.Eventually(t, func() bool {
+			info, err := stream.Info(ctx)
+			return err == nil && info.State.Msgs == 0
+		}, 30*time.Second, 100*time.Millisecond, "a job done is left in the queue")
 	})
 }
