@@ -3,6 +3,7 @@ package audio
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 )
 
 // speechAudioDone is the type of the last event of a speech streamed as
@@ -72,8 +73,20 @@ func (d *speechDone) read(line []byte) {
 		return
 	}
 	u := ev.Usage
-	if u.TotalTokens == 0 {
-		u.TotalTokens = u.InputTokens + u.OutputTokens
+	d.out.InputTokens, d.out.OutputTokens, d.out.TotalTokens = billedTokens(u.InputTokens, u.OutputTokens, u.TotalTokens)
+}
+
+// billedTokens are an upstream's token counts as they are billed, as a chat
+// answer's are: negatives count as zero and a missing total is the sum (at
+// most math.MaxInt64), so a bad upstream cannot make a bill negative or
+// wrap it around.
+func billedTokens(input, output, total int64) (int64, int64, int64) {
+	input, output, total = max(input, 0), max(output, 0), max(total, 0)
+	if total == 0 {
+		total = input + output
+		if total < 0 {
+			total = math.MaxInt64
+		}
 	}
-	d.out.InputTokens, d.out.OutputTokens, d.out.TotalTokens = u.InputTokens, u.OutputTokens, u.TotalTokens
+	return input, output, total
 }

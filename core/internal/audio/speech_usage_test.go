@@ -1,6 +1,7 @@
 package audio
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -21,6 +22,10 @@ func TestSpeechDoneUsage(t *testing.T) {
 		"no done event":                   {long + "\n\n", [3]int64{}},
 		"a delta that names it":           {"data: {\"type\":\"speech.audio.delta\",\"audio\":\"speech.audio.done\",\"usage\":{\"input_tokens\":9}}\n\n", [3]int64{}},
 		"a done event too long to be one": {"data: {\"type\":\"speech.audio.done\",\"pad\":\"" + strings.Repeat(" ", maxDoneLine) + "\",\"usage\":{\"input_tokens\":9}}\n\n", [3]int64{}},
+		// As a chat answer's usage is billed: a bad upstream cannot make
+		// the bill negative or wrap it around.
+		"negative counts":  {"data: {\"type\":\"speech.audio.done\",\"usage\":{\"input_tokens\":-14,\"output_tokens\":101,\"total_tokens\":-115}}\n\n", [3]int64{0, 101, 101}},
+		"a sum past int64": {"data: {\"type\":\"speech.audio.done\",\"usage\":{\"input_tokens\":9223372036854775807,\"output_tokens\":2}}\n\n", [3]int64{math.MaxInt64, 2, math.MaxInt64}},
 	} {
 		for _, size := range []int{1, 2, 7, 1000, len(tc.stream)} {
 			var out SpeechResult
