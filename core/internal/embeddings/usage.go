@@ -11,10 +11,12 @@ const charsPerToken = 4
 // req's input, estimated then true, as a chat answer's usage is when its
 // upstream reported none: about four characters a token of each text
 // (rounded up, so a text is at least one), the tokens themselves of token
-// arrays. The answer the client gets keeps the upstream's usage.
+// arrays. A negative count the upstream reports counts as zero, as a chat
+// answer's does, so a bad upstream cannot make a bill negative. The answer
+// the client gets keeps the upstream's usage.
 func (r *Response) Billed(req *Request) (prompt, total int64, estimated bool) {
-	if r.PromptTokens > 0 || r.TotalTokens > 0 {
-		return r.PromptTokens, r.TotalTokens, false
+	if prompt, total = max(r.PromptTokens, 0), max(r.TotalTokens, 0); prompt > 0 || total > 0 {
+		return prompt, total, false
 	}
 	var n int64
 	for _, t := range req.Tokens {

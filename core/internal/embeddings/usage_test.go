@@ -22,6 +22,11 @@ func TestBilled(t *testing.T) {
 		{"texts", Response{}, Request{Texts: []string{"hello world", "héllo", "a"}}, [2]int64{3 + 2 + 1, 3 + 2 + 1}, true},
 		{"token arrays", Response{}, Request{Tokens: [][]int64{{1, 2, 3}, {4}}}, [2]int64{4, 4}, true},
 		{"nothing to count", Response{}, Request{Texts: []string{""}}, [2]int64{0, 0}, false},
+		// As a chat answer's usage is billed: a bad upstream cannot make
+		// the bill negative.
+		{"a negative total", Response{PromptTokens: 9, TotalTokens: -9}, Request{Texts: []string{"x"}}, [2]int64{9, 0}, false},
+		{"a negative prompt", Response{PromptTokens: -9, TotalTokens: 9}, Request{Texts: []string{"x"}}, [2]int64{0, 9}, false},
+		{"negatives only", Response{PromptTokens: -9, TotalTokens: -9}, Request{Texts: []string{"abcd"}}, [2]int64{1, 1}, true},
 	} {
 		prompt, total, estimated := tc.resp.Billed(&tc.req)
 		assert.Equal(t, tc.want, [2]int64{prompt, total}, tc.name)
