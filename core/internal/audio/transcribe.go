@@ -267,7 +267,8 @@ func reportUsage(out *Transcription, body []byte) {
 
 // reportJSONUsage reads the usage a JSON answer, or a streamed answer's
 // transcript.text.done event, reports into out: usage.seconds, or usage's
-// tokens, else verbose_json's duration.
+// tokens, else verbose_json's duration; negative counts and durations count
+// as zero (billedTokens).
 func reportJSONUsage(out *Transcription, body []byte) {
 	var b struct {
 		Duration float64 `json:"duration"`
@@ -281,11 +282,8 @@ func reportJSONUsage(out *Transcription, body []byte) {
 	if json.Unmarshal(body, &b) != nil {
 		return
 	}
-	out.InputTokens, out.OutputTokens, out.TotalTokens = b.Usage.InputTokens, b.Usage.OutputTokens, b.Usage.TotalTokens
-	if out.TotalTokens == 0 {
-		out.TotalTokens = out.InputTokens + out.OutputTokens
-	}
-	out.Seconds = b.Duration
+	out.InputTokens, out.OutputTokens, out.TotalTokens = billedTokens(b.Usage.InputTokens, b.Usage.OutputTokens, b.Usage.TotalTokens)
+	out.Seconds = max(b.Duration, 0)
 	if b.Usage.Seconds > 0 {
 		out.Seconds = b.Usage.Seconds
 	}

@@ -27,6 +27,11 @@ func TestReportUsage(t *testing.T) {
 			Transcription{InputTokens: 120, OutputTokens: 5, TotalTokens: 125}},
 		{"tokens without a total", "application/json", `{"text":"hi","usage":{"input_tokens":7,"output_tokens":2}}`,
 			Transcription{InputTokens: 7, OutputTokens: 2, TotalTokens: 9}},
+		// As a chat answer's usage is billed: a bad upstream cannot make
+		// the bill negative.
+		{"negative tokens", "application/json", `{"text":"hi","usage":{"type":"tokens","input_tokens":-120,"output_tokens":5,"total_tokens":-115}}`,
+			Transcription{OutputTokens: 5, TotalTokens: 5}},
+		{"a negative duration", "application/json", `{"text":"hi","duration":-2.5}`, Transcription{}},
 		{"srt", "text/plain", "1\n00:00:00,000 --> 00:00:01,500\nhello\n\n2\n00:00:01,500 --> 00:01:02,250\nthere\n", Transcription{Seconds: 62.25, spokenOnly: true}},
 		{"vtt", "text/vtt", "WEBVTT\n\n00:00.000 --> 00:03.120\nhello\n", Transcription{Seconds: 3.12, spokenOnly: true}},
 		{"text", "text/plain", "hello there", Transcription{spokenOnly: true}},
