@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/core/internal/translate"
 	"github.com/switchboardhq/switchboard/internal/jsonscan"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // Dialect is the API shape a client speaks.
@@ -103,9 +105,12 @@ func parse(d Dialect, body []byte) (inbound, error) {
 		if json.Unmarshal(mt, &n) != nil || n < 1 {
 			return in, &RequestError{Param: "max_tokens", Code: "invalid_value", Message: "max_tokens: must be a positive integer"}
 		}
-		return in, nil
+		return in, boundList(in.fields, "stop_sequences", contract.MaxMessagesStop)
 	}
 	if err := requireList(in.fields, "messages"); err != nil {
+		return in, err
+	}
+	if err := boundList(in.fields, "stop", contract.MaxChatStop); err != nil {
 		return in, err
 	}
 	if so, ok := in.fields["stream_options"]; ok && string(so) != "null" {
@@ -159,6 +164,25 @@ func requireList(fields map[string]json.RawMessage, name string) error {
 	}
 	if n == 0 {
 		return &RequestError{Param: name, Code: "invalid_value", Message: "'" + name + "' must not be empty"}
+	}
+	return nil
+}
+
+// boundList refuses a list member holding more than max items, as the
+// edge's checks do (a gRPC caller reaches core without them); a member
+// that is absent or not a list is left to the code that reads it.
+func boundList(fields map[string]json.RawMessage, name string, max int) error {
+	raw, ok := fields[name]
+	if !ok || len(raw) == 0 || raw[0] != '[' {
+		return nil
+	}
+	n := 0
+	jsonscan.Elements(raw, func([]byte) bool {
+		n++
+		return n <= max
+	})
+	if n > max {
+		return &RequestError{Param: name, Code: "array_too_long", Message: "'" + name + "' holds more than " + strconv.Itoa(max) + " items"}
 	}
 	return nil
 }

@@ -151,3 +151,46 @@ func FuzzUnquoteAndReadBoolMatchUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+// TestParseBoundsStopSequences: a caller reaching core without the edge's
+// checks (gRPC) cannot send more stop sequences than the HTTP routes take
+// (the gateway-side stop filter does work per sequence for every byte of
+// the answer): OpenAI's 4 for chat, 256 for Messages, refused as the edge
+// refuses them.
+func TestParseBoundsStopSequences(t *testing.T) {
+	list := func(n int) string {
+		b, _ := json.Marshal(func() []string {
+			s := make([]string, n)
+			for i := range s {
+				s[i] = "s" + string(rune('a'+i%26)) + string(rune('a'+i/26%26))
+			}
+			return s
+		}())
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name    string
+		d       Dialect
+		body    string
+		refused string
+	}{
+		{"chat, 4", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":` + list(4) + `}`, ""},
+		{"chat, 5", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":` + list(5) + `}`, "stop"},
+		{"chat, one string", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":"x"}`, ""},
+		{"Messages, 256", DialectMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stop_sequences":` + list(256) + `}`, ""},
+		{"Messages, 257", DialectMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stop_sequences":` + list(257) + `}`, "stop_sequences"},
+		{"Messages, 50,000", DialectMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stop_sequences":` + list(50_000) + `}`, "stop_sequences"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(tc.d, []byte(tc.body))
+			if tc.refused == "" {
+				require.NoError(t, err)
+				return
+			}
+			var re *RequestError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, tc.refused, re.Param)
+			assert.Equal(t, "array_too_long", re.Code)
+		})
+	}
+}

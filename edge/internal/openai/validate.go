@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/internal/jsonscan"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // Bounds of the lists a JSON request may hold. OpenAI's own where it
@@ -20,14 +21,14 @@ const (
 	MaxEmbeddingTokens = 1 << 16
 	MaxChatMessages    = 10_000
 	MaxChatTools       = 128
-	MaxChatStop        = 4
+	MaxChatStop        = contract.MaxChatStop
 	MaxChatN           = 128
 	// The Messages and Responses bounds. Anthropic documents none: the
 	// Messages ones are generous (Claude Code with many MCP servers sends
 	// hundreds of tools); Responses takes OpenAI's 128 tools.
 	MaxMessagesMessages = 10_000
 	MaxMessagesTools    = 1024
-	MaxMessagesStop     = 256
+	MaxMessagesStop     = contract.MaxMessagesStop
 	MaxMessagesSystem   = 10_000
 	MaxResponsesInput   = 10_000
 	MaxResponsesTools   = 128

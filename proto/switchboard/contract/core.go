@@ -87,3 +87,11 @@ var TranscriptionFields = []string{"file", "model", "language", "prompt", "respo
 
 // MaxTranscriptionExtraFields bounds TranscribeOptions.extra_fields.
 const MaxTranscriptionExtraFields = 64
+
+// The most stop sequences a chat request (OpenAI's 4) and a Messages
+// request may carry, on HTTP and on gRPC alike: the gateway's own stop
+// filter does work per sequence for every byte of an answer.
+const (
+	MaxChatStop     = 4
+	MaxMessagesStop = 256
+)
