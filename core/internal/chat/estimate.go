@@ -36,16 +36,17 @@ func billed(in inbound, answer int64, u Usage) Usage {
 }
 
 // withPrompt is u with the gateway's count of the request's text as its
-// prompt when u is an estimate without one: a stream cut short or an
-// answer the gateway stopped at a sequence, of an upstream that had not
-// told its count (the upstream read the prompt all the same). Only the
-// record changes; what the client was sent keeps what the upstream said.
+// prompt, marked estimated, when u is an estimate or a stream cut short
+// without one: an upstream that had not told its count read the prompt all
+// the same, even when no text came back. Only the record changes; what the
+// client was sent keeps what the upstream said.
 func withPrompt(in inbound, u Usage) Usage {
-	if !u.Estimated || u.PromptTokens > 0 {
+	if !(u.Estimated || u.Partial) || u.PromptTokens > 0 {
 		return u
 	}
 	p := tokens(promptChars(in))
 	u.PromptTokens, u.TotalTokens = p, u.TotalTokens+p
+	u.Estimated = u.Estimated || p > 0
 	return u
 }
 

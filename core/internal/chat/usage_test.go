@@ -81,3 +81,26 @@ func TestBilledStream(t *testing.T) {
 	stopped := Usage{CompletionTokens: 1, TotalTokens: 1, Estimated: true}
 	assert.Equal(t, stopped, billedStream(in, d, stopped))
 }
+
+// An estimate, or a stream cut after it reached the client, gets the
+// request's text as its prompt when the upstream told none (it read the
+// prompt all the same, even when no text came back); a prompt the upstream
+// told, and an answer that is neither, stay as they are.
+func TestWithPrompt(t *testing.T) {
+	in, err := parse(DialectChat, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"12345678"}]}`))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name    string
+		in, out Usage
+	}{
+		{"estimated completion", Usage{CompletionTokens: 3, TotalTokens: 3, Estimated: true}, Usage{PromptTokens: 2, CompletionTokens: 3, TotalTokens: 5, Estimated: true}},
+		{"cut before any text", Usage{Partial: true}, Usage{PromptTokens: 2, TotalTokens: 2, Partial: true, Estimated: true}},
+		{"cut, prompt told", Usage{PromptTokens: 7, TotalTokens: 7, Partial: true}, Usage{PromptTokens: 7, TotalTokens: 7, Partial: true}},
+		{"reported whole", Usage{PromptTokens: 7, CompletionTokens: 1, TotalTokens: 8}, Usage{PromptTokens: 7, CompletionTokens: 1, TotalTokens: 8}},
+		{"nothing (a failed attempt)", Usage{}, Usage{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.out, withPrompt(in, tc.in))
+		})
+	}
+}
