@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 )
 
 // ErrResponseNotFound is a stored response that does not exist (or is no
@@ -23,7 +25,11 @@ type ResponseStore interface {
 
 // KVResponses is a ResponseStore on a key-value bucket whose TTL forgets
 // old answers; every core replica sees the same records.
-type KVResponses struct{ KV jetstream.KeyValue }
+type KVResponses struct {
+	KV jetstream.KeyValue
+	// JS reaches the bucket's leader (Get); nil takes the bucket's answer.
+	JS jetstream.JetStream
+}
 
 // maxStored bounds a record: larger conversations are not stored (the
 // bucket's messages have a size limit).
@@ -48,7 +54,18 @@ func (s KVResponses) Get(ctx context.Context, machineID, id string) ([]byte, err
 	}
 	e, err := s.KV.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, ErrResponseNotFound
+		if s.JS == nil {
+			return nil, ErrResponseNotFound
+		}
+		// Any replica of the bucket may answer a get, from what it has
+		// applied: in a cluster, one that has not yet applied an answer
+		// stored a moment ago through another member misses it, and the
+		// turn continuing it would be refused. The leader confirms a miss.
+		v, _, err := kvmirror.GetFromLeader(ctx, s.JS, s.KV.Bucket(), key)
+		if errors.Is(err, kvmirror.ErrNotFound) {
+			return nil, ErrResponseNotFound
+		}
+		return v, err
 	}
 	if err != nil {
 		return nil, err

@@ -1,8 +1,11 @@
 package spinetest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,7 +14,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/internal/spine"
 )
 
 // Cluster is a NATS cluster of nats-servers on loopback with clustered
@@ -111,6 +117,72 @@ func (c *Cluster) Name(i int) string { return c.members[i].Name() }
 // SetLag delays each byte between the last member and the others by d
 // from now on (zero: no delay).
 func (c *Cluster) SetLag(d time.Duration) { c.lag.Store(int64(d)) }
+
+// Replica is a client of one member: JetStream on a connection to it, and
+// a bucket as that member answers its gets.
+type Replica struct {
+	JS jetstream.JetStream
+	KV jetstream.KeyValue
+}
+
+// LaggingBucket creates the key-value bucket named name as cfgs (a
+// topology's buckets) define it, replicated on every member, and returns it
+// through a client of the member leading it and through one of the slow
+// last member, once the slow member lags (SetLag(50ms)): a get through the
+// slow member misses a write made a moment before through the leader.
+func (c *Cluster) LaggingBucket(t testing.TB, name string, cfgs []jetstream.KeyValueConfig) (leader, slow Replica) {
+	t.Helper()
+	ctx := context.Background()
+	i := slices.IndexFunc(cfgs, func(c jetstream.KeyValueConfig) bool { return c.Bucket == name })
+	require.GreaterOrEqual(t, i, 0, "no bucket %s in the topology", name)
+	cfg := cfgs[i]
+	cfg.Replicas = c.Size()
+	replicas := make([]Replica, c.Size())
+	for i := range replicas {
+		nc, err := spine.Connect(ctx, c.URL(i), "test", nil)
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		if i == 0 {
+			require.NoError(t, spine.EnsureBuckets(ctx, js, cfg))
+		}
+		kv, err := js.KeyValue(ctx, name)
+		require.NoError(t, err)
+		replicas[i] = Replica{JS: js, KV: kv}
+	}
+	// The slow member is not the leader: another is asked to lead.
+	last, lead := c.Size()-1, -1
+	require.Eventually(t, func() bool {
+		st, err := replicas[0].KV.Status(ctx)
+		if err != nil {
+			return false
+		}
+		info := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+		if info.Cluster == nil {
+			return false
+		}
+		lead = slices.IndexFunc(c.members, func(s *server.Server) bool { return s.Name() == info.Cluster.Leader })
+		if lead == last {
+			_, _ = replicas[0].JS.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN.KV_"+name, nil, 5*time.Second)
+		}
+		return lead >= 0 && lead != last
+	}, 30*time.Second, 50*time.Millisecond, "a leader of %s other than the slow member", name)
+	leader, slow = replicas[lead], replicas[last]
+
+	c.SetLag(50 * time.Millisecond)
+	// The slow member answers gets (once it has caught up), and answers
+	// them from what it has applied.
+	require.Eventually(t, func() bool {
+		if _, err := leader.KV.Put(ctx, "probe", []byte("x")); err != nil {
+			return false
+		}
+		_, err := slow.KV.Get(ctx, "probe")
+		_ = leader.KV.Purge(ctx, "probe")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	}, 30*time.Second, 100*time.Millisecond, "the slow member lags")
+	return leader, slow
+}
 
 // link listens on loopback and forwards each connection to the address
 // target answers then, delaying the bytes both ways by the cluster's lag.
