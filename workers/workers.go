@@ -100,7 +100,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Workers, error) {
 		js:      js,
 		catalog: catalogrefresh.New(admin, cfg.AdminToken, provider.NewRegistry(), catalogrefresh.NewClients(), log),
 		tokens: tokenrefresh.New(admin, cfg.AdminToken, tokenrefresh.NewClients(), log).
-			WithLeases(tokenrefresh.KVLeases{KV: leases}, uuid.NewString()).
+			WithLeases(tokenrefresh.KVLeases{KV: leases, JS: js}, uuid.NewString()).
 			WithProviders(logins),
 		usage:   usage.New(admin, cfg.AdminToken, usage.Config{Lost: usage.NewLostCounter(deps.Metrics)}, log),
 		cfg:     cfg,

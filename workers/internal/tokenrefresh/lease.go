@@ -40,7 +40,12 @@ var ErrLeaseHeld = errors.New("another worker is refreshing this connection")
 // KVLeases are leases in a key-value bucket with per-key TTLs
 // (spine.BucketRefreshLeases): a worker that died holding one holds it no
 // longer than its job could have run.
-type KVLeases struct{ KV jetstream.KeyValue }
+type KVLeases struct {
+	KV jetstream.KeyValue
+	// JS reaches the bucket's leader (Pending); nil takes the bucket's
+	// answer.
+	JS jetstream.JetStream
+}
 
 // Acquire implements Leases: a create, which only one of several
 // concurrent callers wins, and a release that deletes the key only if it is

@@ -149,3 +149,36 @@ func TestTokenRefreshKeptTokensOfEarlierMaterialAreDropped(t *testing.T) {
 	require.Len(t, stored, 1)
 	assert.False(t, stored[0].GetNeedsRelogin())
 }
+
+// In a cluster tokens an attempt kept are found by the next attempt the
+// moment they were kept, through any member: a worker connected to a
+// member that has not applied them yet (one a slower link away from the
+// bucket's leader; a key-value get is answered by the member a client is
+// connected to) does not take them for absent, which would present the
+// spent refresh token, answered by a provider that rotates refresh tokens
+// with a new login.
+func TestTokenRefreshKeptTokensFoundThroughALaggingMember(t *testing.T) {
+	ctx := context.Background()
+	c := spinetest.StartCluster(t, 3)
+	leader, slow := c.LaggingBucket(t, spine.BucketRefreshLeases, spine.Topology{}.Buckets())
+	one, two := KVLeases{KV: leader.KV, JS: leader.JS}, KVLeases{KV: slow.KV, JS: slow.JS}
+
+	const rounds = 20
+	missed := 0
+	for i := range rounds {
+		key := pendingKey(machineID, connID, uint64(i))
+		require.NoError(t, one.PutPending(ctx, key, []byte("sealed tokens")))
+		got, err := two.Pending(ctx, key)
+		require.NoError(t, err)
+		if got == nil {
+			missed++
+			continue
+		}
+		assert.Equal(t, "sealed tokens", string(got))
+	}
+	assert.Zero(t, missed, "kept tokens taken for absent, of %d", rounds)
+
+	got, err := two.Pending(ctx, pendingKey(machineID, connID, rounds))
+	require.NoError(t, err)
+	assert.Nil(t, got, "none kept")
+}
