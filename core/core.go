@@ -198,7 +198,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Core, error) {
 		return nil, fmt.Errorf("core: %w", err)
 	}
 	chatSvc := chat.New(disp, chat.Options{StallTimeout: cfg.StallTimeout, FirstEventTimeout: cfg.FirstByteTimeout,
-		Responses: chat.KVResponses{KV: stored, JS: js}, Affinity: chat.KVAffinity{KV: affinity}, Log: log})
+		Responses: chat.KVResponses{KV: stored, JS: js}, Affinity: chat.KVAffinity{KV: affinity, JS: js}, Log: log})
 	c := &Core{
 		scanEvery: cmp.Or(cfg.CatalogScanEvery, time.Minute),
 		lister:    lister,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	"github.com/switchboardhq/switchboard/internal/spine"
 )
 
@@ -29,17 +30,40 @@ type AffinityStore interface {
 
 // KVAffinity is an AffinityStore on a key-value bucket whose TTL forgets
 // idle sessions; every core replica sees the same affinities.
-type KVAffinity struct{ KV jetstream.KeyValue }
+type KVAffinity struct {
+	KV jetstream.KeyValue
+	// JS reaches the bucket's leader (Get); nil takes the bucket's answer.
+	JS jetstream.JetStream
+}
+
+// affinityConfirmWait bounds asking the bucket's leader about a session
+// the replica's member does not hold: a miss costs a cold prompt cache,
+// not worth holding a new session's first request up for long while the
+// bucket elects a leader.
+const affinityConfirmWait = 500 * time.Millisecond
 
 func (s KVAffinity) Get(ctx context.Context, key string) (string, error) {
 	e, err := s.KV.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	switch {
+	case err == nil:
+		return string(e.Value()), nil
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return "", err
+	case s.JS == nil:
 		return "", nil
 	}
-	if err != nil {
-		return "", err
+	// Any replica of the bucket may answer a get, from what it has applied:
+	// in a cluster, one that has not yet applied a session's move recorded
+	// a moment ago through another member misses it, and the session
+	// would move again. The leader confirms a miss; a session found pays
+	// nothing more.
+	ctx, cancel := context.WithTimeout(ctx, affinityConfirmWait)
+	defer cancel()
+	v, _, err := kvmirror.GetFromLeader(ctx, s.JS, s.KV.Bucket(), key)
+	if errors.Is(err, kvmirror.ErrNotFound) {
+		return "", nil
 	}
-	return string(e.Value()), nil
+	return string(v), err
 }
 
 func (s KVAffinity) Put(ctx context.Context, key, connectionID string) error {
