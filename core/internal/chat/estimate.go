@@ -15,6 +15,9 @@ import (
 // its stream is (cutResponse, stopStream), and its prompt (withPrompt). The answer the client gets
 // keeps what the upstream sent.
 func billedWhole(in inbound, answer []byte, u Usage) Usage {
+	if reported(u) {
+		return u // the answer is read only when there is something to count
+	}
 	return billed(in, answerChars(in.dialect, answer), u)
 }
 
@@ -28,7 +31,7 @@ func billedStream(in inbound, d delivered, u Usage) Usage {
 // billed is u, or, when it reports nothing, the estimate of the request's
 // text and of an answer of answer characters.
 func billed(in inbound, answer int64, u Usage) Usage {
-	if u.Estimated || u.PromptTokens > 0 || u.CompletionTokens > 0 || u.TotalTokens > 0 {
+	if reported(u) {
 		return u
 	}
 	prompt, completion := tokens(promptChars(in)), tokens(answer)
@@ -48,6 +51,12 @@ func withPrompt(in inbound, u Usage) Usage {
 	u.PromptTokens, u.TotalTokens = p, u.TotalTokens+p
 	u.Estimated = u.Estimated || p > 0
 	return u
+}
+
+// reported reports whether u already says something: the upstream's
+// counts, or an estimate the gateway made.
+func reported(u Usage) bool {
+	return u.Estimated || u.PromptTokens > 0 || u.CompletionTokens > 0 || u.TotalTokens > 0
 }
 
 // tokens is the estimate of chars characters, rounded up.

@@ -104,3 +104,14 @@ func TestWithPrompt(t *testing.T) {
 		})
 	}
 }
+
+// A whole answer whose upstream reported its usage is billed that usage
+// without the answer being read again: every request pays for a read.
+func TestBilledWholeReadsNothingWhenReported(t *testing.T) {
+	in, err := parse(DialectChat, []byte(`{"model":"m","messages":[{"role":"user","content":"12345678"}]}`))
+	require.NoError(t, err)
+	answer := []byte(`{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, how can I help?"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":7,"total_tokens":16}}`)
+	u := Usage{PromptTokens: 9, CompletionTokens: 7, TotalTokens: 16}
+	require.Equal(t, u, billedWhole(in, answer, u))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { billedWhole(in, answer, u) }))
+}
