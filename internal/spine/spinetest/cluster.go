@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,8 @@ import (
 // a client (a direct get of a key-value bucket), the member it is
 // connected to may.
 type Cluster struct {
+	// name is the cluster's name, its own in the machine.
+	name    string
 	members []*server.Server
 	// lag delays each byte between the last member and the others.
 	lag atomic.Int64
@@ -34,16 +37,41 @@ type Cluster struct {
 // StartCluster starts a cluster of size members, named nats-0, nats-1, ...
 // in order, stopped when t ends. The last member's link is fast until
 // SetLag.
+//
+// The route ports are picked free before their members listen on them,
+// and on a busy machine another process may take one meanwhile: the
+// member cannot listen then, and the cluster is started again on other
+// ports. Each start gives its cluster a name of its own, so that a member
+// reaching such a port (another test's cluster member) is refused there
+// instead of joining that cluster.
 func StartCluster(t testing.TB, size int) *Cluster {
 	t.Helper()
 	require.GreaterOrEqual(t, size, 2)
-	c := &Cluster{}
+	var err error
+	for range 3 {
+		var c *Cluster
+		if c, err = startCluster(t, size); err == nil {
+			return c
+		}
+		c.stop()
+	}
+	require.NoError(t, err)
+	return nil
+}
+
+// startCluster is one try of StartCluster; on an error, the members it
+// started are in the cluster it returns, to be stopped.
+func startCluster(t testing.TB, size int) (*Cluster, error) {
+	t.Helper()
+	c := &Cluster{name: fmt.Sprintf("spinetest-%d-%d", os.Getpid(), clusters.Add(1))}
 	var routes []string
 	for range size - 1 {
-		routes = append(routes, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		routes = append(routes, fmt.Sprintf("127.0.0.1:%d", routePort(t)))
 	}
 	for i := range size - 1 {
-		c.start(t, i, routes, "")
+		if _, err := c.start(t, i, routes, ""); err != nil {
+			return c, err
+		}
 	}
 	// The last member dials the others through slow links, and they
 	// reach it through one (it tells them to use that address).
@@ -58,7 +86,11 @@ func StartCluster(t testing.TB, size int) *Cluster {
 		}
 		return ""
 	})
-	last.Store(c.start(t, size-1, slow, back))
+	srv, err := c.start(t, size-1, slow, back)
+	if err != nil {
+		return c, err
+	}
+	last.Store(srv)
 	require.Eventually(t, func() bool {
 		for _, s := range c.members {
 			if s.NumRoutes() < size-1 {
@@ -67,13 +99,17 @@ func StartCluster(t testing.TB, size int) *Cluster {
 		}
 		return true
 	}, 30*time.Second, 20*time.Millisecond, "the cluster's routes")
-	return c
+	return c, nil
 }
+
+// clusters counts the clusters started in this process (their names).
+var clusters atomic.Int64
 
 // start starts member i, routed to the members at routes (host:port; its
 // own route port is routes[i] where there is one), telling the others to
-// reach it at advertise (when set).
-func (c *Cluster) start(t testing.TB, i int, routes []string, advertise string) *server.Server {
+// reach it at advertise (when set). An error is a member that does not
+// come up (its route port taken), stopped.
+func (c *Cluster) start(t testing.TB, i int, routes []string, advertise string) (*server.Server, error) {
 	t.Helper()
 	port := server.RANDOM_PORT
 	if i < len(routes) {
@@ -90,7 +126,7 @@ func (c *Cluster) start(t testing.TB, i int, routes []string, advertise string) 
 		StoreDir:   t.TempDir(),
 		NoLog:      true,
 		NoSigs:     true,
-		Cluster:    server.ClusterOpts{Name: "spinetest", Host: "127.0.0.1", Port: port, Advertise: advertise},
+		Cluster:    server.ClusterOpts{Name: c.name, Host: "127.0.0.1", Port: port, Advertise: advertise},
 		Routes:     server.RoutesFromStr("nats://" + strings.Join(routes, ",nats://")),
 	}
 	srv, err := server.NewServer(opts)
@@ -100,9 +136,21 @@ func (c *Cluster) start(t testing.TB, i int, routes []string, advertise string) 
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	})
-	require.True(t, srv.ReadyForConnections(10*time.Second), "member %d not ready", i)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("member %d not ready (route port %d)", i, port)
+	}
 	c.members = append(c.members, srv)
-	return srv
+	return srv, nil
+}
+
+// stop stops the members started.
+func (c *Cluster) stop() {
+	for _, s := range c.members {
+		s.Shutdown()
+		s.WaitForShutdown()
+	}
 }
 
 // Size is the number of members.
@@ -262,6 +310,9 @@ func freePort(t testing.TB) int {
 	t.Fatal("no free TCP port")
 	return 0
 }
+
+// routePort picks a member's route port (freePort).
+var routePort = freePort
 
 // handedOut are the ports freePort returned.
 var handedOut sync.Map
