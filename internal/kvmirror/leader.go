@@ -3,6 +3,7 @@ package kvmirror
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -81,4 +82,29 @@ func apiPrefix(o jetstream.JetStreamOptions) string {
 		return strings.TrimSuffix(o.APIPrefix, ".") + "."
 	}
 	return jetstream.DefaultAPIPrefix
+}
+
+// GetConfirmed reads key of kv as a get does, and confirms a miss with the
+// leader of the bucket's stream (GetFromLeader, bounded by confirmWait
+// when that is not 0): a reader handed a key right after another process
+// wrote it through another member of a cluster must not take that
+// member's miss for an answer, and a key found costs nothing more. With js
+// nil (no leader to ask) a miss stands. A key not found either way is
+// ErrNotFound.
+func GetConfirmed(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, key string, confirmWait time.Duration) (value []byte, revision uint64, err error) {
+	e, err := kv.Get(ctx, key)
+	switch {
+	case err == nil:
+		return e.Value(), e.Revision(), nil
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, 0, err
+	case js == nil:
+		return nil, 0, ErrNotFound
+	}
+	if confirmWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, confirmWait)
+		defer cancel()
+	}
+	return GetFromLeader(ctx, js, kv.Bucket(), key)
 }

@@ -43,23 +43,11 @@ type KVAffinity struct {
 const affinityConfirmWait = 500 * time.Millisecond
 
 func (s KVAffinity) Get(ctx context.Context, key string) (string, error) {
-	e, err := s.KV.Get(ctx, key)
-	switch {
-	case err == nil:
-		return string(e.Value()), nil
-	case !errors.Is(err, jetstream.ErrKeyNotFound):
-		return "", err
-	case s.JS == nil:
-		return "", nil
-	}
-	// Any replica of the bucket may answer a get, from what it has applied:
-	// in a cluster, one that has not yet applied a session's move recorded
-	// a moment ago through another member misses it, and the session
-	// would move again. The leader confirms a miss; a session found pays
-	// nothing more.
-	ctx, cancel := context.WithTimeout(ctx, affinityConfirmWait)
-	defer cancel()
-	v, _, err := kvmirror.GetFromLeader(ctx, s.JS, s.KV.Bucket(), key)
+	// In a cluster, a member that has not yet applied a session's move
+	// recorded a moment ago through another member misses it, and the
+	// session would move again: the leader confirms a miss, within
+	// affinityConfirmWait; a session found pays nothing more.
+	v, _, err := kvmirror.GetConfirmed(ctx, s.JS, s.KV, key, affinityConfirmWait)
 	if errors.Is(err, kvmirror.ErrNotFound) {
 		return "", nil
 	}

@@ -52,25 +52,14 @@ func (s KVResponses) Get(ctx context.Context, machineID, id string) ([]byte, err
 	if !ok {
 		return nil, ErrResponseNotFound
 	}
-	e, err := s.KV.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		if s.JS == nil {
-			return nil, ErrResponseNotFound
-		}
-		// Any replica of the bucket may answer a get, from what it has
-		// applied: in a cluster, one that has not yet applied an answer
-		// stored a moment ago through another member misses it, and the
-		// turn continuing it would be refused. The leader confirms a miss.
-		v, _, err := kvmirror.GetFromLeader(ctx, s.JS, s.KV.Bucket(), key)
-		if errors.Is(err, kvmirror.ErrNotFound) {
-			return nil, ErrResponseNotFound
-		}
-		return v, err
+	// In a cluster, a member that has not yet applied an answer stored a
+	// moment ago through another member misses it, and the turn continuing
+	// it would be refused: the leader confirms a miss.
+	v, _, err := kvmirror.GetConfirmed(ctx, s.JS, s.KV, key, 0)
+	if errors.Is(err, kvmirror.ErrNotFound) {
+		return nil, ErrResponseNotFound
 	}
-	if err != nil {
-		return nil, err
-	}
-	return e.Value(), nil
+	return v, err
 }
 
 func (s KVResponses) Put(ctx context.Context, machineID, id string, record []byte) error {

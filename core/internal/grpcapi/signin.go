@@ -61,20 +61,12 @@ func (s *signInCodes) redeem(ctx context.Context, code string, now time.Time) (b
 		return false, errNoSignInCodes
 	}
 	key := signInKey(code)
-	var value []byte
-	var rev uint64
-	e, err := s.kv.Get(ctx, key)
-	if err == nil {
-		value, rev = e.Value(), e.Revision()
-	} else if errors.Is(err, jetstream.ErrKeyNotFound) {
-		// Any replica of the bucket may answer a get, from what it has
-		// applied: in a cluster, one that has not yet applied a code
-		// minted a moment ago through another member misses it, and the
-		// console's first sign-in would fail. The leader confirms a miss.
-		value, rev, err = kvmirror.GetFromLeader(ctx, s.js, s.kv.Bucket(), key)
-		if errors.Is(err, kvmirror.ErrNotFound) {
-			return false, nil
-		}
+	// In a cluster, a member that has not yet applied a code minted a
+	// moment ago through another member misses it, and the console's first
+	// sign-in would fail: the leader confirms a miss.
+	value, rev, err := kvmirror.GetConfirmed(ctx, s.js, s.kv, key, 0)
+	if errors.Is(err, kvmirror.ErrNotFound) {
+		return false, nil
 	}
 	if err != nil {
 		return false, err

@@ -67,20 +67,10 @@ func (l KVLeases) PutPending(ctx context.Context, key string, sealed []byte) err
 
 // Pending implements PendingTokens.
 func (l KVLeases) Pending(ctx context.Context, key string) ([]byte, error) {
-	e, err := l.KV.Get(ctx, key)
-	switch {
-	case err == nil:
-		return e.Value(), nil
-	case !errors.Is(err, jetstream.ErrKeyNotFound):
-		return nil, fmt.Errorf("read pending tokens: %w", err)
-	case l.JS == nil:
-		return nil, nil
-	}
-	// Any replica of the bucket may answer a get, from what it has applied:
-	// in a cluster, one that has not yet applied tokens kept a moment ago
-	// through another member misses them, and the attempt would present the
-	// spent refresh token. The leader confirms a miss.
-	v, _, err := kvmirror.GetFromLeader(ctx, l.JS, l.KV.Bucket(), key)
+	// In a cluster, a member that has not yet applied tokens kept a moment
+	// ago through another member misses them, and the attempt would present
+	// the spent refresh token: the leader confirms a miss.
+	v, _, err := kvmirror.GetConfirmed(ctx, l.JS, l.KV, key, 0)
 	if errors.Is(err, kvmirror.ErrNotFound) {
 		return nil, nil
 	}
