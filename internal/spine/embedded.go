@@ -192,9 +192,11 @@ const (
 	// every system).
 	minFreeToRestart = 4 << 20
 	// sweepEvery is how often the work queues are swept of acknowledged
-	// messages (dropAcknowledged), and sweepWait bounds one sweep.
+	// messages (dropAcknowledged), sweepWait bounds one sweep, and
+	// sweepMost the messages it removes.
 	sweepEvery = 10 * time.Second
 	sweepWait  = 5 * time.Second
+	sweepMost  = 256
 )
 
 // OnStoreRestart makes fn be called after each restart of JetStream after
@@ -336,10 +338,19 @@ func (e *Embedded) restartJetStream() error {
 }
 
 // dropAcknowledged sweeps the work-queue streams of the messages their
-// consumers acknowledged (see above): each consumer's messages up to its
-// acknowledgement floor are purged. Messages of a work queue belong to one
-// consumer each (their filters may not overlap), and those a consumer has
-// not yet acknowledged all lie above its floor.
+// consumers are done with (see above): each consumer's messages up to its
+// acknowledgement floor, at most sweepMost in one sweep (the rest go in the
+// next ones). Messages of a work queue belong to one consumer each (their
+// filters may not overlap), and those a consumer has not yet acknowledged
+// all lie above its floor. Below it lie, besides the acknowledged ones, the
+// jobs that used up their deliveries without being ended (a worker that
+// died on the last attempt): nothing delivers them again, and they go too.
+//
+// They are deleted one by one, found by their subject from the stream's
+// first message: a purge up to the floor would remove them at once, but
+// nats-server then also drops the consumer's redeliveries below its next
+// message, and a job its worker asked to have again (a NAK, at once or
+// after a delay) would come back only after the consumer's AckWait.
 func (e *Embedded) dropAcknowledged() error {
 	nc, err := nats.Connect("", nats.InProcessServer(e.srv), nats.Name("switchboard-sweep"))
 	if err != nil {
@@ -352,9 +363,10 @@ func (e *Embedded) dropAcknowledged() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sweepWait)
 	defer cancel()
+	left := sweepMost
 	streams := js.ListStreams(ctx)
 	for info := range streams.Info() {
-		if info.Config.Retention != jetstream.WorkQueuePolicy || info.State.Msgs == 0 {
+		if info.Config.Retention != jetstream.WorkQueuePolicy || info.State.Msgs == 0 || left == 0 {
 			continue
 		}
 		s, err := js.Stream(ctx, info.Config.Name)
@@ -364,7 +376,7 @@ func (e *Embedded) dropAcknowledged() error {
 		consumers := s.ListConsumers(ctx)
 		for ci := range consumers.Info() {
 			floor := ci.AckFloor.Stream
-			if floor < info.State.FirstSeq {
+			if floor < info.State.FirstSeq || left == 0 {
 				continue
 			}
 			filters := ci.Config.FilterSubjects
@@ -372,33 +384,18 @@ func (e *Embedded) dropAcknowledged() error {
 				filters = append(filters, ci.Config.FilterSubject)
 			}
 			if len(filters) == 0 {
-				filters = []string{""}
+				filters = []string{">"}
 			}
 			for _, f := range filters {
-				// The consumer's first message still stored.
-				var opts []jetstream.GetMsgOpt
-				if f != "" {
-					opts = append(opts, jetstream.WithGetMsgSubject(f))
-				}
-				m, err := s.GetMsg(ctx, info.State.FirstSeq, opts...)
-				if errors.Is(err, jetstream.ErrMsgNotFound) {
-					continue
+				n, from, to, err := dropUpTo(ctx, s, f, info.State.FirstSeq, floor, left)
+				left -= n
+				if n > 0 {
+					e.log.Warn("removed messages a consumer was done with but its work queue still held", "component", "nats",
+						"stream", info.Config.Name, "consumer", ci.Name, "messages", n, "from", from, "to", to)
 				}
 				if err != nil {
 					return fmt.Errorf("stream %s, consumer %s: %w", info.Config.Name, ci.Name, err)
 				}
-				if m.Sequence > floor {
-					continue
-				}
-				purge := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSequence(floor + 1)}
-				if f != "" {
-					purge = append(purge, jetstream.WithPurgeSubject(f))
-				}
-				if err := s.Purge(ctx, purge...); err != nil {
-					return fmt.Errorf("stream %s, consumer %s: %w", info.Config.Name, ci.Name, err)
-				}
-				e.log.Warn("removed messages a consumer had acknowledged but its work queue still held", "component", "nats",
-					"stream", info.Config.Name, "consumer", ci.Name, "from", m.Sequence, "to", floor)
 			}
 		}
 		if err := consumers.Err(); err != nil {
@@ -406,6 +403,32 @@ func (e *Embedded) dropAcknowledged() error {
 		}
 	}
 	return streams.Err()
+}
+
+// dropUpTo deletes the stream's messages on subject from sequence seq up to
+// floor, at most most of them, and says how many it deleted, the first and
+// the last.
+func dropUpTo(ctx context.Context, s jetstream.Stream, subject string, seq, floor uint64, most int) (n int, from, to uint64, err error) {
+	for n < most {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return n, from, to, nil
+		}
+		if err != nil {
+			return n, from, to, err
+		}
+		if m.Sequence > floor {
+			return n, from, to, nil
+		}
+		if err := s.DeleteMsg(ctx, m.Sequence); err != nil {
+			return n, from, to, fmt.Errorf("delete message %d: %w", m.Sequence, err)
+		}
+		if n == 0 {
+			from = m.Sequence
+		}
+		n, to, seq = n+1, m.Sequence, m.Sequence+1
+	}
+	return n, from, to, nil
 }
 
 // Connect opens a client connection to the embedded server without a network

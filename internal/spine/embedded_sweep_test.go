@@ -67,3 +67,139 @@ func TestSweepKeepsJobsNotYetAcknowledged(t *testing.T) {
 	require.NoError(t, e.dropAcknowledged())
 	assert.Equal(t, []string{"q.a.3", "q.b.2"}, stored())
 }
+
+// A job a worker asked to have again (a NAK, at once or after a delay)
+// comes back when asked after a sweep that removed a message its consumer
+// was done with, where nats-server's purge of the consumer's messages up to
+// its floor dropped the jobs waiting for redelivery, which then came back
+// only after the consumer's AckWait (40 s for jobs).
+func TestSweepKeepsNakedJobsComingBackWhenAsked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		nak  func(jetstream.Msg) error
+	}{
+		{"nak", func(m jetstream.Msg) error { return m.Nak() }},
+		{"nak with delay", func(m jetstream.Msg) error { return m.NakWithDelay(200 * time.Millisecond) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir()})
+			require.NoError(t, err)
+			t.Cleanup(e.Shutdown)
+			nc, err := e.Connect("test", nil)
+			require.NoError(t, err)
+			t.Cleanup(nc.Close)
+			js, err := jetstream.New(nc)
+			require.NoError(t, err)
+			ctx := context.Background()
+			s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "Q", Subjects: []string{"q.>"}, Retention: jetstream.WorkQueuePolicy})
+			require.NoError(t, err)
+			c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "a", FilterSubject: "q.a.>",
+				AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxDeliver: 2})
+			require.NoError(t, err)
+			for _, subj := range []string{"q.a.given-up", "q.a.done", "q.a.retried"} {
+				_, err := js.Publish(ctx, subj, []byte(subj))
+				require.NoError(t, err)
+			}
+			// A NAK is taken in once the server says so.
+			naks, err := nc.SubscribeSync("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.Q.a")
+			require.NoError(t, err)
+			naked := func() {
+				_, err := naks.NextMsg(5 * time.Second)
+				require.NoError(t, err, "no NAK advisory")
+			}
+			take := func(wait time.Duration) jetstream.Msg {
+				batch, err := c.Fetch(1, jetstream.FetchMaxWait(wait))
+				require.NoError(t, err)
+				var got jetstream.Msg
+				for m := range batch.Messages() {
+					got = m
+				}
+				require.NoError(t, batch.Error())
+				return got
+			}
+
+			// The first job uses up its deliveries, and once the next is
+			// done its consumer's floor passes it: the consumer is done with
+			// it, and the queue keeps it, as it keeps a job acknowledged
+			// while the disk was full.
+			for range 2 {
+				m := take(time.Second)
+				require.NotNil(t, m)
+				require.Equal(t, "q.a.given-up", m.Subject())
+				require.NoError(t, m.Nak())
+				naked()
+			}
+			m := take(time.Second)
+			require.NotNil(t, m)
+			require.Equal(t, "q.a.done", m.Subject())
+			require.NoError(t, m.DoubleAck(ctx))
+			m = take(time.Second)
+			require.NotNil(t, m)
+			require.Equal(t, "q.a.retried", m.Subject())
+			ci, err := c.Info(ctx)
+			require.NoError(t, err)
+			require.Equal(t, uint64(2), ci.AckFloor.Stream, "the consumer is done with the first two jobs")
+
+			// The last is asked for again while no worker is pulling, and
+			// (its delay past) waits for one when the sweep runs.
+			require.NoError(t, tc.nak(m))
+			naked()
+			time.Sleep(600 * time.Millisecond)
+			require.NoError(t, e.dropAcknowledged())
+			_, err = s.GetMsg(ctx, 1)
+			assert.ErrorIs(t, err, jetstream.ErrMsgNotFound, "the job the consumer was done with is left in the queue")
+
+			start := time.Now()
+			m = take(5 * time.Second)
+			require.NotNil(t, m, "the job asked for again did not come back within 5s (AckWait 30s)")
+			assert.Equal(t, "q.a.retried", m.Subject())
+			assert.Less(t, time.Since(start), 2*time.Second)
+			require.NoError(t, m.DoubleAck(ctx))
+		})
+	}
+}
+
+// One sweep removes at most the messages it is given leave to, those of the
+// consumer's subject up to its floor, and none other.
+func TestSweepRemovesABoundedRunOfOneSubject(t *testing.T) {
+	e, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(e.Shutdown)
+	nc, err := e.Connect("test", nil)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "Q", Subjects: []string{"q.>"}, Retention: jetstream.WorkQueuePolicy})
+	require.NoError(t, err)
+	subjects := []string{"q.a.1", "q.b.1", "q.a.2", "q.a.3", "q.b.2", "q.a.4", "q.a.5"}
+	for _, subj := range subjects {
+		_, err := js.Publish(ctx, subj, []byte(subj))
+		require.NoError(t, err)
+	}
+	stored := func() []string {
+		var left []string
+		for seq := range uint64(len(subjects)) {
+			if m, err := s.GetMsg(ctx, seq+1); err == nil {
+				left = append(left, m.Subject)
+			}
+		}
+		return left
+	}
+
+	n, from, to, err := dropUpTo(ctx, s, "q.a.>", 1, 6, 2)
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{2, 1, 3}, []uint64{uint64(n), from, to})
+	assert.Equal(t, []string{"q.b.1", "q.a.3", "q.b.2", "q.a.4", "q.a.5"}, stored())
+
+	n, from, to, err = dropUpTo(ctx, s, "q.a.>", 1, 6, 2)
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{2, 4, 6}, []uint64{uint64(n), from, to})
+	assert.Equal(t, []string{"q.b.1", "q.b.2", "q.a.5"}, stored())
+
+	n, _, _, err = dropUpTo(ctx, s, "q.a.>", 1, 6, 2)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	assert.Equal(t, []string{"q.b.1", "q.b.2", "q.a.5"}, stored())
+}
