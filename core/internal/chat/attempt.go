@@ -145,31 +145,29 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		// The upstream sends its headers only once the answer is written.
 		reqCtx = upstream.WholeAnswer(call)
 	}
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, a.c.BaseURL+a.tr.path(), bytes.NewReader(body))
+	resp, err := a.send(reqCtx, body, a.in.stream || assembled)
 	if err != nil {
 		return Usage{}, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if a.in.stream || assembled {
-		req.Header.Set("Accept", "text/event-stream")
-	} else {
-		req.Header.Set("Accept", "application/json")
-	}
-	a.tr.header(req.Header, a.in)
-	a.c.Authorize(req.Header)
-	resp, err := a.c.Client.Do(req)
-	if err != nil {
-		return Usage{}, err
+	if resp.StatusCode >= 300 {
+		raw := a.refusal(resp, cancel)
+		fitted, ok := a.fitWindow(resp.StatusCode, body, raw)
+		if !ok || call.Err() != nil {
+			return Usage{}, a.upstreamError(resp, raw)
+		}
+		// The gateway's own max_tokens passed the model's context window
+		// (a long conversation, with a stream's cap of the model's whole
+		// output limit): asked again, once and on this connection, for
+		// what the window leaves. The refusal is no failure of the
+		// connection's: no fallback, no cooling, nothing billed.
+		if resp, err = a.send(reqCtx, fitted, a.in.stream || assembled); err != nil {
+			return Usage{}, err
+		}
+		if resp.StatusCode >= 300 {
+			return Usage{}, a.upstreamError(resp, a.refusal(resp, cancel))
+		}
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		// What the error body brought before a stall is what there is.
-		sr := a.stallReader(resp.Body, cancel)
-		raw, _ := io.ReadAll(io.LimitReader(sr, upstream.MaxErrorBody))
-		sr.Stop()
-		raw = a.tr.errorBody(a.c.Scrub(raw))
-		return Usage{}, &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: raw}
-	}
 	if assembled {
 		// The stream's watchdogs apply: nothing reached the client yet, so
 		// a silent upstream gives way to the next connection. The first
@@ -203,6 +201,50 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		return a.wholeRaw(ctx, raw)
 	}
 	return a.stream(ctx, cancel, resp.Body)
+}
+
+// send posts body to the upstream; stream asks for a stream.
+func (a *attempt) send(ctx context.Context, body []byte, stream bool) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.c.BaseURL+a.tr.path(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	a.tr.header(req.Header, a.in)
+	a.c.Authorize(req.Header)
+	return a.c.Client.Do(req)
+}
+
+// refusal reads and closes an error answer's body, scrubbed of the
+// credential: what it brought before a stall is what there is.
+func (a *attempt) refusal(resp *http.Response, cancel context.CancelCauseFunc) []byte {
+	defer resp.Body.Close()
+	sr := a.stallReader(resp.Body, cancel)
+	raw, _ := io.ReadAll(io.LimitReader(sr, upstream.MaxErrorBody))
+	sr.Stop()
+	return a.c.Scrub(raw)
+}
+
+// fitWindow is body asking for what the model's context window leaves,
+// when the upstream refused it (status, raw) for the gateway's own
+// max_tokens passing the window (windowFitter).
+func (a *attempt) fitWindow(status int, body, raw []byte) ([]byte, bool) {
+	fw, ok := a.tr.(windowFitter)
+	if !ok || status != http.StatusBadRequest {
+		return nil, false
+	}
+	return fw.fitWindow(a.in, body, raw)
+}
+
+// upstreamError is an error answer as the client's route passes it
+// through.
+func (a *attempt) upstreamError(resp *http.Response, raw []byte) error {
+	return &credential.UpstreamError{Status: resp.StatusCode, Header: resp.Header, Body: a.tr.errorBody(raw)}
 }
 
 func (a *attempt) stallReader(r io.Reader, cancel context.CancelCauseFunc) *upstream.StallReader {

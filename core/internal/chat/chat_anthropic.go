@@ -12,6 +12,8 @@ type chatAnthropic struct {
 	opts translate.AnthropicOptions
 }
 
+var _ windowFitter = chatAnthropic{}
+
 func (chatAnthropic) header(http.Header, inbound) {}
 
 func (chatAnthropic) errorBody(raw []byte) []byte { return translate.AnthropicErrorToOpenAI(raw) }
@@ -22,6 +24,13 @@ func (c chatAnthropic) request(in inbound, model string) ([]byte, error) {
 		return nil, requestError(err, "messages")
 	}
 	return tr.Body, nil
+}
+
+func (chatAnthropic) fitWindow(in inbound, body, raw []byte) ([]byte, bool) {
+	if in.names("max_tokens") || in.names("max_completion_tokens") {
+		return nil, false
+	}
+	return translate.FitContextWindow(body, raw)
 }
 
 func (chatAnthropic) whole(_ inbound, raw []byte, model string) ([]byte, Usage, error) {

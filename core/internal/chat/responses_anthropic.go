@@ -16,6 +16,8 @@ type responsesAnthropic struct {
 	anth translate.AnthropicOptions
 }
 
+var _ windowFitter = responsesAnthropic{}
+
 func (responsesAnthropic) header(http.Header, inbound) {}
 
 func (responsesAnthropic) errorBody(raw []byte) []byte { return translate.AnthropicErrorToOpenAI(raw) }
@@ -32,6 +34,13 @@ func (r responsesAnthropic) request(in inbound, model string) ([]byte, error) {
 		return nil, re
 	}
 	return tr.Body, nil
+}
+
+func (responsesAnthropic) fitWindow(in inbound, body, raw []byte) ([]byte, bool) {
+	if in.names("max_output_tokens") {
+		return nil, false
+	}
+	return translate.FitContextWindow(body, raw)
 }
 
 // responsesParam names the Responses request's field behind a field of the

@@ -32,6 +32,23 @@ type translator interface {
 	errorBody(raw []byte) []byte
 }
 
+// windowFitter is a translator whose upstream refuses a request whose input
+// and max_tokens pass the model's context window, and says by how much
+// (Anthropic's). When the gateway chose the max_tokens (the client named no
+// cap), the attempt asks again, once, for what the window leaves.
+type windowFitter interface {
+	// fitWindow returns body, refused with raw, asking for what the window
+	// leaves; ok is false when the client named its own cap or raw does not
+	// tell.
+	fitWindow(in inbound, body, raw []byte) (fitted []byte, ok bool)
+}
+
+// names reports whether the request names field (null names nothing).
+func (in inbound) names(field string) bool {
+	raw, ok := in.fields[field]
+	return ok && string(raw) != "null"
+}
+
 // emitFunc sends one event of the client's dialect.
 type emitFunc func(event string, data []byte) error
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -49,6 +50,72 @@ func (o AnthropicOptions) uncappedMaxTokens(stream bool) int64 {
 // minThinkingBudget is Anthropic's smallest thinking budget; it is also the
 // room kept for the answer when a budget must shrink to fit max_tokens.
 const minThinkingBudget = 1024
+
+// fitBudget is a thinking budget shrunk to leave room for the answer within
+// maxTokens (0: no room to think). OpenAI's max_completion_tokens covers
+// reasoning and answer, as Anthropic's max_tokens does.
+func fitBudget(budget, maxTokens int64) int64 {
+	if budget > 0 && budget > maxTokens-minThinkingBudget {
+		budget = maxTokens - minThinkingBudget
+		if budget < minThinkingBudget {
+			budget = 0
+		}
+	}
+	return budget
+}
+
+// contextLimitRefusal is the message of Anthropic's 400 to a request whose
+// input and max_tokens pass the model's context window: "input length and
+// `max_tokens` exceed context limit: 197626 + 128000 > 200000, decrease
+// input length or `max_tokens` and try again".
+var contextLimitRefusal = regexp.MustCompile("input length and `?max_tokens`? exceed context limit: ([0-9]+) \\+ ([0-9]+) > ([0-9]+)")
+
+// FitContextWindow answers Anthropic's refusal of a request whose input and
+// max_tokens pass the model's context window (errBody, its 400's body): it
+// returns body, the refused /v1/messages request, asking for what the window
+// leaves (its limit less the input), with its thinking budget shrunk below
+// that as a translated request's is. ok is false when errBody is not that
+// refusal or its numbers cannot be read, and when the window leaves no more
+// than body asked for or less than an answer needs (a token, and
+// Anthropic's smallest thinking budget with thinking on).
+func FitContextWindow(body, errBody []byte) (fitted []byte, ok bool) {
+	m := contextLimitRefusal.FindStringSubmatch(parseAnthropicError(errBody).Message)
+	if m == nil {
+		return nil, false
+	}
+	input, err1 := strconv.ParseInt(m[1], 10, 64)
+	limit, err2 := strconv.ParseInt(m[3], 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil, false
+	}
+	var req map[string]json.RawMessage
+	var asked int64
+	if json.Unmarshal(body, &req) != nil || json.Unmarshal(req["max_tokens"], &asked) != nil {
+		return nil, false
+	}
+	var thinking msgThinking // adaptive thinking has no budget to fit
+	thinks := json.Unmarshal(req["thinking"], &thinking) == nil && thinking.Type == "enabled"
+	room, floor := limit-input, int64(1)
+	if thinks {
+		floor = minThinkingBudget
+	}
+	if room < floor || room >= asked {
+		return nil, false
+	}
+	req["max_tokens"] = strconv.AppendInt(nil, room, 10)
+	if thinks {
+		if thinking.BudgetTokens = fitBudget(thinking.BudgetTokens, room); thinking.BudgetTokens > 0 {
+			req["thinking"], _ = marshal(&thinking) // two plain fields: it cannot fail
+		} else {
+			delete(req, "thinking")
+		}
+	}
+	out, err := marshal(req)
+	if err != nil {
+		return nil, false
+	}
+	return out, true
+}
 
 // reasoningEfforts pairs OpenAI's reasoning efforts with Anthropic thinking
 // budgets, in rising order; both directions read it (thinkingBudget and
@@ -388,14 +455,7 @@ func samplingAndBudget(out *msgRequest, in *chatRequest, opts AnthropicOptions) 
 			}
 		}
 	}
-	if budget > 0 && budget > maxTokens-minThinkingBudget {
-		// OpenAI's max_completion_tokens covers reasoning and answer, as
-		// Anthropic's max_tokens does: shrink the budget to leave room.
-		budget = maxTokens - minThinkingBudget
-		if budget < minThinkingBudget {
-			budget = 0
-		}
-	}
+	budget = fitBudget(budget, maxTokens)
 	out.MaxTokens = maxTokens
 
 	out.Temperature, out.TopP, out.TopK = in.Temperature, in.TopP, in.TopK

@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,5 +270,64 @@ func TestMsgContentMarshal(t *testing.T) {
 	require.NoError(t, err)
 	if diff := cmp.Diff(decodeJSON(t, []byte(`[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}]`)), decodeJSON(t, b)); diff != "" {
 		t.Error(diff)
+	}
+}
+
+// A request Anthropic refused for its input and max_tokens passing the
+// context window asks for what the window leaves, a thinking budget shrunk
+// below it (or left out when there is no room to think), the rest of the
+// body as it was; a refusal that does not tell, or a window that leaves too
+// little, is not fitted.
+func TestFitContextWindow(t *testing.T) {
+	refusal := func(msg string) string {
+		b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": msg}})
+		return string(b)
+	}
+	exceed := func(input, maxTokens, limit int) string {
+		return refusal(fmt.Sprintf("input length and `max_tokens` exceed context limit: %d + %d > %d, decrease input length or `max_tokens` and try again", input, maxTokens, limit))
+	}
+	const plain = `{"model":"claude-sonnet-4-6","max_tokens":128000,"messages":[{"role":"user","content":"<a & b>"}],"stream":true}`
+	const thinking = `{"model":"claude-sonnet-4-6","max_tokens":128000,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"enabled","budget_tokens":16384},"stream":true}`
+	const adaptive = `{"model":"claude-sonnet-4-6","max_tokens":128000,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"adaptive"}}`
+	for _, tc := range []struct {
+		name, body, refusal string
+		want                string // "": not fitted
+	}{
+		{"plain", plain, exceed(190000, 128000, 200000),
+			`{"model":"claude-sonnet-4-6","max_tokens":10000,"messages":[{"role":"user","content":"<a & b>"}],"stream":true}`},
+		{"without backticks", plain, refusal("input length and max_tokens exceed context limit: 190000 + 128000 > 200000, decrease input length or max_tokens and try again"),
+			`{"model":"claude-sonnet-4-6","max_tokens":10000,"messages":[{"role":"user","content":"<a & b>"}],"stream":true}`},
+		{"in OpenAI's shape", plain, `{"error":{"message":"input length and ` + "`max_tokens`" + ` exceed context limit: 190000 + 128000 > 200000","type":"invalid_request_error"}}`,
+			`{"model":"claude-sonnet-4-6","max_tokens":10000,"messages":[{"role":"user","content":"<a & b>"}],"stream":true}`},
+		{"one token left", plain, exceed(199999, 128000, 200000),
+			`{"model":"claude-sonnet-4-6","max_tokens":1,"messages":[{"role":"user","content":"<a & b>"}],"stream":true}`},
+		{"thinking shrunk", thinking, exceed(190000, 128000, 200000),
+			`{"model":"claude-sonnet-4-6","max_tokens":10000,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"enabled","budget_tokens":8976},"stream":true}`},
+		{"thinking kept", thinking, exceed(100000, 128000, 200000),
+			`{"model":"claude-sonnet-4-6","max_tokens":100000,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"enabled","budget_tokens":16384},"stream":true}`},
+		{"no room to think", thinking, exceed(198500, 128000, 200000),
+			`{"model":"claude-sonnet-4-6","max_tokens":1500,"messages":[{"role":"user","content":"hi"}],"stream":true}`},
+		{"adaptive thinking", adaptive, exceed(190000, 128000, 200000),
+			`{"model":"claude-sonnet-4-6","max_tokens":10000,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"adaptive"}}`},
+		{"less than a thinking budget left", thinking, exceed(199000, 128000, 200000), ""},
+		{"the window is full", plain, exceed(200000, 128000, 200000), ""},
+		{"no less than asked", plain, exceed(50000, 128000, 200000), ""},
+		{"no numbers", plain, refusal("input length and `max_tokens` exceed context limit"), ""},
+		{"another refusal", plain, refusal("prompt is too long: 250000 tokens > 200000 maximum"), ""},
+		{"numbers past int64", plain, refusal("input length and `max_tokens` exceed context limit: 99999999999999999999 + 1 > 200000"), ""},
+		{"a text body", plain, "input length and `max_tokens` exceed context limit: 190000 + 128000 > 200000",
+			`{"model":"claude-sonnet-4-6","max_tokens":10000,"messages":[{"role":"user","content":"<a & b>"}],"stream":true}`},
+		{"a body without max_tokens", `{"model":"m"}`, exceed(190000, 128000, 200000), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := FitContextWindow([]byte(tc.body), []byte(tc.refusal))
+			if tc.want == "" {
+				assert.False(t, ok, "%s", got)
+				return
+			}
+			require.True(t, ok)
+			assert.JSONEq(t, tc.want, string(got))
+			assert.NotContains(t, string(got), `\u003c`, "text as it was")
+		})
 	}
 }
