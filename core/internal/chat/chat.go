@@ -136,6 +136,8 @@ type Service struct {
 	d         *dispatch.Dispatcher
 	opts      Options
 	refreshed refreshes
+	// storeWait bounds the storing of an answer (zero: storeTimeout).
+	storeWait time.Duration
 }
 
 // New returns a Service.
@@ -173,7 +175,6 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 		return Result{}, dispatch.Result{}, &RequestError{Param: "stream", Code: contract.ReasonStreamedRequest, Message: "this call answers requests that are not streamed; stream with ChatCompletions"}
 	}
 	in.header = req.Header
-	var kept *capture
 	if in.dialect == DialectResponses {
 		if err := s.continueFrom(ctx, req.MachineID, &in); err != nil {
 			return Result{}, dispatch.Result{}, err
@@ -181,7 +182,12 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 		// The final response is looked for in the answer only when it is
 		// to be stored.
 		if s.opts.Responses != nil && in.storing() {
-			kept = &capture{Sink: sink}
+			stored := in
+			kept := &capture{Sink: sink, keep: func(response json.RawMessage) {
+				if err := s.store(req.MachineID, stored, response); err != nil {
+					s.log(ctx, "storing a response failed", err)
+				}
+			}}
 			if b, ok := sink.(BatchSink); ok {
 				sink = captureBatch{capture: kept, batch: b}
 			} else {
@@ -196,11 +202,6 @@ func (s *Service) Complete(ctx context.Context, req Request, sink Sink) (Result,
 	out := cp.out
 	if err == nil && res.Conn != nil && res.Conn.Connection.GetId() == prefer {
 		s.keepAlive(ctx, affKey, prefer) // keeps an active session from expiring
-	}
-	if err == nil && kept != nil {
-		if serr := s.store(req.MachineID, in, kept.response); serr != nil {
-			s.log(ctx, "storing a response failed", serr)
-		}
 	}
 	return out, res, err
 }

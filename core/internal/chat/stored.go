@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -187,15 +188,19 @@ func (in inbound) storing() bool {
 	return json.Unmarshal(raw, &b) != nil || b
 }
 
-// capture records the final response of a Responses answer as it passes to
-// the sink.
+// capture stores the final response of a Responses answer before it
+// passes to the sink: a client that continues the answer the moment it has
+// its end (previous_response_id, as the SDKs' agents do) finds it stored.
+// The response is stored once, however the answer ends (whole, completed or
+// incomplete).
 type capture struct {
 	Sink
-	response json.RawMessage
+	keep   func(response json.RawMessage)
+	stored bool
 }
 
 func (c *capture) Completion(data []byte) error {
-	c.response = append(json.RawMessage(nil), data...)
+	c.final(data)
 	return c.Sink.Completion(data)
 }
 
@@ -204,7 +209,8 @@ func (c *capture) Chunk(event string, data []byte) error {
 	return c.Sink.Chunk(event, data)
 }
 
-// captureBatch is a capture whose sink carries events in batches.
+// captureBatch is a capture whose sink carries events in batches: a batch
+// holding the final event waits for the response to be stored.
 type captureBatch struct {
 	*capture
 	batch BatchSink
@@ -217,17 +223,30 @@ func (c captureBatch) Events(evs []Event) error {
 	return c.batch.Events(evs)
 }
 
-// see keeps the final response when an event carries it.
+// see stores the final response when an event carries it.
 func (c *capture) see(event string, data []byte) {
 	if event == "response.completed" || event == "response.incomplete" {
 		var ev struct {
 			Response json.RawMessage `json:"response"`
 		}
 		if json.Unmarshal(data, &ev) == nil {
-			c.response = ev.Response
+			c.final(ev.Response)
 		}
 	}
 }
+
+// final stores the answer's final response, the first time.
+func (c *capture) final(response json.RawMessage) {
+	if c.stored {
+		return
+	}
+	c.stored = true
+	c.keep(response)
+}
+
+// storeTimeout bounds the storing of an answer, which its client waits
+// for: past it the answer goes on unstored.
+const storeTimeout = 5 * time.Second
 
 // store keeps a finished answer and the conversation that led to it.
 func (s *Service) store(machineID string, in inbound, response json.RawMessage) error {
@@ -244,7 +263,7 @@ func (s *Service) store(machineID string, in inbound, response json.RawMessage) 
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(s.storeWait, storeTimeout))
 	defer cancel()
 	return s.opts.Responses.Put(ctx, machineID, r.ID, rec)
 }
