@@ -295,7 +295,8 @@ func TestCodexImportedTokensNameTheirAccount(t *testing.T) {
 // deltas included. The text ends right before it, the answer ends as a
 // stop on a sequence does (chat's "stop"; Messages' stop_sequence, naming
 // it), the backend is hung up on, and the request is recorded as answered,
-// billed the gateway's estimate of what it delivered.
+// billed the gateway's estimate of what it delivered and of its prompt,
+// which the client's answer tells too.
 func TestCodexStopSequences(t *testing.T) {
 	sb := nodetest.Serve(t, t.TempDir())
 	hungUp := make(chan struct{}, 4)
@@ -331,8 +332,9 @@ func TestCodexStopSequences(t *testing.T) {
 
 	client := sdk(t, sb)
 	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "codex/gpt-5-codex",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
-		Stop:     openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"</block>"}}})
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+		Stop:          openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"</block>"}},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
 	acc := openai.ChatCompletionAccumulator{}
 	for stream.Next() {
 		acc.AddChunk(stream.Current())
@@ -353,6 +355,10 @@ func TestCodexStopSequences(t *testing.T) {
 		} `json:"content"`
 		StopReason   string `json:"stop_reason"`
 		StopSequence string `json:"stop_sequence"`
+		Usage        struct {
+			InputTokens  int64 `json:"input_tokens"`
+			OutputTokens int64 `json:"output_tokens"`
+		} `json:"usage"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &msg), "%s", raw)
 	require.Len(t, msg.Content, 1, "%s", raw)
@@ -370,6 +376,19 @@ func TestCodexStopSequences(t *testing.T) {
 		assert.EqualValues(t, 1, ev.GetCompletionTokens(), "4 characters delivered, about 1 token")
 		assert.True(t, ev.GetTokensEstimated())
 		assert.False(t, ev.GetPartial(), "a whole answer")
+		assert.Positive(t, ev.GetPromptTokens(), "the request's text")
+		// The client is told what it is billed.
+		switch ev.GetEndpoint() {
+		case "chat.completions":
+			assert.Equal(t, ev.GetPromptTokens(), acc.Usage.PromptTokens)
+			assert.Equal(t, ev.GetCompletionTokens(), acc.Usage.CompletionTokens)
+			assert.Equal(t, ev.GetTotalTokens(), acc.Usage.TotalTokens)
+		case "messages":
+			assert.Equal(t, ev.GetPromptTokens(), msg.Usage.InputTokens)
+			assert.Equal(t, ev.GetCompletionTokens(), msg.Usage.OutputTokens)
+		default:
+			assert.Fail(t, "an answer of another route", ev.GetEndpoint())
+		}
 	}
 }
 

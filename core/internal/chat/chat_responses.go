@@ -23,7 +23,7 @@ func (chatResponses) request(in inbound, model string) ([]byte, error) {
 }
 
 func (chatResponses) whole(in inbound, raw []byte, model string) ([]byte, Usage, error) {
-	raw, _, estimated := cutResponse(raw, requestStops(in))
+	raw, _, estimated := cutResponse(in, raw, requestStops(in))
 	out, u, err := translate.ResponsesToOpenAIResponse(raw, model)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid response")

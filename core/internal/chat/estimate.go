@@ -10,10 +10,9 @@ import (
 // when it reported none (no usage, or zeros), the gateway's count, about
 // four characters a token of the request's text (the prompt) and of the
 // answer's (the completion), estimated then true, as a stream's usage is
-// when it ended early (delivered.go). An answer the gateway stopped at a
-// sequence without the upstream's usage is billed what it delivered, as
-// its stream is (cutResponse, stopStream), and its prompt (withPrompt). The answer the client gets
-// keeps what the upstream sent.
+// when it ended early (delivered.go). The answer the client gets keeps
+// what the upstream sent, but for an answer the gateway stopped at a
+// sequence, which carries what it is billed (billedStop).
 func billedWhole(in inbound, answer []byte, u Usage) Usage {
 	if reported(u) {
 		return u // the answer is read only when there is something to count
@@ -42,7 +41,8 @@ func billed(in inbound, answer int64, u Usage) Usage {
 // prompt, marked estimated, when u is an estimate or a stream cut short
 // without one: an upstream that had not told its count read the prompt all
 // the same, even when no text came back. Only the record changes; what the
-// client was sent keeps what the upstream said.
+// client was sent keeps what the upstream said (an answer stopped at a
+// sequence was sent it already: billedStop).
 func withPrompt(in inbound, u Usage) Usage {
 	if !(u.Estimated || u.Partial) || u.PromptTokens > 0 {
 		return u
@@ -51,6 +51,21 @@ func withPrompt(in inbound, u Usage) Usage {
 	u.PromptTokens, u.TotalTokens = p, u.TotalTokens+p
 	u.Estimated = u.Estimated || p > 0
 	return u
+}
+
+// billedStop is the usage of an answer the gateway ended at a stop
+// sequence (stop.go) after chars characters of text: the upstream's if it
+// reported any, else the gateway's count of what was delivered and of the
+// request's text, estimated then true, as the answer is billed (billed,
+// withPrompt). The gateway writes it into the answer it ends, whose
+// upstream told none: the client is told what it is billed.
+func billedStop(in inbound, chars int64, up Usage) Usage {
+	d := delivered{chars: chars}
+	u := d.stopped(up)
+	if !reported(u) {
+		return billed(in, 0, u) // nothing delivered: the prompt alone
+	}
+	return withPrompt(in, u)
 }
 
 // reported reports whether u already says something: the upstream's

@@ -32,7 +32,7 @@ func (m messagesResponses) request(in inbound, model string) ([]byte, error) {
 
 func (messagesResponses) whole(in inbound, raw []byte, model string) ([]byte, Usage, error) {
 	stops := requestStops(in)
-	raw, seq, estimated := cutResponse(raw, stops)
+	raw, seq, estimated := cutResponse(in, raw, stops)
 	chatBody, u, err := translate.ResponsesToOpenAIResponse(raw, model)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid response")

@@ -267,8 +267,8 @@ func stopDelta(text string) string {
 // first sequence, one split across the upstream's deltas included, and ends
 // as a stop on a sequence does in the client's dialect (chat's "stop";
 // Messages' stop_sequence, naming it). The upstream is hung up on there,
-// and the answer is billed the gateway's estimate of what it delivered, as
-// a whole answer, not a cut one.
+// and the answer is billed the gateway's estimate of what it delivered and
+// of the request's text, as a whole answer, not a cut one.
 func TestStopOnResponsesUpstreamEndsTheAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -310,7 +310,8 @@ func TestStopOnResponsesUpstreamEndsTheAnswer(t *testing.T) {
 			assert.True(t, u.Estimated, "%+v", u)
 			assert.False(t, u.Partial, "a whole answer: %+v", u)
 			assert.EqualValues(t, 3, u.CompletionTokens, "12 characters delivered: %+v", u)
-			assert.EqualValues(t, 3, u.TotalTokens)
+			assert.EqualValues(t, 1, u.PromptTokens, "2 characters of prompt: %+v", u)
+			assert.EqualValues(t, 4, u.TotalTokens)
 		})
 	}
 }

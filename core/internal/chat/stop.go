@@ -208,8 +208,10 @@ func requestStops(in inbound) []string {
 // request's stop sequences: the text deltas go through stopText, what it
 // held goes on before any other event, and at a sequence the answer ends
 // (ResponsesToChunks.Stop). It counts the text of the chunks it passes on,
-// for the estimate billed when it stopped the answer.
+// for the estimate billed when it stopped the answer (billedStop), which
+// the answer's end carries.
 type stopStream struct {
+	in   inbound
 	text stopText
 	part textPart
 	// named: the finish chunk names the sequence (for a Messages answer,
@@ -228,7 +230,7 @@ func newStopStream(in inbound, named bool) *stopStream {
 	if len(seqs) == 0 {
 		return nil
 	}
-	return &stopStream{text: stopText{seqs: seqs}, named: named}
+	return &stopStream{in: in, text: stopText{seqs: seqs}, named: named}
 }
 
 // event passes one upstream event through tr, whose chunks go to emit; a
@@ -286,8 +288,7 @@ func (s *stopStream) event(tr *translate.ResponsesToChunks, name string, data []
 		return nil
 	}
 	s.seq = seq
-	d := delivered{chars: s.chars}
-	s.billed = d.stopped(fromTranslate(tr.Usage()))
+	s.billed = billedStop(s.in, s.chars, fromTranslate(tr.Usage()))
 	named := ""
 	if s.named {
 		named = seq
@@ -309,8 +310,9 @@ func (s *stopStream) usage(reported Usage) Usage {
 // before the sequence, and the parts and items after it are left out. seq
 // is the sequence it ended at ("" when none: raw as it is). An answer ended
 // without the upstream's usage (an assembled stream the gateway hung up on)
-// gets the gateway's estimate of its output, estimated then true.
-func cutResponse(raw []byte, stops []string) (out []byte, seq string, estimated bool) {
+// gets the gateway's estimate of its output and of the request's text
+// (billedStop), estimated then true.
+func cutResponse(in inbound, raw []byte, stops []string) (out []byte, seq string, estimated bool) {
 	if len(stops) == 0 {
 		return raw, "", false
 	}
@@ -348,9 +350,8 @@ func cutResponse(raw []byte, stops []string) (out []byte, seq string, estimated 
 			resp["status"] = json.RawMessage(`"completed"`)
 			delete(resp, "incomplete_details")
 			if u := resp["usage"]; len(u) == 0 || string(u) == "null" {
-				d := delivered{chars: outputChars(output)}
-				est := d.stopped(Usage{})
-				resp["usage"], _ = json.Marshal(map[string]int64{"input_tokens": 0, "output_tokens": est.CompletionTokens, "total_tokens": est.TotalTokens})
+				est := billedStop(in, outputChars(output), Usage{})
+				resp["usage"], _ = json.Marshal(map[string]int64{"input_tokens": est.PromptTokens, "output_tokens": est.CompletionTokens, "total_tokens": est.TotalTokens})
 				estimated = est.Estimated
 			}
 			out, err := json.Marshal(resp)
