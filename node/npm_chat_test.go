@@ -88,4 +88,14 @@ func TestNPMChat(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, res.Error.Status)
 		assert.Equal(t, "model_not_found", res.Error.Code)
 	})
+
+	t.Run("a list past its bound is refused in OpenAI's code and words", func(t *testing.T) {
+		res := client.Op(t, "chat.mjs", map[string]any{"model": "openai/gpt-4o-mini", "messages": msgs,
+			"stop": []string{"a", "b", "c", "d", "e"}})
+		require.NotNil(t, res.Error)
+		assert.Equal(t, "BadRequestError", res.Error.Class)
+		assert.Equal(t, "array_above_max_length", res.Error.Code)
+		assert.Equal(t, "stop", res.Error.Param)
+		assert.Contains(t, res.Error.Message, "Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length 5 instead.")
+	})
 }

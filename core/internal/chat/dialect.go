@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/core/internal/translate"
@@ -169,8 +168,9 @@ func requireList(fields map[string]json.RawMessage, name string) error {
 }
 
 // boundList refuses a list member holding more than max items, as the
-// edge's checks do (a gRPC caller reaches core without them); a member
-// that is absent or not a list is left to the code that reads it.
+// edge's checks do (a gRPC caller reaches core without them), in OpenAI's
+// code and words; a member that is absent or not a list is left to the
+// code that reads it.
 func boundList(fields map[string]json.RawMessage, name string, max int) error {
 	raw, ok := fields[name]
 	if !ok || len(raw) == 0 || raw[0] != '[' {
@@ -179,10 +179,10 @@ func boundList(fields map[string]json.RawMessage, name string, max int) error {
 	n := 0
 	jsonscan.Elements(raw, func([]byte) bool {
 		n++
-		return n <= max
+		return true // all of them: the refusal says how many
 	})
 	if n > max {
-		return &RequestError{Param: name, Code: "array_too_long", Message: "'" + name + "' holds more than " + strconv.Itoa(max) + " items"}
+		return &RequestError{Param: name, Code: contract.CodeArrayAboveMaxLength, Message: contract.ArrayAboveMaxLength(name, max, n)}
 	}
 	return nil
 }

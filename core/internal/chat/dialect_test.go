@@ -173,13 +173,17 @@ func TestParseBoundsStopSequences(t *testing.T) {
 		d       Dialect
 		body    string
 		refused string
+		message string
 	}{
-		{"chat, 4", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":` + list(4) + `}`, ""},
-		{"chat, 5", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":` + list(5) + `}`, "stop"},
-		{"chat, one string", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":"x"}`, ""},
-		{"Messages, 256", DialectMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stop_sequences":` + list(256) + `}`, ""},
-		{"Messages, 257", DialectMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stop_sequences":` + list(257) + `}`, "stop_sequences"},
-		{"Messages, 50,000", DialectMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stop_sequences":` + list(50_000) + `}`, "stop_sequences"},
+		{"chat, 4", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":` + list(4) + `}`, "", ""},
+		{"chat, 5", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":` + list(5) + `}`, "stop",
+			"Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length 5 instead."},
+		{"chat, one string", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":"x"}`, "", ""},
+		{"Messages, 256", DialectMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stop_sequences":` + list(256) + `}`, "", ""},
+		{"Messages, 257", DialectMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stop_sequences":` + list(257) + `}`, "stop_sequences",
+			"Invalid 'stop_sequences': array too long. Expected an array with maximum length 256, but got an array with length 257 instead."},
+		{"Messages, 50,000", DialectMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stop_sequences":` + list(50_000) + `}`, "stop_sequences",
+			"Invalid 'stop_sequences': array too long. Expected an array with maximum length 256, but got an array with length 50000 instead."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parse(tc.d, []byte(tc.body))
@@ -190,7 +194,8 @@ func TestParseBoundsStopSequences(t *testing.T) {
 			var re *RequestError
 			require.ErrorAs(t, err, &re)
 			assert.Equal(t, tc.refused, re.Param)
-			assert.Equal(t, "array_too_long", re.Code)
+			assert.Equal(t, "array_above_max_length", re.Code)
+			assert.Equal(t, tc.message, re.Message)
 		})
 	}
 }

@@ -179,7 +179,8 @@ func validTranscription(opts *corev1.TranscribeOptions, size int64) error {
 		}
 	}
 	if len(opts.GetExtraFields()) > contract.MaxTranscriptionExtraFields {
-		return invalidParam("extra_fields", "array_too_long", fmt.Sprintf("'extra_fields' holds more than %d fields", contract.MaxTranscriptionExtraFields))
+		return invalidParam("extra_fields", contract.CodeArrayAboveMaxLength,
+			contract.ArrayAboveMaxLength("extra_fields", contract.MaxTranscriptionExtraFields, len(opts.GetExtraFields())))
 	}
 	for _, f := range opts.GetExtraFields() {
 		if !audio.ValidExtraField(f.GetName()) {

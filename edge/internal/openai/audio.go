@@ -322,7 +322,7 @@ func ReadTranscriptionForm(body io.Reader, boundary string, limit int64, send fu
 				continue
 			}
 			if len(opts.ExtraFields) == contract.MaxTranscriptionExtraFields {
-				return bad(http.StatusBadRequest, "array_too_long", "the form holds more than "+strconv.Itoa(contract.MaxTranscriptionExtraFields)+" fields the gateway does not read", name)
+				return bad(http.StatusBadRequest, contract.CodeArrayAboveMaxLength, "the form holds more than "+strconv.Itoa(contract.MaxTranscriptionExtraFields)+" fields the gateway does not read", name)
 			}
 			opts.ExtraFields = append(opts.ExtraFields, &corev1.FormField{Name: name, Value: v})
 		}

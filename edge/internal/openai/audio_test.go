@@ -223,7 +223,7 @@ func TestTranscriptionsHandler(t *testing.T) {
 		{"empty file", "", [][2]string{{"model", "m"}, {"file", ""}}, 400, "invalid_value"},
 		{"two files", "", [][2]string{{"model", "m"}, {"file", "a"}, {"file", "b"}}, 400, "invalid_value"},
 		{"bad temperature", "", [][2]string{{"model", "m"}, {"temperature", "hot"}, {"file", "a"}}, 400, "invalid_type"},
-		{"too many other fields", "", append([][2]string{{"model", "m"}, {"file", "a"}}, slices.Repeat([][2]string{{"include[]", "logprobs"}}, 65)...), 400, "array_too_long"},
+		{"too many other fields", "", append([][2]string{{"model", "m"}, {"file", "a"}}, slices.Repeat([][2]string{{"include[]", "logprobs"}}, 65)...), 400, "array_above_max_length"},
 		{"JSON instead of a form", "application/json", nil, 415, "invalid_content_type"},
 		{"form without boundary", "multipart/form-data", nil, 415, "invalid_content_type"},
 	} {

@@ -239,7 +239,7 @@ func parseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Probl
 		return nil
 	}
 	if n, ok := countItems(raw, MaxEmbeddingInputs); ok && n > MaxEmbeddingInputs {
-		return bad("array_too_long", "'input' holds more than "+strconv.Itoa(MaxEmbeddingInputs)+" items")
+		return arrayTooLong("input", MaxEmbeddingInputs, raw)
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
@@ -264,7 +264,7 @@ func parseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Probl
 		req.Tokens = make([]*corev1.TokenList, len(items))
 		for i, it := range items {
 			if n, _ := countItems(it, MaxEmbeddingTokens); n > MaxEmbeddingTokens {
-				return bad("array_too_long", "a token array of 'input' holds more than "+strconv.Itoa(MaxEmbeddingTokens)+" ids")
+				return arrayTooLong("input["+strconv.Itoa(i)+"]", MaxEmbeddingTokens, it)
 			}
 			var toks []int64
 			if json.Unmarshal(it, &toks) != nil || hasNull(it) {
@@ -277,7 +277,7 @@ func parseInput(raw json.RawMessage, req *corev1.CreateEmbeddingsRequest) *Probl
 		}
 	default:
 		if len(items) > MaxEmbeddingTokens {
-			return bad("array_too_long", "'input' holds more than "+strconv.Itoa(MaxEmbeddingTokens)+" token ids")
+			return arrayTooLong("input", MaxEmbeddingTokens, raw)
 		}
 		var toks []int64
 		if json.Unmarshal(raw, &toks) != nil || hasNull(raw) {

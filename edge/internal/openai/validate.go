@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -241,7 +242,7 @@ func (b *chatBounds) check() (streamed bool, _ *Problem) {
 	case n == 0:
 		return false, badRequest("invalid_value", "'messages' must not be empty", "messages")
 	case n > MaxChatMessages:
-		return false, badRequest("array_too_long", "'messages' holds more than "+strconv.Itoa(MaxChatMessages)+" items", "messages")
+		return false, arrayTooLong("messages", MaxChatMessages, b.Messages)
 	}
 	for _, l := range []struct {
 		raw   json.RawMessage
@@ -321,9 +322,17 @@ func checkList(raw json.RawMessage, l listBound) *Problem {
 	case !ok:
 		return badRequest("invalid_type", "'"+l.name+"' must be an array", l.name)
 	case n > l.max:
-		return badRequest("array_too_long", "'"+l.name+"' holds more than "+strconv.Itoa(l.max)+" items", l.name)
+		return arrayTooLong(l.name, l.max, raw)
 	}
 	return nil
+}
+
+// arrayTooLong is the 400 of a list member holding more than max items, in
+// OpenAI's code and words, which name how many it holds: counted to the
+// end here, past the bound where the check stopped.
+func arrayTooLong(name string, max int, raw []byte) *Problem {
+	n, _ := countItems(raw, math.MaxInt)
+	return badRequest(contract.CodeArrayAboveMaxLength, contract.ArrayAboveMaxLength(name, max, n), name)
 }
 
 // badRequest is a 400 Problem.

@@ -48,10 +48,10 @@ func TestCheckChatBounds(t *testing.T) {
 		{"no messages", `{"model":"m"}`, "missing_required_parameter", "messages"},
 		{"empty messages", `{"messages":[]}`, "invalid_value", "messages"},
 		{"messages not a list", `{"messages":"hi"}`, "invalid_type", "messages"},
-		{"too many messages", `{"messages":` + msgs(MaxChatMessages+1) + `}`, "array_too_long", "messages"},
+		{"too many messages", `{"messages":` + msgs(MaxChatMessages+1) + `}`, "array_above_max_length", "messages"},
 		{"most messages", `{"messages":` + msgs(MaxChatMessages) + `}`, "", ""},
-		{"too many stop", `{"messages":` + msgs(1) + `,"stop":["a","b","c","d","e"]}`, "array_too_long", "stop"},
-		{"too many tools", `{"messages":` + msgs(1) + `,"tools":[` + strings.TrimSuffix(strings.Repeat(`{},`, MaxChatTools+1), ",") + `]}`, "array_too_long", "tools"},
+		{"too many stop", `{"messages":` + msgs(1) + `,"stop":["a","b","c","d","e"]}`, "array_above_max_length", "stop"},
+		{"too many tools", `{"messages":` + msgs(1) + `,"tools":[` + strings.TrimSuffix(strings.Repeat(`{},`, MaxChatTools+1), ",") + `]}`, "array_above_max_length", "tools"},
 		{"n too large", `{"messages":` + msgs(1) + `,"n":1000}`, "invalid_value", "n"},
 	}
 	for _, tc := range cases {
@@ -76,10 +76,10 @@ func TestEmbeddingsInputCap(t *testing.T) {
 	assert.Nil(t, p)
 	_, p = checkAndParseEmbeddings([]byte(`{"model":"m","input":` + items(MaxEmbeddingInputs+1, `"a"`) + `}`))
 	require.NotNil(t, p)
-	assert.Equal(t, "array_too_long", *p.Body.Error.Code)
+	assert.Equal(t, "array_above_max_length", *p.Body.Error.Code)
 	_, p = checkAndParseEmbeddings([]byte(`{"model":"m","input":` + items(MaxEmbeddingTokens+1, `1`) + `}`))
 	require.NotNil(t, p)
-	assert.Equal(t, "array_too_long", *p.Body.Error.Code)
+	assert.Equal(t, "array_above_max_length", *p.Body.Error.Code)
 }
 
 // FuzzCountItems checks the item counter against encoding/json on any
@@ -113,14 +113,14 @@ func TestCheckMessagesAndResponsesBounds(t *testing.T) {
 	}{
 		{"messages ok", checkMessages, `{"messages":` + list(msg, 3) + `,"system":"be brief","stop_sequences":["x"],"tools":[]}`, "", ""},
 		{"messages at the bound", checkMessages, `{"messages":` + list(msg, MaxMessagesMessages) + `}`, "", ""},
-		{"too many messages", checkMessages, `{"messages":` + list(msg, MaxMessagesMessages+1) + `}`, "array_too_long", "messages"},
-		{"too many tools", checkMessages, `{"messages":[],"tools":` + list(`{}`, MaxMessagesTools+1) + `}`, "array_too_long", "tools"},
-		{"too many stop sequences", checkMessages, `{"stop_sequences":` + list(`"s"`, MaxMessagesStop+1) + `}`, "array_too_long", "stop_sequences"},
-		{"too many system blocks", checkMessages, `{"system":` + list(`{"type":"text","text":"x"}`, MaxMessagesSystem+1) + `}`, "array_too_long", "system"},
+		{"too many messages", checkMessages, `{"messages":` + list(msg, MaxMessagesMessages+1) + `}`, "array_above_max_length", "messages"},
+		{"too many tools", checkMessages, `{"messages":[],"tools":` + list(`{}`, MaxMessagesTools+1) + `}`, "array_above_max_length", "tools"},
+		{"too many stop sequences", checkMessages, `{"stop_sequences":` + list(`"s"`, MaxMessagesStop+1) + `}`, "array_above_max_length", "stop_sequences"},
+		{"too many system blocks", checkMessages, `{"system":` + list(`{"type":"text","text":"x"}`, MaxMessagesSystem+1) + `}`, "array_above_max_length", "system"},
 		{"stop sequences not a list", checkMessages, `{"stop_sequences":"x"}`, "invalid_type", "stop_sequences"},
 		{"responses string input", checkResponses, `{"input":"hi","tools":[]}`, "", ""},
-		{"too many input items", checkResponses, `{"input":` + list(msg, MaxResponsesInput+1) + `}`, "array_too_long", "input"},
-		{"too many responses tools", checkResponses, `{"input":"x","tools":` + list(`{}`, MaxResponsesTools+1) + `}`, "array_too_long", "tools"},
+		{"too many input items", checkResponses, `{"input":` + list(msg, MaxResponsesInput+1) + `}`, "array_above_max_length", "input"},
+		{"too many responses tools", checkResponses, `{"input":"x","tools":` + list(`{}`, MaxResponsesTools+1) + `}`, "array_above_max_length", "tools"},
 		{"not an object", checkResponses, `[1]`, "invalid_json", ""},
 	}
 	for _, tc := range cases {

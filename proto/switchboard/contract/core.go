@@ -1,5 +1,7 @@
 package contract
 
+import "strconv"
+
 // Request metadata core's Router and Admin read.
 const (
 	// MDMachine names the machine an admin call acts on.
@@ -95,3 +97,15 @@ const (
 	MaxChatStop     = 4
 	MaxMessagesStop = 256
 )
+
+// CodeArrayAboveMaxLength is OpenAI's error code of a request member that
+// holds more items than it may: the edge answers it on HTTP, and core on
+// gRPC, for every list the gateway bounds.
+const CodeArrayAboveMaxLength = "array_above_max_length"
+
+// ArrayAboveMaxLength is OpenAI's message for CodeArrayAboveMaxLength: the
+// member's name, its bound, and how many items it holds.
+func ArrayAboveMaxLength(name string, max, n int) string {
+	return "Invalid '" + name + "': array too long. Expected an array with maximum length " +
+		strconv.Itoa(max) + ", but got an array with length " + strconv.Itoa(n) + " instead."
+}
