@@ -303,7 +303,7 @@ func TestChatErrors(t *testing.T) {
 		{"not JSON", `{"model":`, "invalid_json", 400},
 		{"no model", `{"messages":[{"role":"user","content":"x"}]}`, "missing_required_parameter", 400},
 		{"no messages", `{"model":"openai/gpt-4o-mini"}`, "missing_required_parameter", 400},
-		{"empty messages", `{"model":"openai/gpt-4o-mini","messages":[]}`, "invalid_value", 400},
+		{"empty messages", `{"model":"openai/gpt-4o-mini","messages":[]}`, "empty_array", 400},
 		{"unknown model", `{"model":"acme/x","messages":[{"role":"user","content":"x"}]}`, "model_not_found", 400},
 		{"stream not a boolean", `{"model":"openai/gpt-4o-mini","stream":"yes","messages":[{"role":"user","content":"x"}]}`, "invalid_type", 400},
 	} {

@@ -162,7 +162,7 @@ func requireList(fields map[string]json.RawMessage, name string) error {
 		return &RequestError{Param: name, Code: "invalid_type", Message: "'" + name + "' must be an array"}
 	}
 	if n == 0 {
-		return &RequestError{Param: name, Code: "invalid_value", Message: "'" + name + "' must not be empty"}
+		return &RequestError{Param: name, Code: contract.CodeEmptyArray, Message: contract.EmptyArray(name)}
 	}
 	return nil
 }

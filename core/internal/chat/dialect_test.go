@@ -199,3 +199,26 @@ func TestParseBoundsStopSequences(t *testing.T) {
 		})
 	}
 }
+
+// An empty messages list is refused in OpenAI's code and words, on the chat
+// and the Messages dialect alike (the edge gives the latter Anthropic's
+// shape, without the code).
+func TestParseRefusesEmptyMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    Dialect
+		body string
+	}{
+		{"chat", DialectChat, `{"model":"m","messages":[]}`},
+		{"Messages", DialectMessages, `{"model":"m","max_tokens":5,"messages":[ ]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(tc.d, []byte(tc.body))
+			var re *RequestError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, "messages", re.Param)
+			assert.Equal(t, "empty_array", re.Code)
+			assert.Equal(t, "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", re.Message)
+		})
+	}
+}

@@ -236,7 +236,7 @@ func decodedParse(d Dialect, body []byte) (map[string]json.RawMessage, string) {
 			return "invalid_type"
 		}
 		if len(list) == 0 {
-			return "invalid_value"
+			return "empty_array"
 		}
 		return ""
 	}

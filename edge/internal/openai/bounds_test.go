@@ -117,3 +117,16 @@ func TestOverLongListsAnswerOpenAIsCode(t *testing.T) {
 		})
 	}
 }
+
+// A chat request with no messages in its list is answered as OpenAI
+// answers it: empty_array, in its words.
+func TestEmptyMessagesAnswerOpenAIsCode(t *testing.T) {
+	h := &Chat{Router: newFakeRouter(t, &fakeRouter{})}
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[ ]}`))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	require.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
+	assert.JSONEq(t, `{"error":{"code":"empty_array","param":"messages","type":"invalid_request_error",
+		"message":"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead."}}`, w.Body.String())
+}

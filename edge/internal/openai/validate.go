@@ -240,7 +240,7 @@ func (b *chatBounds) check() (streamed bool, _ *Problem) {
 	case !ok:
 		return false, badRequest("invalid_type", "'messages' must be an array", "messages")
 	case n == 0:
-		return false, badRequest("invalid_value", "'messages' must not be empty", "messages")
+		return false, badRequest(contract.CodeEmptyArray, contract.EmptyArray("messages"), "messages")
 	case n > MaxChatMessages:
 		return false, arrayTooLong("messages", MaxChatMessages, b.Messages)
 	}

@@ -46,7 +46,7 @@ func TestCheckChatBounds(t *testing.T) {
 	}{
 		{"ok", `{"messages":` + msgs(3) + `,"stop":"x","tools":[],"n":2}`, "", ""},
 		{"no messages", `{"model":"m"}`, "missing_required_parameter", "messages"},
-		{"empty messages", `{"messages":[]}`, "invalid_value", "messages"},
+		{"empty messages", `{"messages":[]}`, "empty_array", "messages"},
 		{"messages not a list", `{"messages":"hi"}`, "invalid_type", "messages"},
 		{"too many messages", `{"messages":` + msgs(MaxChatMessages+1) + `}`, "array_above_max_length", "messages"},
 		{"most messages", `{"messages":` + msgs(MaxChatMessages) + `}`, "", ""},

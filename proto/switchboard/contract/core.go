@@ -109,3 +109,12 @@ func ArrayAboveMaxLength(name string, max, n int) string {
 	return "Invalid '" + name + "': array too long. Expected an array with maximum length " +
 		strconv.Itoa(max) + ", but got an array with length " + strconv.Itoa(n) + " instead."
 }
+
+// CodeEmptyArray is OpenAI's error code of a list member that must hold an
+// item and holds none.
+const CodeEmptyArray = "empty_array"
+
+// EmptyArray is OpenAI's message for CodeEmptyArray: the member's name.
+func EmptyArray(name string) string {
+	return "Invalid '" + name + "': empty array. Expected an array with minimum length 1, but got an empty array instead."
+}
