@@ -130,3 +130,32 @@ func TestEmptyMessagesAnswerOpenAIsCode(t *testing.T) {
 	assert.JSONEq(t, `{"error":{"code":"empty_array","param":"messages","type":"invalid_request_error",
 		"message":"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead."}}`, w.Body.String())
 }
+
+// A chat request whose n is past its bounds is answered as OpenAI answers
+// it: the bound crossed, in its code and words, with the value it got.
+func TestChatNOutOfRangeAnswersOpenAIsCode(t *testing.T) {
+	h := &Chat{Router: newFakeRouter(t, &fakeRouter{})}
+	for _, tc := range []struct {
+		n, code, message string
+	}{
+		{"130", "integer_above_max_value", "Invalid 'n': integer above maximum value. Expected a value <= 128, but got 130 instead."},
+		{"0", "integer_below_min_value", "Invalid 'n': integer below minimum value. Expected a value >= 1, but got 0 instead."},
+		{"-3", "integer_below_min_value", "Invalid 'n': integer below minimum value. Expected a value >= 1, but got -3 instead."},
+		{`"2"`, "invalid_value", "'n' must be an integer from 1 to 128"},
+	} {
+		t.Run(tc.n, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+				strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"n":`+tc.n+`}`))
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			require.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
+			var b ErrorBody
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &b), w.Body.String())
+			require.NotNil(t, b.Error.Code, w.Body.String())
+			assert.Equal(t, tc.code, *b.Error.Code)
+			assert.Equal(t, "n", *b.Error.Param)
+			assert.Equal(t, tc.message, b.Error.Message)
+		})
+	}
+}

@@ -257,9 +257,14 @@ func (b *chatBounds) check() (streamed bool, _ *Problem) {
 		}
 	}
 	if !isNull(b.N) {
-		var n int
-		if json.Unmarshal(b.N, &n) != nil || n < 1 || n > MaxChatN {
+		var n int64
+		switch {
+		case json.Unmarshal(b.N, &n) != nil:
 			return false, badRequest("invalid_value", "'n' must be an integer from 1 to "+strconv.Itoa(MaxChatN), "n")
+		case n < 1:
+			return false, badRequest(contract.CodeIntegerBelowMinValue, contract.IntegerBelowMinValue("n", 1, n), "n")
+		case n > MaxChatN:
+			return false, badRequest(contract.CodeIntegerAboveMaxValue, contract.IntegerAboveMaxValue("n", MaxChatN, n), "n")
 		}
 	}
 	return isTrue(b.Stream), nil

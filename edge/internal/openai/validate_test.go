@@ -52,7 +52,7 @@ func TestCheckChatBounds(t *testing.T) {
 		{"most messages", `{"messages":` + msgs(MaxChatMessages) + `}`, "", ""},
 		{"too many stop", `{"messages":` + msgs(1) + `,"stop":["a","b","c","d","e"]}`, "array_above_max_length", "stop"},
 		{"too many tools", `{"messages":` + msgs(1) + `,"tools":[` + strings.TrimSuffix(strings.Repeat(`{},`, MaxChatTools+1), ",") + `]}`, "array_above_max_length", "tools"},
-		{"n too large", `{"messages":` + msgs(1) + `,"n":1000}`, "invalid_value", "n"},
+		{"n too large", `{"messages":` + msgs(1) + `,"n":1000}`, "integer_above_max_value", "n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

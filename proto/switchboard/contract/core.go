@@ -118,3 +118,23 @@ const CodeEmptyArray = "empty_array"
 func EmptyArray(name string) string {
 	return "Invalid '" + name + "': empty array. Expected an array with minimum length 1, but got an empty array instead."
 }
+
+// OpenAI's error codes of an integer member past its bounds.
+const (
+	CodeIntegerAboveMaxValue = "integer_above_max_value"
+	CodeIntegerBelowMinValue = "integer_below_min_value"
+)
+
+// IntegerAboveMaxValue is OpenAI's message for CodeIntegerAboveMaxValue:
+// the member's name, its bound, and the value it got.
+func IntegerAboveMaxValue(name string, max, got int64) string {
+	return "Invalid '" + name + "': integer above maximum value. Expected a value <= " +
+		strconv.FormatInt(max, 10) + ", but got " + strconv.FormatInt(got, 10) + " instead."
+}
+
+// IntegerBelowMinValue is OpenAI's message for CodeIntegerBelowMinValue:
+// the member's name, its bound, and the value it got.
+func IntegerBelowMinValue(name string, min, got int64) string {
+	return "Invalid '" + name + "': integer below minimum value. Expected a value >= " +
+		strconv.FormatInt(min, 10) + ", but got " + strconv.FormatInt(got, 10) + " instead."
+}
