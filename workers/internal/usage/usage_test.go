@@ -376,7 +376,9 @@ func TestMessagesRemovedBeforeTheRollUpAreCountedLost(t *testing.T) {
 		return evs
 	}
 	publish(t, js, next(5)...)
-	runRoller(t, r, js, func(c jetstream.Consumer) bool { return consumerSettled(t, c) })
+	// The consumer reads settled before its first fetch: wait for the
+	// events as well.
+	runRoller(t, r, js, func(c jetstream.Consumer) bool { return core.requests() == 5 && consumerSettled(t, c) })
 	require.EqualValues(t, 5, core.requests())
 	require.Zero(t, counted(t, lost))
 
