@@ -5,11 +5,12 @@
 //
 // A caller builds a [Request] from the tenant's active connections of one
 // provider and hands [Engine.Do] an [Attempt] that makes one upstream call
-// with one [Candidate]. The engine orders the candidates (ascending priority,
-// then the "fill-first" or sticky "round-robin" strategy), skips the ones that
-// are cooling down for the model, classifies every failure with [Classify],
-// refreshes OAuth tokens once on 401/403, records cooldowns in a [Cooldowns]
-// store and, when no candidate answers, reports why with an [*ExhaustedError]
+// with one [Candidate]. The engine orders the candidates (by the router's
+// tier, then ascending priority, then the "fill-first" or sticky
+// "round-robin" strategy within a tier), skips the ones that are cooling
+// down for the model, classifies every failure with [Classify], refreshes
+// OAuth tokens once on 401/403, records cooldowns in a [Cooldowns] store
+// and, when no candidate answers, reports why with an [*ExhaustedError]
 // the HTTP layer can render (429 rate limited, 503 cooling down, the last
 // upstream error, or 502 unreachable).
 //

@@ -26,7 +26,12 @@ const (
 type Candidate struct {
 	// ConnectionID identifies the connection; cooldowns are keyed by it.
 	ConnectionID string
-	// Priority orders the candidates, lowest first.
+	// Tier orders the candidates before Priority, lowest first: the
+	// router's tier of the connection for the model (routing.Tier), so a
+	// connection whose model list leaves the model out is tried after the
+	// others whatever its priority.
+	Tier int
+	// Priority orders the candidates of one tier, lowest first.
 	Priority int32
 	// CanRefresh reports whether the connection has OAuth refresh material.
 	CanRefresh bool
@@ -419,12 +424,10 @@ func upstream(err error) *UpstreamError {
 	return nil
 }
 
-// byPriority orders candidates by ascending priority, then connection id.
+// byPriority orders candidates by tier, then ascending priority, then
+// connection id.
 func byPriority(a, b Candidate) int {
-	if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
-		return c
-	}
-	return strings.Compare(a.ConnectionID, b.ConnectionID)
+	return cmp.Or(cmp.Compare(a.Tier, b.Tier), cmp.Compare(a.Priority, b.Priority), strings.Compare(a.ConnectionID, b.ConnectionID))
 }
 
 // seen reports whether id occurs in cs.

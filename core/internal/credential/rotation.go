@@ -22,10 +22,10 @@ type rotationState struct {
 	used map[string]uint64 // connection id -> sequence number of its last use
 }
 
-// arrange reorders cands, already in priority order, for round-robin: the
-// last used connection first while its run is shorter than limit, then the
-// others from least to most recently used (never used ones first, in
-// priority order).
+// arrange reorders cands, already in tier and priority order, for
+// round-robin within each tier: the last used connection first while its
+// run is shorter than limit, then the others from least to most recently
+// used (never used ones first, in priority order).
 func (r *rotation) arrange(key rotationKey, cands []Candidate, limit int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -40,7 +40,7 @@ func (r *rotation) arrange(key rotationKey, cands []Candidate, limit int) {
 		return st.used[c.ConnectionID] + 1
 	}
 	slices.SortStableFunc(cands, func(a, b Candidate) int {
-		return cmp.Compare(rank(a), rank(b))
+		return cmp.Or(cmp.Compare(a.Tier, b.Tier), cmp.Compare(rank(a), rank(b)))
 	})
 }
 

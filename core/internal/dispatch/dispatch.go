@@ -199,7 +199,7 @@ func (d *Dispatcher) doTarget(ctx context.Context, req Request, t routing.Target
 		return res, ErrUnsupportedProvider
 	}
 	cands := make([]credential.Candidate, 0, len(t.Connections))
-	for _, c := range t.Connections {
+	for i, c := range t.Connections {
 		conn, err := d.Prepare(c, t.Spec)
 		if err != nil {
 			d.log.Error("connection skipped", "connection", c.GetId(), "err", err)
@@ -207,6 +207,7 @@ func (d *Dispatcher) doTarget(ctx context.Context, req Request, t routing.Target
 		}
 		cands = append(cands, credential.Candidate{
 			ConnectionID: c.GetId(),
+			Tier:         int(t.Tier(i)),
 			Priority:     c.GetPriority(),
 			CanRefresh:   c.GetOauth().GetTokenUrl() != "",
 			Value:        conn,

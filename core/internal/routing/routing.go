@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/internal/provider"
@@ -27,8 +28,68 @@ type Target struct {
 	Alias string
 	// Model is the upstream model id.
 	Model string
-	// Connections can serve the model, in priority order.
+	// Connections can serve the model, in the order to try them: by tier
+	// (Tier), then by priority.
 	Connections []*busv1.Connection
+	// listed and unlisted count the Connections of the first and of the
+	// last tier; the others are Unknown (all of them in a Target made
+	// without tiers).
+	listed, unlisted int
+}
+
+// Tier is how a connection's known model list stands to a target's model.
+// A connection is tried before those of later tiers, so a key whose list
+// leaves a model out (its project has no access: the upstream would answer
+// 404, which is not a reason to fall back) is asked for it only after the
+// others; it stays a candidate, so a stale or partial list never makes a
+// model unreachable.
+type Tier int
+
+const (
+	// Listed: the connection's enabled models, or its live catalog in
+	// force, name the model.
+	Listed Tier = iota
+	// Unknown: the connection has no known list (no catalog fetched yet,
+	// a fetch that failed with no list in force, a provider without a
+	// listing).
+	Unknown
+	// Unlisted: the connection's live catalog in force leaves the model
+	// out.
+	Unlisted
+)
+
+// Tier is the tier of Connections[i].
+func (t Target) Tier(i int) Tier {
+	switch {
+	case i < t.listed:
+		return Listed
+	case i >= len(t.Connections)-t.unlisted:
+		return Unlisted
+	default:
+		return Unknown
+	}
+}
+
+// add appends a connection to Connections after those of its tier and of
+// earlier tiers, before those of later ones: connections added in priority
+// order are in the order to try them.
+func (t *Target) add(c *busv1.Connection, tier Tier) {
+	t.Connections = append(t.Connections, c)
+	last := len(t.Connections) - 1
+	pos := last
+	switch tier {
+	case Listed:
+		pos = t.listed
+		t.listed++
+	case Unknown:
+		pos = last - t.unlisted
+	default:
+		t.unlisted++
+	}
+	if pos < last {
+		copy(t.Connections[pos+1:], t.Connections[pos:last])
+		t.Connections[pos] = c
+	}
 }
 
 // Resolver resolves models against a machine's connections.
@@ -129,6 +190,7 @@ func serves(c *busv1.Connection, model string) bool {
 
 func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Target, bool, error) {
 	var t Target
+	var now time.Time // read once, by the first catalog's tier
 	known := false
 	for _, c := range conns {
 		spec, ok := r.registry.Lookup(c.GetProvider())
@@ -148,7 +210,7 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 		} else if c.GetProvider() != t.Spec.ID {
 			continue // one provider per target; the first by priority wins
 		}
-		t.Connections = append(t.Connections, c)
+		t.add(c, r.tier(c, model, &now))
 	}
 	if len(t.Connections) > 0 {
 		return t, true, nil
@@ -164,7 +226,7 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 }
 
 // byListing finds the first connection, by priority, whose model list holds
-// the id, and every connection of the same provider and alias.
+// the id, and every connection of the same provider and alias, by tier.
 func (r *Resolver) byListing(conns []*busv1.Connection, model string) (Target, error) {
 	for _, c := range conns {
 		if !Usable(c) {
@@ -176,9 +238,10 @@ func (r *Resolver) byListing(conns []*busv1.Connection, model string) (Target, e
 		}
 		alias := r.alias(c, spec)
 		t := Target{Spec: spec, Alias: alias, Model: model}
+		var now time.Time // read once, by the first catalog's tier
 		for _, o := range conns {
 			if Usable(o) && o.GetProvider() == c.GetProvider() && r.alias(o, spec) == alias && serves(o, model) {
-				t.Connections = append(t.Connections, o)
+				t.add(o, r.tier(o, model, &now))
 			}
 		}
 		return t, nil
@@ -194,12 +257,33 @@ func (r *Resolver) lists(c *busv1.Connection, spec provider.Spec, model string) 
 	if _, ok := spec.Model(model); ok {
 		return true
 	}
-	if e, ok := r.store.Catalogs.Get(store.ConnectionKey(c.GetMachineId(), c.GetId())); ok {
-		for _, m := range e.Value.GetModels() {
-			if m.GetId() == model {
-				return true
-			}
+	return r.store.CatalogModels(c.GetMachineId(), c.GetId()).Lists(model)
+}
+
+// tier is how a connection's known model list stands to the model: its
+// enabled models, else its live catalog while that is in force at *now
+// (read when zero). A provider's static list is no connection's: a key may
+// lack a model its provider offers.
+func (r *Resolver) tier(c *busv1.Connection, model string, now *time.Time) Tier {
+	if enabled := c.GetData().GetEnabledModels(); len(enabled) > 0 {
+		if slices.Contains(enabled, model) {
+			return Listed
 		}
+		return Unlisted
 	}
-	return false
+	cat := r.store.CatalogModels(c.GetMachineId(), c.GetId())
+	if cat == nil {
+		return Unknown
+	}
+	if now.IsZero() {
+		*now = time.Now()
+	}
+	switch {
+	case !cat.InForce(*now):
+		return Unknown
+	case cat.Lists(model):
+		return Listed
+	default:
+		return Unlisted
+	}
 }

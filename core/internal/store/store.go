@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -32,6 +35,10 @@ type Store struct {
 	// conns indexes Connections by machine, rebuilt when the bucket changed
 	// (MachineConnections).
 	conns atomic.Pointer[connIndex]
+	// catalogs indexes Catalogs by connection, made again when the bucket
+	// changed (CatalogModels), one build at a time.
+	catalogs   atomic.Pointer[catalogIndex]
+	catalogsMu sync.Mutex
 }
 
 // connIndex is every machine's ordered connections at one generation of
@@ -130,6 +137,100 @@ func (s *Store) indexConnections(gen uint64) *connIndex {
 		idx.byMachine[machineID] = slices.Clip(conns)
 	}
 	s.conns.Store(idx)
+	return idx
+}
+
+// CatalogModels is a connection's stored catalog as routing reads it: its
+// model ids and when it expires.
+type CatalogModels struct {
+	revision uint64
+	ids      []string // sorted
+	expires  time.Time
+}
+
+// Lists reports whether the catalog names the model, in force or not; nil
+// names none.
+func (c *CatalogModels) Lists(model string) bool {
+	if c == nil {
+		return false
+	}
+	_, ok := slices.BinarySearch(c.ids, model)
+	return ok
+}
+
+// InForce reports whether the catalog is the connection's known model list
+// at now: it lists models and has not expired. A refresh that failed keeps
+// the list of an earlier one in force until that one's hour ends
+// (grpcapi's PutCatalog); a failure with no list before it lists none, so
+// the connection's list is unknown. nil is not in force.
+func (c *CatalogModels) InForce(now time.Time) bool {
+	return c != nil && len(c.ids) > 0 && now.Before(c.expires)
+}
+
+// catalogIndex is every connection's catalog at one generation of the
+// Catalogs mirror.
+type catalogIndex struct {
+	gen    uint64
+	byConn map[connectionRef]*CatalogModels
+}
+
+type connectionRef struct{ machine, connection string }
+
+// CatalogModels returns the stored catalog of a connection, nil when it
+// has none. It comes from an index of all catalogs made again at the first
+// call after any change of the Catalogs mirror (a catalog that did not
+// change keeps its entry), so a request builds no key and scans no list.
+func (s *Store) CatalogModels(machineID, connectionID string) *CatalogModels {
+	gen := s.Catalogs.Generation()
+	idx := s.catalogs.Load()
+	if idx == nil || idx.gen != gen {
+		idx = s.indexCatalogs(gen)
+	}
+	return idx.byConn[connectionRef{machineID, connectionID}]
+}
+
+// indexCatalogs builds and keeps the index of generation gen, or returns
+// one at least as new that another caller built meanwhile.
+func (s *Store) indexCatalogs(gen uint64) *catalogIndex {
+	s.catalogsMu.Lock()
+	defer s.catalogsMu.Unlock()
+	prev := s.catalogs.Load()
+	if prev != nil && prev.gen >= gen {
+		return prev
+	}
+	idx := &catalogIndex{gen: gen}
+	if prev != nil {
+		idx.byConn = make(map[connectionRef]*CatalogModels, len(prev.byConn))
+	} else {
+		idx.byConn = map[connectionRef]*CatalogModels{}
+	}
+	var changed []kvmirror.Entry[*busv1.Catalog]
+	var refs []connectionRef
+	s.Catalogs.Range(func(key string, e kvmirror.Entry[*busv1.Catalog]) bool {
+		machine, connection, ok := strings.Cut(key, ".")
+		if !ok {
+			return true
+		}
+		ref := connectionRef{machine, connection}
+		if prev != nil {
+			if c := prev.byConn[ref]; c != nil && c.revision == e.Revision {
+				idx.byConn[ref] = c
+				return true
+			}
+		}
+		changed, refs = append(changed, e), append(refs, ref)
+		return true
+	})
+	// The changed catalogs' lists are sorted out of the bucket's lock.
+	for i, e := range changed {
+		c := &CatalogModels{revision: e.Revision, expires: e.Value.GetExpiresAt().AsTime(), ids: make([]string, len(e.Value.GetModels()))}
+		for j, m := range e.Value.GetModels() {
+			c.ids[j] = m.GetId()
+		}
+		slices.Sort(c.ids)
+		idx.byConn[refs[i]] = c
+	}
+	s.catalogs.Store(idx)
 	return idx
 }
 

@@ -1,0 +1,190 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+)
+
+const machine = "0123456789abcdef"
+
+func openStore(t testing.TB) (context.Context, *store.Store) {
+	t.Helper()
+	js := spinetest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, spine.Topology{}.Ensure(ctx, js))
+	st, err := store.Open(ctx, js, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	return ctx, st
+}
+
+// putConnections stores connections c1, c2, ... of the provider in that
+// priority order, with the enabled models given for each (nil: none).
+func putConnections(t testing.TB, ctx context.Context, st *store.Store, providerID string, enabled ...[]string) {
+	t.Helper()
+	for i, models := range enabled {
+		id := "c" + string(rune('1'+i))
+		require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, id), &busv1.Connection{
+			Id: id, MachineId: machine, Provider: providerID, IsActive: true, Priority: int32(i + 1),
+			CreatedAt: timestamppb.Now(), Data: &busv1.ProviderData{EnabledModels: models},
+		}))
+	}
+	require.Eventually(t, func() bool { return len(st.MachineConnections(machine)) == len(enabled) }, 5*time.Second, time.Millisecond)
+}
+
+// putCatalog stores a connection's catalog as a worker's fetch leaves it.
+func putCatalog(t testing.TB, ctx context.Context, st *store.Store, id string, cat *busv1.Catalog) {
+	t.Helper()
+	cat.MachineId, cat.ConnectionId = machine, id
+	require.NoError(t, st.Catalogs.Put(ctx, store.ConnectionKey(machine, id), cat))
+	require.Eventually(t, func() bool {
+		e, ok := st.Catalogs.Get(store.ConnectionKey(machine, id))
+		return ok && e.Value.GetFetchedAt().AsTime().Equal(cat.GetFetchedAt().AsTime()) && len(e.Value.GetModels()) == len(cat.GetModels())
+	}, 5*time.Second, time.Millisecond)
+}
+
+func listing(expires time.Time, ids ...string) *busv1.Catalog {
+	cat := &busv1.Catalog{FetchedAt: timestamppb.Now(), ExpiresAt: timestamppb.New(expires)}
+	for _, id := range ids {
+		cat.Models = append(cat.Models, &busv1.Model{Id: id})
+	}
+	return cat
+}
+
+func connectionIDs(t Target) []string {
+	var ids []string
+	for _, c := range t.Connections {
+		ids = append(ids, c.GetId())
+	}
+	return ids
+}
+
+// A model is tried first on the connections whose known model list (their
+// enabled models, or the live catalog in force) names it, then on those
+// whose list is unknown, and last on those whose list leaves it out, each
+// group in priority order: two keys of one provider, the first without
+// access to a model, send a request for it to the second first.
+func TestResolveTriesTheConnectionsListingTheModelFirst(t *testing.T) {
+	hour := time.Now().Add(time.Hour)
+	past := time.Now().Add(-time.Minute)
+	for _, tc := range []struct {
+		name     string
+		provider string
+		enabled  [][]string
+		catalogs map[string]*busv1.Catalog
+		model    string
+		want     []string
+	}{
+		{name: "the second lists it", provider: "openrouter", enabled: [][]string{nil, nil},
+			catalogs: map[string]*busv1.Catalog{"c1": listing(hour, "acme/small"), "c2": listing(hour, "acme/small", "acme/large")},
+			model:    "acme/large", want: []string{"c2", "c1"}},
+		{name: "both list it", provider: "openrouter", enabled: [][]string{nil, nil},
+			catalogs: map[string]*busv1.Catalog{"c1": listing(hour, "acme/small"), "c2": listing(hour, "acme/small", "acme/large")},
+			model:    "acme/small", want: []string{"c1", "c2"}},
+		{name: "a static model neither lists", provider: "openrouter", enabled: [][]string{nil, nil},
+			catalogs: map[string]*busv1.Catalog{"c1": listing(hour, "acme/small"), "c2": listing(hour, "acme/large")},
+			model:    "meta-llama/llama-3.3-70b-instruct", want: []string{"c1", "c2"}},
+		{name: "no catalogs", provider: "openai", enabled: [][]string{nil, nil},
+			model: "gpt-4o", want: []string{"c1", "c2"}},
+		{name: "the first's catalog unknown, the second lists it", provider: "openai", enabled: [][]string{nil, nil, nil},
+			catalogs: map[string]*busv1.Catalog{"c2": listing(hour, "gpt-4o"), "c3": listing(hour, "gpt-4o-mini")},
+			model:    "gpt-4o", want: []string{"c2", "c1", "c3"}},
+		{name: "an expired catalog is unknown", provider: "openai", enabled: [][]string{nil, nil, nil},
+			catalogs: map[string]*busv1.Catalog{"c1": listing(past, "gpt-4o-mini"), "c2": listing(hour, "gpt-4o-mini")},
+			model:    "gpt-4o", want: []string{"c1", "c3", "c2"}},
+		{name: "a failed refresh keeps the list in force", provider: "openai", enabled: [][]string{nil, nil},
+			catalogs: map[string]*busv1.Catalog{"c1": func() *busv1.Catalog {
+				c := listing(hour, "gpt-4o-mini")
+				c.Error, c.Status = "upstream answered 503", 503
+				return c
+			}(), "c2": listing(hour, "gpt-4o")},
+			model: "gpt-4o", want: []string{"c2", "c1"}},
+		{name: "a failed refresh without a list is unknown", provider: "openai", enabled: [][]string{nil, nil, nil},
+			catalogs: map[string]*busv1.Catalog{"c1": func() *busv1.Catalog {
+				c := listing(time.Now().Add(time.Minute))
+				c.Error, c.Status = "upstream answered 503", 503
+				return c
+			}(), "c2": listing(hour, "gpt-4o-mini")},
+			model: "gpt-4o", want: []string{"c1", "c3", "c2"}},
+		{name: "enabled models name it", provider: "openai", enabled: [][]string{nil, {"gpt-4o"}},
+			catalogs: map[string]*busv1.Catalog{"c1": listing(hour, "gpt-4o-mini")},
+			model:    "gpt-4o", want: []string{"c2", "c1"}},
+		{name: "with the provider's prefix", provider: "openai", enabled: [][]string{nil, nil},
+			catalogs: map[string]*busv1.Catalog{"c1": listing(hour, "gpt-4o-mini"), "c2": listing(hour, "gpt-4o")},
+			model:    "openai/gpt-4o", want: []string{"c2", "c1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, st := openStore(t)
+			putConnections(t, ctx, st, tc.provider, tc.enabled...)
+			for id, cat := range tc.catalogs {
+				putCatalog(t, ctx, st, id, cat)
+			}
+			r := NewResolver(st, provider.NewRegistry())
+			targets, err := r.ResolveAll(machine, tc.model)
+			require.NoError(t, err)
+			require.Len(t, targets, 1)
+			assert.Equal(t, tc.want, connectionIDs(targets[0]))
+		})
+	}
+}
+
+// The order follows a connection's catalog as it changes: a key whose new
+// list leaves a model out goes after the others, and back once it lists
+// the model again.
+func TestResolveFollowsCatalogChanges(t *testing.T) {
+	ctx, st := openStore(t)
+	putConnections(t, ctx, st, "openrouter", nil, nil)
+	hour := time.Now().Add(time.Hour)
+	putCatalog(t, ctx, st, "c1", listing(hour, "acme/small", "acme/large"))
+	putCatalog(t, ctx, st, "c2", listing(hour, "acme/small", "acme/large"))
+	r := NewResolver(st, provider.NewRegistry())
+	order := func() []string {
+		t.Helper()
+		targets, err := r.ResolveAll(machine, "acme/large")
+		require.NoError(t, err)
+		return connectionIDs(targets[0])
+	}
+	assert.Equal(t, []string{"c1", "c2"}, order())
+	putCatalog(t, ctx, st, "c1", listing(hour, "acme/small"))
+	assert.Equal(t, []string{"c2", "c1"}, order())
+	putCatalog(t, ctx, st, "c1", listing(hour, "acme/large"))
+	assert.Equal(t, []string{"c1", "c2"}, order())
+}
+
+// BenchmarkResolve measures the resolution every request makes: a bare
+// model and a prefixed one, against two keys of one provider whose live
+// catalogs hold 500 models each.
+func BenchmarkResolve(b *testing.B) {
+	ctx, st := openStore(b)
+	putConnections(b, ctx, st, "openrouter", nil, nil)
+	ids := make([]string, 500)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("acme/model-%03d", i)
+	}
+	putCatalog(b, ctx, st, "c1", listing(time.Now().Add(time.Hour), ids[:499]...))
+	putCatalog(b, ctx, st, "c2", listing(time.Now().Add(time.Hour), ids...))
+	r := NewResolver(st, provider.NewRegistry())
+	for _, model := range []string{"acme/model-499", "openrouter/acme/model-250"} {
+		b.Run(model, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := r.ResolveAll(machine, model); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
