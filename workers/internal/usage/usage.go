@@ -237,17 +237,49 @@ func (r *Roller) Consumer(ctx context.Context, js jetstream.JetStream) (jetstrea
 	return cons, nil
 }
 
-// Process rolls up one batch, stores it through core and acknowledges it;
-// events that could not be stored before ctx ended are handed back. A
-// message with events their document refused is handed back with a delay;
-// at its MaxDeliver-th delivery those events go to the dead-letter stream,
-// as do undecodable ones: one machine's trouble never holds up another's
-// events, nor one event its batch's others.
+// chunkEvents is about the most events a roll-up holds decoded at once: a
+// fetched batch (up to Config.Batch messages of up to 256 events each at
+// chat load) is decoded, stored and acknowledged a part of at least this
+// many events at a time (a message's events stay together), so its
+// decoded events, each a few hundred bytes of protobuf, never sit in memory
+// all together beside the gateway's traffic.
+const chunkEvents = 1024
+
+// Process rolls up one batch, stores it through core and acknowledges it,
+// a part of about chunkEvents events at a time; events that could not be
+// stored before ctx ended are handed back. A message with events their
+// document refused is handed back with a delay; at its MaxDeliver-th
+// delivery those events go to the dead-letter stream, as do undecodable
+// ones: one machine's trouble never holds up another's events, nor one
+// event its batch's others.
 func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []jetstream.Msg) {
-	var events []Event
-	keep := msgs[:0:0]
-	bad := map[uint64][]deadEvent{} // by message sequence: events that cannot be rolled up
-	for _, m := range msgs {
+	var (
+		floor     uint64
+		floorRead bool
+		events    []Event
+		keep      []jetstream.Msg
+		bad       = map[uint64][]deadEvent{} // by message sequence: events that cannot be rolled up
+	)
+	// store stores and settles the part gathered so far; rest are the
+	// batch's messages after it.
+	store := func(rest []jetstream.Msg) bool {
+		if !floorRead {
+			floorRead = true
+			if info, err := cons.Info(ctx); err == nil {
+				floor = info.AckFloor.Stream
+			}
+		}
+		if !r.storeChunk(ctx, floor, keep, events, bad, rest) {
+			for _, m := range rest {
+				_ = m.Nak()
+			}
+			return false
+		}
+		events, keep = nil, nil
+		clear(bad)
+		return true
+	}
+	for i, m := range msgs {
 		evs, dead, err := r.decode(m)
 		if err != nil {
 			r.deadLetter(ctx, m, strings.TrimPrefix(m.Subject(), spine.SubjectUsage+"."), err.Error())
@@ -262,21 +294,27 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 		}
 		keep = append(keep, m)
 		events = append(events, evs...)
+		if len(events) >= chunkEvents && !store(msgs[i+1:]) {
+			return
+		}
 	}
-	if len(events) == 0 {
-		return
+	if len(events) > 0 {
+		store(nil)
 	}
-	var floor uint64
-	if info, err := cons.Info(ctx); err == nil {
-		floor = info.AckFloor.Stream
-	}
-	failed, err := r.Store(ctx, floor, events, func() { inProgress(keep) })
+}
+
+// storeChunk stores the events of the messages keep through core and
+// settles those messages (rest, the batch's messages still to come, are
+// kept alive meanwhile); false when the events could not be stored before
+// ctx ended: keep is handed back for redelivery.
+func (r *Roller) storeChunk(ctx context.Context, floor uint64, keep []jetstream.Msg, events []Event, bad map[uint64][]deadEvent, rest []jetstream.Msg) bool {
+	failed, err := r.Store(ctx, floor, events, func() { inProgress(keep); inProgress(rest) })
 	if err != nil {
-		r.log.Warn("usage batch handed back for redelivery", "messages", len(keep), "events", len(events), "err", err)
+		r.log.Warn("usage batch handed back for redelivery", "messages", len(keep)+len(rest), "events", len(events), "err", err)
 		for _, m := range keep {
 			_ = m.Nak()
 		}
-		return
+		return false
 	}
 	refused := make(map[uint64][]Event, len(failed))
 	for _, e := range failed {
@@ -307,6 +345,7 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 		}
 		r.settle(ctx, m, dead)
 	}
+	return true
 }
 
 // deadEvent is an event of a message that cannot be rolled up.

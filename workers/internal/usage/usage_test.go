@@ -103,6 +103,8 @@ type fakeCore struct {
 	totals  busv1.UsageCounters
 	calls   int
 	splits  int
+	// most is the most requests one call applied.
+	most int64
 }
 
 func newFakeCore() *fakeCore { return &fakeCore{applied: map[uint64]bool{}} }
@@ -125,6 +127,8 @@ func (f *fakeCore) ApplyUsage(ctx context.Context, in *corev1.ApplyUsageRequest,
 		}
 	}
 	resp := &corev1.ApplyUsageResponse{}
+	var call busv1.UsageCounters
+	defer func() { f.most = max(f.most, call.Requests) }()
 	for i, d := range in.Deltas {
 		if f.refuse[d.MachineId] || f.refuseDay[d.Day] {
 			resp.Failed = append(resp.Failed, int32(i))
@@ -148,6 +152,7 @@ func (f *fakeCore) ApplyUsage(ctx context.Context, in *corev1.ApplyUsageRequest,
 			}
 			for _, r := range d.Rows {
 				addCounters(&f.totals, r.Counters)
+				addCounters(&call, r.Counters)
 			}
 			resp.Applied++
 		}
@@ -537,6 +542,32 @@ func TestBatchAndSingleMessagesRollUpEveryEventOnce(t *testing.T) {
 		assert.Equal(t, spine.SubjectUsageDead+"."+machineB, m.Subject())
 		assert.Equal(t, []string{"1", "3"}[i], m.Headers().Get("Sb-Original-Index"))
 	}
+}
+
+// A fetch of many full batch messages is rolled up a part at a time: the
+// roll-up never holds the whole fetch decoded (a few hundred bytes of
+// protobuf an event) beside the gateway's traffic, and every event is
+// still counted once.
+func TestLargeFetchRolledUpInParts(t *testing.T) {
+	js := startNATS(t)
+	core := newFakeCore()
+	r := New(core, token, Config{MaxWait: 200 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	now := time.Now()
+	const messages, each = 12, 256
+	for range messages {
+		var evs []*busv1.UsageEvent
+		for range each {
+			evs = append(evs, event(0, machineA, now, "c", 200, 1).Usage)
+		}
+		publishBatch(t, js, machineA, evs...)
+	}
+	runRoller(t, r, js, func(cons jetstream.Consumer) bool {
+		return core.requests() == messages*each && consumerSettled(t, cons)
+	})
+	core.mu.Lock()
+	defer core.mu.Unlock()
+	assert.EqualValues(t, messages*each, core.totals.Requests)
+	assert.LessOrEqual(t, core.most, int64(chunkEvents+each), "one call to core carried the whole fetch")
 }
 
 // A batch message whose framing is broken, or whose compressed payload
