@@ -144,7 +144,8 @@ func (r *Resolver) ResolveAll(machineID, model string) ([]Target, error) {
 // Resolve maps a model string to a target. The forms are a machine alias
 // (resolved to its target); "<prefix>/<model>" where prefix is a
 // connection's prefix, its provider's alias or its provider id; and a bare
-// model id that one of the machine's connections lists.
+// model id that one of the machine's connections lists, slashes and all
+// (see wholeID).
 func (r *Resolver) Resolve(machineID, model string) (Target, error) {
 	aliases := r.store.MachineSettings(machineID).GetAliases()
 	for range maxAliasDepth {
@@ -159,7 +160,11 @@ func (r *Resolver) Resolve(machineID, model string) (Target, error) {
 	}
 	conns := r.store.MachineConnections(machineID)
 	if prefix, rest, ok := strings.Cut(model, "/"); ok && rest != "" {
-		if t, found, err := r.byPrefix(conns, prefix, rest); found || err != nil {
+		t, found, err := r.byPrefix(conns, prefix, rest)
+		if errors.Is(err, ErrNoCredentials) {
+			return r.wholeID(conns, model, err)
+		}
+		if found || err != nil {
 			return t, err
 		}
 	}
@@ -223,6 +228,17 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 		return Target{}, true, ErrNoCredentials
 	}
 	return Target{}, false, nil
+}
+
+// wholeID resolves a model whose prefix names a provider or prefix that no
+// usable connection serves it under (err): an aggregator's id, which names
+// the model's vendor as OpenRouter's "openai/gpt-4o-mini" does, is a bare
+// id when a connection's model list holds it whole. Any other keeps err.
+func (r *Resolver) wholeID(conns []*busv1.Connection, model string, err error) (Target, error) {
+	if t, lerr := r.byListing(conns, model); lerr == nil {
+		return t, nil
+	}
+	return Target{}, err
 }
 
 // byListing finds the first connection, by priority, whose model list holds

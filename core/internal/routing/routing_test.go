@@ -165,8 +165,9 @@ func TestResolveFollowsCatalogChanges(t *testing.T) {
 }
 
 // BenchmarkResolve measures the resolution every request makes: a bare
-// model and a prefixed one, against two keys of one provider whose live
-// catalogs hold 500 models each.
+// model, a prefixed one and one whose vendor part names a provider without
+// a connection, against two keys of one provider whose live catalogs hold
+// 500 models each.
 func BenchmarkResolve(b *testing.B) {
 	ctx, st := openStore(b)
 	putConnections(b, ctx, st, "openrouter", nil, nil)
@@ -177,7 +178,7 @@ func BenchmarkResolve(b *testing.B) {
 	putCatalog(b, ctx, st, "c1", listing(time.Now().Add(time.Hour), ids[:499]...))
 	putCatalog(b, ctx, st, "c2", listing(time.Now().Add(time.Hour), ids...))
 	r := NewResolver(st, provider.NewRegistry())
-	for _, model := range []string{"acme/model-499", "openrouter/acme/model-250"} {
+	for _, model := range []string{"acme/model-499", "openrouter/acme/model-250", "openai/gpt-4o-mini"} {
 		b.Run(model, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -185,6 +186,113 @@ func BenchmarkResolve(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// An id whose vendor part names a provider the machine has no usable
+// connection for ("openai/gpt-4o-mini" as OpenRouter writes it, with only
+// an OpenRouter key) goes, whole, to a connection whose list names the
+// whole id, as a bare id does; a connection serving the prefix still wins,
+// and an id nothing lists keeps the prefix's error.
+func TestResolveVendorIDWithoutTheVendorsConnection(t *testing.T) {
+	hour := time.Now().Add(time.Hour)
+	type conn struct {
+		id, provider string
+		data         *busv1.ProviderData
+		off          bool
+		catalog      *busv1.Catalog
+	}
+	openRouter := func(id string, cat *busv1.Catalog) conn {
+		return conn{id: id, provider: "openrouter", data: &busv1.ProviderData{}, catalog: cat}
+	}
+	for _, tc := range []struct {
+		name      string
+		conns     []conn
+		model     string
+		err       error
+		provider  string
+		upstream  string
+		want      []string
+		wantTiers []Tier
+	}{
+		{name: "only OpenRouter, its catalog lists it",
+			conns: []conn{openRouter("or", listing(hour, "openai/gpt-4o-mini"))},
+			model: "openai/gpt-4o-mini", provider: "openrouter", upstream: "openai/gpt-4o-mini",
+			want: []string{"or"}, wantTiers: []Tier{Listed}},
+		{name: "only OpenRouter, its static list names it",
+			conns: []conn{openRouter("or", nil)},
+			model: "anthropic/claude-sonnet-4.6", provider: "openrouter", upstream: "anthropic/claude-sonnet-4.6",
+			want: []string{"or"}, wantTiers: []Tier{Unknown}},
+		{name: "two OpenRouter keys, the second lists it",
+			conns: []conn{openRouter("or1", listing(hour, "acme/small")), openRouter("or2", listing(hour, "deepseek/deepseek-v3.2"))},
+			model: "deepseek/deepseek-v3.2", provider: "openrouter", upstream: "deepseek/deepseek-v3.2",
+			want: []string{"or2", "or1"}, wantTiers: []Tier{Listed, Unlisted}},
+		{name: "a vLLM connection lists it",
+			conns: []conn{{id: "vllm", provider: "openai-compatible-vllm", data: &busv1.ProviderData{}, catalog: listing(hour, "openai/gpt-oss-20b")}},
+			model: "openai/gpt-oss-20b", provider: "openai-compatible-vllm", upstream: "openai/gpt-oss-20b",
+			want: []string{"vllm"}, wantTiers: []Tier{Listed}},
+		{name: "the OpenAI connection is switched off",
+			conns: []conn{{id: "oa", provider: "openai", data: &busv1.ProviderData{}, off: true}, openRouter("or", listing(hour, "openai/gpt-4o-mini"))},
+			model: "openai/gpt-4o-mini", provider: "openrouter", upstream: "openai/gpt-4o-mini",
+			want: []string{"or"}, wantTiers: []Tier{Listed}},
+		{name: "the OpenAI connection's enabled models leave it out",
+			conns: []conn{{id: "oa", provider: "openai", data: &busv1.ProviderData{EnabledModels: []string{"gpt-4o"}}}, openRouter("or", listing(hour, "openai/gpt-4o-mini"))},
+			model: "openai/gpt-4o-mini", provider: "openrouter", upstream: "openai/gpt-4o-mini",
+			want: []string{"or"}, wantTiers: []Tier{Listed}},
+		{name: "with an OpenAI connection, OpenAI",
+			conns: []conn{openRouter("or", listing(hour, "openai/gpt-4o-mini")), {id: "oa", provider: "openai", data: &busv1.ProviderData{}}},
+			model: "openai/gpt-4o-mini", provider: "openai", upstream: "gpt-4o-mini",
+			want: []string{"oa"}, wantTiers: []Tier{Unknown}},
+		{name: "with an OpenAI connection whose catalog leaves it out, OpenAI",
+			conns: []conn{openRouter("or", listing(hour, "openai/gpt-4o-mini")), {id: "oa", provider: "openai", data: &busv1.ProviderData{}, catalog: listing(hour, "gpt-4o")}},
+			model: "openai/gpt-4o-mini", provider: "openai", upstream: "gpt-4o-mini",
+			want: []string{"oa"}, wantTiers: []Tier{Unlisted}},
+		{name: "a connection whose prefix is the vendor's",
+			conns: []conn{openRouter("or", listing(hour, "qwen/qwen3-coder")), {id: "q", provider: "openai-compatible-local", data: &busv1.ProviderData{Prefix: "qwen"}}},
+			model: "qwen/qwen3-coder", provider: "openai-compatible-local", upstream: "qwen3-coder",
+			want: []string{"q"}, wantTiers: []Tier{Unknown}},
+		{name: "nothing lists it",
+			conns: []conn{openRouter("or", listing(hour, "openai/gpt-4o-mini"))},
+			model: "openai/gpt-9", err: ErrNoCredentials},
+		{name: "nothing lists it, the OpenAI connection switched off",
+			conns: []conn{{id: "oa", provider: "openai", data: &busv1.ProviderData{}, off: true}, openRouter("or", listing(hour, "acme/small"))},
+			model: "openai/gpt-9", err: ErrNoCredentials},
+		{name: "only a switched-off connection lists it",
+			conns: []conn{{id: "or", provider: "openrouter", data: &busv1.ProviderData{}, off: true, catalog: listing(hour, "openai/gpt-4o-mini")}},
+			model: "openai/gpt-4o-mini", err: ErrNoCredentials},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, st := openStore(t)
+			for i, c := range tc.conns {
+				require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, c.id), &busv1.Connection{
+					Id: c.id, MachineId: machine, Provider: c.provider, IsActive: !c.off, Priority: int32(i + 1),
+					CreatedAt: timestamppb.Now(), Data: c.data,
+				}))
+			}
+			require.Eventually(t, func() bool { return len(st.MachineConnections(machine)) == len(tc.conns) }, 5*time.Second, time.Millisecond)
+			for _, c := range tc.conns {
+				if c.catalog != nil {
+					putCatalog(t, ctx, st, c.id, c.catalog)
+				}
+			}
+			r := NewResolver(st, provider.NewRegistry())
+			targets, err := r.ResolveAll(machine, tc.model)
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, targets, 1)
+			got := targets[0]
+			assert.Equal(t, tc.provider, got.Spec.ID)
+			assert.Equal(t, tc.upstream, got.Model)
+			assert.Equal(t, tc.want, connectionIDs(got))
+			var tiers []Tier
+			for i := range got.Connections {
+				tiers = append(tiers, got.Tier(i))
+			}
+			assert.Equal(t, tc.wantTiers, tiers)
 		})
 	}
 }
