@@ -169,6 +169,12 @@ func TestContextWindowRefusalPassedThrough(t *testing.T) {
 		{"chat, the client's max_tokens", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"max_tokens":50000}`, 190000, "", 50000},
 		{"chat, the client's max_completion_tokens", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"max_completion_tokens":50000}`, 190000, "", 50000},
 		{"responses, the client's max_output_tokens", DialectResponses, `{"model":"m","input":"hi","stream":true,"max_output_tokens":50000}`, 190000, "", 50000},
+		// encoding/json reads a member whose name folds to the field's as
+		// the field, and so does the translation: the client's cap all the
+		// same.
+		{"chat, the client's max_tokens in another case", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"Max_Tokens":50000}`, 190000, "", 50000},
+		{"chat, the client's max_completion_tokens folded", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"max_completion_toKenſ":50000}`, 190000, "", 50000},
+		{"responses, the client's max_output_tokens in another case", DialectResponses, `{"model":"m","input":"hi","stream":true,"MAX_OUTPUT_TOKENS":50000}`, 190000, "", 50000},
 		{"chat, unreadable", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`, 190000, unreadable, 128000},
 		{"responses, unreadable", DialectResponses, `{"model":"m","input":"hi","stream":true}`, 190000, unreadable, 128000},
 		{"chat, another refusal", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`, 190000, "prompt is too long: 190000 tokens > 200000 maximum", 128000},

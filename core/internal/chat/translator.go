@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/caveman"
 	"github.com/switchboardhq/switchboard/core/internal/translate"
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 	"github.com/switchboardhq/switchboard/internal/provider"
 )
 
@@ -43,10 +44,19 @@ type windowFitter interface {
 	fitWindow(in inbound, body, raw []byte) (fitted []byte, ok bool)
 }
 
-// names reports whether the request names field (null names nothing).
+// names reports whether the request names field (null names nothing), in
+// its own spelling or one that folds to it, as encoding/json and so the
+// translation read the request ("Max_Tokens" is max_tokens).
 func (in inbound) names(field string) bool {
-	raw, ok := in.fields[field]
-	return ok && string(raw) != "null"
+	if raw, ok := in.fields[field]; ok && string(raw) != "null" {
+		return true
+	}
+	for k, raw := range in.fields {
+		if jsonscan.FoldsTo([]byte(k), field) && string(raw) != "null" {
+			return true
+		}
+	}
+	return false
 }
 
 // emitFunc sends one event of the client's dialect.
