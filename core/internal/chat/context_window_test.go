@@ -136,16 +136,24 @@ func TestContextWindowRefusalOfTheGatewaysCapIsAskedAgain(t *testing.T) {
 			[]windowAsk{{128000, 16384}, {10000, 8976}}},
 		{"chat, whole, thinking", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high"}`,
 			[]windowAsk{{4096 + 16384, 16384}, {10000, 8976}}},
+		// Less room than the smallest thinking budget: answered without
+		// thinking, as with room for an answer but not for a budget beside it.
+		{"responses, streamed, no room to think", DialectResponses, `{"model":"m","input":"hi","stream":true,"reasoning":{"effort":"high"}}`,
+			[]windowAsk{{128000, 16384}, {1000, 0}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := &windowUpstream{input: 190000, window: 200000}
+			input := int64(190000)
+			if tc.want[1].maxTokens == 1000 {
+				input = 199000
+			}
+			up := &windowUpstream{input: input, window: 200000}
 			u, sink, err := askWindow(t, up, tc.dialect, tc.body)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, up.asks())
 			got := string(sink.whole) + strings.Join(sink.events, "\n")
 			assert.Contains(t, got, "Fitted.", "the client got the answer")
 			assert.NotContains(t, got, "context limit")
-			assert.EqualValues(t, 190000, u.PromptTokens, "the answered request's usage")
+			assert.EqualValues(t, input, u.PromptTokens, "the answered request's usage")
 			assert.EqualValues(t, 2, u.CompletionTokens)
 		})
 	}
@@ -153,8 +161,7 @@ func TestContextWindowRefusalOfTheGatewaysCapIsAskedAgain(t *testing.T) {
 
 // What the gateway does not ask again: a cap the client chose (its own
 // choice, refused as the client sent it), a refusal whose numbers cannot be
-// read, and a window that leaves less than an answer needs (a token, or
-// the smallest thinking budget with thinking on). The client gets the
+// read, and a window that leaves no room for an answer. The client gets the
 // upstream's 400 unchanged, after one request.
 func TestContextWindowRefusalPassedThrough(t *testing.T) {
 	const unreadable = "input length and `max_tokens` exceed context limit, decrease input length or `max_tokens` and try again"
@@ -179,7 +186,6 @@ func TestContextWindowRefusalPassedThrough(t *testing.T) {
 		{"responses, unreadable", DialectResponses, `{"model":"m","input":"hi","stream":true}`, 190000, unreadable, 128000},
 		{"chat, another refusal", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`, 190000, "prompt is too long: 190000 tokens > 200000 maximum", 128000},
 		{"chat, the window is full", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`, 200000, "", 128000},
-		{"responses, no room to think", DialectResponses, `{"model":"m","input":"hi","stream":true,"reasoning":{"effort":"high"}}`, 199000, "", 128000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &windowUpstream{input: tc.input, window: 200000, refusal: tc.refusal}

@@ -76,8 +76,7 @@ var contextLimitRefusal = regexp.MustCompile("input length and `?max_tokens`? ex
 // leaves (its limit less the input), with its thinking budget shrunk below
 // that as a translated request's is. ok is false when errBody is not that
 // refusal or its numbers cannot be read, and when the window leaves no more
-// than body asked for or less than an answer needs (a token, and
-// Anthropic's smallest thinking budget with thinking on).
+// than body asked for or no room at all.
 func FitContextWindow(body, errBody []byte) (fitted []byte, ok bool) {
 	m := contextLimitRefusal.FindStringSubmatch(parseAnthropicError(errBody).Message)
 	if m == nil {
@@ -95,11 +94,11 @@ func FitContextWindow(body, errBody []byte) (fitted []byte, ok bool) {
 	}
 	var thinking msgThinking // adaptive thinking has no budget to fit
 	thinks := json.Unmarshal(req["thinking"], &thinking) == nil && thinking.Type == "enabled"
-	room, floor := limit-input, int64(1)
-	if thinks {
-		floor = minThinkingBudget
-	}
-	if room < floor || room >= asked {
+	// With less room than an answer and the smallest budget need, thinking
+	// is left out (fitBudget), however little room there is: an answer
+	// without thinking rather than the refusal.
+	room := limit - input
+	if room < 1 || room >= asked {
 		return nil, false
 	}
 	req["max_tokens"] = strconv.AppendInt(nil, room, 10)
