@@ -259,7 +259,17 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 		events    []Event
 		keep      []jetstream.Msg
 		bad       = map[uint64][]deadEvent{} // by message sequence: events that cannot be rolled up
+		// The batch's deliveries were last renewed at beaten; they pass
+		// the consumer's ackWait after it.
+		beaten  = time.Now()
+		ackWait = r.cfg.CallTimeout + 30*time.Second
 	)
+	// beat renews the deliveries of the part gathered so far and of rest.
+	beat := func(rest []jetstream.Msg) {
+		inProgress(keep)
+		inProgress(rest)
+		beaten = time.Now()
+	}
 	// store stores and settles the part gathered so far; rest are the
 	// batch's messages after it.
 	store := func(rest []jetstream.Msg) bool {
@@ -267,9 +277,18 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 			floorRead = true
 			if info, err := cons.Info(ctx); err == nil {
 				floor = info.AckFloor.Stream
+				if info.Config.AckWait > 0 {
+					ackWait = info.Config.AckWait
+				}
 			}
+		} else if time.Since(beaten) >= ackWait/4 {
+			// The parts before took a while: the deliveries still held are
+			// renewed before this part's call to core, which may take up to
+			// CallTimeout, so none passes its AckWait and goes to another
+			// worker meanwhile.
+			beat(rest)
 		}
-		if !r.storeChunk(ctx, floor, keep, events, bad, rest) {
+		if !r.storeChunk(ctx, floor, keep, events, bad, rest, func() { beat(rest) }) {
 			for _, m := range rest {
 				_ = m.Nak()
 			}
@@ -304,11 +323,12 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 }
 
 // storeChunk stores the events of the messages keep through core and
-// settles those messages (rest, the batch's messages still to come, are
-// kept alive meanwhile); false when the events could not be stored before
-// ctx ended: keep is handed back for redelivery.
-func (r *Roller) storeChunk(ctx context.Context, floor uint64, keep []jetstream.Msg, events []Event, bad map[uint64][]deadEvent, rest []jetstream.Msg) bool {
-	failed, err := r.Store(ctx, floor, events, func() { inProgress(keep); inProgress(rest) })
+// settles those messages (beat keeps them and rest, the batch's messages
+// still to come, alive meanwhile); false when the events could not be
+// stored before ctx ended: keep is handed back for redelivery.
+func (r *Roller) storeChunk(ctx context.Context, floor uint64, keep []jetstream.Msg, events []Event, bad map[uint64][]deadEvent,
+	rest []jetstream.Msg, beat func()) bool {
+	failed, err := r.Store(ctx, floor, events, beat)
 	if err != nil {
 		r.log.Warn("usage batch handed back for redelivery", "messages", len(keep)+len(rest), "events", len(events), "err", err)
 		for _, m := range keep {

@@ -105,11 +105,14 @@ type fakeCore struct {
 	splits  int
 	// most is the most requests one call applied.
 	most int64
+	// delay is how long a call takes before core looks at it.
+	delay time.Duration
 }
 
 func newFakeCore() *fakeCore { return &fakeCore{applied: map[uint64]bool{}} }
 
 func (f *fakeCore) ApplyUsage(ctx context.Context, in *corev1.ApplyUsageRequest, _ ...grpc.CallOption) (*corev1.ApplyUsageResponse, error) {
+	time.Sleep(f.delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -568,6 +571,60 @@ func TestLargeFetchRolledUpInParts(t *testing.T) {
 	defer core.mu.Unlock()
 	assert.EqualValues(t, messages*each, core.totals.Requests)
 	assert.LessOrEqual(t, core.most, int64(chunkEvents+each), "one call to core carried the whole fetch")
+}
+
+// While a fetch's earlier parts are stored, one by one, through a slow
+// core, its later parts' messages are kept alive: no message of the fetch
+// passes its AckWait and goes to another worker while this one still
+// holds it, though no call to core failed.
+func TestLaterPartsKeptInProgressWhileEarlierOnesAreStored(t *testing.T) {
+	js := startNATS(t)
+	core := newFakeCore()
+	core.delay = 700 * time.Millisecond
+	r := New(core, token, Config{}, slog.New(slog.DiscardHandler))
+	now := time.Now()
+	const messages, each = 16, 256 // four parts of four messages
+	for range messages {
+		var evs []*busv1.UsageEvent
+		for range each {
+			evs = append(evs, event(0, machineA, now, "c", 200, 1).Usage)
+		}
+		publishBatch(t, js, machineA, evs...)
+	}
+	ctx := context.Background()
+	cons, err := js.CreateOrUpdateConsumer(ctx, spine.StreamUsage, jetstream.ConsumerConfig{
+		Durable: Durable, FilterSubject: spine.SubjectUsage + ".>", AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: 2 * time.Second, MaxDeliver: -1,
+	})
+	require.NoError(t, err)
+	batch, err := cons.Fetch(messages, jetstream.FetchMaxWait(time.Second))
+	require.NoError(t, err)
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	require.Len(t, msgs, messages)
+
+	done := make(chan struct{})
+	go func() { defer close(done); r.Process(ctx, cons, msgs) }()
+	// Another worker of the fleet pulls meanwhile.
+	var redelivered []uint64
+	for {
+		select {
+		case <-done:
+		default:
+			other, err := cons.Fetch(messages, jetstream.FetchMaxWait(100*time.Millisecond))
+			require.NoError(t, err)
+			for m := range other.Messages() {
+				redelivered = append(redelivered, seqOf(m))
+			}
+			continue
+		}
+		break
+	}
+	assert.Empty(t, redelivered, "messages another worker got while the first was storing their part")
+	assert.EqualValues(t, messages*each, core.requests())
+	assert.True(t, consumerSettled(t, cons))
 }
 
 // A batch message whose framing is broken, or whose compressed payload
