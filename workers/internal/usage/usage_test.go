@@ -627,6 +627,111 @@ func TestLaterPartsKeptInProgressWhileEarlierOnesAreStored(t *testing.T) {
 	assert.True(t, consumerSettled(t, cons))
 }
 
+// coreAway answers through core for its first answers calls, then
+// cancels the worker's context and fails every call, as a core gone while
+// a worker stops, until back; sent counts the sequences of the deltas core
+// answered.
+type coreAway struct {
+	*fakeCore
+	mu      sync.Mutex
+	answers int
+	back    bool
+	cancel  context.CancelFunc
+	sent    map[uint64]int
+}
+
+func (c *coreAway) ApplyUsage(ctx context.Context, in *corev1.ApplyUsageRequest, opts ...grpc.CallOption) (*corev1.ApplyUsageResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.answers == 0 && !c.back {
+		c.cancel()
+		return nil, status.Error(codes.Unavailable, "core is down")
+	}
+	c.answers--
+	resp, err := c.fakeCore.ApplyUsage(ctx, in, opts...)
+	if err == nil {
+		for _, d := range in.Deltas {
+			for _, s := range d.Sequences {
+				c.sent[s]++
+			}
+		}
+	}
+	return resp, err
+}
+
+// A fetch whose second part cannot be stored (core gone as the worker
+// stops) keeps the first part stored and acknowledged, and hands the
+// second and the rest back: once core is back every event is counted
+// once, no message's events are sent to core again after core answered
+// for them, and a dead event of a later part goes to the dead-letter
+// stream once.
+func TestSecondPartFailingHandsBackTheRest(t *testing.T) {
+	js := startNATS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	core := &coreAway{fakeCore: newFakeCore(), answers: 1, cancel: cancel, sent: map[uint64]int{}}
+	r := New(core, token, Config{}, slog.New(slog.DiscardHandler))
+	r.js = js
+	now := time.Now()
+	const messages, each = 12, 256 // parts of about four messages
+	for i := range messages {
+		var evs []*busv1.UsageEvent
+		for range each {
+			evs = append(evs, event(0, machineA, now, "c", 200, 1).Usage)
+		}
+		if i == 5 {
+			evs[7] = &busv1.UsageEvent{RequestId: "bad", MachineId: "not-a-machine"}
+		}
+		publishBatch(t, js, machineA, evs...)
+	}
+	cons, err := r.Consumer(ctx, js)
+	require.NoError(t, err)
+	batch, err := cons.Fetch(messages, jetstream.FetchMaxWait(time.Second))
+	require.NoError(t, err)
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	require.Len(t, msgs, messages)
+
+	// The first part is stored; core is gone for the second.
+	r.Process(ctx, cons, msgs)
+	require.EqualValues(t, 4*each, core.requests(), "the first part alone is stored")
+	info, err := cons.Info(context.Background())
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, info.AckFloor.Stream, "the first part is acknowledged")
+	assert.Empty(t, deadLetters(t, js), "the later part's dead event waits for its part")
+	// The rest is handed back at once, not left to its AckWait.
+	again, err := cons.Fetch(messages, jetstream.FetchMaxWait(time.Second))
+	require.NoError(t, err)
+	var back []uint64
+	var held []jetstream.Msg
+	for m := range again.Messages() {
+		back = append(back, seqOf(m))
+		held = append(held, m)
+	}
+	assert.Equal(t, []uint64{5, 6, 7, 8, 9, 10, 11, 12}, back)
+	for _, m := range held {
+		require.NoError(t, m.Nak())
+	}
+
+	core.mu.Lock()
+	core.back = true
+	core.mu.Unlock()
+	runRoller(t, New(core, token, Config{MaxWait: 50 * time.Millisecond}, slog.New(slog.DiscardHandler)), js,
+		func(c jetstream.Consumer) bool { return core.requests() == messages*each-1 && consumerSettled(t, c) })
+	assert.EqualValues(t, messages*each-1, core.requests())
+	core.mu.Lock()
+	for seq, n := range core.sent {
+		assert.Equal(t, 1, n, "message %d sent to core again after core answered for it", seq)
+	}
+	assert.Len(t, core.sent, messages)
+	core.mu.Unlock()
+	dead := deadLetters(t, js)
+	require.Len(t, dead, 1)
+	assert.Equal(t, "6", dead[0].Headers().Get("Sb-Original-Sequence"))
+}
+
 // A batch message whose framing is broken, or whose compressed payload
 // cannot be read, goes to the dead-letter stream whole, its headers kept
 // (the copy reads as the original did), and holds nothing else up.
