@@ -421,7 +421,13 @@ func dropUpTo(ctx context.Context, s jetstream.Stream, subject string, seq, floo
 			return n, from, to, nil
 		}
 		if err := s.DeleteMsg(ctx, m.Sequence); err != nil {
-			return n, from, to, fmt.Errorf("delete message %d: %w", m.Sequence, err)
+			// The queue may have removed it meanwhile: an acknowledgement
+			// moves the consumer's floor a moment before its message goes.
+			if _, gerr := s.GetMsg(ctx, m.Sequence); !errors.Is(gerr, jetstream.ErrMsgNotFound) {
+				return n, from, to, fmt.Errorf("delete message %d: %w", m.Sequence, err)
+			}
+			seq = m.Sequence + 1
+			continue
 		}
 		if n == 0 {
 			from = m.Sequence

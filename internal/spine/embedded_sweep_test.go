@@ -203,3 +203,55 @@ func TestSweepRemovesABoundedRunOfOneSubject(t *testing.T) {
 	assert.Zero(t, n)
 	assert.Equal(t, []string{"q.b.1", "q.b.2", "q.a.5"}, stored())
 }
+
+// removedMeanwhile is a stream whose queue removes the message gone when
+// the sweep finds it, before the sweep deletes it, as a work queue does
+// with a job its worker acknowledged a moment before the sweep read the
+// consumer's floor.
+type removedMeanwhile struct {
+	jetstream.Stream
+	gone uint64
+}
+
+func (s removedMeanwhile) GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {
+	m, err := s.Stream.GetMsg(ctx, seq, opts...)
+	if err == nil && m.Sequence == s.gone {
+		if err := s.Stream.DeleteMsg(ctx, m.Sequence); err != nil {
+			return nil, err
+		}
+	}
+	return m, err
+}
+
+// A job the work queue removes itself while the sweep is at it (its
+// acknowledgement, processed as the sweep reads the floor it moved) is
+// gone, as the sweep wants: the sweep goes on with the next ones, where it
+// failed on it ("no message found") and swept nothing more until the next
+// sweep.
+func TestSweepGoesOnPastAJobTheQueueRemovedMeanwhile(t *testing.T) {
+	e, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(e.Shutdown)
+	nc, err := e.Connect("test", nil)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "Q", Subjects: []string{"q.>"}, Retention: jetstream.WorkQueuePolicy})
+	require.NoError(t, err)
+	for _, subj := range []string{"q.a.1", "q.a.2", "q.a.3"} {
+		_, err := js.Publish(ctx, subj, []byte(subj))
+		require.NoError(t, err)
+	}
+
+	n, from, to, err := dropUpTo(ctx, removedMeanwhile{s, 1}, "q.a.>", 1, 2, 10)
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{1, 2, 2}, []uint64{uint64(n), from, to}, "the sweep removed the second job")
+	for seq := range uint64(2) {
+		_, err = s.GetMsg(ctx, seq+1)
+		assert.ErrorIs(t, err, jetstream.ErrMsgNotFound)
+	}
+	_, err = s.GetMsg(ctx, 3)
+	assert.NoError(t, err, "the job above the floor stays")
+}
