@@ -126,8 +126,8 @@ func New(admin Admin, adminToken string, cfg Config, log *slog.Logger) *Roller {
 	return &Roller{admin: admin, adminToken: adminToken, cfg: cfg.withDefaults(), log: log.With("consumer", Durable), now: time.Now}
 }
 
-// Run consumes until ctx ends. The batch in flight then gets one last
-// attempt; what is not stored is handed back for redelivery.
+// Run consumes until ctx ends. The part of a batch in flight then gets one
+// last attempt; what is not stored is handed back for redelivery.
 func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
 	r.js = js
 	cons, err := r.Consumer(ctx, js)
@@ -247,7 +247,8 @@ const chunkEvents = 1024
 
 // Process rolls up one batch, stores it through core and acknowledges it,
 // a part of about chunkEvents events at a time; events that could not be
-// stored before ctx ended are handed back. A message with events their
+// stored before ctx ended are handed back, as are the parts after the one
+// in flight when it ended. A message with events their
 // document refused is handed back with a delay; at its MaxDeliver-th
 // delivery those events go to the dead-letter stream, as do undecodable
 // ones: one machine's trouble never holds up another's events, nor one
@@ -313,7 +314,18 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 		}
 		keep = append(keep, m)
 		events = append(events, evs...)
-		if len(events) >= chunkEvents && !store(msgs[i+1:]) {
+		if len(events) < chunkEvents {
+			continue
+		}
+		if !store(msgs[i+1:]) {
+			return
+		}
+		if ctx.Err() != nil {
+			// Stopping: the part in flight had its last attempt; the
+			// parts after it are handed back rather than each given one.
+			for _, m := range msgs[i+1:] {
+				_ = m.Nak()
+			}
 			return
 		}
 	}

@@ -732,6 +732,50 @@ func TestSecondPartFailingHandsBackTheRest(t *testing.T) {
 	assert.Equal(t, "6", dead[0].Headers().Get("Sb-Original-Sequence"))
 }
 
+// A worker told to stop while it stores a fetch's first part gives that
+// part its last attempt and hands the rest back at once, so it stops
+// within one call to core, where it went on storing part after part
+// through a slow core, each part a last attempt of its own.
+func TestStopHandsBackThePartsNotYetStored(t *testing.T) {
+	js := startNATS(t)
+	core := newFakeCore()
+	core.delay = time.Second
+	r := New(core, token, Config{}, slog.New(slog.DiscardHandler))
+	now := time.Now()
+	const messages, each = 16, 256 // four parts of four messages
+	for range messages {
+		var evs []*busv1.UsageEvent
+		for range each {
+			evs = append(evs, event(0, machineA, now, "c", 200, 1).Usage)
+		}
+		publishBatch(t, js, machineA, evs...)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cons, err := r.Consumer(ctx, js)
+	require.NoError(t, err)
+	batch, err := cons.Fetch(messages, jetstream.FetchMaxWait(time.Second))
+	require.NoError(t, err)
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	require.Len(t, msgs, messages)
+
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	r.Process(ctx, cons, msgs)
+	assert.Less(t, time.Since(start), 1900*time.Millisecond, "the stop waited for the parts after the one in flight")
+	assert.EqualValues(t, 4*each, core.requests(), "the part in flight is stored")
+	// The rest is handed back at once, not left to its AckWait.
+	again, err := cons.Fetch(messages, jetstream.FetchMaxWait(time.Second))
+	require.NoError(t, err)
+	var back []uint64
+	for m := range again.Messages() {
+		back = append(back, seqOf(m))
+	}
+	assert.Equal(t, []uint64{5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, back)
+}
+
 // A batch message whose framing is broken, or whose compressed payload
 // cannot be read, goes to the dead-letter stream whole, its headers kept
 // (the copy reads as the original did), and holds nothing else up.
