@@ -70,8 +70,8 @@ type Config struct {
 	// upstream call whose body, its headers sent, stops coming (zero:
 	// chat.DefaultStallTimeout).
 	StallTimeout time.Duration
-	// CatalogScanEvery is how often live catalogs near their expiry are
-	// queued for a fetch (zero: every minute).
+	// CatalogScanEvery is how often the catalogs kept fresh near their
+	// expiry are queued for a fetch (zero: every minute).
 	CatalogScanEvery time.Duration
 	// TokenScanEvery is how often OAuth connections are checked for tokens
 	// within their provider's refresh lead time (zero:
@@ -348,8 +348,8 @@ func (c *Core) Close() { c.stop() }
 // again, so listings rarely wait for one.
 const CatalogLead = 10 * time.Minute
 
-// refreshCatalogs enqueues fetches of live catalogs about to expire until
-// ctx ends.
+// refreshCatalogs enqueues fetches of the catalogs about to expire that are
+// kept fresh (catalog.Lister.RefreshExpiring) until ctx ends.
 func (c *Core) refreshCatalogs(ctx context.Context) {
 	t := time.NewTicker(c.scanEvery)
 	defer t.Stop()

@@ -1,14 +1,22 @@
 package node_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
 // Two keys of one provider in priority order, the first's project without
@@ -80,4 +88,55 @@ func TestBareModelGoesFirstToTheConnectionListingIt(t *testing.T) {
 			assert.Equal(t, [2]int{before[0], before[1] + 3}, counts(), "the model goes to the key whose list names it")
 		})
 	}
+}
+
+// The order holds past the hour a fetched catalog is kept: a list the
+// console fetched for a key of a provider without a live catalog (OpenAI's)
+// is fetched again before it expires, as a live catalog is, so the model
+// the first key's project cannot use still goes to the second key, where
+// once the lists expired both keys' lists were unknown, the first by
+// priority was asked again and every request for the model answered 404.
+func TestListedOrderOutlastsTheCatalogsHour(t *testing.T) {
+	cfg := nodetest.Config(t.TempDir())
+	cfg.CatalogScanEvery = 50 * time.Millisecond
+	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	first := upstreamtest.New(t, upstreamtest.WithModels("gpt-4o-mini"))
+	second := upstreamtest.New(t, upstreamtest.WithModels("gpt-4o-mini", "gpt-5.2-pro"))
+	var ids []string
+	for i, up := range []*upstreamtest.Server{first, second} {
+		ids = append(ids, sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "key" + string(rune('1'+i)),
+			"apiKey": "sk-key", "priority": i + 1, "providerSpecificData": map[string]any{"baseUrl": up.URL()}}))
+		r := sb.Admin(t, http.MethodGet, "/api/providers/"+ids[i]+"/models", nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	}
+	first.SetDefault(upstreamtest.PathChatCompletions, upstreamtest.OpenAIError(http.StatusNotFound, "invalid_request_error",
+		"model_not_found", "The model `gpt-5.2-pro` does not exist or you do not have access to it."))
+	requireAnswer(t, chatAsk(t, sb, "gpt-5.2-pro", "hello", false), "hello")
+
+	// An hour on, the catalogs the console fetched have run out.
+	js, err := jetstream.New(sb.Node.NATS())
+	require.NoError(t, err)
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, spine.BucketCatalogs)
+	require.NoError(t, err)
+	for _, id := range ids {
+		key := sb.Node.DefaultMachineID() + "." + id
+		e, err := kv.Get(ctx, key)
+		require.NoError(t, err)
+		cat := &busv1.Catalog{}
+		require.NoError(t, proto.Unmarshal(e.Value(), cat))
+		cat.ExpiresAt = timestamppb.New(time.Now().Add(-time.Second))
+		data, err := proto.Marshal(cat)
+		require.NoError(t, err)
+		_, err = kv.Put(ctx, key, data)
+		require.NoError(t, err)
+	}
+	assert.Eventually(t, func() bool { return first.Count("/v1/models") > 1 && second.Count("/v1/models") > 1 },
+		10*time.Second, 20*time.Millisecond, "the lists were fetched again")
+	var last chatReply
+	assert.Eventually(t, func() bool {
+		last = chatAsk(t, sb, "gpt-5.2-pro", "hello", false)
+		return last.Status == http.StatusOK
+	}, 10*time.Second, 100*time.Millisecond, "the model goes to the key whose list names it")
+	assert.Equal(t, http.StatusOK, last.Status, "%s", last.Body)
 }

@@ -382,6 +382,21 @@ func (l *Lister) Fetchable(c *busv1.Connection) bool {
 	return ok && l.live(spec) && len(c.GetData().GetEnabledModels()) == 0 && !provider.CrossInstance(c.GetProvider())
 }
 
+// keptFresh reports whether a connection's stored catalog is fetched again
+// before it expires: a live catalog, and the list the console fetched for
+// a connection of a provider with a listing (OpenAI's, Anthropic's) while
+// it lists models, since routing tries a model's connections by their
+// lists (routing.Tier), and a list that ran out would send a model again
+// to a key that cannot serve it.
+func (l *Lister) keptFresh(c *busv1.Connection, cat *busv1.Catalog) bool {
+	if l.Fetchable(c) {
+		return true
+	}
+	spec, ok := l.registry.Lookup(c.GetProvider())
+	return ok && spec.Listing && len(c.GetData().GetEnabledModels()) == 0 && !provider.CrossInstance(c.GetProvider()) &&
+		len(cat.GetModels()) > 0
+}
+
 // fresh returns the connection's stored catalog if it has not expired.
 func (l *Lister) fresh(c *busv1.Connection) (*busv1.Catalog, bool) {
 	e, ok := l.store.Catalogs.Get(store.ConnectionKey(c.GetMachineId(), c.GetId()))
@@ -466,18 +481,20 @@ func (l *Lister) Await(ctx context.Context, pending Pending) {
 	}
 }
 
-// RefreshExpiring enqueues fetches for live catalogs that expire within
-// lead, so listings rarely wait. Jobs are de-duplicated per catalog
-// revision, so every core replica may run it.
+// RefreshExpiring enqueues fetches for the catalogs that expire within
+// lead and are kept fresh (keptFresh), so listings rarely wait and routing
+// keeps knowing each connection's models. Jobs are de-duplicated per
+// catalog revision, so every core replica may run it.
 func (l *Lister) RefreshExpiring(ctx context.Context, lead time.Duration) int {
 	var due []*busv1.Connection
 	horizon := l.now().Add(lead)
 	l.store.Connections.Range(func(_ string, e kvmirror.Entry[*busv1.Connection]) bool {
 		c := e.Value
-		if !routing.Usable(c) || !l.Fetchable(c) {
+		if !routing.Usable(c) {
 			return true
 		}
-		if cat, ok := l.store.Catalogs.Get(store.ConnectionKey(c.GetMachineId(), c.GetId())); ok && cat.Value.GetExpiresAt().AsTime().Before(horizon) {
+		if cat, ok := l.store.Catalogs.Get(store.ConnectionKey(c.GetMachineId(), c.GetId())); ok &&
+			cat.Value.GetExpiresAt().AsTime().Before(horizon) && l.keptFresh(c, cat.Value) {
 			due = append(due, c)
 		}
 		return true
