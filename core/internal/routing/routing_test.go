@@ -122,6 +122,13 @@ func TestResolveTriesTheConnectionsListingTheModelFirst(t *testing.T) {
 		{name: "enabled models name it", provider: "openai", enabled: [][]string{nil, {"gpt-4o"}},
 			catalogs: map[string]*busv1.Catalog{"c1": listing(hour, "gpt-4o-mini")},
 			model:    "gpt-4o", want: []string{"c2", "c1"}},
+		// Anthropic lists its models by snapshot; clients ask by alias.
+		{name: "a snapshot of the alias", provider: "anthropic", enabled: [][]string{nil, nil},
+			catalogs: map[string]*busv1.Catalog{"c2": listing(hour, "claude-sonnet-4-5-20250929")},
+			model:    "claude-sonnet-4-5", want: []string{"c2", "c1"}},
+		{name: "not a snapshot", provider: "anthropic", enabled: [][]string{nil, nil},
+			catalogs: map[string]*busv1.Catalog{"c1": listing(hour, "claude-opus-4-7-fast", "claude-opus-4-70-20260301"), "c2": listing(hour, "claude-opus-4-7-20260301")},
+			model:    "claude-opus-4-7", want: []string{"c2", "c1"}},
 		{name: "with the provider's prefix", provider: "openai", enabled: [][]string{nil, nil},
 			catalogs: map[string]*busv1.Catalog{"c1": listing(hour, "gpt-4o-mini"), "c2": listing(hour, "gpt-4o")},
 			model:    "openai/gpt-4o", want: []string{"c2", "c1"}},

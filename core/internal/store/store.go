@@ -148,14 +148,42 @@ type CatalogModels struct {
 	expires  time.Time
 }
 
-// Lists reports whether the catalog names the model, in force or not; nil
+// Lists reports whether the catalog names the model, in force or not, by
+// its id or by a dated snapshot of it: Anthropic lists "claude-sonnet-4-5"
+// only as "claude-sonnet-4-5-20250929", and takes requests for either. nil
 // names none.
 func (c *CatalogModels) Lists(model string) bool {
 	if c == nil {
 		return false
 	}
-	_, ok := slices.BinarySearch(c.ids, model)
-	return ok
+	i, ok := slices.BinarySearch(c.ids, model)
+	if ok {
+		return true
+	}
+	// The ids that extend the model sort right after where it would be.
+	for _, id := range c.ids[i:] {
+		rest, found := strings.CutPrefix(id, model)
+		if !found {
+			return false
+		}
+		if snapshotSuffix(rest) {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshotSuffix reports whether s is a model snapshot's date, "-YYYYMMDD".
+func snapshotSuffix(s string) bool {
+	if len(s) != 9 || s[0] != '-' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // InForce reports whether the catalog is the connection's known model list
