@@ -12,7 +12,10 @@
 //	upstream.go   per-request helpers: base URL and credential headers
 package provider
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Model kinds (interface section 1).
 const (
@@ -187,7 +190,29 @@ func (s Spec) Model(id string) (Model, bool) {
 			return m, true
 		}
 	}
+	// An alias of a listed snapshot (see SnapshotOf) is that snapshot.
+	for _, m := range s.Models {
+		if SnapshotOf(m.ID, id) {
+			return m, true
+		}
+	}
 	return Model{}, false
+}
+
+// SnapshotOf reports whether id is a dated snapshot of the model alias, the
+// alias followed by "-YYYYMMDD": Anthropic lists "claude-sonnet-4-5" only
+// as "claude-sonnet-4-5-20250929", and takes requests for either.
+func SnapshotOf(id, alias string) bool {
+	rest, ok := strings.CutPrefix(id, alias)
+	if !ok || len(rest) != 9 || rest[0] != '-' {
+		return false
+	}
+	for i := 1; i < len(rest); i++ {
+		if rest[i] < '0' || rest[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Serves reports whether the provider serves models of kind k.

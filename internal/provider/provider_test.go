@@ -478,3 +478,23 @@ func TestValidCompatibleID(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, FamilyOpenAICompatible, s.Family)
 }
+
+// A model asked for by its alias is the listed dated snapshot of it, as
+// Anthropic takes "claude-sonnet-4-5" for "claude-sonnet-4-5-20250929": its
+// output limit and modalities are the snapshot's. Other suffixes are other
+// models.
+func TestModelByAliasOfASnapshot(t *testing.T) {
+	anthropic, ok := NewRegistry().Lookup("anthropic")
+	require.True(t, ok)
+	m, ok := anthropic.Model("claude-sonnet-4-5")
+	require.True(t, ok, "the alias of a listed snapshot")
+	assert.Equal(t, "claude-sonnet-4-5-20250929", m.ID)
+	assert.EqualValues(t, 64_000, m.MaxOutput)
+	for _, id := range []string{"claude-sonnet-4", "claude-sonnet-4-5-2025", "claude-sonnet", "claude-sonnet-4-5-20250929-x"} {
+		_, ok := anthropic.Model(id)
+		assert.False(t, ok, id)
+	}
+	assert.True(t, SnapshotOf("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"))
+	assert.False(t, SnapshotOf("gpt-4o-2024-08-06", "gpt-4o"), "OpenAI's dated ids are listed with their alias")
+	assert.False(t, SnapshotOf("claude-sonnet-4-5", "claude-sonnet-4-5"))
+}

@@ -126,6 +126,8 @@ func TestResolveTriesTheConnectionsListingTheModelFirst(t *testing.T) {
 		{name: "a snapshot of the alias", provider: "anthropic", enabled: [][]string{nil, nil},
 			catalogs: map[string]*busv1.Catalog{"c2": listing(hour, "claude-sonnet-4-5-20250929")},
 			model:    "claude-sonnet-4-5", want: []string{"c2", "c1"}},
+		{name: "the alias of a snapshot the provider lists", provider: "anthropic", enabled: [][]string{nil, nil},
+			model: "claude-sonnet-4-5", want: []string{"c1", "c2"}},
 		{name: "not a snapshot", provider: "anthropic", enabled: [][]string{nil, nil},
 			catalogs: map[string]*busv1.Catalog{"c1": listing(hour, "claude-opus-4-7-fast", "claude-opus-4-70-20260301"), "c2": listing(hour, "claude-opus-4-7-20260301")},
 			model:    "claude-opus-4-7", want: []string{"c2", "c1"}},

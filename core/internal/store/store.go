@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/kvmirror"
+	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
@@ -149,9 +150,7 @@ type CatalogModels struct {
 }
 
 // Lists reports whether the catalog names the model, in force or not, by
-// its id or by a dated snapshot of it: Anthropic lists "claude-sonnet-4-5"
-// only as "claude-sonnet-4-5-20250929", and takes requests for either. nil
-// names none.
+// its id or by a dated snapshot of it (provider.SnapshotOf). nil names none.
 func (c *CatalogModels) Lists(model string) bool {
 	if c == nil {
 		return false
@@ -162,28 +161,14 @@ func (c *CatalogModels) Lists(model string) bool {
 	}
 	// The ids that extend the model sort right after where it would be.
 	for _, id := range c.ids[i:] {
-		rest, found := strings.CutPrefix(id, model)
-		if !found {
+		if !strings.HasPrefix(id, model) {
 			return false
 		}
-		if snapshotSuffix(rest) {
+		if provider.SnapshotOf(id, model) {
 			return true
 		}
 	}
 	return false
-}
-
-// snapshotSuffix reports whether s is a model snapshot's date, "-YYYYMMDD".
-func snapshotSuffix(s string) bool {
-	if len(s) != 9 || s[0] != '-' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // InForce reports whether the catalog is the connection's known model list
