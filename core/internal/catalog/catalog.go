@@ -378,8 +378,16 @@ func (l *Lister) usableConnections(machineID string) []*busv1.Connection {
 // Fetchable reports whether a connection's models come from a live catalog
 // that may be fetched (interface 4.2 rules 4, 6 and 7).
 func (l *Lister) Fetchable(c *busv1.Connection) bool {
+	spec, ok := l.ownList(c)
+	return ok && l.live(spec)
+}
+
+// ownList returns the spec of a connection whose models may be fetched from
+// its upstream at all: a known provider, no enabled models of its own, not
+// a cross-instance connection.
+func (l *Lister) ownList(c *busv1.Connection) (provider.Spec, bool) {
 	spec, ok := l.registry.Lookup(c.GetProvider())
-	return ok && l.live(spec) && len(c.GetData().GetEnabledModels()) == 0 && !provider.CrossInstance(c.GetProvider())
+	return spec, ok && len(c.GetData().GetEnabledModels()) == 0 && !provider.CrossInstance(c.GetProvider())
 }
 
 // keptFresh reports whether a connection's stored catalog is fetched again
@@ -389,12 +397,8 @@ func (l *Lister) Fetchable(c *busv1.Connection) bool {
 // lists (routing.Tier), and a list that ran out would send a model again
 // to a key that cannot serve it.
 func (l *Lister) keptFresh(c *busv1.Connection, cat *busv1.Catalog) bool {
-	if l.Fetchable(c) {
-		return true
-	}
-	spec, ok := l.registry.Lookup(c.GetProvider())
-	return ok && spec.Listing && len(c.GetData().GetEnabledModels()) == 0 && !provider.CrossInstance(c.GetProvider()) &&
-		len(cat.GetModels()) > 0
+	spec, ok := l.ownList(c)
+	return ok && (l.live(spec) || spec.Listing && len(cat.GetModels()) > 0)
 }
 
 // fresh returns the connection's stored catalog if it has not expired.
