@@ -111,6 +111,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// ackWait is the consumer's AckWait: a call to core may take CallTimeout,
+// and its messages are renewed around it.
+func (c Config) ackWait() time.Duration { return c.CallTimeout + 30*time.Second }
+
 // Roller consumes SB_USAGE into core's roll-ups.
 type Roller struct {
 	js         jetstream.JetStream
@@ -221,7 +225,7 @@ func (r *Roller) Consumer(ctx context.Context, js jetstream.JetStream) (jetstrea
 		FilterSubject: spine.SubjectUsage + ".>",
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       r.cfg.CallTimeout + 30*time.Second,
+		AckWait:       r.cfg.ackWait(),
 		// No bound of the server's: one would end a message's deliveries
 		// unread, its events never rolled up, after as many hand-backs (a
 		// worker stopped while core was away, a dead-letter copy that
@@ -263,7 +267,7 @@ func (r *Roller) Process(ctx context.Context, cons jetstream.Consumer, msgs []je
 		// The batch's deliveries were last renewed at beaten; they pass
 		// the consumer's ackWait after it.
 		beaten  = time.Now()
-		ackWait = r.cfg.CallTimeout + 30*time.Second
+		ackWait = r.cfg.ackWait()
 	)
 	// beat renews the deliveries of the part gathered so far and of rest.
 	beat := func(rest []jetstream.Msg) {
