@@ -14,17 +14,8 @@ import (
 // acknowledged: one delivered and still running, one not yet delivered,
 // another consumer's, whatever was acknowledged after them.
 func TestSweepKeepsJobsNotYetAcknowledged(t *testing.T) {
-	e, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(e.Shutdown)
-	nc, err := e.Connect("test", nil)
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	e, js, s := sweptQueue(t)
 	ctx := context.Background()
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "Q", Subjects: []string{"q.>"}, Retention: jetstream.WorkQueuePolicy})
-	require.NoError(t, err)
 	consumer := func(name string) jetstream.Consumer {
 		c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, FilterSubject: "q." + name + ".>",
 			AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute})
@@ -82,17 +73,8 @@ func TestSweepKeepsNakedJobsComingBackWhenAsked(t *testing.T) {
 		{"nak with delay", func(m jetstream.Msg) error { return m.NakWithDelay(200 * time.Millisecond) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir()})
-			require.NoError(t, err)
-			t.Cleanup(e.Shutdown)
-			nc, err := e.Connect("test", nil)
-			require.NoError(t, err)
-			t.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			require.NoError(t, err)
+			e, js, s := sweptQueue(t)
 			ctx := context.Background()
-			s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "Q", Subjects: []string{"q.>"}, Retention: jetstream.WorkQueuePolicy})
-			require.NoError(t, err)
 			c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "a", FilterSubject: "q.a.>",
 				AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxDeliver: 2})
 			require.NoError(t, err)
@@ -101,7 +83,7 @@ func TestSweepKeepsNakedJobsComingBackWhenAsked(t *testing.T) {
 				require.NoError(t, err)
 			}
 			// A NAK is taken in once the server says so.
-			naks, err := nc.SubscribeSync("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.Q.a")
+			naks, err := js.Conn().SubscribeSync("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.Q.a")
 			require.NoError(t, err)
 			naked := func() {
 				_, err := naks.NextMsg(5 * time.Second)
@@ -162,17 +144,8 @@ func TestSweepKeepsNakedJobsComingBackWhenAsked(t *testing.T) {
 // One sweep removes at most the messages it is given leave to, those of the
 // consumer's subject up to its floor, and none other.
 func TestSweepRemovesABoundedRunOfOneSubject(t *testing.T) {
-	e, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(e.Shutdown)
-	nc, err := e.Connect("test", nil)
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	_, js, s := sweptQueue(t)
 	ctx := context.Background()
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "Q", Subjects: []string{"q.>"}, Retention: jetstream.WorkQueuePolicy})
-	require.NoError(t, err)
 	subjects := []string{"q.a.1", "q.b.1", "q.a.2", "q.a.3", "q.b.2", "q.a.4", "q.a.5"}
 	for _, subj := range subjects {
 		_, err := js.Publish(ctx, subj, []byte(subj))
@@ -229,17 +202,8 @@ func (s removedMeanwhile) GetMsg(ctx context.Context, seq uint64, opts ...jetstr
 // failed on it ("no message found") and swept nothing more until the next
 // sweep.
 func TestSweepGoesOnPastAJobTheQueueRemovedMeanwhile(t *testing.T) {
-	e, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(e.Shutdown)
-	nc, err := e.Connect("test", nil)
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	_, js, s := sweptQueue(t)
 	ctx := context.Background()
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "Q", Subjects: []string{"q.>"}, Retention: jetstream.WorkQueuePolicy})
-	require.NoError(t, err)
 	for _, subj := range []string{"q.a.1", "q.a.2", "q.a.3"} {
 		_, err := js.Publish(ctx, subj, []byte(subj))
 		require.NoError(t, err)
@@ -254,4 +218,21 @@ func TestSweepGoesOnPastAJobTheQueueRemovedMeanwhile(t *testing.T) {
 	}
 	_, err = s.GetMsg(ctx, 3)
 	assert.NoError(t, err, "the job above the floor stays")
+}
+
+// sweptQueue starts an embedded server holding a work-queue stream Q of
+// the subjects q.>, and returns the server, a client's JetStream and Q.
+func sweptQueue(t *testing.T) (*Embedded, jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	e, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(e.Shutdown)
+	nc, err := e.Connect("test", nil)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	s, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "Q", Subjects: []string{"q.>"}, Retention: jetstream.WorkQueuePolicy})
+	require.NoError(t, err)
+	return e, js, s
 }
