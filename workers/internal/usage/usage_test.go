@@ -558,11 +558,7 @@ func TestLargeFetchRolledUpInParts(t *testing.T) {
 	now := time.Now()
 	const messages, each = 12, 256
 	for range messages {
-		var evs []*busv1.UsageEvent
-		for range each {
-			evs = append(evs, event(0, machineA, now, "c", 200, 1).Usage)
-		}
-		publishBatch(t, js, machineA, evs...)
+		publishBatch(t, js, machineA, fullBatch(machineA, now, each)...)
 	}
 	runRoller(t, r, js, func(cons jetstream.Consumer) bool {
 		return core.requests() == messages*each && consumerSettled(t, cons)
@@ -585,11 +581,7 @@ func TestLaterPartsKeptInProgressWhileEarlierOnesAreStored(t *testing.T) {
 	now := time.Now()
 	const messages, each = 16, 256 // four parts of four messages
 	for range messages {
-		var evs []*busv1.UsageEvent
-		for range each {
-			evs = append(evs, event(0, machineA, now, "c", 200, 1).Usage)
-		}
-		publishBatch(t, js, machineA, evs...)
+		publishBatch(t, js, machineA, fullBatch(machineA, now, each)...)
 	}
 	ctx := context.Background()
 	cons, err := js.CreateOrUpdateConsumer(ctx, spine.StreamUsage, jetstream.ConsumerConfig{
@@ -597,13 +589,7 @@ func TestLaterPartsKeptInProgressWhileEarlierOnesAreStored(t *testing.T) {
 		AckWait: 2 * time.Second, MaxDeliver: -1,
 	})
 	require.NoError(t, err)
-	batch, err := cons.Fetch(messages, jetstream.FetchMaxWait(time.Second))
-	require.NoError(t, err)
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	require.Len(t, msgs, messages)
+	msgs := fetchAll(t, cons, messages)
 
 	done := make(chan struct{})
 	go func() { defer close(done); r.Process(ctx, cons, msgs) }()
@@ -675,10 +661,7 @@ func TestSecondPartFailingHandsBackTheRest(t *testing.T) {
 	now := time.Now()
 	const messages, each = 12, 256 // parts of about four messages
 	for i := range messages {
-		var evs []*busv1.UsageEvent
-		for range each {
-			evs = append(evs, event(0, machineA, now, "c", 200, 1).Usage)
-		}
+		evs := fullBatch(machineA, now, each)
 		if i == 5 {
 			evs[7] = &busv1.UsageEvent{RequestId: "bad", MachineId: "not-a-machine"}
 		}
@@ -686,13 +669,7 @@ func TestSecondPartFailingHandsBackTheRest(t *testing.T) {
 	}
 	cons, err := r.Consumer(ctx, js)
 	require.NoError(t, err)
-	batch, err := cons.Fetch(messages, jetstream.FetchMaxWait(time.Second))
-	require.NoError(t, err)
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	require.Len(t, msgs, messages)
+	msgs := fetchAll(t, cons, messages)
 
 	// The first part is stored; core is gone for the second.
 	r.Process(ctx, cons, msgs)
@@ -744,22 +721,12 @@ func TestStopHandsBackThePartsNotYetStored(t *testing.T) {
 	now := time.Now()
 	const messages, each = 16, 256 // four parts of four messages
 	for range messages {
-		var evs []*busv1.UsageEvent
-		for range each {
-			evs = append(evs, event(0, machineA, now, "c", 200, 1).Usage)
-		}
-		publishBatch(t, js, machineA, evs...)
+		publishBatch(t, js, machineA, fullBatch(machineA, now, each)...)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cons, err := r.Consumer(ctx, js)
 	require.NoError(t, err)
-	batch, err := cons.Fetch(messages, jetstream.FetchMaxWait(time.Second))
-	require.NoError(t, err)
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	require.Len(t, msgs, messages)
+	msgs := fetchAll(t, cons, messages)
 
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
@@ -883,4 +850,27 @@ func TestManyStopsWhileCoreIsAwayLoseNothing(t *testing.T) {
 	up.mu.Lock()
 	defer up.mu.Unlock()
 	assert.EqualValues(t, 7, up.totals.PromptTokens)
+}
+
+// fullBatch is n events of one request each of machine's, at, for one
+// batch message.
+func fullBatch(machine string, at time.Time, n int) []*busv1.UsageEvent {
+	evs := make([]*busv1.UsageEvent, n)
+	for i := range evs {
+		evs[i] = event(0, machine, at, "c", 200, 1).Usage
+	}
+	return evs
+}
+
+// fetchAll fetches n messages of cons, all of them.
+func fetchAll(t *testing.T, cons jetstream.Consumer, n int) []jetstream.Msg {
+	t.Helper()
+	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
+	require.NoError(t, err)
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	require.Len(t, msgs, n)
+	return msgs
 }
