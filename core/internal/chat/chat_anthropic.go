@@ -30,7 +30,7 @@ func (chatAnthropic) fitWindow(in inbound, body, raw []byte) ([]byte, bool) {
 	if in.names("max_tokens") || in.names("max_completion_tokens") {
 		return nil, false
 	}
-	return translate.FitContextWindow(body, raw)
+	return translate.FitContextWindow(body, raw, translate.ChatSampling(in.body))
 }
 
 func (chatAnthropic) whole(_ inbound, raw []byte, model string) ([]byte, Usage, error) {

@@ -28,13 +28,14 @@ import (
 // max_tokens passes what the window leaves is refused as Anthropic refuses
 // it (with refusal's message, when set), another is answered "Fitted.",
 // streamed or whole as asked. It records each request's max_tokens and
-// thinking budget.
+// thinking budget, and its body.
 type windowUpstream struct {
 	input, window int64
 	refusal       string
 
-	mu   sync.Mutex
-	seen []windowAsk
+	mu     sync.Mutex
+	seen   []windowAsk
+	bodies [][]byte
 }
 
 type windowAsk struct{ maxTokens, budget int64 }
@@ -64,6 +65,7 @@ func (u *windowUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	u.mu.Lock()
 	u.seen = append(u.seen, ask)
+	u.bodies = append(u.bodies, body)
 	u.mu.Unlock()
 	if u.input+req.MaxTokens > u.window {
 		msg := u.refusal
@@ -88,6 +90,29 @@ func (u *windowUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"+
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n"+
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+}
+
+// sampling is the temperature, top_p and top_k of each request u was sent,
+// as JSON (absent ones left out).
+func (u *windowUpstream) sampling(t *testing.T) []string {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []string
+	for _, b := range u.bodies {
+		var req map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(b, &req))
+		picked := map[string]json.RawMessage{}
+		for _, k := range []string{"temperature", "top_p", "top_k"} {
+			if v, ok := req[k]; ok {
+				picked[k] = v
+			}
+		}
+		s, err := json.Marshal(picked)
+		require.NoError(t, err)
+		out = append(out, string(s))
+	}
+	return out
 }
 
 // askWindow runs one attempt of a request of dialect d for
@@ -221,4 +246,48 @@ func TestContextWindowAskedAgainOnce(t *testing.T) {
 	require.True(t, errors.As(err, &ue), "%T %v", err, err)
 	assert.Equal(t, http.StatusBadRequest, ue.Status)
 	assert.Equal(t, []windowAsk{{128000, 0}, {5000, 0}}, up.asks())
+}
+
+// Thinking on, the client's temperature and top_k are not sent (Anthropic
+// refuses them beside thinking), nor a top_p under 0.95. A request asked
+// again without thinking (the window leaves less room than the smallest
+// budget) is sent them as a request without thinking is: the client's
+// temperature (1 at most), top_k, and top_p when there is no temperature.
+// A request asked again that still thinks is sent none of them.
+func TestContextWindowAskedAgainWithoutThinkingSamplesAsTheClientAsked(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dialect Dialect
+		body    string
+		input   int64
+		want    []string
+	}{
+		{"chat, temperature and top_k", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"reasoning_effort":"high","temperature":0.2,"top_k":40}`,
+			199000, []string{`{}`, `{"temperature":0.2,"top_k":40}`}},
+		{"chat, whole, temperature past 1", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high","temperature":1.5,"top_p":0.97}`,
+			199000, []string{`{"top_p":0.97}`, `{"temperature":1}`}},
+		{"chat, top_p alone", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"reasoning_effort":"high","top_p":0.5}`,
+			199000, []string{`{}`, `{"top_p":0.5}`}},
+		{"chat, the fields in another case", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"reasoning_effort":"high","Temperature":0.3}`,
+			199000, []string{`{}`, `{"temperature":0.3}`}},
+		{"responses, temperature", DialectResponses, `{"model":"m","input":"hi","stream":true,"reasoning":{"effort":"high"},"temperature":0.2}`,
+			199000, []string{`{}`, `{"temperature":0.2}`}},
+		// Responses has no top_k: its translation sends none, asked again too.
+		{"responses, top_p and top_k", DialectResponses, `{"model":"m","input":"hi","stream":true,"reasoning":{"effort":"high"},"top_p":0.5,"top_k":40}`,
+			199000, []string{`{}`, `{"top_p":0.5}`}},
+		{"chat, still thinking", DialectChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"reasoning_effort":"high","temperature":0.2,"top_k":40}`,
+			190000, []string{`{}`, `{}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &windowUpstream{input: tc.input, window: 200000}
+			_, sink, err := askWindow(t, up, tc.dialect, tc.body)
+			require.NoError(t, err)
+			asks := up.asks()
+			require.Len(t, asks, 2)
+			assert.NotZero(t, asks[0].budget, "the first request thinks")
+			assert.Equal(t, tc.input == 190000, asks[1].budget > 0, "the second thinks only with room for it")
+			assert.Equal(t, tc.want, up.sampling(t))
+			assert.Contains(t, string(sink.whole)+strings.Join(sink.events, "\n"), "Fitted.")
+		})
+	}
 }

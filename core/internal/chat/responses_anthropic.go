@@ -40,7 +40,7 @@ func (responsesAnthropic) fitWindow(in inbound, body, raw []byte) ([]byte, bool)
 	if in.names("max_output_tokens") {
 		return nil, false
 	}
-	return translate.FitContextWindow(body, raw)
+	return translate.FitContextWindow(body, raw, translate.ResponsesSampling(in.body))
 }
 
 // responsesParam names the Responses request's field behind a field of the

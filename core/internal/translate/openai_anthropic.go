@@ -70,14 +70,63 @@ func fitBudget(budget, maxTokens int64) int64 {
 // input length or `max_tokens` and try again".
 var contextLimitRefusal = regexp.MustCompile("input length and `?max_tokens`? exceed context limit: ([0-9]+) \\+ ([0-9]+) > ([0-9]+)")
 
+// Sampling is what a client's request asks of the sampling: its
+// temperature, top_p and top_k (nil: not named).
+type Sampling struct {
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	TopK        *int64   `json:"top_k,omitempty"`
+}
+
+// ChatSampling reads a chat.completions request's sampling as the
+// translation does (OpenAIToAnthropicRequest).
+func ChatSampling(body []byte) Sampling {
+	var s Sampling
+	_ = json.Unmarshal(body, &s) // a body the translation read: what it holds
+	return s
+}
+
+// ResponsesSampling reads a Responses request's sampling as the
+// translation does (ResponsesToOpenAIRequest): it has no top_k.
+func ResponsesSampling(body []byte) Sampling {
+	s := ChatSampling(body)
+	s.TopK = nil
+	return s
+}
+
+// anthropic is the sampling a /v1/messages request is sent of s, with
+// thinking on or off.
+func (s Sampling) anthropic(thinks bool) Sampling {
+	if t := s.Temperature; t != nil && *t > 1 {
+		one := 1.0 // OpenAI allows 0..2, Anthropic 0..1
+		s.Temperature = &one
+	}
+	if thinks {
+		// With thinking on, Anthropic refuses temperature other than 1,
+		// top_k, and top_p below 0.95.
+		s.Temperature, s.TopK = nil, nil
+		if p := s.TopP; p != nil && *p < 0.95 {
+			s.TopP = nil
+		}
+	}
+	if s.Temperature != nil && s.TopP != nil {
+		// Current Claude models refuse both at once ("use only one");
+		// temperature is the knob clients mean.
+		s.TopP = nil
+	}
+	return s
+}
+
 // FitContextWindow answers Anthropic's refusal of a request whose input and
 // max_tokens pass the model's context window (errBody, its 400's body): it
 // returns body, the refused /v1/messages request, asking for what the window
 // leaves (its limit less the input), with its thinking budget shrunk below
-// that as a translated request's is. ok is false when errBody is not that
-// refusal or its numbers cannot be read, and when the window leaves no more
-// than body asked for or no room at all.
-func FitContextWindow(body, errBody []byte) (fitted []byte, ok bool) {
+// that as a translated request's is. A request left without thinking is
+// sent the client's sampling (client) as one translated without thinking
+// is: thinking on, the translation left it out. ok is false when errBody is
+// not that refusal or its numbers cannot be read, and when the window
+// leaves no more than body asked for or no room at all.
+func FitContextWindow(body, errBody []byte, client Sampling) (fitted []byte, ok bool) {
 	m := contextLimitRefusal.FindStringSubmatch(parseAnthropicError(errBody).Message)
 	if m == nil {
 		return nil, false
@@ -107,6 +156,11 @@ func FitContextWindow(body, errBody []byte) (fitted []byte, ok bool) {
 			req["thinking"], _ = marshal(&thinking) // two plain fields: it cannot fail
 		} else {
 			delete(req, "thinking")
+			delete(req, "temperature")
+			delete(req, "top_p")
+			delete(req, "top_k")
+			sent, _ := marshal(client.anthropic(false)) // three numbers: it cannot fail
+			_ = json.Unmarshal(sent, &req)
 		}
 	}
 	out, err := marshal(req)
@@ -457,24 +511,10 @@ func samplingAndBudget(out *msgRequest, in *chatRequest, opts AnthropicOptions) 
 	budget = fitBudget(budget, maxTokens)
 	out.MaxTokens = maxTokens
 
-	out.Temperature, out.TopP, out.TopK = in.Temperature, in.TopP, in.TopK
-	if t := out.Temperature; t != nil && *t > 1 {
-		one := 1.0 // OpenAI allows 0..2, Anthropic 0..1
-		out.Temperature = &one
-	}
 	if budget > 0 {
 		out.Thinking = &msgThinking{Type: "enabled", BudgetTokens: budget}
-		// With thinking on, Anthropic refuses temperature other than 1,
-		// top_k, and top_p below 0.95.
-		out.Temperature, out.TopK = nil, nil
-		if p := out.TopP; p != nil && *p < 0.95 {
-			out.TopP = nil
-		}
 	}
-	if out.Temperature != nil && out.TopP != nil {
-		// Current Claude models refuse both at once ("use only one");
-		// temperature is the knob clients mean.
-		out.TopP = nil
-	}
+	sent := Sampling{Temperature: in.Temperature, TopP: in.TopP, TopK: in.TopK}.anthropic(budget > 0)
+	out.Temperature, out.TopP, out.TopK = sent.Temperature, sent.TopP, sent.TopK
 	return nil
 }

@@ -321,7 +321,7 @@ func TestFitContextWindow(t *testing.T) {
 		{"a body without max_tokens", `{"model":"m"}`, exceed(190000, 128000, 200000), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := FitContextWindow([]byte(tc.body), []byte(tc.refusal))
+			got, ok := FitContextWindow([]byte(tc.body), []byte(tc.refusal), Sampling{})
 			if tc.want == "" {
 				assert.False(t, ok, "%s", got)
 				return
@@ -331,4 +331,40 @@ func TestFitContextWindow(t *testing.T) {
 			assert.NotContains(t, string(got), `\u003c`, "text as it was")
 		})
 	}
+}
+
+// A request asked again without thinking is sent the client's sampling as
+// one translated without thinking (thinking on, it was left out); one that
+// still thinks is sent what it was.
+func TestFitContextWindowSampling(t *testing.T) {
+	exceed := func(input int) []byte {
+		b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error",
+			"message": fmt.Sprintf("input length and `max_tokens` exceed context limit: %d + 128000 > 200000", input)}})
+		return b
+	}
+	const thinking = `{"model":"claude-sonnet-4-6","max_tokens":128000,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"enabled","budget_tokens":16384},"top_p":0.97,"stream":true}`
+	for _, tc := range []struct {
+		name   string
+		input  int
+		client string
+		want   string
+	}{
+		{"temperature and top_k", 199000, `{"temperature":0.2,"top_p":0.97,"top_k":40}`,
+			`{"model":"claude-sonnet-4-6","max_tokens":1000,"messages":[{"role":"user","content":"hi"}],"temperature":0.2,"top_k":40,"stream":true}`},
+		{"temperature past 1", 199000, `{"temperature":1.7}`,
+			`{"model":"claude-sonnet-4-6","max_tokens":1000,"messages":[{"role":"user","content":"hi"}],"temperature":1,"stream":true}`},
+		{"top_p alone", 199000, `{"top_p":0.97}`,
+			`{"model":"claude-sonnet-4-6","max_tokens":1000,"messages":[{"role":"user","content":"hi"}],"top_p":0.97,"stream":true}`},
+		{"nothing named", 199000, `{}`,
+			`{"model":"claude-sonnet-4-6","max_tokens":1000,"messages":[{"role":"user","content":"hi"}],"stream":true}`},
+		{"still thinking", 190000, `{"temperature":0.2,"top_p":0.97,"top_k":40}`,
+			`{"model":"claude-sonnet-4-6","max_tokens":10000,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"enabled","budget_tokens":8976},"top_p":0.97,"stream":true}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := FitContextWindow([]byte(thinking), exceed(tc.input), ChatSampling([]byte(tc.client)))
+			require.True(t, ok)
+			assert.JSONEq(t, tc.want, string(got))
+		})
+	}
+	assert.Nil(t, ResponsesSampling([]byte(`{"top_k":40}`)).TopK, "Responses has no top_k")
 }
