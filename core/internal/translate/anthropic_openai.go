@@ -11,7 +11,7 @@ import (
 // AnthropicToOpenAIResponse translates a /v1/messages response into a
 // chat.completion whose model field is model. Text blocks are joined into
 // message.content, tool_use blocks become message.tool_calls, thinking
-// becomes message.reasoning_content. An error body (type "error") returns
+// blocks become message.reasoning_content, a blank line apart. An error body (type "error") returns
 // an *AnthropicError; anything that is not a message returns an error
 // matching ErrMalformedUpstream.
 func AnthropicToOpenAIResponse(body []byte, model string) ([]byte, Usage, error) {
@@ -38,6 +38,9 @@ func AnthropicToOpenAIResponse(body []byte, model string) ([]byte, Usage, error)
 			text = append(text, b.Text...)
 			hasText = true
 		case "thinking":
+			if b.Thinking != "" && len(reasoning) > 0 {
+				reasoning = append(reasoning, reasoningBreak...)
+			}
 			reasoning = append(reasoning, b.Thinking...)
 		case "tool_use":
 			if b.ID == "" || b.Name == "" {

@@ -35,6 +35,11 @@ type StreamTranslator struct {
 	tools  int
 	usage  msgUsage
 	ev     streamEvent
+
+	// reasoned: reasoning was sent; thinkingBreak: the open thinking
+	// block's text is to start with reasoningBreak, apart from the
+	// reasoning sent before it.
+	reasoned, thinkingBreak bool
 }
 
 type blockKind uint8
@@ -213,7 +218,8 @@ func (t *StreamTranslator) blockStart(emit func([]byte) error) error {
 	case blockText:
 		return t.text(`{"content":`, cb.Text, emit)
 	case blockThinking:
-		return t.text(`{"reasoning_content":`, cb.Thinking, emit)
+		t.thinkingBreak = t.reasoned
+		return t.thinking(cb.Thinking, emit)
 	case blockTool:
 		b := t.open()
 		b = append(b, `{"tool_calls":[{"index":`...)
@@ -241,7 +247,7 @@ func (t *StreamTranslator) blockDelta(emit func([]byte) error) error {
 		if blk != nil && blk.kind != blockThinking {
 			return t.mismatch(blk, d.Type)
 		}
-		return t.text(`{"reasoning_content":`, d.Thinking, emit)
+		return t.thinking(d.Thinking, emit)
 	case "input_json_delta":
 		if blk == nil {
 			return malformed("input_json_delta for a block that never started")
@@ -382,6 +388,21 @@ func (t *StreamTranslator) text(key, s string, emit func([]byte) error) error {
 	b = appendString(b, s)
 	b = append(b, '}')
 	return t.close(b, "", emit)
+}
+
+// thinking emits a thinking block's text as a reasoning_content delta: a
+// block's first text after an earlier block's starts with reasoningBreak,
+// as the whole answer's blocks are joined (AnthropicToOpenAIResponse).
+func (t *StreamTranslator) thinking(s string, emit func([]byte) error) error {
+	if s == "" {
+		return nil
+	}
+	if t.thinkingBreak {
+		t.thinkingBreak = false
+		s = reasoningBreak + s
+	}
+	t.reasoned = true
+	return t.text(`{"reasoning_content":`, s, emit)
 }
 
 func (t *StreamTranslator) arguments(tool int, fragment string, emit func([]byte) error) error {

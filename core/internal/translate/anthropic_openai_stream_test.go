@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -303,4 +304,113 @@ func TestAppendString(t *testing.T) {
 		assert.Equal(t, want, back, "decodes as encoding/json's encoding does")
 	}
 	assert.Equal(t, `"a<b>&c"`, string(appendString(nil, "a<b>&c")))
+}
+
+// An answer with several thinking blocks (interleaved thinking around a
+// tool call or a text, a redacted block between) reaches a chat client as
+// reasoning_content whose blocks are a blank line apart, streamed and whole
+// alike, where run together their words merged ("...the file.Now I
+// will..."). A Responses client gets the blocks as reasoning items of
+// their own when streamed, each without the blank line, and as one joined
+// as the chat answer's when whole.
+func TestThinkingBlocksBlankLineApart(t *testing.T) {
+	const want = "I will read the file.\n\nNow I will answer.\n\nDone thinking."
+	blocks := []string{
+		`{"type":"thinking","thinking":"I will read the file.","signature":"sig1"}`,
+		`{"type":"tool_use","id":"toolu_1","name":"read","input":{"path":"a"}}`,
+		`{"type":"redacted_thinking","data":"xyz"}`,
+		`{"type":"thinking","thinking":"","signature":"sig2"}`,
+		`{"type":"thinking","thinking":"Now I will answer.","signature":"sig3"}`,
+		`{"type":"text","text":"Here it is."}`,
+		`{"type":"thinking","thinking":"Done thinking.","signature":"sig4"}`,
+	}
+	var events []sseEvent
+	add := func(name, data string) { events = append(events, sseEvent{name: name, data: []byte(data)}) }
+	add("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":5,"output_tokens":1}}}`)
+	for i, b := range blocks {
+		var blk map[string]any
+		require.NoError(t, json.Unmarshal([]byte(b), &blk))
+		idx := strconv.Itoa(i)
+		switch blk["type"] {
+		case "thinking": // its text in deltas, the first word alone
+			text := blk["thinking"].(string)
+			add("content_block_start", `{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"thinking","thinking":"","signature":""}}`)
+			if first, rest, ok := strings.Cut(text, " "); ok {
+				for _, part := range []string{first + " ", rest} {
+					d, _ := json.Marshal(map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "thinking_delta", "thinking": part}})
+					add("content_block_delta", string(d))
+				}
+			}
+		default:
+			add("content_block_start", `{"type":"content_block_start","index":`+idx+`,"content_block":`+b+`}`)
+		}
+		add("content_block_stop", `{"type":"content_block_stop","index":`+idx+`}`)
+	}
+	add("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":20}}`)
+	add("message_stop", `{"type":"message_stop"}`)
+
+	res, err := translateStream(events, false)
+	require.NoError(t, err)
+	var streamed strings.Builder
+	for _, raw := range res.Chunks {
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					ReasoningContent string `json:"reasoning_content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &c))
+		if len(c.Choices) > 0 {
+			streamed.WriteString(c.Choices[0].Delta.ReasoningContent)
+		}
+	}
+	assert.Equal(t, want, streamed.String(), "streamed")
+
+	message := `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[` + strings.Join(blocks, ",") +
+		`],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":20}}`
+	out, _, err := AnthropicToOpenAIResponse([]byte(message), "m")
+	require.NoError(t, err)
+	var whole struct {
+		Choices []struct {
+			Message struct {
+				ReasoningContent string `json:"reasoning_content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.Unmarshal(out, &whole))
+	assert.Equal(t, want, whole.Choices[0].Message.ReasoningContent, "whole")
+
+	// Responses, streamed: the chunks' reasoning in items of its own.
+	tr := Echo{}.Chunks("m")
+	var summaries []string
+	collect := func(name string, data []byte) error {
+		if name == "response.reasoning_summary_text.done" {
+			var ev struct{ Text string }
+			require.NoError(t, json.Unmarshal(data, &ev))
+			summaries = append(summaries, ev.Text)
+		}
+		return nil
+	}
+	for _, chunk := range res.Chunks {
+		require.NoError(t, tr.Chunk(chunk, collect))
+	}
+	_, err = tr.Finish(collect)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"I will read the file.", "Now I will answer.", "Done thinking."}, summaries, "Responses, streamed")
+
+	// Responses, whole: one reasoning item, the chat answer's.
+	resp, _, err := Echo{}.Response(out, "m")
+	require.NoError(t, err)
+	var r struct {
+		Output []struct {
+			Type    string
+			Summary []struct{ Text string }
+		}
+	}
+	require.NoError(t, json.Unmarshal(resp, &r))
+	require.NotEmpty(t, r.Output)
+	require.Equal(t, "reasoning", r.Output[0].Type)
+	require.Len(t, r.Output[0].Summary, 1)
+	assert.Equal(t, want, r.Output[0].Summary[0].Text, "Responses, whole")
 }

@@ -283,6 +283,8 @@ type ChunkToResponses struct {
 	// one is a custom_tool_call item, its input sent when the call ends
 	// (the upstream streams it inside a JSON object).
 	custom map[string]bool
+	// reasoned: a reasoning item was opened.
+	reasoned bool
 }
 
 func (t *ChunkToResponses) emit(emit Emit, name string, v map[string]any) error {
@@ -321,15 +323,24 @@ func (t *ChunkToResponses) Chunk(data []byte, emit Emit) error {
 	}
 	for _, ch := range c.Choices {
 		d := ch.Delta
-		reasoning := d.reasoning()
-		if reasoning != nil && *reasoning != "" {
-			if err := t.open("reasoning", emit); err != nil {
-				return err
+		if reasoning := d.reasoning(); reasoning != nil {
+			text := *reasoning
+			if t.kind != "reasoning" && t.reasoned {
+				// A chat answer's reasoning goes on a blank line apart
+				// after an answer's text or a call (interleaved
+				// thinking): here it is an item of its own.
+				text = strings.TrimPrefix(text, reasoningBreak)
 			}
-			t.text.WriteString(*reasoning)
-			if err := t.emit(emit, "response.reasoning_summary_text.delta", map[string]any{"item_id": t.itemID,
-				"output_index": len(t.output), "summary_index": 0, "delta": *reasoning}); err != nil {
-				return err
+			if text != "" {
+				if err := t.open("reasoning", emit); err != nil {
+					return err
+				}
+				t.reasoned = true
+				t.text.WriteString(text)
+				if err := t.emit(emit, "response.reasoning_summary_text.delta", map[string]any{"item_id": t.itemID,
+					"output_index": len(t.output), "summary_index": 0, "delta": text}); err != nil {
+					return err
+				}
 			}
 		}
 		if d.Content != nil && *d.Content != "" {

@@ -304,7 +304,8 @@ func chatID(respID string) string {
 
 // reasoningBreak separates the parts of a Responses answer's reasoning
 // summary, and its reasoning items, in a chat answer's reasoning_content:
-// the Responses API sends each part without one.
+// the Responses API sends each part without one. An Anthropic answer's
+// thinking blocks are kept apart by it too.
 const reasoningBreak = "\n\n"
 
 // addReasoning adds a part of a Responses answer's reasoning to a chat
