@@ -265,7 +265,12 @@ func (r *Router) ListVoices(ctx context.Context, req *corev1.ListVoicesRequest) 
 	}
 	out, _, err := r.Audio.Voices(ctx, p.MachineID, req.GetProvider(), req.GetLang())
 	_ = grpc.SetHeader(ctx, metadata.Pairs(MDUpstreamUs, strconv.FormatInt(out.Upstream.Microseconds(), 10)))
-	if errors.Is(err, routing.ErrNoCredentials) || errors.Is(err, credential.ErrNoCredentials) {
+	var notEnabled *routing.NotEnabledError
+	switch {
+	case errors.As(err, &notEnabled):
+		return nil, invalidParam("provider", "model_not_found", fmt.Sprintf("provider '%s' speaks its voices with '%s', which is not among the enabled models of any active '%s' connection",
+			req.GetProvider(), notEnabled.Model, notEnabled.Provider))
+	case errors.Is(err, routing.ErrNoCredentials), errors.Is(err, credential.ErrNoCredentials):
 		return nil, invalidParam("provider", "no_credentials", fmt.Sprintf("no active credentials for provider '%s'", req.GetProvider()))
 	}
 	if err != nil {

@@ -40,6 +40,7 @@ func gatewayError(log *slog.Logger, err error, model string) error {
 	var up *credential.UpstreamError
 	var badReq *chat.RequestError
 	var broken *credential.StreamError
+	var notEnabled *routing.NotEnabledError
 	switch {
 	case err == nil:
 		return nil
@@ -52,6 +53,8 @@ func gatewayError(log *slog.Logger, err error, model string) error {
 				MetaUpstreamBody, strings.ToValidUTF8(string(broken.Body), "\uFFFD"))
 		}
 		return statusError(codes.Unavailable, broken.Code, broken.Message, MetaHTTPStatus, strconv.Itoa(http.StatusBadGateway))
+	case errors.As(err, &notEnabled):
+		return invalidParam("model", "model_not_found", notEnabledMessage(notEnabled, model))
 	case errors.Is(err, routing.ErrModelNotFound):
 		return invalidParam("model", "model_not_found", fmt.Sprintf("the model '%s' does not exist or no connection of this machine serves it", model))
 	case errors.Is(err, routing.ErrNoCredentials), errors.Is(err, credential.ErrNoCredentials):
@@ -69,6 +72,17 @@ func gatewayError(log *slog.Logger, err error, model string) error {
 	}
 	log.Error("gateway request failed", "err", err)
 	return internal("internal error")
+}
+
+// notEnabledMessage says that the model the client asked for (an alias or
+// a combo resolving to the one of e too) is enabled on none of its
+// provider's connections.
+func notEnabledMessage(e *routing.NotEnabledError, model string) string {
+	msg := fmt.Sprintf("model '%s' is not among the enabled models of any active '%s' connection", e.Model, e.Provider)
+	if model != "" && model != e.Model {
+		msg = fmt.Sprintf("model '%s' resolves to '%s', which is not among the enabled models of any active '%s' connection", model, e.Model, e.Provider)
+	}
+	return msg
 }
 
 func exhaustedStatus(e *credential.ExhaustedError) error {

@@ -4,6 +4,7 @@ package routing
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +21,24 @@ var ErrModelNotFound = errors.New("model not found")
 // ErrNoCredentials is returned when the model names a known provider for
 // which the machine has no usable connection.
 var ErrNoCredentials = errors.New("no credentials")
+
+// NotEnabledError is returned when the model's prefix names a provider
+// whose usable connections all have enabled models that leave the model
+// out: enabled models are the models a connection serves. It is an
+// ErrModelNotFound.
+type NotEnabledError struct {
+	// Model is the model as resolved, prefix and all.
+	Model string
+	// Provider is the provider id of the connections the prefix names.
+	Provider string
+}
+
+func (e *NotEnabledError) Error() string {
+	return fmt.Sprintf("model %q is not among the enabled models of any active %q connection", e.Model, e.Provider)
+}
+
+// Is makes a NotEnabledError an ErrModelNotFound.
+func (e *NotEnabledError) Is(target error) bool { return target == ErrModelNotFound }
 
 // Target is where a request goes.
 type Target struct {
@@ -38,11 +57,13 @@ type Target struct {
 }
 
 // Tier is how a connection's known model list stands to a target's model.
-// A connection is tried before those of later tiers, so a key whose list
-// leaves a model out (its project has no access: the upstream would answer
-// 404, which is not a reason to fall back) is asked for it only after the
-// others; it stays a candidate, so a stale or partial list never makes a
-// model unreachable.
+// A connection is tried before those of later tiers, so a key whose live
+// catalog leaves a model out (its project has no access: the upstream
+// would answer 404, which is not a reason to fall back) is asked for it
+// only after the others; it stays a candidate, so a stale or partial
+// catalog never makes a model unreachable. Enabled models are no such
+// list: a connection serves only the models it enables (serves), so it is
+// never a candidate for the others.
 type Tier int
 
 const (
@@ -161,7 +182,7 @@ func (r *Resolver) Resolve(machineID, model string) (Target, error) {
 	conns := r.store.MachineConnections(machineID)
 	if prefix, rest, ok := strings.Cut(model, "/"); ok && rest != "" {
 		t, found, err := r.byPrefix(conns, prefix, rest)
-		if errors.Is(err, ErrNoCredentials) {
+		if errors.Is(err, ErrNoCredentials) || errors.Is(err, ErrModelNotFound) {
 			return r.wholeID(conns, model, err)
 		}
 		if found || err != nil {
@@ -197,6 +218,7 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 	var t Target
 	var now time.Time // read once, by the first catalog's tier
 	known := false
+	usable := "" // the provider of the first usable connection named
 	for _, c := range conns {
 		spec, ok := r.registry.Lookup(c.GetProvider())
 		if !ok {
@@ -207,7 +229,13 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 			continue
 		}
 		known = true
-		if !Usable(c) || !serves(c, model) {
+		if !Usable(c) {
+			continue
+		}
+		if usable == "" {
+			usable = c.GetProvider()
+		}
+		if !serves(c, model) {
 			continue
 		}
 		if len(t.Connections) == 0 {
@@ -220,6 +248,9 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 	if len(t.Connections) > 0 {
 		return t, true, nil
 	}
+	if usable != "" {
+		return Target{}, true, &NotEnabledError{Model: prefix + "/" + model, Provider: usable}
+	}
 	if known {
 		return Target{}, true, ErrNoCredentials
 	}
@@ -231,7 +262,8 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 }
 
 // wholeID resolves a model whose prefix names a provider or prefix that no
-// usable connection serves it under (err): an aggregator's id, which names
+// usable connection serves it under (err: no usable connection, or none
+// that enables it): an aggregator's id, which names
 // the model's vendor as OpenRouter's "openai/gpt-4o-mini" does, is a bare
 // id when a connection's model list holds it whole. Any other keeps err.
 func (r *Resolver) wholeID(conns []*busv1.Connection, model string, err error) (Target, error) {
@@ -276,16 +308,14 @@ func (r *Resolver) lists(c *busv1.Connection, spec provider.Spec, model string) 
 	return r.store.CatalogModels(c.GetMachineId(), c.GetId()).Lists(model)
 }
 
-// tier is how a connection's known model list stands to the model: its
-// enabled models, else its live catalog while that is in force at *now
-// (read when zero). A provider's static list is no connection's: a key may
-// lack a model its provider offers.
+// tier is how the known model list of a connection that serves the model
+// (serves) stands to it: enabled models, which then name it, else its live
+// catalog while that is in force at *now (read when zero). A provider's
+// static list is no connection's: a key may lack a model its provider
+// offers.
 func (r *Resolver) tier(c *busv1.Connection, model string, now *time.Time) Tier {
-	if enabled := c.GetData().GetEnabledModels(); len(enabled) > 0 {
-		if slices.Contains(enabled, model) {
-			return Listed
-		}
-		return Unlisted
+	if len(c.GetData().GetEnabledModels()) > 0 {
+		return Listed
 	}
 	cat := r.store.CatalogModels(c.GetMachineId(), c.GetId())
 	if cat == nil {

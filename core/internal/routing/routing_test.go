@@ -2,6 +2,7 @@ package routing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -302,6 +303,73 @@ func TestResolveVendorIDWithoutTheVendorsConnection(t *testing.T) {
 				tiers = append(tiers, got.Tier(i))
 			}
 			assert.Equal(t, tc.wantTiers, tiers)
+		})
+	}
+}
+
+// Enabled models are a hard filter: a model that no usable connection of
+// the provider its prefix names enables is not found there, an error that
+// names the provider (NotEnabledError), not a want of credentials, which
+// stays the error of a provider without a usable connection.
+func TestResolveModelNoConnectionEnables(t *testing.T) {
+	type conn struct {
+		id      string
+		enabled []string
+		off     bool
+	}
+	for _, tc := range []struct {
+		name    string
+		conns   []conn
+		model   string
+		err     error // nil: resolved
+		enabled bool  // err is a NotEnabledError
+		want    []string
+	}{
+		{name: "one key, the model left out",
+			conns: []conn{{id: "work", enabled: []string{"gpt-4o-mini", "text-embedding-3-small"}}},
+			model: "openai/gpt-4o", err: ErrModelNotFound, enabled: true},
+		{name: "two keys, both leave it out",
+			conns: []conn{{id: "a", enabled: []string{"gpt-4o-mini"}}, {id: "b", enabled: []string{"text-embedding-3-small"}}},
+			model: "openai/gpt-4o", err: ErrModelNotFound, enabled: true},
+		{name: "only a switched-off key enables it",
+			conns: []conn{{id: "a", enabled: []string{"gpt-4o-mini"}}, {id: "b", enabled: []string{"gpt-4o"}, off: true}},
+			model: "openai/gpt-4o", err: ErrModelNotFound, enabled: true},
+		{name: "every key switched off",
+			conns: []conn{{id: "a", enabled: []string{"gpt-4o"}, off: true}},
+			model: "openai/gpt-4o", err: ErrNoCredentials},
+		{name: "no key",
+			model: "openai/gpt-4o", err: ErrNoCredentials},
+		{name: "the second key enables it",
+			conns: []conn{{id: "a", enabled: []string{"gpt-4o-mini"}}, {id: "b", enabled: []string{"gpt-4o"}}, {id: "c"}},
+			model: "openai/gpt-4o", want: []string{"b", "c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, st := openStore(t)
+			for i, c := range tc.conns {
+				require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, c.id), &busv1.Connection{
+					Id: c.id, MachineId: machine, Provider: "openai", IsActive: !c.off, Priority: int32(i + 1),
+					CreatedAt: timestamppb.Now(), Data: &busv1.ProviderData{EnabledModels: c.enabled},
+				}))
+			}
+			require.Eventually(t, func() bool { return len(st.MachineConnections(machine)) == len(tc.conns) }, 5*time.Second, time.Millisecond)
+			r := NewResolver(st, provider.NewRegistry())
+			targets, err := r.ResolveAll(machine, tc.model)
+			if tc.err == nil {
+				require.NoError(t, err)
+				require.Len(t, targets, 1)
+				assert.Equal(t, tc.want, connectionIDs(targets[0]))
+				return
+			}
+			require.ErrorIs(t, err, tc.err)
+			var notEnabled *NotEnabledError
+			if !tc.enabled {
+				assert.False(t, errors.As(err, &notEnabled), "%v", err)
+				return
+			}
+			require.ErrorAs(t, err, &notEnabled)
+			assert.Equal(t, "openai", notEnabled.Provider)
+			assert.Equal(t, tc.model, notEnabled.Model)
+			assert.NotErrorIs(t, err, ErrNoCredentials)
 		})
 	}
 }
