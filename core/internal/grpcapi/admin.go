@@ -183,6 +183,9 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 	if req.IsActive != nil {
 		c.IsActive = req.GetIsActive()
 	}
+	if err := a.freePrefix(c, spec, true); err != nil {
+		return nil, err
+	}
 	// The proxy URL may carry a password: it is sealed with the secrets.
 	sec := &busv1.Secrets{ApiKey: req.GetApiKey(), ProxyUrl: req.GetProviderSpecificData().GetProxyUrl()}
 	if o := req.GetOauth(); o != nil {
@@ -370,6 +373,9 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 			reached = reached || patch.GetBaseUrl() != c.Data.BaseUrl
 			c.Data.BaseUrl = patch.GetBaseUrl()
 		}
+		// A prefix the connection has (one stored before prefixes were
+		// checked too), sent back unchanged, is kept.
+		newPrefix := patch.Prefix != nil && patch.GetPrefix() != "" && patch.GetPrefix() != c.Data.Prefix
 		if patch.Prefix != nil {
 			c.Data.Prefix = patch.GetPrefix()
 		}
@@ -384,6 +390,11 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 			Caveman: coreCaveman(c.Data.Caveman),
 		}, spec); err != nil {
 			return err
+		}
+		if newPrefix {
+			if err := a.freePrefix(c, spec, false); err != nil {
+				return err
+			}
 		}
 		// A proxy URL an earlier release kept in plain text is sealed on
 		// this write too.

@@ -200,7 +200,10 @@ func Usable(c *busv1.Connection) bool {
 	return c.GetIsActive() && !c.GetOauth().GetNeedsRelogin()
 }
 
-func (r *Resolver) alias(c *busv1.Connection, spec provider.Spec) string {
+// Prefix is the part before a model id's slash that names a connection's
+// models: its prefix, else its provider's alias. Its provider id names them
+// too.
+func Prefix(c *busv1.Connection, spec provider.Spec) string {
 	if p := c.GetData().GetPrefix(); p != "" {
 		return p
 	}
@@ -224,7 +227,7 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 		if !ok {
 			continue
 		}
-		alias := r.alias(c, spec)
+		alias := Prefix(c, spec)
 		if alias != prefix && c.GetProvider() != prefix {
 			continue
 		}
@@ -284,11 +287,11 @@ func (r *Resolver) byListing(conns []*busv1.Connection, model string) (Target, e
 		if !ok || !r.lists(c, spec, model) {
 			continue
 		}
-		alias := r.alias(c, spec)
+		alias := Prefix(c, spec)
 		t := Target{Spec: spec, Alias: alias, Model: model}
 		var now time.Time // read once, by the first catalog's tier
 		for _, o := range conns {
-			if Usable(o) && o.GetProvider() == c.GetProvider() && r.alias(o, spec) == alias && serves(o, model) {
+			if Usable(o) && o.GetProvider() == c.GetProvider() && Prefix(o, spec) == alias && serves(o, model) {
 				t.add(o, r.tier(o, model, &now))
 			}
 		}
