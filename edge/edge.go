@@ -105,7 +105,15 @@ type Edge struct {
 	core    grpc.ClientConnInterface
 	billing grpc.ClientConnInterface
 	bodies  *openai.BodyGuard
+	// end cancels the requests in flight (their base context), with the
+	// cause they answer with.
+	end context.CancelCauseFunc
 }
+
+// endWait is how long the requests still in flight when the shutdown's
+// grace period is over get to write their end once they are cancelled
+// (a stream its dialect's error) before their connections are closed.
+const endWait = 5 * time.Second
 
 // streamingBody reports the routes that stream their body on instead of
 // holding it (they get the rate limit, not the memory bound).
@@ -136,6 +144,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 		cfg.BodyGrace = DefaultBodyGrace
 	}
 	e := &Edge{cfg: cfg, log: deps.Logger.With("role", "edge"), core: deps.Core, billing: deps.Billing}
+	base, end := context.WithCancelCause(context.WithoutCancel(ctx))
+	e.end = end
 	// A quarter of the bound is kept for small bodies, so large ones
 	// filling the rest never keep small requests out.
 	small := cfg.BodyMemoryBytes / 4
@@ -202,7 +212,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	return e, nil
 }
@@ -260,9 +270,15 @@ func localAddr(a net.Addr) string {
 // Addr is the address the edge listens on.
 func (e *Edge) Addr() string { return e.ln.Addr().String() }
 
-// Run serves until ctx ends, then drains in-flight requests for at most the
-// shutdown timeout.
+// Run serves until ctx ends, then stops listening and drains in-flight
+// requests for at most the shutdown timeout. The requests still in flight
+// then are ended: a stream with its dialect's in-band error saying the
+// gateway is shutting down (a 503 the client may send again elsewhere),
+// never a cut, and core's call is cancelled, so it records the usage of
+// what was streamed as for a client that left. That is still the orderly
+// stop the operator asked for: Run returns no error for it.
 func (e *Edge) Run(ctx context.Context) error {
+	defer e.end(nil)
 	errc := make(chan error, 1)
 	go func() { errc <- e.srv.Serve(e.ln) }()
 	e.log.Info("edge listening", "addr", "http://"+e.Addr())
@@ -273,7 +289,20 @@ func (e *Edge) Run(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
 	defer cancel()
-	if err := e.srv.Shutdown(sctx); err != nil {
+	err := e.srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		e.log.Warn("shutdown timeout over: ending the requests still in flight", "timeout", e.cfg.ShutdownTimeout)
+		e.end(openai.ErrShuttingDown)
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endWait)
+		err = e.srv.Shutdown(ectx)
+		cancel()
+		if err != nil {
+			// A client that does not read its end (its writes block).
+			e.log.Warn("closing the connections of requests that did not end", "wait", endWait)
+			err = e.srv.Close()
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("edge: shutdown: %w", err)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {

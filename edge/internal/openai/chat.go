@@ -95,7 +95,7 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 			writeCompletion(w, resp.GetCompletion())
 			return
 		case !wholeRefused(err):
-			d.fail(w, err)
+			d.fail(w, shutdownOr(r, err))
 			return
 		}
 		// Core reads the body as streamed after all, or predates
@@ -115,7 +115,7 @@ func serveChat(w http.ResponseWriter, r *http.Request, router corev1.RouterClien
 		return sw.take(m.(*corev1.ChatCompletionsResponse), stream)
 	}))
 	if err != nil {
-		d.fail(w, err)
+		d.fail(w, shutdownOr(r, err))
 		return
 	}
 	sw.from(stream)
@@ -220,7 +220,7 @@ func (sw *streamWriter) end(err error) {
 	case sw.rl != nil:
 		sw.rl.close(err)
 	case err != nil:
-		sw.d.fail(sw.w, err)
+		sw.d.fail(sw.w, shutdownOr(sw.r, err))
 	}
 }
 
@@ -347,11 +347,12 @@ func (rl *relayer) add(ev event) {
 
 // close ends the stream with its end (the handler's last write): io.EOF is
 // the dialect's clean end,
-// another error its in-band error, nil (or a cancellation once the client
-// left) nothing. It stops the timer and gives the buffer back (the timer's
-// function, which may be waiting for the lock, then sees ended and writes
-// nothing).
+// another error its in-band error (the edge's shutdown ending the stream
+// included), nil (or a cancellation once the client left) nothing. It stops
+// the timer and gives the buffer back (the timer's function, which may be
+// waiting for the lock, then sees ended and writes nothing).
 func (rl *relayer) close(err error) {
+	err = shutdownOr(rl.r, err)
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	switch {

@@ -5,7 +5,10 @@ package openai
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -108,6 +111,27 @@ func marshalNoEscape(v any) ([]byte, error) {
 	enc.SetEscapeHTML(false)
 	err := enc.Encode(v)
 	return buf.Bytes(), err
+}
+
+// ErrShuttingDown is the cause the edge cancels the requests still in
+// flight with once its shutdown's grace period is over.
+var ErrShuttingDown = errors.New("the gateway is shutting down")
+
+// errShutdown is the answer of a request the edge's shutdown ended: a 503
+// the client may send again, to another replica.
+var errShutdown = func() error {
+	st, _ := status.New(codes.Unavailable, "the gateway is shutting down; send the request again").
+		WithDetails(&errdetails.ErrorInfo{Reason: "shutting_down"})
+	return st.Err()
+}()
+
+// shutdownOr is err, or errShutdown when the edge's shutdown ended r (an
+// answer that came whole, io.EOF, stays as it is).
+func shutdownOr(r *http.Request, err error) error {
+	if err == nil || errors.Is(err, io.EOF) || !errors.Is(context.Cause(r.Context()), ErrShuttingDown) {
+		return err
+	}
+	return errShutdown
 }
 
 // FromError maps an error of a gRPC call to core or billing to the OpenAI

@@ -1,0 +1,231 @@
+package node_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node"
+	"github.com/switchboardhq/switchboard/node/nodetest"
+)
+
+// openStream is a stream read as it comes: started is closed at its first
+// event, ended carries its events and how its body ended.
+type openStream struct {
+	started chan struct{}
+	ended   chan streamEnd
+}
+
+type streamEnd struct {
+	events []sseEvent
+	err    error // the body's read error: nil for a clean end of the response
+}
+
+// streamOpen posts body to path and reads the answer's events in the
+// background.
+func streamOpen(t *testing.T, sb *nodetest.Instance, path, body string) *openStream {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, sb.BaseURL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	s := &openStream{started: make(chan struct{}), ended: make(chan streamEnd, 1)}
+	go func() {
+		var end streamEnd
+		defer func() { s.ended <- end }()
+		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+		if err != nil {
+			end.err = err
+			return
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var name string
+		for sc.Scan() {
+			line := sc.Text()
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				name = v
+			} else if v, ok := strings.CutPrefix(line, "data: "); ok {
+				if len(end.events) == 0 {
+					close(s.started)
+				}
+				end.events = append(end.events, sseEvent{name, v})
+				name = ""
+			}
+		}
+		end.err = sc.Err()
+	}()
+	return s
+}
+
+// A shutdown whose grace period (SWITCHBOARD_SHUTDOWN_TIMEOUT) runs out
+// while streams are open ends each with its dialect's in-band error, a 503
+// that says the gateway is shutting down, so the client raises an error it
+// can retry elsewhere (a whole answer still awaited is that 503); the
+// connection is not cut, the stop is an orderly one (no error, exit status
+// 0), new connections are refused while it drains, and what was streamed is
+// billed as for any stream cut short.
+func TestShutdownEndsOpenStreamsWithTheirDialectsError(t *testing.T) {
+	cfg := nodetest.Config(t.TempDir())
+	cfg.ShutdownTimeout = time.Second
+	// The upstream's silence outlasts the grace period.
+	cfg.StallTimeout, cfg.FirstByteTimeout = time.Minute, time.Minute
+	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	up := upstreamtest.New(t)
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "k",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL()}})
+	up.Enqueue(pathChat, upstreamtest.StallAfter(2), upstreamtest.StallAfter(2), upstreamtest.StallAfter(2), upstreamtest.Hang())
+	up.Enqueue(pathResponses, upstreamtest.StallAfter(6)) // up to two text deltas
+
+	chatBody := `{"model":"` + chatModel + `","stream":true,"messages":[{"role":"user","content":"a long answer please"}]}`
+	chatRaw := streamOpen(t, sb, pathChat, chatBody)
+	messages := streamOpen(t, sb, pathMessages, `{"model":"`+chatModel+`","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"a long answer please"}]}`)
+	resps := streamOpen(t, sb, pathResponses, `{"model":"`+chatModel+`","stream":true,"input":"a long answer please"}`)
+	// The official client too.
+	sdkStarted, sdkErr := make(chan struct{}), make(chan error, 1)
+	client := sdk(t, sb)
+	go func() {
+		s := client.Chat.Completions.NewStreaming(t.Context(), userMessage("a long answer please"))
+		first := true
+		for s.Next() {
+			if first {
+				close(sdkStarted)
+				first = false
+			}
+		}
+		sdkErr <- s.Err()
+	}()
+	for _, started := range []chan struct{}{chatRaw.started, messages.started, resps.started, sdkStarted} {
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a stream did not start")
+		}
+	}
+
+	// A whole answer still awaited is a 503 the client may send again.
+	wholeErr := make(chan error, 1)
+	go func() {
+		_, err := client.Chat.Completions.New(t.Context(), userMessage("a long answer please"))
+		wholeErr <- err
+	}()
+	require.Eventually(t, func() bool { return up.Count(pathChat) == 4 }, 10*time.Second, 10*time.Millisecond)
+
+	// While the process drains, a new connection is refused: the listener
+	// is closed.
+	refused := make(chan error, 1)
+	go func() {
+		fresh := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		deadline := time.Now().Add(cfg.ShutdownTimeout)
+		for time.Now().Before(deadline) {
+			resp, err := fresh.Post(sb.BaseURL+pathChat, "application/json", strings.NewReader(chatBody))
+			if err != nil {
+				refused <- err
+				return
+			}
+			resp.Body.Close()
+			time.Sleep(20 * time.Millisecond)
+		}
+		refused <- nil
+	}()
+	stopped := time.Now()
+	sb.Stop() // fails the test when the process stops with an error
+	took := time.Since(stopped)
+	assert.Less(t, took, cfg.ShutdownTimeout+5*time.Second, "the stop waits for the grace period, then ends the streams")
+	// Refused at the connection (or reset in the listener's backlog as it
+	// closed): no answer.
+	assert.Error(t, <-refused, "a request sent during the drain is refused")
+
+	end := func(s *openStream) streamEnd {
+		t.Helper()
+		select {
+		case e := <-s.ended:
+			require.NoError(t, e.err, "the stream's body ended cleanly, not cut")
+			require.GreaterOrEqual(t, len(e.events), 2, "%v", e.events)
+			return e
+		case <-time.After(10 * time.Second):
+			t.Fatal("the stream was still open after the process stopped")
+			return streamEnd{}
+		}
+	}
+
+	// Chat Completions: an error chunk, no [DONE].
+	chat := end(chatRaw)
+	last := chat.events[len(chat.events)-1]
+	assert.NotEqual(t, "[DONE]", last.data, "never a clean end")
+	var chatErr struct {
+		Error struct{ Message, Type, Code string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(last.data), &chatErr), last.data)
+	assert.Equal(t, "shutting_down", chatErr.Error.Code, last.data)
+	assert.Contains(t, chatErr.Error.Message, "shutting down")
+
+	// Messages: Anthropic's event: error.
+	msgs := end(messages)
+	last = msgs.events[len(msgs.events)-1]
+	assert.Equal(t, "error", last.name, "%v", msgs.events)
+	var anthErr struct {
+		Type  string
+		Error struct{ Type, Message string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(last.data), &anthErr), last.data)
+	assert.Equal(t, "error", anthErr.Type)
+	assert.Equal(t, "api_error", anthErr.Error.Type, "Anthropic's type of a 503")
+	assert.Contains(t, anthErr.Error.Message, "shutting down")
+
+	// Responses: response.failed naming the response.
+	rs := end(resps)
+	last = rs.events[len(rs.events)-1]
+	assert.Equal(t, "response.failed", last.name, "%v", rs.events)
+	var failed struct {
+		Response struct {
+			ID    string
+			Error struct{ Code, Message string }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(last.data), &failed), last.data)
+	assert.NotEmpty(t, failed.Response.ID, "the failure names the response the stream started")
+	assert.Equal(t, "shutting_down", failed.Response.Error.Code)
+	assert.Contains(t, failed.Response.Error.Message, "shutting down")
+
+	// openai-go raises the error chunk.
+	select {
+	case err := <-sdkErr:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "shutting down")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the official client's stream was still open after the process stopped")
+	}
+
+	select {
+	case err := <-wholeErr:
+		var apiErr *openai.Error
+		require.ErrorAs(t, err, &apiErr)
+		assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
+		assert.Equal(t, "shutting_down", apiErr.Code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the whole answer's request was still open after the process stopped")
+	}
+
+	// What was streamed is billed, as for a stream the client left (the
+	// requests that tried the listener before it closed were answered
+	// whole).
+	again := nodetest.Start(t, cfg, node.RoleCore)
+	var cut int
+	for _, ev := range usageEvents(t, again) {
+		if ev.GetPartial() {
+			cut++
+			assert.Positive(t, ev.GetCompletionTokens(), "%v", ev)
+		}
+	}
+	assert.Equal(t, 4, cut, "the four streams are billed what they delivered")
+}
