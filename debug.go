@@ -86,12 +86,8 @@ func startDiagnostics(getenv func(string) string, stdout io.Writer, log *slog.Lo
 		})
 	}
 	if addr := getenv(debugAddrEnv); addr != "" {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			return stop, fmt.Errorf("%s: %w", debugAddrEnv, err)
-		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return stop, fmt.Errorf("%s: %q is not a loopback address (the profiles say too much to be served elsewhere)", debugAddrEnv, addr)
+		if err := checkDebugAddr(addr); err != nil {
+			return stop, err
 		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -113,4 +109,20 @@ func startDiagnostics(getenv func(string) string, stdout io.Writer, log *slog.Lo
 		stops = append(stops, func() { srv.Close() })
 	}
 	return stop, nil
+}
+
+// checkDebugAddr refuses a debug address (debugAddrEnv) that is not a
+// loopback one; none is fine.
+func checkDebugAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", debugAddrEnv, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%s: %q is not a loopback address (the profiles say too much to be served elsewhere)", debugAddrEnv, addr)
+	}
+	return nil
 }

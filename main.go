@@ -22,6 +22,7 @@ import (
 	"github.com/switchboardhq/switchboard/edge"
 	"github.com/switchboardhq/switchboard/internal/config"
 	"github.com/switchboardhq/switchboard/internal/secrets"
+	"github.com/switchboardhq/switchboard/internal/telemetry"
 	"github.com/switchboardhq/switchboard/node"
 )
 
@@ -84,15 +85,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if err != nil {
+	// The variables without a flag are checked with the others: every
+	// invalid value is in the one list.
+	if err := errors.Join(err, tuneMemory(getenv), telemetry.CheckEnv(getenv), checkDebugAddr(getenv(debugAddrEnv))); err != nil {
 		fmt.Fprintf(stderr, "switchboard: invalid configuration:\n%v\n", err)
 		return 2
 	}
 	log := cfg.Logger(stderr)
-	if err := tuneMemory(getenv); err != nil {
-		fmt.Fprintf(stderr, "switchboard: invalid configuration:\n%v\n", err)
-		return 2
-	}
 	stopDiagnostics, err := startDiagnostics(getenv, stdout, log)
 	defer stopDiagnostics()
 	if err != nil {
@@ -137,7 +136,12 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 	ttl := fs.Duration("ttl", 24*time.Hour, "lifetime of the token")
 	dataDir := fs.String("data-dir", or(getenv("SWITCHBOARD_DATA_DIR"), "./data"), "data directory holding the generated secret [$SWITCHBOARD_DATA_DIR]")
 	secret := fs.String("jwt-secret", getenv("SWITCHBOARD_JWT_SECRET"), "HS256 secret [$SWITCHBOARD_JWT_SECRET]")
-	issuer := fs.String("issuer", getenv("SWITCHBOARD_JWT_ISSUER"), "iss claim (default \"switchboard\") [$SWITCHBOARD_JWT_ISSUER]")
+	// One default in the help: the variable's value, else the built-in one.
+	issuerHelp := "iss claim [$SWITCHBOARD_JWT_ISSUER]"
+	if getenv("SWITCHBOARD_JWT_ISSUER") == "" {
+		issuerHelp += ` (default "switchboard")`
+	}
+	issuer := fs.String("issuer", getenv("SWITCHBOARD_JWT_ISSUER"), issuerHelp)
 	audience := fs.String("audience", getenv("SWITCHBOARD_JWT_AUDIENCE"), "aud claim [$SWITCHBOARD_JWT_AUDIENCE]")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

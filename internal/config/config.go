@@ -138,6 +138,23 @@ type setting struct {
 	raw                   string
 }
 
+// help is the setting's line in the flags' help: its usage, variable and
+// one default, the value in effect before the flags (a secret's only as
+// "(set)"), else the built-in default its usage describes in words
+// ("(default: the gRPC listener)").
+func (st *setting) help() string {
+	usage, described, _ := strings.Cut(st.usage, " (default")
+	switch {
+	case st.secret && st.raw != "":
+		return fmt.Sprintf("%s [$%s] (default %q)", usage, st.env, "(set)")
+	case st.raw != "":
+		return fmt.Sprintf("%s [$%s] (default %q)", usage, st.env, st.raw)
+	case described != "":
+		return fmt.Sprintf("%s [$%s] (default%s", usage, st.env, described)
+	}
+	return fmt.Sprintf("%s [$%s]", usage, st.env)
+}
+
 type settings struct {
 	list []*setting
 }
@@ -202,11 +219,7 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 		if v, ok := lookup(getenv, st.env); ok {
 			st.raw = v
 		}
-		def := st.raw
-		if st.secret && def != "" {
-			def = "(set)"
-		}
-		fs.Func(st.flag, fmt.Sprintf("%s [$%s] (default %q)", st.usage, st.env, def), func(v string) error {
+		fs.Func(st.flag, st.help(), func(v string) error {
 			st.raw = v
 			return nil
 		})

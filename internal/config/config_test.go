@@ -1,6 +1,7 @@
 package config
 
 import (
+	"flag"
 	"io"
 	"log/slog"
 	"os"
@@ -212,4 +213,36 @@ func TestAddressLists(t *testing.T) {
 			assert.Equal(t, tc.want, Addrs(c.BillingAddr))
 		})
 	}
+}
+
+// Each flag's help names one default: the value its environment variable
+// gave, else the built-in one, which some flags describe in words.
+func TestHelpNamesOneDefault(t *testing.T) {
+	help := func(e map[string]string) string {
+		var out strings.Builder
+		_, err := Load("serve", []string{"-h"}, env(e), &out)
+		require.ErrorIs(t, err, flag.ErrHelp)
+		return out.String()
+	}
+	line := func(help, name string) string {
+		_, after, ok := strings.Cut(help, "-"+name+" value\n")
+		require.True(t, ok, help)
+		l, _, _ := strings.Cut(after, "\n")
+		return l
+	}
+	h := help(nil)
+	for _, l := range strings.Split(h, "\n") {
+		assert.LessOrEqual(t, strings.Count(l, "default"), 1, "%q", l)
+	}
+	assert.NotContains(t, h, `(default "")`)
+	assert.Contains(t, line(h, "core-addr"), "(default: the gRPC listener)")
+	assert.Contains(t, line(h, "http-addr"), `(default "127.0.0.1:8080")`)
+
+	h = help(map[string]string{"SWITCHBOARD_CORE_ADDR": "core:9090", "SWITCHBOARD_ADMIN_TOKEN": "0123456789abcdef0123"})
+	for _, l := range strings.Split(h, "\n") {
+		assert.LessOrEqual(t, strings.Count(l, "default"), 1, "%q", l)
+	}
+	assert.Contains(t, line(h, "core-addr"), `(default "core:9090")`, "the value the environment gave")
+	assert.Contains(t, line(h, "admin-token"), `(default "(set)")`, "a secret is not shown")
+	assert.NotContains(t, h, "0123456789abcdef0123")
 }

@@ -49,26 +49,9 @@ var ErrUnsupportedExporter = errors.New("unsupported trace exporter")
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the process
 // (service.name defaults to "switchboard"). Off, it returns nil.
 func TracingFromEnv(ctx context.Context, getenv func(string) string) (*Tracing, error) {
-	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
-		return nil, nil
-	}
-	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
-	case "none":
-		return nil, nil
-	case "":
-		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-			return nil, nil
-		}
-	case "otlp":
-	default:
-		return nil, fmt.Errorf("%w: OTEL_TRACES_EXPORTER=%q (this build exports traces with otlp over HTTP only)", ErrUnsupportedExporter, exp)
-	}
-	proto := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	if proto == "" {
-		proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
-	}
-	if proto != "" && proto != "http/protobuf" {
-		return nil, fmt.Errorf("%w: OTLP protocol %q (this build speaks http/protobuf)", ErrUnsupportedExporter, proto)
+	on, err := tracesAsked(getenv)
+	if !on || err != nil {
+		return nil, err
 	}
 	exporter, err := otlptracehttp.New(ctx)
 	if err != nil {
@@ -86,6 +69,42 @@ func TracingFromEnv(ctx context.Context, getenv func(string) string) (*Tracing, 
 	t := NewTracing(tp)
 	t.shutdown = tp.Shutdown
 	return t, nil
+}
+
+// CheckEnv reports the exporter and protocol of the OTEL_* variables that
+// TracingFromEnv would refuse, every one of them, without starting
+// anything: start-up reports them with the rest of the configuration.
+func CheckEnv(getenv func(string) string) error {
+	_, err := tracesAsked(getenv)
+	return err
+}
+
+// tracesAsked reads whether the variables ask for traces, refusing an
+// exporter or a protocol this build does not include.
+func tracesAsked(getenv func(string) string) (bool, error) {
+	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
+		return false, nil
+	}
+	var errs []error
+	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
+	case "none":
+		return false, nil
+	case "":
+		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+			return false, nil
+		}
+	case "otlp":
+	default:
+		errs = append(errs, fmt.Errorf("%w: OTEL_TRACES_EXPORTER=%q (this build exports traces with otlp over HTTP only)", ErrUnsupportedExporter, exp))
+	}
+	proto := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if proto == "" {
+		proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	if proto != "" && proto != "http/protobuf" {
+		errs = append(errs, fmt.Errorf("%w: OTLP protocol %q (this build speaks http/protobuf)", ErrUnsupportedExporter, proto))
+	}
+	return true, errors.Join(errs...)
 }
 
 // Enabled reports whether spans are recorded.

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// Every invalid value is in the one list start-up prints, the variables
+// without a flag (the memory limit, the trace exporter, the debug address)
+// with the rest, and the process exits 2 before anything starts.
+func TestInvalidValuesAllReportedAtStart(t *testing.T) {
+	restoreMemory(t)
+	var stderr bytes.Buffer
+	rc := run([]string{"serve"}, env(map[string]string{
+		"SWITCHBOARD_NATS_REPLICAS":    "7",
+		"SWITCHBOARD_LOG_LEVEL":        "chatty",
+		memoryLimitEnv:                 "2",
+		"OTEL_TRACES_EXPORTER":         "zipkin",
+		"OTEL_EXPORTER_OTLP_PROTOCOL":  "grpc",
+		debugAddrEnv:                   "0.0.0.0:6060",
+		"SWITCHBOARD_SHUTDOWN_TIMEOUT": "soon",
+	}), io.Discard, &stderr)
+	assert.Equal(t, 2, rc)
+	msg := stderr.String()
+	for _, want := range []string{"SWITCHBOARD_NATS_REPLICAS", "SWITCHBOARD_LOG_LEVEL", memoryLimitEnv, `OTEL_TRACES_EXPORTER="zipkin"`,
+		`protocol "grpc"`, debugAddrEnv, "SWITCHBOARD_SHUTDOWN_TIMEOUT"} {
+		assert.Contains(t, msg, want)
+	}
+	assert.Equal(t, 1, strings.Count(msg, "invalid configuration"), "one list:\n%s", msg)
+}
+
+// Each flag's help names one default: the value an environment variable
+// gave, else the built-in one.
+func TestTokenHelpNamesOneDefault(t *testing.T) {
+	for _, e := range []map[string]string{nil, {"SWITCHBOARD_JWT_ISSUER": "https://id.example.com"}} {
+		var stderr bytes.Buffer
+		assert.Equal(t, 0, run([]string{"token", "-h"}, env(e), io.Discard, &stderr))
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			assert.LessOrEqual(t, strings.Count(line, "default"), 1, "%q", line)
+		}
+	}
+}
