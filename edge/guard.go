@@ -31,6 +31,16 @@ func apiKey(h http.Header) string {
 	return ""
 }
 
+// unreadableKey reports whether a request presents a credential no key
+// can be read from: an Authorization header that is not a Bearer
+// credential (a key sent without the scheme, Basic, ...) and no key in the
+// headers read after it (key, as apiKey read it, is ""). Served keyless,
+// its sender would believe their key was used ("a key that is sent is
+// always checked").
+func unreadableKey(key string, h http.Header) bool {
+	return key == "" && bearer.NotBearer(h.Get("Authorization"))
+}
+
 // maxKeyLen bounds an API key's length: far above any key format's, far
 // below a header limit.
 const maxKeyLen = 256
@@ -116,9 +126,12 @@ func cors(origins, hosts []string, next http.Handler) http.Handler {
 			return
 		}
 		if !keyed && !allowed(origin) {
-			if key != "" {
+			switch {
+			case key != "":
 				refuseKey(w, r)
-			} else {
+			case unreadableKey(key, r.Header):
+				refuseScheme(w, r)
+			default:
 				refuseOrigin(w, r)
 			}
 			return
@@ -191,11 +204,20 @@ func refuseKey(w http.ResponseWriter, r *http.Request) {
 	openai.InvalidAPIKey().WriteFor(w, r)
 }
 
+// refuseScheme answers a request whose Authorization header holds no
+// Bearer credential (unreadableKey), without its value.
+func refuseScheme(w http.ResponseWriter, r *http.Request) {
+	openai.NewProblem(http.StatusUnauthorized, "invalid_api_key",
+		"the Authorization header holds no Bearer token: send the API key as Authorization: Bearer <key> (or in x-api-key)", "").WriteFor(w, r)
+}
+
 // checkKey refuses a gateway request before its body is read when it
 // presents a key that is not well-formed, always: no such key is valid, and
 // one that is not ASCII would not reach core at all on the routes
 // grpc-gateway serves (it drops the value), so the request would run
-// keyless ("a key that is sent is always checked"). Without a key it
+// keyless ("a key that is sent is always checked"). So is one whose
+// Authorization header holds no Bearer credential, where no other key
+// header holds a key: core reads no key from it either. Without a key it
 // refuses when every machine needs keys (REQUIRE_API_KEY), and on the
 // legacy /{machineId}/v1/... paths, which always need one. Core checks the
 // key itself; this only makes refusing cheap and sure.
@@ -209,6 +231,8 @@ func checkKey(all bool, next http.Handler) http.Handler {
 		switch {
 		case k != "" && !wellFormedKey(k):
 			refuseKey(w, r)
+		case unreadableKey(k, r.Header):
+			refuseScheme(w, r)
 		case k == "" && (all || legacyPath(r.URL.Path)):
 			openai.NewProblem(http.StatusUnauthorized, "missing_api_key", "an API key is required (Authorization: Bearer <key>)", "").WriteFor(w, r)
 		default:

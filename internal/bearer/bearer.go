@@ -15,3 +15,20 @@ func Token(authorization string) string {
 	}
 	return strings.TrimSpace(auth[i+1:])
 }
+
+// NotBearer reports whether a value holds a credential that is not a
+// Bearer one, so Token reads nothing of it: another scheme (Basic ...),
+// or a token sent without a scheme. A blank value is not, nor is the
+// Bearer scheme with no token (an HTTP server trims "Bearer " to
+// "Bearer").
+func NotBearer(authorization string) bool {
+	auth := strings.TrimSpace(authorization)
+	if auth == "" {
+		return false
+	}
+	scheme := auth
+	if i := strings.IndexAny(auth, " \t"); i >= 0 {
+		scheme = auth[:i]
+	}
+	return !strings.EqualFold(scheme, "bearer")
+}

@@ -36,6 +36,28 @@ func FuzzToken(f *testing.F) {
 		if tok != "" {
 			assert.Contains(t, header, tok)
 			assert.Equal(t, tok, Token("Bearer "+tok), "a token read is read again")
+			assert.False(t, NotBearer(header), "a value a token is read from is a Bearer credential")
 		}
 	})
+}
+
+func TestNotBearer(t *testing.T) {
+	for _, tc := range []struct {
+		name, header string
+		want         bool
+	}{
+		{"bearer token", "Bearer tok", false},
+		{"lower case", "bearer tok", false},
+		{"no token", "Bearer", false},
+		{"blank token", "Bearer   ", false},
+		{"empty", "", false},
+		{"blank", "  ", false},
+		{"token alone", "sk-tok", true},
+		{"other scheme", "Basic Zm9vOmJhcg==", true},
+		{"glued to the token", "Bearertok", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, NotBearer(tc.header))
+		})
+	}
 }
