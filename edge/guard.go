@@ -234,7 +234,8 @@ func checkKey(all bool, next http.Handler) http.Handler {
 		case unreadableKey(k, r.Header):
 			refuseScheme(w, r)
 		case k == "" && (all || legacyPath(r.URL.Path)):
-			openai.NewProblem(http.StatusUnauthorized, "missing_api_key", "an API key is required (Authorization: Bearer <key>)", "").WriteFor(w, r)
+			// Both headers named: Anthropic's clients send x-api-key.
+			openai.NewProblem(http.StatusUnauthorized, "missing_api_key", "an API key is required (Authorization: Bearer <key>, or x-api-key: <key>)", "").WriteFor(w, r)
 		default:
 			next.ServeHTTP(w, r)
 		}

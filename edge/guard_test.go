@@ -90,3 +90,23 @@ func TestKeyOutsideBearerIsRefused(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, rec.Code)
 	assert.Contains(t, rec.Body.String(), `"code":"missing_api_key"`)
 }
+
+// A request without a key where one is required is told where to send
+// it: on the Messages routes (Anthropic's clients send x-api-key) the
+// answer names x-api-key, and every route names Authorization: Bearer.
+func TestMissingKeyNamesTheKeyHeaders(t *testing.T) {
+	h := checkKey(true, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("served without a key") }))
+	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions", "/0123456789abcdef/v1/embeddings"} {
+		t.Run(path, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, nil))
+			assert.Equal(t, http.StatusUnauthorized, rec.Code)
+			var body struct {
+				Error struct{ Message, Type, Code string }
+			}
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
+			assert.Contains(t, body.Error.Message, "x-api-key", rec.Body.String())
+			assert.Contains(t, body.Error.Message, "Authorization: Bearer <key>")
+		})
+	}
+}

@@ -105,3 +105,30 @@ func TestKeyOutsideBearerIsRefused(t *testing.T) {
 		assert.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	})
 }
+
+// TestMissingKeyOnMessagesNamesXAPIKey: where the machine requires keys, a
+// Messages request without one (Claude Code and the Anthropic SDK send
+// x-api-key) is told to send x-api-key, in Anthropic's shape; a chat
+// request is still told Authorization: Bearer.
+func TestMissingKeyOnMessagesNamesXAPIKey(t *testing.T) {
+	g := newTrustGateway(t, nil)
+	s := g.sb.Admin(t, http.MethodPatch, "/api/settings", map[string]any{"requireApiKey": true})
+	require.Equal(t, http.StatusOK, s.Status, "%s", s.Body)
+	for _, path := range []string{pathMessages, pathMessages + "/count_tokens"} {
+		r := g.sb.Do(t, http.MethodPost, path, messagesBody(chatModel, "hi", false))
+		assert.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Body)
+		assert.Equal(t, "error", r.JSON["type"], "Anthropic's shape: %s", r.Body)
+		assert.Equal(t, "authentication_error", errorType(r))
+		assert.Contains(t, errorMessageOf(r), "x-api-key", path)
+	}
+	r := g.sb.Do(t, http.MethodPost, pathChat, `{"model":"`+chatModel+`","messages":[{"role":"user","content":"hi"}]}`)
+	assert.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Body)
+	assert.Equal(t, "missing_api_key", errorCode(r))
+	assert.Contains(t, errorMessageOf(r), "Authorization: Bearer <key>")
+}
+
+func errorMessageOf(r nodetest.Response) string {
+	e, _ := r.JSON["error"].(map[string]any)
+	m, _ := e["message"].(string)
+	return m
+}

@@ -78,11 +78,12 @@ func (a *Authenticator) Gateway(ctx context.Context) (Principal, error) {
 		return Principal{}, invalidParam("machineId", "invalid_machine_id", "machine id in the path must be 16 lowercase hex characters")
 	}
 	if raw == "" {
+		// Both headers named: Anthropic's clients send x-api-key.
 		if pathMachine != "" {
-			return Principal{}, unauthenticated("missing_api_key", "an API key is required on this route (Authorization: Bearer <key>)")
+			return Principal{}, unauthenticated("missing_api_key", "an API key is required on this route (Authorization: Bearer <key>, or x-api-key: <key>)")
 		}
 		if a.KeysRequired(a.defaultID) {
-			return Principal{}, unauthenticated("missing_api_key", "an API key is required (Authorization: Bearer <key>)")
+			return Principal{}, unauthenticated("missing_api_key", "an API key is required (Authorization: Bearer <key>, or x-api-key: <key>)")
 		}
 		return Principal{MachineID: a.defaultID}, nil
 	}
