@@ -114,3 +114,34 @@ func TestCooldownsAreSharedAcrossCoreReplicas(t *testing.T) {
 	assert.Equal(t, before+1, fallback.Count(pathEmbed), "the other replica answers from the fallback")
 	assert.Equal(t, 2, primary.Count(pathEmbed), "the other replica skips the cooled primary")
 }
+
+// An internal service that sends its key without the Bearer scheme is told
+// so, as HTTP clients are: the call never runs as the default machine with
+// no key, and no upstream is asked.
+func TestKeyOutsideBearerRefusedOverGRPC(t *testing.T) {
+	p := newPair(t)
+	key := p.sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "svc"}).JSON["key"].(string)
+	conn, err := grpc.NewClient(p.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	router := corev1.NewRouterClient(conn)
+	for _, auth := range []string{key, "Basic Zm9vOmJhcg=="} {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", auth)
+		_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"x"}})
+		require.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
+		assert.Contains(t, status.Convert(err).Message(), "Bearer")
+		assert.NotContains(t, status.Convert(err).Message(), key)
+		var reason string
+		for _, d := range status.Convert(err).Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok {
+				reason = info.GetReason()
+			}
+		}
+		assert.Equal(t, "invalid_api_key", reason)
+	}
+	// x-api-key is read after an Authorization with another scheme.
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Basic Zm9vOmJhcg==", "x-api-key", key)
+	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"x"}})
+	require.NoError(t, err)
+	assert.Len(t, p.primary.Requests(), 1, "only the keyed call reached the upstream")
+}

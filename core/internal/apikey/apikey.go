@@ -313,7 +313,8 @@ func (l *Lookup) ID(raw string) string {
 //
 // Surrounding whitespace is trimmed, and an empty value falls through to
 // the next header. An Authorization header with another scheme (such as
-// Basic) is ignored. get looks up one header by name, like http.Header.Get;
+// Basic) is not read here; the gateway refuses one when no other header
+// holds a key (bearer.NotBearer). get looks up one header by name, like http.Header.Get;
 // names are passed in lower case, as gRPC metadata requires.
 func FromHeaders(get func(name string) string) string {
 	if key := bearer.Token(get("authorization")); key != "" {

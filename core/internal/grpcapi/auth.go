@@ -77,6 +77,11 @@ func (a *Authenticator) Gateway(ctx context.Context) (Principal, error) {
 	if pathMachine != "" && !apikey.ValidMachineID(pathMachine) {
 		return Principal{}, invalidParam("machineId", "invalid_machine_id", "machine id in the path must be 16 lowercase hex characters")
 	}
+	if raw == "" && bearer.NotBearer(get("authorization")) {
+		// A credential sent where no key is read (a key without the
+		// Bearer scheme, Basic ...): its sender believes it is used.
+		return Principal{}, unauthenticated("invalid_api_key", "the Authorization header holds no Bearer token: send the API key as Authorization: Bearer <key> (or in x-api-key)")
+	}
 	if raw == "" {
 		// Both headers named: Anthropic's clients send x-api-key.
 		if pathMachine != "" {
