@@ -36,6 +36,10 @@ func set(keys []string) map[string]bool {
 
 // New returns a handler serving core's HTTP routes through conn.
 func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(context.Context, int64)) (http.Handler, error) {
+	allow, err := newAllower(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, newMarshaler()),
 		runtime.WithIncomingHeaderMatcher(func(key string) (string, bool) {
@@ -82,6 +86,11 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 			openai.FromError(err).Write(w)
 		}),
 		runtime.WithRoutingErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
+			// A path served with other methods (here, or by the edge's
+			// handlers beside the gateway) is 405 with Allow (RFC 9110).
+			if (code == http.StatusMethodNotAllowed || code == http.StatusNotFound) && allow.methodNotAllowed(w, r) {
+				return
+			}
 			switch code {
 			case http.StatusMethodNotAllowed:
 				openai.NewProblem(code, "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path, "").Write(w)
