@@ -161,7 +161,7 @@ func FromError(err error) Problem {
 		// Not one of core's or billing's errors (they all carry a reason):
 		// the gateway's decoding or the gRPC library speaking. Its message
 		// is a library's, so it is replaced; the code is a stable one.
-		httpStatus, code, msg = libraryError(st.Code(), httpStatus, msg)
+		httpStatus, code, msg, param = libraryError(st.Code(), httpStatus, msg)
 	}
 	switch st.Code() {
 	case codes.Internal, codes.Unknown, codes.DataLoss:
@@ -230,30 +230,131 @@ func upstreamDetail(b []byte) string {
 	return msg
 }
 
-// libraryError is the status, stable code and message of a gRPC error
-// without an ErrorInfo reason.
-func libraryError(c codes.Code, httpStatus int, msg string) (int, string, string) {
+// libraryError is the status, stable code, message and param of a gRPC
+// error without an ErrorInfo reason.
+func libraryError(c codes.Code, httpStatus int, msg string) (int, string, string, string) {
 	switch c {
 	case codes.InvalidArgument, codes.OutOfRange:
+		if code, m, param := undecodable(msg); code != "" {
+			return http.StatusBadRequest, code, m, param
+		}
 		return http.StatusBadRequest, "invalid_request",
-			"the request is not valid for this route (malformed JSON, or a field or path parameter of the wrong type)"
+			"the request is not valid for this route (malformed JSON, or a field or path parameter of the wrong type)", ""
 	case codes.ResourceExhausted:
 		// gRPC's message size limit: the request, not a rate limit.
-		return http.StatusRequestEntityTooLarge, "request_too_large", "the request is larger than the server accepts"
+		return http.StatusRequestEntityTooLarge, "request_too_large", "the request is larger than the server accepts", ""
 	case codes.NotFound:
-		return httpStatus, "not_found", "not found"
+		return httpStatus, "not_found", "not found", ""
 	case codes.Unimplemented:
-		return httpStatus, "not_implemented", "this operation is not implemented"
+		return httpStatus, "not_implemented", "this operation is not implemented", ""
 	case codes.Unauthenticated:
-		return httpStatus, "unauthenticated", "authentication is required"
+		return httpStatus, "unauthenticated", "authentication is required", ""
 	case codes.PermissionDenied:
-		return httpStatus, "permission_denied", "permission denied"
+		return httpStatus, "permission_denied", "permission denied", ""
 	case codes.AlreadyExists:
-		return httpStatus, "already_exists", "already exists"
+		return httpStatus, "already_exists", "already exists", ""
 	case codes.FailedPrecondition, codes.Aborted:
-		return httpStatus, "conflict", "the request conflicts with the current state"
+		return httpStatus, "conflict", "the request conflicts with the current state", ""
 	}
-	return httpStatus, "", msg
+	return httpStatus, "", msg, ""
+}
+
+// undecodable reads grpc-gateway's words for a request it could not decode
+// (a query parameter, the JSON body, a field of it) as the code, the
+// message naming the parameter and what it must be, and the param; code is
+// "" for other words. The value sent is never repeated.
+func undecodable(msg string) (code, message, param string) {
+	// A query parameter: `parsing field "limit": strconv.ParseInt: parsing
+	// "abc": invalid syntax`, `too many values for field "limit": 1, 2`.
+	for _, prefix := range []string{"parsing field ", "parsing list "} {
+		if name, rest, ok := cutQuoted(msg, prefix); ok {
+			return "invalid_value", queryProblem(name, rest), name
+		}
+	}
+	if name, _, ok := cutQuoted(msg, "too many values for field "); ok {
+		return "invalid_value", name + " must be given once", name
+	}
+	// The body: encoding/json's words for one that is not JSON, then
+	// protojson's for JSON that does not fit the route's message (after
+	// "proto:" and a space, a regular or a non-breaking one: protobuf picks
+	// one per build).
+	rest, proto := strings.CutPrefix(msg, "proto:")
+	rest = strings.TrimLeft(rest, " \u00a0")
+	if strings.HasPrefix(msg, "invalid character ") || msg == "unexpected EOF" ||
+		strings.HasPrefix(msg, "unexpected end of JSON input") || (proto && rest == "unexpected EOF") {
+		return "invalid_json", "the request body is not valid JSON", ""
+	}
+	if !proto {
+		return "", "", ""
+	}
+	// "syntax error (line 1:9): unexpected token ...", "(line 1:10):
+	// invalid value for string field code: 5"
+	rest, syntax := strings.CutPrefix(rest, "syntax error ")
+	head, detail, ok := strings.Cut(rest, "): ")
+	pos, found := strings.CutPrefix(head, "(line ")
+	if !ok || !found {
+		return "", "", ""
+	}
+	line, col, _ := strings.Cut(pos, ":")
+	where := "line " + line + ", column " + col
+	switch {
+	case syntax && pos == "1:1":
+		return "invalid_json", "the request body must be a JSON object", ""
+	case syntax:
+		return "invalid_type", "the request body has a value of the wrong type at " + where, ""
+	}
+	if kindField, ok := strings.CutPrefix(detail, "invalid value for "); ok {
+		// "invalid value for int32 field stickyLimit: 1.5"
+		kind, field, _ := strings.Cut(kindField, " field ")
+		name, _, _ := strings.Cut(field, ": ")
+		if what, ok := fieldKinds[kind]; ok && name != "" {
+			return "invalid_type", name + " must be " + what, name
+		}
+	}
+	if name, ok := strings.CutPrefix(detail, "duplicate field "); ok {
+		name = strings.Trim(name, `"`)
+		return "invalid_value", name + " is given more than once", name
+	}
+	return "invalid_value", "the request body has a value this route does not take at " + where, ""
+}
+
+// cutQuoted reads `<prefix>"<name>": <rest>`.
+func cutQuoted(s, prefix string) (name, rest string, ok bool) {
+	if s, ok = strings.CutPrefix(s, prefix+`"`); !ok {
+		return "", "", false
+	}
+	name, rest, ok = strings.Cut(s, `"`)
+	return name, strings.TrimPrefix(rest, ": "), ok && name != ""
+}
+
+// queryProblem says what a query parameter that could not be parsed must
+// be, from the parser's words (rest).
+func queryProblem(name, rest string) string {
+	switch {
+	case strings.HasPrefix(rest, "parsing time "):
+		return name + " must be an RFC 3339 time (such as 2026-01-02T15:04:05Z)"
+	case strings.HasSuffix(rest, "value out of range"):
+		return name + " is out of range"
+	case strings.HasPrefix(rest, "strconv.ParseInt: "):
+		return name + " must be an integer"
+	case strings.HasPrefix(rest, "strconv.ParseUint: "):
+		return name + " must be a non-negative integer"
+	case strings.HasPrefix(rest, "strconv.ParseFloat: "):
+		return name + " must be a number"
+	case strings.HasPrefix(rest, "strconv.ParseBool: "):
+		return name + " must be true or false"
+	}
+	return name + " is not a valid value"
+}
+
+// fieldKinds is what a body field of each protobuf kind must be.
+var fieldKinds = map[string]string{
+	"string": "a string", "bool": "a boolean", "bytes": "base64-encoded bytes",
+	"int32": "a 32-bit integer", "sint32": "a 32-bit integer", "sfixed32": "a 32-bit integer",
+	"int64": "a 64-bit integer", "sint64": "a 64-bit integer", "sfixed64": "a 64-bit integer",
+	"uint32": "a non-negative 32-bit integer", "fixed32": "a non-negative 32-bit integer",
+	"uint64": "a non-negative 64-bit integer", "fixed64": "a non-negative 64-bit integer",
+	"float": "a number", "double": "a number", "enum": "one of its named values",
 }
 
 // isOpenAIError reports whether an upstream body is already an OpenAI error
