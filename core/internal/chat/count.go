@@ -103,16 +103,134 @@ func withModel(fields map[string]json.RawMessage, model json.RawMessage) map[str
 	return out
 }
 
-// estimateTokens is the gateway's estimate: about four bytes of the
-// prompt's JSON (system, messages, tools) per token, images and PDFs
-// counted as Anthropic counts them (countMedia) rather than by their bytes.
+// messageOverhead is what the estimate adds for each message: its role and
+// the markers around its turn.
+const messageOverhead = 4
+
+// estimateTokens is the gateway's estimate of a Messages request's input
+// tokens: four bytes of the text a model reads a token, rounded up, plus
+// messageOverhead a message, plus images and PDFs as Anthropic counts them
+// (count_media.go). The text is the system prompt's; each message's text
+// blocks; each tool use's name and input (as compact JSON); each tool
+// result's content; a text document's text, title and context; and each
+// tool's name, description and input schema (as compact JSON). Roles,
+// types, ids, cache_control and the JSON around the text are not read;
+// thinking blocks are not counted (Anthropic leaves the thinking of earlier
+// turns out of the context).
 func estimateTokens(in inbound) []byte {
-	n := 0
-	for _, k := range []string{"system", "messages", "tools"} {
-		n += len(in.fields[k])
+	var c promptCount
+	c.content(in.fields["system"])
+	var msgs []struct {
+		Content json.RawMessage `json:"content"`
 	}
-	media := countMedia(in.fields["messages"])
-	n -= media.bytes
-	b, _ := json.Marshal(map[string]int{"input_tokens": (n+3)/4 + media.tokens})
+	if json.Unmarshal(in.fields["messages"], &msgs) == nil {
+		for _, m := range msgs {
+			c.content(m.Content)
+		}
+	}
+	var tools []struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	}
+	if json.Unmarshal(in.fields["tools"], &tools) == nil {
+		for _, t := range tools {
+			c.text += len(t.Name) + len(t.Description) + compactLen(t.InputSchema)
+		}
+	}
+	n := (c.text+3)/4 + len(msgs)*messageOverhead + c.media
+	b, _ := json.Marshal(map[string]int{"input_tokens": n})
 	return b
+}
+
+// promptCount is what estimateTokens has counted: bytes of text, and the
+// tokens of images and PDFs.
+type promptCount struct {
+	text, media int
+}
+
+// contentBlock is the part of a content block the estimate reads.
+type contentBlock struct {
+	Type    string          `json:"type"`
+	Text    string          `json:"text"`
+	Name    string          `json:"name"`
+	Input   json.RawMessage `json:"input"`
+	Content json.RawMessage `json:"content"`
+	Source  json.RawMessage `json:"source"`
+	Title   string          `json:"title"`
+	Context string          `json:"context"`
+}
+
+// content counts a message's (or the system prompt's, or a tool result's)
+// content: a string, or a list of blocks.
+func (c *promptCount) content(raw json.RawMessage) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			c.text += len(s)
+		}
+	case '[':
+		var blocks []json.RawMessage
+		if json.Unmarshal(raw, &blocks) != nil {
+			return
+		}
+		for _, b := range blocks {
+			c.block(b)
+		}
+	}
+}
+
+// block counts one content block by its type; one of a type not named here
+// counts the characters of its strings but for ids, types and the like
+// (textChars).
+func (c *promptCount) block(raw json.RawMessage) {
+	var b contentBlock
+	if json.Unmarshal(raw, &b) != nil {
+		return
+	}
+	switch b.Type {
+	case "text":
+		c.text += len(b.Text)
+	case "thinking", "redacted_thinking":
+	case "tool_use", "server_tool_use", "mcp_tool_use":
+		c.text += len(b.Name) + compactLen(b.Input)
+	case "tool_result", "mcp_tool_result":
+		c.content(b.Content)
+	case "image", "document":
+		var src map[string]any
+		if json.Unmarshal(b.Source, &src) != nil || src == nil {
+			return
+		}
+		c.text += len(b.Title) + len(b.Context)
+		switch kind, _ := src["type"].(string); {
+		case b.Type == "document" && kind == "text":
+			data, _ := src["data"].(string)
+			c.text += len(data)
+		case b.Type == "document" && kind == "content":
+			content, _ := json.Marshal(src["content"])
+			c.content(content)
+		default:
+			c.media += mediaTokens(b.Type, src)
+		}
+	default:
+		c.text += int(textChars(raw))
+	}
+}
+
+// compactLen is the length of a JSON value without its insignificant
+// spaces.
+func compactLen(raw json.RawMessage) int {
+	if len(raw) == 0 {
+		return 0
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return len(raw)
+	}
+	return b.Len()
 }

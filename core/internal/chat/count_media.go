@@ -1,9 +1,7 @@
 package chat
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"image"
 	_ "image/gif" // image.DecodeConfig reads the formats Anthropic takes
 	_ "image/jpeg"
@@ -33,65 +31,24 @@ const (
 	pdfPageTokens = 2_250
 )
 
-// mediaCount is what the media of a request weigh: the bytes of their
-// base64 data, which the text estimate leaves out, and their tokens.
-type mediaCount struct {
-	bytes, tokens int
-}
-
-// countMedia walks a request member (messages, with tool results) for
-// image and document blocks.
-func countMedia(raw json.RawMessage) mediaCount {
-	var c mediaCount
-	if len(raw) == 0 || bytes.IndexByte(raw, '{') < 0 {
-		return c
-	}
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return c
-	}
-	c.walk(v)
-	return c
-}
-
-func (c *mediaCount) walk(v any) {
-	switch v := v.(type) {
-	case []any:
-		for _, e := range v {
-			c.walk(e)
-		}
-	case map[string]any:
-		typ, _ := v["type"].(string)
-		src, _ := v["source"].(map[string]any)
-		if src != nil && (typ == "image" || typ == "document") {
-			c.block(typ, src)
-			return
-		}
-		for _, e := range v {
-			c.walk(e)
-		}
-	}
-}
-
-// block counts one image or document block by its source.
-func (c *mediaCount) block(typ string, src map[string]any) {
+// mediaTokens is what an image or document block costs, by its source.
+func mediaTokens(typ string, src map[string]any) int {
 	kind, _ := src["type"].(string)
 	data, _ := src["data"].(string)
 	media, _ := src["media_type"].(string)
 	switch {
 	case typ == "image" && kind == "base64":
-		c.bytes += len(data)
-		c.tokens += imageTokens(data)
+		return imageTokens(data)
 	case typ == "image":
-		c.tokens += imageTokensMax // a URL or a file: its size is not known here
+		return imageTokensMax // a URL or a file: its size is not known here
 	case kind == "base64" && media == "application/pdf":
-		c.bytes += len(data)
-		c.tokens += pdfPages(data) * pdfPageTokens
+		return pdfPages(data) * pdfPageTokens
 	case kind == "url" || kind == "file":
-		c.tokens += pdfPageTokens // one page, at least
+		return pdfPageTokens // one page, at least
 	}
 	// Text sources (plain text, content blocks) are text: the estimate
-	// counts their bytes.
+	// counts them as text.
+	return 0
 }
 
 // imageTokens is what Anthropic counts for a base64 image: its size read

@@ -95,7 +95,7 @@ func TestEstimateCountsImagesAsAnthropicDoes(t *testing.T) {
 		InputTokens int `json:"input_tokens"`
 	}
 	require.NoError(t, json.Unmarshal(estimateTokens(in), &got))
-	textTokens := (len(in.fields["messages"]) - 2*len(shot) - len(base64.StdEncoding.EncodeToString([]byte("%PDF-1.4 <</Type /Page>> <</Type /Page>>"))) + 3) / 4
-	assert.Equal(t, textTokens+2*1366+2*pdfPageTokens, got.InputTokens)
+	textTokens := (len(text) + len("shot{}") + 3) / 4 // the text, the tool use's name and input
+	assert.Equal(t, textTokens+3*messageOverhead+2*1366+2*pdfPageTokens, got.InputTokens)
 	assert.Less(t, got.InputTokens, 8_000, "not the %d tokens of its bytes", len(raw)/4)
 }
