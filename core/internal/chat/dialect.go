@@ -71,7 +71,7 @@ func parse(d Dialect, body []byte) (inbound, error) {
 	}
 	raw, ok := in.fields["model"]
 	if !ok || string(raw) == "null" {
-		return in, &RequestError{Param: "model", Code: "missing_required_parameter", Message: "you must provide a model parameter"}
+		return in, missing(d, "model")
 	}
 	if !unquote(raw, &in.model) || in.model == "" {
 		return in, &RequestError{Param: "model", Code: "invalid_type", Message: "'model' must be a non-empty string"}
@@ -93,20 +93,20 @@ func parse(d Dialect, body []byte) (inbound, error) {
 		in.echo = translate.EchoFrom(in.fields)
 		return in, nil
 	case DialectMessages:
-		if err := requireList(in.fields, "messages"); err != nil {
+		if err := requireList(d, in.fields, "messages"); err != nil {
 			return in, err
 		}
 		mt, ok := in.fields["max_tokens"]
 		var n int64
 		if !ok || string(mt) == "null" {
-			return in, &RequestError{Param: "max_tokens", Code: "missing_required_parameter", Message: "max_tokens: Field required"}
+			return in, missing(d, "max_tokens")
 		}
 		if json.Unmarshal(mt, &n) != nil || n < 1 {
 			return in, &RequestError{Param: "max_tokens", Code: "invalid_value", Message: "max_tokens: must be a positive integer"}
 		}
 		return in, boundList(in.fields, "stop_sequences", contract.MaxMessagesStop)
 	}
-	if err := requireList(in.fields, "messages"); err != nil {
+	if err := requireList(d, in.fields, "messages"); err != nil {
 		return in, err
 	}
 	if err := boundList(in.fields, "stop", contract.MaxChatStop); err != nil {
@@ -149,10 +149,21 @@ func readBool(raw []byte, b *bool) bool {
 	return json.Unmarshal(raw, b) == nil
 }
 
-func requireList(fields map[string]json.RawMessage, name string) error {
+// missing is the refusal of a request without a member it needs (absent or
+// null), in its dialect's words: Anthropic's on the Messages dialect
+// ("messages: Field required"), OpenAI's on the others.
+func missing(d Dialect, name string) *RequestError {
+	msg := "you must provide a " + name + " parameter"
+	if d == DialectMessages {
+		msg = name + ": Field required"
+	}
+	return &RequestError{Param: name, Code: "missing_required_parameter", Message: msg}
+}
+
+func requireList(d Dialect, fields map[string]json.RawMessage, name string) error {
 	msgs, ok := fields[name]
 	if !ok || string(msgs) == "null" {
-		return &RequestError{Param: name, Code: "missing_required_parameter", Message: "you must provide a " + name + " parameter"}
+		return missing(d, name)
 	}
 	n := 0
 	if !jsonscan.Elements(msgs, func([]byte) bool {

@@ -222,3 +222,31 @@ func TestParseRefusesEmptyMessages(t *testing.T) {
 		})
 	}
 }
+
+// A Messages request missing a required member is refused in Anthropic's
+// words ("messages: Field required"), as its max_tokens is; a chat request
+// keeps OpenAI's.
+func TestParseMissingMembersInTheDialectsWords(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		d              Dialect
+		body           string
+		param, message string
+	}{
+		{"Messages without messages", DialectMessages, `{"model":"m","max_tokens":5}`, "messages", "messages: Field required"},
+		{"Messages with null messages", DialectMessages, `{"model":"m","max_tokens":5,"messages":null}`, "messages", "messages: Field required"},
+		{"Messages without model", DialectMessages, `{"max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, "model", "model: Field required"},
+		{"Messages without max_tokens", DialectMessages, `{"model":"m","messages":[{"role":"user","content":"x"}]}`, "max_tokens", "max_tokens: Field required"},
+		{"chat without messages", DialectChat, `{"model":"m"}`, "messages", "you must provide a messages parameter"},
+		{"chat without model", DialectChat, `{"messages":[{"role":"user","content":"x"}]}`, "model", "you must provide a model parameter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(tc.d, []byte(tc.body))
+			var re *RequestError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, tc.param, re.Param)
+			assert.Equal(t, "missing_required_parameter", re.Code)
+			assert.Equal(t, tc.message, re.Message)
+		})
+	}
+}
