@@ -91,11 +91,12 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 			if (code == http.StatusMethodNotAllowed || code == http.StatusNotFound) && allow.methodNotAllowed(w, r) {
 				return
 			}
+			// In the route's shape: Anthropic's under /v1/messages.
 			switch code {
 			case http.StatusMethodNotAllowed:
-				openai.NewProblem(code, "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path, "").Write(w)
+				openai.NewProblem(code, "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path, "").WriteFor(w, r)
 			default:
-				openai.NewProblem(http.StatusNotFound, "unknown_route", "no route "+r.Method+" "+r.URL.Path, "").Write(w)
+				openai.NewProblem(http.StatusNotFound, "unknown_route", "no route "+r.Method+" "+r.URL.Path, "").WriteFor(w, r)
 			}
 		}),
 	)

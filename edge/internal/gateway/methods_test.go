@@ -76,3 +76,27 @@ func TestWrongMethodAnswersAllow(t *testing.T) {
 		})
 	}
 }
+
+// A path under /v1/messages that no route has (Anthropic's batches, which
+// the gateway does not serve) answers 404 in Anthropic's shape, as every
+// other error on the Messages routes does.
+func TestUnknownMessagesPathsAnswerInAnthropicsShape(t *testing.T) {
+	mux, err := New(context.Background(), inproc.New(nil, nil), nil)
+	require.NoError(t, err)
+	for _, path := range []string{"/v1/messages/batches", "/v1/messages/batches/msgbatch_1/results"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		require.Equal(t, http.StatusNotFound, rec.Code, rec.Body.String())
+		var body struct {
+			Type  string `json:"type"`
+			Error struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
+		assert.Equal(t, "error", body.Type, rec.Body.String())
+		assert.Equal(t, "not_found_error", body.Error.Type)
+		assert.Contains(t, body.Error.Message, path)
+	}
+}
