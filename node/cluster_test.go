@@ -154,7 +154,8 @@ func deploy(t *testing.T, natsURL string, replicas, cores int) deployment {
 	d.edge = nodetest.Start(t, edgeCfg, node.RoleEdge)
 	d.edge.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "k",
 		"providerSpecificData": map[string]any{"baseUrl": d.up.URL()}})
-	require.Equal(t, http.StatusOK, d.edge.Do(t, http.MethodPost, pathEmbed, map[string]any{"model": embedModel, "input": "warm"}).Status)
+	warm := d.edge.Do(t, http.MethodPost, pathEmbed, map[string]any{"model": embedModel, "input": "warm"})
+	require.Equal(t, http.StatusOK, warm.Status, "%s", warm.Body)
 	return d
 }
 
