@@ -3,10 +3,12 @@ package grpcapi
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
@@ -154,17 +156,53 @@ func (a *Admin) PutAliases(ctx context.Context, req *corev1.PutAliasesRequest) (
 		if !modelNamePattern.MatchString(name) || !modelNamePattern.MatchString(target) {
 			return nil, invalidParam("aliases", "invalid_value", fmt.Sprintf("alias %q -> %q: names and targets are model ids", name, target))
 		}
-		if name == target {
-			return nil, invalidParam("aliases", "invalid_value", fmt.Sprintf("alias %q names itself", name))
-		}
 		if reservedModelName(name) {
 			return nil, invalidParam("aliases", "invalid_value", reservedMessage("alias", name))
 		}
+	}
+	if cycle := aliasCycle(req.GetAliases()); cycle != nil {
+		return nil, invalidParam("aliases", "alias_cycle", "alias cycle: "+strings.Join(cycle, " -> "))
 	}
 	if err := a.modifySettings(ctx, machineID, func(s *busv1.Settings) { s.Aliases = req.GetAliases() }); err != nil {
 		return nil, a.storeError(err)
 	}
 	return &corev1.PutAliasesResponse{Aliases: req.GetAliases()}, nil
+}
+
+// maxCycleNames bounds the names an alias cycle's error lists.
+const maxCycleNames = 10
+
+// aliasCycle returns the names along a cycle the aliases form, the first
+// name again at the end ("a", "b", "a"; "a", "a" for an alias naming
+// itself), or nil when every chain of aliases ends in a model. The names
+// are walked in order, so the same aliases name the same cycle. A long
+// cycle is cut to its first names, "...", and the name it returns to.
+func aliasCycle(aliases map[string]string) []string {
+	ended := map[string]bool{}
+	for _, start := range slices.Sorted(maps.Keys(aliases)) {
+		var path []string
+		at := map[string]int{}
+		for name := start; !ended[name]; {
+			if i, ok := at[name]; ok {
+				cycle := append(path[i:], name)
+				if len(cycle) > maxCycleNames {
+					cycle = append(cycle[:maxCycleNames-2:maxCycleNames-2], "...", name)
+				}
+				return cycle
+			}
+			target, ok := aliases[name]
+			if !ok {
+				break
+			}
+			at[name] = len(path)
+			path = append(path, name)
+			name = target
+		}
+		for _, name := range path {
+			ended[name] = true
+		}
+	}
+	return nil
 }
 
 // GetCombos returns the machine's combos.

@@ -373,3 +373,25 @@ func TestResolveModelNoConnectionEnables(t *testing.T) {
 		})
 	}
 }
+
+// Aliases stored before cycles were refused still load, and a model that
+// leads into one ends as not found, alone or in a combo, where its other
+// models are still served.
+func TestResolveStoredAliasCycleEnds(t *testing.T) {
+	ctx, st := openStore(t)
+	putConnections(t, ctx, st, "openai", []string{"gpt-4o-mini"})
+	require.NoError(t, st.Settings.Put(ctx, machine, &busv1.Settings{
+		Aliases: map[string]string{"a": "b", "b": "a", "self": "self", "fast": "openai/gpt-4o-mini"},
+		Combos:  []*busv1.Combo{{Name: "both", Models: []string{"a", "fast"}}},
+	}))
+	require.Eventually(t, func() bool { return len(st.MachineSettings(machine).GetAliases()) == 4 }, 5*time.Second, time.Millisecond)
+	r := NewResolver(st, provider.NewRegistry())
+	for _, model := range []string{"a", "b", "self"} {
+		_, err := r.ResolveAll(machine, model)
+		assert.ErrorIs(t, err, ErrModelNotFound, model)
+	}
+	targets, err := r.ResolveAll(machine, "both")
+	require.NoError(t, err)
+	require.Len(t, targets, 1)
+	assert.Equal(t, "gpt-4o-mini", targets[0].Model)
+}

@@ -1,0 +1,31 @@
+package grpcapi
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestAliasCycle(t *testing.T) {
+	long := map[string]string{}
+	for i := range 30 {
+		long["a"+strconv.Itoa(i)] = "a" + strconv.Itoa((i+1)%30)
+	}
+	for _, tc := range []struct {
+		name    string
+		aliases map[string]string
+		want    []string
+	}{
+		{"none", nil, nil},
+		{"a chain to a model", map[string]string{"a": "b", "b": "c", "c": "openai/gpt-4o-mini", "d": "b"}, nil},
+		{"an alias naming itself", map[string]string{"a": "a"}, []string{"a", "a"}},
+		{"two", map[string]string{"b": "a", "a": "b"}, []string{"a", "b", "a"}},
+		{"a chain into a cycle", map[string]string{"a": "x", "x": "y", "y": "x"}, []string{"x", "y", "x"}},
+		{"a long cycle is cut", long, []string{"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "...", "a0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, aliasCycle(tc.aliases))
+		})
+	}
+}
