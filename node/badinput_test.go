@@ -152,6 +152,10 @@ func TestBadInputTable(t *testing.T) {
 				b.WriteString(`,"` + r.list + `":[` + strings.TrimSuffix(strings.Repeat(r.item+",", r.bound+1), ",") + `]}`)
 				return strings.NewReader(b.String())
 			}},
+		{name: "JSON followed by more", applies: jsonBody, contentType: "application/json",
+			body: str(`{"model":"` + chatModel + `","max_tokens":16,"messages":[{"role":"user","content":"x"}],"input":"x",` +
+				`"provider":"openai","apiKey":"k","name":"trailing","routingStrategy":"round-robin","aliases":{"trailing":"openai/gpt-4o-mini"},` +
+				`"query":"{ prices { plan } }"} x`)},
 		{name: "wrong content type", applies: func(r badRoute) bool { return r.needsType }, contentType: "text/plain",
 			body: str(`{"query":"{ prices { plan } }"}`)},
 		{name: "wrong content type from a page", applies: func(r badRoute) bool { return r.body && !r.webhook && !strings.HasPrefix(r.path, "/api/") },

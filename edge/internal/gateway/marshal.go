@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"strconv"
 	"sync/atomic"
 	"unicode/utf8"
@@ -35,6 +37,44 @@ func newMarshaler() *marshaler {
 		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
 	}}
+}
+
+// NewDecoder returns a decoder of a request body: protojson's, which reads
+// one JSON value, refusing anything but whitespace after it, so that a
+// body such as `{"code":"a"} x` is not taken as `{"code":"a"}`.
+func (m *marshaler) NewDecoder(r io.Reader) runtime.Decoder {
+	d := json.NewDecoder(r)
+	value := runtime.DecoderWrapper{Decoder: d, UnmarshalOptions: m.UnmarshalOptions}
+	return runtime.DecoderFunc(func(v any) error {
+		if err := value.Decode(v); err != nil {
+			return err
+		}
+		return onlySpace(io.MultiReader(d.Buffered(), r))
+	})
+}
+
+// errTrailingData is in encoding/json's words for a body not valid JSON,
+// which the edge answers as such (openai.FromError: invalid_json).
+var errTrailingData = errors.New("invalid character after top-level value")
+
+// onlySpace reads r to its end and reports errTrailingData at the first
+// byte that is not JSON whitespace.
+func onlySpace(r io.Reader) error {
+	buf := make([]byte, 512)
+	for {
+		n, err := r.Read(buf)
+		for _, c := range buf[:n] {
+			if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+				return errTrailingData
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // Marshal encodes v.

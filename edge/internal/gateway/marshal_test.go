@@ -3,6 +3,8 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -99,5 +101,28 @@ func BenchmarkListing(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		appendListing(make([]byte, 0, 64+96*len(l.Data)), l)
+	}
+}
+
+// A request body is one JSON value: whitespace may follow it, anything
+// else makes it not JSON; an empty body is io.EOF, an empty request.
+func TestDecoderRefusesTrailingData(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		err  error
+	}{
+		{`{"code":"a"}`, nil},
+		{"{\"code\":\"a\"} \r\n\t ", nil},
+		{"", io.EOF},
+		{`{"code":"a"} x`, errTrailingData},
+		{`{"code":"a"}{}`, errTrailingData},
+		{"{\"code\":\"a\"}\n" + strings.Repeat(" ", 2000) + "]", errTrailingData},
+	} {
+		var req corev1.RedeemSignInCodeRequest
+		err := newMarshaler().NewDecoder(strings.NewReader(c.body)).Decode(&req)
+		require.ErrorIs(t, err, c.err, "%q", c.body)
+		if c.err == nil {
+			require.Equal(t, "a", req.GetCode())
+		}
 	}
 }
