@@ -694,6 +694,10 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}()
 	<-ctx.Done()
+	// One deadline bounds the whole stop, counted from here: the edge's
+	// drain (whose own timeout starts at this same moment, the end of
+	// ctx) and then the gRPC server's share what is left of it.
+	deadline := time.Now().Add(n.cfg.ShutdownTimeout)
 	// Stop accepting: remote clients see NOT_SERVING and pick another
 	// replica while this one drains.
 	if n.health != nil {
@@ -704,11 +708,14 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.grpcServer != nil {
 		stopped := make(chan struct{})
 		go func() { n.grpcServer.GracefulStop(); close(stopped) }()
-		timer := time.NewTimer(n.cfg.ShutdownTimeout)
+		timer := time.NewTimer(time.Until(deadline))
 		select {
 		case <-stopped:
 		case <-timer.C:
-			n.log.Warn("grpc drain timed out; closing the remaining calls", "timeout", n.cfg.ShutdownTimeout)
+			// The calls' handlers see their context end and return
+			// (a stream bills what it delivered, as for a client that
+			// left); GracefulStop waits for them before it returns.
+			n.log.Warn("shutdown timeout over; closing the remaining grpc calls", "timeout", n.cfg.ShutdownTimeout)
 			n.grpcServer.Stop()
 			<-stopped
 		}

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -11,10 +12,14 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 // openStream is a stream read as it comes: started is closed at its first
@@ -228,4 +233,76 @@ func TestShutdownEndsOpenStreamsWithTheirDialectsError(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, cut, "the four streams are billed what they delivered")
+}
+
+// The shutdown timeout bounds the whole stop, counted from the signal: a
+// gRPC stream held open by a silent upstream is closed when it is over, as
+// the edge's streams are ended, not given another timeout after the edge
+// has drained. What both streams delivered is billed.
+func TestShutdownStopsWithinOneTimeoutWithAGRPCStreamOpen(t *testing.T) {
+	cfg := nodetest.Config(t.TempDir())
+	// Long enough that a second timeout after the edge's drain shows
+	// beyond the margin below.
+	cfg.ShutdownTimeout = 4 * time.Second
+	cfg.StallTimeout, cfg.FirstByteTimeout = time.Minute, time.Minute
+	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	up := upstreamtest.New(t)
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "k",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL()}})
+	up.Enqueue(pathChat, upstreamtest.StallAfter(2), upstreamtest.StallAfter(2))
+
+	conn, err := grpc.NewClient(sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+gatewayKey(t, sb))
+	stream, err := corev1.NewRouterClient(conn).ChatCompletions(ctx, &corev1.ChatCompletionsRequest{
+		Body: []byte(`{"model":"` + chatModel + `","stream":true,"messages":[{"role":"user","content":"a long answer please"}]}`)})
+	require.NoError(t, err)
+	_, err = stream.Recv()
+	require.NoError(t, err, "the gRPC stream started")
+	grpcEnded := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				grpcEnded <- err
+				return
+			}
+		}
+	}()
+	httpStream := streamOpen(t, sb, pathChat, `{"model":"`+chatModel+`","stream":true,"messages":[{"role":"user","content":"a long answer please"}]}`)
+	select {
+	case <-httpStream.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the HTTP stream did not start")
+	}
+
+	stopped := time.Now()
+	sb.Stop() // fails the test when the process stops with an error
+	took := time.Since(stopped)
+	t.Logf("stopped in %v with a shutdown timeout of %v", took.Round(10*time.Millisecond), cfg.ShutdownTimeout)
+	assert.Less(t, took, cfg.ShutdownTimeout+3*time.Second, "one shutdown timeout and a margin, not a second timeout for the gRPC server")
+
+	select {
+	case err := <-grpcEnded:
+		assert.Error(t, err, "the gRPC stream was closed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gRPC stream was still open after the process stopped")
+	}
+	select {
+	case e := <-httpStream.ended:
+		require.NoError(t, e.err, "the HTTP stream ended cleanly, not cut")
+		assert.Contains(t, e.events[len(e.events)-1].data, "shutting_down")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the HTTP stream was still open after the process stopped")
+	}
+
+	again := nodetest.Start(t, cfg, node.RoleCore)
+	var cut int
+	for _, ev := range usageEvents(t, again) {
+		if ev.GetPartial() {
+			cut++
+			assert.Positive(t, ev.GetCompletionTokens(), "%v", ev)
+		}
+	}
+	assert.Equal(t, 2, cut, "both streams are billed what they delivered")
 }
