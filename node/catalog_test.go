@@ -56,12 +56,31 @@ func TestModelsListsAliasesAndCombos(t *testing.T) {
 	assert.Equal(t, "embedding", models["embed"]["kind"])
 	assert.NotContains(t, models, "ghost", "an alias to an unreachable model is not listed")
 
+	// An alias of a combo, and of another alias, are served and listed.
+	r = sb.Admin(t, http.MethodPut, "/api/models/aliases", map[string]any{"aliases": map[string]string{
+		"fast": "openai/gpt-4o-mini", "quick": "fast", "top": "best",
+	}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	models = listing(t, sb, "/v1/models")
+	assert.Equal(t, "alias", models["top"]["owned_by"])
+	assert.Equal(t, "llm", models["top"]["kind"])
+	assert.Equal(t, "alias", models["quick"]["owned_by"])
+	for _, id := range []string{"top", "quick"} {
+		got := sb.Do(t, http.MethodGet, "/v1/models/"+id, nil)
+		assert.Equal(t, http.StatusOK, got.Status, "%s: %s", id, got.Body)
+	}
+
 	got := sb.Admin(t, http.MethodGet, "/api/models/aliases", nil)
 	assert.Equal(t, "openai/gpt-4o-mini", got.JSON["aliases"].(map[string]any)["fast"])
 	bad := sb.Admin(t, http.MethodPut, "/api/models/combos", map[string]any{"combos": []map[string]any{{"name": "empty", "models": []string{}}}})
 	assert.Equal(t, http.StatusBadRequest, bad.Status)
 	bad = sb.Admin(t, http.MethodPut, "/api/models/aliases", map[string]any{"aliases": map[string]string{"loop": "loop"}})
 	assert.Equal(t, http.StatusBadRequest, bad.Status)
+	// A chain longer than the router follows would never be served.
+	bad = sb.Admin(t, http.MethodPut, "/api/models/aliases", map[string]any{"aliases": map[string]string{
+		"a1": "a2", "a2": "a3", "a3": "a4", "a4": "a5", "a5": "openai/gpt-4o-mini"}})
+	assert.Equal(t, http.StatusBadRequest, bad.Status, "%s", bad.Body)
+	assert.Contains(t, string(bad.Body), "a1 -> a2 -> a3 -> a4 -> a5 -> openai/gpt-4o-mini")
 }
 
 // A combo tries its models in order: when the first model's connections

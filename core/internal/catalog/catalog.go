@@ -275,11 +275,28 @@ func (l *Lister) build(machineID string, conns []*busv1.Connection, opts Options
 	for _, m := range models {
 		add(m)
 	}
-	for _, name := range sortedKeys(settings.GetAliases()) {
-		if target, ok := byID[settings.GetAliases()[name]]; ok {
-			a := target
-			a.ID, a.OwnedBy, a.Name = name, OwnerAlias, name
-			add(a)
+	// An alias is listed when the router serves it: its chain of aliases
+	// ends in a listed model or combo.
+	listed := make(map[string]Model, len(out))
+	for _, m := range out {
+		listed[m.ID] = m
+	}
+	aliases := settings.GetAliases()
+	for _, name := range sortedKeys(aliases) {
+		target := aliases[name]
+		for range routing.MaxAliasDepth {
+			m, ok := listed[target]
+			if !ok {
+				m, ok = byID[target]
+			}
+			if ok {
+				m.ID, m.OwnedBy, m.Name = name, OwnerAlias, name
+				add(m)
+				break
+			}
+			if target, ok = aliases[target]; !ok {
+				break
+			}
 		}
 	}
 	return out, until

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -163,6 +164,10 @@ func (a *Admin) PutAliases(ctx context.Context, req *corev1.PutAliasesRequest) (
 	if cycle := aliasCycle(req.GetAliases()); cycle != nil {
 		return nil, invalidParam("aliases", "alias_cycle", "alias cycle: "+strings.Join(cycle, " -> "))
 	}
+	if chain := longAliasChain(req.GetAliases()); chain != nil {
+		return nil, invalidParam("aliases", "invalid_value", fmt.Sprintf("alias chain longer than %d aliases: %s",
+			routing.MaxAliasDepth, strings.Join(chain, " -> ")))
+	}
 	if err := a.modifySettings(ctx, machineID, func(s *busv1.Settings) { s.Aliases = req.GetAliases() }); err != nil {
 		return nil, a.storeError(err)
 	}
@@ -171,6 +176,28 @@ func (a *Admin) PutAliases(ctx context.Context, req *corev1.PutAliasesRequest) (
 
 // maxCycleNames bounds the names an alias cycle's error lists.
 const maxCycleNames = 10
+
+// longAliasChain returns a chain of aliases (the names, then the model it
+// ends in) the router would not follow to its end, longer than
+// routing.MaxAliasDepth aliases, or nil. The aliases form no cycle
+// (aliasCycle).
+func longAliasChain(aliases map[string]string) []string {
+	for _, start := range slices.Sorted(maps.Keys(aliases)) {
+		chain := []string{start}
+		for name := start; ; {
+			target, ok := aliases[name]
+			if !ok {
+				break
+			}
+			chain = append(chain, target)
+			name = target
+		}
+		if len(chain)-1 > routing.MaxAliasDepth {
+			return chain
+		}
+	}
+	return nil
+}
 
 // aliasCycle returns the names along a cycle the aliases form, the first
 // name again at the end ("a", "b", "a"; "a", "a" for an alias naming

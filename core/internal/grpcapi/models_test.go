@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/switchboardhq/switchboard/core/internal/routing"
 )
 
 func TestAliasCycle(t *testing.T) {
@@ -28,4 +30,18 @@ func TestAliasCycle(t *testing.T) {
 			assert.Equal(t, tc.want, aliasCycle(tc.aliases))
 		})
 	}
+}
+
+func TestLongAliasChain(t *testing.T) {
+	chain := func(n int) map[string]string {
+		out := map[string]string{}
+		for i := 1; i < n; i++ {
+			out["c"+strconv.Itoa(i)] = "c" + strconv.Itoa(i+1)
+		}
+		out["c"+strconv.Itoa(n)] = "openai/gpt-4o-mini"
+		return out
+	}
+	assert.Nil(t, longAliasChain(chain(routing.MaxAliasDepth)), "as long as the router follows")
+	assert.Equal(t, []string{"c1", "c2", "c3", "c4", "c5", "openai/gpt-4o-mini"}, longAliasChain(chain(routing.MaxAliasDepth+1)))
+	assert.Nil(t, longAliasChain(nil))
 }

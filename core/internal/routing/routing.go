@@ -124,42 +124,64 @@ func NewResolver(st *store.Store, reg *provider.Registry) *Resolver {
 	return &Resolver{store: st, registry: reg}
 }
 
-// maxAliasDepth bounds alias chains (an alias naming another alias).
-const maxAliasDepth = 4
+// MaxAliasDepth bounds alias chains (an alias naming another alias).
+const MaxAliasDepth = 4
 
 // ResolveAll maps a model string to the targets to try in order: the models
-// of a combo, or the one target of any other model.
+// of a combo (named, or named by an alias), or the one target of any other
+// model.
 func (r *Resolver) ResolveAll(machineID, model string) ([]Target, error) {
 	settings := r.store.MachineSettings(machineID)
-	for _, c := range settings.GetCombos() {
-		if c.GetName() != model {
-			continue
+	name := model
+	for range MaxAliasDepth + 1 {
+		if c := combo(settings, name); c != nil {
+			return r.expand(machineID, c)
 		}
-		var out []Target
-		var firstErr error
-		for _, m := range c.GetModels() {
-			t, err := r.Resolve(machineID, m)
-			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
-			}
-			out = append(out, t)
+		target, ok := settings.GetAliases()[name]
+		if !ok {
+			break
 		}
-		if len(out) == 0 {
-			if firstErr == nil {
-				firstErr = ErrModelNotFound
-			}
-			return nil, firstErr
-		}
-		return out, nil
+		name = target
 	}
 	t, err := r.Resolve(machineID, model)
 	if err != nil {
 		return nil, err
 	}
 	return []Target{t}, nil
+}
+
+// combo is the machine's combo called name, or nil.
+func combo(settings *busv1.Settings, name string) *busv1.Combo {
+	for _, c := range settings.GetCombos() {
+		if c.GetName() == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// expand resolves a combo's models, in order; a model that does not
+// resolve is left out, and the first error is the answer when none does.
+func (r *Resolver) expand(machineID string, c *busv1.Combo) ([]Target, error) {
+	var out []Target
+	var firstErr error
+	for _, m := range c.GetModels() {
+		t, err := r.Resolve(machineID, m)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		if firstErr == nil {
+			firstErr = ErrModelNotFound
+		}
+		return nil, firstErr
+	}
+	return out, nil
 }
 
 // Resolve maps a model string to a target. The forms are a machine alias
@@ -169,7 +191,7 @@ func (r *Resolver) ResolveAll(machineID, model string) ([]Target, error) {
 // (see wholeID).
 func (r *Resolver) Resolve(machineID, model string) (Target, error) {
 	aliases := r.store.MachineSettings(machineID).GetAliases()
-	for range maxAliasDepth {
+	for range MaxAliasDepth {
 		target, ok := aliases[model]
 		if !ok {
 			break

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
@@ -394,4 +395,33 @@ func TestResolveStoredAliasCycleEnds(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, targets, 1)
 	assert.Equal(t, "gpt-4o-mini", targets[0].Model)
+}
+
+// An alias may name a combo, as a client would expect of a name the
+// machine answers to, and a chain of aliases as long as the write allows
+// resolves to its end.
+func TestResolveAliasOfACombo(t *testing.T) {
+	ctx, st := openStore(t)
+	putConnections(t, ctx, st, "openai", []string{"gpt-4o-mini", "gpt-4o"})
+	chain := map[string]string{"x": "both", "y": "x"}
+	for i := 1; i < MaxAliasDepth; i++ {
+		chain["c"+strconv.Itoa(i)] = "c" + strconv.Itoa(i+1)
+	}
+	chain["c"+strconv.Itoa(MaxAliasDepth)] = "openai/gpt-4o"
+	require.NoError(t, st.Settings.Put(ctx, machine, &busv1.Settings{
+		Aliases: chain,
+		Combos:  []*busv1.Combo{{Name: "both", Models: []string{"openai/gpt-4o-mini", "openai/gpt-4o"}}},
+	}))
+	require.Eventually(t, func() bool { return len(st.MachineSettings(machine).GetAliases()) == len(chain) }, 5*time.Second, time.Millisecond)
+	r := NewResolver(st, provider.NewRegistry())
+	for _, model := range []string{"x", "y"} {
+		targets, err := r.ResolveAll(machine, model)
+		require.NoError(t, err, model)
+		require.Len(t, targets, 2, model)
+		assert.Equal(t, "gpt-4o-mini", targets[0].Model)
+		assert.Equal(t, "gpt-4o", targets[1].Model)
+	}
+	targets, err := r.ResolveAll(machine, "c1")
+	require.NoError(t, err)
+	assert.Equal(t, "gpt-4o", targets[0].Model)
 }
