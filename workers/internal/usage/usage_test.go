@@ -705,13 +705,31 @@ func TestSecondPartFailingHandsBackTheRest(t *testing.T) {
 	assert.Equal(t, "6", dead[0].Headers().Get("Sb-Original-Sequence"))
 }
 
+// stopAtFirstCall is a core that stops the worker (stop) as its first
+// call comes in, at stopped.
+type stopAtFirstCall struct {
+	*fakeCore
+	stop    context.CancelFunc
+	stopped time.Time
+}
+
+func (c *stopAtFirstCall) ApplyUsage(ctx context.Context, in *corev1.ApplyUsageRequest, opts ...grpc.CallOption) (*corev1.ApplyUsageResponse, error) {
+	if c.stopped.IsZero() {
+		c.stopped = time.Now()
+		c.stop()
+	}
+	return c.fakeCore.ApplyUsage(ctx, in, opts...)
+}
+
 // A worker told to stop while it stores a fetch's first part gives that
 // part its last attempt and hands the rest back at once, so it stops
 // within one call to core, where it went on storing part after part
 // through a slow core, each part a last attempt of its own.
 func TestStopHandsBackThePartsNotYetStored(t *testing.T) {
 	js := startNATS(t)
-	core := newFakeCore()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	core := &stopAtFirstCall{fakeCore: newFakeCore(), stop: cancel}
 	core.delay = time.Second
 	r := New(core, token, Config{}, slog.New(slog.DiscardHandler))
 	now := time.Now()
@@ -719,23 +737,17 @@ func TestStopHandsBackThePartsNotYetStored(t *testing.T) {
 	for range messages {
 		publishBatch(t, js, machineA, fullBatch(machineA, now, each)...)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	cons, err := r.Consumer(ctx, js)
 	require.NoError(t, err)
 	msgs := fetchAll(t, cons, messages)
 
-	time.AfterFunc(200*time.Millisecond, cancel)
-	start := time.Now()
 	r.Process(ctx, cons, msgs)
-	assert.Less(t, time.Since(start), 1900*time.Millisecond, "the stop waited for the parts after the one in flight")
+	// The part in flight takes the second of its call; the three parts
+	// after it would take three more.
+	assert.Less(t, time.Since(core.stopped), 2500*time.Millisecond, "the stop waited for the parts after the one in flight")
 	assert.EqualValues(t, 4*each, core.requests(), "the part in flight is stored")
-	// The rest is handed back at once, not left to its AckWait.
-	again, err := cons.Fetch(messages, jetstream.FetchMaxWait(time.Second))
-	require.NoError(t, err)
-	var back []uint64
-	for m := range again.Messages() {
-		back = append(back, seqOf(m))
-	}
+	// The rest is handed back at once, not left to its AckWait (a minute).
+	back := seqs(fetchUpTo(t, cons, 12))
 	assert.Equal(t, []uint64{5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, back)
 }
 
