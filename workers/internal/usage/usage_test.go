@@ -576,17 +576,21 @@ func TestLargeFetchRolledUpInParts(t *testing.T) {
 func TestLaterPartsKeptInProgressWhileEarlierOnesAreStored(t *testing.T) {
 	js := startNATS(t)
 	core := newFakeCore()
-	core.delay = 700 * time.Millisecond
+	// A call takes a little over a quarter of the AckWait, so the parts
+	// still held are renewed before each call, about 0.8 s apart where
+	// their AckWait is 3 s; not renewed, the last part, stored after 4 s,
+	// would pass it a second before.
+	core.delay = 800 * time.Millisecond
 	r := New(core, token, Config{}, slog.New(slog.DiscardHandler))
 	now := time.Now()
-	const messages, each = 16, 256 // four parts of four messages
+	const messages, each = 20, 256 // five parts of four messages
 	for range messages {
 		publishBatch(t, js, machineA, fullBatch(machineA, now, each)...)
 	}
 	ctx := context.Background()
 	cons, err := js.CreateOrUpdateConsumer(ctx, spine.StreamUsage, jetstream.ConsumerConfig{
 		Durable: Durable, FilterSubject: spine.SubjectUsage + ".>", AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: 2 * time.Second, MaxDeliver: -1,
+		AckWait: 3 * time.Second, MaxDeliver: -1,
 	})
 	require.NoError(t, err)
 	msgs := fetchAll(t, cons, messages)
@@ -610,7 +614,8 @@ func TestLaterPartsKeptInProgressWhileEarlierOnesAreStored(t *testing.T) {
 	}
 	assert.Empty(t, redelivered, "messages another worker got while the first was storing their part")
 	assert.EqualValues(t, messages*each, core.requests())
-	assert.True(t, consumerSettled(t, cons))
+	// The server takes in acknowledgements a moment after they are sent.
+	assert.Eventually(t, func() bool { return consumerSettled(t, cons) }, 10*time.Second, 10*time.Millisecond, "every message acknowledged")
 }
 
 // coreAway answers through core for its first answers calls, then
