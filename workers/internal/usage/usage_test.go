@@ -329,18 +329,13 @@ func TestRedeliveryAfterAWorkerDied(t *testing.T) {
 	cons, err := r.Consumer(ctx, js)
 	require.NoError(t, err)
 	// The first worker takes six events, stores them and dies.
-	batch, err := cons.Fetch(6, jetstream.FetchMaxWait(time.Second))
-	require.NoError(t, err)
-	var (
-		taken []Event
-		msgs  []jetstream.Msg
-	)
-	for m := range batch.Messages() {
+	msgs := fetchAll(t, cons, 6)
+	var taken []Event
+	for _, m := range msgs {
 		evs, dead, err := r.decode(m)
 		require.NoError(t, err)
 		require.Empty(t, dead)
 		taken = append(taken, evs...)
-		msgs = append(msgs, m)
 	}
 	require.Len(t, taken, 6)
 	failed, err := r.Store(ctx, 0, taken, nil)
