@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,14 +121,12 @@ func TestCooldownsAreSharedAcrossCoreReplicas(t *testing.T) {
 // no key, and no upstream is asked.
 func TestKeyOutsideBearerRefusedOverGRPC(t *testing.T) {
 	p := newPair(t)
-	key := p.sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "svc"}).JSON["key"].(string)
-	conn, err := grpc.NewClient(p.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	router := corev1.NewRouterClient(conn)
+	router, keyed := routerOf(t, p)
+	md, _ := metadata.FromOutgoingContext(keyed)
+	key := strings.TrimPrefix(md.Get("authorization")[0], "Bearer ")
 	for _, auth := range []string{key, "Basic Zm9vOmJhcg=="} {
 		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", auth)
-		_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"x"}})
+		_, err := router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"x"}})
 		require.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
 		assert.Contains(t, status.Convert(err).Message(), "Bearer")
 		assert.NotContains(t, status.Convert(err).Message(), key)
@@ -141,7 +140,7 @@ func TestKeyOutsideBearerRefusedOverGRPC(t *testing.T) {
 	}
 	// x-api-key is read after an Authorization with another scheme.
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Basic Zm9vOmJhcg==", "x-api-key", key)
-	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"x"}})
+	_, err := router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"x"}})
 	require.NoError(t, err)
 	assert.Len(t, p.primary.Requests(), 1, "only the keyed call reached the upstream")
 }

@@ -224,15 +224,21 @@ func TestShutdownEndsOpenStreamsWithTheirDialectsError(t *testing.T) {
 	// What was streamed is billed, as for a stream the client left (the
 	// requests that tried the listener before it closed were answered
 	// whole).
-	again := nodetest.Start(t, cfg, node.RoleCore)
+	assert.Equal(t, 4, billedCut(t, nodetest.Start(t, cfg, node.RoleCore)), "the four streams are billed what they delivered")
+}
+
+// billedCut is the number of usage events of streams cut before their end
+// that sb's usage stream holds, each of them billed completion tokens.
+func billedCut(t *testing.T, sb *nodetest.Instance) int {
+	t.Helper()
 	var cut int
-	for _, ev := range usageEvents(t, again) {
+	for _, ev := range usageEvents(t, sb) {
 		if ev.GetPartial() {
 			cut++
 			assert.Positive(t, ev.GetCompletionTokens(), "%v", ev)
 		}
 	}
-	assert.Equal(t, 4, cut, "the four streams are billed what they delivered")
+	return cut
 }
 
 // The shutdown timeout bounds the whole stop, counted from the signal: a
@@ -296,13 +302,5 @@ func TestShutdownStopsWithinOneTimeoutWithAGRPCStreamOpen(t *testing.T) {
 		t.Fatal("the HTTP stream was still open after the process stopped")
 	}
 
-	again := nodetest.Start(t, cfg, node.RoleCore)
-	var cut int
-	for _, ev := range usageEvents(t, again) {
-		if ev.GetPartial() {
-			cut++
-			assert.Positive(t, ev.GetCompletionTokens(), "%v", ev)
-		}
-	}
-	assert.Equal(t, 2, cut, "both streams are billed what they delivered")
+	assert.Equal(t, 2, billedCut(t, nodetest.Start(t, cfg, node.RoleCore)), "both streams are billed what they delivered")
 }
