@@ -75,3 +75,30 @@ func TestBaseURLWithCredentialsIsRefusedAndNeverShown(t *testing.T) {
 	edit := sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"providerSpecificData": map[string]any{"baseUrl": withSecret + "x"}})
 	assert.Equal(t, http.StatusBadRequest, edit.Status, "a new base URL with credentials: %s", edit.Body)
 }
+
+// A base URL with a query or a fragment is refused: paths are appended to
+// it, so the query would swallow them (POST /v1?api_key=...), and a key in
+// it would be kept in plain text and shown in every view.
+func TestBaseURLWithAQueryIsRefused(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	up := upstreamtest.New(t, upstreamtest.WithEmbeddingDims(embedDims))
+	for _, base := range []string{up.URL() + "?api_key=QUERYSECRET123", up.URL() + "#QUERYSECRET123", up.URL() + "?"} {
+		create := sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "openai-compatible-lab", "name": "lab",
+			"providerSpecificData": map[string]any{"baseUrl": base}})
+		require.Equal(t, http.StatusBadRequest, create.Status, "%s: %s", base, create.Body)
+		assert.Equal(t, "invalid_base_url", adminError(create)["code"])
+		assert.NotContains(t, string(create.Body), "QUERYSECRET123")
+	}
+	list := sb.Admin(t, http.MethodGet, "/api/providers", nil)
+	assert.Empty(t, list.JSON["connections"], "nothing stored")
+
+	created := sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "openai-compatible-lab", "name": "lab",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL()}})
+	require.Equal(t, http.StatusCreated, created.Status, "%s", created.Body)
+	id := created.JSON["connection"].(map[string]any)["id"].(string)
+	edit := sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"providerSpecificData": map[string]any{"baseUrl": up.URL() + "?api_key=QUERYSECRET123"}})
+	assert.Equal(t, http.StatusBadRequest, edit.Status, "%s", edit.Body)
+	validate := sb.Admin(t, http.MethodPost, "/api/providers/validate", map[string]any{"provider": "openai-compatible-lab",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL() + "?api_key=QUERYSECRET123"}})
+	assert.Equal(t, http.StatusBadRequest, validate.Status, "%s", validate.Body)
+}

@@ -682,12 +682,19 @@ func shownBaseURL(raw string) string {
 }
 
 // baseURLWithoutCredentials refuses a base URL being set with credentials
-// in it (user:password@): base URLs are shown in every view of their
-// connection and kept in plain text, so a credential there would be
-// neither sealed nor hidden. One stored before is left as it is.
+// in it (user:password@) or with a query or fragment: base URLs are shown
+// in every view of their connection and kept in plain text, so a
+// credential there (?api_key=) would be neither sealed nor hidden, and a
+// route's path appended to a query would reach no route. One stored
+// before is left as it is.
 func baseURLWithoutCredentials(raw string) error {
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+	case u.User != nil:
 		return invalidParam("providerSpecificData.baseUrl", "invalid_base_url", "baseUrl must not carry credentials (user:password@): give the key as apiKey")
+	case u.ForceQuery || u.RawQuery != "" || u.Fragment != "" || strings.Contains(raw, "#"):
+		return invalidParam("providerSpecificData.baseUrl", "invalid_base_url", "baseUrl must not carry a query or fragment: the gateway appends the route's path to it (give a key as apiKey)")
 	}
 	return nil
 }
