@@ -17,8 +17,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -157,12 +160,159 @@ func NewToken() ([]byte, error) {
 	return out, nil
 }
 
-// Redact replaces every occurrence of secret in text with "[redacted]", for
-// upstream answers that may echo a credential back. Secrets shorter than four
-// bytes are left alone: they would match ordinary text.
+// redacted stands where Redact found a secret.
+const redacted = "[redacted]"
+
+// Redact removes secret from text that may be shown to a client, for
+// upstream answers that may echo a credential back. Text that is JSON, and
+// each line of a stream whose data (after "data:") is JSON, is redacted in
+// what a JSON parser reads of it: every string value and object key is
+// decoded, so that the secret goes however its characters were escaped
+// (\u0073k-..., \/ for a slash), and written again only where it held the
+// secret, the rest of the text staying byte for byte as it came. A decoded
+// string is redacted the same way, in case it is JSON itself. Other text has
+// the secret replaced where it stands, as it is and URL-encoded. Each
+// occurrence becomes "[redacted]". Secrets shorter than four bytes are left
+// alone: they would match ordinary text.
 func Redact(text []byte, secret string) []byte {
-	if len(secret) < 4 || !bytes.Contains(text, []byte(secret)) {
+	if len(secret) < 4 {
 		return text
 	}
-	return bytes.ReplaceAll(text, []byte(secret), []byte("[redacted]"))
+	return redact(text, secretForms(secret))
+}
+
+// secretForms is secret as it is and its other forms in text: URL-encoded
+// in a query and in a path.
+func secretForms(secret string) [][]byte {
+	forms := [][]byte{[]byte(secret)}
+	for _, f := range []string{url.QueryEscape(secret), url.PathEscape(secret)} {
+		if !slices.ContainsFunc(forms, func(b []byte) bool { return string(b) == f }) {
+			forms = append(forms, []byte(f))
+		}
+	}
+	return forms
+}
+
+// redact is Redact's work on text, for the secret's forms.
+func redact(text []byte, forms [][]byte) []byte {
+	// Without an escape, a JSON string is its own bytes: only a form as it
+	// stands can be there.
+	if bytes.IndexByte(text, '\\') < 0 && !containsForm(text, forms) {
+		return text
+	}
+	if json.Valid(text) {
+		text = redactJSON(text, forms)
+	} else {
+		text = redactLines(text, forms)
+	}
+	// A form outside the strings of a JSON text (a number) goes too.
+	if containsForm(text, forms) {
+		text = replaceForms(text, forms)
+	}
+	return text
+}
+
+// redactJSON is doc, valid JSON, with each string that held the secret
+// written again without it, and doc itself when none did.
+func redactJSON(doc []byte, forms [][]byte) []byte {
+	var out []byte
+	last := 0
+	for i := 0; i < len(doc); i++ {
+		if doc[i] != '"' {
+			continue
+		}
+		end := stringEnd(doc, i)
+		if lit, ok := redactString(doc[i:end], forms); ok {
+			out = append(append(out, doc[last:i]...), lit...)
+			last = end
+		}
+		i = end - 1
+	}
+	if out == nil {
+		return doc
+	}
+	return append(out, doc[last:]...)
+}
+
+// stringEnd is the index after the closing quote of the JSON string that
+// starts at doc[i].
+func stringEnd(doc []byte, i int) int {
+	for j := i + 1; j < len(doc); j++ {
+		switch doc[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(doc)
+}
+
+// redactString is lit, a JSON string with its quotes, written again with
+// the secret redacted in its decoded value, and whether it held the secret.
+func redactString(lit []byte, forms [][]byte) ([]byte, bool) {
+	if bytes.IndexByte(lit, '\\') < 0 {
+		// No escape: the value is lit's own bytes, and "[redacted]" needs
+		// none.
+		if !containsForm(lit, forms) {
+			return nil, false
+		}
+		return replaceForms(lit, forms), true
+	}
+	var s string
+	if json.Unmarshal(lit, &s) != nil {
+		return nil, false
+	}
+	r := redact([]byte(s), forms)
+	if bytes.Equal(r, []byte(s)) {
+		return nil, false
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the rest of the string as the upstream meant it
+	if enc.Encode(string(r)) != nil {
+		return nil, false
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), true
+}
+
+// redactLines is text, not JSON, redacted line by line: the data of a
+// stream's "data:" line, or a line, that is JSON as JSON, any other line
+// as text. It is text itself when no line held the secret.
+func redactLines(text []byte, forms [][]byte) []byte {
+	var out []byte
+	changed := false
+	for line := range bytes.Lines(text) {
+		content := bytes.TrimRight(line, "\r\n")
+		r := content
+		if data, ok := bytes.CutPrefix(content, []byte("data:")); ok && json.Valid(data) {
+			r = append([]byte("data:"), redactJSON(data, forms)...)
+		} else if json.Valid(content) {
+			r = redactJSON(content, forms)
+		} else if containsForm(content, forms) {
+			r = replaceForms(content, forms)
+		}
+		changed = changed || !bytes.Equal(r, content)
+		out = append(append(out, r...), line[len(content):]...)
+	}
+	if !changed {
+		return text
+	}
+	return out
+}
+
+func containsForm(text []byte, forms [][]byte) bool {
+	for _, f := range forms {
+		if bytes.Contains(text, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func replaceForms(text []byte, forms [][]byte) []byte {
+	for _, f := range forms {
+		text = bytes.ReplaceAll(text, f, []byte(redacted))
+	}
+	return text
 }

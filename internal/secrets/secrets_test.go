@@ -3,7 +3,10 @@ package secrets
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -368,4 +371,116 @@ func TestRedact(t *testing.T) {
 	if string(Redact(body, "not-there")) != string(body) {
 		t.Fatal("text without the secret changed")
 	}
+}
+
+// jsonStrings is every string value and object key a JSON parser reads
+// of doc.
+func jsonStrings(t *testing.T, doc []byte) []string {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal(doc, &v), "%s", doc)
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			out = append(out, v)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				out = append(out, k)
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+// escapeAll is s with every character written as a JSON \u escape.
+func escapeAll(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		fmt.Fprintf(&b, `\u%04x`, r)
+	}
+	return b.String()
+}
+
+// A JSON body is redacted in what a parser reads of it: the secret goes
+// however its characters are escaped (\u0073, \/), in values and in
+// object keys, and in a string that is itself a JSON document.
+func TestRedactEscapedInJSON(t *testing.T) {
+	const secret = "sk-FAKE/Slash+Key/0123"
+	slashed := strings.ReplaceAll(secret, "/", `\/`)
+	nested, err := json.Marshal(`{"detail":"key ` + escapeAll(secret) + `"}`)
+	require.NoError(t, err)
+	bodies := map[string]string{
+		`\u escapes`:  `{"error":{"message":"Incorrect API key provided: ` + escapeAll(secret) + `.","code":"invalid_api_key"}}`,
+		`\/ escapes`:  `{"error":{"message":"Incorrect API key provided: ` + slashed + `.","code":"invalid_api_key"}}`,
+		`one escape`:  `{"error":{"message":"Incorrect API key provided: \u0073` + secret[1:] + `.","code":"invalid_api_key"}}`,
+		`object key`:  `{"error":{"` + escapeAll(secret) + `":"Incorrect API key provided: [x].","code":"invalid_api_key"}}`,
+		`nested JSON`: `{"error":{"message":"Incorrect API key provided: ` + slashed + `.","raw":` + string(nested) + `}}`,
+		`array`:       ` [{"message":"Incorrect API key provided: ` + slashed + `."}] `,
+	}
+	for name, body := range bodies {
+		t.Run(name, func(t *testing.T) {
+			got := Redact([]byte(body), secret)
+			require.True(t, json.Valid(got), "%s", got)
+			redacted := false
+			var walk func(doc []byte)
+			walk = func(doc []byte) {
+				for _, s := range jsonStrings(t, doc) {
+					assert.NotContains(t, s, secret, "%s", got)
+					redacted = redacted || strings.Contains(s, "[redacted]")
+					if json.Valid([]byte(s)) && strings.ContainsAny(s, "{[") {
+						walk([]byte(s))
+					}
+				}
+			}
+			walk(got)
+			assert.True(t, redacted, "%s", got)
+			if strings.Contains(body, `"code"`) {
+				assert.Contains(t, string(got), `"code":"invalid_api_key"`, "the rest as the upstream wrote it")
+			}
+		})
+	}
+}
+
+// A JSON body is changed only where the secret was: the other strings keep
+// their escapes, and a body without the secret is returned as it came.
+func TestRedactKeepsJSONBytes(t *testing.T) {
+	const secret = "sk-FAKE/Slash+Key/0123"
+	clean := "{ \"error\" : {\"message\":\"See https:\\/\\/example.com \\u00e9\\u003c\", \"n\": 1.50e3 } }\n"
+	assert.Equal(t, clean, string(Redact([]byte(clean), secret)))
+
+	body := `{"a":"https:\/\/example.com \u00e9","b":"key ` + escapeAll(secret) + ` <&>","c":1.50e3}`
+	assert.Equal(t, `{"a":"https:\/\/example.com \u00e9","b":"key [redacted] <&>","c":1.50e3}`, string(Redact([]byte(body), secret)))
+
+	plain := `{"a":"https:\/\/example.com","b":"key ` + secret + `","c":1.50e3}`
+	assert.Equal(t, `{"a":"https:\/\/example.com","b":"key [redacted]","c":1.50e3}`, string(Redact([]byte(plain), secret)))
+}
+
+// Each data line of a stream that is JSON is redacted as a JSON body is;
+// the event lines and the rest stay as they came.
+func TestRedactEscapedInStream(t *testing.T) {
+	const secret = "sk-FAKE/Slash+Key/0123"
+	stream := "event: message_start\ndata: {\"type\":\"message_start\"}\n\n" +
+		"event: error\r\ndata: {\"type\":\"error\",\"error\":{\"message\":\"bad key " + escapeAll(secret) + "\"}}\r\n\r\n" +
+		"data: [DONE]\n\n"
+	got := string(Redact([]byte(stream), secret))
+	assert.Equal(t, "event: message_start\ndata: {\"type\":\"message_start\"}\n\n"+
+		"event: error\r\ndata: {\"type\":\"error\",\"error\":{\"message\":\"bad key [redacted]\"}}\r\n\r\n"+
+		"data: [DONE]\n\n", got)
+}
+
+// A body that is not JSON has the secret replaced where it stands, as it
+// is and URL-encoded.
+func TestRedactText(t *testing.T) {
+	const secret = "sk-FAKE/Slash+Key/0123"
+	body := "<html>bad key " + secret + " in /v1?key=" + url.QueryEscape(secret) + " or /" + url.PathEscape(secret) + "</html>"
+	got := string(Redact([]byte(body), secret))
+	assert.Equal(t, "<html>bad key [redacted] in /v1?key=[redacted] or /[redacted]</html>", got)
 }

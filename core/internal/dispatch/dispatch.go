@@ -45,7 +45,10 @@ func (c *Conn) Authorize(h http.Header) {
 }
 
 // Scrub removes the connection's credential from text that may be shown to
-// a client (an upstream error body that echoes the key).
+// a client (an upstream error body that echoes the key), in what a JSON
+// parser reads of a JSON body or of a stream's data lines, however the
+// upstream escaped it (secrets.Redact): so the error's message is clean
+// before a route decodes it to answer in another dialect.
 func (c *Conn) Scrub(b []byte) []byte { return secrets.Redact(b, c.Credential) }
 
 var _ credential.Scrubber = (*Conn)(nil)
