@@ -2,10 +2,12 @@ package payments
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -504,7 +506,8 @@ func unix(sec int64) time.Time {
 	return time.Unix(sec, 0).UTC()
 }
 
-// convertError turns stripe-go errors into ErrNotFound or *APIError.
+// convertError turns stripe-go errors into ErrNotFound or *APIError, with
+// nothing of an answer's body but a Stripe error's message.
 func convertError(err error) error {
 	if err == nil {
 		return nil
@@ -516,13 +519,108 @@ func convertError(err error) error {
 		}
 		return &APIError{Status: se.HTTPStatusCode, Type: string(se.Type), Code: string(se.Code), Message: se.Msg}
 	}
-	return &APIError{Message: err.Error()}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return &APIError{Message: transportError(err)}
+	}
+	msg := err.Error()
+	if json.Valid([]byte(msg)) || strings.HasPrefix(msg, "Couldn't deserialize JSON") {
+		// stripe-go's error for an answer it could not read as Stripe's:
+		// the body itself (JSON without an error object), or a sample of
+		// it. Not for a log.
+		msg = "stripe answered neither an object nor a Stripe error"
+	}
+	return &APIError{Message: msg}
 }
 
-// slogLogger adapts slog to stripe-go's leveled logger.
+// slogLogger adapts slog to stripe-go's leveled logger. It keeps of what
+// stripe-go logs only what tells a call and how it ended (method, host and
+// path, duration, retries, and for an error its status, type, code and
+// Stripe's request id), never a request's or an answer's body, at any
+// level: stripe-go logs every answer whole at debug (a customer, a
+// subscription, a Checkout or portal session with its URL, which acts as
+// the customer on Stripe's hosted pages), an error's whole object, and a
+// sample of a body it could not read.
 type slogLogger struct{ log *slog.Logger }
 
-func (l slogLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l slogLogger) Infof(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l slogLogger) Warnf(format string, v ...any)  { l.log.Warn(fmt.Sprintf(format, v...)) }
-func (l slogLogger) Errorf(format string, v ...any) { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l slogLogger) Debugf(format string, v ...any) { l.logf(slog.LevelDebug, format, v) }
+func (l slogLogger) Infof(format string, v ...any)  { l.logf(slog.LevelDebug, format, v) }
+func (l slogLogger) Warnf(format string, v ...any)  { l.logf(slog.LevelWarn, format, v) }
+func (l slogLogger) Errorf(format string, v ...any) { l.logf(slog.LevelWarn, format, v) }
+
+// logf logs one of stripe-go's lines by its format: those whose arguments
+// are the call's method, host, path, timings and retries as they are, an
+// error as what it is without its body, an answer's body not at all, and a
+// line this list does not know with the words of its format alone, its
+// arguments (which may hold a body) left out.
+func (l slogLogger) logf(level slog.Level, format string, v []any) {
+	ctx := context.Background()
+	if !l.log.Enabled(ctx, level) {
+		return
+	}
+	switch format {
+	case "Requesting %v %v%v",
+		"Request completed in %v (retry: %v)",
+		"Not retrying request: %v",
+		"Initiating retry %v for request %v %v%v after sleeping %v":
+		l.log.Log(ctx, level, fmt.Sprintf(format, v...))
+	case "Response: %s":
+		// The answer's body.
+	case "Request error from Stripe (status %v): %v",
+		"User-compelled request error from Stripe (status %v): %v":
+		msg, _, _ := strings.Cut(format, " (")
+		var attrs []any
+		if len(v) == 2 {
+			attrs = append(attrs, "status", v[0])
+			if se, ok := v[1].(*stripe.Error); ok {
+				attrs = append(attrs, "type", string(se.Type), "code", string(se.Code), "request_id", se.RequestID)
+			}
+		}
+		l.log.Log(ctx, level, msg, attrs...)
+	case "Request failed with error: %v", "Cannot create Stripe request: %v":
+		// A transport error: its URL without the query (a list's
+		// filters, a customer's email).
+		msg, _, _ := strings.Cut(format, ":")
+		if err, ok := single(v).(error); ok {
+			l.log.Log(ctx, level, msg, "error", transportError(err))
+		} else {
+			l.log.Log(ctx, level, msg)
+		}
+	case "%s":
+		// A body stripe-go could not read, with a sample of it.
+		var status int
+		if s, ok := single(v).(string); ok {
+			_, _ = fmt.Sscanf(s, "Couldn't deserialize JSON (response status: %d", &status)
+		}
+		l.log.Log(ctx, level, "Couldn't deserialize JSON from Stripe", "status", status)
+	default:
+		// "Error decoding error from Stripe: %v" (its error is the body
+		// itself when the answer held no error object), and any other.
+		msg, _, _ := strings.Cut(format, ": %")
+		l.log.Log(ctx, level, msg)
+	}
+}
+
+// single is v's only value, or nil.
+func single(v []any) any {
+	if len(v) != 1 {
+		return nil
+	}
+	return v[0]
+}
+
+// transportError is err's text with the query of the URL it names left out.
+func transportError(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err.Error()
+	}
+	where := ue.URL
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		u.RawQuery, u.Fragment, u.User = "", "", nil
+		where = u.String()
+	} else {
+		where, _, _ = strings.Cut(where, "?")
+	}
+	return fmt.Sprintf("%s %q: %v", ue.Op, where, ue.Err)
+}
