@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/core/internal/routing"
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 )
@@ -107,6 +109,13 @@ func withModel(fields map[string]json.RawMessage, model json.RawMessage) map[str
 // the markers around its turn.
 const messageOverhead = 4
 
+// maxContentDepth is how deep the estimate reads content: a message's
+// blocks, a tool result's within them, a document's content source within
+// that (as deep as Anthropic nests content), and one level more. A list of
+// blocks nested deeper is counted as text, all its bytes, so the work stays
+// in proportion to the body however deep it nests.
+const maxContentDepth = 4
+
 // estimateTokens is the gateway's estimate of a Messages request's input
 // tokens: four bytes of the text a model reads a token, rounded up, plus
 // messageOverhead a message, plus images and PDFs as Anthropic counts them
@@ -116,16 +125,17 @@ const messageOverhead = 4
 // tool's name, description and input schema (as compact JSON). Roles,
 // types, ids, cache_control and the JSON around the text are not read;
 // thinking blocks are not counted (Anthropic leaves the thinking of earlier
-// turns out of the context).
+// turns out of the context). Content nested past maxContentDepth is counted
+// as text, JSON and all.
 func estimateTokens(in inbound) []byte {
 	var c promptCount
-	c.content(in.fields["system"])
+	c.content(in.fields["system"], 0)
 	var msgs []struct {
 		Content json.RawMessage `json:"content"`
 	}
 	if json.Unmarshal(in.fields["messages"], &msgs) == nil {
 		for _, m := range msgs {
-			c.content(m.Content)
+			c.content(m.Content, 0)
 		}
 	}
 	var tools []struct {
@@ -149,21 +159,52 @@ type promptCount struct {
 	text, media int
 }
 
-// contentBlock is the part of a content block the estimate reads.
+// contentBlock is the part of a content block the estimate reads: its
+// strings, and its other members' raw JSON.
 type contentBlock struct {
-	Type    string          `json:"type"`
-	Text    string          `json:"text"`
-	Name    string          `json:"name"`
-	Input   json.RawMessage `json:"input"`
-	Content json.RawMessage `json:"content"`
-	Source  json.RawMessage `json:"source"`
-	Title   string          `json:"title"`
-	Context string          `json:"context"`
+	Type, Text, Name, Title, Context string
+	Input, Content, Source           []byte
+}
+
+// read reads a block's members in place, as encoding/json reads them into
+// a struct (names matched without regard to case, the last of a name
+// winning, null leaving a member as it was), and reports whether the block
+// is an object whose strings are strings.
+func (b *contentBlock) read(raw []byte) bool {
+	ok := true
+	object := jsonscan.Members(raw, func(k, v []byte) bool {
+		var s *string
+		switch key := string(k); {
+		case strings.EqualFold(key, "type"):
+			s = &b.Type
+		case strings.EqualFold(key, "text"):
+			s = &b.Text
+		case strings.EqualFold(key, "name"):
+			s = &b.Name
+		case strings.EqualFold(key, "title"):
+			s = &b.Title
+		case strings.EqualFold(key, "context"):
+			s = &b.Context
+		case strings.EqualFold(key, "input"):
+			b.Input = v
+		case strings.EqualFold(key, "content"):
+			b.Content = v
+		case strings.EqualFold(key, "source"):
+			b.Source = v
+		}
+		if s != nil && string(v) != "null" && json.Unmarshal(v, s) != nil {
+			ok = false
+		}
+		return ok
+	})
+	return object && ok
 }
 
 // content counts a message's (or the system prompt's, or a tool result's)
-// content: a string, or a list of blocks.
-func (c *promptCount) content(raw json.RawMessage) {
+// content: a string, or a list of blocks, read when it is depth lists deep
+// (a message's is 0) and depth is under maxContentDepth, else counted as
+// text, all its bytes.
+func (c *promptCount) content(raw []byte, depth int) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return
@@ -175,22 +216,23 @@ func (c *promptCount) content(raw json.RawMessage) {
 			c.text += len(s)
 		}
 	case '[':
-		var blocks []json.RawMessage
-		if json.Unmarshal(raw, &blocks) != nil {
+		if depth >= maxContentDepth {
+			c.text += len(raw)
 			return
 		}
-		for _, b := range blocks {
-			c.block(b)
-		}
+		jsonscan.Elements(raw, func(b []byte) bool {
+			c.block(b, depth)
+			return true
+		})
 	}
 }
 
-// block counts one content block by its type; one of a type not named here
-// counts the characters of its strings but for ids, types and the like
-// (textChars).
-func (c *promptCount) block(raw json.RawMessage) {
+// block counts one content block of a list depth lists deep by its type;
+// one of a type not named here counts the characters of its strings but
+// for ids, types and the like (textChars).
+func (c *promptCount) block(raw []byte, depth int) {
 	var b contentBlock
-	if json.Unmarshal(raw, &b) != nil {
+	if !b.read(raw) {
 		return
 	}
 	switch b.Type {
@@ -200,20 +242,18 @@ func (c *promptCount) block(raw json.RawMessage) {
 	case "tool_use", "server_tool_use", "mcp_tool_use":
 		c.text += len(b.Name) + compactLen(b.Input)
 	case "tool_result", "mcp_tool_result":
-		c.content(b.Content)
+		c.content(b.Content, depth+1)
 	case "image", "document":
-		var src map[string]any
-		if json.Unmarshal(b.Source, &src) != nil || src == nil {
+		var src mediaSource
+		if !src.read(b.Source) {
 			return
 		}
 		c.text += len(b.Title) + len(b.Context)
-		switch kind, _ := src["type"].(string); {
-		case b.Type == "document" && kind == "text":
-			data, _ := src["data"].(string)
-			c.text += len(data)
-		case b.Type == "document" && kind == "content":
-			content, _ := json.Marshal(src["content"])
-			c.content(content)
+		switch {
+		case b.Type == "document" && src.Type == "text":
+			c.text += len(src.Data)
+		case b.Type == "document" && src.Type == "content":
+			c.content(src.Content, depth+1)
 		default:
 			c.media += mediaTokens(b.Type, src)
 		}

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"image"
 	_ "image/gif" // image.DecodeConfig reads the formats Anthropic takes
 	_ "image/jpeg"
@@ -10,6 +11,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
 // Anthropic's image and PDF accounting, for the estimate of count_tokens
@@ -31,11 +34,43 @@ const (
 	pdfPageTokens = 2_250
 )
 
+// mediaSource is the part of an image's or a document's source the
+// estimate reads: its strings (empty when they are not strings), and its
+// content's raw JSON.
+type mediaSource struct {
+	Type, MediaType, Data string
+	Content               []byte
+}
+
+// read reads a source's members in place, as encoding/json reads them into
+// a map (names matched exactly, the last of a name winning), and reports
+// whether the source is an object.
+func (s *mediaSource) read(raw []byte) bool {
+	return jsonscan.Members(raw, func(k, v []byte) bool {
+		var str *string
+		switch string(k) {
+		case "type":
+			str = &s.Type
+		case "media_type":
+			str = &s.MediaType
+		case "data":
+			str = &s.Data
+		case "content":
+			s.Content = v
+		}
+		if str != nil {
+			*str = ""
+			if len(v) > 0 && v[0] == '"' {
+				_ = json.Unmarshal(v, str)
+			}
+		}
+		return true
+	})
+}
+
 // mediaTokens is what an image or document block costs, by its source.
-func mediaTokens(typ string, src map[string]any) int {
-	kind, _ := src["type"].(string)
-	data, _ := src["data"].(string)
-	media, _ := src["media_type"].(string)
+func mediaTokens(typ string, src mediaSource) int {
+	kind, data, media := src.Type, src.Data, src.MediaType
 	switch {
 	case typ == "image" && kind == "base64":
 		return imageTokens(data)

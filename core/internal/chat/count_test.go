@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -59,6 +60,59 @@ func TestEstimateCountsTheTextAModelReads(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			assert.Equal(t, c.want, estimated(t, c.body))
+		})
+	}
+}
+
+// nestedContent is a content list whose one block wraps the next list,
+// depth times, as a tool result's content or a document's content source,
+// around one text block; lists[i] is the list i levels above the text's.
+func nestedContent(kind string, depth int, text string) (lists []string) {
+	list := `[{"type":"text","text":"` + text + `"}]`
+	lists = append(lists, list)
+	for range depth {
+		switch kind {
+		case "tool_result":
+			list = `[{"type":"tool_result","tool_use_id":"toolu_1","content":` + list + `}]`
+		case "document":
+			list = `[{"type":"document","source":{"type":"content","content":` + list + `}}]`
+		}
+		lists = append(lists, list)
+	}
+	return lists
+}
+
+// Content is read as deep as Anthropic nests it (a tool result's blocks, a
+// document's content source within them) and a little deeper; a list
+// nested past maxContentDepth is counted as text, all its bytes, not read,
+// so a megabyte of text 200 tool results or documents deep costs about
+// what it costs at the top, where each level read its whole inside again
+// (two seconds and 400 MB allocated for one such body).
+func TestEstimateReadsNestedContentOnce(t *testing.T) {
+	text := strings.Repeat("x", 1<<20)
+	for _, kind := range []string{"tool_result", "document"} {
+		t.Run(kind, func(t *testing.T) {
+			lists := nestedContent(kind, maxContentDepth-1, text)
+			shallow := `{"model":"m","messages":[{"role":"user","content":` + lists[len(lists)-1] + `}]}`
+			assert.Equal(t, len(text)/4+messageOverhead, estimated(t, shallow), "as deep as Anthropic nests, the text is read")
+
+			lists = nestedContent(kind, 200, text)
+			body := `{"model":"m","messages":[{"role":"user","content":` + lists[len(lists)-1] + `}]}`
+			in, err := parse(DialectMessages, withMaxTokens([]byte(body)))
+			require.NoError(t, err)
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			out := estimateTokens(in)
+			runtime.ReadMemStats(&after)
+			var got struct {
+				InputTokens int `json:"input_tokens"`
+			}
+			require.NoError(t, json.Unmarshal(out, &got))
+			past := lists[len(lists)-1-maxContentDepth] // the first list not read
+			assert.Equal(t, (len(past)+3)/4+messageOverhead, got.InputTokens)
+			allocated := after.TotalAlloc - before.TotalAlloc
+			assert.Less(t, allocated, uint64(3*len(body)), "bytes allocated for a body of %d", len(body))
 		})
 	}
 }
