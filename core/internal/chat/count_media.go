@@ -1,15 +1,15 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"image"
 	_ "image/gif" // image.DecodeConfig reads the formats Anthropic takes
 	_ "image/jpeg"
 	_ "image/png"
+	"io"
 	"math"
-	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/switchboardhq/switchboard/internal/jsonscan"
@@ -32,6 +32,11 @@ const (
 	imageTokensMax = imagePixels/pixelsPerToken + 1
 	// pdfPageTokens is a PDF page, the middle of Anthropic's range.
 	pdfPageTokens = 2_250
+	// pdfMaxPages is the most pages a PDF is counted: the most Anthropic
+	// takes in a request.
+	pdfMaxPages = 100
+	// pdfChunk is how much of a PDF is decoded at a time.
+	pdfChunk = 32 << 10
 )
 
 // mediaSource is the part of an image's or a document's source the
@@ -105,29 +110,118 @@ func imageTokens(data string) int {
 	return max(1, int(math.Ceil(w*h/pixelsPerToken)))
 }
 
-var (
-	// pdfPage is a page object's type (not the /Pages of the page tree).
-	pdfPage = regexp.MustCompile(`/Type\s*/Page[^s]`)
-	// pdfCount is a page tree's count of pages.
-	pdfCount = regexp.MustCompile(`/Count\s+(\d+)`)
-)
-
-// pdfPages is how many pages a base64 PDF has: its page objects, else the
-// largest page-tree count (both may be out of sight in compressed object
-// streams), else one.
+// pdfPages is how many pages a base64 PDF has, at most pdfMaxPages: its
+// page objects (/Type /Page, not the /Pages of the page tree), else the
+// largest page-tree count (/Count n; both may be out of sight in compressed
+// object streams), else one. The PDF is decoded and read pdfChunk bytes at
+// a time.
 func pdfPages(data string) int {
-	pdf, err := base64.StdEncoding.DecodeString(data)
-	if err != nil {
-		return 1
-	}
-	if n := len(pdfPage.FindAllIndex(pdf, -1)); n > 0 {
-		return n
-	}
-	pages := 1
-	for _, m := range pdfCount.FindAllSubmatch(pdf, -1) {
-		if n, err := strconv.Atoi(string(m[1])); err == nil && n > pages && n < 100_000 {
-			pages = n
+	var m pdfMarkers
+	buf := make([]byte, pdfChunk)
+	r := base64.NewDecoder(base64.StdEncoding, strings.NewReader(data))
+	for {
+		n, err := r.Read(buf)
+		m.scan(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 1
 		}
 	}
-	return pages
+	if m.cnt == cntDigits {
+		m.endCount()
+	}
+	pages := m.pages
+	if pages == 0 {
+		pages = max(1, m.counted)
+	}
+	return min(pages, pdfMaxPages)
+}
+
+// pdfMarkers counts a PDF's page markers as its bytes are read, as the
+// regular expressions /Type\s*/Page[^s] and /Count\s+(\d+) find them
+// (leftmost first, never overlapping), a marker begun in one piece ending
+// in the next: typ and cnt are how far into a marker the bytes read are.
+type pdfMarkers struct {
+	typ     int // bytes of "/Type" read (0-5), then of "/Page" (6-10)
+	cnt     int // bytes of "/Count" read (0-6), then cntSpaces, cntDigits
+	n       int // the count's digits' value, at most pdfCountMax
+	pages   int // page objects
+	counted int // the largest count under pdfCountMax
+}
+
+const (
+	cntSpaces = 7 // "/Count" and spaces read
+	cntDigits = 8 // "/Count", spaces and digits read
+	// pdfCountMax is where a page-tree count is no longer taken for one.
+	pdfCountMax = 100_000
+)
+
+// scan reads the next bytes of the PDF, skipping to a slash when no
+// marker is begun.
+func (m *pdfMarkers) scan(b []byte) {
+	for i := 0; i < len(b); i++ {
+		if m.typ == 0 && m.cnt == 0 {
+			j := bytes.IndexByte(b[i:], '/')
+			if j < 0 {
+				return
+			}
+			i += j
+		}
+		m.typeByte(b[i])
+		m.countByte(b[i])
+	}
+}
+
+func (m *pdfMarkers) typeByte(c byte) {
+	switch {
+	case m.typ < 5 && c == "/Type"[m.typ]:
+		m.typ++
+	case m.typ == 5 && pdfSpace(c):
+	case m.typ >= 5 && m.typ < 10 && c == "/Page"[m.typ-5]:
+		m.typ++
+	case m.typ == 10 && c != 's':
+		m.pages++ // c is the marker's last character
+		m.typ = 0
+	case m.typ == 6 && c == 'T': // the slash was a /Type's
+		m.typ = 2
+	case c == '/':
+		m.typ = 1
+	default:
+		m.typ = 0
+	}
+}
+
+func (m *pdfMarkers) countByte(c byte) {
+	switch {
+	case m.cnt < 6 && c == "/Count"[m.cnt]:
+		m.cnt++
+	case (m.cnt == 6 || m.cnt == cntSpaces) && pdfSpace(c):
+		m.cnt = cntSpaces
+	case m.cnt == cntSpaces && '0' <= c && c <= '9':
+		m.n = int(c - '0')
+		m.cnt = cntDigits
+	case m.cnt == cntDigits && '0' <= c && c <= '9':
+		m.n = min(m.n*10+int(c-'0'), pdfCountMax)
+	default:
+		if m.cnt == cntDigits {
+			m.endCount() // c is not the marker's
+		}
+		m.cnt = 0
+		if c == '/' {
+			m.cnt = 1
+		}
+	}
+}
+
+func (m *pdfMarkers) endCount() {
+	if m.n < pdfCountMax && m.n > m.counted {
+		m.counted = m.n
+	}
+}
+
+// pdfSpace is a space as \s matches it.
+func pdfSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r'
 }

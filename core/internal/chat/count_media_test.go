@@ -8,6 +8,9 @@ import (
 	"image/jpeg"
 	"image/png"
 	"math/rand/v2"
+	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -98,4 +101,69 @@ func TestEstimateCountsImagesAsAnthropicDoes(t *testing.T) {
 	textTokens := (len(text) + len("shot{}") + 3) / 4 // the text, the tool use's name and input
 	assert.Equal(t, textTokens+3*messageOverhead+2*1366+2*pdfPageTokens, got.InputTokens)
 	assert.Less(t, got.InputTokens, 8_000, "not the %d tokens of its bytes", len(raw)/4)
+}
+
+// The page markers pdfPages counts, as a regular expression finds them: a
+// page object's type (not /Pages), else the largest page-tree count under
+// 100,000, else one page.
+var (
+	pdfPageMarker  = regexp.MustCompile(`/Type\s*/Page[^s]`)
+	pdfCountMarker = regexp.MustCompile(`/Count\s+(\d+)`)
+)
+
+func pdfMarkedPages(pdf []byte) int {
+	if n := len(pdfPageMarker.FindAllIndex(pdf, -1)); n > 0 {
+		return min(n, pdfMaxPages)
+	}
+	pages := 1
+	for _, m := range pdfCountMarker.FindAllSubmatch(pdf, -1) {
+		if n, err := strconv.Atoi(string(m[1])); err == nil && n > pages && n < 100_000 {
+			pages = n
+		}
+	}
+	return min(pages, pdfMaxPages)
+}
+
+// A PDF read a piece at a time counts the pages its markers say, markers
+// across the pieces' bounds included.
+func TestPDFPagesCountsTheMarkers(t *testing.T) {
+	parts := []string{"/Type", "/Page", "/Pages", "/Count", " ", "\n", "\t", "\v", "/", "s", "x", ">",
+		"0", "7", "12", "é", "\xff", "/Type /Page", "/Type/Page/", "/Count 3", "/Count 000042"}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	var cases []string
+	for range 20_000 {
+		var b strings.Builder
+		for range rnd.IntN(30) {
+			b.WriteString(parts[rnd.IntN(len(parts))])
+		}
+		cases = append(cases, b.String())
+	}
+	for _, marker := range []string{"/Type \n /Page>", "/Type/Pages/Count 7 ", "/Count 12345 "} {
+		for k := range len(marker) + 2 {
+			cases = append(cases, strings.Repeat("x", pdfChunk-k)+marker+"/Type/Page/")
+			cases = append(cases, strings.Repeat("x", 2*pdfChunk-k)+marker)
+		}
+	}
+	for _, pdf := range cases {
+		want := pdfMarkedPages([]byte(pdf))
+		if got := pdfPages(base64.StdEncoding.EncodeToString([]byte(pdf))); got != want {
+			require.Failf(t, "pages", "%d, want %d, for %q", got, want, pdf[max(0, len(pdf)-60):])
+		}
+	}
+}
+
+// A PDF is read a piece at a time, not decoded whole with every marker
+// listed, and counted at most pdfMaxPages pages (Anthropic takes no more
+// in a request): 15 MB of base64 that repeats a page marker a million
+// times is 100 pages, read in a bounded buffer.
+func TestPDFPagesReadsAPieceAtATime(t *testing.T) {
+	data := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("/Type/Pagex", 1_000_000)))
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	pages := pdfPages(data)
+	runtime.ReadMemStats(&after)
+	assert.Equal(t, pdfMaxPages, pages)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	assert.Less(t, allocated, uint64(1<<20), "bytes allocated for %d bytes of base64", len(data))
 }
