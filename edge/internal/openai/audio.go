@@ -153,7 +153,7 @@ func (h *Transcriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		FromError(err).Write(w)
+		FromError(shutdownOr(r, err)).Write(w)
 		return
 	}
 	ct := first.GetContentType()
@@ -364,7 +364,7 @@ func (h *Speech) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-Id", id)
 	stream, err := h.Router.Speech(ctx, &corev1.SpeechRequest{Body: body})
 	if err != nil {
-		FromError(err).Write(w)
+		FromError(shutdownOr(r, err)).Write(w)
 		return
 	}
 	first, err := stream.Recv()
@@ -373,7 +373,7 @@ func (h *Speech) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			NewProblem(http.StatusBadGateway, "bad_upstream_response", "the upstream sent no audio", "").Write(w)
 			return
 		}
-		FromError(err).Write(w)
+		FromError(shutdownOr(r, err)).Write(w)
 		return
 	}
 	if md, err := stream.Header(); err == nil && h.Upstream != nil {

@@ -42,7 +42,7 @@ func (h *Embeddings) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-Id", id)
 	if err != nil {
-		FromError(err).Write(w)
+		FromError(shutdownOr(r, err)).Write(w)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
