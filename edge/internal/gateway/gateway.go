@@ -83,7 +83,7 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(conte
 				openai.BodyProblem(r, nil).Write(w)
 				return
 			}
-			openai.FromError(err).Write(w)
+			openai.FromCallError(r, err).Write(w)
 		}),
 		runtime.WithRoutingErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
 			// A path served with other methods (here, or by the edge's

@@ -134,6 +134,12 @@ func shutdownOr(r *http.Request, err error) error {
 	return errShutdown
 }
 
+// FromCallError is FromError for the error of r's call to core: the 503
+// shutting_down when the edge's shutdown ended r.
+func FromCallError(r *http.Request, err error) Problem {
+	return FromError(shutdownOr(r, err))
+}
+
 // FromError maps an error of a gRPC call to core or billing to the OpenAI
 // shape: the status from the gRPC code (or the upstream status core passes
 // through), the code from ErrorInfo's reason, the param and Retry-After from
