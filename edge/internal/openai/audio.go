@@ -111,7 +111,7 @@ func (h *Transcriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if stream == nil {
 			s, err := h.Router.StreamTranscription(ctx)
 			if err != nil {
-				p := FromError(err)
+				p := FromCallError(r, err)
 				return &p
 			}
 			stream = s
@@ -119,7 +119,7 @@ func (h *Transcriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err := stream.Send(&corev1.StreamTranscriptionRequest{Part: &corev1.StreamTranscriptionRequest_Audio{Audio: chunk}}); err != nil {
 			// Core ended the stream (a bad key, the size limit): its status.
 			_, err := stream.Recv()
-			p := FromError(err)
+			p := FromCallError(r, err)
 			return &p
 		}
 		return nil

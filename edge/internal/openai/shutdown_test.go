@@ -77,3 +77,49 @@ func TestWholeAnswersEndedByShutdownAnswer503(t *testing.T) {
 		assert.Equal(t, "shutting_down", body.Error.Code, tc.path)
 	}
 }
+
+// waitingUpload is a transcription stream whose core takes no audio until
+// its context ends, as a call the edge's shutdown cancels mid-upload.
+type waitingUpload struct {
+	grpc.BidiStreamingClient[corev1.StreamTranscriptionRequest, corev1.StreamTranscriptionResponse]
+	ctx    context.Context
+	called chan struct{}
+}
+
+func (s waitingUpload) Send(*corev1.StreamTranscriptionRequest) error {
+	close(s.called)
+	<-s.ctx.Done()
+	return status.FromContextError(s.ctx.Err()).Err()
+}
+
+func (s waitingUpload) Recv() (*corev1.StreamTranscriptionResponse, error) {
+	<-s.ctx.Done()
+	return nil, status.FromContextError(s.ctx.Err()).Err()
+}
+
+type uploadRouter struct {
+	corev1.RouterClient
+	called chan struct{}
+}
+
+func (r uploadRouter) StreamTranscription(ctx context.Context, _ ...grpc.CallOption) (grpc.BidiStreamingClient[corev1.StreamTranscriptionRequest, corev1.StreamTranscriptionResponse], error) {
+	return waitingUpload{ctx: ctx, called: r.called}, nil
+}
+
+// A transcription whose upload the edge's shutdown ends is answered 503
+// shutting_down too, not the cancelled call's 499.
+func TestTranscriptionUploadEndedByShutdownAnswers503(t *testing.T) {
+	router := uploadRouter{called: make(chan struct{})}
+	ct, body := form(t, [2]string{"model", "openai/whisper-1"}, [2]string{"file", strings.Repeat("a", 64<<10)})
+	ctx, end := context.WithCancelCause(context.Background())
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/audio/transcriptions", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", ct)
+	go func() {
+		<-router.called
+		end(ErrShuttingDown)
+	}()
+	rec := httptest.NewRecorder()
+	(&Transcriptions{Router: router}).ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	assert.Contains(t, rec.Body.String(), "shutting_down")
+}
