@@ -126,6 +126,9 @@ func Elements(arr []byte, fn func(value []byte) bool) bool {
 	i = SkipSpace(arr, i+1)
 	for i < len(arr) && arr[i] != ']' {
 		end := ValueEnd(arr, i)
+		if end == i {
+			return true // no value here: not valid JSON
+		}
 		if !fn(arr[i:end]) {
 			return true
 		}

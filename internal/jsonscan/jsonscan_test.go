@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -88,4 +89,23 @@ func TestFoldsTo(t *testing.T) {
 	require.True(t, FoldsTo([]byte("Kind"), "kind"))
 	require.False(t, FoldsTo([]byte("messages"), "messages"))
 	require.False(t, FoldsTo([]byte("model"), "messages"))
+}
+
+// On bytes that are not valid JSON the walks end (the package's promise of
+// bounded answers), where a closing brace in an array's place kept
+// Elements from moving on.
+func TestWalksEndOnInvalidJSON(t *testing.T) {
+	for _, s := range []string{`[}`, `[1 }`, `[1,}`, `[ : ]`, `{"a":1 ]`, `{"a" }`, `{"a":}`, `[`, `{`} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Elements([]byte(s), func([]byte) bool { return true })
+			Members([]byte(s), func(_, _ []byte) bool { return true })
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a walk of %q did not end", s)
+		}
+	}
 }
