@@ -170,8 +170,10 @@ const redacted = "[redacted]"
 // decoded, so that the secret goes however its characters were escaped
 // (\u0073k-..., \/ for a slash), and written again only where it held the
 // secret, the rest of the text staying byte for byte as it came. A decoded
-// string is redacted the same way, in case it is JSON itself. Other text has
-// the secret replaced where it stands, as it is and URL-encoded. Each
+// string is redacted the same way, in case it is JSON itself. Other text
+// (JSON cut short included) has its quoted strings redacted as JSON
+// strings, and the secret replaced where it stands, as it is and
+// URL-encoded. Each
 // occurrence becomes "[redacted]". Secrets shorter than four bytes are left
 // alone: they would match ordinary text.
 func Redact(text []byte, secret string) []byte {
@@ -277,8 +279,9 @@ func redactString(lit []byte, forms [][]byte) ([]byte, bool) {
 }
 
 // redactLines is text, not JSON, redacted line by line: the data of a
-// stream's "data:" line, or a line, that is JSON as JSON, any other line
-// as text. It is text itself when no line held the secret.
+// stream's "data:" line that is JSON as JSON, any other line's quoted
+// strings as JSON strings and the rest as text. It is text itself when no
+// line held the secret.
 func redactLines(text []byte, forms [][]byte) []byte {
 	var out []byte
 	changed := false
@@ -287,10 +290,16 @@ func redactLines(text []byte, forms [][]byte) []byte {
 		r := content
 		if data, ok := bytes.CutPrefix(content, []byte("data:")); ok && json.Valid(data) {
 			r = append([]byte("data:"), redactJSON(data, forms)...)
-		} else if json.Valid(content) {
+		} else {
+			// JSON itself, or JSON that is not valid (cut short at the
+			// read limit, nested past encoding/json's bound) whose strings
+			// a lenient reader still decodes, or text: its quoted strings
+			// are redacted as JSON strings, then the forms where they
+			// stand.
 			r = redactJSON(content, forms)
-		} else if containsForm(content, forms) {
-			r = replaceForms(content, forms)
+			if containsForm(r, forms) {
+				r = replaceForms(r, forms)
+			}
 		}
 		changed = changed || !bytes.Equal(r, content)
 		out = append(append(out, r...), line[len(content):]...)

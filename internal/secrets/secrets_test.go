@@ -484,3 +484,25 @@ func TestRedactText(t *testing.T) {
 	got := string(Redact([]byte(body), secret))
 	assert.Equal(t, "<html>bad key [redacted] in /v1?key=[redacted] or /[redacted]</html>", got)
 }
+
+// A JSON body cut short (an error answer past the gateway's read limit) or
+// nested past what encoding/json takes is not valid JSON, yet a client's
+// lenient parser, or a person, reads its strings: an escaped secret in them
+// goes too.
+func TestRedactEscapedInJSONThatIsNotValid(t *testing.T) {
+	const secret = "sk-FAKE/Slash+Key/0123"
+	deep := strings.Repeat("[", 10001) + `"key ` + escapeAll(secret) + `"` + strings.Repeat("]", 10001)
+	for name, body := range map[string]string{
+		"cut short": `{"error":{"message":"Incorrect API key provided: ` + escapeAll(secret) + `.","type":"invalid_requ`,
+		"too deep":  deep,
+		"slashes":   `{"error":{"message":"key ` + strings.ReplaceAll(secret, "/", `\/`) + `","more":[1,2`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := string(Redact([]byte(body), secret))
+			assert.Contains(t, got, "[redacted]")
+			assert.NotContains(t, got, escapeAll(secret))
+			assert.NotContains(t, got, strings.ReplaceAll(secret, "/", `\/`))
+			assert.NotContains(t, got, secret)
+		})
+	}
+}
