@@ -145,21 +145,7 @@ func TestStreamToolWithoutDeltas(t *testing.T) {
 	assert.Equal(t, "{}", msg.ToolCalls[0].Function.Arguments)
 	assert.Equal(t, `{"city":"Paris"}`, msg.ToolCalls[1].Function.Arguments)
 	assert.Equal(t, Usage{PromptTokens: 380, CompletionTokens: 57, TotalTokens: 437, CacheCreationTokens: 300}, res.Usage)
-	var reasoning strings.Builder
-	for _, raw := range res.Chunks {
-		var c struct {
-			Choices []struct {
-				Delta struct {
-					ReasoningContent string `json:"reasoning_content"`
-				} `json:"delta"`
-			} `json:"choices"`
-		}
-		require.NoError(t, json.Unmarshal(raw, &c))
-		if len(c.Choices) > 0 {
-			reasoning.WriteString(c.Choices[0].Delta.ReasoningContent)
-		}
-	}
-	assert.Equal(t, "The user wants the time.\nget_time takes no input.", reasoning.String())
+	assert.Equal(t, "The user wants the time.\nget_time takes no input.", streamedReasoning(t, res.Chunks))
 }
 
 // TestStreamMatchesRecordedOpenAIShape compares the fields of our chunks
@@ -351,21 +337,7 @@ func TestThinkingBlocksBlankLineApart(t *testing.T) {
 
 	res, err := translateStream(events, false)
 	require.NoError(t, err)
-	var streamed strings.Builder
-	for _, raw := range res.Chunks {
-		var c struct {
-			Choices []struct {
-				Delta struct {
-					ReasoningContent string `json:"reasoning_content"`
-				} `json:"delta"`
-			} `json:"choices"`
-		}
-		require.NoError(t, json.Unmarshal(raw, &c))
-		if len(c.Choices) > 0 {
-			streamed.WriteString(c.Choices[0].Delta.ReasoningContent)
-		}
-	}
-	assert.Equal(t, want, streamed.String(), "streamed")
+	assert.Equal(t, want, streamedReasoning(t, res.Chunks), "streamed")
 
 	message := `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[` + strings.Join(blocks, ",") +
 		`],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":20}}`
@@ -413,4 +385,24 @@ func TestThinkingBlocksBlankLineApart(t *testing.T) {
 	require.Equal(t, "reasoning", r.Output[0].Type)
 	require.Len(t, r.Output[0].Summary, 1)
 	assert.Equal(t, want, r.Output[0].Summary[0].Text, "Responses, whole")
+}
+
+// streamedReasoning is the reasoning_content of chunks, joined.
+func streamedReasoning(t *testing.T, chunks []json.RawMessage) string {
+	t.Helper()
+	var out strings.Builder
+	for _, raw := range chunks {
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					ReasoningContent string `json:"reasoning_content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &c))
+		if len(c.Choices) > 0 {
+			out.WriteString(c.Choices[0].Delta.ReasoningContent)
+		}
+	}
+	return out.String()
 }
