@@ -133,17 +133,17 @@ const MaxAliasDepth = 4
 func (r *Resolver) ResolveAll(machineID, model string) ([]Target, error) {
 	settings := r.store.MachineSettings(machineID)
 	name := model
-	for range MaxAliasDepth + 1 {
+	for step := 0; ; step++ {
 		if c := combo(settings, name); c != nil {
 			return r.expand(machineID, c)
 		}
 		target, ok := settings.GetAliases()[name]
-		if !ok {
+		if !ok || step == MaxAliasDepth {
 			break
 		}
 		name = target
 	}
-	t, err := r.Resolve(machineID, model)
+	t, err := r.resolveName(machineID, name)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +198,11 @@ func (r *Resolver) Resolve(machineID, model string) (Target, error) {
 		}
 		model = target
 	}
+	return r.resolveName(machineID, model)
+}
+
+// resolveName is Resolve of a model whose aliases were followed.
+func (r *Resolver) resolveName(machineID, model string) (Target, error) {
 	if model == "" {
 		return Target{}, ErrModelNotFound
 	}
