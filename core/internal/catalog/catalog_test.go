@@ -14,10 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/core/internal/store/storetest"
 	"github.com/switchboardhq/switchboard/internal/clocktest"
 	"github.com/switchboardhq/switchboard/internal/provider"
-	"github.com/switchboardhq/switchboard/internal/spine"
-	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
@@ -26,7 +25,7 @@ import (
 // large listing built by every waiting request at once is what took the
 // gateway's memory up under a listing load.
 func TestCallersMissingTogetherShareOneBuild(t *testing.T) {
-	ctx, st := openStore(t)
+	ctx, st := storetest.Open(t)
 	const machine = "0123456789abcdef"
 	enabled := make([]string, 2000)
 	for i := range enabled {
@@ -78,7 +77,7 @@ func TestCallersMissingTogetherShareOneBuild(t *testing.T) {
 // lists, however recently it was built: the expired catalog's models leave
 // the listing then, not a cache lifetime later.
 func TestKeptListingEndsWhenACatalogExpires(t *testing.T) {
-	ctx, st := openStore(t)
+	ctx, st := storetest.Open(t)
 	const machine = "0123456789abcdef"
 	clock := clocktest.New(time.Now())
 	for _, c := range []struct {
@@ -122,17 +121,6 @@ func putLive(t *testing.T, ctx context.Context, st *store.Store, machine, id str
 	}))
 }
 
-func openStore(t *testing.T) (context.Context, *store.Store) {
-	t.Helper()
-	js := spinetest.JetStream(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	require.NoError(t, spine.Topology{}.Ensure(ctx, js))
-	st, err := store.Open(ctx, js, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	return ctx, st
-}
-
 // refresher stands for the job queue: it counts the fetches asked for, and
 // does what the test gives it when asked (a worker's fetch, another
 // replica's write).
@@ -149,7 +137,7 @@ func (r *refresher) CatalogRefresh(_ context.Context, _, connectionID, _ string)
 // A listing that waited for a catalog fetch lists what changed meanwhile:
 // a connection added during the wait is in it, and stays in the kept one.
 func TestListingAfterAFetchHasWhatChangedDuringIt(t *testing.T) {
-	ctx, st := openStore(t)
+	ctx, st := storetest.Open(t)
 	const machine = "0123456789abcdef"
 	putLive(t, ctx, st, machine, "a")
 	r := &refresher{do: func(id string) error {
@@ -180,7 +168,7 @@ func TestListingAfterAFetchHasWhatChangedDuringIt(t *testing.T) {
 // A listing without a catalog whose fetch could not be asked for (the job
 // queue unavailable) is not kept: the next listing asks again.
 func TestListingIsNotKeptWhenAFetchCouldNotBeAsked(t *testing.T) {
-	ctx, st := openStore(t)
+	ctx, st := storetest.Open(t)
 	const machine = "0123456789abcdef"
 	putLive(t, ctx, st, machine, "a")
 	r := &refresher{do: func(string) error { return errors.New("nats: no responders available for request") }}
@@ -194,7 +182,7 @@ func TestListingIsNotKeptWhenAFetchCouldNotBeAsked(t *testing.T) {
 // Render makes its value once for a kept listing and answers it again while
 // the listing is kept; a listing that is not kept is rendered on each call.
 func TestRenderOncePerKeptListing(t *testing.T) {
-	ctx, st := openStore(t)
+	ctx, st := storetest.Open(t)
 	const machine = "0123456789abcdef"
 	require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, "o"), &busv1.Connection{
 		Id: "o", MachineId: machine, Provider: "openai", IsActive: true, CreatedAt: timestamppb.Now(),

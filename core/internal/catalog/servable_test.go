@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/core/internal/routing"
 	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/core/internal/store/storetest"
 	"github.com/switchboardhq/switchboard/internal/provider"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
@@ -35,7 +36,7 @@ func listedIDs(t *testing.T, ctx context.Context, st *store.Store, l *Lister, ma
 // active but is refused by routing: its models, and the aliases to them,
 // are not listed until it is signed in again.
 func TestListingLeavesOutConnectionsThatNeedANewLogin(t *testing.T) {
-	ctx, st := openStore(t)
+	ctx, st := storetest.Open(t)
 	const machine = "0123456789abcdef"
 	stale := &busv1.Connection{
 		Id: "c1", MachineId: machine, Provider: "openai", IsActive: true, CreatedAt: timestamppb.Now(),
@@ -79,7 +80,7 @@ func TestListingLeavesOutConnectionsThatNeedANewLogin(t *testing.T) {
 // A combo is listed only while one of its models can be served; its kind is
 // that of the first model listed.
 func TestListingLeavesOutCombosNoModelServes(t *testing.T) {
-	ctx, st := openStore(t)
+	ctx, st := storetest.Open(t)
 	const machine = "0123456789abcdef"
 	require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, "c1"), &busv1.Connection{
 		Id: "c1", MachineId: machine, Provider: "openai", IsActive: true, CreatedAt: timestamppb.Now(),

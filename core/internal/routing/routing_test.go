@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -14,24 +13,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/store"
+	"github.com/switchboardhq/switchboard/core/internal/store/storetest"
 	"github.com/switchboardhq/switchboard/internal/provider"
-	"github.com/switchboardhq/switchboard/internal/spine"
-	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
 const machine = "0123456789abcdef"
-
-func openStore(t testing.TB) (context.Context, *store.Store) {
-	t.Helper()
-	js := spinetest.JetStream(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	require.NoError(t, spine.Topology{}.Ensure(ctx, js))
-	st, err := store.Open(ctx, js, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	return ctx, st
-}
 
 // putConnections stores connections c1, c2, ... of the provider in that
 // priority order, with the enabled models given for each (nil: none).
@@ -138,7 +125,7 @@ func TestResolveTriesTheConnectionsListingTheModelFirst(t *testing.T) {
 			model:    "openai/gpt-4o", want: []string{"c2", "c1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, st := openStore(t)
+			ctx, st := storetest.Open(t)
 			putConnections(t, ctx, st, tc.provider, tc.enabled...)
 			for id, cat := range tc.catalogs {
 				putCatalog(t, ctx, st, id, cat)
@@ -156,7 +143,7 @@ func TestResolveTriesTheConnectionsListingTheModelFirst(t *testing.T) {
 // list leaves a model out goes after the others, and back once it lists
 // the model again.
 func TestResolveFollowsCatalogChanges(t *testing.T) {
-	ctx, st := openStore(t)
+	ctx, st := storetest.Open(t)
 	putConnections(t, ctx, st, "openrouter", nil, nil)
 	hour := time.Now().Add(time.Hour)
 	putCatalog(t, ctx, st, "c1", listing(hour, "acme/small", "acme/large"))
@@ -180,7 +167,7 @@ func TestResolveFollowsCatalogChanges(t *testing.T) {
 // a connection, against two keys of one provider whose live catalogs hold
 // 500 models each.
 func BenchmarkResolve(b *testing.B) {
-	ctx, st := openStore(b)
+	ctx, st := storetest.Open(b)
 	putConnections(b, ctx, st, "openrouter", nil, nil)
 	ids := make([]string, 500)
 	for i := range ids {
@@ -274,7 +261,7 @@ func TestResolveVendorIDWithoutTheVendorsConnection(t *testing.T) {
 			model: "openai/gpt-4o-mini", err: ErrNoCredentials},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, st := openStore(t)
+			ctx, st := storetest.Open(t)
 			for i, c := range tc.conns {
 				require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, c.id), &busv1.Connection{
 					Id: c.id, MachineId: machine, Provider: c.provider, IsActive: !c.off, Priority: int32(i + 1),
@@ -345,7 +332,7 @@ func TestResolveModelNoConnectionEnables(t *testing.T) {
 			model: "openai/gpt-4o", want: []string{"b", "c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, st := openStore(t)
+			ctx, st := storetest.Open(t)
 			for i, c := range tc.conns {
 				require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, c.id), &busv1.Connection{
 					Id: c.id, MachineId: machine, Provider: "openai", IsActive: !c.off, Priority: int32(i + 1),
@@ -379,7 +366,7 @@ func TestResolveModelNoConnectionEnables(t *testing.T) {
 // leads into one ends as not found, alone or in a combo, where its other
 // models are still served.
 func TestResolveStoredAliasCycleEnds(t *testing.T) {
-	ctx, st := openStore(t)
+	ctx, st := storetest.Open(t)
 	putConnections(t, ctx, st, "openai", []string{"gpt-4o-mini"})
 	require.NoError(t, st.Settings.Put(ctx, machine, &busv1.Settings{
 		Aliases: map[string]string{"a": "b", "b": "a", "self": "self", "fast": "openai/gpt-4o-mini"},
@@ -401,7 +388,7 @@ func TestResolveStoredAliasCycleEnds(t *testing.T) {
 // machine answers to, and a chain of aliases as long as the write allows
 // resolves to its end.
 func TestResolveAliasOfACombo(t *testing.T) {
-	ctx, st := openStore(t)
+	ctx, st := storetest.Open(t)
 	putConnections(t, ctx, st, "openai", []string{"gpt-4o-mini", "gpt-4o"})
 	chain := map[string]string{"x": "both", "y": "x"}
 	for i := 1; i < MaxAliasDepth; i++ {
