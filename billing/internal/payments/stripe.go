@@ -374,7 +374,9 @@ func (s *Stripe) ScheduleChange(ctx context.Context, subscriptionID, scheduleID,
 		return nil, &APIError{Message: "subscription schedule has no current phase"}
 	}
 	// Stripe replaces every phase and keeps nothing a phase does not send
-	// again: the current phase's trial and discounts go with it.
+	// again: the current phase's trial and discounts go with it, and the new
+	// cycle's phase reuses the discounts the subscription holds (a phase
+	// naming none only inherits the customer's).
 	phases := []*stripe.SubscriptionSchedulePhaseParams{
 		{
 			Items: []*stripe.SubscriptionSchedulePhaseItemParams{
@@ -389,6 +391,7 @@ func (s *Stripe) ScheduleChange(ctx context.Context, subscriptionID, scheduleID,
 				{Price: stripe.String(newPriceID), Quantity: stripe.Int64(1)},
 			},
 			Iterations: stripe.Int64(1),
+			Discounts:  heldDiscounts(current),
 		},
 	}
 	if current.TrialEnd != 0 {
@@ -428,6 +431,20 @@ func phaseDiscounts(ph *stripe.SubscriptionSchedulePhase) []*stripe.Subscription
 	}
 	if len(out) == 0 && ph.Coupon != nil && ph.Coupon.ID != "" {
 		out = append(out, &stripe.SubscriptionSchedulePhaseDiscountParams{Coupon: stripe.String(ph.Coupon.ID)})
+	}
+	return out
+}
+
+// heldDiscounts are the discounts ph holds, to reuse in a later phase: each
+// ends when it would have (a coupon that lasts some months is not started
+// over, as redeeming its coupon or promotion code again would). Nil when
+// ph holds none.
+func heldDiscounts(ph *stripe.SubscriptionSchedulePhase) []*stripe.SubscriptionSchedulePhaseDiscountParams {
+	var out []*stripe.SubscriptionSchedulePhaseDiscountParams
+	for _, d := range ph.Discounts {
+		if d != nil && d.Discount != nil && d.Discount.ID != "" {
+			out = append(out, &stripe.SubscriptionSchedulePhaseDiscountParams{Discount: stripe.String(d.Discount.ID)})
+		}
 	}
 	return out
 }

@@ -179,7 +179,11 @@ func recordStripe(t *testing.T, base string, rewrite func(path string, obj map[s
 // schedule's phases, and Stripe keeps nothing of a phase that is not sent
 // again: the current phase's trial end and discounts (or legacy coupon) go
 // with it, so a trialing user keeps the trial and a discounted one the
-// discount.
+// discount. The new cycle's phase reuses the discounts the subscription
+// holds (a phase naming none would only inherit the customer's, so a
+// promotion code redeemed at checkout would end with the old cycle); a
+// coupon not yet a discount is not redeemed again there (a coupon that
+// lasts some months would start over).
 func TestScheduleChangeKeepsTrialAndDiscounts(t *testing.T) {
 	base := startStripeMock(t)
 	const start, end, trialEnd = 1722558872, 1754008472, 1723768472
@@ -188,10 +192,22 @@ func TestScheduleChangeKeepsTrialAndDiscounts(t *testing.T) {
 		scheduleID string
 		phase      map[string]any
 		want       url.Values
+		wantNext   url.Values
 	}{{
-		name:  "new schedule, trialing with a discount",
-		phase: map[string]any{"trial_end": trialEnd, "discounts": []any{map[string]any{"coupon": nil, "discount": "di_123", "promotion_code": nil}}, "coupon": "co_123"},
-		want:  url.Values{"phases[0][trial_end]": {strconv.Itoa(trialEnd)}, "phases[0][discounts][0][discount]": {"di_123"}},
+		name:     "new schedule, trialing with a discount",
+		phase:    map[string]any{"trial_end": trialEnd, "discounts": []any{map[string]any{"coupon": nil, "discount": "di_123", "promotion_code": nil}}, "coupon": "co_123"},
+		want:     url.Values{"phases[0][trial_end]": {strconv.Itoa(trialEnd)}, "phases[0][discounts][0][discount]": {"di_123"}},
+		wantNext: url.Values{"phases[1][discounts][0][discount]": {"di_123"}},
+	}, {
+		name: "two discounts and a promotion code not yet redeemed",
+		phase: map[string]any{"discounts": []any{
+			map[string]any{"coupon": nil, "discount": "di_123", "promotion_code": nil},
+			map[string]any{"coupon": nil, "discount": nil, "promotion_code": "promo_123"},
+			map[string]any{"coupon": "co_456", "discount": "di_456", "promotion_code": nil},
+		}},
+		want: url.Values{"phases[0][discounts][0][discount]": {"di_123"}, "phases[0][discounts][1][promotion_code]": {"promo_123"},
+			"phases[0][discounts][2][discount]": {"di_456"}},
+		wantNext: url.Values{"phases[1][discounts][0][discount]": {"di_123"}, "phases[1][discounts][1][discount]": {"di_456"}},
 	}, {
 		name:       "existing schedule, a coupon only",
 		scheduleID: "sub_sched_123",
@@ -234,6 +250,16 @@ func TestScheduleChangeKeepsTrialAndDiscounts(t *testing.T) {
 				}
 			}
 			require.Equal(t, tt.want, got, "the current phase as sent: %v", update.Form)
+			next := url.Values{}
+			for k, v := range update.Form {
+				if strings.HasPrefix(k, "phases[1][discounts]") || k == "phases[1][coupon]" {
+					next[k] = v
+				}
+			}
+			if tt.wantNext == nil {
+				tt.wantNext = url.Values{}
+			}
+			require.Equal(t, tt.wantNext, next, "the new cycle's phase as sent: %v", update.Form)
 			require.Equal(t, []string{"price_456"}, update.Form["phases[1][items][0][price]"])
 			require.Empty(t, update.Form["phases[1][trial_end]"], "the new cycle's phase starts after the trial")
 		})
