@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"github.com/switchboardhq/switchboard/internal/usagebatch"
 	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 const testSecretKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
@@ -154,6 +156,20 @@ func deploy(t *testing.T, natsURL string, replicas, cores int) deployment {
 	d.edge = nodetest.Start(t, edgeCfg, node.RoleEdge)
 	d.edge.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "k",
 		"providerSpecificData": map[string]any{"baseUrl": d.up.URL()}})
+	// A connection written through one core reaches the others a moment
+	// later (each follows the KV bucket): the load starts once every core
+	// lists its model, as a client of any of them would be served.
+	for i, c := range d.cores {
+		router := corev1.NewRouterClient(grpcConn(t, c.Node.GRPCAddr()))
+		var last error
+		require.Eventually(t, func() bool {
+			list, err := router.ListModels(context.Background(), &corev1.ListModelsRequest{})
+			if last = err; err != nil {
+				return false
+			}
+			return slices.ContainsFunc(list.GetData(), func(m *corev1.ModelEntry) bool { return m.GetId() == embedModel })
+		}, 10*time.Second, 20*time.Millisecond, "core %d lists %s (last error: %v)", i, embedModel, last)
+	}
 	warm := d.edge.Do(t, http.MethodPost, pathEmbed, map[string]any{"model": embedModel, "input": "warm"})
 	require.Equal(t, http.StatusOK, warm.Status, "%s", warm.Body)
 	return d
