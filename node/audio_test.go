@@ -819,3 +819,79 @@ func TestAudioNPM(t *testing.T) {
 	assert.Equal(t, 400, rs[3].Error.Status)
 	assert.Equal(t, "model_not_found", rs[3].Error.Code)
 }
+
+// OpenAI's voices are listed with the speech models a connection enables:
+// tts-1's nine when only tts-1 is enabled, every one with gpt-4o-mini-tts,
+// which speaks them all, and speech refuses a voice its model does not speak
+// before any upstream is asked.
+func TestAudioVoicesOfEnabledSpeechModels(t *testing.T) {
+	tts1Voices := []string{"alloy", "ash", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer"}
+	listed := func(t *testing.T, sb *nodetest.Instance) map[string]string {
+		t.Helper()
+		r := sb.Do(t, http.MethodGet, "/v1/audio/voices?provider=openai", nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var v voicesList
+		require.NoError(t, json.Unmarshal(r.Body, &v))
+		models := map[string]string{}
+		for _, x := range v.Data {
+			models[x.ID] = x.Model
+		}
+		return models
+	}
+	serve := func(t *testing.T, enabled ...string) (*nodetest.Instance, *upstreamtest.Server) {
+		sb := nodetest.Serve(t, t.TempDir())
+		up := upstreamtest.New(t)
+		sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "work", "apiKey": "sk-work",
+			"providerSpecificData": map[string]any{"baseUrl": up.URL(), "enabledModels": enabled}})
+		return sb, up
+	}
+
+	t.Run("tts-1 only: its voices, spoken by it", func(t *testing.T) {
+		sb, up := serve(t, "tts-1")
+		models := listed(t, sb)
+		want := map[string]string{}
+		for _, id := range tts1Voices {
+			want[id] = "openai/tts-1:" + id
+		}
+		assert.Equal(t, want, models)
+
+		r := sb.Do(t, http.MethodPost, pathSpeech, map[string]any{"model": models["onyx"], "input": "hi", "response_format": "wav"})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var sent map[string]any
+		require.NoError(t, json.Unmarshal(lastRequest(t, up, pathSpeech).Body, &sent))
+		assert.Equal(t, "tts-1", sent["model"])
+		assert.Equal(t, "onyx", sent["voice"])
+
+		n := len(up.Requests())
+		for _, body := range []map[string]any{
+			{"model": "openai/tts-1", "input": "hi", "voice": "ballad"},
+			{"model": "openai/tts-1:marin", "input": "hi"},
+		} {
+			r := sb.Do(t, http.MethodPost, pathSpeech, body)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+			e, _ := r.JSON["error"].(map[string]any)
+			assert.Equal(t, "invalid_request_error", e["type"], "%s", r.Body)
+			assert.Equal(t, "invalid_value", e["code"])
+			assert.Equal(t, "voice", e["param"])
+			assert.Contains(t, e["message"], "tts-1")
+			assert.Contains(t, e["message"], "alloy")
+		}
+		assert.Len(t, up.Requests(), n, "no upstream was asked")
+	})
+
+	t.Run("tts-1-hd only: its voices", func(t *testing.T) {
+		sb, _ := serve(t, "tts-1-hd")
+		models := listed(t, sb)
+		assert.Len(t, models, len(tts1Voices))
+		assert.Equal(t, "openai/tts-1-hd:alloy", models["alloy"])
+		assert.NotContains(t, models, "verse")
+	})
+
+	t.Run("gpt-4o-mini-tts beside tts-1: every voice, spoken by gpt-4o-mini-tts", func(t *testing.T) {
+		sb, _ := serve(t, "tts-1", "gpt-4o-mini-tts")
+		models := listed(t, sb)
+		assert.Len(t, models, 13)
+		assert.Equal(t, "openai/gpt-4o-mini-tts:ballad", models["ballad"])
+		assert.Equal(t, "openai/gpt-4o-mini-tts:alloy", models["alloy"])
+	})
+}

@@ -210,6 +210,8 @@ func (s *Service) Speech(ctx context.Context, machineID string, req SpeechReques
 			var err error
 			if elevenLabs(t.Spec) {
 				hreq, err = elevenLabsSpeech(w.call, t, c, req)
+			} else if err = openAIVoice(t, req); err != nil {
+				return err
 			} else {
 				hreq, err = openAISpeech(w.call, t, c, req)
 			}
@@ -294,6 +296,19 @@ func openAISpeech(ctx context.Context, t routing.Target, c *dispatch.Conn, req S
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "*/*")
 	return hreq, nil
+}
+
+// openAIVoice refuses, in OpenAI's words, one of OpenAI's built-in voices
+// that its model does not speak (tts-1's ballad): an error answer, not
+// the connection's fault. A custom voice, or a voice or model not known
+// here, is the upstream's to judge.
+func openAIVoice(t routing.Target, req SpeechRequest) error {
+	voices, known := openAIModelVoices[t.Model]
+	if t.Spec.ID != "openai" || req.VoiceRaw != nil || !known || openAISpeaks(t.Model, req.Voice) || !builtInVoice(req.Voice) {
+		return nil
+	}
+	return clientError("voice", "invalid_value", "'"+t.Model+"' does not speak the voice '"+req.Voice+"': its voices are "+
+		strings.Join(voices[:len(voices)-1], ", ")+" and "+voices[len(voices)-1]+" (gpt-4o-mini-tts speaks every built-in voice)")
 }
 
 // elevenLabsFormats maps OpenAI's response formats to ElevenLabs'

@@ -38,23 +38,51 @@ type Voices struct {
 	Upstream time.Duration
 }
 
-// Models whose voices are listed.
-const (
-	OpenAIVoiceModel     = "gpt-4o-mini-tts"
-	ElevenLabsVoiceModel = "eleven_multilingual_v2"
-)
+// ElevenLabsVoiceModel is the model whose ElevenLabs voices are listed.
+const ElevenLabsVoiceModel = "eleven_multilingual_v2"
 
 // LangMultilingual is the lang of voices that speak any language.
 const LangMultilingual = "multilingual"
 
-// openAIVoices are OpenAI's built-in voices (gpt-4o-mini-tts speaks every
-// one of them; tts-1 all but ballad, verse, marin and cedar). OpenAI does not
-// publish genders; these are how the voices are commonly described.
+// openAIVoices are OpenAI's built-in voices. OpenAI does not publish
+// genders; these are how the voices are commonly described.
 var openAIVoices = []struct{ id, gender string }{
 	{"alloy", "neutral"}, {"ash", "male"}, {"ballad", "male"}, {"coral", "female"},
 	{"echo", "male"}, {"fable", "neutral"}, {"nova", "female"}, {"onyx", "male"},
 	{"sage", "female"}, {"shimmer", "female"}, {"verse", "male"}, {"marin", "female"},
 	{"cedar", "male"},
+}
+
+// builtInVoice reports whether voice is one of OpenAI's built-in voices.
+func builtInVoice(voice string) bool {
+	for _, v := range openAIVoices {
+		if v.id == voice {
+			return true
+		}
+	}
+	return false
+}
+
+// tts1Voices are the built-in voices tts-1 and tts-1-hd speak: all but
+// ballad, verse, marin and cedar.
+var tts1Voices = []string{"alloy", "ash", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer"}
+
+// openAIVoiceModels are OpenAI's speech models, in the order a voice is
+// listed with the first of them a connection enables that speaks it.
+var openAIVoiceModels = []string{"gpt-4o-mini-tts", "tts-1", "tts-1-hd"}
+
+// openAIModelVoices are the built-in voices each of openAIVoiceModels
+// speaks (nil: every one).
+var openAIModelVoices = map[string][]string{
+	"gpt-4o-mini-tts": nil,
+	"tts-1":           tts1Voices,
+	"tts-1-hd":        tts1Voices,
+}
+
+// openAISpeaks reports whether OpenAI's model speaks the built-in voice.
+func openAISpeaks(model, voice string) bool {
+	voices, ok := openAIModelVoices[model]
+	return ok && (voices == nil || contains(voices, voice))
 }
 
 // Voices lists a provider's voices that speak lang (any when empty): the
@@ -68,14 +96,32 @@ func (s *Service) Voices(ctx context.Context, machineID, providerID, lang string
 	var err error
 	switch providerID {
 	case "openai":
-		if err := s.canSpeak(ctx, machineID, "openai/"+OpenAIVoiceModel); err != nil {
-			return out, res, err
+		// Each voice is spoken by the first of OpenAI's speech models the
+		// machine can speak with that speaks it; with none, the error is the
+		// first model's.
+		var speakers []string
+		var first error
+		for i, m := range openAIVoiceModels {
+			switch err := s.canSpeak(ctx, machineID, "openai/"+m); {
+			case err == nil:
+				speakers = append(speakers, m)
+			case i == 0:
+				first = err
+			}
+		}
+		if len(speakers) == 0 {
+			return out, res, first
 		}
 		for _, v := range openAIVoices {
-			out.Voices = append(out.Voices, Voice{
-				ID: v.id, Name: strings.ToUpper(v.id[:1]) + v.id[1:], Lang: LangMultilingual, Gender: v.gender,
-				Model: VoiceModel("openai", OpenAIVoiceModel, v.id), langs: []string{"*"},
-			})
+			for _, m := range speakers {
+				if openAISpeaks(m, v.id) {
+					out.Voices = append(out.Voices, Voice{
+						ID: v.id, Name: strings.ToUpper(v.id[:1]) + v.id[1:], Lang: LangMultilingual, Gender: v.gender,
+						Model: VoiceModel("openai", m, v.id), langs: []string{"*"},
+					})
+					break
+				}
+			}
 		}
 	case "elevenlabs":
 		res, err = s.d.Do(ctx, dispatch.Request{MachineID: machineID, Model: "elevenlabs/" + ElevenLabsVoiceModel, Supports: elevenLabs},
@@ -202,6 +248,14 @@ func elevenLabsVoices(w *watchdog, t routing.Target, c *dispatch.Conn) ([]Voice,
 		})
 	}
 	return out, nil
+}
+
+// VoiceModels are the models a provider's voices are spoken with.
+func VoiceModels(providerID string) []string {
+	if providerID == "openai" {
+		return openAIVoiceModels
+	}
+	return []string{ElevenLabsVoiceModel}
 }
 
 // SupportedVoiceProvider reports whether a provider's voices are listed.

@@ -268,8 +268,13 @@ func (r *Router) ListVoices(ctx context.Context, req *corev1.ListVoicesRequest) 
 	var notEnabled *routing.NotEnabledError
 	switch {
 	case errors.As(err, &notEnabled):
-		return nil, invalidParam("provider", "model_not_found", fmt.Sprintf("provider '%s' speaks its voices with '%s', which is not among the enabled models of any active '%s' connection",
-			req.GetProvider(), notEnabled.Model, notEnabled.Provider))
+		models := audio.VoiceModels(req.GetProvider())
+		named := "'" + models[0] + "', which is"
+		if n := len(models); n > 1 {
+			named = "'" + strings.Join(models[:n-1], "', '") + "' or '" + models[n-1] + "', none of which is"
+		}
+		return nil, invalidParam("provider", "model_not_found", fmt.Sprintf("provider '%s' speaks its voices with %s among the enabled models of any active '%s' connection",
+			req.GetProvider(), named, notEnabled.Provider))
 	case errors.Is(err, routing.ErrNoCredentials), errors.Is(err, credential.ErrNoCredentials):
 		return nil, invalidParam("provider", "no_credentials", fmt.Sprintf("no active credentials for provider '%s'", req.GetProvider()))
 	}
