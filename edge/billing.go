@@ -46,7 +46,7 @@ const webhookTimeout = 15 * time.Second
 // mountBilling adds the billing routes to mux: POST /graphql (and the
 // GraphiQL page at GET /graphql with cfg.Dev) and POST /webhooks/stripe,
 // all served through billing's gRPC service on conn.
-func mountBilling(mux *http.ServeMux, conn grpc.ClientConnInterface, cfg BillingConfig, log *slog.Logger) error {
+func mountBilling(mux mounter, conn grpc.ClientConnInterface, cfg BillingConfig, log *slog.Logger) error {
 	if conn == nil {
 		return errors.New("edge: billing routes need a billing connection")
 	}

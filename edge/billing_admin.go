@@ -43,7 +43,7 @@ const (
 // billing's gRPC service on conn (nil: billing is not part of this
 // deployment, and the routes say it is not configured). They need the admin
 // token, and billing hears of them as an admin's calls acting for no user.
-func mountBillingAdmin(mux *http.ServeMux, conn grpc.ClientConnInterface, adminToken string, log *slog.Logger) {
+func mountBillingAdmin(mux mounter, conn grpc.ClientConnInterface, adminToken string, log *slog.Logger) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

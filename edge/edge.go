@@ -156,11 +156,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 		MinRate:    cfg.MinBodyRate,
 		Grace:      cfg.BodyGrace,
 	}
-	gw, err := gateway.New(ctx, deps.Core, addUpstream)
-	if err != nil {
-		return nil, fmt.Errorf("edge: gateway: %w", err)
-	}
-	mux := http.NewServeMux()
+	mux := newRoutes()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -185,7 +181,6 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	mux.Handle("POST /v1/responses", limitBody(cfg.MaxBodyBytes, responses))
 	mux.Handle("GET /v1/responses/{id}", &openai.GetResponse{Router: corev1.NewRouterClient(deps.Core)})
 	mux.Handle("POST /v1/messages/count_tokens", limitBody(cfg.MaxBodyBytes, &openai.CountTokens{Router: corev1.NewRouterClient(deps.Core)}))
-	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
 	mux.Handle("GET /ui", console.Handler()) // the admin console (edge/internal/console)
 	mux.Handle("GET /ui/", console.Handler())
 	if deps.Metrics != nil {
@@ -206,6 +201,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Edge, error) {
 	// After the listener: the settings routes write its real address when
 	// HTTPAddr asked for port 0.
 	e.mountCLITools(mux, deps.Core)
+	// Last: the gateway answers the other methods of every route above.
+	gw, err := gateway.New(ctx, deps.Core, addUpstream, mux.withMethod)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("edge: gateway: %w", err)
+	}
+	mux.Handle("/", limitBody(cfg.MaxBodyBytes, gw))
 	e.srv = &http.Server{
 		Handler:           middleware(cfg, e.bodies, deps.Tracing, newHTTPMetrics(deps.Metrics), mux),
 		MaxHeaderBytes:    serverMaxHeaderBytes,
@@ -226,7 +228,7 @@ func middleware(cfg Config, bodies *openai.BodyGuard, tracing *telemetry.Tracing
 
 // mountCLITools serves the desktop CLI settings route, which edits files in
 // the home directory of the machine the edge runs on.
-func (e *Edge) mountCLITools(mux *http.ServeMux, core grpc.ClientConnInterface) {
+func (e *Edge) mountCLITools(mux mounter, core grpc.ClientConnInterface) {
 	home := e.cfg.CLIHomeDir
 	if home == "" {
 		h, err := os.UserHomeDir()

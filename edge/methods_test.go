@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -43,4 +44,43 @@ func TestEdgeRoutesAskedWithAnotherMethodAnswerAllow(t *testing.T) {
 		assert.Equal(t, http.StatusMethodNotAllowed, rec.Code, "%s %s: %s", c.method, c.path, rec.Body)
 		assert.Equal(t, c.allow, rec.Header().Get("Allow"), "%s %s", c.method, c.path)
 	}
+}
+
+// The routes mounted only with their dependencies (GraphQL and the Stripe
+// webhook with billing, /metrics with a registry and the admin token) are
+// 405 with Allow too, GET /graphql among the allowed methods only where the
+// GraphiQL page is served; without their dependencies they are no route.
+func TestEdgeOptionalRoutesAskedWithAnotherMethodAnswerAllow(t *testing.T) {
+	edgeWith := func(t *testing.T, dev bool, deps Deps) *Edge {
+		t.Helper()
+		deps.Core, deps.Logger = inproc.New(nil, nil), slog.New(slog.NewTextHandler(io.Discard, nil))
+		e, err := New(context.Background(), Config{HTTPAddr: "127.0.0.1:0", CLIHomeDir: t.TempDir(), AdminToken: "admin-token",
+			Billing: BillingConfig{JWTSecret: testJWTSecret, Dev: dev}}, deps)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = e.ln.Close() })
+		return e
+	}
+	check := func(t *testing.T, e *Edge, method, path string, status int, allow string) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		e.srv.Handler.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+		assert.Equal(t, status, rec.Code, "%s %s: %s", method, path, rec.Body)
+		assert.Equal(t, allow, rec.Header().Get("Allow"), "%s %s", method, path)
+	}
+	t.Run("mounted", func(t *testing.T) {
+		e := edgeWith(t, false, Deps{Billing: inproc.New(nil, nil), Metrics: prometheus.NewRegistry()})
+		check(t, e, "GET", "/graphql", http.StatusMethodNotAllowed, "POST")
+		check(t, e, "GET", "/webhooks/stripe", http.StatusMethodNotAllowed, "POST")
+		check(t, e, "POST", "/metrics", http.StatusMethodNotAllowed, "GET")
+	})
+	t.Run("GraphiQL page", func(t *testing.T) {
+		e := edgeWith(t, true, Deps{Billing: inproc.New(nil, nil)})
+		check(t, e, "PUT", "/graphql", http.StatusMethodNotAllowed, "GET, POST")
+	})
+	t.Run("not mounted", func(t *testing.T) {
+		e := edgeWith(t, false, Deps{})
+		check(t, e, "GET", "/graphql", http.StatusNotFound, "")
+		check(t, e, "GET", "/webhooks/stripe", http.StatusNotFound, "")
+		check(t, e, "POST", "/metrics", http.StatusNotFound, "")
+	})
 }

@@ -204,7 +204,7 @@ func (w *metricsWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // mountMetrics serves the process's registry at GET /metrics to holders of
 // the admin token; without a registry or a token the route is absent (a
 // split edge without the admin token uses SWITCHBOARD_METRICS_ADDR).
-func mountMetrics(mux *http.ServeMux, g prometheus.Gatherer, adminToken string) {
+func mountMetrics(mux mounter, g prometheus.Gatherer, adminToken string) {
 	if g == nil || adminToken == "" {
 		return
 	}

@@ -33,7 +33,7 @@ func TestForwardedHeaders(t *testing.T) {
 	r := &router{}
 	conn := inproc.New(nil, nil)
 	corev1.RegisterRouterServer(conn, r)
-	mux, err := New(context.Background(), conn, nil)
+	mux, err := New(context.Background(), conn, nil, nil)
 	require.NoError(t, err)
 
 	req := httptest.NewRequest(http.MethodGet, "/v1/models", nil)
@@ -61,7 +61,7 @@ func TestHeadersCoreCannotReceiveAreRefused(t *testing.T) {
 	r := &router{}
 	conn := inproc.New(nil, nil)
 	corev1.RegisterRouterServer(conn, r)
-	mux, err := New(context.Background(), conn, nil)
+	mux, err := New(context.Background(), conn, nil, nil)
 	require.NoError(t, err)
 
 	for _, c := range []struct {

@@ -34,9 +34,12 @@ func set(keys []string) map[string]bool {
 	return m
 }
 
-// New returns a handler serving core's HTTP routes through conn.
-func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(context.Context, int64)) (http.Handler, error) {
-	allow, err := newAllower(ctx, conn)
+// New returns a handler serving core's HTTP routes through conn. beside
+// are the patterns ("POST /v1/chat/completions") of the routes served
+// beside the gateway, whose other methods reach it: a path of theirs asked
+// with another method is answered 405 with the methods they take.
+func New(ctx context.Context, conn grpc.ClientConnInterface, upstream func(context.Context, int64), beside []string) (http.Handler, error) {
+	allow, err := newAllower(ctx, conn, beside)
 	if err != nil {
 		return nil, err
 	}

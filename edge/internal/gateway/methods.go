@@ -16,35 +16,15 @@ import (
 // methods are the methods a route may take, in the order Allow lists them.
 var methods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
-// edgeRoutes are the routes served beside the gateway's own: by the edge's
-// handlers (edge.New mounts them; the billing routes that depend on a
-// billing connection are left out) and by withModels. A request with a
-// method they do not take misses them and reaches the gateway, which
-// answers 405 with the methods they take.
-var edgeRoutes = []string{
-	"GET /healthz",
-	"GET /readyz",
-	"POST /v1/chat/completions",
-	"POST /{machineId}/v1/chat/completions",
-	"POST /v1/embeddings",
-	"POST /{machineId}/v1/embeddings",
-	"POST /v1/audio/transcriptions",
-	"POST /v1/audio/speech",
-	"POST /v1/messages",
-	"POST /v1/messages/count_tokens",
-	"POST /v1/responses",
-	"GET /v1/responses/{id}",
-	"GET " + modelsPrefix + "{id...}",
-	"GET /api/billing/subscriptions",
-	"GET /api/billing/dead-letters",
-	"POST /api/billing/dead-letters/{id}/retry",
-	"GET /ui",
-	"GET /ui/",
-}
+// ownRoutes are the gateway's routes served beside grpc-gateway's (by
+// withModels).
+var ownRoutes = []string{"GET " + modelsPrefix + "{id...}"}
 
 // allower finds the methods a path is served with: the gateway's routes,
 // matched by a second grpc-gateway mux holding the same routes whose
-// handlers only note the match, and edgeRoutes.
+// handlers only note the match, ownRoutes, and the routes served beside the
+// gateway (a request with a method they do not take misses them and
+// reaches the gateway).
 type allower struct {
 	gateway *runtime.ServeMux
 	edge    *http.ServeMux
@@ -54,7 +34,7 @@ type allower struct {
 // notes a match.
 type probeKey struct{}
 
-func newAllower(ctx context.Context, conn grpc.ClientConnInterface) (*allower, error) {
+func newAllower(ctx context.Context, conn grpc.ClientConnInterface, beside []string) (*allower, error) {
 	noted := func(runtime.HandlerFunc) runtime.HandlerFunc {
 		return func(_ http.ResponseWriter, r *http.Request, _ map[string]string) {
 			if matched, ok := r.Context().Value(probeKey{}).(*bool); ok {
@@ -79,7 +59,7 @@ func newAllower(ctx context.Context, conn grpc.ClientConnInterface) (*allower, e
 		return nil, err
 	}
 	none := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	for _, p := range edgeRoutes {
+	for _, p := range slices.Concat(ownRoutes, beside) {
 		a.edge.Handle(p, none)
 	}
 	return a, nil

@@ -13,13 +13,24 @@ import (
 	"github.com/switchboardhq/switchboard/internal/inproc"
 )
 
+// besideRoutes are routes the edge serves beside the gateway, as edge.New
+// passes them.
+var besideRoutes = []string{
+	"GET /healthz",
+	"POST /v1/chat/completions", "POST /{machineId}/v1/chat/completions",
+	"POST /v1/embeddings", "POST /{machineId}/v1/embeddings",
+	"POST /v1/audio/transcriptions", "POST /v1/audio/speech",
+	"POST /v1/messages", "POST /v1/messages/count_tokens",
+	"POST /v1/responses", "GET /v1/responses/{id}",
+}
+
 // A route asked with a method it does not take answers 405 with the
 // methods it takes in Allow, in the route's own error shape (Anthropic's
 // under /v1/messages): the gateway's routes, and the routes the edge serves
 // beside the gateway, whose other methods reach it. A path no route has is
 // 404.
 func TestWrongMethodAnswersAllow(t *testing.T) {
-	mux, err := New(context.Background(), inproc.New(nil, nil), nil)
+	mux, err := New(context.Background(), inproc.New(nil, nil), nil, besideRoutes)
 	require.NoError(t, err)
 	for _, c := range []struct {
 		method, path string
@@ -81,7 +92,7 @@ func TestWrongMethodAnswersAllow(t *testing.T) {
 // the gateway does not serve) answers 404 in Anthropic's shape, as every
 // other error on the Messages routes does.
 func TestUnknownMessagesPathsAnswerInAnthropicsShape(t *testing.T) {
-	mux, err := New(context.Background(), inproc.New(nil, nil), nil)
+	mux, err := New(context.Background(), inproc.New(nil, nil), nil, besideRoutes)
 	require.NoError(t, err)
 	for _, path := range []string{"/v1/messages/batches", "/v1/messages/batches/msgbatch_1/results"} {
 		rec := httptest.NewRecorder()

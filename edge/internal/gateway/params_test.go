@@ -18,7 +18,7 @@ import (
 // must be 1 to 500"); a body that is not JSON says so. Neither echoes the
 // value sent.
 func TestUndecodableParametersAreNamed(t *testing.T) {
-	mux, err := New(context.Background(), inproc.New(nil, nil), nil)
+	mux, err := New(context.Background(), inproc.New(nil, nil), nil, nil)
 	require.NoError(t, err)
 	for _, c := range []struct {
 		method, path, body string

@@ -34,7 +34,7 @@ func (c waitingConn) NewStream(ctx context.Context, _ *grpc.StreamDesc, _ string
 // elsewhere, as the edge's own routes are.
 func TestCallEndedByShutdownAnswers503(t *testing.T) {
 	conn := waitingConn{called: make(chan struct{})}
-	mux, err := New(context.Background(), conn, nil)
+	mux, err := New(context.Background(), conn, nil, nil)
 	require.NoError(t, err)
 	ctx, end := context.WithCancelCause(context.Background())
 	go func() {
