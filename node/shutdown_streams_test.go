@@ -223,8 +223,20 @@ func TestShutdownEndsOpenStreamsWithTheirDialectsError(t *testing.T) {
 
 	// What was streamed is billed, as for a stream the client left (the
 	// requests that tried the listener before it closed were answered
-	// whole).
-	assert.Equal(t, 4, billedCut(t, nodetest.Start(t, cfg, node.RoleCore)), "the four streams are billed what they delivered")
+	// whole), and every request the shutdown ended is recorded with what
+	// its client got, the 503 shutting_down, not as one its client left.
+	after := nodetest.Start(t, cfg, node.RoleCore)
+	assert.Equal(t, 4, billedCut(t, after), "the four streams are billed what they delivered")
+	var ended int
+	for _, ev := range usageEvents(t, after) {
+		if ev.GetStatus() == http.StatusOK {
+			continue
+		}
+		ended++
+		assert.EqualValues(t, http.StatusServiceUnavailable, ev.GetStatus(), "%v", ev)
+		assert.Equal(t, "shutting_down", ev.GetErrorCode(), "%v", ev)
+	}
+	assert.Equal(t, 5, ended, "the four streams and the whole answer")
 }
 
 // billedCut is the number of usage events of streams cut before their end

@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
 	"github.com/switchboardhq/switchboard/internal/requestid"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 )
 
 // record completes a request's usage event (ev carries the endpoint and
@@ -42,6 +44,12 @@ func (r *Router) record(ctx context.Context, p Principal, res dispatch.Result, s
 		if !ev.GetPartial() {
 			ev.PromptTokens, ev.CompletionTokens, ev.TotalTokens, ev.CachedTokens, ev.ReasoningTokens = 0, 0, 0, 0, 0
 			ev.CacheWriteTokens = 0
+		}
+		if errors.Is(context.Cause(ctx), contract.ErrShuttingDown) {
+			// The edge's shutdown ended the call: its client got the 503
+			// shutting_down, to send the request again, not a leave of its
+			// own.
+			ev.Status, ev.ErrorCode = http.StatusServiceUnavailable, contract.ReasonShuttingDown
 		}
 	}
 	r.Metrics.observe(res, ev, start)

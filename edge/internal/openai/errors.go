@@ -115,13 +115,13 @@ func marshalNoEscape(v any) ([]byte, error) {
 
 // ErrShuttingDown is the cause the edge cancels the requests still in
 // flight with once its shutdown's grace period is over.
-var ErrShuttingDown = errors.New("the gateway is shutting down")
+var ErrShuttingDown = contract.ErrShuttingDown
 
 // errShutdown is the answer of a request the edge's shutdown ended: a 503
 // the client may send again, to another replica.
 var errShutdown = func() error {
 	st, _ := status.New(codes.Unavailable, "the gateway is shutting down; send the request again").
-		WithDetails(&errdetails.ErrorInfo{Reason: "shutting_down"})
+		WithDetails(&errdetails.ErrorInfo{Reason: contract.ReasonShuttingDown})
 	return st.Err()
 }()
 
