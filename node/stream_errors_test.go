@@ -188,3 +188,31 @@ func TestAnInBandFailureMidStreamCoolsForWhatItIs(t *testing.T) {
 		})
 	}
 }
+
+// An error object with no code the gateway knows (code null, as OpenAI
+// itself and many compatible servers send it) stands for the status its
+// type names: an invalid_request_error reported in a stream's first event,
+// or answered with a 200, is the client's 400 with the upstream's message,
+// neither tried on the fallback nor cooling the connection, as the same
+// error answered with a 400 is. It was a 502 that cooled the connection
+// for 30 seconds and sent a prompt that was too long to every other one.
+func TestAnErrorWithoutCodeTakesItsTypesStatus(t *testing.T) {
+	const tooLong = `{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","param":null,"code":null}}`
+	for _, mode := range chatModes {
+		t.Run(mode.name, func(t *testing.T) {
+			p := newPair(t)
+			if mode.stream {
+				p.primary.Enqueue(pathChat, upstreamtest.Status(http.StatusOK, "data: "+tooLong+"\n\n", "Content-Type", "text/event-stream"))
+			} else {
+				p.primary.Enqueue(pathChat, upstreamtest.Status(http.StatusOK, tooLong))
+			}
+			r := chatAsk(t, p.sb, chatModel, "long", mode.stream)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+			assert.Equal(t, "This model's maximum context length is 8192 tokens.", errorMessage(r))
+			assert.Zero(t, p.fallback.Count(pathChat), "no fallback for a bad request")
+
+			requireAnswer(t, chatAsk(t, p.sb, chatModel, "short", mode.stream), "short")
+			assert.Equal(t, 2, p.primary.Count(pathChat), "the primary is not cooled")
+		})
+	}
+}
