@@ -193,7 +193,13 @@ func AnthropicError(err error) AnthropicProblem {
 			out.Raw = []byte(strings.TrimSpace(upstream))
 			return out
 		}
-		var o ErrorBody
+		// Only the message is read: a server's code may be a number
+		// (llama.cpp, vLLM), which ErrorBody's does not take.
+		var o struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
 		if json.Unmarshal([]byte(upstream), &o) == nil && o.Error.Message != "" {
 			out.Message = o.Error.Message
 		}

@@ -1,0 +1,54 @@
+package node_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node/nodetest"
+)
+
+// compatibleUpstream is a serve instance with one openai-compatible
+// connection ("local", models "local/<id>") on a fake upstream, and a key.
+func compatibleUpstream(t *testing.T) (*nodetest.Instance, *upstreamtest.Server, string) {
+	t.Helper()
+	sb := nodetest.Serve(t, t.TempDir())
+	up := upstreamtest.New(t)
+	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-local", "name": "local", "apiKey": "k",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "local", "enabledModels": []string{"m"}}})
+	return sb, up, gatewayKey(t, sb)
+}
+
+// anthropicErrorOf reads an Anthropic-shaped error body.
+func anthropicErrorOf(t *testing.T, raw []byte) (typ, msg string) {
+	t.Helper()
+	var e struct {
+		Type  string `json:"type"`
+		Error struct{ Type, Message string }
+	}
+	require.NoError(t, json.Unmarshal(raw, &e), "%s", raw)
+	assert.Equal(t, "error", e.Type, "%s", raw)
+	return e.Error.Type, e.Error.Message
+}
+
+// An OpenAI-shaped error whose code is a number (llama.cpp's server and
+// vLLM send the status there) reaches a /v1/messages client translated to
+// an OpenAI-compatible upstream with the upstream's message, as it reaches
+// a chat client. Its message was lost for "credential: upstream answered
+// 400 Bad Request", the code being read as a string.
+func TestMessagesKeepTheMessageOfAnErrorWithANumericCode(t *testing.T) {
+	const llamaCpp = `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}`
+	sb, up, key := compatibleUpstream(t)
+	for _, stream := range []bool{false, true} {
+		up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusBadRequest, llamaCpp))
+		r, raw, _ := postMessages(t, sb, key, messagesBody("local/m", "long", stream))
+		require.Equal(t, http.StatusBadRequest, r.StatusCode, "%s", raw)
+		typ, msg := anthropicErrorOf(t, raw)
+		assert.Equal(t, "invalid_request_error", typ)
+		assert.Equal(t, "the request exceeds the available context size, try increasing it", msg, "stream %v", stream)
+	}
+}
