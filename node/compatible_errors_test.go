@@ -52,3 +52,40 @@ func TestMessagesKeepTheMessageOfAnErrorWithANumericCode(t *testing.T) {
 		assert.Equal(t, "the request exceeds the available context size, try increasing it", msg, "stream %v", stream)
 	}
 }
+
+// A refusal in a shape other than OpenAI's reaches the client with the
+// upstream's message, on every route: {"error": "..."} (LM Studio),
+// {"message": ...} at the top (Mistral, vLLM before its errors took
+// OpenAI's shape) and plain text. The message was the gateway's
+// "credential: upstream answered 400 Bad Request", which says nothing of
+// what to change.
+func TestRefusalsInOtherShapesKeepTheirMessage(t *testing.T) {
+	const msg = "model 'm' not found, try pulling it first"
+	bodies := map[string]string{
+		"error string":        `{"error":"` + msg + `"}`,
+		"top-level message":   `{"object":"error","message":"` + msg + `","type":"BadRequestError","param":null,"code":400}`,
+		"plain text":          msg + "\n",
+		"plain text, spelled": " " + msg,
+	}
+	sb, up, key := compatibleUpstream(t)
+	for name, body := range bodies {
+		t.Run(name, func(t *testing.T) {
+			for _, path := range []string{pathChat, pathResponses} {
+				up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusBadRequest, body))
+				req := map[string]any{"model": "local/m", "messages": []map[string]any{{"role": "user", "content": "q"}}}
+				if path == pathResponses {
+					req = map[string]any{"model": "local/m", "input": "q"}
+				}
+				r := sb.Do(t, http.MethodPost, path, req, "Authorization", "Bearer "+key)
+				require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", path, r.Body)
+				assert.Equal(t, msg, errorMessageOf(r), path)
+				assert.Equal(t, "invalid_request_error", errorType(r), path)
+			}
+			up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusBadRequest, body))
+			r, raw, _ := postMessages(t, sb, key, messagesBody("local/m", "q", false))
+			require.Equal(t, http.StatusBadRequest, r.StatusCode, "%s", raw)
+			_, got := anthropicErrorOf(t, raw)
+			assert.Equal(t, msg, got)
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -192,11 +193,51 @@ func FromError(err error) Problem {
 	if upstreamBody != "" {
 		if isOpenAIError([]byte(upstreamBody)) {
 			p.Raw = []byte(upstreamBody)
-		} else if detail := upstreamDetail([]byte(upstreamBody)); detail != "" {
-			p.Body.Error.Message = detail
+		} else if msg := upstreamMessage([]byte(upstreamBody)); msg != "" {
+			p.Body.Error.Message = msg
 		}
 	}
 	return p
+}
+
+// maxUpstreamMessage bounds the upstream message an error carries: past
+// it, a body is a page or a dump, not a message.
+const maxUpstreamMessage = 1000
+
+// upstreamMessage is the message of an upstream error body that is no
+// OpenAI error object, or "": its detail (upstreamDetail), a string under
+// "error" ({"error": "..."}, as LM Studio and many servers answer), a
+// string under "message" at the top (Mistral's errors, vLLM's before they
+// took OpenAI's shape), or the body itself when it is short plain text,
+// not JSON nor an HTML page.
+func upstreamMessage(b []byte) string {
+	if msg := upstreamDetail(b); msg != "" {
+		return msg
+	}
+	text := strings.TrimSpace(string(b))
+	if text == "" {
+		return ""
+	}
+	if text[0] == '{' || text[0] == '[' {
+		var e struct {
+			Error   json.RawMessage `json:"error"`
+			Message json.RawMessage `json:"message"`
+		}
+		if json.Unmarshal(b, &e) != nil {
+			return ""
+		}
+		var msg string
+		if json.Unmarshal(e.Error, &msg) != nil {
+			_ = json.Unmarshal(e.Message, &msg)
+		}
+		text = strings.TrimSpace(msg)
+	} else if text[0] == '<' || !utf8.ValidString(text) {
+		return ""
+	}
+	if len(text) > maxUpstreamMessage {
+		return ""
+	}
+	return text
 }
 
 // upstreamDetail is the message of an upstream error body shaped
@@ -230,7 +271,7 @@ func upstreamDetail(b []byte) string {
 		}
 		msg = strings.Join(msgs, "; ")
 	}
-	if msg = strings.TrimSpace(msg); len(msg) > 1000 {
+	if msg = strings.TrimSpace(msg); len(msg) > maxUpstreamMessage {
 		return ""
 	}
 	return msg

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,26 @@ func TestUpstreamDetail(t *testing.T) {
 		`{"detail":" x "}`: "x",
 	} {
 		assert.Equal(t, want, upstreamDetail([]byte(body)), body)
+	}
+}
+
+// The message of an upstream error body that is no OpenAI error object,
+// in each shape servers send.
+func TestUpstreamMessage(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"detail":"Unsupported parameter: top_p"}`:                        "Unsupported parameter: top_p",
+		`{"error":"Unexpected endpoint or method. (POST /v1/x)"}`:          "Unexpected endpoint or method. (POST /v1/x)",
+		`{"object":"error","message":"too long","type":"x","code":400}`:    "too long",
+		`{"message":"Unauthorized","request_id":"abc"}`:                    "Unauthorized",
+		`{"message":{"detail":[]},"type":"invalid_request_message_error"}`: "",
+		`{"error":null}`:    "",
+		"model not found\n": "model not found",
+		"<html><body><h1>502 Bad Gateway</h1></body></html>": "",
+		"":          "",
+		`{not json`: "",
+		strings.Repeat("x", maxUpstreamMessage+1):         "",
+		`{"message":"` + strings.Repeat("x", 2000) + `"}`: "",
+	} {
+		assert.Equal(t, want, upstreamMessage([]byte(body)), body)
 	}
 }
