@@ -2,9 +2,13 @@ package node_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -53,4 +57,54 @@ func TestStreamShapesReachTheClientWhole(t *testing.T) {
 			assert.Zero(t, p.fallback.Count(pathChat))
 		})
 	}
+}
+
+// A stream whose upstream names no finish reason in any chunk but ends it
+// with data: [DONE], as some compatible servers do, is a whole answer on
+// every route: the chat client gets it as it came, a Messages client its
+// end_turn and message_stop, a Responses client response.completed, and
+// the connection is not cooled. It ended with stream_interrupted after the
+// whole answer, and the connection was cooled for 30 seconds.
+func TestAStreamEndedByDoneAloneIsWhole(t *testing.T) {
+	const (
+		chunk = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"}}]}`
+		usage = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+		body  = "data: " + chunk + "\n\ndata: " + usage + "\n\ndata: [DONE]\n\n"
+	)
+	sb, up, key := compatibleUpstream(t)
+	ask := func() {
+		up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusOK, body, "Content-Type", "text/event-stream"))
+	}
+
+	ask()
+	client := openai.NewClient(option.WithBaseURL(sb.BaseURL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	s := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{Model: "local/m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}})
+	var text strings.Builder
+	for s.Next() {
+		for _, ch := range s.Current().Choices {
+			text.WriteString(ch.Delta.Content)
+		}
+	}
+	require.NoError(t, s.Err())
+	assert.Equal(t, "hi", text.String())
+
+	ask()
+	r, raw, events := postMessages(t, sb, key, messagesBody("local/m", "x", true))
+	require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+	a := accumulate(t, events)
+	assert.Equal(t, "hi", a.text)
+	assert.Equal(t, "end_turn", a.stopReason)
+
+	ask()
+	stream := client.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{Model: "local/m",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}})
+	last := ""
+	for stream.Next() {
+		last = stream.Current().Type
+	}
+	require.NoError(t, stream.Err())
+	assert.Equal(t, "response.completed", last)
+
+	assert.Empty(t, sb.Admin(t, http.MethodGet, "/api/cooldowns", nil).JSON["cooldowns"], "the connection is not cooled")
 }

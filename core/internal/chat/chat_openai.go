@@ -57,7 +57,11 @@ func (chatOpenAI) whole(_ inbound, raw []byte, _ string) ([]byte, Usage, error) 
 type openAIChunks struct {
 	includeUsage bool
 	finished     bool
-	u            Usage
+	// done: the stream ended with [DONE], which makes an answer whole
+	// even when no chunk named its finish reason (some compatible servers
+	// name none).
+	done bool
+	u    Usage
 	// last is the chunk last relayed and chars its delivered text, counted
 	// on the walk that read it (see counted).
 	last  []byte
@@ -66,6 +70,7 @@ type openAIChunks struct {
 
 func (o *openAIChunks) event(_ string, data []byte, emit emitFunc) (bool, error) {
 	if bytes.Equal(data, []byte("[DONE]")) {
+		o.done = true
 		return true, nil
 	}
 	w := walk{names: chunkNames, text: chatMembers, choices: true}
@@ -89,8 +94,10 @@ func (o *openAIChunks) event(_ string, data []byte, emit emitFunc) (bool, error)
 	return false, emit("", data)
 }
 
-func (o *openAIChunks) finish(emitFunc) (bool, error) { return o.finished, nil }
-func (o *openAIChunks) usage() Usage                  { return o.u }
+func (o *openAIChunks) finish(emitFunc) (bool, error) {
+	return o.finished || (o.done && o.last != nil), nil
+}
+func (o *openAIChunks) usage() Usage { return o.u }
 
 func (o *openAIChunks) counted(event string, data []byte) (int64, bool) {
 	return o.chars, event == "" && sameBytes(data, o.last)

@@ -42,6 +42,7 @@ type chunksToMessages struct{ tr *translate.ChunkToMessages }
 
 func (c *chunksToMessages) event(_ string, data []byte, emit emitFunc) (bool, error) {
 	if translate.IsDone(data) {
+		c.tr.Done()
 		return true, nil
 	}
 	if ev := chunkError(data); ev != nil {

@@ -40,6 +40,7 @@ type chunksToResponses struct{ tr *translate.ChunkToResponses }
 
 func (c *chunksToResponses) event(_ string, data []byte, emit emitFunc) (bool, error) {
 	if translate.IsDone(data) {
+		c.tr.Done()
 		return true, nil
 	}
 	if ev := chunkError(data); ev != nil {

@@ -210,6 +210,15 @@ func (t *ChunkToMessages) closeBlock(emit Emit) error {
 	return emit("content_block_stop", b)
 }
 
+// Done takes the upstream's [DONE]: the answer is whole even when no chunk
+// named its finish reason (some compatible servers name none), and ends as
+// a "stop" would have ended it.
+func (t *ChunkToMessages) Done() {
+	if !t.finished {
+		t.finished, t.finish = true, "stop"
+	}
+}
+
 // Finish ends the message once the upstream's stream ended; it reports
 // whether the answer was complete (a finish_reason was seen). Nothing is
 // sent for an incomplete answer: the caller ends the stream with an error.

@@ -530,6 +530,11 @@ func (t *ChunkToResponses) close(emit Emit) error {
 	return t.emit(emit, "response.output_item.done", map[string]any{"output_index": idx, "item": item})
 }
 
+// Done takes the upstream's [DONE]: the answer is whole even when no chunk
+// named its finish reason (some compatible servers name none), and
+// completes as a "stop" would have completed it.
+func (t *ChunkToResponses) Done() { t.finished = true }
+
 // Finish ends the response once the upstream's stream ended and reports
 // whether it was complete; an incomplete one sends nothing more (the
 // caller ends the stream with response.failed).
