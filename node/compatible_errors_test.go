@@ -89,3 +89,27 @@ func TestRefusalsInOtherShapesKeepTheirMessage(t *testing.T) {
 		})
 	}
 }
+
+// An error answered with a 200 status (an error object and no choices, as
+// some compatible servers and proxies send) is read on /v1/messages and
+// /v1/responses translated to chat as it is on chat: a failed attempt with
+// the status the error stands for and its message, here a 400 that cools
+// nothing. Those routes took it for an invalid completion: a 502 "upstream
+// returned an invalid completion" that cooled the connection.
+func TestTranslatedWholeAnswersReadAnErrorIn200(t *testing.T) {
+	const tooLong = `{"error":{"message":"prompt is too long for this model","type":"invalid_request_error","param":null,"code":null}}`
+	sb, up, key := compatibleUpstream(t)
+
+	up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusOK, tooLong))
+	r, raw, _ := postMessages(t, sb, key, messagesBody("local/m", "long", false))
+	require.Equal(t, http.StatusBadRequest, r.StatusCode, "%s", raw)
+	_, msg := anthropicErrorOf(t, raw)
+	assert.Equal(t, "prompt is too long for this model", msg)
+
+	up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusOK, tooLong))
+	resp := sb.Do(t, http.MethodPost, pathResponses, map[string]any{"model": "local/m", "input": "long"}, "Authorization", "Bearer "+key)
+	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
+	assert.Equal(t, "prompt is too long for this model", errorMessageOf(resp))
+
+	assert.Empty(t, sb.Admin(t, http.MethodGet, "/api/cooldowns", nil).JSON["cooldowns"], "the connection is not cooled")
+}

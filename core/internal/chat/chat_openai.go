@@ -127,6 +127,16 @@ func errorIn200(errV []byte) error {
 	return &credential.UpstreamError{Status: status, Body: body}
 }
 
+// answeredError is errorIn200 for a whole answer that holds an error
+// object and no choices, nil for any other: translated routes read it as
+// the pass-through does, before taking the answer for a completion.
+func answeredError(raw []byte) error {
+	if e := member(raw, "error"); e != nil && !isNull(e) && member(raw, "choices") == nil {
+		return errorIn200(e)
+	}
+	return nil
+}
+
 // chunkNames are the members of a chunk that walk looks for: choices
 // first (walk.choices).
 var chunkNames = []string{"choices", "usage", "error"}
