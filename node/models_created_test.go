@@ -16,8 +16,8 @@ import (
 )
 
 // A model's created in /v1/models, and when it is retrieved, is the one its
-// upstream's listing gave (an alias's too); a model whose upstream gave
-// none, or none that is a time in seconds, is listed with 0, as the
+// upstream's listing gave (an alias's too), in seconds; a model whose
+// upstream gave none, or none that is a time, is listed with 0, as the
 // registry's models are.
 func TestModelsCreatedFromTheUpstream(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -27,7 +27,9 @@ func TestModelsCreatedFromTheUpstream(t *testing.T) {
 			{"id":"a","object":"model","created":1686935002,"owned_by":"x"},
 			{"id":"b","object":"model","owned_by":"x"},
 			{"id":"c","object":"model","created":"yesterday"},
-			{"id":"d","object":"model","created":-5}]}`)
+			{"id":"d","object":"model","created":-5},
+			{"id":"e","object":"model","created":1686935002000},
+			{"id":"f","object":"model","created":1686935002.5}]}`)
 	}))
 	defer up.Close()
 	sb := nodetest.Serve(t, t.TempDir())
@@ -47,7 +49,7 @@ func TestModelsCreatedFromTheUpstream(t *testing.T) {
 		created[iter.Current().ID] = iter.Current().Created
 	}
 	require.NoError(t, iter.Err())
-	assert.Equal(t, map[string]int64{"x/a": 1686935002, "x/b": 0, "x/c": 0, "x/d": 0, "openai/gpt-4o-mini": 0, "fast": 1686935002}, created)
+	assert.Equal(t, map[string]int64{"x/a": 1686935002, "x/b": 0, "x/c": 0, "x/d": 0, "x/e": 1686935002, "x/f": 1686935002, "openai/gpt-4o-mini": 0, "fast": 1686935002}, created)
 
 	for id, want := range map[string]int64{"x/a": 1686935002, "fast": 1686935002, "x/b": 0} {
 		m, err := client.Models.Get(ctx, id)

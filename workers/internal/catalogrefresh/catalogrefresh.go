@@ -227,15 +227,23 @@ func Parse(body []byte) ([]*busv1.Model, error) {
 	return out, nil
 }
 
-// createdOf reads an entry's created: a time in Unix seconds, a whole
-// number from 1 to what 32 bits hold (as OpenAI's clients read it), else 0
-// (none, a string, a time in milliseconds).
+// createdOf reads an entry's created: a time in Unix seconds, from 1 to
+// what 32 bits hold (as OpenAI's clients read it), its fraction cut off;
+// or a time in milliseconds, as some compatible servers give it, from the
+// year 2001 (10^12) to that same bound; else 0 (none, a string, a number
+// that is no such time).
 func createdOf(raw json.RawMessage) int64 {
-	var n int64
-	if json.Unmarshal(raw, &n) != nil || n <= 0 || n > math.MaxUint32 {
+	var f float64
+	if json.Unmarshal(raw, &f) != nil {
 		return 0
 	}
-	return n
+	if f >= 1e12 {
+		f /= 1000
+	}
+	if f < 1 || f >= math.MaxUint32+1 {
+		return 0
+	}
+	return int64(f)
 }
 
 func firstNonEmpty(v ...string) string {

@@ -44,17 +44,21 @@ func TestParseKeepsKindAndType(t *testing.T) {
 	assert.Equal(t, "tts", models[1].GetType())
 }
 
-// An entry's created is kept when it is a time in Unix seconds; an entry
-// whose created is anything else is listed all the same, with none.
+// An entry's created is kept when it is a time in Unix seconds, whole or
+// with a fraction (cut off), or in milliseconds (some compatible servers
+// give those); an entry whose created is anything else is listed all the
+// same, with none.
 func TestParseKeepsCreated(t *testing.T) {
 	models, err := Parse([]byte(`{"data":[{"id":"a","created":1686935002},{"id":"b"},{"id":"c","created":"2024-01-01"},
-		{"id":"d","created":-1},{"id":"e","created":1686935002000},{"id":"f","created":1.5}]}`))
+		{"id":"d","created":-1},{"id":"e","created":1686935002000},{"id":"f","created":1.5},{"id":"g","created":1686935002.75},
+		{"id":"h","created":1.686935002e9},{"id":"i","created":99999999999999999},{"id":"j","created":1e400}]}`))
 	require.NoError(t, err)
 	got := map[string]int64{}
 	for _, m := range models {
 		got[m.GetId()] = m.GetCreated()
 	}
-	assert.Equal(t, map[string]int64{"a": 1686935002, "b": 0, "c": 0, "d": 0, "e": 0, "f": 0}, got)
+	assert.Equal(t, map[string]int64{"a": 1686935002, "b": 0, "c": 0, "d": 0, "e": 1686935002, "f": 1, "g": 1686935002,
+		"h": 1686935002, "i": 0, "j": 0}, got)
 }
 
 func FuzzParse(f *testing.F) {
