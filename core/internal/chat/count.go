@@ -116,7 +116,14 @@ const messageOverhead = 4
 // in proportion to the body however deep it nests.
 const maxContentDepth = 4
 
-// estimateTokens is the gateway's estimate of a Messages request's input
+// estimateTokens is count_tokens' answer from the gateway's estimate
+// (inputEstimate).
+func estimateTokens(in inbound) []byte {
+	b, _ := json.Marshal(map[string]int{"input_tokens": inputEstimate(in)})
+	return b
+}
+
+// inputEstimate is the gateway's estimate of a Messages request's input
 // tokens: four bytes of the text a model reads a token, rounded up, plus
 // messageOverhead a message, plus images and PDFs as Anthropic counts them
 // (count_media.go). The text is the system prompt's; each message's text
@@ -127,7 +134,7 @@ const maxContentDepth = 4
 // thinking blocks are not counted (Anthropic leaves the thinking of earlier
 // turns out of the context). Content nested past maxContentDepth is counted
 // as text, JSON and all.
-func estimateTokens(in inbound) []byte {
+func inputEstimate(in inbound) int {
 	var c promptCount
 	c.content(in.fields["system"], 0)
 	var msgs []struct {
@@ -148,9 +155,7 @@ func estimateTokens(in inbound) []byte {
 			c.text += len(t.Name) + len(t.Description) + compactLen(t.InputSchema)
 		}
 	}
-	n := (c.text+3)/4 + len(msgs)*messageOverhead + c.media
-	b, _ := json.Marshal(map[string]int{"input_tokens": n})
-	return b
+	return (c.text+3)/4 + len(msgs)*messageOverhead + c.media
 }
 
 // promptCount is what estimateTokens has counted: bytes of text, and the

@@ -36,8 +36,10 @@ func (messagesOpenAI) whole(in inbound, raw []byte, model string) ([]byte, Usage
 	return out, fromTranslate(u), nil
 }
 
+// events reports the gateway's estimate of the input in message_start, as
+// Anthropic reports its count there; the upstream's comes at the end.
 func (messagesOpenAI) events(in inbound, model string) eventTranslator {
-	return &chunksToMessages{tr: translate.NewChunkToMessages(model, requestStops(in)...)}
+	return &chunksToMessages{tr: translate.NewChunkToMessages(model, requestStops(in)...).WithInputTokens(int64(inputEstimate(in)))}
 }
 
 // chunksToMessages turns chat.completion.chunks into Anthropic events.

@@ -49,9 +49,11 @@ func (messagesResponses) whole(in inbound, raw []byte, model string) ([]byte, Us
 	return out, us, nil
 }
 
+// events reports the gateway's estimate of the input in message_start, as
+// messagesOpenAI's do.
 func (messagesResponses) events(in inbound, model string) eventTranslator {
-	return &responsesToMessages{in: translate.NewResponsesToChunks(model, true), out: translate.NewChunkToMessages(model, requestStops(in)...),
-		stop: newStopStream(in, true)}
+	out := translate.NewChunkToMessages(model, requestStops(in)...).WithInputTokens(int64(inputEstimate(in)))
+	return &responsesToMessages{in: translate.NewResponsesToChunks(model, true), out: out, stop: newStopStream(in, true)}
 }
 
 // responsesToMessages: Responses events to chunks to Anthropic events.

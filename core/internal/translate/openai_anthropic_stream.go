@@ -26,12 +26,22 @@ type ChunkToMessages struct {
 	tools    map[int]int // block index by call number
 	blocks   int
 	usage    Usage
+	input    int64 // the input tokens message_start reports (WithInputTokens)
 }
 
 // NewChunkToMessages returns a translator naming model in message_start;
 // stops are the request's stop sequences (see stopSequence).
 func NewChunkToMessages(model string, stops ...string) *ChunkToMessages {
 	return &ChunkToMessages{model: model, index: -1, tools: map[int]int{}, stops: stops}
+}
+
+// WithInputTokens sets the input tokens message_start reports, an estimate:
+// Anthropic tells the input there, before any content, and clients read it
+// there, where an upstream of another shape tells its count only at the
+// end, which message_delta carries. Without it message_start reports 0.
+func (t *ChunkToMessages) WithInputTokens(n int64) *ChunkToMessages {
+	t.input = nonNegative(n)
+	return t
 }
 
 // Emit receives one event: its name and its JSON data.
@@ -107,7 +117,7 @@ func (t *ChunkToMessages) Chunk(data []byte, emit Emit) error {
 		if err := emitJSON(emit, "message_start", map[string]any{"message": map[string]any{
 			"id": messageID(c.ID), "type": "message", "role": "assistant", "model": t.model,
 			"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-			"usage": map[string]int64{"input_tokens": 0, "output_tokens": 0},
+			"usage": map[string]int64{"input_tokens": t.input, "output_tokens": 0},
 		}}); err != nil {
 			return err
 		}
