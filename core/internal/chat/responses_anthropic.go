@@ -69,7 +69,7 @@ func (responsesAnthropic) whole(in inbound, raw []byte, model string) ([]byte, U
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid message")
 	}
-	out, _, err := in.echo.Response(chatBody, model)
+	out, err := in.echo.ResponseWithUsage(chatBody, model, u)
 	if err != nil {
 		return nil, Usage{}, badUpstream("upstream returned an invalid message")
 	}
@@ -104,6 +104,7 @@ func (a *anthropicToResponses) finish(emit emitFunc) (bool, error) {
 	if !a.in.Done() {
 		return false, nil
 	}
+	a.out.ReportUsage(a.in.Usage()) // with the cache writes the chunks leave out
 	return a.out.Finish(translate.Emit(emit))
 }
 func (a *anthropicToResponses) usage() Usage { return fromTranslate(a.in.Usage()) }

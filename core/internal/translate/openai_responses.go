@@ -10,11 +10,18 @@ import (
 // Chat Completions answers to OpenAI Responses answers, for /v1/responses
 // callers whose model lives on an upstream without the Responses API.
 
-// responseUsage is the Responses API's usage object.
+// responseUsage is the Responses API's usage object. Cache writes (an
+// Anthropic upstream's) are input_tokens_details.cache_write_tokens, as
+// Azure's Responses API reports them and Codex reads them; OpenAI's answers
+// have no such field, so it is left out when there were none.
 func responseUsage(u Usage) map[string]any {
+	in := map[string]int64{"cached_tokens": u.CachedTokens}
+	if u.CacheCreationTokens > 0 {
+		in["cache_write_tokens"] = u.CacheCreationTokens
+	}
 	return map[string]any{
 		"input_tokens":          u.PromptTokens,
-		"input_tokens_details":  map[string]int64{"cached_tokens": u.CachedTokens},
+		"input_tokens_details":  in,
 		"output_tokens":         u.CompletionTokens,
 		"output_tokens_details": map[string]int64{"reasoning_tokens": u.ReasoningTokens},
 		"total_tokens":          u.TotalTokens,
@@ -73,7 +80,15 @@ func EchoFrom(fields map[string]json.RawMessage) Echo {
 // Response translates a chat.completion into a Responses response for
 // model, repeating the request (the zero Echo: its defaults).
 func (e Echo) Response(body []byte, model string) ([]byte, Usage, error) {
-	return openAIToResponsesResponse(body, model, e)
+	return openAIToResponsesResponse(body, model, e, nil)
+}
+
+// ResponseWithUsage translates as Response does, reporting u, the
+// upstream's own usage, where the chat.completion's cannot carry all of it
+// (an Anthropic upstream's cache writes).
+func (e Echo) ResponseWithUsage(body []byte, model string, u Usage) ([]byte, error) {
+	out, _, err := openAIToResponsesResponse(body, model, e, &u)
+	return out, err
 }
 
 // Chunks returns a ChunkToResponses whose response repeats the request.
@@ -206,7 +221,7 @@ func customInput(args string) string {
 	return *a.Input
 }
 
-func openAIToResponsesResponse(body []byte, model string, echo Echo) ([]byte, Usage, error) {
+func openAIToResponsesResponse(body []byte, model string, echo Echo, reported *Usage) ([]byte, Usage, error) {
 	var in chatCompletion
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, Usage{}, malformed("completion is not valid JSON")
@@ -246,6 +261,9 @@ func openAIToResponsesResponse(body []byte, model string, echo Echo) ([]byte, Us
 		cut(output[n-1].(map[string]any))
 	}
 	u := in.Usage.Usage()
+	if reported != nil {
+		u = *reported
+	}
 	out, err := marshal(responseObject(responseID(), model, "completed", reason, time.Now().Unix(), output, responseUsage(u), echo))
 	return out, u, err
 }
@@ -558,6 +576,11 @@ func (t *ChunkToResponses) Finish(emit Emit) (bool, error) {
 
 // Usage is the accounting the upstream reported.
 func (t *ChunkToResponses) Usage() Usage { return t.usage }
+
+// ReportUsage makes the end of the response report u, the upstream's own
+// usage, where the chunks' cannot carry all of it (an Anthropic upstream's
+// cache writes).
+func (t *ChunkToResponses) ReportUsage(u Usage) { t.usage = u }
 
 // ID is the response id once the first chunk was seen.
 func (t *ChunkToResponses) ID() string { return t.id }
