@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
@@ -137,25 +138,33 @@ func estimateTokens(in inbound) []byte {
 func inputEstimate(in inbound) int {
 	var c promptCount
 	c.content(in.fields["system"], 0)
-	var msgs []struct {
-		Content json.RawMessage `json:"content"`
-	}
-	if json.Unmarshal(in.fields["messages"], &msgs) == nil {
-		for _, m := range msgs {
-			c.content(m.Content, 0)
-		}
-	}
-	var tools []struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"input_schema"`
-	}
-	if json.Unmarshal(in.fields["tools"], &tools) == nil {
-		for _, t := range tools {
-			c.text += len(t.Name) + len(t.Description) + compactLen(t.InputSchema)
-		}
-	}
-	return (c.text+3)/4 + len(msgs)*messageOverhead + c.media
+	msgs := 0
+	jsonscan.Elements(in.fields["messages"], func(m []byte) bool {
+		var content []byte
+		jsonscan.Members(m, func(k, v []byte) bool {
+			if strings.EqualFold(string(k), "content") {
+				content = v
+			}
+			return true
+		})
+		msgs++
+		c.content(content, 0)
+		return true
+	})
+	jsonscan.Elements(in.fields["tools"], func(t []byte) bool {
+		jsonscan.Members(t, func(k, v []byte) bool {
+			switch key := string(k); {
+			case strings.EqualFold(key, "name"), strings.EqualFold(key, "description"):
+				n, _ := stringLen(v)
+				c.text += n
+			case strings.EqualFold(key, "input_schema"):
+				c.text += compactLen(v)
+			}
+			return true
+		})
+		return true
+	})
+	return (c.text+3)/4 + msgs*messageOverhead + c.media
 }
 
 // promptCount is what estimateTokens has counted: bytes of text, and the
@@ -165,10 +174,12 @@ type promptCount struct {
 }
 
 // contentBlock is the part of a content block the estimate reads: its
-// strings, and its other members' raw JSON.
+// type, the lengths of its other strings as decoded, and its other
+// members' raw JSON.
 type contentBlock struct {
-	Type, Text, Name, Title, Context string
-	Input, Content, Source           []byte
+	Type                       string
+	Text, Name, Title, Context int
+	Input, Content, Source     []byte
 }
 
 // read reads a block's members in place, as encoding/json reads them into
@@ -178,18 +189,20 @@ type contentBlock struct {
 func (b *contentBlock) read(raw []byte) bool {
 	ok := true
 	object := jsonscan.Members(raw, func(k, v []byte) bool {
-		var s *string
+		var n *int
 		switch key := string(k); {
 		case strings.EqualFold(key, "type"):
-			s = &b.Type
+			if string(v) != "null" && json.Unmarshal(v, &b.Type) != nil {
+				ok = false
+			}
 		case strings.EqualFold(key, "text"):
-			s = &b.Text
+			n = &b.Text
 		case strings.EqualFold(key, "name"):
-			s = &b.Name
+			n = &b.Name
 		case strings.EqualFold(key, "title"):
-			s = &b.Title
+			n = &b.Title
 		case strings.EqualFold(key, "context"):
-			s = &b.Context
+			n = &b.Context
 		case strings.EqualFold(key, "input"):
 			b.Input = v
 		case strings.EqualFold(key, "content"):
@@ -197,8 +210,10 @@ func (b *contentBlock) read(raw []byte) bool {
 		case strings.EqualFold(key, "source"):
 			b.Source = v
 		}
-		if s != nil && string(v) != "null" && json.Unmarshal(v, s) != nil {
-			ok = false
+		if n != nil && string(v) != "null" {
+			l, isString := stringLen(v)
+			ok = ok && isString
+			*n = l
 		}
 		return ok
 	})
@@ -216,10 +231,8 @@ func (c *promptCount) content(raw []byte, depth int) {
 	}
 	switch raw[0] {
 	case '"':
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			c.text += len(s)
-		}
+		n, _ := stringLen(raw)
+		c.text += n
 	case '[':
 		if depth >= maxContentDepth {
 			c.text += len(raw)
@@ -242,10 +255,10 @@ func (c *promptCount) block(raw []byte, depth int) {
 	}
 	switch b.Type {
 	case "text":
-		c.text += len(b.Text)
+		c.text += b.Text
 	case "thinking", "redacted_thinking":
 	case "tool_use", "server_tool_use", "mcp_tool_use":
-		c.text += len(b.Name) + compactLen(b.Input)
+		c.text += b.Name + compactLen(b.Input)
 	case "tool_result", "mcp_tool_result":
 		c.content(b.Content, depth+1)
 	case "image", "document":
@@ -253,7 +266,7 @@ func (c *promptCount) block(raw []byte, depth int) {
 		if !src.read(b.Source) {
 			return
 		}
-		c.text += len(b.Title) + len(b.Context)
+		c.text += b.Title + b.Context
 		switch {
 		case b.Type == "document" && src.Type == "text":
 			c.text += len(src.Data)
@@ -268,14 +281,44 @@ func (c *promptCount) block(raw []byte, depth int) {
 }
 
 // compactLen is the length of a JSON value without its insignificant
-// spaces.
-func compactLen(raw json.RawMessage) int {
-	if len(raw) == 0 {
-		return 0
+// spaces (what json.Compact leaves of a valid one), counted in place.
+func compactLen(raw []byte) int {
+	n := 0
+	inString, escaped := false, false
+	for _, ch := range raw {
+		switch {
+		case inString:
+			n++
+			switch {
+			case escaped:
+				escaped = false
+			case ch == '\\':
+				escaped = true
+			case ch == '"':
+				inString = false
+			}
+		case ch == ' ', ch == '\t', ch == '\n', ch == '\r':
+		default:
+			n++
+			inString = ch == '"'
+		}
 	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return len(raw)
+	return n
+}
+
+// stringLen is the length of the JSON string raw as encoding/json decodes
+// it (escapes resolved, bad UTF-8 replaced), read in place when it holds
+// neither, and whether raw is a string.
+func stringLen(raw []byte) (int, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return 0, false
 	}
-	return b.Len()
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return len(inner), true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return 0, false
+	}
+	return len(s), true
 }
