@@ -58,5 +58,11 @@ func (a *anthropicToChunks) event(name string, data []byte, emit emitFunc) (bool
 	return a.tr.Done(), nil
 }
 
-func (a *anthropicToChunks) finish(emitFunc) (bool, error) { return a.tr.Done(), nil }
-func (a *anthropicToChunks) usage() Usage                  { return fromTranslate(a.tr.Usage()) }
+func (a *anthropicToChunks) finish(emit emitFunc) (bool, error) {
+	if err := a.tr.End(func(chunk []byte) error { return emit("", chunk) }); err != nil {
+		return false, err
+	}
+	return a.tr.Done(), nil
+}
+
+func (a *anthropicToChunks) usage() Usage { return fromTranslate(a.tr.Usage()) }

@@ -106,6 +106,10 @@ func (messagesAnthropic) events(inbound, string) eventTranslator { return &anthr
 type anthropicEvents struct {
 	u       anthropicUsage
 	stopped bool
+	// reasoned: a message_delta named the stop reason, which makes the
+	// answer whole even when message_stop never follows (some compatible
+	// servers send none).
+	reasoned bool
 	// last, lastName and chars are the event last relayed and its
 	// delivered text, counted on the walk that read it (see counted).
 	last     []byte
@@ -159,6 +163,9 @@ func (a *anthropicEvents) event(name string, data []byte, emit emitFunc) (bool, 
 		}
 	case "message_delta":
 		a.u.merge(ev.Usage)
+		if r := member(member(data, "delta"), "stop_reason"); len(r) > 2 && r[0] == '"' {
+			a.reasoned = true
+		}
 	case "message_stop":
 		a.stopped = true
 	}
@@ -173,5 +180,17 @@ func (a *anthropicEvents) counted(event string, data []byte) (int64, bool) {
 	return a.chars, a.chars >= 0 && event == a.lastName && sameBytes(data, a.last)
 }
 
-func (a *anthropicEvents) finish(emitFunc) (bool, error) { return a.stopped, nil }
-func (a *anthropicEvents) usage() Usage                  { return a.u.usage() }
+// messageStop is the event that ends a message.
+var messageStop = []byte(`{"type":"message_stop"}`)
+
+// finish closes with message_stop an answer whose stop reason came but
+// whose message_stop did not.
+func (a *anthropicEvents) finish(emit emitFunc) (bool, error) {
+	if a.stopped || !a.reasoned {
+		return a.stopped, nil
+	}
+	a.stopped = true
+	return true, emit("message_stop", messageStop)
+}
+
+func (a *anthropicEvents) usage() Usage { return a.u.usage() }

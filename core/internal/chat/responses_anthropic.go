@@ -101,6 +101,9 @@ func (a *anthropicToResponses) event(name string, data []byte, emit emitFunc) (b
 }
 
 func (a *anthropicToResponses) finish(emit emitFunc) (bool, error) {
+	if err := a.in.End(func(chunk []byte) error { return a.out.Chunk(chunk, translate.Emit(emit)) }); err != nil {
+		return false, err
+	}
 	if !a.in.Done() {
 		return false, nil
 	}

@@ -163,6 +163,17 @@ func (t *StreamTranslator) Event(name string, data []byte, emit func(chunk []byt
 // in-band error, never [DONE].
 func (t *StreamTranslator) Done() bool { return t.done }
 
+// End is the end of the upstream's stream: a stream whose message_delta
+// named the stop reason is whole without message_stop (some compatible
+// servers never send it), and is closed as message_stop closes it (Done
+// after). Other streams are left as they are.
+func (t *StreamTranslator) End(emit func(chunk []byte) error) error {
+	if t.done || !t.finished {
+		return nil
+	}
+	return t.messageStop(emit)
+}
+
 // Usage is the usage so far (final once Done).
 func (t *StreamTranslator) Usage() Usage { return t.usage.usage() }
 
