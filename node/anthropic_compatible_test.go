@@ -81,3 +81,46 @@ func TestAnAnthropicStreamEndedAfterItsStopReasonIsWhole(t *testing.T) {
 
 	assert.Empty(t, sb.Admin(t, http.MethodGet, "/api/cooldowns", nil).JSON["cooldowns"], "the connection is not cooled")
 }
+
+// uncool ends the cooldowns of the connection named name.
+func uncool(t *testing.T, sb *nodetest.Instance, name string) {
+	t.Helper()
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodDelete, "/api/providers/"+connectionID(t, sb, name)+"/cooldowns", nil).Status)
+}
+
+// askOpenAI sends text to model on the chat or the Responses route.
+func askOpenAI(t *testing.T, sb *nodetest.Instance, key, path, model, text string, stream bool) nodetest.Response {
+	t.Helper()
+	req := map[string]any{"model": model, "messages": []map[string]any{{"role": "user", "content": text}}, "stream": stream}
+	if path == pathResponses {
+		req = map[string]any{"model": model, "input": text, "stream": stream}
+	}
+	return sb.Do(t, http.MethodPost, path, req, "Authorization", "Bearer "+key)
+}
+
+// An HTML page an Anthropic-compatible upstream answers with (a proxy's
+// 502) gives chat and Responses clients the gateway's message naming the
+// status, as it does on an OpenAI-compatible upstream, where the page
+// itself was the message; an Anthropic-shaped error and short plain text
+// keep their message.
+func TestAnAnthropicUpstreamsHTMLPageIsNoMessage(t *testing.T) {
+	const page = "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\n"
+	sb, up, key := anthropicCompatible(t)
+	for _, path := range []string{pathChat, pathResponses} {
+		up.Enqueue(upstreamtest.PathMessages, upstreamtest.Status(http.StatusBadGateway, page, "Content-Type", "text/html"))
+		r := askOpenAI(t, sb, key, path, "ac/claude-x", "x", false)
+		require.Equal(t, http.StatusBadGateway, r.Status, "%s: %s", path, r.Body)
+		assert.Contains(t, errorMessageOf(r), "last upstream answer 502 Bad Gateway", path)
+		assert.NotContains(t, string(r.Body), "<html>", path)
+		uncool(t, sb, "ac")
+	}
+	for name, c := range map[string]struct{ body, msg string }{
+		"anthropic":  {`{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}`, "prompt is too long"},
+		"plain text": {"model 'claude-x' not found\n", "model 'claude-x' not found"},
+	} {
+		up.Enqueue(upstreamtest.PathMessages, upstreamtest.Status(http.StatusBadRequest, c.body))
+		r := askOpenAI(t, sb, key, pathChat, "ac/claude-x", "x", false)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", name, r.Body)
+		assert.Equal(t, c.msg, errorMessageOf(r), name)
+	}
+}

@@ -114,10 +114,17 @@ func AnthropicToOpenAIResponse(body []byte, model string) ([]byte, Usage, error)
 
 // AnthropicErrorToOpenAI translates an upstream error body into OpenAI's
 // {"error":{"message","type","param","code"}}; the caller keeps the HTTP
-// status. Bodies already in OpenAI's shape keep their fields; bodies that
-// are not JSON become the (shortened) message.
+// status. Bodies already in OpenAI's shape keep their fields; plain text
+// becomes the (shortened) message. A body that says no message (empty, an
+// HTML page such as a proxy's 502, JSON of another shape) is returned as it
+// is, which the client is given no message of, as of an OpenAI-shaped
+// upstream's: the gateway's own names the status.
 func AnthropicErrorToOpenAI(body []byte) []byte {
-	return parseAnthropicError(body).OpenAIBody()
+	e := errorOf(body)
+	if e == nil {
+		return body
+	}
+	return e.OpenAIBody()
 }
 
 // finishReason maps Anthropic's stop_reason to OpenAI's finish_reason.

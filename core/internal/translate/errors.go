@@ -143,11 +143,26 @@ func openAIErrorType(status int) string {
 // maxErrorText bounds how much of a non-JSON error body is quoted.
 const maxErrorText = 512
 
-// parseAnthropicError reads an error body: Anthropic's
-// {"type":"error","error":{"type","message"}}, OpenAI's
-// {"error":{"message","type","code","param"}}, or anything else (quoted,
-// shortened, as the message).
+// parseAnthropicError reads an error body (errorOf), or quotes anything
+// else, shortened, as the message.
 func parseAnthropicError(body []byte) *AnthropicError {
+	if e := errorOf(body); e != nil {
+		return e
+	}
+	msg := strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD"))
+	if msg == "" {
+		msg = "upstream returned an empty error body"
+	}
+	return &AnthropicError{Type: "api_error", Message: shortened(msg)}
+}
+
+// errorOf reads the error an error body says: Anthropic's
+// {"type":"error","error":{"type","message"}}, OpenAI's
+// {"error":{"message","type","code","param"}}, {"error": "text"}, or
+// plain text (shortened) as the message. It is nil for a body that says
+// none: empty, not UTF-8, markup (a proxy's HTML page) or JSON of another
+// shape.
+func errorOf(body []byte) *AnthropicError {
 	var env struct {
 		Error json.RawMessage `json:"error"`
 	}
@@ -172,18 +187,23 @@ func parseAnthropicError(body []byte) *AnthropicError {
 			return &AnthropicError{Type: "api_error", Message: s}
 		}
 	}
-	msg := strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD"))
-	if len(msg) > maxErrorText {
-		cut := maxErrorText
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut] + "…"
+	msg := strings.TrimSpace(string(body))
+	if msg == "" || strings.ContainsAny(msg[:1], "<{[") || !utf8.ValidString(msg) {
+		return nil
 	}
-	if msg == "" {
-		msg = "upstream returned an empty error body"
+	return &AnthropicError{Type: "api_error", Message: shortened(msg)}
+}
+
+// shortened is msg cut at maxErrorText bytes.
+func shortened(msg string) string {
+	if len(msg) <= maxErrorText {
+		return msg
 	}
-	return &AnthropicError{Type: "api_error", Message: msg}
+	cut := maxErrorText
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }
 
 // rawString is the string a JSON value holds, or "" for anything else.
