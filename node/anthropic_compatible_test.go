@@ -124,3 +124,43 @@ func TestAnAnthropicUpstreamsHTMLPageIsNoMessage(t *testing.T) {
 		assert.Equal(t, c.msg, errorMessageOf(r), name)
 	}
 }
+
+// An error event an Anthropic-compatible upstream sends in OpenAI's shape,
+// as some do, reaches the client with the upstream's message on every
+// route, before anything else of its stream and after, where /v1/messages
+// got "the upstream reported an error mid-stream" and chat "upstream
+// api_error: bad thing".
+func TestAnOpenAIShapedErrorEventKeepsItsMessage(t *testing.T) {
+	const (
+		failed       = "event: error\ndata: " + `{"error":{"message":"bad thing","code":"1301"}}` + "\n\n"
+		messageStart = "event: message_start\ndata: " + `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}` + "\n\n"
+	)
+	sb, up, key := anthropicCompatible(t)
+	ask := func() {
+		up.Enqueue(upstreamtest.PathMessages, upstreamtest.Status(http.StatusOK, failed, "Content-Type", "text/event-stream"))
+	}
+
+	ask()
+	r, raw, _ := postMessages(t, sb, key, messagesBody("ac/claude-x", "x", true))
+	require.GreaterOrEqual(t, r.StatusCode, 400, "%s", raw)
+	_, msg := anthropicErrorOf(t, raw)
+	assert.Equal(t, "bad thing", msg)
+	uncool(t, sb, "ac")
+
+	for _, path := range []string{pathChat, pathResponses} {
+		ask()
+		r := askOpenAI(t, sb, key, path, "ac/claude-x", "x", true)
+		require.GreaterOrEqual(t, r.Status, 400, "%s: %s", path, r.Body)
+		assert.Equal(t, "bad thing", errorMessageOf(r), path)
+		uncool(t, sb, "ac")
+	}
+
+	up.Enqueue(upstreamtest.PathMessages, upstreamtest.Status(http.StatusOK, messageStart+failed, "Content-Type", "text/event-stream"))
+	r, raw, events := postMessages(t, sb, key, messagesBody("ac/claude-x", "x", true))
+	require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+	require.NotEmpty(t, events)
+	last := events[len(events)-1]
+	assert.Equal(t, "error", last.name)
+	_, msg = anthropicErrorOf(t, []byte(last.data))
+	assert.Equal(t, "bad thing", msg, "mid-stream")
+}

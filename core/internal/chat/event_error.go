@@ -37,17 +37,27 @@ func (e *eventError) Is(target error) bool { return target == errUpstreamEvent }
 const maxEventError = 16 << 10
 
 // anthropicEventError is the error of an Anthropic error event (its data
-// is passed on as it is).
+// is passed on as it is). An error event that holds an OpenAI error object
+// with no type (some compatible upstreams send one) is that object's error
+// (upstream.OpenAIError), in Anthropic's shape for a /v1/messages client.
 func anthropicEventError(data []byte) error {
 	var ev struct {
-		Error struct {
-			Type string `json:"type"`
-		} `json:"error"`
+		Error json.RawMessage `json:"error"`
 	}
-	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil || ev.Error.Type == "" {
+	var e struct {
+		Type string `json:"type"`
+	}
+	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil || json.Unmarshal(ev.Error, &e) != nil {
 		return errUpstreamEvent
 	}
-	status := (&translate.AnthropicError{Type: ev.Error.Type}).Status()
+	if e.Type == "" {
+		body, status, ok := upstream.OpenAIError(ev.Error)
+		if !ok {
+			return errUpstreamEvent
+		}
+		return (&eventError{body: body, status: status}).anthropicShaped()
+	}
+	status := (&translate.AnthropicError{Type: e.Type}).Status()
 	return &eventError{body: append([]byte(nil), data...), status: status}
 }
 
@@ -194,6 +204,9 @@ func eventType(data []byte) string {
 // (translate.AnthropicErrorToOpenAI: the type follows the status, the code
 // is Anthropic's type, so a client still reads overloaded_error).
 func (e *eventError) openAIShaped() *eventError {
+	if e.inAnthropicShape { // an OpenAI error object already
+		return &eventError{body: e.body, status: e.status}
+	}
 	return &eventError{body: translate.AnthropicErrorToOpenAI(e.body), status: e.status}
 }
 
