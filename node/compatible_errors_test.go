@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -112,4 +114,47 @@ func TestTranslatedWholeAnswersReadAnErrorIn200(t *testing.T) {
 	assert.Equal(t, "prompt is too long for this model", errorMessageOf(resp))
 
 	assert.Empty(t, sb.Admin(t, http.MethodGet, "/api/cooldowns", nil).JSON["cooldowns"], "the connection is not cooled")
+}
+
+// An error object at the top of a stream's event, as vLLM sends one
+// ({"object":"error","message",...,"code":400}), is read as the error it
+// is, as a chunk with an error member is: before anything else of the
+// stream, the client's error with its status and message, on chat and on
+// routes translated to chat; after, the client's in-band error with its
+// message. It was relayed to chat clients as a chunk, then the stream ended
+// with stream_interrupted and the connection was cooled.
+func TestATopLevelErrorEventIsAnError(t *testing.T) {
+	const (
+		msg   = "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."
+		vllm  = `{"object":"error","message":"` + msg + `","type":"BadRequestError","param":null,"code":400}`
+		chunk = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}`
+	)
+	sb, up, key := compatibleUpstream(t)
+	ask := func(body string) {
+		up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusOK, body, "Content-Type", "text/event-stream"))
+	}
+
+	ask("data: " + vllm + "\n\n")
+	r := sb.Do(t, http.MethodPost, pathChat, map[string]any{"model": "local/m", "stream": true,
+		"messages": []map[string]any{{"role": "user", "content": "long"}}}, "Authorization", "Bearer "+key)
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	assert.Equal(t, msg, errorMessageOf(r))
+
+	ask("data: " + vllm + "\n\n")
+	resp, raw, _ := postMessages(t, sb, key, messagesBody("local/m", "long", true))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", raw)
+	_, got := anthropicErrorOf(t, raw)
+	assert.Equal(t, msg, got)
+
+	ask("data: " + chunk + "\n\ndata: " + vllm + "\n\n")
+	client := openai.NewClient(option.WithBaseURL(sb.BaseURL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	s := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{Model: "local/m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("long")}})
+	for s.Next() {
+		assert.NotEmpty(t, s.Current().Choices, "no chunk without choices: %s", s.Current().RawJSON())
+	}
+	require.Error(t, s.Err())
+	assert.Contains(t, s.Err().Error(), msg)
+
+	assert.Empty(t, sb.Admin(t, http.MethodGet, "/api/cooldowns", nil).JSON["cooldowns"], "a bad request cools nothing")
 }

@@ -81,6 +81,11 @@ func (o *openAIChunks) event(_ string, data []byte, emit emitFunc) (bool, error)
 	if c.err {
 		return false, chatEventError(data)
 	}
+	if c.usage == nil && !c.finished && bytes.Contains(data, quotedError) {
+		if ev := chunkError(data); ev != nil {
+			return false, ev // an error object in a chunk's place
+		}
+	}
 	if c.usage != nil {
 		o.u = c.usage.usage()
 		if c.usageOnly && !o.includeUsage {

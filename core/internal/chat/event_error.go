@@ -96,13 +96,18 @@ func responsesEventError(name string, data []byte) error {
 }
 
 // chatEventError is the error of a chunk with an error member, as the
-// OpenAI error object it holds.
+// OpenAI error object it holds, or of an error object in a chunk's place
+// ({"object":"error","message",...,"code":400}, as vLLM sends it).
 func chatEventError(data []byte) error {
 	var ev struct {
-		Error json.RawMessage `json:"error"`
+		Error  json.RawMessage `json:"error"`
+		Object string          `json:"object"`
 	}
 	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil {
 		return errUpstreamEvent
+	}
+	if ev.Object == "error" && len(ev.Error) == 0 {
+		ev.Error = data
 	}
 	body, status, ok := upstream.OpenAIError(ev.Error)
 	if !ok {
