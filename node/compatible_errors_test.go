@@ -158,3 +158,43 @@ func TestATopLevelErrorEventIsAnError(t *testing.T) {
 
 	assert.Empty(t, sb.Admin(t, http.MethodGet, "/api/cooldowns", nil).JSON["cooldowns"], "a bad request cools nothing")
 }
+
+// An error answer whose body says nothing the gateway can read (empty, or
+// an HTML page) gives the client a message naming the status, in the
+// route's error shape, from an OpenAI-compatible or an Anthropic-compatible
+// upstream, where the client got the gateway's internal "credential:
+// upstream answered 400 Bad Request".
+func TestAnErrorWithoutAMessageNamesItsStatus(t *testing.T) {
+	const want = "the upstream answered 400 Bad Request with no message"
+	sb, up, key := compatibleUpstream(t)
+	anth := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-ant"))
+	sb.CreateConnection(t, map[string]any{"provider": "anthropic-compatible-x", "name": "ac", "apiKey": "sk-ant",
+		"providerSpecificData": map[string]any{"baseUrl": anth.URL(), "prefix": "ac", "enabledModels": []string{"claude-x"}}})
+	for name, body := range map[string]string{"empty": "", "html": "<html><body><h1>400 Bad Request</h1></body></html>"} {
+		for _, c := range []struct {
+			model string
+			up    *upstreamtest.Server
+			path  string
+		}{{"local/m", up, upstreamtest.PathChatCompletions}, {"ac/claude-x", anth, upstreamtest.PathMessages}} {
+			for _, path := range []string{pathChat, pathResponses, pathMessages} {
+				c.up.Enqueue(c.path, upstreamtest.Status(http.StatusBadRequest, body))
+				var status int
+				var got string
+				if path == pathMessages {
+					r, raw, _ := postMessages(t, sb, key, messagesBody(c.model, "x", false))
+					status = r.StatusCode
+					_, got = anthropicErrorOf(t, raw)
+				} else {
+					req := map[string]any{"model": c.model, "messages": []map[string]any{{"role": "user", "content": "x"}}}
+					if path == pathResponses {
+						req = map[string]any{"model": c.model, "input": "x"}
+					}
+					r := sb.Do(t, http.MethodPost, path, req, "Authorization", "Bearer "+key)
+					status, got = r.Status, errorMessageOf(r)
+				}
+				assert.Equal(t, http.StatusBadRequest, status, "%s body, %s on %s", name, path, c.model)
+				assert.Equal(t, want, got, "%s body, %s on %s", name, path, c.model)
+			}
+		}
+	}
+}

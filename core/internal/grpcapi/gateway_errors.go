@@ -64,7 +64,7 @@ func gatewayError(log *slog.Logger, err error, model string) error {
 	case errors.As(err, &exhausted):
 		return exhaustedStatus(exhausted)
 	case errors.As(err, &up):
-		return upstreamStatus(up, "upstream_error", up.Error())
+		return upstreamStatus(up, "upstream_error", noMessage(up.Status))
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "request canceled")
 	case errors.Is(err, context.DeadlineExceeded):
@@ -72,6 +72,17 @@ func gatewayError(log *slog.Logger, err error, model string) error {
 	}
 	log.Error("gateway request failed", "err", err)
 	return internal("internal error")
+}
+
+// noMessage is the message of an upstream's error answer passed through:
+// the edge gives the client the message of the upstream's body, and this
+// one, naming the status, when the body says none (empty, an HTML page).
+func noMessage(status int) string {
+	s := strconv.Itoa(status)
+	if t := http.StatusText(status); t != "" {
+		s += " " + t
+	}
+	return "the upstream answered " + s + " with no message"
 }
 
 // notEnabledMessage says that the model the client asked for (an alias or
