@@ -165,7 +165,7 @@ func TestATopLevelErrorEventIsAnError(t *testing.T) {
 // upstream, where the client got the gateway's internal "credential:
 // upstream answered 400 Bad Request".
 func TestAnErrorWithoutAMessageNamesItsStatus(t *testing.T) {
-	const want = "the upstream answered 400 Bad Request with no message"
+	const want = "the upstream answered 400 Bad Request"
 	sb, up, key := compatibleUpstream(t)
 	anth := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-ant"))
 	sb.CreateConnection(t, map[string]any{"provider": "anthropic-compatible-x", "name": "ac", "apiKey": "sk-ant",

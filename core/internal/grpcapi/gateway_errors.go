@@ -76,13 +76,15 @@ func gatewayError(log *slog.Logger, err error, model string) error {
 
 // noMessage is the message of an upstream's error answer passed through:
 // the edge gives the client the message of the upstream's body, and this
-// one, naming the status, when the body says none (empty, an HTML page).
+// one, naming the status, when the body says none (empty, an HTML page);
+// it holds true of a body with a message too, which a gRPC caller reads
+// apart.
 func noMessage(status int) string {
 	s := strconv.Itoa(status)
 	if t := http.StatusText(status); t != "" {
 		s += " " + t
 	}
-	return "the upstream answered " + s + " with no message"
+	return "the upstream answered " + s
 }
 
 // notEnabledMessage says that the model the client asked for (an alias or
