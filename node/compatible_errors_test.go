@@ -198,3 +198,35 @@ func TestAnErrorWithoutAMessageNamesItsStatus(t *testing.T) {
 		}
 	}
 }
+
+// A whole answer that is itself an error object ({"object":"error",...},
+// as vLLM answers with a 200 status behind some proxies) is the client's
+// error with the status of its code and its message, on chat and on the
+// routes translated to chat, where chat passed it on as a 200 completion.
+func TestAWholeAnswerThatIsAnErrorObjectIsAnError(t *testing.T) {
+	const (
+		msg  = "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."
+		vllm = `{"object":"error","message":"` + msg + `","type":"BadRequestError","param":null,"code":400}`
+	)
+	sb, up, key := compatibleUpstream(t)
+	for _, path := range []string{pathChat, pathResponses, pathMessages} {
+		up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusOK, vllm))
+		var status int
+		var got string
+		if path == pathMessages {
+			r, raw, _ := postMessages(t, sb, key, messagesBody("local/m", "long", false))
+			status = r.StatusCode
+			_, got = anthropicErrorOf(t, raw)
+		} else {
+			req := map[string]any{"model": "local/m", "messages": []map[string]any{{"role": "user", "content": "long"}}}
+			if path == pathResponses {
+				req = map[string]any{"model": "local/m", "input": "long"}
+			}
+			r := sb.Do(t, http.MethodPost, path, req, "Authorization", "Bearer "+key)
+			status, got = r.Status, errorMessageOf(r)
+		}
+		assert.Equal(t, http.StatusBadRequest, status, "%s", path)
+		assert.Equal(t, msg, got, "%s", path)
+	}
+	assert.Empty(t, sb.Admin(t, http.MethodGet, "/api/cooldowns", nil).JSON["cooldowns"], "a bad request cools nothing")
+}

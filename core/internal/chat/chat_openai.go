@@ -39,6 +39,9 @@ func (chatOpenAI) whole(_ inbound, raw []byte, _ string) ([]byte, Usage, error) 
 	if w.odd {
 		v, errV, choices = member(raw, "usage"), member(raw, "error"), member(raw, "choices")
 	}
+	if choices == nil && (errV == nil || isNull(errV)) && isErrorObject(raw) {
+		errV = raw
+	}
 	if errV != nil && !isNull(errV) && choices == nil {
 		// An error answered with a 200 (some providers do): a failed
 		// attempt, as it is in a stream, not a completion to pass on.
@@ -136,10 +139,22 @@ func errorIn200(errV []byte) error {
 // object and no choices, nil for any other: translated routes read it as
 // the pass-through does, before taking the answer for a completion.
 func answeredError(raw []byte) error {
-	if e := member(raw, "error"); e != nil && !isNull(e) && member(raw, "choices") == nil {
+	if member(raw, "choices") != nil {
+		return nil
+	}
+	if e := member(raw, "error"); e != nil && !isNull(e) {
 		return errorIn200(e)
 	}
+	if isErrorObject(raw) {
+		return errorIn200(raw)
+	}
 	return nil
+}
+
+// isErrorObject reports whether an answer is itself an error object
+// ({"object":"error","message",...}, as vLLM answers), not one holding it.
+func isErrorObject(raw []byte) bool {
+	return string(member(raw, "object")) == `"error"`
 }
 
 // chunkNames are the members of a chunk that walk looks for: choices
