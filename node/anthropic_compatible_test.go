@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -53,20 +52,9 @@ func TestAnAnthropicStreamEndedAfterItsStopReasonIsWhole(t *testing.T) {
 
 	ask()
 	client := openai.NewClient(option.WithBaseURL(sb.BaseURL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
-	s := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{Model: "ac/claude-x",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}})
-	var text strings.Builder
-	finish := ""
-	for s.Next() {
-		for _, ch := range s.Current().Choices {
-			text.WriteString(ch.Delta.Content)
-			if ch.FinishReason != "" {
-				finish = ch.FinishReason
-			}
-		}
-	}
-	require.NoError(t, s.Err())
-	assert.Equal(t, "hi", text.String())
+	text, finish := streamedChat(t, client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{Model: "ac/claude-x",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}}))
+	assert.Equal(t, "hi", text)
 	assert.Equal(t, "stop", finish)
 
 	ask()

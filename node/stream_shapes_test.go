@@ -8,6 +8,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,19 +38,8 @@ func TestStreamShapesReachTheClientWhole(t *testing.T) {
 			p := newPair(t)
 			p.primary.Enqueue(pathChat, upstreamtest.Status(200, c.body, "Content-Type", "text/event-stream"))
 			client := sdk(t, p.sb)
-			s := client.Chat.Completions.NewStreaming(context.Background(), userMessage("x"))
-			var text strings.Builder
-			finish := ""
-			for s.Next() {
-				for _, ch := range s.Current().Choices {
-					text.WriteString(ch.Delta.Content)
-					if ch.FinishReason != "" {
-						finish = ch.FinishReason
-					}
-				}
-			}
-			require.NoError(t, s.Err())
-			assert.Equal(t, "hi", text.String())
+			text, finish := streamedChat(t, client.Chat.Completions.NewStreaming(context.Background(), userMessage("x")))
+			assert.Equal(t, "hi", text)
 			assert.Equal(t, "stop", finish)
 
 			requireAnswer(t, chatAsk(t, p.sb, chatModel, "again", true), "again")
@@ -107,4 +97,21 @@ func TestAStreamEndedByDoneAloneIsWhole(t *testing.T) {
 	assert.Equal(t, "response.completed", last)
 
 	assert.Empty(t, sb.Admin(t, http.MethodGet, "/api/cooldowns", nil).JSON["cooldowns"], "the connection is not cooled")
+}
+
+// streamedChat reads a chat stream through the official SDK to its end:
+// the text its chunks delivered and the last finish reason named.
+func streamedChat(t *testing.T, s *ssestream.Stream[openai.ChatCompletionChunk]) (text, finish string) {
+	t.Helper()
+	var b strings.Builder
+	for s.Next() {
+		for _, ch := range s.Current().Choices {
+			b.WriteString(ch.Delta.Content)
+			if ch.FinishReason != "" {
+				finish = ch.FinishReason
+			}
+		}
+	}
+	require.NoError(t, s.Err())
+	return b.String(), finish
 }
