@@ -6,7 +6,6 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -58,14 +57,7 @@ func TestAnAnthropicStreamEndedAfterItsStopReasonIsWhole(t *testing.T) {
 	assert.Equal(t, "stop", finish)
 
 	ask()
-	stream := client.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{Model: "ac/claude-x",
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}})
-	last := ""
-	for stream.Next() {
-		last = stream.Current().Type
-	}
-	require.NoError(t, stream.Err())
-	assert.Equal(t, "response.completed", last)
+	assert.Equal(t, "response.completed", lastResponsesEvent(t, client, "ac/claude-x"))
 
 	assert.Empty(t, sb.Admin(t, http.MethodGet, "/api/cooldowns", nil).JSON["cooldowns"], "the connection is not cooled")
 }

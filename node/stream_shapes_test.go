@@ -68,16 +68,9 @@ func TestAStreamEndedByDoneAloneIsWhole(t *testing.T) {
 
 	ask()
 	client := openai.NewClient(option.WithBaseURL(sb.BaseURL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
-	s := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{Model: "local/m",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}})
-	var text strings.Builder
-	for s.Next() {
-		for _, ch := range s.Current().Choices {
-			text.WriteString(ch.Delta.Content)
-		}
-	}
-	require.NoError(t, s.Err())
-	assert.Equal(t, "hi", text.String())
+	text, _ := streamedChat(t, client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{Model: "local/m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}}))
+	assert.Equal(t, "hi", text)
 
 	ask()
 	r, raw, events := postMessages(t, sb, key, messagesBody("local/m", "x", true))
@@ -87,14 +80,7 @@ func TestAStreamEndedByDoneAloneIsWhole(t *testing.T) {
 	assert.Equal(t, "end_turn", a.stopReason)
 
 	ask()
-	stream := client.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{Model: "local/m",
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}})
-	last := ""
-	for stream.Next() {
-		last = stream.Current().Type
-	}
-	require.NoError(t, stream.Err())
-	assert.Equal(t, "response.completed", last)
+	assert.Equal(t, "response.completed", lastResponsesEvent(t, client, "local/m"))
 
 	assert.Empty(t, sb.Admin(t, http.MethodGet, "/api/cooldowns", nil).JSON["cooldowns"], "the connection is not cooled")
 }
@@ -114,4 +100,18 @@ func streamedChat(t *testing.T, s *ssestream.Stream[openai.ChatCompletionChunk])
 	}
 	require.NoError(t, s.Err())
 	return b.String(), finish
+}
+
+// lastResponsesEvent asks model for a streamed Response through the
+// official SDK and gives the type of the last event of the stream.
+func lastResponsesEvent(t *testing.T, client openai.Client, model string) string {
+	t.Helper()
+	stream := client.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{Model: model,
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}})
+	last := ""
+	for stream.Next() {
+		last = stream.Current().Type
+	}
+	require.NoError(t, stream.Err())
+	return last
 }
