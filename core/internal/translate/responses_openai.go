@@ -81,6 +81,7 @@ type respItem struct {
 	Arguments string          `json:"arguments"`
 	Input     string          `json:"input"`
 	Output    json.RawMessage `json:"output"`
+	Namespace string          `json:"namespace"`
 }
 
 type respPart struct {
@@ -184,7 +185,10 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 // respInput reads input: a string (one user message) or a list of items.
 // The images and files of function call outputs follow the tool messages
 // in a user message when media is true (a tool message holds text only),
-// and are noted in their tool message's text otherwise.
+// and are noted in their tool message's text otherwise. An output without
+// a call_id (Codex sends some so) answers the earliest call of its name
+// still waiting for an output, or else joins that user message as text
+// naming the tool: a tool message needs the id of its call.
 func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
@@ -196,6 +200,7 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 	}
 	var out []outChatMessage
 	var pending []outChatPart // the media of the tool messages last added
+	answered := map[string]bool{}
 	for i, it := range items {
 		param := "input[" + strconv.Itoa(i) + "]"
 		// The media wait for the turn's last tool message: reasoning,
@@ -233,7 +238,21 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, outChatMessage{Role: "tool", ToolCallID: it.CallID, Content: text})
+			id := it.CallID
+			if id == "" {
+				id = waitingCall(out, answered, it.Name)
+			}
+			if id == "" {
+				name := it.Name
+				if it.Namespace != "" {
+					name = it.Namespace + "." + name
+				}
+				pending = append(pending, outChatPart{Type: "text", Text: "Output of the tool " + name + ":\n" + text})
+				pending = append(pending, parts...)
+				continue
+			}
+			answered[id] = true
+			out = append(out, outChatMessage{Role: "tool", ToolCallID: id, Content: text})
 			pending = append(pending, parts...)
 		case "reasoning":
 			// The upstream reasons afresh; earlier reasoning is not sent.
@@ -245,6 +264,22 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 		out = append(out, outChatMessage{Role: "user", Content: pending})
 	}
 	return out, nil
+}
+
+// waitingCall is the id of the earliest call named name in out that no
+// tool message answers; "" when there is none.
+func waitingCall(out []outChatMessage, answered map[string]bool, name string) string {
+	if name == "" {
+		return ""
+	}
+	for _, m := range out {
+		for _, c := range m.ToolCalls {
+			if c.Function.Name == name && c.ID != "" && !answered[c.ID] {
+				return c.ID
+			}
+		}
+	}
+	return ""
 }
 
 func respMessage(it respItem, param string) (outChatMessage, error) {

@@ -81,3 +81,40 @@ func TestFunctionCallOutputImagesAfterReasoning(t *testing.T) {
 	assert.Equal(t, []string{"user ", "assistant ", "tool call_a", "tool call_b", "user ", "user "}, roles)
 	assert.JSONEq(t, `[{"type":"image_url","image_url":{"url":"`+png+`"}}]`, string(r.Messages[4].Content))
 }
+
+// A function_call_output without a call_id (Codex sends its create_goal
+// tool's goal_objective so, with a namespace) answers the call of its
+// name still waiting for an output, or reaches the model as user text
+// naming the tool when there is none: a chat upstream refuses a tool
+// message without tool_call_id, and the Anthropic request could not be
+// made of one.
+func TestFunctionCallOutputWithoutCallID(t *testing.T) {
+	body := `{"model":"m","input":[
+		{"role":"user","content":"set a goal"},
+		{"type":"function_call","call_id":"call_a","name":"shell","arguments":"{}"},
+		{"type":"function_call","call_id":"call_g","name":"goal_objective","arguments":"{}"},
+		{"type":"function_call_output","call_id":"call_a","output":"ok"},
+		{"type":"function_call_output","name":"goal_objective","namespace":"agent","output":"goal set"},
+		{"type":"function_call_output","name":"goal_objective","namespace":"agent","output":"ship it"},
+		{"role":"user","content":"go on"}]}`
+	out, err := ResponsesToOpenAIRequest([]byte(body), "m", ChatOptions{})
+	require.NoError(t, err)
+	var r struct {
+		Messages []struct {
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID string          `json:"tool_call_id"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &r))
+	require.Len(t, r.Messages, 6, "user, the calls, two tool messages, the unpaired output, user")
+	assert.Equal(t, "tool", r.Messages[3].Role)
+	assert.Equal(t, "call_g", r.Messages[3].ToolCallID, "the output answers the waiting call of its name")
+	assert.JSONEq(t, `"goal set"`, string(r.Messages[3].Content))
+	assert.Equal(t, "user", r.Messages[4].Role)
+	assert.Contains(t, string(r.Messages[4].Content), "goal_objective")
+	assert.Contains(t, string(r.Messages[4].Content), "ship it")
+
+	_, err = OpenAIToAnthropicRequest(out, "claude", AnthropicOptions{})
+	require.NoError(t, err, "an Anthropic upstream takes the turn")
+}
