@@ -38,6 +38,15 @@ func agentBin(t *testing.T, name string) string {
 // and env; nothing else of the test's environment (no real keys) leaks in.
 func runAgent(t *testing.T, home, bin string, env map[string]string, args ...string) (stdout, stderr string) {
 	t.Helper()
+	stdout, stderr, err := runAgentFailing(t, home, bin, env, args...)
+	require.NoError(t, err, "%s %v\nstdout: %s\nstderr: %s", filepath.Base(bin), args, stdout, stderr)
+	return stdout, stderr
+}
+
+// runAgentFailing is runAgent for a run that may end in failure: its error
+// is returned.
+func runAgentFailing(t *testing.T, home, bin string, env map[string]string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -49,7 +58,6 @@ func runAgent(t *testing.T, home, bin string, env map[string]string, args ...str
 	cmd.Stdin = bytes.NewReader(nil)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	require.NoError(t, err, "%s %v\nstdout: %s\nstderr: %s", filepath.Base(bin), args, out.String(), errb.String())
-	return out.String(), errb.String()
+	err = cmd.Run()
+	return out.String(), errb.String(), err
 }

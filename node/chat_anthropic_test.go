@@ -77,6 +77,7 @@ func TestChatTranslatedToAnthropic(t *testing.T) {
 	require.ErrorAs(t, err, &apiErr)
 	assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
 	assert.Contains(t, apiErr.Message, "prompt is too long")
+	assert.Equal(t, "context_length_exceeded", apiErr.Code, "OpenAI's code for a request past the context window")
 }
 
 // The terse-output option: injected once, in the target's shape, unless the

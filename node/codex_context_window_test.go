@@ -68,3 +68,27 @@ func TestCodexOnClaudePastTheContextWindow(t *testing.T) {
 	r := chatAsk(t, sb, "claude/claude-sonnet-4-6", "again", true)
 	assert.Equal(t, http.StatusOK, r.Status, "the connection did not cool: %s", r.Body)
 }
+
+// Codex on Claude past the context window with its input alone: Anthropic
+// refuses the request ("prompt is too long"), and Codex tells its user it
+// ran out of room in the model's context window, as it does on an OpenAI
+// upstream's context_length_exceeded, where it printed the error's JSON.
+func TestCodexOnClaudePromptTooLong(t *testing.T) {
+	bin := agentBin(t, "codex")
+	sb := nodetest.Serve(t, t.TempDir())
+	up := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-up"), upstreamtest.WithoutToolCalls())
+	sb.CreateConnection(t, map[string]any{"provider": "anthropic-compatible-claude", "name": "c", "apiKey": "sk-up",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "claude", "enabledModels": []string{"claude-sonnet-4-6"}}})
+	up.Enqueue(pathMessages, upstreamtest.AnthropicError(http.StatusBadRequest, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"))
+	key := gatewayKey(t, sb)
+	home := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(sb.BaseURL, "claude/claude-sonnet-4-6")), 0o600))
+	out, errOut, _ := runAgentFailing(t, home, bin, map[string]string{
+		"SWITCHBOARD_API_KEY": key,
+		"CODEX_HOME":          filepath.Join(home, ".codex"),
+	}, "exec", "--skip-git-repo-check", "say pineapple")
+	t.Logf("codex printed: %q\nstderr: %.2000s", out, errOut)
+	assert.Contains(t, out+errOut, "ran out of room in the model's context window")
+	assert.NotContains(t, out, upstreamtest.EchoPrefix, "no answer after the refusal")
+}

@@ -175,6 +175,18 @@ func TestAnthropicErrorToOpenAI(t *testing.T) {
 			status: 400,
 		},
 		{
+			name:   "anthropic prompt too long",
+			body:   `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}`,
+			want:   `{"error":{"message":"prompt is too long: 210000 tokens > 200000 maximum","type":"invalid_request_error","param":null,"code":"context_length_exceeded"}}`,
+			status: 400,
+		},
+		{
+			name:   "anthropic input and max_tokens past the window",
+			body:   `{"type":"error","error":{"type":"invalid_request_error","message":"input length and ` + "`max_tokens`" + ` exceed context limit: 190000 + 128000 > 200000, decrease input length or ` + "`max_tokens`" + ` and try again"}}`,
+			want:   `{"error":{"message":"input length and ` + "`max_tokens`" + ` exceed context limit: 190000 + 128000 > 200000, decrease input length or ` + "`max_tokens`" + ` and try again","type":"invalid_request_error","param":null,"code":"context_length_exceeded"}}`,
+			status: 400,
+		},
+		{
 			name:   "anthropic authentication",
 			body:   `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`,
 			want:   `{"error":{"message":"invalid x-api-key","type":"authentication_error","param":null,"code":"authentication_error"}}`,

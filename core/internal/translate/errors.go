@@ -89,13 +89,18 @@ func (e *AnthropicError) Status() int {
 // OpenAIBody is the error in OpenAI's shape:
 // {"error":{"message","type","param","code"}}. The type follows the status
 // (as the edge maps statuses); the upstream's own type is kept as the code
-// unless the upstream gave a code.
+// unless the upstream gave a code. Anthropic's refusal of a request past
+// the context window has OpenAI's code for it, context_length_exceeded,
+// which agents act on (Codex tells its user it ran out of room).
 func (e *AnthropicError) OpenAIBody() []byte {
 	typ := openAIErrorType(e.Status())
 	if !knownAnthropicType(e.Type) && e.Type != "" {
 		typ = e.Type // already an OpenAI type, or one we cannot improve on
 	}
 	code := e.Code
+	if code == "" && e.Type == "invalid_request_error" && pastContextWindow(e.Message) {
+		code = "context_length_exceeded"
+	}
 	if code == "" {
 		code = e.Type
 	}
@@ -109,6 +114,14 @@ func (e *AnthropicError) OpenAIBody() []byte {
 	b = append(b, `,"code":`...)
 	b = appendNullableString(b, code)
 	return append(b, "}}"...)
+}
+
+// pastContextWindow reports whether an Anthropic invalid_request_error's
+// message refuses a request for the context window: "prompt is too long:
+// 210000 tokens > 200000 maximum", or "input length and `max_tokens` exceed
+// context limit: ...".
+func pastContextWindow(msg string) bool {
+	return strings.HasPrefix(msg, "prompt is too long") || strings.Contains(msg, "exceed context limit")
 }
 
 func knownAnthropicType(t string) bool {
