@@ -3,7 +3,9 @@ package translate
 import (
 	"crypto/rand"
 	"encoding/json"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -21,6 +23,50 @@ type ChatUsage struct {
 	CompletionTokensDetails struct {
 		ReasoningTokens int64 `json:"reasoning_tokens"`
 	} `json:"completion_tokens_details"`
+}
+
+// UnmarshalJSON reads the usage as encoding/json would, a count written as
+// a whole-valued number with a fraction or exponent (3.0, as some
+// compatible servers send) read as that count. A count that is not a
+// whole number, or a usage that is not an object, counts nothing: the
+// answer is still read.
+func (u *ChatUsage) UnmarshalJSON(b []byte) error {
+	var w struct {
+		PromptTokens        tokenCount `json:"prompt_tokens"`
+		CompletionTokens    tokenCount `json:"completion_tokens"`
+		TotalTokens         tokenCount `json:"total_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens tokenCount `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionTokensDetails struct {
+			ReasoningTokens tokenCount `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+	}
+	if json.Unmarshal(b, &w) != nil {
+		*u = ChatUsage{}
+		return nil
+	}
+	u.PromptTokens, u.CompletionTokens, u.TotalTokens = int64(w.PromptTokens), int64(w.CompletionTokens), int64(w.TotalTokens)
+	u.PromptTokensDetails.CachedTokens = int64(w.PromptTokensDetails.CachedTokens)
+	u.CompletionTokensDetails.ReasoningTokens = int64(w.CompletionTokensDetails.ReasoningTokens)
+	return nil
+}
+
+// tokenCount is a count of tokens in JSON: an integer, or a whole-valued
+// number written otherwise (3.0, 3e1). Anything else reads as 0.
+type tokenCount int64
+
+func (c *tokenCount) UnmarshalJSON(b []byte) error {
+	*c = 0
+	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		*c = tokenCount(n)
+		return nil
+	}
+	var f float64
+	if json.Unmarshal(b, &f) == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+		*c = tokenCount(f)
+	}
+	return nil
 }
 
 // Usage converts; completion tokens already include reasoning tokens, which
