@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -38,6 +39,11 @@ const (
 	EnvOpus      = "ANTHROPIC_DEFAULT_OPUS_MODEL"
 	EnvSonnet    = "ANTHROPIC_DEFAULT_SONNET_MODEL"
 	EnvHaiku     = "ANTHROPIC_DEFAULT_HAIKU_MODEL"
+	// EnvCompactWindow is the main model's context window, when the
+	// gateway knows it (absent otherwise): Claude Code takes a model it
+	// does not know for one of a million tokens, and compacts the
+	// conversation before this many.
+	EnvCompactWindow = "CLAUDE_CODE_AUTO_COMPACT_WINDOW"
 	// EnvKeyID is the id of the API key the route created for
 	// ANTHROPIC_AUTH_TOKEN (absent for a key the caller gave): the key the
 	// route may reuse, and revokes when it replaces or removes the token.
@@ -45,7 +51,7 @@ const (
 )
 
 // managedKeys are removed by DELETE, in this order.
-var managedKeys = []string{EnvBaseURL, EnvAuthToken, EnvModel, EnvSmallFast, EnvOpus, EnvSonnet, EnvHaiku, EnvKeyID}
+var managedKeys = []string{EnvBaseURL, EnvAuthToken, EnvModel, EnvSmallFast, EnvOpus, EnvSonnet, EnvHaiku, EnvCompactWindow, EnvKeyID}
 
 // maxBody caps a POST body.
 const maxBody = 64 << 10
@@ -335,6 +341,16 @@ func (h *ClaudeSettings) configure(ctx context.Context, r *http.Request) (Status
 			return Status{}, err
 		}
 		e = e.set(s.key, v)
+	}
+	if n := h.compactWindow(ctx, key, envString(e, EnvModel)); n > 0 {
+		v, err := marshalString(strconv.Itoa(n))
+		if err != nil {
+			return Status{}, err
+		}
+		e = e.set(EnvCompactWindow, v)
+	} else {
+		// A window written for another model would be wrong for this one.
+		e, _ = e.remove(EnvCompactWindow)
 	}
 	if recorded != "" {
 		v, err := marshalString(recorded)

@@ -12,9 +12,10 @@ import (
 )
 
 // Models is the part of core's router the Claude route needs: the models a
-// key's machine can route.
+// key's machine can route, and what it knows of one.
 type Models interface {
 	ListModels(ctx context.Context, in *corev1.ListModelsRequest, opts ...grpc.CallOption) (*corev1.ListModelsResponse, error)
+	GetModelInfo(ctx context.Context, in *corev1.GetModelInfoRequest, opts ...grpc.CallOption) (*corev1.GetModelInfoResponse, error)
 }
 
 var _ Models = (corev1.RouterClient)(nil)
@@ -93,6 +94,24 @@ func chooseClaudeModels(ids []string) claudeModels {
 	m.sonnet = first(find(has("claude", "sonnet")), m.main)
 	m.opus = first(find(has("claude", "opus")), m.main)
 	return m
+}
+
+// minCompactWindow is the least auto-compact window Claude Code takes: a
+// smaller one reads as this many tokens, with a warning on every run.
+const minCompactWindow = 100_000
+
+// compactWindow is the context window of the llm model id as the key's
+// machine knows it, when Claude Code can compact before it; 0 otherwise.
+func (h *ClaudeSettings) compactWindow(ctx context.Context, key, id string) int {
+	if h.Models == nil || id == "" {
+		return 0
+	}
+	md := metadata.Pairs("authorization", "Bearer "+key)
+	res, err := h.Models.GetModelInfo(metadata.NewOutgoingContext(ctx, md), &corev1.GetModelInfoRequest{Id: id, Kind: provider.KindLLM})
+	if err != nil || res.ContextWindow == nil || res.GetContextWindow() < minCompactWindow {
+		return 0
+	}
+	return int(res.GetContextWindow())
 }
 
 // routableLLMs lists the llm ids the key's machine routes; nil when the

@@ -19,7 +19,10 @@ import (
 
 // fakeModels lists models for the created key only, as core lists the
 // models of the key's machine.
-type fakeModels struct{ entries []*corev1.ModelEntry }
+type fakeModels struct {
+	entries []*corev1.ModelEntry
+	windows map[string]int32 // context windows by id
+}
 
 func (f *fakeModels) ListModels(ctx context.Context, in *corev1.ListModelsRequest, _ ...grpc.CallOption) (*corev1.ListModelsResponse, error) {
 	md, _ := metadata.FromOutgoingContext(ctx)
@@ -33,6 +36,23 @@ func (f *fakeModels) ListModels(ctx context.Context, in *corev1.ListModelsReques
 		}
 	}
 	return out, nil
+}
+
+func (f *fakeModels) GetModelInfo(ctx context.Context, in *corev1.GetModelInfoRequest, _ ...grpc.CallOption) (*corev1.GetModelInfoResponse, error) {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	if v := md.Get("authorization"); len(v) != 1 || v[0] != "Bearer "+createdKey {
+		return nil, status.Error(codes.Unauthenticated, "invalid API key")
+	}
+	for _, e := range f.entries {
+		if e.GetId() == in.GetId() && (in.GetKind() == "" || e.GetKind() == in.GetKind()) {
+			out := &corev1.GetModelInfoResponse{Id: e.GetId(), Kind: e.GetKind()}
+			if w, ok := f.windows[e.GetId()]; ok {
+				out.ContextWindow = &w
+			}
+			return out, nil
+		}
+	}
+	return nil, status.Error(codes.NotFound, "model not found")
 }
 
 func llm(ids ...string) []*corev1.ModelEntry {
@@ -124,4 +144,41 @@ func readEnv(t *testing.T, path string) map[string]any {
 	}
 	require.NoError(t, json.Unmarshal(raw, &o))
 	return o.Env
+}
+
+// Claude Code takes a model it does not know (any gateway id such as
+// pfx/gpt-4.1) for one with a window of a million tokens and would not
+// compact before the upstream refuses the request: the route writes the
+// main model's window as CLAUDE_CODE_AUTO_COMPACT_WINDOW when the gateway
+// knows it and Claude Code can use it (100k tokens at least), none for
+// another model, and DELETE removes it with the other keys.
+func TestClaudeSettingsWritesTheModelsContextWindow(t *testing.T) {
+	h, _, path := newHandler(t)
+	h.Models = &fakeModels{entries: llm("pfx/gpt-4.1", "pfx/gpt-4o-mini", "pfx/small-window", "pfx/unknown-window"),
+		windows: map[string]int32{"pfx/gpt-4.1": 1047576, "pfx/gpt-4o-mini": 128000, "pfx/small-window": 32768}}
+	for _, tc := range []struct{ body, want string }{
+		{``, "1047576"},
+		{`{"model":"pfx/gpt-4o-mini"}`, "128000"},
+		{`{"model":"pfx/small-window"}`, ""},
+		{`{"model":"pfx/gpt-4o-mini"}`, "128000"},
+		{`{"model":"pfx/unknown-window"}`, ""},
+	} {
+		w, _ := serve(t, h, http.MethodPost, "127.0.0.1:40000", tc.body, true)
+		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+		e := readEnv(t, path)
+		if tc.want == "" {
+			assert.NotContains(t, e, EnvCompactWindow, "%s", tc.body)
+			continue
+		}
+		assert.Equal(t, tc.want, e[EnvCompactWindow], "%s", tc.body)
+	}
+
+	w, _ := serve(t, h, http.MethodPost, "127.0.0.1:40000", `{"model":"pfx/gpt-4o-mini"}`, true)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	w, _ = serve(t, h, http.MethodDelete, "127.0.0.1:40000", ``, true)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	_, err := os.Stat(path)
+	if err == nil {
+		assert.NotContains(t, readEnv(t, path), EnvCompactWindow)
+	}
 }
