@@ -176,9 +176,7 @@ func (w *walk) chunkFacts() chunkFacts {
 	var f chunkFacts
 	if u := w.found[1]; u.start >= 0 && !isNull(w.b[u.start:u.end]) {
 		f.usage = new(usageJSON)
-		if !f.usage.decode(w.b[u.start:u.end]) {
-			return chunkFacts{}
-		}
+		f.usage.decode(w.b[u.start:u.end])
 	}
 	f.finished = w.finished
 	f.usageOnly = f.usage != nil && w.n == 0
@@ -207,9 +205,7 @@ func inspectMembers(data []byte) chunkFacts {
 	}
 	if usage != nil && !isNull(usage) {
 		f.usage = new(usageJSON)
-		if !f.usage.decode(usage) {
-			return chunkFacts{}
-		}
+		f.usage.decode(usage)
 	}
 	n := 0
 	if choices != nil && !isNull(choices) {

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"bytes"
+	"math"
 	"strconv"
 
 	"github.com/switchboardhq/switchboard/internal/jsonscan"
@@ -28,33 +29,24 @@ func member(obj []byte, name string) []byte {
 // isNull reports whether a raw value is JSON null.
 func isNull(v []byte) bool { return string(v) == "null" }
 
-// decode reads OpenAI's usage object from raw as encoding/json would into
-// u (names matched case-insensitively, a null leaving a field as it is,
-// the well-typed members set even when another is not); ok is false when
-// a member has the wrong type.
-func (u *usageJSON) decode(raw []byte) (ok bool) {
+// decode reads OpenAI's usage object from raw as the translated routes
+// read it (translate.ChatUsage): names matched case-insensitively, a null
+// leaving a field as it is, a count written as a whole-valued number (3.0,
+// 3e1, as some compatible servers send) read as that count and any other
+// count as 0. A usage, or a member of details, that is not an object counts
+// nothing; the answer is read all the same.
+func (u *usageJSON) decode(raw []byte) {
 	if isNull(raw) {
-		return true
+		return
 	}
-	ok = true
-	num := func(dst *int64, v []byte) {
-		if isNull(v) {
-			return
-		}
-		n, err := strconv.ParseInt(string(v), 10, 64)
-		if err != nil {
-			ok = false
-			return
-		}
-		*dst = n
-	}
+	ok := true
 	nested := func(v []byte, name string, dst *int64) {
 		if isNull(v) {
 			return
 		}
 		if !jsonscan.Members(v, func(k, v []byte) bool {
 			if bytes.EqualFold(k, []byte(name)) {
-				num(dst, v)
+				count(dst, v)
 			}
 			return true
 		}) {
@@ -64,19 +56,38 @@ func (u *usageJSON) decode(raw []byte) (ok bool) {
 	if !jsonscan.Members(raw, func(k, v []byte) bool {
 		switch {
 		case bytes.EqualFold(k, []byte("prompt_tokens")):
-			num(&u.PromptTokens, v)
+			count(&u.PromptTokens, v)
 		case bytes.EqualFold(k, []byte("completion_tokens")):
-			num(&u.CompletionTokens, v)
+			count(&u.CompletionTokens, v)
 		case bytes.EqualFold(k, []byte("total_tokens")):
-			num(&u.TotalTokens, v)
+			count(&u.TotalTokens, v)
 		case bytes.EqualFold(k, []byte("prompt_tokens_details")):
 			nested(v, "cached_tokens", &u.PromptTokensDetails.CachedTokens)
 		case bytes.EqualFold(k, []byte("completion_tokens_details")):
 			nested(v, "reasoning_tokens", &u.CompletionTokensDetails.ReasoningTokens)
 		}
 		return true
-	}) {
-		return false
+	}) || !ok {
+		*u = usageJSON{}
 	}
-	return ok
+}
+
+// count reads a token count into dst: an integer, or a whole-valued number
+// written otherwise (3.0, 3e1); any other value is 0, and null leaves dst
+// as it is.
+func count(dst *int64, v []byte) {
+	if isNull(v) {
+		return
+	}
+	*dst = 0
+	if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+		*dst = n
+		return
+	}
+	if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+		return // not a number
+	}
+	if f, err := strconv.ParseFloat(string(v), 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+		*dst = int64(f)
+	}
 }

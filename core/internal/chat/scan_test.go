@@ -7,23 +7,26 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/core/internal/translate"
 )
 
 // decodedFacts is what inspect reported when it decoded the whole chunk
-// with encoding/json: the reference the raw reader must agree with.
+// with encoding/json, the usage read as the translated routes read it
+// (translate.ChatUsage): the reference the raw reader must agree with.
 func decodedFacts(data []byte) chunkFacts {
 	var f chunkFacts
 	var c struct {
 		Choices []struct {
 			FinishReason *string `json:"finish_reason"`
 		} `json:"choices"`
-		Usage *usageJSON      `json:"usage"`
-		Error json.RawMessage `json:"error"`
+		Usage *translate.ChatUsage `json:"usage"`
+		Error json.RawMessage      `json:"error"`
 	}
 	if json.Unmarshal(data, &c) != nil {
 		return f
 	}
-	f.usage = c.Usage
+	f.usage = (*usageJSON)(c.Usage)
 	f.usageOnly = c.Usage != nil && len(c.Choices) == 0
 	f.err = len(c.Error) > 0 && string(c.Error) != "null"
 	for _, ch := range c.Choices {
@@ -35,13 +38,13 @@ func decodedFacts(data []byte) chunkFacts {
 }
 
 // decodedUsage is the usage chatOpenAI.whole read when it decoded the whole
-// answer.
+// answer, as the translated routes read it.
 func decodedUsage(raw []byte) Usage {
 	var body struct {
-		Usage *usageJSON `json:"usage"`
+		Usage *translate.ChatUsage `json:"usage"`
 	}
 	_ = json.Unmarshal(raw, &body)
-	return body.Usage.usage()
+	return (*usageJSON)(body.Usage).usage()
 }
 
 var chunkSeeds = []string{
@@ -64,6 +67,11 @@ var chunkSeeds = []string{
 	`{"usage":{"prompt_tokens_details":5,"total_tokens":3,"completion_tokens_details":{"reasoning_tokens":null}}}`,
 	`{"usage":{"prompt_tokens":-0,"completion_tokens":99999999999999999999,"PROMPT_TOKENS_DETAILS":{"Cached_Tokens":2}}}`,
 	`{"usage":[1],"choices":[{"finish_reason":"stop"}]}`,
+	`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3.0,"completion_tokens":1.0,"total_tokens":4.0}}`,
+	`{"usage":{"prompt_tokens":3e1,"completion_tokens":"2","total_tokens":-2.0E+0,"prompt_tokens_details":{"cached_tokens":1e0}},"choices":[]}`,
+	`{"usage":{"prompt_tokens":true,"completion_tokens":{},"total_tokens":9.2233720368547758e18,"completion_tokens_details":{"reasoning_tokens":[1]}},"choices":[{"finish_reason":"length"}]}`,
+	`{"usage":{"prompt_tokens":2,"prompt_tokens_details":[3],"completion_tokens_details":"x"},"choices":[{"finish_reason":"stop"}]}`,
+	`{"usage":"4","choices":[{"finish_reason":"stop"}]}`,
 }
 
 func TestInspectAgreesWithDecoding(t *testing.T) {
@@ -84,6 +92,23 @@ func TestInspectReadsTheLastChunks(t *testing.T) {
 	require.True(t, inspect([]byte(chunkSeeds[1])).finished)
 	require.False(t, inspect([]byte(chunkSeeds[0])).finished)
 	require.True(t, inspect([]byte(chunkSeeds[4])).err)
+}
+
+// Token counts written as whole-valued floats (some compatible servers send
+// "prompt_tokens":3.0) are read as those counts, in a chunk and in a whole
+// answer, and a count that is not a whole number counts 0 without hiding
+// the chunk's finish reason.
+func TestUsageCountsWrittenAsFloats(t *testing.T) {
+	stop := []byte(`{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3.0,"completion_tokens":1.0,"total_tokens":4.0}}`)
+	f := inspect(stop)
+	require.True(t, f.finished)
+	require.Equal(t, Usage{PromptTokens: 3, CompletionTokens: 1, TotalTokens: 4}, f.usage.usage())
+	require.Equal(t, Usage{PromptTokens: 3, CompletionTokens: 1, TotalTokens: 4}, wholeUsage(t, stop))
+
+	odd := []byte(`{"choices":[{"finish_reason":"stop"}],"usage":{"prompt_tokens":30e-1,"completion_tokens":1.5,"total_tokens":"4"}}`)
+	f = inspect(odd)
+	require.True(t, f.finished)
+	require.Equal(t, Usage{PromptTokens: 3, TotalTokens: 3}, f.usage.usage())
 }
 
 // inspectAll is the member reader inspect leaves chunks with oddly spelt
