@@ -144,3 +144,48 @@ func TestAnOpenAIShapedErrorEventKeepsItsMessage(t *testing.T) {
 	_, msg = anthropicErrorOf(t, []byte(last.data))
 	assert.Equal(t, "bad thing", msg, "mid-stream")
 }
+
+// The same error sent without an event line (its data alone, with no
+// type) is read as the error it is, with the upstream's message, on every
+// route, before anything else of its stream and after. It was ignored: the
+// client got "the upstream ended the stream before it finished".
+func TestAnUnnamedOpenAIShapedErrorEventKeepsItsMessage(t *testing.T) {
+	const (
+		failed       = "data: " + `{"error":{"message":"bad thing","code":"1301"}}` + "\n\n"
+		messageStart = "event: message_start\ndata: " + `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}` + "\n\n"
+	)
+	sb, up, key := anthropicCompatible(t)
+	ask := func(body string) {
+		up.Enqueue(upstreamtest.PathMessages, upstreamtest.Status(http.StatusOK, body, "Content-Type", "text/event-stream"))
+	}
+
+	for _, path := range []string{pathChat, pathResponses} {
+		ask(failed)
+		r := askOpenAI(t, sb, key, path, "ac/claude-x", "x", true)
+		require.GreaterOrEqual(t, r.Status, 400, "%s: %s", path, r.Body)
+		assert.Equal(t, "bad thing", errorMessageOf(r), path)
+		uncool(t, sb, "ac")
+
+		ask(messageStart + failed)
+		r = askOpenAI(t, sb, key, path, "ac/claude-x", "x", true)
+		require.Equal(t, http.StatusOK, r.Status, "%s: %s", path, r.Body)
+		assert.Contains(t, string(r.Body), `"message":"bad thing"`, "%s mid-stream", path)
+		uncool(t, sb, "ac")
+	}
+
+	ask(failed)
+	r, raw, _ := postMessages(t, sb, key, messagesBody("ac/claude-x", "x", true))
+	require.GreaterOrEqual(t, r.StatusCode, 400, "%s", raw)
+	_, msg := anthropicErrorOf(t, raw)
+	assert.Equal(t, "bad thing", msg)
+	uncool(t, sb, "ac")
+
+	ask(messageStart + failed)
+	r, raw, events := postMessages(t, sb, key, messagesBody("ac/claude-x", "x", true))
+	require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+	require.NotEmpty(t, events)
+	last := events[len(events)-1]
+	assert.Equal(t, "error", last.name)
+	_, msg = anthropicErrorOf(t, []byte(last.data))
+	assert.Equal(t, "bad thing", msg, "mid-stream")
+}

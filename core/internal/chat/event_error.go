@@ -171,7 +171,7 @@ func chunkError(data []byte) *eventError {
 // (anthropicEventError's, in Anthropic's shape).
 func anthropicError(name string, data []byte) *eventError {
 	if name == "" && bytes.Contains(data, quotedError) {
-		name = eventType(data)
+		name = anthropicEventName(data)
 	}
 	if name != "error" {
 		return nil
@@ -200,6 +200,24 @@ func eventType(data []byte) string {
 	}
 	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil {
 		return ""
+	}
+	return ev.Type
+}
+
+// anthropicEventName is the name an unnamed Anthropic event's data gives
+// itself: its type, or "error" for an error member with no type (an error
+// in OpenAI's shape, as some compatible upstreams send one without an
+// event line).
+func anthropicEventName(data []byte) string {
+	var ev struct {
+		Type  string          `json:"type"`
+		Error json.RawMessage `json:"error"`
+	}
+	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil {
+		return ""
+	}
+	if ev.Type == "" && len(ev.Error) > 0 && !isNull(ev.Error) {
+		return "error"
 	}
 	return ev.Type
 }

@@ -153,6 +153,9 @@ func (a *anthropicEvents) event(name string, data []byte, emit emitFunc) (bool, 
 	}
 	if name == "" {
 		name = ev.Type
+		if name == "" && bytes.Contains(data, quotedError) {
+			name = anthropicEventName(data)
+		}
 	}
 	switch name {
 	case "error":

@@ -127,7 +127,14 @@ func (t *StreamTranslator) Event(name string, data []byte, emit func(chunk []byt
 	}
 	if name == "" {
 		switch name = t.ev.Type; name {
-		case "", "ping":
+		case "":
+			if bytes.Contains(data, []byte(`"error"`)) {
+				if e := errorOf(data); e != nil {
+					return e // an error with no type, in OpenAI's shape (some compatible upstreams send one)
+				}
+			}
+			return nil
+		case "ping":
 			return nil
 		case "error":
 			return parseAnthropicError(data)

@@ -216,6 +216,26 @@ func TestStreamErrorEvent(t *testing.T) {
 	assert.Len(t, res.Chunks, 2, "role chunk and the partial text, no finish")
 }
 
+// An error event with no event line and no type, in OpenAI's shape (some
+// compatible upstreams send one), is the error it reports, its message
+// kept, before message_start and after.
+func TestStreamUnnamedOpenAIShapedError(t *testing.T) {
+	const start = `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}`
+	failed := []byte(`{"error":{"message":"bad thing","code":"1301"}}`)
+	for _, before := range [][]string{nil, {start}} {
+		tr := NewStreamTranslator("m", true)
+		emit := func([]byte) error { return nil }
+		for _, ev := range before {
+			require.NoError(t, tr.Event("", []byte(ev), emit))
+		}
+		err := tr.Event("", failed, emit)
+		var ae *AnthropicError
+		require.ErrorAs(t, err, &ae, "after %d events", len(before))
+		assert.Equal(t, "bad thing", ae.Message)
+		assert.False(t, tr.Done())
+	}
+}
+
 func TestStreamCutIsNotDone(t *testing.T) {
 	res, err := translateStream(readStream(t, "testdata/stream/cut.txt"), true)
 	require.NoError(t, err)
