@@ -136,13 +136,7 @@ func TestAnOpenAIShapedErrorEventKeepsItsMessage(t *testing.T) {
 	}
 
 	up.Enqueue(upstreamtest.PathMessages, upstreamtest.Status(http.StatusOK, messageStart+failed, "Content-Type", "text/event-stream"))
-	r, raw, events := postMessages(t, sb, key, messagesBody("ac/claude-x", "x", true))
-	require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
-	require.NotEmpty(t, events)
-	last := events[len(events)-1]
-	assert.Equal(t, "error", last.name)
-	_, msg = anthropicErrorOf(t, []byte(last.data))
-	assert.Equal(t, "bad thing", msg, "mid-stream")
+	assert.Equal(t, "bad thing", streamedMessagesError(t, sb, key, "ac/claude-x"), "mid-stream")
 }
 
 // The same error sent without an event line (its data alone, with no
@@ -181,11 +175,19 @@ func TestAnUnnamedOpenAIShapedErrorEventKeepsItsMessage(t *testing.T) {
 	uncool(t, sb, "ac")
 
 	ask(messageStart + failed)
-	r, raw, events := postMessages(t, sb, key, messagesBody("ac/claude-x", "x", true))
+	assert.Equal(t, "bad thing", streamedMessagesError(t, sb, key, "ac/claude-x"), "mid-stream")
+}
+
+// streamedMessagesError asks model for a streamed Message that its
+// upstream ends with an error after it began, and gives the message of
+// the error event that ends the client's stream.
+func streamedMessagesError(t *testing.T, sb *nodetest.Instance, key, model string) string {
+	t.Helper()
+	r, raw, events := postMessages(t, sb, key, messagesBody(model, "x", true))
 	require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
 	require.NotEmpty(t, events)
 	last := events[len(events)-1]
 	assert.Equal(t, "error", last.name)
-	_, msg = anthropicErrorOf(t, []byte(last.data))
-	assert.Equal(t, "bad thing", msg, "mid-stream")
+	_, msg := anthropicErrorOf(t, []byte(last.data))
+	return msg
 }
