@@ -33,25 +33,19 @@ func isNull(v []byte) bool { return string(v) == "null" }
 // read it (translate.ChatUsage): names matched case-insensitively, a null
 // leaving a field as it is, a count written as a whole-valued number (3.0,
 // 3e1, as some compatible servers send) read as that count and any other
-// count as 0. A usage, or a member of details, that is not an object counts
-// nothing; the answer is read all the same.
+// count as 0. A usage that is not an object counts nothing, details that
+// are not one count nothing of their own; the answer is read all the same.
 func (u *usageJSON) decode(raw []byte) {
 	if isNull(raw) {
 		return
 	}
-	ok := true
 	nested := func(v []byte, name string, dst *int64) {
-		if isNull(v) {
-			return
-		}
-		if !jsonscan.Members(v, func(k, v []byte) bool {
+		jsonscan.Members(v, func(k, v []byte) bool {
 			if bytes.EqualFold(k, []byte(name)) {
 				count(dst, v)
 			}
 			return true
-		}) {
-			ok = false
-		}
+		})
 	}
 	if !jsonscan.Members(raw, func(k, v []byte) bool {
 		switch {
@@ -67,7 +61,7 @@ func (u *usageJSON) decode(raw []byte) {
 			nested(v, "reasoning_tokens", &u.CompletionTokensDetails.ReasoningTokens)
 		}
 		return true
-	}) || !ok {
+	}) {
 		*u = usageJSON{}
 	}
 }

@@ -109,6 +109,12 @@ func TestUsageCountsWrittenAsFloats(t *testing.T) {
 	f = inspect(odd)
 	require.True(t, f.finished)
 	require.Equal(t, Usage{PromptTokens: 3, TotalTokens: 3}, f.usage.usage())
+
+	// Details that are not objects count nothing of their own; the counts
+	// beside them stand.
+	details := []byte(`{"choices":[{"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,"prompt_tokens_details":[3],"completion_tokens_details":"x"}}`)
+	require.Equal(t, Usage{PromptTokens: 2, CompletionTokens: 1, TotalTokens: 3}, inspect(details).usage.usage())
+	require.Equal(t, Usage{PromptTokens: 2, CompletionTokens: 1, TotalTokens: 3}, wholeUsage(t, details))
 }
 
 // inspectAll is the member reader inspect leaves chunks with oddly spelt

@@ -32,15 +32,11 @@ type ChatUsage struct {
 // answer is still read.
 func (u *ChatUsage) UnmarshalJSON(b []byte) error {
 	var w struct {
-		PromptTokens        tokenCount `json:"prompt_tokens"`
-		CompletionTokens    tokenCount `json:"completion_tokens"`
-		TotalTokens         tokenCount `json:"total_tokens"`
-		PromptTokensDetails struct {
-			CachedTokens tokenCount `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-		CompletionTokensDetails struct {
-			ReasoningTokens tokenCount `json:"reasoning_tokens"`
-		} `json:"completion_tokens_details"`
+		PromptTokens            tokenCount   `json:"prompt_tokens"`
+		CompletionTokens        tokenCount   `json:"completion_tokens"`
+		TotalTokens             tokenCount   `json:"total_tokens"`
+		PromptTokensDetails     tokenDetails `json:"prompt_tokens_details"`
+		CompletionTokensDetails tokenDetails `json:"completion_tokens_details"`
 	}
 	if json.Unmarshal(b, &w) != nil {
 		*u = ChatUsage{}
@@ -49,6 +45,23 @@ func (u *ChatUsage) UnmarshalJSON(b []byte) error {
 	u.PromptTokens, u.CompletionTokens, u.TotalTokens = int64(w.PromptTokens), int64(w.CompletionTokens), int64(w.TotalTokens)
 	u.PromptTokensDetails.CachedTokens = int64(w.PromptTokensDetails.CachedTokens)
 	u.CompletionTokensDetails.ReasoningTokens = int64(w.CompletionTokensDetails.ReasoningTokens)
+	return nil
+}
+
+// tokenDetails is a usage's prompt_tokens_details or
+// completion_tokens_details: details that are not an object count
+// nothing, and leave the counts beside them standing.
+type tokenDetails struct {
+	CachedTokens    tokenCount `json:"cached_tokens"`
+	ReasoningTokens tokenCount `json:"reasoning_tokens"`
+}
+
+func (d *tokenDetails) UnmarshalJSON(b []byte) error {
+	type plain tokenDetails
+	var p plain
+	if json.Unmarshal(b, &p) == nil {
+		*d = tokenDetails(p)
+	}
 	return nil
 }
 

@@ -28,6 +28,8 @@ func TestChatUsageFloatCounts(t *testing.T) {
 		{"a string", `{"prompt_tokens":"3","completion_tokens":2}`,
 			Usage{CompletionTokens: 2, TotalTokens: 2}},
 		{"not an object", `"3"`, Usage{}},
+		{"details not objects", `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":[1],"completion_tokens_details":"x"}`,
+			Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := []byte(fmt.Sprintf(completion, tc.usage))
