@@ -85,6 +85,24 @@ func StringEnd(b []byte, i int) int {
 	return min(i, len(b))
 }
 
+// Unquote is the JSON string s (its quotes included) as encoding/json
+// decodes it, escapes resolved and bad UTF-8 replaced: the bytes between
+// its quotes, not copied, when they hold no escape and are valid UTF-8.
+// ok is false, and the bytes nil, when s is no JSON string.
+func Unquote(s []byte) (b []byte, ok bool) {
+	if len(s) < 2 || s[0] != '"' {
+		return nil, false
+	}
+	if inner := s[1 : len(s)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return inner, true
+	}
+	var d string
+	if json.Unmarshal(s, &d) != nil {
+		return nil, false
+	}
+	return []byte(d), true
+}
+
 // Members calls fn with each member of the JSON object obj (its key as
 // encoding/json reads it: escapes resolved, bad UTF-8 replaced; its value's
 // raw bytes) until fn returns false. It reports whether obj is an object.
@@ -96,12 +114,7 @@ func Members(obj []byte, fn func(key, value []byte) bool) bool {
 	i = SkipSpace(obj, i+1)
 	for i < len(obj) && obj[i] == '"' {
 		end := StringEnd(obj, i)
-		key := obj[i+1 : end-1]
-		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
-			var s string
-			_ = json.Unmarshal(obj[i:end], &s)
-			key = []byte(s)
-		}
+		key, _ := Unquote(obj[i:end])
 		i = SkipSpace(obj, end)
 		i = SkipSpace(obj, i+1) // the colon
 		vend := ValueEnd(obj, i)

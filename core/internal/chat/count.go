@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/dispatch"
@@ -284,41 +283,25 @@ func (c *promptCount) block(raw []byte, depth int) {
 // spaces (what json.Compact leaves of a valid one), counted in place.
 func compactLen(raw []byte) int {
 	n := 0
-	inString, escaped := false, false
-	for _, ch := range raw {
-		switch {
-		case inString:
-			n++
-			switch {
-			case escaped:
-				escaped = false
-			case ch == '\\':
-				escaped = true
-			case ch == '"':
-				inString = false
-			}
-		case ch == ' ', ch == '\t', ch == '\n', ch == '\r':
+	for i := 0; i < len(raw); {
+		switch raw[i] {
+		case '"':
+			end := jsonscan.StringEnd(raw, i)
+			n += end - i
+			i = end
+		case ' ', '\t', '\n', '\r':
+			i++
 		default:
 			n++
-			inString = ch == '"'
+			i++
 		}
 	}
 	return n
 }
 
 // stringLen is the length of the JSON string raw as encoding/json decodes
-// it (escapes resolved, bad UTF-8 replaced), read in place when it holds
-// neither, and whether raw is a string.
+// it (jsonscan.Unquote), and whether raw is a string.
 func stringLen(raw []byte) (int, bool) {
-	if len(raw) < 2 || raw[0] != '"' {
-		return 0, false
-	}
-	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return len(inner), true
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return 0, false
-	}
-	return len(s), true
+	s, ok := jsonscan.Unquote(raw)
+	return len(s), ok
 }
