@@ -135,9 +135,19 @@ func errorIn200(errV []byte) error {
 	return &credential.UpstreamError{Status: status, Body: body}
 }
 
+// invalidCompletion is the error of a whole answer a translation could not
+// read as a completion: the error it holds in place of choices, read as
+// the pass-through reads it (answeredError), else a bad upstream answer.
+// A completion is translated without this second look.
+func invalidCompletion(raw []byte) error {
+	if err := answeredError(raw); err != nil {
+		return err
+	}
+	return badUpstream("upstream returned an invalid completion")
+}
+
 // answeredError is errorIn200 for a whole answer that holds an error
-// object and no choices, nil for any other: translated routes read it as
-// the pass-through does, before taking the answer for a completion.
+// object and no choices, nil for any other.
 func answeredError(raw []byte) error {
 	if member(raw, "choices") != nil {
 		return nil

@@ -26,12 +26,9 @@ func (m messagesOpenAI) request(in inbound, model string) ([]byte, error) {
 }
 
 func (messagesOpenAI) whole(in inbound, raw []byte, model string) ([]byte, Usage, error) {
-	if err := answeredError(raw); err != nil {
-		return nil, Usage{}, err
-	}
 	out, u, err := translate.OpenAIToAnthropicResponse(raw, model, requestStops(in)...)
 	if err != nil {
-		return nil, Usage{}, badUpstream("upstream returned an invalid completion")
+		return nil, Usage{}, invalidCompletion(raw)
 	}
 	return out, fromTranslate(u), nil
 }

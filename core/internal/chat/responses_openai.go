@@ -24,12 +24,9 @@ func (r responsesOpenAI) request(in inbound, model string) ([]byte, error) {
 }
 
 func (responsesOpenAI) whole(in inbound, raw []byte, model string) ([]byte, Usage, error) {
-	if err := answeredError(raw); err != nil {
-		return nil, Usage{}, err
-	}
 	out, u, err := in.echo.Response(raw, model)
 	if err != nil {
-		return nil, Usage{}, badUpstream("upstream returned an invalid completion")
+		return nil, Usage{}, invalidCompletion(raw)
 	}
 	return out, fromTranslate(u), nil
 }
