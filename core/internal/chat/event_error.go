@@ -209,17 +209,13 @@ func eventType(data []byte) string {
 // in OpenAI's shape, as some compatible upstreams send one without an
 // event line).
 func anthropicEventName(data []byte) string {
-	var ev struct {
-		Type  string          `json:"type"`
-		Error json.RawMessage `json:"error"`
+	if t := eventType(data); t != "" || len(data) > maxEventError {
+		return t
 	}
-	if len(data) > maxEventError || json.Unmarshal(data, &ev) != nil {
-		return ""
-	}
-	if ev.Type == "" && len(ev.Error) > 0 && !isNull(ev.Error) {
+	if e := member(data, "error"); e != nil && !isNull(e) {
 		return "error"
 	}
-	return ev.Type
+	return ""
 }
 
 // openAIShaped is e, an Anthropic error event's, as an OpenAI error object
