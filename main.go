@@ -105,6 +105,15 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		log.Error("start failed", "err", err)
 		return 1
 	}
+	// Once starting has settled (the embedded NATS server and the roles'
+	// background loops finish theirs within a few hundred milliseconds of
+	// ready), the code it ran once need not stay resident.
+	settled := time.AfterFunc(releaseAfter, func() {
+		if err := releaseExecutablePages(); err != nil {
+			log.Debug("executable pages kept", "err", err)
+		}
+	})
+	defer settled.Stop()
 	if addr := n.HTTPAddr(); addr != "" {
 		fmt.Fprintf(stdout, "switchboard %s: OpenAI-compatible API at http://%s/v1\n", version, addr)
 	}

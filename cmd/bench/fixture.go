@@ -41,6 +41,9 @@ const (
 	catalogModels      = 50 // per connection
 )
 
+// restAfter is how long after ready the gateway's memory at rest is read.
+const restAfter = 3 * time.Second
+
 // fixture is the system under test: a fake upstream in this process (with
 // the load client), and two processes in front of it on loopback: the bare
 // reverse proxy (this program re-executed) and the gateway (the switchboard
@@ -248,8 +251,11 @@ func (f *fixture) waitReady(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	// At rest: past the second after ready at which the gateway gives back
+	// the executable pages its start touched (main.releaseAfter), and past
+	// the background work that follows it.
 	select {
-	case <-time.After(time.Second):
+	case <-time.After(restAfter):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
