@@ -13,8 +13,10 @@ type chatRequest struct {
 	Model     string          `json:"model"`
 	MaxTokens json.RawMessage `json:"max_tokens"`
 	Messages  []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
+		Role             string          `json:"role"`
+		Content          json.RawMessage `json:"content"`
+		ToolCalls        json.RawMessage `json:"tool_calls"`
+		ReasoningContent json.RawMessage `json:"reasoning_content"`
 	} `json:"messages"`
 	Stream        bool `json:"stream"`
 	StreamOptions *struct {
@@ -32,12 +34,21 @@ type chatRequest struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
+// ThinkingText is the reasoning_content of a chat answer under
+// [WithThinkingMode].
+const ThinkingText = "The user wants an answer; the tools may help."
+
+// MsgReasoningNotPassedBack is the message of DeepSeek's 400 to a
+// thinking-mode request whose tool call's turn lacks its reasoning_content.
+const MsgReasoningNotPassedBack = "The reasoning_content in the thinking mode must be passed back to the API."
+
 // chatAnswer is what the fake answers to a chat request.
 type chatAnswer struct {
 	id               string
 	created          int64
 	model            string
 	text             string     // content, when there are no tool calls
+	reasoning        string     // reasoning_content, "" for none
 	calls            []toolCall // tool calls
 	promptTokens     int
 	completionTokens int
@@ -72,9 +83,16 @@ func (s *Server) serveChat(o *output, r *http.Request, body []byte) {
 		o.sendJSON(http.StatusBadRequest, invalidRequest("unsupported_parameter", "max_tokens",
 			"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."))
 		return
+	case s.cfg.thinking && reasoningMissing(&req):
+		o.sendJSON(http.StatusBadRequest, invalidRequest("invalid_request_error", "", MsgReasoningNotPassedBack))
+		return
 	}
 
 	a := chatAnswer{id: s.newID("chatcmpl-", 29), created: time.Now().Unix(), model: req.Model}
+	if s.cfg.thinking {
+		a.reasoning = ThinkingText
+		a.completionTokens += Tokens(a.reasoning)
+	}
 	var userText, lastRole, lastText string
 	for _, m := range req.Messages {
 		t, _ := contentText(m.Content)
@@ -115,6 +133,21 @@ func (s *Server) serveChat(o *output, r *http.Request, body []byte) {
 		return
 	}
 	o.sendJSON(http.StatusOK, a.appendCompletion(make([]byte, 0, 512+len(a.text))))
+}
+
+// reasoningMissing reports whether a request with tools has an assistant
+// message with tool calls and no reasoning_content member, which DeepSeek's
+// thinking mode refuses.
+func reasoningMissing(req *chatRequest) bool {
+	if len(req.Tools) == 0 {
+		return false
+	}
+	for _, m := range req.Messages {
+		if m.Role == "assistant" && len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" && string(m.ToolCalls) != "[]" && m.ReasoningContent == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // chatTools returns the tools the answer calls according to tool_choice
@@ -177,7 +210,13 @@ func (a *chatAnswer) appendCompletion(b []byte) []byte {
 	b = appendInt64(b, a.created)
 	b = append(b, `,"model":`...)
 	b = appendString(b, a.model)
-	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant",`...)
+	if a.reasoning != "" {
+		b = append(b, `"reasoning_content":`...)
+		b = appendString(b, a.reasoning)
+		b = append(b, ',')
+	}
+	b = append(b, `"content":`...)
 	if len(a.calls) > 0 {
 		b = append(b, `null,"refusal":null,"annotations":[],"tool_calls":[`...)
 		for i, c := range a.calls {
@@ -260,6 +299,21 @@ func (s *Server) streamChat(o *output, a *chatAnswer, includeUsage, obfuscate bo
 	}
 
 	o.startStream("text/event-stream; charset=utf-8", true)
+	if a.reasoning != "" {
+		for i, piece := range splitWords(a.reasoning) {
+			head := `{"index":0,"delta":{"reasoning_content":`
+			if i == 0 {
+				head = `{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":`
+			}
+			ok := cs.emit(chunkContent, head, func(b []byte) []byte {
+				b = appendString(b, piece)
+				return append(b, `},"finish_reason":null}`...)
+			}, nil)
+			if !ok {
+				return
+			}
+		}
+	}
 	if len(a.calls) > 0 {
 		for i, c := range a.calls {
 			head := `{"index":0,"delta":{"tool_calls":[`

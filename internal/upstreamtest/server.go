@@ -51,6 +51,7 @@ type config struct {
 	streamOnly    bool
 	cacheWrite    int
 	cacheRead     int
+	thinking      bool
 }
 
 // WithModels sets the model ids listed by GET /v1/models. The default is
@@ -124,6 +125,15 @@ func WithChatGPTBackend() Option {
 // and cache_read_input_tokens), as Anthropic does for cache_control.
 func WithPromptCache(write, read int) Option {
 	return func(c *config) { c.cacheWrite, c.cacheRead = write, read }
+}
+
+// WithThinkingMode makes chat answers reason, as DeepSeek's thinking
+// mode does: each carries ThinkingText as its reasoning_content (streamed
+// first). And as DeepSeek, a chat request with tools whose history holds
+// an assistant message with tool_calls but no reasoning_content member is
+// refused with DeepSeek's 400 (MsgReasoningNotPassedBack).
+func WithThinkingMode() Option {
+	return func(c *config) { c.thinking = true }
 }
 
 // Server is a fake upstream provider: an HTTP test server speaking the
