@@ -123,6 +123,12 @@ type Spec struct {
 	// chat request's output cap as max_completion_tokens (OpenAI: its
 	// reasoning models refuse max_tokens); others get max_tokens.
 	MaxCompletionTokens bool
+	// ReasoningBack is true when a translated chat request sends earlier
+	// turns' reasoning back as reasoning_content on their assistant
+	// messages: DeepSeek's thinking mode refuses a tool call's turn
+	// without it, and other servers ignore or keep it. OpenAI refuses
+	// message members it does not know, so it gets none.
+	ReasoningBack bool
 	// MaxStopSequences is the most stop sequences the upstream takes in a
 	// translated chat request (OpenAI: 4, answering 400 to more); 0 when
 	// no limit is known.

@@ -498,3 +498,16 @@ func TestModelByAliasOfASnapshot(t *testing.T) {
 	assert.False(t, SnapshotOf("gpt-4o-2024-08-06", "gpt-4o"), "OpenAI's dated ids are listed with their alias")
 	assert.False(t, SnapshotOf("claude-sonnet-4-5", "claude-sonnet-4-5"))
 }
+
+// Earlier turns' reasoning goes back as reasoning_content to the
+// openai-compatible family, never to OpenAI (which refuses message members
+// it does not know) nor to Anthropic-shaped upstreams.
+func TestReasoningBack(t *testing.T) {
+	r := NewRegistry()
+	for id, want := range map[string]bool{"openai-compatible-x": true, "openai": false, "openrouter": false,
+		"anthropic-compatible-x": false, "anthropic": false} {
+		s, ok := r.Lookup(id)
+		require.True(t, ok, id)
+		assert.Equal(t, want, s.ReasoningBack, id)
+	}
+}

@@ -49,7 +49,7 @@ func familySpec(family, id string) Spec {
 	switch family {
 	case FamilyOpenAICompatible:
 		return Spec{ID: id, Alias: id, Family: family, Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
-			Kinds: []string{KindLLM, KindEmbedding, KindSTT, KindTTS, KindImage}}
+			ReasoningBack: true, Kinds: []string{KindLLM, KindEmbedding, KindSTT, KindTTS, KindImage}}
 	case FamilyAnthropicCompatible:
 		return Spec{ID: id, Alias: id, Family: family, Auth: AuthXAPIKey, Format: FormatAnthropic, Listing: true,
 			Kinds: []string{KindLLM}}

@@ -92,7 +92,7 @@ func pick(d Dialect, spec provider.Spec, model string) translator {
 	listed, _ := spec.Model(model)
 	anthOpts := translate.AnthropicOptions{MaxOutput: int64(listed.MaxOutput)}
 	chatOpts := translate.ChatOptions{MaxCompletionTokens: spec.MaxCompletionTokens, ToolResultImages: slices.Contains(listed.Input, provider.ModalityImage),
-		MaxStopSequences: spec.MaxStopSequences}
+		MaxStopSequences: spec.MaxStopSequences, ReasoningBack: spec.ReasoningBack}
 	if spec.Format == provider.FormatResponses {
 		switch d {
 		case DialectMessages:

@@ -56,6 +56,8 @@ type inMsgBlock struct {
 	// Tool is what a system message's tool_addition or tool_removal
 	// changes.
 	Tool *msgToolChange `json:"tool"`
+	// Thinking is a thinking block's text.
+	Thinking string `json:"thinking"`
 }
 
 // msgToolChange is the tool of a tool_addition (by reference, or defined
@@ -100,8 +102,11 @@ type outStreamOptions struct {
 }
 
 type outChatMessage struct {
-	Role       string            `json:"role"`
-	Content    any               `json:"content"`
+	Role    string `json:"role"`
+	Content any    `json:"content"`
+	// Reasoning is an assistant message's reasoning, sent back where
+	// ChatOptions.ReasoningBack says (backReasoning).
+	Reasoning  *string           `json:"reasoning_content,omitempty"`
 	ToolCalls  []outChatToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string            `json:"tool_call_id,omitempty"`
 }
@@ -165,6 +170,13 @@ type ChatOptions struct {
 	// refused: Anthropic takes more, and sending fewer would let the answer
 	// run past a sequence the client stops at.
 	MaxStopSequences int
+	// ReasoningBack sends an earlier turn's reasoning (a Messages thinking
+	// block's text, a Responses reasoning item's) back as its assistant
+	// message's reasoning_content: DeepSeek's thinking mode answers 400 to
+	// a tool call's turn without it ("The reasoning_content in the
+	// thinking mode must be passed back to the API."), and Kimi's thinking
+	// models reason better with it. Without it reasoning is left out.
+	ReasoningBack bool
 }
 
 // setCap sets out's output cap to n in the member the upstream takes.
@@ -180,7 +192,8 @@ func (o ChatOptions) setCap(out *outChatRequest, n *int64) {
 // chat.completions request for upstreamModel. Streams ask for usage. Tool
 // results become tool messages placed right after the assistant's calls;
 // thinking blocks of earlier turns are dropped (Chat Completions has no
-// place for them); the effort (output_config.effort, else the thinking
+// place for them) unless opts.ReasoningBack sends them back as the
+// reasoning_content of their assistant message (backReasoning); the effort (output_config.effort, else the thinking
 // budget's) becomes reasoning_effort only where opts.Reasons says the model
 // reasons; server tools the upstream cannot run are refused; deferred tools
 // are sent once loaded (loadDeferred).
@@ -234,6 +247,9 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 			return nil, err
 		}
 		out.Messages = append(out.Messages, msgs...)
+	}
+	if opts.ReasoningBack {
+		backReasoning(out.Messages)
 	}
 	// Server tools have no Chat Completions counterpart: left out when
 	// the request offers tools of its own too, refused when they are all
@@ -391,6 +407,23 @@ func loadDeferred(tools []inMsgTool, msgs []inMsgMessage, tc *msgToolChoice) {
 	for i := range tools {
 		if load[tools[i].Name] {
 			tools[i].DeferLoading = false
+		}
+	}
+}
+
+// backReasoning completes the reasoning_content of a conversation's
+// assistant messages once some carry reasoning: an assistant message with
+// tool calls and none gets an empty one, since DeepSeek refuses a tool
+// call's turn whose reasoning_content is missing even when it reasoned
+// nothing. A conversation without any reasoning is left as it is: strict
+// servers (Mistral) refuse members they do not know.
+func backReasoning(msgs []outChatMessage) {
+	if !slices.ContainsFunc(msgs, func(m outChatMessage) bool { return m.Reasoning != nil }) {
+		return
+	}
+	for i := range msgs {
+		if m := &msgs[i]; m.Role == "assistant" && m.Reasoning == nil && len(m.ToolCalls) > 0 {
+			m.Reasoning = new(string)
 		}
 	}
 }
@@ -559,7 +592,7 @@ func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions, tools []inMs
 		return []outChatMessage{{Role: "system", Content: strings.Join(text, "\n\n")}}, nil
 	case "assistant":
 		msg := outChatMessage{Role: "assistant"}
-		var text strings.Builder
+		var text, reasoning strings.Builder
 		for i, b := range blocks {
 			switch b.Type {
 			case "text":
@@ -574,14 +607,25 @@ func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions, tools []inMs
 				}
 				call.Function.Arguments = args
 				msg.ToolCalls = append(msg.ToolCalls, call)
-			case "thinking", "redacted_thinking":
-				// No counterpart in Chat Completions.
+			case "thinking":
+				// Joined as an answer's thinking blocks are
+				// (AnthropicToOpenAIResponse), kept where ReasoningBack
+				// says.
+				if opts.ReasoningBack {
+					addReasoning(&reasoning, b.Thinking)
+				}
+			case "redacted_thinking":
+				// Encrypted for Anthropic alone: no text to send.
 			default:
 				return nil, invalid(param+".content["+strconv.Itoa(i)+"].type", "unsupported block type "+strconv.Quote(b.Type)+" in an assistant message")
 			}
 		}
 		if text.Len() > 0 {
 			msg.Content = text.String()
+		}
+		if reasoning.Len() > 0 {
+			r := reasoning.String()
+			msg.Reasoning = &r
 		}
 		if msg.Content == nil && len(msg.ToolCalls) == 0 {
 			// Thinking alone (or nothing): an assistant message with

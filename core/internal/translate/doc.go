@@ -33,7 +33,8 @@
 // because Anthropic's clients expect it; the gateway cannot sign). Such a
 // block sent back by the client is never forwarded as is: Messages to Chat
 // Completions (and on to Responses) drops thinking blocks, which have no
-// counterpart there, and the pass-through to an Anthropic-shaped upstream
+// counterpart there, or sends their text as reasoning_content where
+// ChatOptions.ReasoningBack says, and the pass-through to an Anthropic-shaped upstream
 // drops the unsigned ones (core/internal/chat messagesAnthropic), since
 // Anthropic refuses a signature it did not make; signed blocks pass
 // untouched.

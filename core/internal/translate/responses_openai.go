@@ -82,6 +82,9 @@ type respItem struct {
 	Input     string          `json:"input"`
 	Output    json.RawMessage `json:"output"`
 	Namespace string          `json:"namespace"`
+	// Summary is a reasoning item's summary; its content (Content) holds
+	// reasoning_text parts.
+	Summary []respPart `json:"summary"`
 }
 
 type respPart struct {
@@ -118,9 +121,12 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 	if in.Instructions != nil && *in.Instructions != "" {
 		out.Messages = append(out.Messages, outChatMessage{Role: "system", Content: *in.Instructions})
 	}
-	msgs, err := respInput(in.Input, opts.ToolResultImages)
+	msgs, err := respInput(in.Input, opts.ToolResultImages, opts.ReasoningBack)
 	if err != nil {
 		return nil, err
+	}
+	if opts.ReasoningBack {
+		backReasoning(msgs)
 	}
 	out.Messages = append(out.Messages, msgs...)
 	// Hosted tools have no Chat Completions counterpart: left out when the
@@ -188,8 +194,12 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 // and are noted in their tool message's text otherwise. An output without
 // a call_id (Codex sends some so) answers the earliest call of its name
 // still waiting for an output, or else joins that user message as text
-// naming the tool: a tool message needs the id of its call.
-func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
+// naming the tool: a tool message needs the id of its call. With reasoning,
+// a reasoning item's text (its summary's, then its reasoning_text's, each
+// a paragraph, as ResponsesToOpenAIResponse joins them) is the
+// reasoning_content of the turn's next assistant message, the one holding
+// its text or calls; without, reasoning is left out.
+func respInput(raw json.RawMessage, media, reasoning bool) ([]outChatMessage, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return []outChatMessage{{Role: "user", Content: s}}, nil
@@ -199,7 +209,20 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 		return nil, invalid("input", "input must be a string or a list of items")
 	}
 	var out []outChatMessage
-	var pending []outChatPart // the media of the tool messages last added
+	var pending []outChatPart   // the media of the tool messages last added
+	var thought strings.Builder // reasoning for the next assistant message
+	// think gives m the reasoning read since the last assistant message.
+	think := func(m *outChatMessage) {
+		if thought.Len() == 0 {
+			return
+		}
+		r := thought.String()
+		if m.Reasoning != nil {
+			r = *m.Reasoning + reasoningBreak + r
+		}
+		m.Reasoning = &r
+		thought.Reset()
+	}
 	answered := map[string]bool{}
 	for i, it := range items {
 		param := "input[" + strconv.Itoa(i) + "]"
@@ -215,6 +238,11 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 			if err != nil {
 				return nil, err
 			}
+			if m.Role == "assistant" {
+				think(&m)
+			} else {
+				thought.Reset() // a turn that ended in reasoning alone
+			}
 			out = append(out, m)
 		case "function_call", "custom_tool_call":
 			var call outChatToolCall
@@ -228,11 +256,12 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 				call.Function.Arguments = "{}"
 			}
 			// Calls of one turn join one assistant message.
-			if n := len(out); n > 0 && out[n-1].Role == "assistant" {
-				out[n-1].ToolCalls = append(out[n-1].ToolCalls, call)
-			} else {
-				out = append(out, outChatMessage{Role: "assistant", ToolCalls: []outChatToolCall{call}})
+			if n := len(out); n == 0 || out[n-1].Role != "assistant" {
+				out = append(out, outChatMessage{Role: "assistant"})
 			}
+			m := &out[len(out)-1]
+			m.ToolCalls = append(m.ToolCalls, call)
+			think(m)
 		case "function_call_output", "custom_tool_call_output":
 			text, parts, err := respOutputContent(it.Output, param+".output", media)
 			if err != nil {
@@ -255,7 +284,20 @@ func respInput(raw json.RawMessage, media bool) ([]outChatMessage, error) {
 			out = append(out, outChatMessage{Role: "tool", ToolCallID: id, Content: text})
 			pending = append(pending, parts...)
 		case "reasoning":
-			// The upstream reasons afresh; earlier reasoning is not sent.
+			if !reasoning {
+				break // the upstream reasons afresh
+			}
+			for _, p := range it.Summary {
+				addReasoning(&thought, p.Text)
+			}
+			var parts []respPart
+			if json.Unmarshal(it.Content, &parts) == nil {
+				for _, p := range parts {
+					if p.Type == "reasoning_text" {
+						addReasoning(&thought, p.Text)
+					}
+				}
+			}
 		default:
 			return nil, invalid(param+".type", "unsupported input item type "+strconv.Quote(it.Type))
 		}

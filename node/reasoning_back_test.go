@@ -1,0 +1,149 @@
+package node_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node/nodetest"
+)
+
+// deepSeekUpstream is a serve instance with one openai-compatible
+// connection ("ds", model "ds/deepseek-v4-flash") on a fake upstream that
+// behaves as DeepSeek's thinking mode, and a key.
+func deepSeekUpstream(t *testing.T) (*nodetest.Instance, *upstreamtest.Server, string) {
+	t.Helper()
+	sb := nodetest.Serve(t, t.TempDir())
+	up := upstreamtest.New(t, upstreamtest.WithThinkingMode())
+	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-ds", "name": "ds", "apiKey": "k",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "ds", "enabledModels": []string{"deepseek-v4-flash"}}})
+	return sb, up, gatewayKey(t, sb)
+}
+
+// lastAssistantReasoning is the reasoning_content of the assistant message
+// with tool calls in the upstream's last chat request (nil: none sent).
+func lastAssistantReasoning(t *testing.T, up *upstreamtest.Server) any {
+	t.Helper()
+	reqs := up.Requests()
+	require.NotEmpty(t, reqs)
+	var body struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(reqs[len(reqs)-1].Body, &body))
+	for _, m := range body.Messages {
+		if m["role"] == "assistant" && m["tool_calls"] != nil {
+			return m["reasoning_content"]
+		}
+	}
+	t.Fatalf("no assistant message with tool calls in %s", reqs[len(reqs)-1].Body)
+	return nil
+}
+
+// Claude Code's tool loop on a DeepSeek model behind an openai-compatible
+// connection: the first answer reasons and calls a tool, the second request
+// sends the history back (the thinking block, the tool use, its result).
+// The thinking goes up as the assistant message's reasoning_content, which
+// DeepSeek's thinking mode requires; it was dropped, and every second
+// request of a tool loop failed with DeepSeek's 400 "The reasoning_content
+// in the thinking mode must be passed back to the API.".
+func TestMessagesToolLoopSendsReasoningBackToCompatible(t *testing.T) {
+	sb, up, key := deepSeekUpstream(t)
+	for _, stream := range []bool{true, false} {
+		first := messagesBody("ds/deepseek-v4-flash", "Weather in Paris?", stream)
+		first["tools"] = []any{weatherToolAnthropic}
+		r, raw, events := postMessages(t, sb, key, first)
+		require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+		var content []map[string]any
+		if stream {
+			a := accumulate(t, events)
+			require.Len(t, a.tools, 1)
+			assert.Equal(t, upstreamtest.ThinkingText, a.thinking)
+			content = []map[string]any{{"type": "thinking", "thinking": a.thinking, "signature": ""},
+				{"type": "tool_use", "id": a.tools[0]["id"], "name": a.tools[0]["name"], "input": a.tools[0]["input"]}}
+		} else {
+			var msg struct {
+				Content []map[string]any `json:"content"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &msg))
+			content = msg.Content
+		}
+		var callID any
+		for _, b := range content {
+			if b["type"] == "tool_use" {
+				callID = b["id"]
+			}
+		}
+		require.NotNil(t, callID, "the first answer calls the tool: %v", content)
+
+		second := messagesBody("ds/deepseek-v4-flash", "Weather in Paris?", stream)
+		second["tools"] = []any{weatherToolAnthropic}
+		second["messages"] = []map[string]any{
+			{"role": "user", "content": "Weather in Paris?"},
+			{"role": "assistant", "content": content},
+			{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": callID, "content": "sunny"}}},
+		}
+		r, raw, events = postMessages(t, sb, key, second)
+		require.Equal(t, http.StatusOK, r.StatusCode, "stream %v: %s", stream, raw)
+		if stream {
+			assert.Equal(t, upstreamtest.EchoPrefix+"sunny", accumulate(t, events).text)
+		} else {
+			assert.Contains(t, string(raw), upstreamtest.EchoPrefix+"sunny")
+		}
+		assert.Equal(t, upstreamtest.ThinkingText, lastAssistantReasoning(t, up), "stream %v", stream)
+	}
+}
+
+// Codex's tool loop on the same upstream: the reasoning item the gateway
+// answered with goes back in the input before the function call, and
+// reaches the upstream as the reasoning_content of the call's assistant
+// message; it was left out, and the second request got DeepSeek's 400.
+func TestResponsesToolLoopSendsReasoningBackToCompatible(t *testing.T) {
+	sb, up, key := deepSeekUpstream(t)
+	tool := map[string]any{"type": "function", "name": "get_weather", "description": "weather of a city",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}}
+	user := map[string]any{"type": "message", "role": "user", "content": []map[string]any{{"type": "input_text", "text": "Weather in Paris?"}}}
+	for _, stream := range []bool{true, false} {
+		var output []map[string]any
+		if stream {
+			_, final, err := streamResponse(t, sdk(t, sb), responses.ResponseNewParams{Model: "ds/deepseek-v4-flash",
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Paris?")},
+				Tools: []responses.ToolUnionParam{weatherToolResponses}})
+			require.NoError(t, err)
+			require.NotNil(t, final)
+			var r struct {
+				Output []map[string]any `json:"output"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(final.RawJSON()), &r))
+			output = r.Output
+		} else {
+			r := sb.Do(t, http.MethodPost, pathResponses, map[string]any{"model": "ds/deepseek-v4-flash", "input": []any{user}, "tools": []any{tool}},
+				"Authorization", "Bearer "+key)
+			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+			for _, it := range r.JSON["output"].([]any) {
+				output = append(output, it.(map[string]any))
+			}
+		}
+		input := []any{user}
+		var callID any
+		for _, it := range output {
+			input = append(input, it)
+			if it["type"] == "function_call" {
+				callID = it["call_id"]
+			}
+		}
+		require.Equal(t, "reasoning", output[0]["type"], "the first answer reasons: %v", output)
+		require.NotNil(t, callID, "the first answer calls the tool: %v", output)
+		input = append(input, map[string]any{"type": "function_call_output", "call_id": callID, "output": "sunny"})
+		r := sb.Do(t, http.MethodPost, pathResponses, map[string]any{"model": "ds/deepseek-v4-flash", "input": input, "tools": []any{tool}},
+			"Authorization", "Bearer "+key)
+		require.Equal(t, http.StatusOK, r.Status, "stream %v: %s", stream, r.Body)
+		assert.Contains(t, string(r.Body), upstreamtest.EchoPrefix+"sunny")
+		assert.Equal(t, upstreamtest.ThinkingText, lastAssistantReasoning(t, up), "stream %v", stream)
+	}
+}
