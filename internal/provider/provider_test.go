@@ -500,11 +500,11 @@ func TestModelByAliasOfASnapshot(t *testing.T) {
 }
 
 // Earlier turns' reasoning goes back as reasoning_content to the
-// openai-compatible family, never to OpenAI (which refuses message members
+// openai-compatible family, DeepSeek and Kimi, never to OpenAI (which refuses message members
 // it does not know) nor to Anthropic-shaped upstreams.
 func TestReasoningBack(t *testing.T) {
 	r := NewRegistry()
-	for id, want := range map[string]bool{"openai-compatible-x": true, "openai": false, "openrouter": false,
+	for id, want := range map[string]bool{"openai-compatible-x": true, "deepseek": true, "kimi": true, "openai": false, "openrouter": false,
 		"anthropic-compatible-x": false, "anthropic": false} {
 		s, ok := r.Lookup(id)
 		require.True(t, ok, id)

@@ -167,7 +167,11 @@ func deepSeek() Spec {
 	return Spec{
 		ID: "deepseek", Alias: "deepseek", DefaultBaseURL: "https://api.deepseek.com",
 		Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
-		Kinds: []string{KindLLM},
+		// Thinking mode (on by default) answers 400 to a tool call's turn
+		// sent back without its reasoning_content, and ignores it on other
+		// turns.
+		ReasoningBack: true,
+		Kinds:         []string{KindLLM},
 		Models: []Model{
 			chat("deepseek-chat", 128_000, ModalityText),
 			chat("deepseek-reasoner", 128_000, ModalityText),
@@ -299,7 +303,9 @@ func kimi() Spec {
 	return Spec{
 		ID: "kimi", Alias: "kimi", DefaultBaseURL: "https://api.kimi.com/coding/v1",
 		Auth: AuthBearer, Format: FormatOpenAI, Listing: true,
-		Kinds: []string{KindLLM},
+		// Kimi's thinking models keep their reasoning across tool calls.
+		ReasoningBack: true,
+		Kinds:         []string{KindLLM},
 		Models: []Model{
 			chat("kimi-for-coding", 262_144, ModalityText),
 		},
