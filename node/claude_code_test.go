@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,4 +52,45 @@ func TestClaudeCode(t *testing.T) {
 			require.Positive(t, n, "Claude Code's requests reached the upstream")
 		})
 	}
+}
+
+// The real Claude Code in a tool loop on a thinking model behind an
+// openai-compatible connection (the fake as DeepSeek's thinking mode: it
+// refuses a tool call's turn sent back without its reasoning_content): the
+// model reasons and calls Read, Claude Code runs it and sends the history
+// back, thinking block included, and the gateway sends that thinking up as
+// the reasoning_content DeepSeek wants, so the loop ends with the model's
+// answer.
+func TestClaudeCodeToolLoopOnAThinkingModel(t *testing.T) {
+	bin := agentBin(t, "claude")
+	sb := nodetest.Serve(t, t.TempDir())
+	up := upstreamtest.New(t, upstreamtest.WithThinkingMode(), upstreamtest.WithToolCallsOnly("Read"))
+	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-ds", "name": "ds", "apiKey": "k",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "ds", "enabledModels": []string{"deepseek-v4-flash"}}})
+	key := gatewayKey(t, sb)
+	model := "ds/deepseek-v4-flash"
+	home := t.TempDir()
+	out, stderr := runAgent(t, home, bin, map[string]string{
+		"ANTHROPIC_BASE_URL":                       sb.BaseURL,
+		"ANTHROPIC_API_KEY":                        key,
+		"ANTHROPIC_MODEL":                          model,
+		"ANTHROPIC_SMALL_FAST_MODEL":               model,
+		"ANTHROPIC_DEFAULT_HAIKU_MODEL":            model,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	}, "-p", "find the go files")
+	assert.Contains(t, out, upstreamtest.EchoPrefix, "Claude Code printed the model's answer after the tool (stderr: %s)", stderr)
+	var loops int
+	for _, r := range up.Requests() {
+		var body struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		require.NoError(t, json.Unmarshal(r.Body, &body))
+		for _, m := range body.Messages {
+			if m["role"] == "assistant" && m["tool_calls"] != nil {
+				loops++
+				assert.Equal(t, upstreamtest.ThinkingText, m["reasoning_content"], "the tool call's turn carries its reasoning back")
+			}
+		}
+	}
+	require.Positive(t, loops, "Claude Code sent a tool call's turn back")
 }

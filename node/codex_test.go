@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,4 +68,43 @@ func TestCodex(t *testing.T) {
 			require.Positive(t, n, "Codex's requests reached the upstream")
 		})
 	}
+}
+
+// The real Codex in a tool loop on a thinking model behind an
+// openai-compatible connection (the fake as DeepSeek's thinking mode: it
+// refuses a tool call's turn sent back without its reasoning_content): the
+// model reasons and calls get_goal, Codex sends the history back with
+// the reasoning item the gateway made of the reasoning, and the gateway
+// sends it up again as the reasoning_content DeepSeek wants.
+func TestCodexToolLoopOnAThinkingModel(t *testing.T) {
+	bin := agentBin(t, "codex")
+	sb := nodetest.Serve(t, t.TempDir())
+	up := upstreamtest.New(t, upstreamtest.WithThinkingMode(), upstreamtest.WithToolCallsOnly("get_goal"))
+	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-ds", "name": "ds", "apiKey": "k",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "ds", "enabledModels": []string{"deepseek-v4-flash"}}})
+	key := gatewayKey(t, sb)
+	home := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(sb.BaseURL, "ds/deepseek-v4-flash")), 0o600))
+	out, errOut := runAgent(t, home, bin, map[string]string{
+		"SWITCHBOARD_API_KEY": key,
+		"CODEX_HOME":          filepath.Join(home, ".codex"),
+	}, "exec", "--skip-git-repo-check", "plan the work")
+	assert.Contains(t, out, upstreamtest.EchoPrefix, "Codex printed the model's answer after the tool (stderr: %.2000s)", errOut)
+	var loops int
+	for _, r := range up.Requests() {
+		var body struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		if json.Unmarshal(r.Body, &body) != nil {
+			continue
+		}
+		for _, m := range body.Messages {
+			if m["role"] == "assistant" && m["tool_calls"] != nil {
+				loops++
+				assert.Equal(t, upstreamtest.ThinkingText, m["reasoning_content"], "the tool call's turn carries its reasoning back")
+			}
+		}
+	}
+	require.Positive(t, loops, "Codex sent a tool call's turn back")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -109,6 +110,9 @@ func (s *Server) serveChat(o *output, r *http.Request, body []byte) {
 		tools := chatTools(&req)
 		if s.cfg.noToolCalls {
 			tools = nil
+		}
+		if only := s.cfg.onlyTools; only != nil {
+			tools = slices.DeleteFunc(tools, func(t toolDef) bool { return !slices.Contains(only, t.name) })
 		}
 		for _, t := range tools {
 			args := toolArguments(t.schema, userText)

@@ -48,6 +48,7 @@ type config struct {
 	hook          func(Request)
 	chunkDelay    time.Duration
 	noToolCalls   bool
+	onlyTools     []string
 	streamOnly    bool
 	cacheWrite    int
 	cacheRead     int
@@ -110,6 +111,13 @@ func WithChunkDelay(d time.Duration) Option {
 // of tools with every request and would otherwise run them.
 func WithoutToolCalls() Option {
 	return func(c *config) { c.noToolCalls = true }
+}
+
+// WithToolCallsOnly makes the fake call, of the tools a request offers,
+// only those named (a coding agent's read-only one, say), and answer with
+// text when it offers none of them.
+func WithToolCallsOnly(names ...string) Option {
+	return func(c *config) { c.onlyTools = names }
 }
 
 // WithChatGPTBackend makes /v1/responses refuse with a 400 what the
