@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -63,11 +62,7 @@ func TestClaudeCode(t *testing.T) {
 // answer.
 func TestClaudeCodeToolLoopOnAThinkingModel(t *testing.T) {
 	bin := agentBin(t, "claude")
-	sb := nodetest.Serve(t, t.TempDir())
-	up := upstreamtest.New(t, upstreamtest.WithThinkingMode(), upstreamtest.WithToolCallsOnly("Read"))
-	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-ds", "name": "ds", "apiKey": "k",
-		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "ds", "enabledModels": []string{"deepseek-v4-flash"}}})
-	key := gatewayKey(t, sb)
+	sb, up, key := deepSeekUpstream(t, upstreamtest.WithToolCallsOnly("Read"))
 	model := "ds/deepseek-v4-flash"
 	home := t.TempDir()
 	out, stderr := runAgent(t, home, bin, map[string]string{
@@ -79,18 +74,5 @@ func TestClaudeCodeToolLoopOnAThinkingModel(t *testing.T) {
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 	}, "-p", "find the go files")
 	assert.Contains(t, out, upstreamtest.EchoPrefix, "Claude Code printed the model's answer after the tool (stderr: %s)", stderr)
-	var loops int
-	for _, r := range up.Requests() {
-		var body struct {
-			Messages []map[string]any `json:"messages"`
-		}
-		require.NoError(t, json.Unmarshal(r.Body, &body))
-		for _, m := range body.Messages {
-			if m["role"] == "assistant" && m["tool_calls"] != nil {
-				loops++
-				assert.Equal(t, upstreamtest.ThinkingText, m["reasoning_content"], "the tool call's turn carries its reasoning back")
-			}
-		}
-	}
-	require.Positive(t, loops, "Claude Code sent a tool call's turn back")
+	toolTurnsCarryReasoning(t, up)
 }

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -78,11 +77,7 @@ func TestCodex(t *testing.T) {
 // sends it up again as the reasoning_content DeepSeek wants.
 func TestCodexToolLoopOnAThinkingModel(t *testing.T) {
 	bin := agentBin(t, "codex")
-	sb := nodetest.Serve(t, t.TempDir())
-	up := upstreamtest.New(t, upstreamtest.WithThinkingMode(), upstreamtest.WithToolCallsOnly("get_goal"))
-	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-ds", "name": "ds", "apiKey": "k",
-		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "ds", "enabledModels": []string{"deepseek-v4-flash"}}})
-	key := gatewayKey(t, sb)
+	sb, up, key := deepSeekUpstream(t, upstreamtest.WithToolCallsOnly("get_goal"))
 	home := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(sb.BaseURL, "ds/deepseek-v4-flash")), 0o600))
@@ -91,20 +86,5 @@ func TestCodexToolLoopOnAThinkingModel(t *testing.T) {
 		"CODEX_HOME":          filepath.Join(home, ".codex"),
 	}, "exec", "--skip-git-repo-check", "plan the work")
 	assert.Contains(t, out, upstreamtest.EchoPrefix, "Codex printed the model's answer after the tool (stderr: %.2000s)", errOut)
-	var loops int
-	for _, r := range up.Requests() {
-		var body struct {
-			Messages []map[string]any `json:"messages"`
-		}
-		if json.Unmarshal(r.Body, &body) != nil {
-			continue
-		}
-		for _, m := range body.Messages {
-			if m["role"] == "assistant" && m["tool_calls"] != nil {
-				loops++
-				assert.Equal(t, upstreamtest.ThinkingText, m["reasoning_content"], "the tool call's turn carries its reasoning back")
-			}
-		}
-	}
-	require.Positive(t, loops, "Codex sent a tool call's turn back")
+	toolTurnsCarryReasoning(t, up)
 }

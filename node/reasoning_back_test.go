@@ -16,14 +16,36 @@ import (
 
 // deepSeekUpstream is a serve instance with one openai-compatible
 // connection ("ds", model "ds/deepseek-v4-flash") on a fake upstream that
-// behaves as DeepSeek's thinking mode, and a key.
-func deepSeekUpstream(t *testing.T) (*nodetest.Instance, *upstreamtest.Server, string) {
+// behaves as DeepSeek's thinking mode (with opts), and a key.
+func deepSeekUpstream(t *testing.T, opts ...upstreamtest.Option) (*nodetest.Instance, *upstreamtest.Server, string) {
 	t.Helper()
 	sb := nodetest.Serve(t, t.TempDir())
-	up := upstreamtest.New(t, upstreamtest.WithThinkingMode())
+	up := upstreamtest.New(t, append([]upstreamtest.Option{upstreamtest.WithThinkingMode()}, opts...)...)
 	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-ds", "name": "ds", "apiKey": "k",
 		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "ds", "enabledModels": []string{"deepseek-v4-flash"}}})
 	return sb, up, gatewayKey(t, sb)
+}
+
+// toolTurnsCarryReasoning asserts that every tool call's turn the upstream
+// was sent carries upstreamtest.ThinkingText back, and that there was one.
+func toolTurnsCarryReasoning(t *testing.T, up *upstreamtest.Server) {
+	t.Helper()
+	turns := 0
+	for _, r := range up.Requests() {
+		var body struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		if json.Unmarshal(r.Body, &body) != nil {
+			continue
+		}
+		for _, m := range body.Messages {
+			if m["role"] == "assistant" && m["tool_calls"] != nil {
+				turns++
+				assert.Equal(t, upstreamtest.ThinkingText, m["reasoning_content"], "the tool call's turn carries its reasoning back")
+			}
+		}
+	}
+	require.Positive(t, turns, "the agent sent a tool call's turn back")
 }
 
 // lastAssistantReasoning is the reasoning_content of the assistant message
