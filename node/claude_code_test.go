@@ -76,3 +76,24 @@ func TestClaudeCodeToolLoopOnAThinkingModel(t *testing.T) {
 	assert.Contains(t, out, upstreamtest.EchoPrefix, "Claude Code printed the model's answer after the tool (stderr: %s)", stderr)
 	toolTurnsCarryReasoning(t, up)
 }
+
+// The real Claude Code in a tool loop on a reasoning model of a server that
+// refuses reasoning_content in messages (the fake as Groq: it reasons in a
+// "reasoning" member and answers 400 "property 'reasoning_content' is
+// unsupported"): the gateway sends the thinking back, is refused, and asks
+// again without it, so the loop ends with the model's answer.
+func TestClaudeCodeToolLoopOnAStrictReasoningServer(t *testing.T) {
+	bin := agentBin(t, "claude")
+	sb, up, key := reasoningUpstream(t, upstreamtest.WithStrictReasoning(), upstreamtest.WithToolCallsOnly("Read"))
+	model := "ds/deepseek-v4-flash"
+	out, stderr := runAgent(t, t.TempDir(), bin, map[string]string{
+		"ANTHROPIC_BASE_URL":                       sb.BaseURL,
+		"ANTHROPIC_API_KEY":                        key,
+		"ANTHROPIC_MODEL":                          model,
+		"ANTHROPIC_SMALL_FAST_MODEL":               model,
+		"ANTHROPIC_DEFAULT_HAIKU_MODEL":            model,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	}, "-p", "find the go files")
+	assert.Contains(t, out, upstreamtest.EchoPrefix, "Claude Code printed the model's answer after the tool (stderr: %s)", stderr)
+	reasoningRefusedThenDropped(t, up)
+}

@@ -88,3 +88,20 @@ func TestCodexToolLoopOnAThinkingModel(t *testing.T) {
 	assert.Contains(t, out, upstreamtest.EchoPrefix, "Codex printed the model's answer after the tool (stderr: %.2000s)", errOut)
 	toolTurnsCarryReasoning(t, up)
 }
+
+// The real Codex in a tool loop on a reasoning model of a server that
+// refuses reasoning_content in messages (the fake as Groq): the gateway
+// sends the reasoning back, is refused, and asks again without it.
+func TestCodexToolLoopOnAStrictReasoningServer(t *testing.T) {
+	bin := agentBin(t, "codex")
+	sb, up, key := reasoningUpstream(t, upstreamtest.WithStrictReasoning(), upstreamtest.WithToolCallsOnly("get_goal"))
+	home := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(sb.BaseURL, "ds/deepseek-v4-flash")), 0o600))
+	out, errOut := runAgent(t, home, bin, map[string]string{
+		"SWITCHBOARD_API_KEY": key,
+		"CODEX_HOME":          filepath.Join(home, ".codex"),
+	}, "exec", "--skip-git-repo-check", "plan the work")
+	assert.Contains(t, out, upstreamtest.EchoPrefix, "Codex printed the model's answer after the tool (stderr: %.2000s)", errOut)
+	reasoningRefusedThenDropped(t, up)
+}

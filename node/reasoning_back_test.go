@@ -14,13 +14,20 @@ import (
 	"github.com/switchboardhq/switchboard/node/nodetest"
 )
 
-// deepSeekUpstream is a serve instance with one openai-compatible
-// connection ("ds", model "ds/deepseek-v4-flash") on a fake upstream that
-// behaves as DeepSeek's thinking mode (with opts), and a key.
+// deepSeekUpstream is reasoningUpstream behaving as DeepSeek's thinking
+// mode.
 func deepSeekUpstream(t *testing.T, opts ...upstreamtest.Option) (*nodetest.Instance, *upstreamtest.Server, string) {
 	t.Helper()
+	return reasoningUpstream(t, append([]upstreamtest.Option{upstreamtest.WithThinkingMode()}, opts...)...)
+}
+
+// reasoningUpstream is a serve instance with one openai-compatible
+// connection ("ds", model "ds/deepseek-v4-flash") on a fake upstream with
+// opts, and a key.
+func reasoningUpstream(t *testing.T, opts ...upstreamtest.Option) (*nodetest.Instance, *upstreamtest.Server, string) {
+	t.Helper()
 	sb := nodetest.Serve(t, t.TempDir())
-	up := upstreamtest.New(t, append([]upstreamtest.Option{upstreamtest.WithThinkingMode()}, opts...)...)
+	up := upstreamtest.New(t, opts...)
 	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-ds", "name": "ds", "apiKey": "k",
 		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "ds", "enabledModels": []string{"deepseek-v4-flash"}}})
 	return sb, up, gatewayKey(t, sb)
@@ -46,6 +53,32 @@ func toolTurnsCarryReasoning(t *testing.T, up *upstreamtest.Server) {
 		}
 	}
 	require.Positive(t, turns, "the agent sent a tool call's turn back")
+}
+
+// reasoningRefusedThenDropped asserts that the upstream, which refuses
+// reasoning_content, was sent it once and then the same turn without it.
+func reasoningRefusedThenDropped(t *testing.T, up *upstreamtest.Server) {
+	t.Helper()
+	with, without := 0, 0
+	for _, r := range up.Requests() {
+		var body struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		if json.Unmarshal(r.Body, &body) != nil {
+			continue
+		}
+		for _, m := range body.Messages {
+			if m["role"] == "assistant" && m["tool_calls"] != nil {
+				if _, ok := m["reasoning_content"]; ok {
+					with++
+				} else {
+					without++
+				}
+			}
+		}
+	}
+	assert.Positive(t, with, "the tool call's turn went up with its reasoning first")
+	assert.Positive(t, without, "and again without it once refused")
 }
 
 // lastAssistantReasoning is the reasoning_content of the assistant message

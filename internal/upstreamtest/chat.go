@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -49,7 +50,8 @@ type chatAnswer struct {
 	created          int64
 	model            string
 	text             string     // content, when there are no tool calls
-	reasoning        string     // reasoning_content, "" for none
+	reasoning        string     // the reasoning, "" for none
+	reasoningKey     string     // its member: reasoning_content, or reasoning
 	calls            []toolCall // tool calls
 	promptTokens     int
 	completionTokens int
@@ -84,14 +86,22 @@ func (s *Server) serveChat(o *output, r *http.Request, body []byte) {
 		o.sendJSON(http.StatusBadRequest, invalidRequest("unsupported_parameter", "max_tokens",
 			"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."))
 		return
+	case s.cfg.strictReason && reasoningSent(&req) >= 0:
+		i := strconv.Itoa(reasoningSent(&req))
+		msg := "'messages." + i + "' : for 'role:assistant' the following must be satisfied[('messages." + i + "' : property 'reasoning_content' is unsupported)]"
+		o.sendJSON(http.StatusBadRequest, append(appendString([]byte(`{"error":{"type":"invalid_request_error","message":`), msg), "}}"...))
+		return
 	case s.cfg.thinking && reasoningMissing(&req):
 		o.sendJSON(http.StatusBadRequest, invalidRequest("invalid_request_error", "", MsgReasoningNotPassedBack))
 		return
 	}
 
 	a := chatAnswer{id: s.newID("chatcmpl-", 29), created: time.Now().Unix(), model: req.Model}
-	if s.cfg.thinking {
-		a.reasoning = ThinkingText
+	if s.cfg.thinking || s.cfg.strictReason {
+		a.reasoning, a.reasoningKey = ThinkingText, "reasoning_content"
+		if s.cfg.strictReason {
+			a.reasoningKey = "reasoning"
+		}
 		a.completionTokens += Tokens(a.reasoning)
 	}
 	var userText, lastRole, lastText string
@@ -137,6 +147,17 @@ func (s *Server) serveChat(o *output, r *http.Request, body []byte) {
 		return
 	}
 	o.sendJSON(http.StatusOK, a.appendCompletion(make([]byte, 0, 512+len(a.text))))
+}
+
+// reasoningSent is the index of the first message carrying a
+// reasoning_content member, or -1.
+func reasoningSent(req *chatRequest) int {
+	for i, m := range req.Messages {
+		if m.ReasoningContent != nil {
+			return i
+		}
+	}
+	return -1
 }
 
 // reasoningMissing reports whether a request with tools has an assistant
@@ -216,7 +237,7 @@ func (a *chatAnswer) appendCompletion(b []byte) []byte {
 	b = appendString(b, a.model)
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant",`...)
 	if a.reasoning != "" {
-		b = append(b, `"reasoning_content":`...)
+		b = append(append(append(b, '"'), a.reasoningKey...), `":`...)
 		b = appendString(b, a.reasoning)
 		b = append(b, ',')
 	}
@@ -305,9 +326,9 @@ func (s *Server) streamChat(o *output, a *chatAnswer, includeUsage, obfuscate bo
 	o.startStream("text/event-stream; charset=utf-8", true)
 	if a.reasoning != "" {
 		for i, piece := range splitWords(a.reasoning) {
-			head := `{"index":0,"delta":{"reasoning_content":`
+			head := `{"index":0,"delta":{"` + a.reasoningKey + `":`
 			if i == 0 {
-				head = `{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":`
+				head = `{"index":0,"delta":{"role":"assistant","content":null,"` + a.reasoningKey + `":`
 			}
 			ok := cs.emit(chunkContent, head, func(b []byte) []byte {
 				b = appendString(b, piece)

@@ -53,6 +53,7 @@ type config struct {
 	cacheWrite    int
 	cacheRead     int
 	thinking      bool
+	strictReason  bool
 }
 
 // WithModels sets the model ids listed by GET /v1/models. The default is
@@ -111,6 +112,14 @@ func WithChunkDelay(d time.Duration) Option {
 // of tools with every request and would otherwise run them.
 func WithoutToolCalls() Option {
 	return func(c *config) { c.noToolCalls = true }
+}
+
+// WithStrictReasoning makes chat answers reason as Groq's reasoning models
+// do (ThinkingText in a "reasoning" member, streamed first) and refuses, as
+// Groq and Cerebras do, a request whose messages carry a reasoning_content
+// member, which their schemas do not have.
+func WithStrictReasoning() Option {
+	return func(c *config) { c.strictReason = true }
 }
 
 // WithToolCallsOnly makes the fake call, of the tools a request offers,

@@ -151,14 +151,15 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 	}
 	if resp.StatusCode >= 300 {
 		raw := a.refusal(resp, cancel)
-		fitted, ok := a.fitWindow(resp.StatusCode, body, raw)
+		fitted, ok := a.refit(resp.StatusCode, body, raw)
 		if !ok || call.Err() != nil {
 			return Usage{}, a.upstreamError(resp, raw)
 		}
-		// The gateway's own max_tokens passed the model's context window
-		// (a long conversation, with a stream's cap of the model's whole
-		// output limit): asked again, once and on this connection, for
-		// what the window leaves. The refusal is no failure of the
+		// The upstream refused what the gateway added (its own max_tokens
+		// past the model's context window: a long conversation, with a
+		// stream's cap of the model's whole output limit; reasoning sent
+		// back to a server that takes none): asked again, once and on
+		// this connection, without it. The refusal is no failure of the
 		// connection's: no fallback, no cooling, nothing billed.
 		if resp, err = a.send(reqCtx, fitted, a.in.stream || assembled); err != nil {
 			return Usage{}, err
@@ -230,15 +231,14 @@ func (a *attempt) refusal(resp *http.Response, cancel context.CancelCauseFunc) [
 	return a.c.Scrub(raw)
 }
 
-// fitWindow is body asking for what the model's context window leaves,
-// when the upstream refused it (status, raw) for the gateway's own
-// max_tokens passing the window (windowFitter).
-func (a *attempt) fitWindow(status int, body, raw []byte) ([]byte, bool) {
-	fw, ok := a.tr.(windowFitter)
+// refit is body asked again without what the gateway added, when the
+// upstream refused it (status, raw) for that (refitter).
+func (a *attempt) refit(status int, body, raw []byte) ([]byte, bool) {
+	rf, ok := a.tr.(refitter)
 	if !ok || status != http.StatusBadRequest {
 		return nil, false
 	}
-	return fw.fitWindow(a.in, body, raw)
+	return rf.refit(a.in, body, raw)
 }
 
 // upstreamError is an error answer as the client's route passes it

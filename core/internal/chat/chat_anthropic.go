@@ -12,7 +12,7 @@ type chatAnthropic struct {
 	opts translate.AnthropicOptions
 }
 
-var _ windowFitter = chatAnthropic{}
+var _ refitter = chatAnthropic{}
 
 func (chatAnthropic) header(http.Header, inbound) {}
 
@@ -26,7 +26,7 @@ func (c chatAnthropic) request(in inbound, model string) ([]byte, error) {
 	return tr.Body, nil
 }
 
-func (chatAnthropic) fitWindow(in inbound, body, raw []byte) ([]byte, bool) {
+func (chatAnthropic) refit(in inbound, body, raw []byte) ([]byte, bool) {
 	if in.names("max_tokens") || in.names("max_completion_tokens") {
 		return nil, false
 	}

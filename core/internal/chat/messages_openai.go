@@ -14,8 +14,19 @@ type messagesOpenAI struct {
 	opts translate.ChatOptions
 }
 
+var _ refitter = messagesOpenAI{}
+
 func (messagesOpenAI) header(http.Header, inbound) {}
 func (messagesOpenAI) errorBody(raw []byte) []byte { return raw }
+
+// refit sends the request again without the reasoning sent back
+// (ChatOptions.ReasoningBack) when the upstream refused that member.
+func (m messagesOpenAI) refit(_ inbound, body, raw []byte) ([]byte, bool) {
+	if !m.opts.ReasoningBack {
+		return nil, false
+	}
+	return translate.WithoutRefusedReasoning(body, raw)
+}
 
 func (m messagesOpenAI) request(in inbound, model string) ([]byte, error) {
 	body, err := translate.AnthropicToOpenAIRequest(in.body, model, m.opts)

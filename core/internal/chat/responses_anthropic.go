@@ -16,7 +16,7 @@ type responsesAnthropic struct {
 	anth translate.AnthropicOptions
 }
 
-var _ windowFitter = responsesAnthropic{}
+var _ refitter = responsesAnthropic{}
 
 func (responsesAnthropic) header(http.Header, inbound) {}
 
@@ -36,7 +36,7 @@ func (r responsesAnthropic) request(in inbound, model string) ([]byte, error) {
 	return tr.Body, nil
 }
 
-func (responsesAnthropic) fitWindow(in inbound, body, raw []byte) ([]byte, bool) {
+func (responsesAnthropic) refit(in inbound, body, raw []byte) ([]byte, bool) {
 	if in.names("max_output_tokens") {
 		return nil, false
 	}

@@ -33,15 +33,17 @@ type translator interface {
 	errorBody(raw []byte) []byte
 }
 
-// windowFitter is a translator whose upstream refuses a request whose input
-// and max_tokens pass the model's context window, and says by how much
-// (Anthropic's). When the gateway chose the max_tokens (the client named no
-// cap), the attempt asks again, once, for what the window leaves.
-type windowFitter interface {
-	// fitWindow returns body, refused with raw, asking for what the window
-	// leaves; ok is false when the client named its own cap or raw does not
-	// tell.
-	fitWindow(in inbound, body, raw []byte) (fitted []byte, ok bool)
+// refitter is a translator whose upstream may refuse, with a 400, what
+// the gateway's own translation added, and say so: a max_tokens the
+// gateway chose passing the model's context window (Anthropic says by how
+// much), or reasoning_content sent back to a server that takes no such
+// member (Groq, Cerebras). The attempt asks again, once, without it.
+type refitter interface {
+	// refit returns body, refused with raw, asked again without what the
+	// gateway added (for a context window, asking for what the window
+	// leaves); ok is false when raw is another refusal or the client
+	// asked for it (its own cap).
+	refit(in inbound, body, raw []byte) (fitted []byte, ok bool)
 }
 
 // names reports whether the request names field (null names nothing), in

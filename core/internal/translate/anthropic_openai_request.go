@@ -862,3 +862,40 @@ func toolDefinition(name string, tools []inMsgTool) []byte {
 	}
 	return b
 }
+
+// WithoutRefusedReasoning is body, a chat request whose assistant messages
+// carry reasoning_content (ChatOptions.ReasoningBack), without that member,
+// when raw, the upstream's refusal, says it takes no such member (Groq and
+// Cerebras: "property 'reasoning_content' is unsupported"; strict schemas:
+// "Additional properties are not allowed", "Extra inputs are not
+// permitted", each naming the member), and not that it wants it (DeepSeek:
+// "must be passed back", "Missing reasoning_content"). ok is false
+// otherwise, and when no message carried the member.
+func WithoutRefusedReasoning(body, raw []byte) (out []byte, ok bool) {
+	if !bytes.Contains(raw, []byte("reasoning_content")) || bytes.Contains(raw, []byte("passed back")) ||
+		bytes.Contains(bytes.ToLower(raw), []byte("missing reasoning_content")) {
+		return nil, false
+	}
+	var req map[string]json.RawMessage
+	var msgs []map[string]json.RawMessage
+	if json.Unmarshal(body, &req) != nil || json.Unmarshal(req["messages"], &msgs) != nil {
+		return nil, false
+	}
+	for _, m := range msgs {
+		if _, had := m["reasoning_content"]; had {
+			delete(m, "reasoning_content")
+			ok = true
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	var err error
+	if req["messages"], err = marshal(msgs); err != nil {
+		return nil, false
+	}
+	if out, err = marshal(req); err != nil {
+		return nil, false
+	}
+	return out, true
+}

@@ -129,3 +129,41 @@ func TestResponsesReasoningBackOneTurn(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(got), "reasoning_content")
 }
+
+// A server that takes no reasoning_content member (Groq, Cerebras, strict
+// schemas) is asked again without it; DeepSeek's refusals for the member
+// missing, and other refusals, are not.
+func TestWithoutRefusedReasoning(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"a<b"},{"role":"assistant","content":null,"reasoning_content":"think","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}],"tools":[{"type":"function","function":{"name":"f"}}]}`)
+	for _, raw := range []string{
+		`{"error":{"message":"'messages.1' : for 'role:assistant' the following must be satisfied[('messages.1' : property 'reasoning_content' is unsupported)]","type":"invalid_request_error"}}`,
+		`{"message":"messages.1.assistant.reasoning_content: property 'messages.1.assistant.reasoning_content' is unsupported","type":"invalid_request_error","param":"validation_error","code":"wrong_api_format"}`,
+		`{"error":{"message":"Invalid value for 'messages[1]': Additional properties are not allowed ('reasoning_content' was unexpected)","type":"invalid_request_error"}}`,
+		`{"object":"error","message":"[{'type': 'extra_forbidden', 'loc': ('body', 'messages', 1, 'assistant', 'reasoning_content'), 'msg': 'Extra inputs are not permitted'}]","type":"BadRequestError","code":400}`,
+	} {
+		out, ok := WithoutRefusedReasoning(body, []byte(raw))
+		require.True(t, ok, raw)
+		var got struct {
+			Messages []map[string]json.RawMessage `json:"messages"`
+			Tools    json.RawMessage              `json:"tools"`
+			Model    string                       `json:"model"`
+		}
+		require.NoError(t, json.Unmarshal(out, &got))
+		require.Len(t, got.Messages, 3)
+		assert.NotContains(t, got.Messages[1], "reasoning_content")
+		assert.Contains(t, got.Messages[1], "tool_calls", "the rest of the message stays")
+		assert.Equal(t, "m", got.Model)
+		assert.NotEmpty(t, got.Tools)
+		assert.Contains(t, string(out), `"a<b"`, "text is not HTML-escaped")
+	}
+	for _, raw := range []string{
+		`{"error":{"message":"The reasoning_content in the thinking mode must be passed back to the API.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`,
+		`{"error":{"message":"Missing reasoning_content field in the assistant message at message index 1.","type":"invalid_request_error"}}`,
+		`{"error":{"message":"Invalid 'messages[1].tool_calls[0].id'","type":"invalid_request_error"}}`,
+	} {
+		_, ok := WithoutRefusedReasoning(body, []byte(raw))
+		assert.False(t, ok, raw)
+	}
+	_, ok := WithoutRefusedReasoning([]byte(`{"messages":[{"role":"user","content":"x"}]}`), []byte(`property 'reasoning_content' is unsupported`))
+	assert.False(t, ok, "nothing to take out")
+}
