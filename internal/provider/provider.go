@@ -126,7 +126,8 @@ type Spec struct {
 	// ReasoningBack is true when a translated chat request sends earlier
 	// turns' reasoning back as reasoning_content on their assistant
 	// messages: DeepSeek's thinking mode refuses a tool call's turn
-	// without it, and other servers ignore or keep it. OpenAI refuses
+	// without it, Kimi keeps it, most servers ignore it, and one that
+	// refuses it (Groq, Cerebras) is asked again without it. OpenAI refuses
 	// message members it does not know, so it gets none.
 	ReasoningBack bool
 	// MaxStopSequences is the most stop sequences the upstream takes in a
