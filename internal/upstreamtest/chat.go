@@ -42,7 +42,7 @@ const ThinkingText = "The user wants an answer; the tools may help."
 
 // MsgReasoningNotPassedBack is the message of DeepSeek's 400 to a
 // thinking-mode request whose tool call's turn lacks its reasoning_content.
-const MsgReasoningNotPassedBack = "The reasoning_content in the thinking mode must be passed back to the API."
+const MsgReasoningNotPassedBack = "The `reasoning_content` in the thinking mode must be passed back to the API."
 
 // chatAnswer is what the fake answers to a chat request.
 type chatAnswer struct {

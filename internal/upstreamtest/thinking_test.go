@@ -60,7 +60,7 @@ func TestThinkingModeRefusesToolTurnWithoutReasoning(t *testing.T) {
 	}
 	resp, body := post(t, s, upstreamtest.PathChatCompletions, history(""))
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	require.JSONEq(t, `{"error":{"message":"The reasoning_content in the thinking mode must be passed back to the API.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`, string(body))
+	require.JSONEq(t, `{"error":{"message":"The `+"`"+`reasoning_content`+"`"+` in the thinking mode must be passed back to the API.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`, string(body))
 
 	for _, r := range []string{`,"reasoning_content":""`, `,"reasoning_content":"It needs the weather."`} {
 		resp, body = post(t, s, upstreamtest.PathChatCompletions, history(r))

@@ -872,8 +872,11 @@ func toolDefinition(name string, tools []inMsgTool) []byte {
 // "must be passed back", "Missing reasoning_content"). ok is false
 // otherwise, and when no message carried the member.
 func WithoutRefusedReasoning(body, raw []byte) (out []byte, ok bool) {
-	if !bytes.Contains(raw, []byte("reasoning_content")) || bytes.Contains(raw, []byte("passed back")) ||
-		bytes.Contains(bytes.ToLower(raw), []byte("missing reasoning_content")) {
+	// DeepSeek writes the member's name in backticks ("Missing
+	// `reasoning_content` field").
+	said := bytes.ToLower(bytes.ReplaceAll(raw, []byte("`"), nil))
+	if !bytes.Contains(said, []byte("reasoning_content")) || bytes.Contains(said, []byte("passed back")) ||
+		bytes.Contains(said, []byte("missing reasoning_content")) {
 		return nil, false
 	}
 	var req map[string]json.RawMessage

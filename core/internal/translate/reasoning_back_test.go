@@ -159,6 +159,8 @@ func TestWithoutRefusedReasoning(t *testing.T) {
 	for _, raw := range []string{
 		`{"error":{"message":"The reasoning_content in the thinking mode must be passed back to the API.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`,
 		`{"error":{"message":"Missing reasoning_content field in the assistant message at message index 1.","type":"invalid_request_error"}}`,
+		"{\"error\":{\"message\":\"Missing `reasoning_content` field in the assistant message at message index 2. For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"invalid_request_error\"}}",
+		"{\"error\":{\"message\":\"The `reasoning_content` in the thinking mode must be passed back to the API.\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"invalid_request_error\"}}",
 		`{"error":{"message":"Invalid 'messages[1].tool_calls[0].id'","type":"invalid_request_error"}}`,
 	} {
 		_, ok := WithoutRefusedReasoning(body, []byte(raw))
