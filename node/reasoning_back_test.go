@@ -202,3 +202,34 @@ func TestResponsesToolLoopSendsReasoningBackToCompatible(t *testing.T) {
 		assert.Equal(t, upstreamtest.ThinkingText, lastAssistantReasoning(t, up), "stream %v", stream)
 	}
 }
+
+// A server that refuses the reasoning sent back with a 422 (Mistral's strict
+// schema: "Extra inputs are not permitted") is asked again without it, as
+// one refusing with a 400 is; DeepSeek's own refusal of a turn without its
+// reasoning is not retried.
+func TestReasoningRefusedWith422IsDropped(t *testing.T) {
+	sb, up, key := reasoningUpstream(t)
+	history := []map[string]any{
+		{"role": "user", "content": "Weather in Paris?"},
+		{"role": "assistant", "content": []map[string]any{{"type": "thinking", "thinking": "Use the tool.", "signature": ""},
+			{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": map[string]any{"city": "Paris"}}}},
+		{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}}},
+	}
+	body := messagesBody("ds/deepseek-v4-flash", "Weather in Paris?", false)
+	body["tools"], body["messages"] = []any{weatherToolAnthropic}, history
+
+	up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusUnprocessableEntity,
+		`{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","messages",1,"assistant","reasoning_content"],"msg":"Extra inputs are not permitted","input":"Use the tool."}]},"type":"invalid_request_message_error","param":null,"code":null}`))
+	r, raw, _ := postMessages(t, sb, key, body)
+	require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+	reqs := up.Requests()
+	require.Len(t, reqs, 2, "refused once, asked again once")
+	assert.Contains(t, string(reqs[0].Body), `"reasoning_content":"Use the tool."`)
+	assert.NotContains(t, string(reqs[1].Body), `reasoning_content`)
+
+	up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusBadRequest,
+		"{\"error\":{\"message\":\"Missing `reasoning_content` field in the assistant message at message index 2.\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"invalid_request_error\"}}"))
+	r, raw, _ = postMessages(t, sb, key, body)
+	require.Equal(t, http.StatusBadRequest, r.StatusCode, "%s", raw)
+	assert.Len(t, up.Requests(), 3, "DeepSeek's refusal is passed on, not asked again")
+}

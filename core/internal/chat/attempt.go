@@ -234,8 +234,10 @@ func (a *attempt) refusal(resp *http.Response, cancel context.CancelCauseFunc) [
 // refit is body asked again without what the gateway added, when the
 // upstream refused it (status, raw) for that (refitter).
 func (a *attempt) refit(status int, body, raw []byte) ([]byte, bool) {
+	// Mistral and other strict schemas refuse a member they do not know
+	// with a 422.
 	rf, ok := a.tr.(refitter)
-	if !ok || status != http.StatusBadRequest {
+	if !ok || status != http.StatusBadRequest && status != http.StatusUnprocessableEntity {
 		return nil, false
 	}
 	return rf.refit(a.in, body, raw)
