@@ -5,10 +5,14 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
+	"syscall"
 	"testing"
+	"unsafe"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -70,4 +74,32 @@ func TestParseMaps(t *testing.T) {
 		{start: 0x2528000, end: 0x25b7000, writable: true, dev: "fe:00", inode: 10895750},
 		{start: 0x7ffd1000, end: 0x7ffd3000, dev: "00:00"},
 	}, ms)
+}
+
+// A page of a read-only private file mapping that the process wrote before
+// making it read-only (the relocations a dynamic loader applies to a
+// position-independent binary's RELRO) keeps its bytes: dropping it would
+// put the file's back, and the binary would read unrelocated pointers.
+func TestReleaseKeepsPagesTheProcessWrote(t *testing.T) {
+	page := os.Getpagesize()
+	path := filepath.Join(t.TempDir(), "image")
+	require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte("f"), 3*page), 0o600))
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	m, err := syscall.Mmap(int(f.Fd()), 0, 3*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE)
+	require.NoError(t, err)
+	defer syscall.Munmap(m)
+	_ = m[0] + m[2*page] // the file's pages, resident
+	copy(m[page:], "relocated")
+	require.NoError(t, syscall.Mprotect(m, syscall.PROT_READ))
+
+	pagemap, err := os.Open("/proc/self/pagemap")
+	require.NoError(t, err)
+	defer pagemap.Close()
+	start := uint64(uintptr(unsafe.Pointer(&m[0])))
+	require.NoError(t, releaseFilePages(pagemap, start, start+uint64(3*page)))
+	assert.Equal(t, "relocated", string(m[page:page+9]), "the page the process wrote keeps its bytes")
+	assert.Equal(t, "fff", string(m[0:3])+"", "the file's pages read the file again")
+	assert.Equal(t, byte('f'), m[2*page])
 }
