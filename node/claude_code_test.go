@@ -53,47 +53,31 @@ func TestClaudeCode(t *testing.T) {
 	}
 }
 
-// The real Claude Code in a tool loop on a thinking model behind an
-// openai-compatible connection (the fake as DeepSeek's thinking mode: it
-// refuses a tool call's turn sent back without its reasoning_content): the
-// model reasons and calls Read, Claude Code runs it and sends the history
-// back, thinking block included, and the gateway sends that thinking up as
-// the reasoning_content DeepSeek wants, so the loop ends with the model's
-// answer.
-func TestClaudeCodeToolLoopOnAThinkingModel(t *testing.T) {
+// The real Claude Code in a tool loop on reasoning models behind an
+// openai-compatible connection; the model reasons and calls Read, Claude
+// Code runs it and sends the history back, thinking block included, and the
+// loop must end with the model's answer. DeepSeek's thinking mode (the
+// fake refusing a tool call's turn sent back without its
+// reasoning_content) gets the thinking up as that member; a server that
+// refuses the member (the fake as Groq: it reasons in a "reasoning" member
+// and answers 400 "property 'reasoning_content' is unsupported") is asked
+// again without it.
+func TestClaudeCodeToolLoopOnReasoningModels(t *testing.T) {
 	bin := agentBin(t, "claude")
-	sb, up, key := deepSeekUpstream(t, upstreamtest.WithToolCallsOnly("Read"))
-	model := "ds/deepseek-v4-flash"
-	home := t.TempDir()
-	out, stderr := runAgent(t, home, bin, map[string]string{
-		"ANTHROPIC_BASE_URL":                       sb.BaseURL,
-		"ANTHROPIC_API_KEY":                        key,
-		"ANTHROPIC_MODEL":                          model,
-		"ANTHROPIC_SMALL_FAST_MODEL":               model,
-		"ANTHROPIC_DEFAULT_HAIKU_MODEL":            model,
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-	}, "-p", "find the go files")
-	assert.Contains(t, out, upstreamtest.EchoPrefix, "Claude Code printed the model's answer after the tool (stderr: %s)", stderr)
-	toolTurnsCarryReasoning(t, up)
-}
-
-// The real Claude Code in a tool loop on a reasoning model of a server that
-// refuses reasoning_content in messages (the fake as Groq: it reasons in a
-// "reasoning" member and answers 400 "property 'reasoning_content' is
-// unsupported"): the gateway sends the thinking back, is refused, and asks
-// again without it, so the loop ends with the model's answer.
-func TestClaudeCodeToolLoopOnAStrictReasoningServer(t *testing.T) {
-	bin := agentBin(t, "claude")
-	sb, up, key := reasoningUpstream(t, upstreamtest.WithStrictReasoning(), upstreamtest.WithToolCallsOnly("Read"))
-	model := "ds/deepseek-v4-flash"
-	out, stderr := runAgent(t, t.TempDir(), bin, map[string]string{
-		"ANTHROPIC_BASE_URL":                       sb.BaseURL,
-		"ANTHROPIC_API_KEY":                        key,
-		"ANTHROPIC_MODEL":                          model,
-		"ANTHROPIC_SMALL_FAST_MODEL":               model,
-		"ANTHROPIC_DEFAULT_HAIKU_MODEL":            model,
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-	}, "-p", "find the go files")
-	assert.Contains(t, out, upstreamtest.EchoPrefix, "Claude Code printed the model's answer after the tool (stderr: %s)", stderr)
-	reasoningRefusedThenDropped(t, up)
+	for _, tc := range reasoningServers {
+		t.Run(tc.name, func(t *testing.T) {
+			sb, up, key := reasoningUpstream(t, tc.opt, upstreamtest.WithToolCallsOnly("Read"))
+			model := "ds/deepseek-v4-flash"
+			out, stderr := runAgent(t, t.TempDir(), bin, map[string]string{
+				"ANTHROPIC_BASE_URL":                       sb.BaseURL,
+				"ANTHROPIC_API_KEY":                        key,
+				"ANTHROPIC_MODEL":                          model,
+				"ANTHROPIC_SMALL_FAST_MODEL":               model,
+				"ANTHROPIC_DEFAULT_HAIKU_MODEL":            model,
+				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+			}, "-p", "find the go files")
+			assert.Contains(t, out, upstreamtest.EchoPrefix, "Claude Code printed the model's answer after the tool (stderr: %s)", stderr)
+			tc.check(t, up)
+		})
+	}
 }

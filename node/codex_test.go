@@ -69,39 +69,26 @@ func TestCodex(t *testing.T) {
 	}
 }
 
-// The real Codex in a tool loop on a thinking model behind an
-// openai-compatible connection (the fake as DeepSeek's thinking mode: it
-// refuses a tool call's turn sent back without its reasoning_content): the
-// model reasons and calls get_goal, Codex sends the history back with
-// the reasoning item the gateway made of the reasoning, and the gateway
-// sends it up again as the reasoning_content DeepSeek wants.
-func TestCodexToolLoopOnAThinkingModel(t *testing.T) {
+// The real Codex in a tool loop on reasoning models behind an
+// openai-compatible connection: the model reasons and calls get_goal, and
+// Codex sends the history back with the reasoning item the gateway made of
+// the reasoning. DeepSeek's thinking mode gets it up again as
+// reasoning_content; a server refusing that member (the fake as Groq) is
+// asked again without it.
+func TestCodexToolLoopOnReasoningModels(t *testing.T) {
 	bin := agentBin(t, "codex")
-	sb, up, key := deepSeekUpstream(t, upstreamtest.WithToolCallsOnly("get_goal"))
-	home := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(sb.BaseURL, "ds/deepseek-v4-flash")), 0o600))
-	out, errOut := runAgent(t, home, bin, map[string]string{
-		"SWITCHBOARD_API_KEY": key,
-		"CODEX_HOME":          filepath.Join(home, ".codex"),
-	}, "exec", "--skip-git-repo-check", "plan the work")
-	assert.Contains(t, out, upstreamtest.EchoPrefix, "Codex printed the model's answer after the tool (stderr: %.2000s)", errOut)
-	toolTurnsCarryReasoning(t, up)
-}
-
-// The real Codex in a tool loop on a reasoning model of a server that
-// refuses reasoning_content in messages (the fake as Groq): the gateway
-// sends the reasoning back, is refused, and asks again without it.
-func TestCodexToolLoopOnAStrictReasoningServer(t *testing.T) {
-	bin := agentBin(t, "codex")
-	sb, up, key := reasoningUpstream(t, upstreamtest.WithStrictReasoning(), upstreamtest.WithToolCallsOnly("get_goal"))
-	home := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(sb.BaseURL, "ds/deepseek-v4-flash")), 0o600))
-	out, errOut := runAgent(t, home, bin, map[string]string{
-		"SWITCHBOARD_API_KEY": key,
-		"CODEX_HOME":          filepath.Join(home, ".codex"),
-	}, "exec", "--skip-git-repo-check", "plan the work")
-	assert.Contains(t, out, upstreamtest.EchoPrefix, "Codex printed the model's answer after the tool (stderr: %.2000s)", errOut)
-	reasoningRefusedThenDropped(t, up)
+	for _, tc := range reasoningServers {
+		t.Run(tc.name, func(t *testing.T) {
+			sb, up, key := reasoningUpstream(t, tc.opt, upstreamtest.WithToolCallsOnly("get_goal"))
+			home := t.TempDir()
+			require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(sb.BaseURL, "ds/deepseek-v4-flash")), 0o600))
+			out, errOut := runAgent(t, home, bin, map[string]string{
+				"SWITCHBOARD_API_KEY": key,
+				"CODEX_HOME":          filepath.Join(home, ".codex"),
+			}, "exec", "--skip-git-repo-check", "plan the work")
+			assert.Contains(t, out, upstreamtest.EchoPrefix, "Codex printed the model's answer after the tool (stderr: %.2000s)", errOut)
+			tc.check(t, up)
+		})
+	}
 }

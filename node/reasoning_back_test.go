@@ -33,11 +33,23 @@ func reasoningUpstream(t *testing.T, opts ...upstreamtest.Option) (*nodetest.Ins
 	return sb, up, gatewayKey(t, sb)
 }
 
-// toolTurnsCarryReasoning asserts that every tool call's turn the upstream
-// was sent carries upstreamtest.ThinkingText back, and that there was one.
-func toolTurnsCarryReasoning(t *testing.T, up *upstreamtest.Server) {
-	t.Helper()
-	turns := 0
+// reasoningServers are the upstreams of the agents' tool loops on
+// reasoning models: DeepSeek's thinking mode, whose reasoning must go back
+// as reasoning_content, and a server refusing that member (as Groq), which
+// must be asked again without it; check asserts what each was sent.
+var reasoningServers = []struct {
+	name  string
+	opt   upstreamtest.Option
+	check func(*testing.T, *upstreamtest.Server)
+}{
+	{"deepseek thinking mode", upstreamtest.WithThinkingMode(), toolTurnsCarryReasoning},
+	{"server refusing reasoning_content", upstreamtest.WithStrictReasoning(), reasoningRefusedThenDropped},
+}
+
+// toolTurns is every assistant message with tool calls in the chat
+// requests the upstream was sent, in order.
+func toolTurns(up *upstreamtest.Server) []map[string]any {
+	var turns []map[string]any
 	for _, r := range up.Requests() {
 		var body struct {
 			Messages []map[string]any `json:"messages"`
@@ -47,12 +59,22 @@ func toolTurnsCarryReasoning(t *testing.T, up *upstreamtest.Server) {
 		}
 		for _, m := range body.Messages {
 			if m["role"] == "assistant" && m["tool_calls"] != nil {
-				turns++
-				assert.Equal(t, upstreamtest.ThinkingText, m["reasoning_content"], "the tool call's turn carries its reasoning back")
+				turns = append(turns, m)
 			}
 		}
 	}
-	require.Positive(t, turns, "the agent sent a tool call's turn back")
+	return turns
+}
+
+// toolTurnsCarryReasoning asserts that every tool call's turn the upstream
+// was sent carries upstreamtest.ThinkingText back, and that there was one.
+func toolTurnsCarryReasoning(t *testing.T, up *upstreamtest.Server) {
+	t.Helper()
+	turns := toolTurns(up)
+	for _, m := range turns {
+		assert.Equal(t, upstreamtest.ThinkingText, m["reasoning_content"], "the tool call's turn carries its reasoning back")
+	}
+	require.NotEmpty(t, turns, "the agent sent a tool call's turn back")
 }
 
 // reasoningRefusedThenDropped asserts that the upstream, which refuses
@@ -60,21 +82,11 @@ func toolTurnsCarryReasoning(t *testing.T, up *upstreamtest.Server) {
 func reasoningRefusedThenDropped(t *testing.T, up *upstreamtest.Server) {
 	t.Helper()
 	with, without := 0, 0
-	for _, r := range up.Requests() {
-		var body struct {
-			Messages []map[string]any `json:"messages"`
-		}
-		if json.Unmarshal(r.Body, &body) != nil {
-			continue
-		}
-		for _, m := range body.Messages {
-			if m["role"] == "assistant" && m["tool_calls"] != nil {
-				if _, ok := m["reasoning_content"]; ok {
-					with++
-				} else {
-					without++
-				}
-			}
+	for _, m := range toolTurns(up) {
+		if _, ok := m["reasoning_content"]; ok {
+			with++
+		} else {
+			without++
 		}
 	}
 	assert.Positive(t, with, "the tool call's turn went up with its reasoning first")
