@@ -242,19 +242,13 @@ type respOutput struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
 	Output []struct {
-		Type    string `json:"type"`
-		ID      string `json:"id"`
-		CallID  string `json:"call_id"`
-		Name    string `json:"name"`
-		Args    string `json:"arguments"`
-		Content []struct {
-			Type    string `json:"type"`
-			Text    string `json:"text"`
-			Refusal string `json:"refusal"`
-		} `json:"content"`
-		Summary []struct {
-			Text string `json:"text"`
-		} `json:"summary"`
+		Type    string     `json:"type"`
+		ID      string     `json:"id"`
+		CallID  string     `json:"call_id"`
+		Name    string     `json:"name"`
+		Args    string     `json:"arguments"`
+		Content []respPart `json:"content"`
+		Summary []respPart `json:"summary"`
 	} `json:"output"`
 	IncompleteDetails *struct {
 		Reason string `json:"reason"`
@@ -320,6 +314,20 @@ func addReasoning(b *strings.Builder, part string) {
 	b.WriteString(part)
 }
 
+// addReasoningItem adds a Responses reasoning item's text to b: its
+// summary's parts, then its raw reasoning's (reasoning_text, as gpt-oss
+// models send it), each a paragraph, as streamed.
+func addReasoningItem(b *strings.Builder, summary, content []respPart) {
+	for _, s := range summary {
+		addReasoning(b, s.Text)
+	}
+	for _, c := range content {
+		if c.Type == "reasoning_text" {
+			addReasoning(b, c.Text)
+		}
+	}
+}
+
 // ResponsesToOpenAIResponse translates a Responses response into a
 // chat.completion for model.
 func ResponsesToOpenAIResponse(body []byte, model string) ([]byte, Usage, error) {
@@ -337,16 +345,7 @@ func ResponsesToOpenAIResponse(body []byte, model string) ([]byte, Usage, error)
 				refusal.WriteString(c.Refusal)
 			}
 		case "reasoning":
-			// Its summary's parts, then its raw reasoning's (reasoning_text,
-			// as gpt-oss models send it), each a paragraph, as streamed.
-			for _, s := range it.Summary {
-				addReasoning(&reasoning, s.Text)
-			}
-			for _, c := range it.Content {
-				if c.Type == "reasoning_text" {
-					addReasoning(&reasoning, c.Text)
-				}
-			}
+			addReasoningItem(&reasoning, it.Summary, it.Content)
 		case "function_call":
 			calls = append(calls, map[string]any{"id": it.CallID, "type": "function",
 				"function": map[string]string{"name": it.Name, "arguments": it.Args}})

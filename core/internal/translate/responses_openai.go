@@ -216,11 +216,13 @@ func respInput(raw json.RawMessage, media, reasoning bool) ([]outChatMessage, er
 		if thought.Len() == 0 {
 			return
 		}
-		r := thought.String()
+		var r strings.Builder
 		if m.Reasoning != nil {
-			r = *m.Reasoning + reasoningBreak + r
+			r.WriteString(*m.Reasoning)
 		}
-		m.Reasoning = &r
+		addReasoning(&r, thought.String())
+		joined := r.String()
+		m.Reasoning = &joined
 		thought.Reset()
 	}
 	answered := map[string]bool{}
@@ -287,17 +289,9 @@ func respInput(raw json.RawMessage, media, reasoning bool) ([]outChatMessage, er
 			if !reasoning {
 				break // the upstream reasons afresh
 			}
-			for _, p := range it.Summary {
-				addReasoning(&thought, p.Text)
-			}
-			var parts []respPart
-			if json.Unmarshal(it.Content, &parts) == nil {
-				for _, p := range parts {
-					if p.Type == "reasoning_text" {
-						addReasoning(&thought, p.Text)
-					}
-				}
-			}
+			var content []respPart // a list for a reasoning item
+			_ = json.Unmarshal(it.Content, &content)
+			addReasoningItem(&thought, it.Summary, content)
 		default:
 			return nil, invalid(param+".type", "unsupported input item type "+strconv.Quote(it.Type))
 		}
