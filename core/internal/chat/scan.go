@@ -2,9 +2,8 @@ package chat
 
 import (
 	"bytes"
-	"math"
-	"strconv"
 
+	"github.com/switchboardhq/switchboard/core/internal/translate"
 	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
@@ -73,15 +72,5 @@ func count(dst *int64, v []byte) {
 	if isNull(v) {
 		return
 	}
-	*dst = 0
-	if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
-		*dst = n
-		return
-	}
-	if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
-		return // not a number
-	}
-	if f, err := strconv.ParseFloat(string(v), 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
-		*dst = int64(f)
-	}
+	*dst = translate.TokenCount(v)
 }

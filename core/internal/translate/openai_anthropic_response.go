@@ -70,16 +70,22 @@ func (d *tokenDetails) UnmarshalJSON(b []byte) error {
 type tokenCount int64
 
 func (c *tokenCount) UnmarshalJSON(b []byte) error {
-	*c = 0
+	*c = tokenCount(TokenCount(b))
+	return nil
+}
+
+// TokenCount reads a JSON value as a count of tokens: an integer, or a
+// whole-valued number written otherwise (3.0, 3e1, as some compatible
+// servers send); anything else is 0.
+func TokenCount(b []byte) int64 {
 	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
-		*c = tokenCount(n)
-		return nil
+		return n
 	}
 	var f float64
 	if json.Unmarshal(b, &f) == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
-		*c = tokenCount(f)
+		return int64(f)
 	}
-	return nil
+	return 0
 }
 
 // Usage converts; completion tokens already include reasoning tokens, which
