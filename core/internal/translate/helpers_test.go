@@ -15,6 +15,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// reqMessage is a message of a translated chat request, as tests read it.
+type reqMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"tool_call_id"`
+}
+
+// chatMessagesOfRequest is the messages of a translated chat request.
+func chatMessagesOfRequest(t *testing.T, body []byte) []reqMessage {
+	t.Helper()
+	var r struct {
+		Messages []reqMessage `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(body, &r))
+	return r.Messages
+}
+
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // goldenJSON compares got (any JSON-encodable value) with the golden file,

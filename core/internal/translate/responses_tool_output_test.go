@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,18 +20,11 @@ func TestFunctionCallOutputImages(t *testing.T) {
 		{"type":"function_call","call_id":"call_b","name":"view_image","arguments":"{\"path\":\"b.png\"}"},
 		{"type":"function_call_output","call_id":"call_a","output":[{"type":"input_image","image_url":"` + png + `"}]},
 		{"type":"function_call_output","call_id":"call_b","output":[{"type":"input_text","text":"b:"},{"type":"input_image","image_url":"` + png + `"}]}]}`
-	type message struct {
-		Role       string          `json:"role"`
-		Content    json.RawMessage `json:"content"`
-		ToolCallID string          `json:"tool_call_id"`
-	}
-	read := func(t *testing.T, opts ChatOptions) []message {
+	read := func(t *testing.T, opts ChatOptions) []reqMessage {
 		t.Helper()
 		out, err := ResponsesToOpenAIRequest([]byte(body), "m", opts)
 		require.NoError(t, err)
-		var r struct{ Messages []message }
-		require.NoError(t, json.Unmarshal(out, &r))
-		return r.Messages
+		return chatMessagesOfRequest(t, out)
 	}
 
 	msgs := read(t, ChatOptions{ToolResultImages: true})
@@ -66,20 +58,13 @@ func TestFunctionCallOutputImagesAfterReasoning(t *testing.T) {
 		{"role":"user","content":"and now?"}]}`
 	out, err := ResponsesToOpenAIRequest([]byte(body), "m", ChatOptions{ToolResultImages: true})
 	require.NoError(t, err)
-	var r struct {
-		Messages []struct {
-			Role       string          `json:"role"`
-			Content    json.RawMessage `json:"content"`
-			ToolCallID string          `json:"tool_call_id"`
-		}
-	}
-	require.NoError(t, json.Unmarshal(out, &r))
+	msgs := chatMessagesOfRequest(t, out)
 	var roles []string
-	for _, m := range r.Messages {
+	for _, m := range msgs {
 		roles = append(roles, m.Role+" "+m.ToolCallID)
 	}
 	assert.Equal(t, []string{"user ", "assistant ", "tool call_a", "tool call_b", "user ", "user "}, roles)
-	assert.JSONEq(t, `[{"type":"image_url","image_url":{"url":"`+png+`"}}]`, string(r.Messages[4].Content))
+	assert.JSONEq(t, `[{"type":"image_url","image_url":{"url":"`+png+`"}}]`, string(msgs[4].Content))
 }
 
 // A function_call_output without a call_id (Codex sends its create_goal
@@ -99,21 +84,14 @@ func TestFunctionCallOutputWithoutCallID(t *testing.T) {
 		{"role":"user","content":"go on"}]}`
 	out, err := ResponsesToOpenAIRequest([]byte(body), "m", ChatOptions{})
 	require.NoError(t, err)
-	var r struct {
-		Messages []struct {
-			Role       string          `json:"role"`
-			Content    json.RawMessage `json:"content"`
-			ToolCallID string          `json:"tool_call_id"`
-		}
-	}
-	require.NoError(t, json.Unmarshal(out, &r))
-	require.Len(t, r.Messages, 6, "user, the calls, two tool messages, the unpaired output, user")
-	assert.Equal(t, "tool", r.Messages[3].Role)
-	assert.Equal(t, "call_g", r.Messages[3].ToolCallID, "the output answers the waiting call of its name")
-	assert.JSONEq(t, `"goal set"`, string(r.Messages[3].Content))
-	assert.Equal(t, "user", r.Messages[4].Role)
-	assert.Contains(t, string(r.Messages[4].Content), "goal_objective")
-	assert.Contains(t, string(r.Messages[4].Content), "ship it")
+	msgs := chatMessagesOfRequest(t, out)
+	require.Len(t, msgs, 6, "user, the calls, two tool messages, the unpaired output, user")
+	assert.Equal(t, "tool", msgs[3].Role)
+	assert.Equal(t, "call_g", msgs[3].ToolCallID, "the output answers the waiting call of its name")
+	assert.JSONEq(t, `"goal set"`, string(msgs[3].Content))
+	assert.Equal(t, "user", msgs[4].Role)
+	assert.Contains(t, string(msgs[4].Content), "goal_objective")
+	assert.Contains(t, string(msgs[4].Content), "ship it")
 
 	_, err = OpenAIToAnthropicRequest(out, "claude", AnthropicOptions{})
 	require.NoError(t, err, "an Anthropic upstream takes the turn")
