@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -116,9 +115,8 @@ type mapping struct {
 // dev inode [path]"), skipping any it cannot read.
 func parseMaps(b []byte) []mapping {
 	var ms []mapping
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
+	for line := range bytes.Lines(b) {
+		f := bytes.Fields(line)
 		if len(f) < 5 {
 			continue
 		}
