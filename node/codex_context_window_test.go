@@ -3,8 +3,6 @@ package node_test
 import (
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,13 +30,8 @@ func TestCodexOnClaudePastTheContextWindow(t *testing.T) {
 	up.Enqueue(pathMessages, upstreamtest.AnthropicError(http.StatusBadRequest, "invalid_request_error",
 		"input length and `max_tokens` exceed context limit: 190000 + 128000 > 200000, decrease input length or `max_tokens` and try again"))
 	key := gatewayKey(t, sb)
-	home := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(sb.BaseURL, "claude/claude-sonnet-4-6")), 0o600))
-	out, errOut := runAgent(t, home, bin, map[string]string{
-		"SWITCHBOARD_API_KEY": key,
-		"CODEX_HOME":          filepath.Join(home, ".codex"),
-	}, "exec", "--skip-git-repo-check", "say pineapple")
+	out, errOut, err := runCodex(t, bin, sb.BaseURL, key, "claude/claude-sonnet-4-6", "say pineapple")
+	require.NoError(t, err, "codex\nstdout: %s\nstderr: %s", out, errOut)
 	t.Logf("codex printed: %q\nstderr: %.2000s", out, errOut)
 	assert.Contains(t, out, upstreamtest.EchoPrefix, "Codex printed the fake's answer")
 
@@ -81,13 +74,7 @@ func TestCodexOnClaudePromptTooLong(t *testing.T) {
 		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "claude", "enabledModels": []string{"claude-sonnet-4-6"}}})
 	up.Enqueue(pathMessages, upstreamtest.AnthropicError(http.StatusBadRequest, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"))
 	key := gatewayKey(t, sb)
-	home := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(sb.BaseURL, "claude/claude-sonnet-4-6")), 0o600))
-	out, errOut, _ := runAgentFailing(t, home, bin, map[string]string{
-		"SWITCHBOARD_API_KEY": key,
-		"CODEX_HOME":          filepath.Join(home, ".codex"),
-	}, "exec", "--skip-git-repo-check", "say pineapple")
+	out, errOut, _ := runCodex(t, bin, sb.BaseURL, key, "claude/claude-sonnet-4-6", "say pineapple")
 	t.Logf("codex printed: %q\nstderr: %.2000s", out, errOut)
 	assert.Contains(t, out+errOut, "ran out of room in the model's context window")
 	assert.NotContains(t, out, upstreamtest.EchoPrefix, "no answer after the refusal")

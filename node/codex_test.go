@@ -26,6 +26,20 @@ wire_api = "responses"
 `
 }
 
+// runCodex runs `codex exec` on prompt from a new home whose config points
+// Codex at model on the gateway at baseURL with key; its answers are
+// runAgentFailing's.
+func runCodex(t *testing.T, bin, baseURL, key, model, prompt string) (stdout, stderr string, err error) {
+	t.Helper()
+	home := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(baseURL, model)), 0o600))
+	return runAgentFailing(t, home, bin, map[string]string{
+		"SWITCHBOARD_API_KEY": key,
+		"CODEX_HOME":          filepath.Join(home, ".codex"),
+	}, "exec", "--skip-git-repo-check", prompt)
+}
+
 // Codex (`codex exec`, pinned in .ci/run) against serve and a fake upstream
 // of each shape: it must print the fake's answer.
 func TestCodex(t *testing.T) {
@@ -48,13 +62,8 @@ func TestCodex(t *testing.T) {
 			}
 			sb.CreateConnection(t, map[string]any{"provider": tc.provider, "name": "c", "apiKey": "sk-up", "providerSpecificData": data})
 			key := gatewayKey(t, sb)
-			home := t.TempDir()
-			require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
-			require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(sb.BaseURL, tc.model)), 0o600))
-			out, errOut := runAgent(t, home, bin, map[string]string{
-				"SWITCHBOARD_API_KEY": key,
-				"CODEX_HOME":          filepath.Join(home, ".codex"),
-			}, "exec", "--skip-git-repo-check", "say pineapple")
+			out, errOut, err := runCodex(t, bin, sb.BaseURL, key, tc.model, "say pineapple")
+			require.NoError(t, err, "codex\nstdout: %s\nstderr: %s", out, errOut)
 			t.Logf("codex printed: %q\nstderr: %.2000s", out, errOut)
 			assert.Contains(t, out, upstreamtest.EchoPrefix, "Codex printed the fake's answer")
 			assert.Contains(t, out, "say pineapple")
@@ -80,13 +89,8 @@ func TestCodexToolLoopOnReasoningModels(t *testing.T) {
 	for _, tc := range reasoningServers {
 		t.Run(tc.name, func(t *testing.T) {
 			sb, up, key := reasoningUpstream(t, tc.opt, upstreamtest.WithToolCallsOnly("get_goal"))
-			home := t.TempDir()
-			require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
-			require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(codexConfig(sb.BaseURL, "ds/deepseek-v4-flash")), 0o600))
-			out, errOut := runAgent(t, home, bin, map[string]string{
-				"SWITCHBOARD_API_KEY": key,
-				"CODEX_HOME":          filepath.Join(home, ".codex"),
-			}, "exec", "--skip-git-repo-check", "plan the work")
+			out, errOut, err := runCodex(t, bin, sb.BaseURL, key, "ds/deepseek-v4-flash", "plan the work")
+			require.NoError(t, err, "codex\nstdout: %s\nstderr: %s", out, errOut)
 			assert.Contains(t, out, upstreamtest.EchoPrefix, "Codex printed the model's answer after the tool (stderr: %.2000s)", errOut)
 			tc.check(t, up)
 		})
