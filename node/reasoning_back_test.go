@@ -215,10 +215,10 @@ func TestResponsesToolLoopSendsReasoningBackToCompatible(t *testing.T) {
 	}
 }
 
-// A server that refuses the reasoning sent back with a 422 (Mistral's strict
-// schema: "Extra inputs are not permitted") is asked again without it, as
-// one refusing with a 400 is; DeepSeek's own refusal of a turn without its
-// reasoning is not retried.
+// DeepSeek's own refusal of a turn (the reasoning is wanted) is not
+// retried; a server that refuses the reasoning sent back with a 422
+// (Mistral's strict schema: "Extra inputs are not permitted") is asked
+// again without it, as one refusing with a 400 is.
 func TestReasoningRefusedWith422IsDropped(t *testing.T) {
 	sb, up, key := reasoningUpstream(t)
 	history := []map[string]any{
@@ -230,18 +230,65 @@ func TestReasoningRefusedWith422IsDropped(t *testing.T) {
 	body := messagesBody("ds/deepseek-v4-flash", "Weather in Paris?", false)
 	body["tools"], body["messages"] = []any{weatherToolAnthropic}, history
 
+	up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusBadRequest,
+		"{\"error\":{\"message\":\"Missing `reasoning_content` field in the assistant message at message index 2.\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"invalid_request_error\"}}"))
+	r, raw, _ := postMessages(t, sb, key, body)
+	require.Equal(t, http.StatusBadRequest, r.StatusCode, "%s", raw)
+	require.Len(t, up.Requests(), 1, "DeepSeek's refusal is passed on, not asked again")
+	assert.Contains(t, string(up.Requests()[0].Body), `"reasoning_content":"Use the tool."`)
+
 	up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusUnprocessableEntity,
 		`{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","messages",1,"assistant","reasoning_content"],"msg":"Extra inputs are not permitted","input":"Use the tool."}]},"type":"invalid_request_message_error","param":null,"code":null}`))
-	r, raw, _ := postMessages(t, sb, key, body)
+	r, raw, _ = postMessages(t, sb, key, body)
 	require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
-	reqs := up.Requests()
+	reqs := up.Requests()[1:]
 	require.Len(t, reqs, 2, "refused once, asked again once")
 	assert.Contains(t, string(reqs[0].Body), `"reasoning_content":"Use the tool."`)
 	assert.NotContains(t, string(reqs[1].Body), `reasoning_content`)
+}
+
+// A server that refused the reasoning sent back is remembered for the
+// connection and model: the next turns of the tool loop go without it at
+// once, where each was refused once before being asked again (a wasted
+// round trip on every request of an agent's loop). A refusal of a turn
+// sent without it (the server now wants it, as DeepSeek) ends the memory.
+func TestReasoningRefusalIsRemembered(t *testing.T) {
+	sb, up, key := reasoningUpstream(t, upstreamtest.WithStrictReasoning())
+	body := messagesBody("ds/deepseek-v4-flash", "Weather in Paris?", false)
+	body["tools"] = []any{weatherToolAnthropic}
+	body["messages"] = []map[string]any{
+		{"role": "user", "content": "Weather in Paris?"},
+		{"role": "assistant", "content": []map[string]any{{"type": "thinking", "thinking": "Use the tool.", "signature": ""},
+			{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": map[string]any{"city": "Paris"}}}},
+		{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}}},
+	}
+	sent := func() []string {
+		var bodies []string
+		for _, r := range up.Requests() {
+			bodies = append(bodies, string(r.Body))
+		}
+		return bodies
+	}
+	for range 3 {
+		r, raw, _ := postMessages(t, sb, key, body)
+		require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+	}
+	bodies := sent()
+	require.Len(t, bodies, 4, "refused once, then each turn asked once")
+	assert.Contains(t, bodies[0], `"reasoning_content"`)
+	for _, b := range bodies[1:] {
+		assert.NotContains(t, b, `reasoning_content`)
+	}
 
 	up.Enqueue(upstreamtest.PathChatCompletions, upstreamtest.Status(http.StatusBadRequest,
-		"{\"error\":{\"message\":\"Missing `reasoning_content` field in the assistant message at message index 2.\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"invalid_request_error\"}}"))
-	r, raw, _ = postMessages(t, sb, key, body)
+		`{"error":{"message":"`+upstreamtest.MsgReasoningNotPassedBack+`","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`))
+	r, raw, _ := postMessages(t, sb, key, body)
 	require.Equal(t, http.StatusBadRequest, r.StatusCode, "%s", raw)
-	assert.Len(t, up.Requests(), 3, "DeepSeek's refusal is passed on, not asked again")
+	r, raw, _ = postMessages(t, sb, key, body)
+	require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
+	bodies = sent()
+	require.Len(t, bodies, 7, "the refused turn passed on; the next sent with its reasoning, refused, asked again")
+	assert.NotContains(t, bodies[4], `reasoning_content`)
+	assert.Contains(t, bodies[5], `"reasoning_content"`)
+	assert.NotContains(t, bodies[6], `reasoning_content`)
 }

@@ -31,6 +31,11 @@ type attempt struct {
 	cp    *completion // begins the answer
 	level string
 	sent  bool // a chunk reached the sink: no fallback from here on
+	// refusalKey names the connection and model in the service's
+	// reasoningRefusals when reasoning may go back to the upstream;
+	// withheld: it does not, the upstream having refused it lately.
+	refusalKey string
+	withheld   bool
 	// delivered counts what reached the client, billed if the stream ends
 	// early.
 	delivered delivered
@@ -151,6 +156,11 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 	}
 	if resp.StatusCode >= 300 {
 		raw := a.refusal(resp, cancel)
+		if a.withheld && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) {
+			// Refused without the reasoning: the next request sends it
+			// again, for a server that now wants it back.
+			a.svc.refusals.forget(a.refusalKey)
+		}
 		fitted, ok := a.refit(resp.StatusCode, body, raw)
 		if !ok || call.Err() != nil {
 			return Usage{}, a.upstreamError(resp, raw)
@@ -166,6 +176,12 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		}
 		if resp.StatusCode >= 300 {
 			return Usage{}, a.upstreamError(resp, a.refusal(resp, cancel))
+		}
+		if a.refusalKey != "" {
+			// What was refused was the reasoning (the only thing an
+			// OpenAI-shaped upstream's refit takes out): the connection's
+			// next requests for the model go without it.
+			a.svc.refusals.remember(a.refusalKey, time.Now())
 		}
 	}
 	defer resp.Body.Close()

@@ -138,6 +138,7 @@ type Service struct {
 	refreshed refreshes
 	// storeWait bounds the storing of an answer (zero: storeTimeout).
 	storeWait time.Duration
+	refusals  reasoningRefusals
 }
 
 // New returns a Service.
@@ -241,7 +242,15 @@ func (cp *completion) call(ctx context.Context, t routing.Target, c *dispatch.Co
 	if cp.caveman != nil {
 		level = cp.caveman(c.Connection)
 	}
-	a := attempt{svc: cp.s, in: cp.in, tr: pick(cp.in.dialect, t.Spec, t.Model), t: t, c: c, sink: cp.sink, cp: cp, level: level}
+	spec, key, withheld := t.Spec, "", false
+	if spec.ReasoningBack && cp.in.dialect != DialectChat {
+		// Only a translation sends reasoning back.
+		key = refusalKey(c.Connection.GetId(), t.Model)
+		withheld = cp.s.refusals.refuses(key, time.Now())
+		spec.ReasoningBack = !withheld
+	}
+	a := attempt{svc: cp.s, in: cp.in, tr: pick(cp.in.dialect, spec, t.Model), t: t, c: c, sink: cp.sink, cp: cp, level: level,
+		refusalKey: key, withheld: withheld}
 	u, err := a.run(ctx)
 	if err == nil {
 		cp.out.Usage = u
