@@ -1,0 +1,85 @@
+package jobs_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	"github.com/switchboardhq/switchboard/workers/internal/jobs"
+)
+
+// Two workers that create their consumer together on a cluster that just
+// started both take jobs at once: the one whose first pull found no
+// consumer leader to take it (one of them in every try on three members)
+// pulls again, rather than taking no job for the 30 s until nats.go misses
+// two heartbeats. Each handles one job at a time and holds at most one
+// more, waiting for its slot: of three jobs, two are handled together only
+// when both workers take jobs.
+func TestConsumersCreatedTogetherOnAClusterBothTakeJobs(t *testing.T) {
+	c := spinetest.StartCluster(t, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var workers []jetstream.JetStream
+	for i := range 2 {
+		nc, err := nats.Connect(c.URL(i))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		workers = append(workers, js)
+	}
+	require.NoError(t, spine.EnsureStreams(ctx, workers[0], spine.Topology{Replicas: 3}.Streams()...))
+
+	taken := make(chan string, 3)
+	release := make(chan struct{})
+	done := make(chan error, len(workers))
+	for _, js := range workers {
+		consumer := jobs.Consumer[*busv1.CatalogRefreshJob]{
+			Durable: "catalog-refresh",
+			Subject: spine.SubjectCatalogRefresh + ".>",
+			New:     func() *busv1.CatalogRefreshJob { return new(busv1.CatalogRefreshJob) },
+			Handle: func(_ context.Context, job *busv1.CatalogRefreshJob) error {
+				taken <- job.GetConnectionId()
+				<-release
+				return nil
+			},
+			Concurrency: 1,
+		}
+		go func() { done <- consumer.Run(ctx, js, slog.New(slog.DiscardHandler)) }()
+	}
+	t.Cleanup(func() {
+		close(release)
+		cancel()
+		for range workers {
+			assert.NoError(t, <-done)
+		}
+	})
+	for _, id := range []string{"c1", "c2", "c3"} {
+		data, err := proto.Marshal(&busv1.CatalogRefreshJob{ConnectionId: id})
+		require.NoError(t, err)
+		_, err = workers[0].Publish(ctx, spine.SubjectCatalogRefresh+"."+id, data)
+		require.NoError(t, err)
+	}
+
+	var got []string
+	timeout := time.After(10 * time.Second)
+	for len(got) < 2 {
+		select {
+		case id := <-taken:
+			got = append(got, id)
+		case <-timeout:
+			t.Fatalf("jobs handled together: %v, want two", got)
+		}
+	}
+	assert.Subset(t, []string{"c1", "c2", "c3"}, got)
+}
