@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/billing/internal/store"
+	"github.com/switchboardhq/switchboard/internal/spine"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -100,14 +101,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return fmt.Errorf("webhook consumer: %w", err)
 	}
 	work := context.WithoutCancel(ctx)
-	cc, err := cons.Consume(func(msg jetstream.Msg) { c.handle(work, msg) })
-	if err != nil {
-		return fmt.Errorf("webhook consume: %w", err)
-	}
-	<-ctx.Done()
-	cc.Drain()
-	<-cc.Closed()
-	return nil
+	return spine.Consume(ctx, cons, func(msg jetstream.Msg) { c.handle(work, msg) }, c.log, true)
 }
 
 func (c *Consumer) handle(ctx context.Context, msg jetstream.Msg) {

@@ -5,18 +5,15 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboardhq/switchboard/internal/spine"
-	"github.com/switchboardhq/switchboard/internal/wait"
 )
 
 // Consumer is one durable consumer of a job subject.
@@ -80,58 +77,11 @@ func (c Consumer[T]) Run(ctx context.Context, js jetstream.JetStream, log *slog.
 			c.handle(work, msg, log)
 		}()
 	}
-	// A pull that no server took is answered "no responders": the consumer
-	// had no leader to take it, as when the workers of a fleet create it
-	// together on a cluster (on three members, the first pull of one of
-	// two such workers, at times of both, was answered so). nats.go pulls
-	// again only once two of the consumer's heartbeats went missing, 30 s
-	// on, and the worker takes no job meanwhile: the pull is sent again
-	// instead, after a pause that grows while pulls go unanswered.
-	unheard := make(chan struct{}, 1)
-	onErr := jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if errors.Is(err, nats.ErrNoResponders) {
-			select {
-			case unheard <- struct{}{}:
-			default:
-			}
-		}
-	})
-	var pause time.Duration
-	for {
-		started := time.Now()
-		cc, err := cons.Consume(take, jetstream.PullMaxMessages(c.Concurrency), onErr)
-		if err != nil {
-			return fmt.Errorf("consume %s: %w", c.Durable, err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-unheard:
-		}
-		// Stop taking messages and wait until no callback can still be
-		// running (one may be waiting for a handler slot): only then is
-		// every handler counted, and the deferred wait covers them all.
-		cc.Stop()
-		<-cc.Closed()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if time.Since(started) > pullAgainMax {
-			pause = 0 // its pulls were taken meanwhile
-		}
-		pause = min(max(2*pause, pullAgainMin), pullAgainMax)
-		log.Debug("no server took the consumer's pull; pulling again", "in", pause)
-		if !wait.Sleep(ctx, pause) {
-			return nil
-		}
-	}
+	// Stop (not drain): a message pulled but not handed on goes to
+	// another worker once its ack wait ends, where a drain would wait for
+	// handler slots; the deferred wait covers every handler started.
+	return spine.Consume(ctx, cons, take, log, false, jetstream.PullMaxMessages(c.Concurrency))
 }
-
-// The pause before a pull no server took is sent again: pullAgainMin,
-// doubling while each new pull is answered so at once, to pullAgainMax.
-const (
-	pullAgainMin = 50 * time.Millisecond
-	pullAgainMax = time.Second
-)
 
 func (c Consumer[T]) handle(ctx context.Context, msg jetstream.Msg, log *slog.Logger) {
 	job := c.New()

@@ -1,0 +1,74 @@
+package spine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboardhq/switchboard/internal/wait"
+)
+
+// Consume hands cons's messages to handle until ctx ends, then stops
+// taking them (drain: handing on those already pulled first) and returns
+// once no callback can still be running.
+//
+// A pull that no server took is answered "no responders": the consumer
+// had no leader to take it, as when the processes of a fleet create it
+// together on a cluster (on three members, the first pull of one of two
+// such workers, at times of both, was answered so). nats.go pulls again
+// only once two of the consumer's heartbeats went missing, 30 s on, and
+// nothing is taken meanwhile: the pull is sent again instead, after a
+// pause that grows while pulls go unanswered.
+func Consume(ctx context.Context, cons jetstream.Consumer, handle jetstream.MessageHandler, log *slog.Logger, drain bool, opts ...jetstream.PullConsumeOpt) error {
+	unheard := make(chan struct{}, 1)
+	onErr := jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if errors.Is(err, nats.ErrNoResponders) {
+			select {
+			case unheard <- struct{}{}:
+			default:
+			}
+		}
+	})
+	opts = append(opts, onErr)
+	var pause time.Duration
+	for {
+		started := time.Now()
+		cc, err := cons.Consume(handle, opts...)
+		if err != nil {
+			return fmt.Errorf("consume %s: %w", cons.CachedInfo().Name, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-unheard:
+		}
+		if drain && ctx.Err() != nil {
+			cc.Drain()
+		} else {
+			cc.Stop()
+		}
+		<-cc.Closed()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(started) > pullAgainMax {
+			pause = 0 // its pulls were taken meanwhile
+		}
+		pause = min(max(2*pause, pullAgainMin), pullAgainMax)
+		log.Debug("no server took the consumer's pull; pulling again", "consumer", cons.CachedInfo().Name, "in", pause)
+		if !wait.Sleep(ctx, pause) {
+			return nil
+		}
+	}
+}
+
+// The pause before a pull no server took is sent again: pullAgainMin,
+// doubling while each new pull is answered so at once, to pullAgainMax.
+const (
+	pullAgainMin = 50 * time.Millisecond
+	pullAgainMax = time.Second
+)
