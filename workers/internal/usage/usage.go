@@ -130,6 +130,9 @@ func New(admin Admin, adminToken string, cfg Config, log *slog.Logger) *Roller {
 	return &Roller{admin: admin, adminToken: adminToken, cfg: cfg.withDefaults(), log: log.With("consumer", Durable), now: time.Now}
 }
 
+// fetchAgainAfter is the pause after a fetch that ended early with nothing.
+const fetchAgainAfter = 100 * time.Millisecond
+
 // Run consumes until ctx ends. The part of a batch in flight then gets one
 // last attempt; what is not stored is handed back for redelivery.
 func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
@@ -169,6 +172,12 @@ func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
 		}
 		if err := batch.Error(); err != nil && ctx.Err() == nil {
 			r.log.Debug("usage fetch ended early", "err", err, "messages", len(msgs))
+			// A fetch no server took (the consumer has no leader yet, as
+			// while a cluster starts) ends at once: asked again without a
+			// pause, it spins.
+			if len(msgs) == 0 && !wait.Sleep(ctx, fetchAgainAfter) {
+				break
+			}
 		}
 		if n, from := lostBefore(before, msgs); n > 0 {
 			r.log.Error("usage events lost: the usage stream removed messages before they were rolled up (its age or size bound, SWITCHBOARD_USAGE_MAX_BYTES, ran past the roll-up)",
