@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -420,4 +421,33 @@ func TestModelsShowOnlyWhatIsServed(t *testing.T) {
 		assert.Equal(t, http.StatusNotFound, info.Status, "%s: %s", id, info.Body)
 		assert.Equal(t, "model_not_found", errorCode(info), id)
 	}
+}
+
+// The workers' consumers deleted under them (an operator's `nats consumer
+// rm`, a stream made again) are created again: a connection added then gets
+// its catalog, and a request is rolled up into the usage statistics. The
+// catalog refreshes' consumption ended silently (no refresh ran until the
+// process restarted), and the roll-up asked the deleted consumer for events
+// without a pause, for ever.
+func TestDeletedWorkerConsumersAreCreatedAgain(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	js, err := jetstream.New(sb.Node.NATS())
+	require.NoError(t, err)
+	ctx := context.Background()
+	for stream, durable := range map[string]string{spine.StreamJobs: "catalog-refresh", spine.StreamUsage: "usage-rollup"} {
+		require.Eventually(t, func() bool {
+			_, err := js.Consumer(ctx, stream, durable)
+			return err == nil
+		}, 10*time.Second, 5*time.Millisecond, "the workers created %s", durable)
+		require.NoError(t, js.DeleteConsumer(ctx, stream, durable))
+	}
+
+	up := upstreamtest.New(t, upstreamtest.WithModels("qwen2.5-coder"), upstreamtest.WithEmbeddingDims(8))
+	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-lab", "name": "lab",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "lab"}})
+	want := []string{"lab/qwen2.5-coder"}
+	assert.Eventually(t, func() bool { return slices.Equal(sb.ModelIDs(t), want) }, 20*time.Second, 100*time.Millisecond)
+	r := sb.Do(t, http.MethodPost, pathEmbed, map[string]any{"model": "lab/qwen2.5-coder", "input": "x"})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Eventually(t, func() bool { return rolledUp(t, sb) == 1 }, 20*time.Second, 100*time.Millisecond)
 }

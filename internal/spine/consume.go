@@ -13,9 +13,14 @@ import (
 	"github.com/switchboardhq/switchboard/internal/wait"
 )
 
+// ErrConsumeEnded is a consumption that ended before its context: the
+// consumer is gone and must be created again.
+var ErrConsumeEnded = errors.New("consumption ended (consumer deleted?)")
+
 // Consume hands cons's messages to handle until ctx ends, then stops
 // taking them (drain: handing on those already pulled first) and returns
-// once no callback can still be running.
+// once no callback can still be running. It returns ErrConsumeEnded when
+// the consumption ends before ctx, the consumer deleted.
 //
 // A pull that no server took is answered "no responders": the consumer
 // had no leader to take it, as when the processes of a fleet create it
@@ -23,7 +28,8 @@ import (
 // such workers, at times of both, was answered so). nats.go pulls again
 // only once two of the consumer's heartbeats went missing, 30 s on, and
 // nothing is taken meanwhile: the pull is sent again instead, after a
-// pause that grows while pulls go unanswered.
+// pause that grows while pulls go unanswered; the consumer is looked for
+// then, and when it is gone (deleted) Consume ends.
 func Consume(ctx context.Context, cons jetstream.Consumer, handle jetstream.MessageHandler, log *slog.Logger, drain bool, opts ...jetstream.PullConsumeOpt) error {
 	unheard := make(chan struct{}, 1)
 	onErr := jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -45,6 +51,13 @@ func Consume(ctx context.Context, cons jetstream.Consumer, handle jetstream.Mess
 		select {
 		case <-ctx.Done():
 		case <-unheard:
+		case <-cc.Closed():
+			if ctx.Err() == nil {
+				// nats.go ended it: the consumer was deleted (by an
+				// operator, or with its stream), and only creating it
+				// again takes messages again.
+				return fmt.Errorf("consume %s: %w", cons.CachedInfo().Name, ErrConsumeEnded)
+			}
 		}
 		if drain && ctx.Err() != nil {
 			cc.Drain()
@@ -55,11 +68,15 @@ func Consume(ctx context.Context, cons jetstream.Consumer, handle jetstream.Mess
 		if ctx.Err() != nil {
 			return nil
 		}
+		if _, err := cons.Info(ctx); errors.Is(err, jetstream.ErrConsumerNotFound) {
+			// Its pulls went unheard because it is gone.
+			return fmt.Errorf("consume %s: %w", cons.CachedInfo().Name, ErrConsumeEnded)
+		}
 		if time.Since(started) > pullAgainMax {
 			pause = 0 // its pulls were taken meanwhile
 		}
 		pause = min(max(2*pause, pullAgainMin), pullAgainMax)
-		log.Debug("no server took the consumer's pull; pulling again", "consumer", cons.CachedInfo().Name, "in", pause)
+		log.Debug("no server took the consumer's pull; pulling again", "in", pause)
 		if !wait.Sleep(ctx, pause) {
 			return nil
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/billing/internal/store"
 	"github.com/switchboardhq/switchboard/internal/spine"
+	"github.com/switchboardhq/switchboard/internal/wait"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -84,8 +85,25 @@ func (c *Consumer) Stats() Stats {
 	return Stats{Applied: c.applied.Load(), Retried: c.retried.Load(), DeadLettered: c.dead.Load()}
 }
 
-// Run consumes until ctx ends, then lets the event in hand finish.
+// Run consumes until ctx ends, then lets the event in hand finish. A
+// consumption that fails (its durable consumer could not be created while
+// a cluster elects a leader, or was deleted) starts again with backoff.
 func (c *Consumer) Run(ctx context.Context) error {
+	backoff := 250 * time.Millisecond
+	for {
+		err := c.run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.log.Warn("stripe events consumer failed; starting it again", "err", err, "in", backoff)
+		if !wait.Sleep(ctx, backoff) {
+			return nil
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+func (c *Consumer) run(ctx context.Context) error {
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, Stream, jetstream.ConsumerConfig{
 		Durable:     c.cfg.Durable,
 		Description: "billing: applies Stripe events",

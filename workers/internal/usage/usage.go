@@ -153,6 +153,12 @@ func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
 		// Where the consumer stood, to tell whether the stream removed
 		// messages before this fetch reached them (lostBefore).
 		before, err := cons.Info(ctx)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			// Deleted (an operator's, or its stream made again): fetches
+			// from it would go unanswered for ever; made again by the
+			// caller.
+			return fmt.Errorf("usage roll-up: %w", spine.ErrConsumeEnded)
+		}
 		if err != nil {
 			before = nil
 		}
