@@ -143,30 +143,11 @@ func (w *Workers) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// keep runs one consumer until ctx ends, starting it again with backoff
-// when it fails (its durable consumer could not be created while the
-// cluster elects a leader or a node restarts, or its subscription broke):
-// one consumer's trouble never stops the others or the process.
+// keep runs one consumer until ctx ends, starting it again when it fails
+// (spine.Keep).
 func (w *Workers) keep(ctx context.Context, name string, run func(context.Context, jetstream.JetStream, *slog.Logger) error) error {
-	backoff := 250 * time.Millisecond
-	for {
-		err := run(ctx, w.js, w.log)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err == nil {
-			err = errors.New("stopped on its own")
-		}
-		w.log.Warn("consumer failed; starting it again", "consumer", name, "err", err, "in", backoff)
-		timer := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil
-		case <-timer.C:
-		}
-		backoff = min(2*backoff, 10*time.Second)
-	}
+	spine.Keep(ctx, w.log, name, func(ctx context.Context) error { return run(ctx, w.js, w.log) })
+	return nil
 }
 
 // jobTimeout is the configured bound on a job, else def.

@@ -89,3 +89,38 @@ const (
 	pullAgainMin = 50 * time.Millisecond
 	pullAgainMax = time.Second
 )
+
+// Keep runs a consumption until ctx ends, starting it again with backoff
+// each time it fails (its durable consumer could not be created while a
+// cluster elects a leader or a node restarts, or was deleted: Consume's
+// ErrConsumeEnded): one consumer's trouble never stops the others or the
+// process. The backoff grows from keepMin to keepMax while runs fail
+// quickly, and starts over after a run that lasted keepSettled.
+func Keep(ctx context.Context, log *slog.Logger, name string, run func(context.Context) error) {
+	backoff := keepMin
+	for {
+		started := time.Now()
+		err := run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("stopped on its own")
+		}
+		if time.Since(started) >= keepSettled {
+			backoff = keepMin
+		}
+		log.Warn("consumer failed; starting it again", "consumer", name, "err", err, "in", backoff)
+		if !wait.Sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, keepMax)
+	}
+}
+
+// Keep's backoff bounds, and how long a run lasts to count as settled.
+var (
+	keepMin     = 250 * time.Millisecond
+	keepMax     = 10 * time.Second
+	keepSettled = time.Minute
+)

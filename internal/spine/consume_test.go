@@ -2,6 +2,7 @@ package spine_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -67,4 +68,38 @@ func TestConsumeEndsWhenItsConsumerIsDeleted(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Consume did not end with its context")
 	}
+}
+
+// Keep starts a failed run again after a backoff that grows while runs
+// fail at once, and starts over after a run that lasted: a consumer that
+// failed a few times early in a long life is not left waiting the longest
+// backoff when it fails again.
+func TestKeepBacksOffAndStartsOver(t *testing.T) {
+	defer spine.SetKeepTimings(10*time.Millisecond, 5*time.Second, 200*time.Millisecond)()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var starts []time.Time
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		spine.Keep(ctx, slog.New(slog.DiscardHandler), "test", func(context.Context) error {
+			starts = append(starts, time.Now())
+			switch len(starts) {
+			case 6:
+				time.Sleep(300 * time.Millisecond) // a run that lasted
+			case 7:
+				cancel()
+			}
+			return errors.New("failed")
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Keep did not end with its context")
+	}
+	require.Len(t, starts, 7)
+	// Backoffs of 10, 20, 40, 80, 160 ms; then 10 ms again, not 320.
+	assert.GreaterOrEqual(t, starts[5].Sub(starts[4]), 160*time.Millisecond, "the backoff grew")
+	assert.Less(t, starts[6].Sub(starts[5]), 300*time.Millisecond+150*time.Millisecond, "and started over after a run that lasted")
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/switchboardhq/switchboard/billing/internal/store"
 	"github.com/switchboardhq/switchboard/internal/spine"
-	"github.com/switchboardhq/switchboard/internal/wait"
 	billingv1 "github.com/switchboardhq/switchboard/proto/switchboard/billing/v1"
 )
 
@@ -87,20 +86,10 @@ func (c *Consumer) Stats() Stats {
 
 // Run consumes until ctx ends, then lets the event in hand finish. A
 // consumption that fails (its durable consumer could not be created while
-// a cluster elects a leader, or was deleted) starts again with backoff.
+// a cluster elects a leader, or was deleted) starts again (spine.Keep).
 func (c *Consumer) Run(ctx context.Context) error {
-	backoff := 250 * time.Millisecond
-	for {
-		err := c.run(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		c.log.Warn("stripe events consumer failed; starting it again", "err", err, "in", backoff)
-		if !wait.Sleep(ctx, backoff) {
-			return nil
-		}
-		backoff = min(2*backoff, 10*time.Second)
-	}
+	spine.Keep(ctx, c.log, c.cfg.Durable, c.run)
+	return nil
 }
 
 func (c *Consumer) run(ctx context.Context) error {
