@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,7 +45,8 @@ func Consume(ctx context.Context, cons jetstream.Consumer, handle jetstream.Mess
 	var pause time.Duration
 	for {
 		started := time.Now()
-		cc, err := cons.Consume(handle, opts...)
+		calls := new(callbacks)
+		cc, err := cons.Consume(calls.wrap(handle), opts...)
 		if err != nil {
 			return fmt.Errorf("consume %s: %w", cons.CachedInfo().Name, err)
 		}
@@ -56,6 +58,7 @@ func Consume(ctx context.Context, cons jetstream.Consumer, handle jetstream.Mess
 				// nats.go ended it: the consumer was deleted (by an
 				// operator, or with its stream), and only creating it
 				// again takes messages again.
+				calls.end()
 				return fmt.Errorf("consume %s: %w", cons.CachedInfo().Name, ErrConsumeEnded)
 			}
 		}
@@ -65,6 +68,7 @@ func Consume(ctx context.Context, cons jetstream.Consumer, handle jetstream.Mess
 			cc.Stop()
 		}
 		<-cc.Closed()
+		calls.end()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -81,6 +85,40 @@ func Consume(ctx context.Context, cons jetstream.Consumer, handle jetstream.Mess
 			return nil
 		}
 	}
+}
+
+// callbacks counts a consumption's callbacks running. nats.go reports a
+// stopped consumption closed as soon as it has unsubscribed, while the
+// callback in hand may still run (a job consumer's, waiting for a handler
+// slot): end waits for it.
+type callbacks struct {
+	mu      sync.Mutex
+	ended   bool
+	running sync.WaitGroup
+}
+
+func (c *callbacks) wrap(handle jetstream.MessageHandler) jetstream.MessageHandler {
+	return func(msg jetstream.Msg) {
+		c.mu.Lock()
+		if c.ended {
+			// Unsubscribed: left unacknowledged, as the messages a stop
+			// drops, for a redelivery.
+			c.mu.Unlock()
+			return
+		}
+		c.running.Add(1)
+		c.mu.Unlock()
+		defer c.running.Done()
+		handle(msg)
+	}
+}
+
+// end returns once no callback runs, and none starts after.
+func (c *callbacks) end() {
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+	c.running.Wait()
 }
 
 // The pause before a pull no server took is sent again: pullAgainMin,

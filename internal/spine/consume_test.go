@@ -103,3 +103,64 @@ func TestKeepBacksOffAndStartsOver(t *testing.T) {
 	assert.GreaterOrEqual(t, starts[5].Sub(starts[4]), 160*time.Millisecond, "the backoff grew")
 	assert.Less(t, starts[6].Sub(starts[5]), 300*time.Millisecond+150*time.Millisecond, "and started over after a run that lasted")
 }
+
+// lateStop is a consumer whose consumption's Stop returns only once
+// nats.go has unsubscribed (as when the goroutine that stopped it is
+// descheduled right after Stop).
+type lateStop struct{ jetstream.Consumer }
+
+func (c lateStop) Consume(h jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
+	cc, err := c.Consumer.Consume(h, opts...)
+	return lateStopContext{cc}, err
+}
+
+type lateStopContext struct{ jetstream.ConsumeContext }
+
+func (cc lateStopContext) Stop() {
+	cc.ConsumeContext.Stop()
+	time.Sleep(200 * time.Millisecond)
+}
+
+// Consume returns only once the callback in hand has returned, however
+// late after Stop it looks for the consumption closed: nats.go reports a
+// stopped consumption closed as soon as it unsubscribed, with a callback
+// still running (a job consumer's waiting for a handler slot, which it
+// then starts after its Run returned).
+func TestConsumeWaitsForTheCallbackInHand(t *testing.T) {
+	js := spinetest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "WORK", Subjects: []string{"work.>"}})
+	require.NoError(t, err)
+	cons, err := js.CreateOrUpdateConsumer(ctx, "WORK", jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	in, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- spine.Consume(ctx, lateStop{cons}, func(m jetstream.Msg) {
+			close(in)
+			<-release
+			_ = m.Ack()
+		}, slog.New(slog.DiscardHandler), false)
+	}()
+	_, err = js.Publish(ctx, "work.1", []byte("job"))
+	require.NoError(t, err)
+	select {
+	case <-in:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message was not handed on")
+	}
+	cancel()
+	select {
+	case <-done:
+		t.Fatal("Consume returned with its callback still running")
+	case <-time.After(time.Second):
+	}
+	close(release)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Consume did not return once its callback had")
+	}
+}
