@@ -251,7 +251,8 @@ func TestReasoningRefusedWith422IsDropped(t *testing.T) {
 // connection and model: the next turns of the tool loop go without it at
 // once, where each was refused once before being asked again (a wasted
 // round trip on every request of an agent's loop). A refusal of a turn
-// sent without it (the server now wants it, as DeepSeek) ends the memory.
+// sent without it (the server now wants it, as DeepSeek) ends the memory,
+// and the turn is asked again with it.
 func TestReasoningRefusalIsRemembered(t *testing.T) {
 	sb, up, key := reasoningUpstream(t, upstreamtest.WithStrictReasoning())
 	body := messagesBody("ds/deepseek-v4-flash", "Weather in Paris?", false)
@@ -284,11 +285,13 @@ func TestReasoningRefusalIsRemembered(t *testing.T) {
 		`{"error":{"message":"`+upstreamtest.MsgReasoningNotPassedBack+`","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`))
 	r, raw, _ := postMessages(t, sb, key, body)
 	require.Equal(t, http.StatusBadRequest, r.StatusCode, "%s", raw)
+	assert.Contains(t, string(raw), "unsupported", "the refusal of the turn asked again with its reasoning")
 	r, raw, _ = postMessages(t, sb, key, body)
 	require.Equal(t, http.StatusOK, r.StatusCode, "%s", raw)
 	bodies = sent()
-	require.Len(t, bodies, 7, "the refused turn passed on; the next sent with its reasoning, refused, asked again")
+	require.Len(t, bodies, 8, "the refused turn asked again with its reasoning; the next sent with it, refused, asked again")
 	assert.NotContains(t, bodies[4], `reasoning_content`)
 	assert.Contains(t, bodies[5], `"reasoning_content"`)
-	assert.NotContains(t, bodies[6], `reasoning_content`)
+	assert.Contains(t, bodies[6], `"reasoning_content"`)
+	assert.NotContains(t, bodies[7], `reasoning_content`)
 }

@@ -156,12 +156,19 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 	}
 	if resp.StatusCode >= 300 {
 		raw := a.refusal(resp, cancel)
+		fitted, ok := a.refit(resp.StatusCode, body, raw)
+		// What was refused was the reasoning (the only thing an
+		// OpenAI-shaped upstream's refit takes out).
+		dropped := ok && a.refusalKey != ""
 		if a.withheld && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) {
 			// Refused without the reasoning: the next request sends it
-			// again, for a server that now wants it back.
+			// again, for a server that now wants it back; this one too,
+			// when the server says it wants it (DeepSeek).
 			a.svc.refusals.forget(a.refusalKey)
+			if translate.ReasoningWanted(raw) {
+				fitted, ok = a.withReasoning(assembled)
+			}
 		}
-		fitted, ok := a.refit(resp.StatusCode, body, raw)
 		if !ok || call.Err() != nil {
 			return Usage{}, a.upstreamError(resp, raw)
 		}
@@ -169,7 +176,9 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		// past the model's context window: a long conversation, with a
 		// stream's cap of the model's whole output limit; reasoning sent
 		// back to a server that takes none): asked again, once and on
-		// this connection, without it. The refusal is no failure of the
+		// this connection, without it; or what it withheld (the reasoning
+		// of a connection remembered as refusing it, from a server that
+		// wants it): asked again with it. The refusal is no failure of the
 		// connection's: no fallback, no cooling, nothing billed.
 		if resp, err = a.send(reqCtx, fitted, a.in.stream || assembled); err != nil {
 			return Usage{}, err
@@ -177,10 +186,9 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		if resp.StatusCode >= 300 {
 			return Usage{}, a.upstreamError(resp, a.refusal(resp, cancel))
 		}
-		if a.refusalKey != "" {
-			// What was refused was the reasoning (the only thing an
-			// OpenAI-shaped upstream's refit takes out): the connection's
-			// next requests for the model go without it.
+		if dropped {
+			// The connection's next requests for the model go without
+			// the reasoning.
 			a.svc.refusals.remember(a.refusalKey, time.Now())
 		}
 	}
@@ -218,6 +226,20 @@ func (a *attempt) run(ctx context.Context) (Usage, error) {
 		return a.wholeRaw(ctx, raw)
 	}
 	return a.stream(ctx, cancel, resp.Body)
+}
+
+// withReasoning is the request built again with the reasoning sent back,
+// for an upstream that refused it withheld: the target's own translator.
+func (a *attempt) withReasoning(assembled bool) ([]byte, bool) {
+	a.tr, a.withheld = pick(a.in.dialect, a.t.Spec, a.t.Model), false
+	body, err := a.body()
+	if err != nil {
+		return nil, false
+	}
+	if body, err = fitBody(body, a.c.Spec, assembled); err != nil {
+		return nil, false
+	}
+	return body, true
 }
 
 // send posts body to the upstream; stream asks for a stream.

@@ -863,6 +863,24 @@ func toolDefinition(name string, tools []inMsgTool) []byte {
 	return b
 }
 
+// namesReasoning reports whether raw, an upstream's refusal, names
+// reasoning_content. DeepSeek writes the member's name in backticks
+// ("Missing `reasoning_content` field").
+func namesReasoning(raw []byte) bool {
+	return bytes.Contains(refusalSaid(raw), []byte("reasoning_content"))
+}
+
+func refusalSaid(raw []byte) []byte { return bytes.ToLower(bytes.ReplaceAll(raw, []byte("`"), nil)) }
+
+// ReasoningWanted reports whether raw, an upstream's refusal, says the
+// reasoning_content of earlier turns is wanted back (DeepSeek: "must be
+// passed back", "Missing reasoning_content").
+func ReasoningWanted(raw []byte) bool {
+	said := refusalSaid(raw)
+	return bytes.Contains(said, []byte("reasoning_content")) &&
+		(bytes.Contains(said, []byte("passed back")) || bytes.Contains(said, []byte("missing reasoning_content")))
+}
+
 // WithoutRefusedReasoning is body, a chat request whose assistant messages
 // carry reasoning_content (ChatOptions.ReasoningBack), without that member,
 // when raw, the upstream's refusal, says it takes no such member (Groq and
@@ -872,11 +890,7 @@ func toolDefinition(name string, tools []inMsgTool) []byte {
 // "must be passed back", "Missing reasoning_content"). ok is false
 // otherwise, and when no message carried the member.
 func WithoutRefusedReasoning(body, raw []byte) (out []byte, ok bool) {
-	// DeepSeek writes the member's name in backticks ("Missing
-	// `reasoning_content` field").
-	said := bytes.ToLower(bytes.ReplaceAll(raw, []byte("`"), nil))
-	if !bytes.Contains(said, []byte("reasoning_content")) || bytes.Contains(said, []byte("passed back")) ||
-		bytes.Contains(said, []byte("missing reasoning_content")) {
+	if !namesReasoning(raw) || ReasoningWanted(raw) {
 		return nil, false
 	}
 	var req map[string]json.RawMessage
