@@ -18,6 +18,12 @@ import (
 // consumer is gone and must be created again.
 var ErrConsumeEnded = errors.New("consumption ended (consumer deleted?)")
 
+// Gone reports whether err, a consumer's info asked for, says the
+// consumer is gone: deleted, or its stream with it.
+func Gone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
 // Consume hands cons's messages to handle until ctx ends, then stops
 // taking them (drain: handing on those already pulled first) and returns
 // once no callback can still be running. It returns ErrConsumeEnded when
@@ -72,7 +78,7 @@ func Consume(ctx context.Context, cons jetstream.Consumer, handle jetstream.Mess
 		if ctx.Err() != nil {
 			return nil
 		}
-		if _, err := cons.Info(ctx); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if _, err := cons.Info(ctx); Gone(err) {
 			// Its pulls went unheard because it is gone.
 			return fmt.Errorf("consume %s: %w", cons.CachedInfo().Name, ErrConsumeEnded)
 		}

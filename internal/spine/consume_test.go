@@ -85,9 +85,9 @@ func TestKeepBacksOffAndStartsOver(t *testing.T) {
 		spine.Keep(ctx, slog.New(slog.DiscardHandler), "test", func(context.Context) error {
 			starts = append(starts, time.Now())
 			switch len(starts) {
-			case 6:
-				time.Sleep(300 * time.Millisecond) // a run that lasted
 			case 7:
+				time.Sleep(300 * time.Millisecond) // a run that lasted
+			case 8:
 				cancel()
 			}
 			return errors.New("failed")
@@ -98,10 +98,10 @@ func TestKeepBacksOffAndStartsOver(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Keep did not end with its context")
 	}
-	require.Len(t, starts, 7)
-	// Backoffs of 10, 20, 40, 80, 160 ms; then 10 ms again, not 320.
-	assert.GreaterOrEqual(t, starts[5].Sub(starts[4]), 160*time.Millisecond, "the backoff grew")
-	assert.Less(t, starts[6].Sub(starts[5]), 300*time.Millisecond+150*time.Millisecond, "and started over after a run that lasted")
+	require.Len(t, starts, 8)
+	// Backoffs of 10, 20, 40, 80, 160, 320 ms; then 10 ms again, not 640.
+	assert.GreaterOrEqual(t, starts[6].Sub(starts[5]), 320*time.Millisecond, "the backoff grew")
+	assert.Less(t, starts[7].Sub(starts[6]), 300*time.Millisecond+320*time.Millisecond, "and started over after a run that lasted")
 }
 
 // lateStop is a consumer whose consumption's Stop returns only once

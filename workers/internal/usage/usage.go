@@ -153,7 +153,7 @@ func (r *Roller) Run(ctx context.Context, js jetstream.JetStream) error {
 		// Where the consumer stood, to tell whether the stream removed
 		// messages before this fetch reached them (lostBefore).
 		before, err := cons.Info(ctx)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if spine.Gone(err) {
 			// Deleted (an operator's, or its stream made again): fetches
 			// from it would go unanswered for ever; made again by the
 			// caller.
