@@ -41,6 +41,7 @@ func gatewayError(log *slog.Logger, err error, model string) error {
 	var badReq *chat.RequestError
 	var broken *credential.StreamError
 	var notEnabled *routing.NotEnabledError
+	var relogin *routing.NeedsLoginError
 	switch {
 	case err == nil:
 		return nil
@@ -57,6 +58,8 @@ func gatewayError(log *slog.Logger, err error, model string) error {
 		return invalidParam("model", "model_not_found", notEnabledMessage(notEnabled, model))
 	case errors.Is(err, routing.ErrModelNotFound):
 		return invalidParam("model", "model_not_found", fmt.Sprintf("the model '%s' does not exist or no connection of this machine serves it", model))
+	case errors.As(err, &relogin):
+		return invalidParam("model", "no_credentials", fmt.Sprintf("no active credentials for the provider of model '%s': its '%s' connections need a new login, their refresh token having been refused", model, relogin.Provider))
 	case errors.Is(err, routing.ErrNoCredentials), errors.Is(err, credential.ErrNoCredentials):
 		return invalidParam("model", "no_credentials", fmt.Sprintf("no active credentials for the provider of model '%s'", model))
 	case errors.Is(err, dispatch.ErrUnsupportedProvider):

@@ -40,6 +40,21 @@ func (e *NotEnabledError) Error() string {
 // Is makes a NotEnabledError an ErrModelNotFound.
 func (e *NotEnabledError) Is(target error) bool { return target == ErrModelNotFound }
 
+// NeedsLoginError is returned when the model's prefix names a provider
+// whose switched-on connections all await a new login (their refresh token
+// was refused): an ErrNoCredentials that says what would mend it.
+type NeedsLoginError struct {
+	// Provider is the provider id of those connections.
+	Provider string
+}
+
+func (e *NeedsLoginError) Error() string {
+	return fmt.Sprintf("the %q connections need a new login", e.Provider)
+}
+
+// Is makes a NeedsLoginError an ErrNoCredentials.
+func (e *NeedsLoginError) Is(target error) bool { return target == ErrNoCredentials }
+
 // Target is where a request goes.
 type Target struct {
 	Spec provider.Spec
@@ -248,7 +263,8 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 	var t Target
 	var now time.Time // read once, by the first catalog's tier
 	known := false
-	usable := "" // the provider of the first usable connection named
+	usable := ""  // the provider of the first usable connection named
+	relogin := "" // the provider of the first switched-on one awaiting a login
 	for _, c := range conns {
 		spec, ok := r.registry.Lookup(c.GetProvider())
 		if !ok {
@@ -260,6 +276,9 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 		}
 		known = true
 		if !Usable(c) {
+			if relogin == "" && c.GetIsActive() {
+				relogin = c.GetProvider()
+			}
 			continue
 		}
 		if usable == "" {
@@ -280,6 +299,9 @@ func (r *Resolver) byPrefix(conns []*busv1.Connection, prefix, model string) (Ta
 	}
 	if usable != "" {
 		return Target{}, true, &NotEnabledError{Model: prefix + "/" + model, Provider: usable}
+	}
+	if relogin != "" {
+		return Target{}, true, &NeedsLoginError{Provider: relogin}
 	}
 	if known {
 		return Target{}, true, ErrNoCredentials

@@ -412,3 +412,53 @@ func TestResolveAliasOfACombo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "gpt-4o", targets[0].Model)
 }
+
+// A provider whose connections all await a new login (their refresh token
+// was refused) has no credentials, and the error says which login would
+// mend it; one switched off among them changes nothing, and a usable one
+// serves.
+func TestResolveConnectionsAwaitingALogin(t *testing.T) {
+	type conn struct {
+		id      string
+		relogin bool
+		off     bool
+	}
+	for _, tc := range []struct {
+		name  string
+		conns []conn
+		login bool // the error is a NeedsLoginError
+		want  []string
+	}{
+		{name: "the one connection needs a new login", conns: []conn{{id: "a", relogin: true}}, login: true},
+		{name: "both need one, one switched off", conns: []conn{{id: "a", relogin: true}, {id: "b", relogin: true, off: true}}, login: true},
+		{name: "only switched off", conns: []conn{{id: "a", off: true}}},
+		{name: "one needs a login, the other serves", conns: []conn{{id: "a", relogin: true}, {id: "b"}}, want: []string{"b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, st := storetest.Open(t)
+			for i, c := range tc.conns {
+				require.NoError(t, st.Connections.Put(ctx, store.ConnectionKey(machine, c.id), &busv1.Connection{
+					Id: c.id, MachineId: machine, Provider: "codex", IsActive: !c.off, Priority: int32(i + 1),
+					CreatedAt: timestamppb.Now(), Data: &busv1.ProviderData{},
+					Oauth: &busv1.OAuthState{TokenUrl: "https://auth.example/token", NeedsRelogin: c.relogin},
+				}))
+			}
+			require.Eventually(t, func() bool { return len(st.MachineConnections(machine)) == len(tc.conns) }, 5*time.Second, time.Millisecond)
+			r := NewResolver(st, provider.NewRegistry())
+			got, err := r.Resolve(machine, "codex/gpt-5")
+			if tc.want != nil {
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, connectionIDs(got))
+				return
+			}
+			require.ErrorIs(t, err, ErrNoCredentials)
+			var login *NeedsLoginError
+			if !tc.login {
+				assert.False(t, errors.As(err, &login), "%v", err)
+				return
+			}
+			require.ErrorAs(t, err, &login)
+			assert.Equal(t, "codex", login.Provider)
+		})
+	}
+}
