@@ -5,6 +5,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -16,6 +17,10 @@ import (
 	"github.com/switchboardhq/switchboard/internal/spine"
 )
 
+// MaxRetryAfter bounds the wait a handler's error may ask for before its
+// job is redelivered.
+const MaxRetryAfter = time.Hour
+
 // Consumer is one durable consumer of a job subject.
 type Consumer[T proto.Message] struct {
 	// Durable is the consumer name, shared by every worker of the fleet.
@@ -24,7 +29,9 @@ type Consumer[T proto.Message] struct {
 	Subject string
 	// New returns an empty job message.
 	New func() T
-	// Handle performs a job; an error redelivers it later.
+	// Handle performs a job; an error redelivers it later, no sooner than
+	// its RetryAfter() time.Duration when it has one (bounded by
+	// MaxRetryAfter).
 	Handle func(ctx context.Context, job T) error
 	// Concurrency bounds the jobs handled at once.
 	Concurrency int
@@ -113,6 +120,12 @@ func (c Consumer[T]) handle(ctx context.Context, msg jetstream.Msg, log *slog.Lo
 		return
 	}
 	delay := time.Duration(1<<min(attempt, 6)) * time.Second
+	var later interface{ RetryAfter() time.Duration }
+	if errors.As(err, &later) {
+		// The handler knows when a retry may succeed (a rate-limited
+		// endpoint's Retry-After): no sooner.
+		delay = max(delay, min(later.RetryAfter(), MaxRetryAfter))
+	}
 	c.Metrics.count(c.Durable, outcomeRetried)
 	log.Warn("job failed, will retry", "subject", msg.Subject(), "attempt", attempt, "retry_in", delay, "err", err)
 	_ = msg.NakWithDelay(delay)

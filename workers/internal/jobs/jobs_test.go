@@ -2,7 +2,9 @@ package jobs_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,4 +84,60 @@ func TestConsumersCreatedTogetherOnAClusterBothTakeJobs(t *testing.T) {
 		}
 	}
 	assert.Subset(t, []string{"c1", "c2", "c3"}, got)
+}
+
+// retryLater is a handler's error naming when a retry may succeed.
+type retryLater time.Duration
+
+func (r retryLater) Error() string             { return "rate limited" }
+func (r retryLater) RetryAfter() time.Duration { return time.Duration(r) }
+
+// A job whose handler failed with an error naming a wait (a token
+// endpoint's Retry-After) is redelivered no sooner than that wait, where
+// the first retry comes after 2 s.
+func TestJobRedeliveredAfterTheWaitItsErrorNames(t *testing.T) {
+	js := spinetest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, spine.EnsureStreams(ctx, js, spine.Topology{Replicas: 1}.Streams()...))
+
+	const wait = 4 * time.Second
+	handled := make(chan time.Time, 4)
+	var calls atomic.Int32
+	consumer := jobs.Consumer[*busv1.CatalogRefreshJob]{
+		Durable: "catalog-refresh",
+		Subject: spine.SubjectCatalogRefresh + ".>",
+		New:     func() *busv1.CatalogRefreshJob { return new(busv1.CatalogRefreshJob) },
+		Handle: func(context.Context, *busv1.CatalogRefreshJob) error {
+			handled <- time.Now()
+			if calls.Add(1) == 1 {
+				return fmt.Errorf("refresh c1: %w", retryLater(wait))
+			}
+			return nil
+		},
+		Concurrency: 1,
+	}
+	done := make(chan error, 1)
+	go func() { done <- consumer.Run(ctx, js, slog.New(slog.DiscardHandler)) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done)
+	})
+	data, err := proto.Marshal(&busv1.CatalogRefreshJob{ConnectionId: "c1"})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, spine.SubjectCatalogRefresh+".c1", data)
+	require.NoError(t, err)
+
+	var first time.Time
+	select {
+	case first = <-handled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job was not handled")
+	}
+	select {
+	case again := <-handled:
+		assert.GreaterOrEqual(t, again.Sub(first), wait, "redelivered before the wait its error named")
+	case <-time.After(wait + 10*time.Second):
+		t.Fatal("the job was not redelivered")
+	}
 }

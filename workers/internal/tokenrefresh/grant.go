@@ -54,7 +54,14 @@ type Error struct {
 	// endpoint that names no OAuth error code (a Copilot exchange's 401 or
 	// 403).
 	Refused bool
+	// Wait is how long a temporary refusal asked to be left alone
+	// (Retry-After); zero when it named no wait.
+	Wait time.Duration
 }
+
+// RetryAfter is how long the endpoint asked to wait before it is asked
+// again: the job consumer redelivers the job no sooner.
+func (e *Error) RetryAfter() time.Duration { return e.Wait }
 
 func (e *Error) Error() string {
 	var b strings.Builder
@@ -146,7 +153,30 @@ func Grant(ctx context.Context, client *http.Client, tokenURL, refreshToken stri
 	if err != nil {
 		return Tokens{}, lost(true, unreachable(ctx, err))
 	}
-	return ParseAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	tokens, err := ParseAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	if e := (*Error)(nil); errors.As(err, &e) && e.Temporary() {
+		e.Wait = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return tokens, err
+}
+
+// retryAfter reads a Retry-After header, in seconds or as an HTTP date
+// (RFC 9110 section 10.2.3); zero when there is none it can read.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, int64(24*time.Hour/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return min(t.Sub(now), 24*time.Hour)
+	}
+	return 0
 }
 
 // Unanswered is a grant the token endpoint was sent but did not answer
