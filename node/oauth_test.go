@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -74,6 +75,9 @@ type fakeAuthServer struct {
 	n      int
 	// codeLife is the device codes' expires_in (zero: 900 s).
 	codeLife int
+	// deny makes the authorize step play a user who declines: the
+	// redirect carries error=access_denied and the state, no code.
+	deny bool
 }
 
 func newFakeAuthServer(t *testing.T, script ...string) *fakeAuthServer {
@@ -192,6 +196,11 @@ func (f *fakeAuthServer) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	if f.deny {
+		f.mu.Unlock()
+		http.Redirect(w, r, q.Get("redirect_uri")+"?error=access_denied&error_description=The+user+declined&state="+url.QueryEscape(q.Get("state")), http.StatusFound)
+		return
+	}
 	f.challenges[fakeAuthCode] = q.Get("code_challenge")
 	f.redirects[fakeAuthCode] = q.Get("redirect_uri")
 	f.mu.Unlock()
@@ -582,6 +591,37 @@ func TestLoginCLIAuthorizationCode(t *testing.T) {
 
 	chat := chatThrough(t, sb, "codex/gpt-5-codex")
 	require.Equal(t, http.StatusOK, chat.Status, "%s", chat.Body)
+}
+
+// A user who declines the consent is told so in the browser and in the
+// terminal; no connection is created.
+func TestLoginCLIAuthorizationCodeDeclined(t *testing.T) {
+	f := newFakeAuthServer(t, pollOK)
+	f.deny = true
+	sb := serveWithOAuth(t, f, "https://example.invalid/v1")
+	var out bytes.Buffer
+	page := make(chan string, 1)
+	_, err := logincli.Run(context.Background(), logincli.Options{
+		URL: sb.BaseURL, AdminToken: nodetest.AdminToken, Provider: "codex",
+		RedirectURI: "http://127.0.0.1:0/auth/callback",
+		Out:         &out,
+		Open: func(u string) {
+			text := ""
+			if resp, err := http.Get(u); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				text = fmt.Sprintf("%d %s", resp.StatusCode, b)
+			}
+			page <- text
+		},
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "access_denied")
+	shown := <-page
+	assert.NotContains(t, shown, "Sign-in received", "the browser is not told the sign-in went through")
+	assert.Contains(t, shown, "refused")
+	list := sb.Admin(t, http.MethodGet, "/api/providers", nil)
+	assert.Empty(t, list.JSON["connections"])
 }
 
 func TestOAuthAuthorizationCodeRoutes(t *testing.T) {

@@ -197,7 +197,14 @@ func (o Options) authorizationCode(ctx context.Context) (Connection, error) {
 				_, _ = io.WriteString(w, "This is not the callback of the sign-in in progress.\n")
 				return
 			}
-			_, _ = io.WriteString(w, "Sign-in received: you can close this window and return to the terminal.\n")
+			if e := r.URL.Query().Get("error"); e != "" {
+				// The provider sent the user back without a code (they
+				// declined, or it refused the request).
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = fmt.Fprintf(w, "The sign-in was refused (%s): return to the terminal.\n", errorCode(e))
+			} else {
+				_, _ = io.WriteString(w, "Sign-in received: you can close this window and return to the terminal.\n")
+			}
 			select {
 			case codes <- r.URL.Query():
 			default:
@@ -212,7 +219,7 @@ func (o Options) authorizationCode(ctx context.Context) (Connection, error) {
 		select {
 		case q := <-codes:
 			if e := q.Get("error"); e != "" {
-				return Connection{}, fmt.Errorf("the sign-in was refused (%s)", e)
+				return Connection{}, fmt.Errorf("the sign-in was refused (%s)", errorCode(e))
 			}
 			code, state = q.Get("code"), q.Get("state")
 		case <-ctx.Done():
@@ -315,6 +322,21 @@ func isLoopbackHost(h string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
+}
+
+// errorCode is an OAuth error code from a redirect, or "unknown_error"
+// when it is not shaped like one (the redirect's query is anyone's to
+// write).
+func errorCode(c string) string {
+	if c == "" || len(c) > 64 {
+		return "unknown_error"
+	}
+	for _, r := range c {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return "unknown_error"
+		}
+	}
+	return c
 }
 
 func firstNonEmpty(a, b string) string {
