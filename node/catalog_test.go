@@ -435,10 +435,13 @@ func TestDeletedWorkerConsumersAreCreatedAgain(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	for stream, durable := range map[string]string{spine.StreamJobs: "catalog-refresh", spine.StreamUsage: "usage-rollup"} {
+		// Deleted while the workers' pull waits on it, as a running
+		// process's consumer is (one deleted as a pull is on its way is
+		// found out only once its heartbeats went missing, 30 s on).
 		require.Eventually(t, func() bool {
-			_, err := js.Consumer(ctx, stream, durable)
-			return err == nil
-		}, 10*time.Second, 5*time.Millisecond, "the workers created %s", durable)
+			cons, err := js.Consumer(ctx, stream, durable)
+			return err == nil && cons.CachedInfo().NumWaiting > 0
+		}, 10*time.Second, 5*time.Millisecond, "the workers pull from %s", durable)
 		require.NoError(t, js.DeleteConsumer(ctx, stream, durable))
 	}
 
