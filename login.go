@@ -20,8 +20,9 @@ import (
 const loginUsage = `usage: switchboard login <provider> [flags]
 
 Signs in to an OAuth subscription provider (github-copilot, qwen, kimi: a code
-to enter at a URL; codex: a browser sign-in with a loopback callback) through
-a running switchboard, and stores the result as a new connection.
+to enter at a URL; codex: a browser sign-in with a loopback callback; claude:
+a browser sign-in whose code#state is pasted back) through a running
+switchboard, and stores the result as a new connection.
 `
 
 // login runs `switchboard login <provider>` against a running service.

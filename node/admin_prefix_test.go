@@ -143,3 +143,19 @@ func TestStoredPrefixClashKeepsServing(t *testing.T) {
 		return chatAsk(t, sb, "openai/gpt-4o", "hello", false).Status == http.StatusOK && len(chatModels(t, oa)) > 0
 	}, 10*time.Second, 20*time.Millisecond, "openai/* reaches OpenAI once the prefix is mended")
 }
+
+// "claude", the provider id of Claude subscriptions, stays free as the
+// prefix of an Anthropic connection, as it was before there were any: a
+// claude connection then shares it, as a second key would.
+func TestClaudePrefixStaysFreeForAnthropicConnections(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	up := upstreamtest.New(t)
+	r := sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "anthropic", "name": "api-key", "apiKey": "sk-ant",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "claude"}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	// Another provider's connection still cannot take it from the
+	// Anthropic one.
+	r = sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "openai-compatible-lab", "name": "lab", "apiKey": "sk-lab",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "claude"}})
+	requirePrefixTaken(t, r, "providerSpecificData.prefix", "claude")
+}

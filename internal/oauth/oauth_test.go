@@ -34,7 +34,7 @@ func TestProvidersOverrides(t *testing.T) {
 	assert.Equal(t, "http://127.0.0.1:1/token", q.TokenURL)
 	assert.Equal(t, "c", q.ClientID)
 	assert.True(t, q.PKCE)
-	assert.Equal(t, []string{"github-copilot", "qwen", "kimi", "codex"}, ps.IDs())
+	assert.Equal(t, []string{"github-copilot", "qwen", "kimi", "codex", "claude"}, ps.IDs())
 
 	for name, o := range map[string]Overrides{
 		"unknown provider": {"nope": {"token_url": "https://x"}},

@@ -112,6 +112,18 @@ func RefreshMethodOf(providerID string) RefreshMethod {
 	return RefreshGrant
 }
 
+// TokenFormatOf is how the token requests of a provider id's connections
+// are encoded: the built-in table's format, TokenForm for ids without a
+// login definition.
+func TokenFormatOf(providerID string) TokenFormat {
+	for _, p := range defaults() {
+		if p.ID == providerID && p.TokenFormat != "" {
+			return p.TokenFormat
+		}
+	}
+	return TokenForm
+}
+
 // Fields are the overridable fields: the key of Overrides and, upper-cased,
 // the suffix of the environment variable (SWITCHBOARD_OAUTH_<PROVIDER>_<FIELD>).
 var fields = map[string]func(*Provider) *string{
@@ -169,6 +181,20 @@ func defaults() []Provider {
 			Claims: map[string][]string{
 				"chatgpt_account_id": {"https://api.openai.com/auth", "chatgpt_account_id"},
 			},
+		},
+		{
+			// Claude Pro/Max: Claude Code's client. Its hosted callback
+			// page shows "code#state" to paste; a loopback redirect
+			// (http://localhost:<port>/callback) is also accepted. The
+			// token endpoint reads JSON bodies only, for the code exchange
+			// (with the state) and for refreshes.
+			ID: "claude", Flow: FlowAuthorizationCode, PKCE: true, TokenFormat: TokenJSON,
+			ClientID:        "9d1c250a-e61b-44d9-88ed-5944d1962f5e",
+			Scope:           "org:create_api_key user:profile user:inference",
+			AuthorizeURL:    "https://claude.com/cai/oauth/authorize",
+			TokenURL:        "https://platform.claude.com/v1/oauth/token",
+			RedirectURI:     "https://platform.claude.com/oauth/code/callback",
+			AuthorizeParams: map[string]string{"code": "true"},
 		},
 	}
 }

@@ -146,6 +146,11 @@ type Spec struct {
 	// API at {BaseURL}/responses: /v1/responses requests go to it as they
 	// are instead of being translated.
 	Responses bool
+	// Unreserved is true when the provider's id and alias are not kept
+	// from other providers' connections as a prefix: "claude" named
+	// Anthropic connections' models before Claude subscriptions had it.
+	// A connection that has it still keeps it from the others.
+	Unreserved bool
 	// Kinds lists the model kinds the provider serves.
 	Kinds []string
 	// Listing is true when GET {BaseURL}/models lists the models live.

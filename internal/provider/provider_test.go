@@ -53,7 +53,8 @@ func TestRegistryEntries(t *testing.T) {
 
 			assert.Contains(t, []Format{FormatOpenAI, FormatAnthropic, FormatElevenLabs, FormatResponses}, s.Format)
 			assert.Contains(t, []Auth{AuthBearer, AuthXAPIKey, AuthXIAPIKey}, s.Auth)
-			assert.Equal(t, s.Format == FormatAnthropic, s.Auth == AuthXAPIKey, "Anthropic format goes with x-api-key auth")
+			// A Claude subscription's OAuth token goes as a bearer token.
+			assert.Equal(t, s.Format == FormatAnthropic && s.ID != "claude", s.Auth == AuthXAPIKey, "Anthropic format goes with x-api-key auth")
 			assert.Equal(t, s.Format == FormatElevenLabs, s.Auth == AuthXIAPIKey, "ElevenLabs format goes with xi-api-key auth")
 			// ElevenLabs' model listing is not OpenAI-shaped: static list only.
 			assert.Equal(t, s.Format != FormatElevenLabs, s.Listing, "every OpenAI or Anthropic style provider has a live listing")
@@ -174,6 +175,11 @@ func TestProviderShapes(t *testing.T) {
 	assert.Equal(t, FormatOpenAI, g.Format)
 	for _, id := range r.IDs() {
 		if id == "anthropic" || id == "elevenlabs" {
+			continue
+		}
+		if id == "claude" {
+			s, _ := r.Lookup(id)
+			assert.Equal(t, FormatAnthropic, s.Format, "a Claude subscription is spoken to in Messages")
 			continue
 		}
 		s, _ := r.Lookup(id)
@@ -443,6 +449,24 @@ func TestSubscriptionRequestShapes(t *testing.T) {
 	assert.Equal(t, "responses=experimental", h.Get("OpenAI-Beta"))
 	assert.Equal(t, "codex_cli_rs", h.Get("Originator"))
 	assert.True(t, cx.Responses)
+
+	cl, _ := r.Lookup("claude")
+	h = http.Header{}
+	cl.Authorize(h, "sk-ant-oat01-x")
+	assert.Equal(t, "Bearer sk-ant-oat01-x", h.Get("Authorization"))
+	assert.Empty(t, h.Get("x-api-key"), "a subscription token is no API key")
+	assert.Equal(t, AnthropicVersion, h.Get("anthropic-version"))
+	assert.Equal(t, "oauth-2025-04-20", h.Get("anthropic-beta"))
+	assert.Equal(t, "https://api.anthropic.com/v1", cl.BaseURL(""))
+	// The betas a client asked for are kept beside the subscription's.
+	h = http.Header{}
+	h.Set("anthropic-beta", "interleaved-thinking-2025-05-14,oauth-2025-04-20")
+	cl.Authorize(h, "sk-ant-oat01-x")
+	assert.Equal(t, "interleaved-thinking-2025-05-14,oauth-2025-04-20", h.Get("anthropic-beta"))
+	h = http.Header{}
+	h.Set("anthropic-beta", "context-1m-2025-08-07")
+	cl.Authorize(h, "sk-ant-oat01-x")
+	assert.Equal(t, "context-1m-2025-08-07,oauth-2025-04-20", h.Get("anthropic-beta"))
 
 	oa, _ := r.Lookup("openai")
 	h = http.Header{}

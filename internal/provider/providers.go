@@ -30,6 +30,7 @@ func builtinSpecs() []Spec {
 		qwen(),
 		kimi(),
 		codex(),
+		claude(),
 	}
 }
 
@@ -336,6 +337,25 @@ func codex() Spec {
 			chat("gpt-5-codex", 400_000, ModalityText, ModalityImage),
 			chat("gpt-5", 400_000, ModalityText, ModalityImage),
 		},
+	}
+}
+
+// claude is a Claude Pro/Max subscription, spoken to as Claude Code speaks
+// to Anthropic: Messages with the login's OAuth token as a bearer token
+// (not x-api-key) and the OAuth beta, merged with the client's betas.
+func claude() Spec {
+	a := anthropic()
+	return Spec{
+		ID: "claude", Alias: "claude", DefaultBaseURL: "https://api.anthropic.com/v1",
+		Auth: AuthBearer, Format: FormatAnthropic, Listing: true,
+		Headers: map[string]string{
+			"anthropic-version": AnthropicVersion,
+			"anthropic-beta":    "oauth-2025-04-20",
+		},
+		// Anthropic connections may keep "claude" as their prefix.
+		Unreserved: true,
+		Kinds:      []string{KindLLM},
+		Models:     a.Models,
 	}
 }
 

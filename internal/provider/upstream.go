@@ -2,6 +2,7 @@ package provider
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -30,6 +31,10 @@ func (s Spec) Authorize(h http.Header, credential string) {
 // provider's DataHeaders carry them.
 func (s Spec) AuthorizeWith(h http.Header, credential string, values map[string]string) {
 	for k, v := range s.Headers {
+		if http.CanonicalHeaderKey(k) == "Anthropic-Beta" {
+			mergeList(h, k, v)
+			continue
+		}
 		h.Set(k, v)
 	}
 	for header, key := range s.DataHeaders {
@@ -52,4 +57,20 @@ func (s Spec) AuthorizeWith(h http.Header, credential string, values map[string]
 			h.Set("Authorization", "Bearer "+credential)
 		}
 	}
+}
+
+// mergeList adds the comma-separated values of v that h's k does not hold
+// yet to its list: the betas a client asked for stay beside the provider's.
+func mergeList(h http.Header, k, v string) {
+	have := strings.Split(h.Get(k), ",")
+	for i := range have {
+		have[i] = strings.TrimSpace(have[i])
+	}
+	list := slices.DeleteFunc(have, func(s string) bool { return s == "" })
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" && !slices.Contains(list, x) {
+			list = append(list, x)
+		}
+	}
+	h.Set(k, strings.Join(list, ","))
 }

@@ -17,7 +17,7 @@ func prefixTaken(param, msg string) error {
 
 // freePrefix refuses a connection whose models would go under a name that
 // already names another provider's: a prefix that is a registry provider's
-// id or alias (its own provider's aside), or a prefix that is the prefix or
+// id or alias (its own provider's and unreserved ones aside), or a prefix that is the prefix or
 // provider id of a connection of another provider of the machine. Routing
 // would send the models of both to whichever comes first by priority.
 // Connections of one provider share their prefix: that is how a second key
@@ -29,7 +29,7 @@ func (a *Admin) freePrefix(c *busv1.Connection, spec provider.Spec, withProvider
 	prefix := c.GetData().GetPrefix()
 	if prefix != "" && prefix != spec.ID && prefix != spec.Alias {
 		for _, id := range a.registry.IDs() {
-			if s, _ := a.registry.Lookup(id); prefix == s.ID || prefix == s.Alias {
+			if s, _ := a.registry.Lookup(id); !s.Unreserved && (prefix == s.ID || prefix == s.Alias) {
 				return prefixTaken("providerSpecificData.prefix",
 					fmt.Sprintf("prefix '%s' is the model prefix of provider '%s'; choose another prefix", prefix, s.ID))
 			}

@@ -111,10 +111,13 @@ func (e *Error) Temporary() bool {
 }
 
 // Client is the OAuth client a grant is made as: its id, and the secret of
-// a confidential client (RFC 6749 section 2.3.1), each sent when not empty.
+// a confidential client (RFC 6749 section 2.3.1), each sent when not empty,
+// and how its token endpoint reads a request body (a form unless
+// oauth.TokenJSON: Anthropic's).
 type Client struct {
 	ID     string
 	Secret string
+	Format oauth.TokenFormat
 }
 
 // Grant performs the refresh-token grant (RFC 6749 section 6) at tokenURL
@@ -130,11 +133,20 @@ func Grant(ctx context.Context, client *http.Client, tokenURL, refreshToken stri
 	if oc.Secret != "" {
 		form.Set("client_secret", oc.Secret)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, strings.NewReader(form.Encode()))
+	sendBody, ctype := []byte(form.Encode()), "application/x-www-form-urlencoded"
+	if oc.Format == oauth.TokenJSON {
+		m := make(map[string]string, len(form))
+		for k := range form {
+			m[k] = form.Get(k)
+		}
+		sendBody, _ = json.Marshal(m)
+		ctype = "application/json"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, bytes.NewReader(sendBody))
 	if err != nil {
 		return Tokens{}, errors.New("invalid token URL")
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Content-Type", ctype)
 	req.Header.Set("Accept", "application/json")
 	var sent atomic.Bool
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{

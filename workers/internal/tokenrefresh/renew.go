@@ -23,9 +23,11 @@ var renewers = map[oauth.RefreshMethod]renewFunc{
 	oauth.RefreshCopilotExchange: copilotExchange,
 }
 
-// grant is the refresh-token grant (RFC 6749 section 6).
+// grant is the refresh-token grant (RFC 6749 section 6), its body encoded
+// as the provider's token endpoint reads it (oauth.TokenFormatOf).
 func grant(ctx context.Context, client *http.Client, creds *corev1.GetConnectionCredentialsResponse, secret string) (Tokens, error) {
-	return Grant(ctx, client, creds.GetTokenUrl(), creds.GetRefreshToken(), Client{ID: creds.GetClientId(), Secret: secret})
+	oc := Client{ID: creds.GetClientId(), Secret: secret, Format: oauth.TokenFormatOf(creds.GetConnection().GetProvider())}
+	return Grant(ctx, client, creds.GetTokenUrl(), creds.GetRefreshToken(), oc)
 }
 
 // copilotExchange trades the stored GitHub token (the connection's refresh
