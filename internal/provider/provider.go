@@ -142,6 +142,12 @@ type Spec struct {
 	// the JSON value it accepts (the ChatGPT backend stores nothing:
 	// "store": false); they are set on what is sent.
 	Require map[string]string
+	// SystemFirst is a line an Anthropic-shaped upstream wants at the head
+	// of every request's system prompt (a Claude subscription's token is
+	// taken only for requests that present themselves as Claude Code's): a
+	// request whose system prompt has no block beginning with it gets it as
+	// its first block.
+	SystemFirst string
 	// Responses is true when the upstream also speaks OpenAI's Responses
 	// API at {BaseURL}/responses: /v1/responses requests go to it as they
 	// are instead of being translated.

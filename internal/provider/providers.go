@@ -354,8 +354,12 @@ func claude() Spec {
 		},
 		// Anthropic connections may keep "claude" as their prefix.
 		Unreserved: true,
-		Kinds:      []string{KindLLM},
-		Models:     a.Models,
+		// Anthropic answers other clients' requests made with a
+		// subscription token with a 400, unless they begin as Claude
+		// Code's do.
+		SystemFirst: "You are Claude Code, Anthropic's official CLI for Claude.",
+		Kinds:       []string{KindLLM},
+		Models:      a.Models,
 	}
 }
 

@@ -201,15 +201,24 @@ func fillOutput(resp json.RawMessage, items []json.RawMessage) ([]byte, error) {
 
 // fitBody makes a request body one the upstream accepts: the members it
 // refuses left out, those it requires set (provider.Spec's Omit and
-// Require), and "stream": true when a whole answer is to be assembled from
+// Require), the system prompt begun with the line it wants (SystemFirst),
+// and "stream": true when a whole answer is to be assembled from
 // its stream. A body that needs none of it is returned as it is.
 func fitBody(body []byte, spec provider.Spec, stream bool) ([]byte, error) {
-	if len(spec.Omit) == 0 && len(spec.Require) == 0 && !stream {
+	first := spec.SystemFirst != "" && spec.Format == provider.FormatAnthropic
+	if len(spec.Omit) == 0 && len(spec.Require) == 0 && !stream && !first {
 		return body, nil
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil {
 		return nil, err
+	}
+	if first {
+		system, changed := withSystemFirst(obj["system"], spec.SystemFirst)
+		if !changed && len(spec.Omit) == 0 && len(spec.Require) == 0 && !stream {
+			return body, nil
+		}
+		obj["system"] = system
 	}
 	for _, k := range spec.Omit {
 		delete(obj, k)
@@ -221,4 +230,45 @@ func fitBody(body []byte, spec provider.Spec, stream bool) ([]byte, error) {
 		obj["stream"] = json.RawMessage("true")
 	}
 	return json.Marshal(obj)
+}
+
+// withSystemFirst is a Messages system prompt (absent, a string or text
+// blocks) that begins with line: raw as it is (changed false) when one of
+// its blocks already begins with it, as Claude Code's own requests do
+// after their billing block, else line as a text block before the others.
+// A system prompt of another shape is left to the upstream to judge.
+func withSystemFirst(raw json.RawMessage, line string) (json.RawMessage, bool) {
+	// "..., running within the Claude Agent SDK." is Claude Code too.
+	mark := strings.TrimSuffix(line, ".")
+	head, _ := json.Marshal(map[string]string{"type": "text", "text": line})
+	var blocks []json.RawMessage
+	var s string
+	switch {
+	case len(raw) == 0 || isNull(raw):
+	case json.Unmarshal(raw, &s) == nil:
+		if strings.HasPrefix(s, mark) {
+			return raw, false
+		}
+		if s != "" {
+			b, _ := json.Marshal(map[string]string{"type": "text", "text": s})
+			blocks = append(blocks, b)
+		}
+	case json.Unmarshal(raw, &blocks) == nil:
+		for _, b := range blocks {
+			var blk struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if json.Unmarshal(b, &blk) == nil && blk.Type == "text" && strings.HasPrefix(blk.Text, mark) {
+				return raw, false
+			}
+		}
+	default:
+		return raw, false
+	}
+	out, err := json.Marshal(append([]json.RawMessage{head}, blocks...))
+	if err != nil {
+		return raw, false
+	}
+	return out, true
 }

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -132,4 +133,38 @@ func TestAssembledAnswerKeepAliveComments(t *testing.T) {
 	var up *credential.UpstreamError
 	require.True(t, errors.As(err, &up), "%T %v", err, err)
 	assert.Equal(t, http.StatusBadGateway, up.Status, "the next connection may answer")
+}
+
+// A Claude subscription's requests begin their system prompt with Claude
+// Code's identity line, once: whatever shape the client sent it in.
+func TestFitBodySystemFirst(t *testing.T) {
+	const id = "You are Claude Code, Anthropic's official CLI for Claude."
+	spec := provider.Spec{Format: provider.FormatAnthropic, SystemFirst: id}
+	for _, tc := range []struct{ name, in, want string }{
+		{"no system", `{"model":"m"}`, `[{"text":"` + id + `","type":"text"}]`},
+		{"null", `{"system":null}`, `[{"text":"` + id + `","type":"text"}]`},
+		{"empty string", `{"system":""}`, `[{"text":"` + id + `","type":"text"}]`},
+		{"string", `{"system":"Be brief."}`, `[{"text":"` + id + `","type":"text"},{"text":"Be brief.","type":"text"}]`},
+		{"string with it", `{"system":"` + id + ` More."}`, `"` + id + ` More."`},
+		{"blocks", `{"system":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}]}`,
+			`[{"text":"` + id + `","type":"text"},{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}]`},
+		{"blocks with it second", `{"system":[{"type":"text","text":"x-anthropic-billing-header: cc_version=1;"},{"type":"text","text":"` + id + `"}]}`,
+			`[{"type":"text","text":"x-anthropic-billing-header: cc_version=1;"},{"type":"text","text":"` + id + `"}]`},
+		{"the Agent SDK's", `{"system":"You are Claude Code, Anthropic's official CLI for Claude, running within the Claude Agent SDK."}`,
+			`"You are Claude Code, Anthropic's official CLI for Claude, running within the Claude Agent SDK."`},
+		{"another shape", `{"system":42}`, `42`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := fitBody([]byte(tc.in), spec, false)
+			require.NoError(t, err)
+			var obj map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal(out, &obj))
+			assert.JSONEq(t, tc.want, string(obj["system"]))
+		})
+	}
+	// Other providers' bodies are not touched.
+	in := []byte(`{"system":"Be brief."}`)
+	out, err := fitBody(in, provider.Spec{Format: provider.FormatAnthropic}, false)
+	require.NoError(t, err)
+	assert.Equal(t, string(in), string(out))
 }
