@@ -48,6 +48,11 @@ func newFakeClaudeAuth(t *testing.T) *fakeClaudeAuth {
 		f.mu.Lock()
 		f.challenge, f.redirect = q.Get("code_challenge"), q.Get("redirect_uri")
 		f.mu.Unlock()
+		if strings.HasPrefix(q.Get("redirect_uri"), "http://") {
+			// A loopback callback gets the browser back.
+			http.Redirect(w, r, q.Get("redirect_uri")+"?code="+fakeAuthCode+"&state="+url.QueryEscape(q.Get("state")), http.StatusFound)
+			return
+		}
 		_, _ = io.WriteString(w, fakeAuthCode+"#"+q.Get("state"))
 	})
 	mux.HandleFunc("POST /v1/oauth/token", func(w http.ResponseWriter, r *http.Request) {
@@ -244,4 +249,46 @@ func TestLoginCLIClaudeServesMessagesAndChat(t *testing.T) {
 	for _, s := range seen {
 		assert.NotContains(t, string(s.body["system"]), fakeRefresh)
 	}
+}
+
+// A loopback callback named as Claude Code names its own,
+// http://localhost:<port>/callback, reaches the provider with its host as
+// given (the port chosen when it is 0): a provider that registered
+// "localhost" refuses "127.0.0.1".
+func TestLoginCLIClaudeLoopbackKeepsLocalhost(t *testing.T) {
+	up := newFakeAnthropic(t)
+	f := newFakeClaudeAuth(t)
+	cfg := nodetest.Config(t.TempDir())
+	cfg.OAuth = oauth.Overrides{"claude": {
+		"client_id": fakeClientID, "authorize_url": f.URL + "/authorize", "token_url": f.URL + "/v1/oauth/token",
+		"base_url": up.URL + "/v1",
+	}}
+	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	var out strings.Builder
+	browserErr := make(chan error, 1)
+	c, err := logincli.Run(context.Background(), logincli.Options{
+		URL: sb.BaseURL, AdminToken: nodetest.AdminToken, Provider: "claude", Out: &out,
+		RedirectURI: "http://localhost:0/callback",
+		Open: func(u string) {
+			resp, err := http.Get(u)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("browser ended at %d", resp.StatusCode)
+				}
+			}
+			browserErr <- err
+		},
+	})
+	require.NoError(t, err, out.String())
+	require.NoError(t, <-browserErr)
+	assert.Equal(t, "claude", c.Provider)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.Len(t, f.bodies, 1)
+	ru, err := url.Parse(f.bodies[0]["redirect_uri"])
+	require.NoError(t, err)
+	assert.Equal(t, "localhost", ru.Hostname(), "redirect_uri %s", ru)
+	assert.NotEqual(t, "0", ru.Port())
+	assert.Equal(t, "/callback", ru.Path)
 }

@@ -157,7 +157,11 @@ func (o Options) authorizationCode(ctx context.Context) (Connection, error) {
 			return Connection{}, fmt.Errorf("callback listener: %w", err)
 		}
 		defer ln.Close()
-		u.Host = ln.Addr().String()
+		// The port is the one listened on (0 picks one); the host stays
+		// as named, since a provider that registered "localhost" refuses
+		// "127.0.0.1".
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		u.Host = net.JoinHostPort(u.Hostname(), port)
 		redirect = u.String()
 	}
 	var start struct {
