@@ -139,12 +139,10 @@ func systemTexts(t *testing.T, raw json.RawMessage) []string {
 	return out
 }
 
-// A Claude Pro/Max subscription signed in with `switchboard login claude`
-// (the code#state shown after the sign-in pasted back) serves Anthropic
-// models to Messages, chat-completions and Responses clients: every request goes up with the subscription's token as a bearer
-// token, the OAuth beta beside the client's, and Claude Code's identity
-// line first in the system prompt, once, whoever the client.
-func TestLoginCLIClaudeServesMessagesAndChat(t *testing.T) {
+// claudeServe is a serve instance whose claude login signs in at a fake
+// authorization server and whose connections reach a fake Anthropic.
+func claudeServe(t *testing.T) (*nodetest.Instance, *fakeClaudeAuth, *fakeAnthropic) {
+	t.Helper()
 	up := newFakeAnthropic(t)
 	f := newFakeClaudeAuth(t)
 	cfg := nodetest.Config(t.TempDir())
@@ -152,7 +150,16 @@ func TestLoginCLIClaudeServesMessagesAndChat(t *testing.T) {
 		"client_id": fakeClientID, "authorize_url": f.URL + "/authorize", "token_url": f.URL + "/v1/oauth/token",
 		"base_url": up.URL + "/v1",
 	}}
-	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	return nodetest.Start(t, cfg, node.AllRoles...), f, up
+}
+
+// A Claude Pro/Max subscription signed in with `switchboard login claude`
+// (the code#state shown after the sign-in pasted back) serves Anthropic
+// models to Messages, chat-completions and Responses clients: every request goes up with the subscription's token as a bearer
+// token, the OAuth beta beside the client's, and Claude Code's identity
+// line first in the system prompt, once, whoever the client.
+func TestLoginCLIClaudeServesMessagesAndChat(t *testing.T) {
+	sb, f, up := claudeServe(t)
 
 	var out strings.Builder
 	pr, pw := io.Pipe()
@@ -256,14 +263,7 @@ func TestLoginCLIClaudeServesMessagesAndChat(t *testing.T) {
 // given (the port chosen when it is 0): a provider that registered
 // "localhost" refuses "127.0.0.1".
 func TestLoginCLIClaudeLoopbackKeepsLocalhost(t *testing.T) {
-	up := newFakeAnthropic(t)
-	f := newFakeClaudeAuth(t)
-	cfg := nodetest.Config(t.TempDir())
-	cfg.OAuth = oauth.Overrides{"claude": {
-		"client_id": fakeClientID, "authorize_url": f.URL + "/authorize", "token_url": f.URL + "/v1/oauth/token",
-		"base_url": up.URL + "/v1",
-	}}
-	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	sb, f, _ := claudeServe(t)
 	var out strings.Builder
 	browserErr := make(chan error, 1)
 	c, err := logincli.Run(context.Background(), logincli.Options{
