@@ -8,9 +8,9 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"time"
+
+	upstreamhttp "github.com/switchboardhq/switchboard/internal/upstream"
 )
 
 // Cooldown durations (decisions.md, Gateway "cooldowns").
@@ -298,25 +298,11 @@ func textReason(body []byte) Reason {
 }
 
 // headerHint reads retry-after-ms (OpenAI, Azure) or Retry-After (seconds
-// or an HTTP date). It returns 0 when neither is usable.
+// or an HTTP date: upstream.RetryAfter). It returns 0 when neither is
+// usable.
 func headerHint(h http.Header, now time.Time) time.Duration {
-	if h == nil {
-		return 0
-	}
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(ms) {
-			return clampHint(seconds(ms/1000), MaxRetryAfter)
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(s) {
-		return clampHint(seconds(s), MaxRetryAfter)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return clampHint(t.Sub(now), MaxRetryAfter)
+	if d, ok := upstreamhttp.RetryAfter(h, now, MaxRetryAfter); ok {
+		return clampHint(d, MaxRetryAfter)
 	}
 	return 0
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/oauth"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 )
 
 // GrantTimeout bounds one call to a token endpoint. It is long: a provider
@@ -58,6 +59,9 @@ type Error struct {
 	// (Retry-After); zero when it named no wait.
 	Wait time.Duration
 }
+
+// maxWait bounds the wait a token endpoint may ask for.
+const maxWait = 24 * time.Hour
 
 // RetryAfter is how long the endpoint asked to wait before it is asked
 // again: the job consumer redelivers the job no sooner.
@@ -167,28 +171,9 @@ func Grant(ctx context.Context, client *http.Client, tokenURL, refreshToken stri
 	}
 	tokens, err := ParseAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	if e := (*Error)(nil); errors.As(err, &e) && e.Temporary() {
-		e.Wait = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		e.Wait, _ = upstream.RetryAfter(resp.Header, time.Now(), maxWait)
 	}
 	return tokens, err
-}
-
-// retryAfter reads a Retry-After header, in seconds or as an HTTP date
-// (RFC 9110 section 10.2.3); zero when there is none it can read.
-func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n <= 0 {
-			return 0
-		}
-		return time.Duration(min(n, int64(24*time.Hour/time.Second))) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return min(t.Sub(now), 24*time.Hour)
-	}
-	return 0
 }
 
 // Unanswered is a grant the token endpoint was sent but did not answer
