@@ -230,23 +230,27 @@ func tokenCall(ctx context.Context, client *http.Client, tokenURL string, format
 	return Token{AccessToken: a.AccessToken, RefreshToken: a.RefreshToken, ExpiresIn: int64(a.ExpiresIn), ResourceURL: a.ResourceURL, IDToken: a.IDToken}, nil
 }
 
+// Encode is form as the body of a token request in format f (a JSON
+// object of its first values for TokenJSON, else a form), and its content
+// type.
+func (f TokenFormat) Encode(form url.Values) (body []byte, contentType string) {
+	if f != TokenJSON {
+		return []byte(form.Encode()), "application/x-www-form-urlencoded"
+	}
+	m := make(map[string]string, len(form))
+	for k := range form {
+		m[k] = form.Get(k)
+	}
+	body, _ = json.Marshal(m)
+	return body, "application/json"
+}
+
 // post sends form to endpoint as a form or JSON body and reads the answer.
 func post(ctx context.Context, client *http.Client, endpoint string, format TokenFormat, form url.Values) (status int, ctype string, body []byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
-	var r io.Reader
-	contentType := "application/x-www-form-urlencoded"
-	if format == TokenJSON {
-		m := make(map[string]string, len(form))
-		for k := range form {
-			m[k] = form.Get(k)
-		}
-		b, _ := json.Marshal(m)
-		r, contentType = bytes.NewReader(b), "application/json"
-	} else {
-		r = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, r)
+	body, contentType := format.Encode(form)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", nil, errors.New("invalid OAuth endpoint URL")
 	}

@@ -137,15 +137,7 @@ func Grant(ctx context.Context, client *http.Client, tokenURL, refreshToken stri
 	if oc.Secret != "" {
 		form.Set("client_secret", oc.Secret)
 	}
-	sendBody, ctype := []byte(form.Encode()), "application/x-www-form-urlencoded"
-	if oc.Format == oauth.TokenJSON {
-		m := make(map[string]string, len(form))
-		for k := range form {
-			m[k] = form.Get(k)
-		}
-		sendBody, _ = json.Marshal(m)
-		ctype = "application/json"
-	}
+	sendBody, ctype := oc.Format.Encode(form)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, bytes.NewReader(sendBody))
 	if err != nil {
 		return Tokens{}, errors.New("invalid token URL")
