@@ -104,24 +104,28 @@ func (p Provider) RefreshMethod() RefreshMethod {
 // never the method), RefreshGrant for ids without a login definition
 // (connections created with tokens through the admin API).
 func RefreshMethodOf(providerID string) RefreshMethod {
-	for _, p := range defaults() {
-		if p.ID == providerID {
-			return p.RefreshMethod()
-		}
-	}
-	return RefreshGrant
+	return builtin(providerID).RefreshMethod()
 }
 
 // TokenFormatOf is how the token requests of a provider id's connections
 // are encoded: the built-in table's format, TokenForm for ids without a
 // login definition.
 func TokenFormatOf(providerID string) TokenFormat {
-	for _, p := range defaults() {
-		if p.ID == providerID && p.TokenFormat != "" {
-			return p.TokenFormat
-		}
+	if f := builtin(providerID).TokenFormat; f != "" {
+		return f
 	}
 	return TokenForm
+}
+
+// builtin is the built-in login definition of a provider id, the zero
+// Provider when it has none.
+func builtin(providerID string) Provider {
+	for _, p := range defaults() {
+		if p.ID == providerID {
+			return p
+		}
+	}
+	return Provider{}
 }
 
 // Fields are the overridable fields: the key of Overrides and, upper-cased,
