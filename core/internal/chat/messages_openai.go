@@ -1,32 +1,13 @@
 package chat
 
 import (
-	"net/http"
-
 	"github.com/switchboardhq/switchboard/core/internal/translate"
 )
 
 // messagesOpenAI is Anthropic Messages to an OpenAI-shaped (Chat
 // Completions) upstream. Errors stay in OpenAI's shape; the edge's
 // /v1/messages route renders every error in Anthropic's.
-type messagesOpenAI struct {
-	toChat
-	opts translate.ChatOptions
-}
-
-var _ refitter = messagesOpenAI{}
-
-func (messagesOpenAI) header(http.Header, inbound) {}
-func (messagesOpenAI) errorBody(raw []byte) []byte { return raw }
-
-// refit sends the request again without the reasoning sent back
-// (ChatOptions.ReasoningBack) when the upstream refused that member.
-func (m messagesOpenAI) refit(_ inbound, body, raw []byte) ([]byte, bool) {
-	if !m.opts.ReasoningBack {
-		return nil, false
-	}
-	return translate.WithoutRefusedReasoning(body, raw)
-}
+type messagesOpenAI struct{ toChatWith }
 
 func (m messagesOpenAI) request(in inbound, model string) ([]byte, error) {
 	body, err := translate.AnthropicToOpenAIRequest(in.body, model, m.opts)

@@ -1,30 +1,11 @@
 package chat
 
 import (
-	"net/http"
-
 	"github.com/switchboardhq/switchboard/core/internal/translate"
 )
 
 // responsesOpenAI is OpenAI Responses to a Chat Completions upstream.
-type responsesOpenAI struct {
-	toChat
-	opts translate.ChatOptions
-}
-
-var _ refitter = responsesOpenAI{}
-
-func (responsesOpenAI) header(http.Header, inbound) {}
-func (responsesOpenAI) errorBody(raw []byte) []byte { return raw }
-
-// refit sends the request again without the reasoning sent back
-// (ChatOptions.ReasoningBack) when the upstream refused that member.
-func (r responsesOpenAI) refit(_ inbound, body, raw []byte) ([]byte, bool) {
-	if !r.opts.ReasoningBack {
-		return nil, false
-	}
-	return translate.WithoutRefusedReasoning(body, raw)
-}
+type responsesOpenAI struct{ toChatWith }
 
 func (r responsesOpenAI) request(in inbound, model string) ([]byte, error) {
 	body, err := translate.ResponsesToOpenAIRequest(in.body, model, r.opts)

@@ -115,7 +115,7 @@ func pick(d Dialect, spec provider.Spec, model string) translator {
 		if anthropic {
 			return messagesAnthropic{}
 		}
-		return messagesOpenAI{opts: chatOpts}
+		return messagesOpenAI{toChatWith{opts: chatOpts}}
 	case DialectResponses:
 		switch {
 		case spec.Responses:
@@ -123,7 +123,7 @@ func pick(d Dialect, spec provider.Spec, model string) translator {
 		case anthropic:
 			return responsesAnthropic{opts: translate.ChatOptions{ToolResultImages: chatOpts.ToolResultImages}, anth: anthOpts}
 		}
-		return responsesOpenAI{opts: chatOpts}
+		return responsesOpenAI{toChatWith{opts: chatOpts}}
 	}
 	if anthropic {
 		return chatAnthropic{opts: anthOpts}
@@ -138,6 +138,28 @@ type (
 	toAnthropic struct{}
 	toResponses struct{}
 )
+
+// toChatWith is a translation of another dialect to a chat upstream
+// (messagesOpenAI, responsesOpenAI): errors stay in OpenAI's shape (the
+// edge renders them in the client's), and a request refused for the
+// reasoning it sent back (ChatOptions.ReasoningBack) is asked again
+// without it.
+type toChatWith struct {
+	toChat
+	opts translate.ChatOptions
+}
+
+var _ refitter = toChatWith{}
+
+func (toChatWith) header(http.Header, inbound) {}
+func (toChatWith) errorBody(raw []byte) []byte { return raw }
+
+func (t toChatWith) refit(_ inbound, body, raw []byte) ([]byte, bool) {
+	if !t.opts.ReasoningBack {
+		return nil, false
+	}
+	return translate.WithoutRefusedReasoning(body, raw)
+}
 
 func (toChat) path() string      { return "/chat/completions" }
 func (toAnthropic) path() string { return "/messages" }
