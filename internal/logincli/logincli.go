@@ -8,6 +8,7 @@ package logincli
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/oauth"
 )
 
 // Options configure one login.
@@ -331,17 +334,7 @@ func isLoopbackHost(h string) bool {
 // errorCode is an OAuth error code from a redirect, or "unknown_error"
 // when it is not shaped like one (the redirect's query is anyone's to
 // write).
-func errorCode(c string) string {
-	if c == "" || len(c) > 64 {
-		return "unknown_error"
-	}
-	for _, r := range c {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return "unknown_error"
-		}
-	}
-	return c
-}
+func errorCode(c string) string { return cmp.Or(oauth.CleanCode(c), "unknown_error") }
 
 func firstNonEmpty(a, b string) string {
 	if a != "" {

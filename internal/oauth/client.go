@@ -121,7 +121,7 @@ func DeviceAuthorize(ctx context.Context, client *http.Client, p Provider, chall
 		Error                   ErrorField `json:"error"`
 	}
 	if err := decode(ctype, body, &a); err != nil || a.Error != "" || status/100 != 2 {
-		return DeviceCode{}, &Error{Status: status, Code: cleanCode(string(a.Error))}
+		return DeviceCode{}, &Error{Status: status, Code: CleanCode(string(a.Error))}
 	}
 	d := DeviceCode{
 		DeviceCode: a.DeviceCode, UserCode: a.UserCode,
@@ -216,7 +216,7 @@ func tokenCall(ctx context.Context, client *http.Client, tokenURL string, format
 		Error        ErrorField `json:"error"`
 	}
 	derr := decode(ctype, body, &a)
-	if code := cleanCode(string(a.Error)); code != "" {
+	if code := CleanCode(string(a.Error)); code != "" {
 		return Token{}, &Error{Status: status, Code: code}
 	}
 	switch {
@@ -341,9 +341,10 @@ func (e *ErrorField) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// cleanCode keeps an error code only when it looks like one, so an answer
-// cannot smuggle text into logs and errors.
-func cleanCode(c string) string {
+// CleanCode keeps an OAuth error code only when it looks like one (at most
+// 64 letters, digits, '_', '-', '.'), else "", so an answer or a redirect
+// cannot smuggle text into logs, pages and errors.
+func CleanCode(c string) string {
 	if c == "" || len(c) > 64 {
 		return ""
 	}
