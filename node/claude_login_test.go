@@ -270,14 +270,7 @@ func TestLoginCLIClaudeLoopbackKeepsLocalhost(t *testing.T) {
 		URL: sb.BaseURL, AdminToken: nodetest.AdminToken, Provider: "claude", Out: &out,
 		RedirectURI: "http://localhost:0/callback",
 		Open: func(u string) {
-			resp, err := http.Get(u)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					err = fmt.Errorf("browser ended at %d", resp.StatusCode)
-				}
-			}
-			browserErr <- err
+			browserErr <- browse(u)
 		},
 	})
 	require.NoError(t, err, out.String())

@@ -572,14 +572,7 @@ func TestLoginCLIAuthorizationCode(t *testing.T) {
 				}
 			}
 			strayStatus <- stray
-			resp, err := http.Get(u)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					err = fmt.Errorf("browser ended at %d", resp.StatusCode)
-				}
-			}
-			browserErr <- err
+			browserErr <- browse(u)
 		},
 	})
 	require.NoError(t, err, out.String())
@@ -591,6 +584,20 @@ func TestLoginCLIAuthorizationCode(t *testing.T) {
 
 	chat := chatThrough(t, sb, "codex/gpt-5-codex")
 	require.Equal(t, http.StatusOK, chat.Status, "%s", chat.Body)
+}
+
+// browse is a browser following u to its end: an error unless the last
+// page answered 200.
+func browse(u string) error {
+	resp, err := http.Get(u)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("browser ended at %d", resp.StatusCode)
+	}
+	return nil
 }
 
 // A user who declines the consent is told so in the browser and in the
