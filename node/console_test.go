@@ -319,6 +319,17 @@ func TestConsoleJourneys(t *testing.T) {
 	b.waitText("Logged in: the connection codex was added.")
 	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable codex"})
 
+	// Logging in to the same account again renews its connection.
+	b.click("button", "Log in to codex")
+	authorize = b.do(map[string]any{"op": "attr", "role": "link", "name": "Open the codex sign-in page", "attr": "href"}).(string)
+	consent, err = noFollow.Get(authorize)
+	require.NoError(t, err)
+	consent.Body.Close()
+	require.Equal(t, http.StatusFound, consent.StatusCode)
+	b.fill("Redirect address or code", consent.Header.Get("Location"))
+	b.click("button", "Finish login")
+	b.waitText("Logged in again: the connection codex was renewed, its settings kept.")
+
 	// Thousands of models stay paged: the listing draws one page.
 	var many []string
 	for i := range 3000 {

@@ -78,6 +78,12 @@ type fakeAuthServer struct {
 	// deny makes the authorize step play a user who declines: the
 	// redirect carries error=access_denied and the state, no code.
 	deny bool
+	// access and idToken, when set, are the tokens a login is handed
+	// instead of fakeAccess and fakeIDToken.
+	access, idToken string
+	// refuseRefresh answers refresh grants invalid_grant, as a provider
+	// that revoked the login does (else they are unsupported).
+	refuseRefresh bool
 }
 
 func newFakeAuthServer(t *testing.T, script ...string) *fakeAuthServer {
@@ -129,8 +135,8 @@ func (f *fakeAuthServer) deviceCode(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAuthServer) tokens() map[string]any {
-	body := map[string]any{"access_token": fakeAccess, "refresh_token": fakeRefresh, "token_type": "Bearer", "expires_in": 3600,
-		"id_token": fakeIDToken}
+	body := map[string]any{"access_token": cmp.Or(f.access, fakeAccess), "refresh_token": fakeRefresh, "token_type": "Bearer", "expires_in": 3600,
+		"id_token": cmp.Or(f.idToken, fakeIDToken)}
 	if f.resourceURL != "" {
 		body["resource_url"] = f.resourceURL
 	}
@@ -182,6 +188,15 @@ func (f *fakeAuthServer) token(w http.ResponseWriter, r *http.Request) {
 		}
 		delete(f.challenges, code)
 		writeJSON(w, http.StatusOK, f.tokens())
+	case "refresh_token":
+		f.mu.Lock()
+		refuse := f.refuseRefresh
+		f.mu.Unlock()
+		if refuse {
+			oauthError(w, "invalid_grant")
+			return
+		}
+		oauthError(w, "unsupported_grant_type")
 	default:
 		oauthError(w, "unsupported_grant_type")
 	}

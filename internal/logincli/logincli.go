@@ -46,12 +46,16 @@ type Options struct {
 	Open func(authorizeURL string)
 }
 
-// Connection is the created connection, as the admin API shows it.
+// Connection is the login's connection, as the admin API shows it.
 type Connection struct {
 	ID       string `json:"id"`
 	Provider string `json:"provider"`
 	Name     string `json:"name"`
 	BaseURL  string `json:"-"`
+	// Renewed is set when the login renewed an existing connection (of its
+	// account, or the one awaiting a new login), which keeps its id and
+	// settings, rather than creating one.
+	Renewed bool `json:"-"`
 }
 
 // Error is an admin API error answer.
@@ -65,7 +69,7 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
 }
 
-// Run performs the login and returns the created connection.
+// Run performs the login and returns its connection, created or renewed.
 func Run(ctx context.Context, o Options) (Connection, error) {
 	if o.Provider == "" {
 		return Connection{}, errors.New("a provider is required")
@@ -114,6 +118,7 @@ func Run(ctx context.Context, o Options) (Connection, error) {
 			Interval   int             `json:"interval"`
 			Error      string          `json:"error"`
 			Connection json.RawMessage `json:"connection"`
+			Renewed    bool            `json:"renewed"`
 		}
 		if err := o.call(ctx, "poll", map[string]any{"flowId": start.FlowID}, &poll); err != nil {
 			return Connection{}, err
@@ -130,6 +135,7 @@ func Run(ctx context.Context, o Options) (Connection, error) {
 		case "complete":
 			c, err := decodeConnection(poll.Connection)
 			if err == nil {
+				c.Renewed = poll.Renewed
 				report(o.Out, c)
 			}
 			return c, err
@@ -245,12 +251,14 @@ func (o Options) authorizationCode(ctx context.Context) (Connection, error) {
 	}
 	var done struct {
 		Connection json.RawMessage `json:"connection"`
+		Renewed    bool            `json:"renewed"`
 	}
 	if err := o.call(ctx, "exchange", map[string]any{"flowId": start.FlowID, "code": code, "state": state}, &done); err != nil {
 		return Connection{}, err
 	}
 	c, err := decodeConnection(done.Connection)
 	if err == nil {
+		c.Renewed = done.Renewed
 		report(o.Out, c)
 	}
 	return c, err
@@ -309,6 +317,10 @@ func decodeConnection(raw json.RawMessage) (Connection, error) {
 }
 
 func report(w io.Writer, c Connection) {
+	if c.Renewed {
+		fmt.Fprintf(w, "Signed in again: connection %s (provider %s, name %q) renewed, its settings kept\n", c.ID, c.Provider, c.Name)
+		return
+	}
 	fmt.Fprintf(w, "Signed in: connection %s (provider %s, name %q)\n", c.ID, c.Provider, c.Name)
 }
 

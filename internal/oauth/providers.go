@@ -72,6 +72,11 @@ type Provider struct {
 	// token answer's id_token, else from the access token (Codex: the
 	// ChatGPT account id, which internal/provider's DataHeaders send).
 	Claims map[string][]string
+	// Account names the Claims that together tell the account a login
+	// signed in (Codex: the ChatGPT workspace and its member): a new login
+	// of the same account renews that account's connection rather than
+	// adding another. Empty when the tokens name no account.
+	Account []string
 	// Refresh is how the connections of the login renew their access
 	// token; empty means RefreshGrant.
 	Refresh RefreshMethod
@@ -184,7 +189,11 @@ func defaults() []Provider {
 			},
 			Claims: map[string][]string{
 				"chatgpt_account_id": {"https://api.openai.com/auth", "chatgpt_account_id"},
+				"chatgpt_user_id":    {"https://api.openai.com/auth", "chatgpt_user_id"},
 			},
+			// The account id names a workspace, which a team's members
+			// share: the user tells them apart.
+			Account: []string{"chatgpt_account_id", "chatgpt_user_id"},
 		},
 		{
 			// Claude Pro/Max: Claude Code's client. Its hosted callback

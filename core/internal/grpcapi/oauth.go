@@ -302,6 +302,7 @@ func (a *Admin) PollDeviceLogin(ctx context.Context, req *corev1.PollDeviceLogin
 		}
 		out := answer(f, flowComplete)
 		out.Connection = a.loginConnection(machineID, f)
+		out.Renewed = f.GetRenewedConnectionId() != ""
 		return out, nil
 	}
 	if a.now().After(f.GetExpiresAt().AsTime()) {
@@ -354,6 +355,7 @@ func (a *Admin) PollDeviceLogin(ctx context.Context, req *corev1.PollDeviceLogin
 	}
 	out := answer(f, flowComplete)
 	out.Connection = a.view(c)
+	out.Renewed = c.GetId() != f.GetConnectionId()
 	out.Error = ""
 	return out, nil
 }
@@ -412,7 +414,8 @@ func (a *Admin) StartAuthorizationLogin(ctx context.Context, req *corev1.StartAu
 }
 
 // CompleteAuthorizationLogin exchanges the authorization code and creates
-// the connection (201); a repeated call answers the same connection.
+// the connection (201), or renews an existing one (200, completeLogin); a
+// repeated call answers the same connection.
 func (a *Admin) CompleteAuthorizationLogin(ctx context.Context, req *corev1.CompleteAuthorizationLoginRequest) (*corev1.CompleteAuthorizationLoginResponse, error) {
 	machineID, err := a.auth.Admin(ctx)
 	if err != nil {
@@ -450,7 +453,7 @@ func (a *Admin) CompleteAuthorizationLogin(ctx context.Context, req *corev1.Comp
 		if f.GetStatus() != flowComplete {
 			return nil, flowGone(f)
 		}
-		return &corev1.CompleteAuthorizationLoginResponse{Connection: a.loginConnection(machineID, f)}, nil
+		return &corev1.CompleteAuthorizationLoginResponse{Connection: a.loginConnection(machineID, f), Renewed: f.GetRenewedConnectionId() != ""}, nil
 	}
 	if a.now().After(f.GetExpiresAt().AsTime()) {
 		f, err = a.settleFlow(ctx, f.GetId(), func(f *busv1.OAuthFlow) { f.Status = flowExpired })
@@ -485,8 +488,11 @@ func (a *Admin) CompleteAuthorizationLogin(ctx context.Context, req *corev1.Comp
 	if err != nil {
 		return nil, err
 	}
-	created(ctx)
-	return &corev1.CompleteAuthorizationLoginResponse{Connection: a.view(c)}, nil
+	renewed := c.GetId() != f.GetConnectionId()
+	if !renewed {
+		created(ctx)
+	}
+	return &corev1.CompleteAuthorizationLoginResponse{Connection: a.view(c), Renewed: renewed}, nil
 }
 
 // claimFlow takes the flow's lease. When the flow is no longer pending it
@@ -582,20 +588,26 @@ func (a *Admin) settleFlow(ctx context.Context, id string, change func(*busv1.OA
 	return f, nil
 }
 
-// completeLogin turns a login's tokens into its connection (created once,
-// under the id the flow chose at its start) and marks the flow complete.
+// completeLogin turns a login's tokens into its connection and marks the
+// flow complete. A login that renews a connection (renewable) replaces its
+// tokens and OAuth state, under the next token generation, and keeps its
+// id and settings; any other creates its connection once, under the id the
+// flow chose at its start.
 func (a *Admin) completeLogin(ctx context.Context, f *busv1.OAuthFlow, proxyURL string, p oauth.Provider, tok oauth.Token) (*busv1.Connection, error) {
 	now := a.now()
-	baseURL := p.BaseURL
+	// named is the API host the login's answer names, which wins over the
+	// provider's and over a renewed connection's.
+	var named string
 	if p.ResourceURL && tok.ResourceURL != "" {
 		if u, ok := resourceBaseURL(tok.ResourceURL); ok {
-			baseURL = u
+			named = u
 		}
 	}
+	values := p.Values(tok)
 	sec := &busv1.Secrets{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken}
 	// The login has just issued the tokens: their life is known, so the
 	// scheduler refreshes a short-lived one halfway, as after a refresh.
-	st := &busv1.OAuthState{TokenUrl: p.TokenURL, ClientId: p.ClientID, RefreshedAt: timestamppb.New(now)}
+	st := &busv1.OAuthState{TokenUrl: p.TokenURL, ClientId: p.ClientID, RefreshedAt: timestamppb.New(now), LoginFlow: f.GetId()}
 	if tok.ExpiresIn > 0 {
 		st.ExpiresAt = timestamppb.New(now.Add(time.Duration(tok.ExpiresIn) * time.Second))
 	}
@@ -619,9 +631,37 @@ func (a *Admin) completeLogin(ctx context.Context, f *busv1.OAuthFlow, proxyURL 
 			st.ExpiresAt = timestamppb.New(ct.ExpiresAt)
 		}
 		if ct.APIURL != "" && validURL(ct.APIURL, "https", "http") {
-			baseURL = strings.TrimRight(ct.APIURL, "/")
+			named = strings.TrimRight(ct.APIURL, "/")
 		}
 	}
+	sec.ProxyUrl = proxyURL
+	c, err := a.renewConnection(ctx, f, p, values, named, sec, st)
+	if err != nil {
+		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+		return nil, err
+	}
+	if c == nil {
+		if c, err = a.createLoginConnection(ctx, f, p, values, cmpOr(named, p.BaseURL), sec, st); err != nil {
+			_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
+			return nil, err
+		}
+	}
+	_, err = a.settleFlow(ctx, f.GetId(), func(done *busv1.OAuthFlow) {
+		done.Status, done.Error = flowComplete, ""
+		if c.GetId() != f.GetConnectionId() {
+			done.RenewedConnectionId = c.GetId()
+		}
+	})
+	if err != nil {
+		a.log.Warn("oauth flow not marked complete", "flow", f.GetId(), "err", err)
+	}
+	return c, nil
+}
+
+// createLoginConnection creates a login's connection under the id its flow
+// chose at its start.
+func (a *Admin) createLoginConnection(ctx context.Context, f *busv1.OAuthFlow, p oauth.Provider, values map[string]string, baseURL string, sec *busv1.Secrets, st *busv1.OAuthState) (*busv1.Connection, error) {
+	now := a.now()
 	c := &busv1.Connection{
 		Id:        f.GetConnectionId(),
 		MachineId: f.GetMachineId(),
@@ -629,14 +669,12 @@ func (a *Admin) completeLogin(ctx context.Context, f *busv1.OAuthFlow, proxyURL 
 		Name:      f.GetName(),
 		Priority:  1,
 		IsActive:  true,
-		Data:      &busv1.ProviderData{BaseUrl: baseURL, Values: p.Values(tok)},
+		Data:      &busv1.ProviderData{BaseUrl: baseURL, Values: values},
 		Oauth:     st,
 		CreatedAt: timestamppb.New(now),
 		UpdatedAt: timestamppb.New(now),
 	}
-	sec.ProxyUrl = proxyURL
 	if err := a.seal(c, sec); err != nil {
-		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
 		return nil, err
 	}
 	key := store.ConnectionKey(c.GetMachineId(), c.GetId())
@@ -648,21 +686,17 @@ func (a *Admin) completeLogin(ctx context.Context, f *busv1.OAuthFlow, proxyURL 
 			c = e.Value
 		}
 	case err != nil:
-		_, _ = a.settleFlow(ctx, f.GetId(), func(*busv1.OAuthFlow) {})
 		return nil, a.storeError(err)
 	default:
 		a.log.Info("connection created by oauth login", "machine", c.GetMachineId(), "connection", c.GetId(), "provider", c.GetProvider(), "flow", f.GetId())
 	}
-	if _, err := a.settleFlow(ctx, f.GetId(), func(f *busv1.OAuthFlow) { f.Status, f.Error = flowComplete, "" }); err != nil {
-		a.log.Warn("oauth flow not marked complete", "flow", f.GetId(), "err", err)
-	}
 	return c, nil
 }
 
-// loginConnection is the connection a completed flow created, or nil when
-// it has been deleted since.
+// loginConnection is the connection a completed flow created or renewed,
+// or nil when it has been deleted since.
 func (a *Admin) loginConnection(machineID string, f *busv1.OAuthFlow) *corev1.Connection {
-	if e, ok := a.store.Connections.Get(store.ConnectionKey(machineID, f.GetConnectionId())); ok {
+	if e, ok := a.store.Connections.Get(store.ConnectionKey(machineID, cmpOr(f.GetRenewedConnectionId(), f.GetConnectionId()))); ok {
 		return a.view(e.Value)
 	}
 	return nil

@@ -228,7 +228,7 @@ async function deviceLogin(p, out, reload) {
     if (r.interval) interval = r.interval;
     if (r.status === 'complete') {
       progress.remove();
-      status.textContent = `Logged in: the connection ${r.connection?.name || p.id} was added.`;
+      status.textContent = loggedIn(r, p);
       toast(`Logged in to ${p.id}.`);
       setTimeout(reload, 1500);
       return;
@@ -276,12 +276,22 @@ async function codeLogin(p, out, reload) {
     } catch { /* a bare code */ }
     busy(form.querySelector('[type=submit]'), async () => {
       const r = await post(`/api/oauth/${enc(p.id)}/exchange`, { flowId: start.flowId, code, state });
-      status.textContent = `Logged in: the connection ${r.connection?.name || p.id} was added.`;
+      status.textContent = loggedIn(r, p);
       form.remove();
       setTimeout(reload, 1500);
     }, 'Finishing…');
   });
   box.append(form);
+}
+
+// loggedIn says what a completed login did: a connection added, or an
+// existing one (of the same account, or the one awaiting a new login)
+// renewed with its settings kept.
+function loggedIn(r, p) {
+  const name = r.connection?.name || p.id;
+  return r.renewed
+    ? `Logged in again: the connection ${name} was renewed, its settings kept.`
+    : `Logged in: the connection ${name} was added.`;
 }
 
 function registryTable(providers) {

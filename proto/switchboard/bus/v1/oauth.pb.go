@@ -46,8 +46,9 @@ type OAuthFlow struct {
 	Interval int32 `protobuf:"varint,8,opt,name=interval,proto3" json:"interval,omitempty"`
 	// status is "pending", "complete", "denied" or "expired".
 	Status string `protobuf:"bytes,9,opt,name=status,proto3" json:"status,omitempty"`
-	// connection_id is the id the connection gets when the login completes,
-	// chosen at the start so that racing completions create it once.
+	// connection_id is the id the connection gets when the login completes
+	// (unless it renews one, renewed_connection_id), chosen at the start so
+	// that racing completions create it once.
 	ConnectionId string `protobuf:"bytes,10,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
 	// name is the connection's name.
 	Name string `protobuf:"bytes,11,opt,name=name,proto3" json:"name,omitempty"`
@@ -61,9 +62,13 @@ type OAuthFlow struct {
 	// concurrent polls do not spend the device code twice.
 	LeaseUntil *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=lease_until,json=leaseUntil,proto3" json:"lease_until,omitempty"`
 	// error is the provider's OAuth error code of a failed login.
-	Error         string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
+	// renewed_connection_id is the existing connection the completed login
+	// renewed (one of its account, or the one awaiting a new login) instead
+	// of creating connection_id.
+	RenewedConnectionId string `protobuf:"bytes,16,opt,name=renewed_connection_id,json=renewedConnectionId,proto3" json:"renewed_connection_id,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *OAuthFlow) Reset() {
@@ -201,6 +206,13 @@ func (x *OAuthFlow) GetError() string {
 	return ""
 }
 
+func (x *OAuthFlow) GetRenewedConnectionId() string {
+	if x != nil {
+		return x.RenewedConnectionId
+	}
+	return ""
+}
+
 // OAuthFlowSecrets is the plaintext of OAuthFlow.sealed_secrets.
 type OAuthFlowSecrets struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -268,7 +280,7 @@ var File_switchboard_bus_v1_oauth_proto protoreflect.FileDescriptor
 
 const file_switchboard_bus_v1_oauth_proto_rawDesc = "" +
 	"\n" +
-	"\x1eswitchboard/bus/v1/oauth.proto\x12\x12switchboard.bus.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x04\n" +
+	"\x1eswitchboard/bus/v1/oauth.proto\x12\x12switchboard.bus.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x04\n" +
 	"\tOAuthFlow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -289,7 +301,8 @@ const file_switchboard_bus_v1_oauth_proto_rawDesc = "" +
 	"\fredirect_uri\x18\r \x01(\tR\vredirectUri\x12;\n" +
 	"\vlease_until\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"leaseUntil\x12\x14\n" +
-	"\x05error\x18\x0f \x01(\tR\x05error\"u\n" +
+	"\x05error\x18\x0f \x01(\tR\x05error\x122\n" +
+	"\x15renewed_connection_id\x18\x10 \x01(\tR\x13renewedConnectionId\"u\n" +
 	"\x10OAuthFlowSecrets\x12\x1f\n" +
 	"\vdevice_code\x18\x01 \x01(\tR\n" +
 	"deviceCode\x12#\n" +

@@ -552,7 +552,11 @@ type OAuthState struct {
 	// known): with expires_at it tells the tokens' lifetime, which the
 	// scheduler reads to refresh one that lives shorter than its provider's
 	// lead halfway through its life rather than at every scan.
-	RefreshedAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=refreshed_at,json=refreshedAt,proto3" json:"refreshed_at,omitempty"`
+	RefreshedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=refreshed_at,json=refreshedAt,proto3" json:"refreshed_at,omitempty"`
+	// login_flow is the id of the OAuth login (OAuthFlow.id) that issued the
+	// tokens, when a login here did: a completion of that login run again
+	// finds the connection it wrote, and writes nothing more.
+	LoginFlow     string `protobuf:"bytes,8,opt,name=login_flow,json=loginFlow,proto3" json:"login_flow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -634,6 +638,13 @@ func (x *OAuthState) GetRefreshedAt() *timestamppb.Timestamp {
 		return x.RefreshedAt
 	}
 	return nil
+}
+
+func (x *OAuthState) GetLoginFlow() string {
+	if x != nil {
+		return x.LoginFlow
+	}
+	return ""
 }
 
 // APIKey is a gateway key of a machine. Stored in the sb_keys bucket under the
@@ -1614,7 +1625,7 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12!\n" +
 	"\faccess_token\x18\x02 \x01(\tR\vaccessToken\x12#\n" +
 	"\rrefresh_token\x18\x03 \x01(\tR\frefreshToken\x12\x1b\n" +
-	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\"\xa4\x02\n" +
+	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\"\xc3\x02\n" +
 	"\n" +
 	"OAuthState\x12\x1b\n" +
 	"\ttoken_url\x18\x01 \x01(\tR\btokenUrl\x12\x1b\n" +
@@ -1627,7 +1638,9 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\rneeds_relogin\x18\x05 \x01(\bR\fneedsRelogin\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x06 \x01(\tR\tlastError\x12=\n" +
-	"\frefreshed_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vrefreshedAt\"\x86\x01\n" +
+	"\frefreshed_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vrefreshedAt\x12\x1d\n" +
+	"\n" +
+	"login_flow\x18\b \x01(\tR\tloginFlow\"\x86\x01\n" +
 	"\x06APIKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +

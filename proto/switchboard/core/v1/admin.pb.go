@@ -4216,14 +4216,20 @@ type PollDeviceLoginResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// status is "pending", "slow_down", "expired", "denied" or "complete".
 	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	// connection is the created connection when status is "complete".
+	// connection is the login's connection when status is "complete": the
+	// one it created, or the one it renewed.
 	Connection *Connection `protobuf:"bytes,2,opt,name=connection,proto3" json:"connection,omitempty"`
 	// interval is the seconds to wait before the next poll.
 	Interval int32  `protobuf:"varint,3,opt,name=interval,proto3" json:"interval,omitempty"`
 	FlowId   string `protobuf:"bytes,4,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
 	// error is the provider's OAuth error code (or the step that failed) when
 	// status is "denied" or "expired".
-	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// renewed is set when the login renewed the tokens of an existing
+	// connection (one of its account, or the only one of its provider
+	// awaiting a new login), which keeps its id and settings, rather than
+	// creating one.
+	Renewed       bool `protobuf:"varint,6,opt,name=renewed,proto3" json:"renewed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4291,6 +4297,13 @@ func (x *PollDeviceLoginResponse) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *PollDeviceLoginResponse) GetRenewed() bool {
+	if x != nil {
+		return x.Renewed
+	}
+	return false
 }
 
 type StartAuthorizationLoginRequest struct {
@@ -4520,8 +4533,13 @@ func (x *CompleteAuthorizationLoginRequest) GetState() string {
 }
 
 type CompleteAuthorizationLoginResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Connection    *Connection            `protobuf:"bytes,1,opt,name=connection,proto3" json:"connection,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// connection is the login's connection: the one it created, or the one
+	// it renewed.
+	Connection *Connection `protobuf:"bytes,1,opt,name=connection,proto3" json:"connection,omitempty"`
+	// renewed is set when the login renewed an existing connection
+	// (PollDeviceLoginResponse.renewed).
+	Renewed       bool `protobuf:"varint,2,opt,name=renewed,proto3" json:"renewed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4561,6 +4579,13 @@ func (x *CompleteAuthorizationLoginResponse) GetConnection() *Connection {
 		return x.Connection
 	}
 	return nil
+}
+
+func (x *CompleteAuthorizationLoginResponse) GetRenewed() bool {
+	if x != nil {
+		return x.Renewed
+	}
+	return false
 }
 
 type ValidateProviderRequest struct {
@@ -6324,7 +6349,7 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\bprovider\x18\a \x01(\tR\bprovider\"M\n" +
 	"\x16PollDeviceLoginRequest\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x17\n" +
-	"\aflow_id\x18\x02 \x01(\tR\x06flowId\"\xbd\x01\n" +
+	"\aflow_id\x18\x02 \x01(\tR\x06flowId\"\xd7\x01\n" +
 	"\x17PollDeviceLoginResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12?\n" +
 	"\n" +
@@ -6332,7 +6357,8 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"connection\x12\x1a\n" +
 	"\binterval\x18\x03 \x01(\x05R\binterval\x12\x17\n" +
 	"\aflow_id\x18\x04 \x01(\tR\x06flowId\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\x90\x01\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x18\n" +
+	"\arenewed\x18\x06 \x01(\bR\arenewed\"\x90\x01\n" +
 	"\x1eStartAuthorizationLoginRequest\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -6350,11 +6376,12 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x17\n" +
 	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x14\n" +
-	"\x05state\x18\x04 \x01(\tR\x05state\"e\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\"\x7f\n" +
 	"\"CompleteAuthorizationLoginResponse\x12?\n" +
 	"\n" +
 	"connection\x18\x01 \x01(\v2\x1f.switchboard.core.v1.ConnectionR\n" +
-	"connection\"\xaf\x01\n" +
+	"connection\x12\x18\n" +
+	"\arenewed\x18\x02 \x01(\bR\arenewed\"\xaf\x01\n" +
 	"\x17ValidateProviderRequest\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x17\n" +
 	"\aapi_key\x18\x02 \x01(\tR\x06apiKey\x12_\n" +
