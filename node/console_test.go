@@ -416,3 +416,34 @@ func TestConsoleJourneys(t *testing.T) {
 
 	assert.Empty(t, b.do(map[string]any{"op": "problems"}), "no script errors or CSP violations")
 }
+
+// The console says why an OAuth connection's refresh failed, and when, on
+// its row of the providers page and of the health page.
+func TestConsoleShowsWhyARefreshFailed(t *testing.T) {
+	b := startBrowser(t)
+	up := upstreamtest.New(t, upstreamtest.WithAPIKey(oauthNewAccess))
+	tokens := newFakeTokenEndpoint(t, tokenAnswer{status: http.StatusBadRequest, body: `{"error":"invalid_grant"}`})
+	sb := nodetest.Serve(t, t.TempDir())
+	id := createOAuthConnection(t, sb, up.URL(), tokens.URL())
+	embed(t, sb)
+	require.Eventually(t, func() bool {
+		return connection(t, sb, id)["needsRelogin"] == true
+	}, 10*time.Second, 20*time.Millisecond)
+
+	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
+	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
+	ui := sb.BaseURL + "/ui/"
+	b.goTo(ui + "#/signin?code=" + mint.JSON["code"].(string))
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
+	row := "tr:has-text('" + id + "')"
+	b.do(map[string]any{"op": "wait", "within": row, "text": "invalid_grant"})
+	shown := b.do(map[string]any{"op": "text", "selector": row}).(string)
+	assert.Contains(t, shown, "needs re-login")
+	assert.Contains(t, shown, "Refresh error (")
+	assert.Contains(t, shown, "ago")
+	b.shot("refresh-error")
+
+	b.goTo(ui + "#/health")
+	b.do(map[string]any{"op": "wait", "within": "tr[data-connection='o']", "text": "invalid_grant"})
+	assert.Empty(t, b.do(map[string]any{"op": "problems"}), "no script errors or CSP violations")
+}

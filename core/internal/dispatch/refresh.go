@@ -98,10 +98,10 @@ func failedAt(c *busv1.Connection, gen uint64) bool {
 }
 
 // recordsFailure reports whether the write from before to after is a
-// refresh failure being recorded: the refresh's outcome (its error, whether
-// a new login is needed) and the time of the change are all it changed. A
-// connection test (its result, no edit), an edit, a cooldown or the
-// refreshed tokens change something else, or not the time.
+// refresh failure being recorded: the refresh's outcome (its error and
+// when, whether a new login is needed) and the time of the change are all
+// it changed. A connection test (its result, no edit), an edit, a cooldown
+// or the refreshed tokens change something else, or not the time.
 func recordsFailure(before, after *busv1.Connection) bool {
 	if proto.Equal(before.GetUpdatedAt(), after.GetUpdatedAt()) {
 		return false
@@ -110,7 +110,7 @@ func recordsFailure(before, after *busv1.Connection) bool {
 	for _, c := range []*busv1.Connection{b, a} {
 		c.UpdatedAt = nil
 		if c.Oauth != nil {
-			c.Oauth.LastError, c.Oauth.NeedsRelogin = "", false
+			c.Oauth.LastError, c.Oauth.LastErrorAt, c.Oauth.NeedsRelogin = "", nil, false
 		}
 	}
 	return proto.Equal(b, a)

@@ -18,7 +18,8 @@ func TestRecordsFailure(t *testing.T) {
 	failed := &busv1.Connection{
 		Id: "c", MachineId: "m", Name: "o", Provider: "openai-compatible-oauth", IsActive: true,
 		UpdatedAt: timestamppb.New(t0),
-		Oauth:     &busv1.OAuthState{TokenUrl: "https://t", ClientId: "cid", Generation: 3, LastError: "token refresh failed: 401"},
+		Oauth: &busv1.OAuthState{TokenUrl: "https://t", ClientId: "cid", Generation: 3,
+			LastError: "token refresh failed: 401", LastErrorAt: timestamppb.New(t0)},
 	}
 	change := func(fn func(c *busv1.Connection)) *busv1.Connection {
 		c := proto.CloneOf(failed)
@@ -30,9 +31,9 @@ func TestRecordsFailure(t *testing.T) {
 		after *busv1.Connection
 		want  bool
 	}{
-		"the same failure recorded again": {change(func(c *busv1.Connection) { c.UpdatedAt = later }), true},
+		"the same failure recorded again": {change(func(c *busv1.Connection) { c.UpdatedAt, c.Oauth.LastErrorAt = later, later }), true},
 		"another failure": {change(func(c *busv1.Connection) {
-			c.UpdatedAt, c.Oauth.LastError = later, "token refresh failed: 400 (invalid_client)"
+			c.UpdatedAt, c.Oauth.LastErrorAt, c.Oauth.LastError = later, later, "token refresh failed: 400 (invalid_client)"
 		}), true},
 		"a connection test": {change(func(c *busv1.Connection) {
 			c.LastTest = &busv1.ConnectionTest{TestedAt: later, Status: 401}

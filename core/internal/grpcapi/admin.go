@@ -239,12 +239,14 @@ func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
 			EnabledModels: c.GetData().GetEnabledModels(),
 			Caveman:       coreCaveman(c.GetData().GetCaveman()),
 		},
-		AuthType:     "apikey",
-		NeedsRelogin: c.GetOauth().GetNeedsRelogin(),
-		ExpiresAt:    c.GetOauth().GetExpiresAt(),
-		CreatedAt:    c.GetCreatedAt(),
-		UpdatedAt:    c.GetUpdatedAt(),
-		LastTest:     testView(c.GetLastTest()),
+		AuthType:       "apikey",
+		NeedsRelogin:   c.GetOauth().GetNeedsRelogin(),
+		RefreshError:   c.GetOauth().GetLastError(),
+		RefreshErrorAt: c.GetOauth().GetLastErrorAt(),
+		ExpiresAt:      c.GetOauth().GetExpiresAt(),
+		CreatedAt:      c.GetCreatedAt(),
+		UpdatedAt:      c.GetUpdatedAt(),
+		LastTest:       testView(c.GetLastTest()),
 	}
 	if c.GetOauth() != nil {
 		v.AuthType = "oauth"
@@ -253,6 +255,9 @@ func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
 		v.HasApiKey = sec.GetApiKey() != ""
 		v.HasAccessToken = sec.GetAccessToken() != ""
 		v.ProviderSpecificData.ProxyUrl = vault.RedactURL(vault.ProxyURL(c, sec))
+		// Kept with them hidden (refreshError), but one an earlier release
+		// recorded was kept as the worker sent it.
+		v.RefreshError = hideSecrets(v.RefreshError, sec.GetAccessToken(), sec.GetRefreshToken(), sec.GetApiKey())
 	}
 	return v
 }

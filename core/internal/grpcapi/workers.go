@@ -2,6 +2,8 @@ package grpcapi
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -128,9 +130,13 @@ func (a *Admin) StoreTokens(ctx context.Context, req *corev1.StoreTokensRequest)
 			return nil // a newer refresh already landed
 		}
 		if req.GetError() != "" || req.GetNeedsRelogin() {
-			c.Oauth.LastError = req.GetError()
+			c.Oauth.LastError = a.refreshError(c, req.GetError())
 			c.Oauth.NeedsRelogin = req.GetNeedsRelogin()
 			c.UpdatedAt = timestamppb.New(a.now())
+			c.Oauth.LastErrorAt = nil
+			if c.Oauth.LastError != "" {
+				c.Oauth.LastErrorAt = c.UpdatedAt
+			}
 			stored = true
 			return nil
 		}
@@ -148,7 +154,7 @@ func (a *Admin) StoreTokens(ctx context.Context, req *corev1.StoreTokensRequest)
 		c.Oauth.ExpiresAt = req.GetExpiresAt()
 		c.Oauth.Generation++
 		c.Oauth.NeedsRelogin = false
-		c.Oauth.LastError = ""
+		c.Oauth.LastError, c.Oauth.LastErrorAt = "", nil
 		c.UpdatedAt = timestamppb.New(a.now())
 		c.Oauth.RefreshedAt = c.UpdatedAt
 		stored = true
@@ -170,4 +176,56 @@ func (a *Admin) StoreTokens(ctx context.Context, req *corev1.StoreTokensRequest)
 		a.endCooldowns(ctx, machineID, req.GetConnectionId(), "token refreshed", credential.ReasonAuth)
 	}
 	return &corev1.StoreTokensResponse{Generation: next.GetOauth().GetGeneration(), Stored: stored}, nil
+}
+
+// maxRefreshError bounds a refresh failure's reason as a connection keeps
+// it.
+const maxRefreshError = 300
+
+// minSecretRun is the shortest run of a secret that refreshError hides.
+const minSecretRun = 8
+
+// refreshError is a refresh failure's reason as c keeps it and its views
+// show it (Connection.refresh_error). The workers' reasons are phrases of
+// their own with the token endpoint's HTTP status and OAuth error code,
+// which the endpoint chooses: a run of code characters (a code is at most
+// 64 of them) taken from one of c's secrets, as an endpoint echoing the
+// refresh token would send, is hidden. At most maxRefreshError bytes.
+func (a *Admin) refreshError(c *busv1.Connection, reason string) string {
+	if len(reason) > maxRefreshError {
+		reason = strings.ToValidUTF8(reason[:maxRefreshError], "")
+	}
+	sec, err := a.vault.Open(c)
+	if err != nil {
+		// Unopened secrets were handed to no refresh either.
+		return reason
+	}
+	return hideSecrets(reason, sec.GetAccessToken(), sec.GetRefreshToken(), sec.GetApiKey())
+}
+
+// hideSecrets replaces each run of OAuth error code characters in s that is
+// part of one of secrets, and at least minSecretRun long, with [hidden].
+func hideSecrets(s string, secrets ...string) string {
+	codeChar := func(b byte) bool {
+		return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-' || b == '.'
+	}
+	var out strings.Builder
+	for i := 0; i < len(s); {
+		if !codeChar(s[i]) {
+			out.WriteByte(s[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && codeChar(s[j]) {
+			j++
+		}
+		run := s[i:j]
+		if len(run) >= minSecretRun && slices.ContainsFunc(secrets, func(sec string) bool { return strings.Contains(sec, run) }) {
+			run = "[hidden]"
+		}
+		out.WriteString(run)
+		i = j
+	}
+	return out.String()
 }

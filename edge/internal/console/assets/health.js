@@ -1,5 +1,5 @@
 import { get, post, del } from './api.js';
-import { h, table, badge, toast, busy, ago, duration } from './ui.js';
+import { h, table, badge, toast, busy, ago, duration, refreshFailure } from './ui.js';
 
 const enc = encodeURIComponent;
 
@@ -44,7 +44,7 @@ export async function render(root) {
       }, 'Clearing…'));
       return h('tr', { 'data-connection': c.name },
         h('td', {}, h('strong', { text: c.name }), h('div', { class: 'muted', text: c.provider })),
-        h('td', {}, state),
+        h('td', {}, state, refreshFailure(c)),
         h('td', {}, cooling.length ? cooling : h('span', { class: 'muted', text: '—' })),
         h('td', {}, t?.testedAt ? h('span', {}, badge(t.ok ? 'OK' : 'failed', t.ok ? 'ok' : 'bad'), ` ${ago(t.testedAt)}`,
           t.latencyMs ? `, ${t.latencyMs} ms` : '', t.error ? h('div', { class: 'muted', text: t.error }) : null) : h('span', { class: 'muted', text: 'never' })),

@@ -1,5 +1,5 @@
 import { get, post, patch, del } from './api.js';
-import { h, field, check, select, table, badge, toast, busy, ago, pager, safeURL } from './ui.js';
+import { h, field, check, select, table, badge, toast, busy, ago, pager, safeURL, refreshFailure } from './ui.js';
 
 const enc = encodeURIComponent;
 
@@ -48,7 +48,7 @@ function connectionsTable(conns, detail, reload) {
       h('td', { text: d.prefix || '' }),
       h('td', { class: 'num', text: c.priority }),
       h('td', {}, check('Active', active)),
-      h('td', {}, c.needsRelogin ? badge('needs re-login', 'bad') : badge(c.authType || 'apikey')),
+      h('td', {}, c.needsRelogin ? badge('needs re-login', 'bad') : badge(c.authType || 'apikey'), refreshFailure(c)),
       h('td', {}, t && t.testedAt ? badge(t.ok ? `OK ${ago(t.testedAt)}` : `failed ${ago(t.testedAt)}`, t.ok ? 'ok' : 'bad') : h('span', { class: 'muted', text: 'not tested' })),
       h('td', {}, h('div', { class: 'actions' }, test, edit, models, remove)));
   });

@@ -114,6 +114,14 @@ export function ago(ts) {
   return `${Math.round(s / 86400)}d ago`;
 }
 
+// refreshFailure says why an OAuth connection's latest token refresh
+// failed, and when, or is null.
+export function refreshFailure(c) {
+  if (!c.refreshError) return null;
+  const when = c.refreshErrorAt ? ` (${ago(c.refreshErrorAt)})` : '';
+  return h('div', { class: 'muted', text: `Refresh error${when}: ${c.refreshError}` });
+}
+
 export function duration(sec) {
   sec = Math.max(0, Math.round(sec));
   if (sec < 60) return `${sec}s`;

@@ -556,7 +556,10 @@ type OAuthState struct {
 	// login_flow is the id of the OAuth login (OAuthFlow.id) that issued the
 	// tokens, when a login here did: a completion of that login run again
 	// finds the connection it wrote, and writes nothing more.
-	LoginFlow     string `protobuf:"bytes,8,opt,name=login_flow,json=loginFlow,proto3" json:"login_flow,omitempty"`
+	LoginFlow string `protobuf:"bytes,8,opt,name=login_flow,json=loginFlow,proto3" json:"login_flow,omitempty"`
+	// last_error_at is when last_error was recorded (unset for one recorded
+	// before it was kept).
+	LastErrorAt   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_error_at,json=lastErrorAt,proto3" json:"last_error_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -645,6 +648,13 @@ func (x *OAuthState) GetLoginFlow() string {
 		return x.LoginFlow
 	}
 	return ""
+}
+
+func (x *OAuthState) GetLastErrorAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastErrorAt
+	}
+	return nil
 }
 
 // APIKey is a gateway key of a machine. Stored in the sb_keys bucket under the
@@ -1625,7 +1635,7 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\x12!\n" +
 	"\faccess_token\x18\x02 \x01(\tR\vaccessToken\x12#\n" +
 	"\rrefresh_token\x18\x03 \x01(\tR\frefreshToken\x12\x1b\n" +
-	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\"\xc3\x02\n" +
+	"\tproxy_url\x18\x04 \x01(\tR\bproxyUrl\"\x83\x03\n" +
 	"\n" +
 	"OAuthState\x12\x1b\n" +
 	"\ttoken_url\x18\x01 \x01(\tR\btokenUrl\x12\x1b\n" +
@@ -1640,7 +1650,8 @@ const file_switchboard_bus_v1_state_proto_rawDesc = "" +
 	"last_error\x18\x06 \x01(\tR\tlastError\x12=\n" +
 	"\frefreshed_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vrefreshedAt\x12\x1d\n" +
 	"\n" +
-	"login_flow\x18\b \x01(\tR\tloginFlow\"\x86\x01\n" +
+	"login_flow\x18\b \x01(\tR\tloginFlow\x12>\n" +
+	"\rlast_error_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vlastErrorAt\"\x86\x01\n" +
 	"\x06APIKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1778,23 +1789,24 @@ var file_switchboard_bus_v1_state_proto_depIdxs = []int32{
 	18, // 8: switchboard.bus.v1.ProviderData.values:type_name -> switchboard.bus.v1.ProviderData.ValuesEntry
 	21, // 9: switchboard.bus.v1.OAuthState.expires_at:type_name -> google.protobuf.Timestamp
 	21, // 10: switchboard.bus.v1.OAuthState.refreshed_at:type_name -> google.protobuf.Timestamp
-	21, // 11: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	19, // 12: switchboard.bus.v1.Settings.aliases:type_name -> switchboard.bus.v1.Settings.AliasesEntry
-	9,  // 13: switchboard.bus.v1.Settings.combos:type_name -> switchboard.bus.v1.Combo
-	20, // 14: switchboard.bus.v1.DisabledModels.aliases:type_name -> switchboard.bus.v1.DisabledModels.AliasesEntry
-	13, // 15: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
-	21, // 16: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
-	21, // 17: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 18: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
-	16, // 19: switchboard.bus.v1.UsageRollup.rows:type_name -> switchboard.bus.v1.UsageRow
-	21, // 20: switchboard.bus.v1.UsageRollup.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 21: switchboard.bus.v1.UsageRow.counters:type_name -> switchboard.bus.v1.UsageCounters
-	11, // 22: switchboard.bus.v1.DisabledModels.AliasesEntry.value:type_name -> switchboard.bus.v1.ModelIDs
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	21, // 11: switchboard.bus.v1.OAuthState.last_error_at:type_name -> google.protobuf.Timestamp
+	21, // 12: switchboard.bus.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	19, // 13: switchboard.bus.v1.Settings.aliases:type_name -> switchboard.bus.v1.Settings.AliasesEntry
+	9,  // 14: switchboard.bus.v1.Settings.combos:type_name -> switchboard.bus.v1.Combo
+	20, // 15: switchboard.bus.v1.DisabledModels.aliases:type_name -> switchboard.bus.v1.DisabledModels.AliasesEntry
+	13, // 16: switchboard.bus.v1.Catalog.models:type_name -> switchboard.bus.v1.Model
+	21, // 17: switchboard.bus.v1.Catalog.fetched_at:type_name -> google.protobuf.Timestamp
+	21, // 18: switchboard.bus.v1.Catalog.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 19: switchboard.bus.v1.Cooldown.until:type_name -> google.protobuf.Timestamp
+	16, // 20: switchboard.bus.v1.UsageRollup.rows:type_name -> switchboard.bus.v1.UsageRow
+	21, // 21: switchboard.bus.v1.UsageRollup.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 22: switchboard.bus.v1.UsageRow.counters:type_name -> switchboard.bus.v1.UsageCounters
+	11, // 23: switchboard.bus.v1.DisabledModels.AliasesEntry.value:type_name -> switchboard.bus.v1.ModelIDs
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_bus_v1_state_proto_init() }

@@ -43,9 +43,17 @@ type Connection struct {
 	CreatedAt      *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt      *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// last_test is the outcome of the latest POST /api/providers/{id}/test.
-	LastTest      *ConnectionTest `protobuf:"bytes,15,opt,name=last_test,json=lastTest,proto3" json:"last_test,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastTest *ConnectionTest `protobuf:"bytes,15,opt,name=last_test,json=lastTest,proto3" json:"last_test,omitempty"`
+	// refresh_error says why the latest refresh of an OAuth connection's
+	// token failed, empty once tokens are stored again (a refresh or a new
+	// login): the token endpoint's HTTP status and OAuth error code, never
+	// a token. With needs_relogin, only a new login mends it.
+	RefreshError string `protobuf:"bytes,16,opt,name=refresh_error,json=refreshError,proto3" json:"refresh_error,omitempty"`
+	// refresh_error_at is when refresh_error was recorded, unset when not
+	// known.
+	RefreshErrorAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=refresh_error_at,json=refreshErrorAt,proto3" json:"refresh_error_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Connection) Reset() {
@@ -179,6 +187,20 @@ func (x *Connection) GetUpdatedAt() *timestamppb.Timestamp {
 func (x *Connection) GetLastTest() *ConnectionTest {
 	if x != nil {
 		return x.LastTest
+	}
+	return nil
+}
+
+func (x *Connection) GetRefreshError() string {
+	if x != nil {
+		return x.RefreshError
+	}
+	return ""
+}
+
+func (x *Connection) GetRefreshErrorAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RefreshErrorAt
 	}
 	return nil
 }
@@ -6010,7 +6032,7 @@ var File_switchboard_core_v1_admin_proto protoreflect.FileDescriptor
 
 const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1fswitchboard/core/v1/admin.proto\x12\x13switchboard.core.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eswitchboard/bus/v1/state.proto\"\x84\x05\n" +
+	"\x1fswitchboard/core/v1/admin.proto\x12\x13switchboard.core.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eswitchboard/bus/v1/state.proto\"\xef\x05\n" +
 	"\n" +
 	"Connection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
@@ -6032,7 +6054,9 @@ const file_switchboard_core_v1_admin_proto_rawDesc = "" +
 	"created_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12@\n" +
-	"\tlast_test\x18\x0f \x01(\v2#.switchboard.core.v1.ConnectionTestR\blastTest\"\xa6\x01\n" +
+	"\tlast_test\x18\x0f \x01(\v2#.switchboard.core.v1.ConnectionTestR\blastTest\x12#\n" +
+	"\rrefresh_error\x18\x10 \x01(\tR\frefreshError\x12D\n" +
+	"\x10refresh_error_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\x0erefreshErrorAt\"\xa6\x01\n" +
 	"\x0eConnectionTest\x127\n" +
 	"\ttested_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\btestedAt\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x16\n" +
@@ -6664,143 +6688,144 @@ var file_switchboard_core_v1_admin_proto_depIdxs = []int32{
 	99,  // 2: switchboard.core.v1.Connection.created_at:type_name -> google.protobuf.Timestamp
 	99,  // 3: switchboard.core.v1.Connection.updated_at:type_name -> google.protobuf.Timestamp
 	1,   // 4: switchboard.core.v1.Connection.last_test:type_name -> switchboard.core.v1.ConnectionTest
-	99,  // 5: switchboard.core.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
-	3,   // 6: switchboard.core.v1.ProviderSpecificData.caveman:type_name -> switchboard.core.v1.CavemanOverride
-	99,  // 7: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
-	2,   // 8: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	4,   // 9: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
-	0,   // 10: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	0,   // 11: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
-	0,   // 12: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	12,  // 13: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
-	100, // 14: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
-	3,   // 15: switchboard.core.v1.ProviderSpecificDataPatch.caveman:type_name -> switchboard.core.v1.CavemanOverride
-	0,   // 16: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
-	99,  // 17: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
-	99,  // 18: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
-	16,  // 19: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
-	23,  // 20: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	23,  // 21: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
-	99,  // 22: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
-	28,  // 23: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
-	28,  // 24: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
-	0,   // 25: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
-	101, // 26: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
-	99,  // 27: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
-	95,  // 28: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
-	96,  // 29: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
-	97,  // 30: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
-	98,  // 31: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
-	51,  // 32: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
-	51,  // 33: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
-	51,  // 34: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
-	57,  // 35: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
-	60,  // 36: switchboard.core.v1.ApplyUsageRequest.deltas:type_name -> switchboard.core.v1.UsageDelta
-	102, // 37: switchboard.core.v1.UsageDelta.rows:type_name -> switchboard.bus.v1.UsageRow
-	99,  // 38: switchboard.core.v1.GetUsageStatsResponse.from:type_name -> google.protobuf.Timestamp
-	99,  // 39: switchboard.core.v1.GetUsageStatsResponse.to:type_name -> google.protobuf.Timestamp
-	65,  // 40: switchboard.core.v1.GetUsageStatsResponse.totals:type_name -> switchboard.core.v1.UsageTotals
-	66,  // 41: switchboard.core.v1.GetUsageStatsResponse.by_provider:type_name -> switchboard.core.v1.UsageBreakdown
-	66,  // 42: switchboard.core.v1.GetUsageStatsResponse.by_model:type_name -> switchboard.core.v1.UsageBreakdown
-	66,  // 43: switchboard.core.v1.GetUsageStatsResponse.by_connection:type_name -> switchboard.core.v1.UsageBreakdown
-	66,  // 44: switchboard.core.v1.GetUsageStatsResponse.by_key:type_name -> switchboard.core.v1.UsageBreakdown
-	66,  // 45: switchboard.core.v1.GetUsageStatsResponse.by_endpoint:type_name -> switchboard.core.v1.UsageBreakdown
-	64,  // 46: switchboard.core.v1.GetUsageStatsResponse.pipeline:type_name -> switchboard.core.v1.UsagePipeline
-	0,   // 47: switchboard.core.v1.PollDeviceLoginResponse.connection:type_name -> switchboard.core.v1.Connection
-	0,   // 48: switchboard.core.v1.CompleteAuthorizationLoginResponse.connection:type_name -> switchboard.core.v1.Connection
-	2,   // 49: switchboard.core.v1.ValidateProviderRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
-	99,  // 50: switchboard.core.v1.TestConnectionResponse.tested_at:type_name -> google.protobuf.Timestamp
-	99,  // 51: switchboard.core.v1.ListRequestsRequest.since:type_name -> google.protobuf.Timestamp
-	99,  // 52: switchboard.core.v1.ListRequestsRequest.until:type_name -> google.protobuf.Timestamp
-	99,  // 53: switchboard.core.v1.RequestLogEntry.time:type_name -> google.protobuf.Timestamp
-	80,  // 54: switchboard.core.v1.ListRequestsResponse.requests:type_name -> switchboard.core.v1.RequestLogEntry
-	99,  // 55: switchboard.core.v1.GetUsageSeriesResponse.buckets:type_name -> google.protobuf.Timestamp
-	84,  // 56: switchboard.core.v1.GetUsageSeriesResponse.series:type_name -> switchboard.core.v1.UsageSeries
-	99,  // 57: switchboard.core.v1.ConnectionCooldown.until:type_name -> google.protobuf.Timestamp
-	86,  // 58: switchboard.core.v1.ListCooldownsResponse.cooldowns:type_name -> switchboard.core.v1.ConnectionCooldown
-	89,  // 59: switchboard.core.v1.ListProvidersResponse.providers:type_name -> switchboard.core.v1.ProviderInfo
-	100, // 60: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
-	5,   // 61: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
-	7,   // 62: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
-	9,   // 63: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
-	11,  // 64: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
-	14,  // 65: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
-	17,  // 66: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
-	19,  // 67: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
-	21,  // 68: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
-	24,  // 69: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
-	26,  // 70: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
-	41,  // 71: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
-	43,  // 72: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
-	45,  // 73: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
-	47,  // 74: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
-	49,  // 75: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
-	52,  // 76: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
-	54,  // 77: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
-	56,  // 78: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
-	29,  // 79: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
-	31,  // 80: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
-	33,  // 81: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
-	37,  // 82: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
-	39,  // 83: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
-	35,  // 84: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
-	59,  // 85: switchboard.core.v1.Admin.ApplyUsage:input_type -> switchboard.core.v1.ApplyUsageRequest
-	62,  // 86: switchboard.core.v1.Admin.GetUsageStats:input_type -> switchboard.core.v1.GetUsageStatsRequest
-	75,  // 87: switchboard.core.v1.Admin.ValidateProvider:input_type -> switchboard.core.v1.ValidateProviderRequest
-	77,  // 88: switchboard.core.v1.Admin.TestConnection:input_type -> switchboard.core.v1.TestConnectionRequest
-	67,  // 89: switchboard.core.v1.Admin.StartDeviceLogin:input_type -> switchboard.core.v1.StartDeviceLoginRequest
-	69,  // 90: switchboard.core.v1.Admin.PollDeviceLogin:input_type -> switchboard.core.v1.PollDeviceLoginRequest
-	71,  // 91: switchboard.core.v1.Admin.StartAuthorizationLogin:input_type -> switchboard.core.v1.StartAuthorizationLoginRequest
-	73,  // 92: switchboard.core.v1.Admin.CompleteAuthorizationLogin:input_type -> switchboard.core.v1.CompleteAuthorizationLoginRequest
-	79,  // 93: switchboard.core.v1.Admin.ListRequests:input_type -> switchboard.core.v1.ListRequestsRequest
-	82,  // 94: switchboard.core.v1.Admin.GetUsageSeries:input_type -> switchboard.core.v1.GetUsageSeriesRequest
-	85,  // 95: switchboard.core.v1.Admin.ListCooldowns:input_type -> switchboard.core.v1.ListCooldownsRequest
-	88,  // 96: switchboard.core.v1.Admin.ListProviders:input_type -> switchboard.core.v1.ListProvidersRequest
-	91,  // 97: switchboard.core.v1.Admin.CreateSignInCode:input_type -> switchboard.core.v1.CreateSignInCodeRequest
-	93,  // 98: switchboard.core.v1.Admin.RedeemSignInCode:input_type -> switchboard.core.v1.RedeemSignInCodeRequest
-	6,   // 99: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
-	8,   // 100: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
-	10,  // 101: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
-	13,  // 102: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
-	15,  // 103: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
-	18,  // 104: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
-	20,  // 105: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
-	22,  // 106: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
-	25,  // 107: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
-	27,  // 108: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
-	42,  // 109: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
-	44,  // 110: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
-	46,  // 111: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
-	48,  // 112: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
-	50,  // 113: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
-	53,  // 114: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
-	55,  // 115: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
-	58,  // 116: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
-	30,  // 117: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
-	32,  // 118: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
-	34,  // 119: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
-	38,  // 120: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
-	40,  // 121: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
-	36,  // 122: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
-	61,  // 123: switchboard.core.v1.Admin.ApplyUsage:output_type -> switchboard.core.v1.ApplyUsageResponse
-	63,  // 124: switchboard.core.v1.Admin.GetUsageStats:output_type -> switchboard.core.v1.GetUsageStatsResponse
-	76,  // 125: switchboard.core.v1.Admin.ValidateProvider:output_type -> switchboard.core.v1.ValidateProviderResponse
-	78,  // 126: switchboard.core.v1.Admin.TestConnection:output_type -> switchboard.core.v1.TestConnectionResponse
-	68,  // 127: switchboard.core.v1.Admin.StartDeviceLogin:output_type -> switchboard.core.v1.StartDeviceLoginResponse
-	70,  // 128: switchboard.core.v1.Admin.PollDeviceLogin:output_type -> switchboard.core.v1.PollDeviceLoginResponse
-	72,  // 129: switchboard.core.v1.Admin.StartAuthorizationLogin:output_type -> switchboard.core.v1.StartAuthorizationLoginResponse
-	74,  // 130: switchboard.core.v1.Admin.CompleteAuthorizationLogin:output_type -> switchboard.core.v1.CompleteAuthorizationLoginResponse
-	81,  // 131: switchboard.core.v1.Admin.ListRequests:output_type -> switchboard.core.v1.ListRequestsResponse
-	83,  // 132: switchboard.core.v1.Admin.GetUsageSeries:output_type -> switchboard.core.v1.GetUsageSeriesResponse
-	87,  // 133: switchboard.core.v1.Admin.ListCooldowns:output_type -> switchboard.core.v1.ListCooldownsResponse
-	90,  // 134: switchboard.core.v1.Admin.ListProviders:output_type -> switchboard.core.v1.ListProvidersResponse
-	92,  // 135: switchboard.core.v1.Admin.CreateSignInCode:output_type -> switchboard.core.v1.CreateSignInCodeResponse
-	94,  // 136: switchboard.core.v1.Admin.RedeemSignInCode:output_type -> switchboard.core.v1.RedeemSignInCodeResponse
-	99,  // [99:137] is the sub-list for method output_type
-	61,  // [61:99] is the sub-list for method input_type
-	61,  // [61:61] is the sub-list for extension type_name
-	61,  // [61:61] is the sub-list for extension extendee
-	0,   // [0:61] is the sub-list for field type_name
+	99,  // 5: switchboard.core.v1.Connection.refresh_error_at:type_name -> google.protobuf.Timestamp
+	99,  // 6: switchboard.core.v1.ConnectionTest.tested_at:type_name -> google.protobuf.Timestamp
+	3,   // 7: switchboard.core.v1.ProviderSpecificData.caveman:type_name -> switchboard.core.v1.CavemanOverride
+	99,  // 8: switchboard.core.v1.OAuthTokens.expires_at:type_name -> google.protobuf.Timestamp
+	2,   // 9: switchboard.core.v1.CreateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	4,   // 10: switchboard.core.v1.CreateConnectionRequest.oauth:type_name -> switchboard.core.v1.OAuthTokens
+	0,   // 11: switchboard.core.v1.CreateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	0,   // 12: switchboard.core.v1.ListConnectionsResponse.connections:type_name -> switchboard.core.v1.Connection
+	0,   // 13: switchboard.core.v1.GetConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	12,  // 14: switchboard.core.v1.UpdateConnectionRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificDataPatch
+	100, // 15: switchboard.core.v1.ProviderSpecificDataPatch.enabled_models:type_name -> google.protobuf.ListValue
+	3,   // 16: switchboard.core.v1.ProviderSpecificDataPatch.caveman:type_name -> switchboard.core.v1.CavemanOverride
+	0,   // 17: switchboard.core.v1.UpdateConnectionResponse.connection:type_name -> switchboard.core.v1.Connection
+	99,  // 18: switchboard.core.v1.APIKey.created_at:type_name -> google.protobuf.Timestamp
+	99,  // 19: switchboard.core.v1.CreateAPIKeyResponse.created_at:type_name -> google.protobuf.Timestamp
+	16,  // 20: switchboard.core.v1.ListAPIKeysResponse.keys:type_name -> switchboard.core.v1.APIKey
+	23,  // 21: switchboard.core.v1.GetSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
+	23,  // 22: switchboard.core.v1.UpdateSettingsResponse.settings:type_name -> switchboard.core.v1.Settings
+	99,  // 23: switchboard.core.v1.Machine.created_at:type_name -> google.protobuf.Timestamp
+	28,  // 24: switchboard.core.v1.CreateMachineResponse.machine:type_name -> switchboard.core.v1.Machine
+	28,  // 25: switchboard.core.v1.ListMachinesResponse.machines:type_name -> switchboard.core.v1.Machine
+	0,   // 26: switchboard.core.v1.GetConnectionCredentialsResponse.connection:type_name -> switchboard.core.v1.Connection
+	101, // 27: switchboard.core.v1.PutCatalogRequest.models:type_name -> switchboard.bus.v1.Model
+	99,  // 28: switchboard.core.v1.StoreTokensRequest.expires_at:type_name -> google.protobuf.Timestamp
+	95,  // 29: switchboard.core.v1.GetDisabledModelsResponse.disabled:type_name -> switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry
+	96,  // 30: switchboard.core.v1.GetAliasesResponse.aliases:type_name -> switchboard.core.v1.GetAliasesResponse.AliasesEntry
+	97,  // 31: switchboard.core.v1.PutAliasesRequest.aliases:type_name -> switchboard.core.v1.PutAliasesRequest.AliasesEntry
+	98,  // 32: switchboard.core.v1.PutAliasesResponse.aliases:type_name -> switchboard.core.v1.PutAliasesResponse.AliasesEntry
+	51,  // 33: switchboard.core.v1.GetCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	51,  // 34: switchboard.core.v1.PutCombosRequest.combos:type_name -> switchboard.core.v1.Combo
+	51,  // 35: switchboard.core.v1.PutCombosResponse.combos:type_name -> switchboard.core.v1.Combo
+	57,  // 36: switchboard.core.v1.ListConnectionModelsResponse.models:type_name -> switchboard.core.v1.ConnectionModel
+	60,  // 37: switchboard.core.v1.ApplyUsageRequest.deltas:type_name -> switchboard.core.v1.UsageDelta
+	102, // 38: switchboard.core.v1.UsageDelta.rows:type_name -> switchboard.bus.v1.UsageRow
+	99,  // 39: switchboard.core.v1.GetUsageStatsResponse.from:type_name -> google.protobuf.Timestamp
+	99,  // 40: switchboard.core.v1.GetUsageStatsResponse.to:type_name -> google.protobuf.Timestamp
+	65,  // 41: switchboard.core.v1.GetUsageStatsResponse.totals:type_name -> switchboard.core.v1.UsageTotals
+	66,  // 42: switchboard.core.v1.GetUsageStatsResponse.by_provider:type_name -> switchboard.core.v1.UsageBreakdown
+	66,  // 43: switchboard.core.v1.GetUsageStatsResponse.by_model:type_name -> switchboard.core.v1.UsageBreakdown
+	66,  // 44: switchboard.core.v1.GetUsageStatsResponse.by_connection:type_name -> switchboard.core.v1.UsageBreakdown
+	66,  // 45: switchboard.core.v1.GetUsageStatsResponse.by_key:type_name -> switchboard.core.v1.UsageBreakdown
+	66,  // 46: switchboard.core.v1.GetUsageStatsResponse.by_endpoint:type_name -> switchboard.core.v1.UsageBreakdown
+	64,  // 47: switchboard.core.v1.GetUsageStatsResponse.pipeline:type_name -> switchboard.core.v1.UsagePipeline
+	0,   // 48: switchboard.core.v1.PollDeviceLoginResponse.connection:type_name -> switchboard.core.v1.Connection
+	0,   // 49: switchboard.core.v1.CompleteAuthorizationLoginResponse.connection:type_name -> switchboard.core.v1.Connection
+	2,   // 50: switchboard.core.v1.ValidateProviderRequest.provider_specific_data:type_name -> switchboard.core.v1.ProviderSpecificData
+	99,  // 51: switchboard.core.v1.TestConnectionResponse.tested_at:type_name -> google.protobuf.Timestamp
+	99,  // 52: switchboard.core.v1.ListRequestsRequest.since:type_name -> google.protobuf.Timestamp
+	99,  // 53: switchboard.core.v1.ListRequestsRequest.until:type_name -> google.protobuf.Timestamp
+	99,  // 54: switchboard.core.v1.RequestLogEntry.time:type_name -> google.protobuf.Timestamp
+	80,  // 55: switchboard.core.v1.ListRequestsResponse.requests:type_name -> switchboard.core.v1.RequestLogEntry
+	99,  // 56: switchboard.core.v1.GetUsageSeriesResponse.buckets:type_name -> google.protobuf.Timestamp
+	84,  // 57: switchboard.core.v1.GetUsageSeriesResponse.series:type_name -> switchboard.core.v1.UsageSeries
+	99,  // 58: switchboard.core.v1.ConnectionCooldown.until:type_name -> google.protobuf.Timestamp
+	86,  // 59: switchboard.core.v1.ListCooldownsResponse.cooldowns:type_name -> switchboard.core.v1.ConnectionCooldown
+	89,  // 60: switchboard.core.v1.ListProvidersResponse.providers:type_name -> switchboard.core.v1.ProviderInfo
+	100, // 61: switchboard.core.v1.GetDisabledModelsResponse.DisabledEntry.value:type_name -> google.protobuf.ListValue
+	5,   // 62: switchboard.core.v1.Admin.CreateConnection:input_type -> switchboard.core.v1.CreateConnectionRequest
+	7,   // 63: switchboard.core.v1.Admin.ListConnections:input_type -> switchboard.core.v1.ListConnectionsRequest
+	9,   // 64: switchboard.core.v1.Admin.GetConnection:input_type -> switchboard.core.v1.GetConnectionRequest
+	11,  // 65: switchboard.core.v1.Admin.UpdateConnection:input_type -> switchboard.core.v1.UpdateConnectionRequest
+	14,  // 66: switchboard.core.v1.Admin.DeleteConnection:input_type -> switchboard.core.v1.DeleteConnectionRequest
+	17,  // 67: switchboard.core.v1.Admin.CreateAPIKey:input_type -> switchboard.core.v1.CreateAPIKeyRequest
+	19,  // 68: switchboard.core.v1.Admin.ListAPIKeys:input_type -> switchboard.core.v1.ListAPIKeysRequest
+	21,  // 69: switchboard.core.v1.Admin.DeleteAPIKey:input_type -> switchboard.core.v1.DeleteAPIKeyRequest
+	24,  // 70: switchboard.core.v1.Admin.GetSettings:input_type -> switchboard.core.v1.GetSettingsRequest
+	26,  // 71: switchboard.core.v1.Admin.UpdateSettings:input_type -> switchboard.core.v1.UpdateSettingsRequest
+	41,  // 72: switchboard.core.v1.Admin.GetDisabledModels:input_type -> switchboard.core.v1.GetDisabledModelsRequest
+	43,  // 73: switchboard.core.v1.Admin.AddDisabledModels:input_type -> switchboard.core.v1.AddDisabledModelsRequest
+	45,  // 74: switchboard.core.v1.Admin.RemoveDisabledModels:input_type -> switchboard.core.v1.RemoveDisabledModelsRequest
+	47,  // 75: switchboard.core.v1.Admin.GetAliases:input_type -> switchboard.core.v1.GetAliasesRequest
+	49,  // 76: switchboard.core.v1.Admin.PutAliases:input_type -> switchboard.core.v1.PutAliasesRequest
+	52,  // 77: switchboard.core.v1.Admin.GetCombos:input_type -> switchboard.core.v1.GetCombosRequest
+	54,  // 78: switchboard.core.v1.Admin.PutCombos:input_type -> switchboard.core.v1.PutCombosRequest
+	56,  // 79: switchboard.core.v1.Admin.ListConnectionModels:input_type -> switchboard.core.v1.ListConnectionModelsRequest
+	29,  // 80: switchboard.core.v1.Admin.CreateMachine:input_type -> switchboard.core.v1.CreateMachineRequest
+	31,  // 81: switchboard.core.v1.Admin.ListMachines:input_type -> switchboard.core.v1.ListMachinesRequest
+	33,  // 82: switchboard.core.v1.Admin.GetConnectionCredentials:input_type -> switchboard.core.v1.GetConnectionCredentialsRequest
+	37,  // 83: switchboard.core.v1.Admin.ClearCooldowns:input_type -> switchboard.core.v1.ClearCooldownsRequest
+	39,  // 84: switchboard.core.v1.Admin.StoreTokens:input_type -> switchboard.core.v1.StoreTokensRequest
+	35,  // 85: switchboard.core.v1.Admin.PutCatalog:input_type -> switchboard.core.v1.PutCatalogRequest
+	59,  // 86: switchboard.core.v1.Admin.ApplyUsage:input_type -> switchboard.core.v1.ApplyUsageRequest
+	62,  // 87: switchboard.core.v1.Admin.GetUsageStats:input_type -> switchboard.core.v1.GetUsageStatsRequest
+	75,  // 88: switchboard.core.v1.Admin.ValidateProvider:input_type -> switchboard.core.v1.ValidateProviderRequest
+	77,  // 89: switchboard.core.v1.Admin.TestConnection:input_type -> switchboard.core.v1.TestConnectionRequest
+	67,  // 90: switchboard.core.v1.Admin.StartDeviceLogin:input_type -> switchboard.core.v1.StartDeviceLoginRequest
+	69,  // 91: switchboard.core.v1.Admin.PollDeviceLogin:input_type -> switchboard.core.v1.PollDeviceLoginRequest
+	71,  // 92: switchboard.core.v1.Admin.StartAuthorizationLogin:input_type -> switchboard.core.v1.StartAuthorizationLoginRequest
+	73,  // 93: switchboard.core.v1.Admin.CompleteAuthorizationLogin:input_type -> switchboard.core.v1.CompleteAuthorizationLoginRequest
+	79,  // 94: switchboard.core.v1.Admin.ListRequests:input_type -> switchboard.core.v1.ListRequestsRequest
+	82,  // 95: switchboard.core.v1.Admin.GetUsageSeries:input_type -> switchboard.core.v1.GetUsageSeriesRequest
+	85,  // 96: switchboard.core.v1.Admin.ListCooldowns:input_type -> switchboard.core.v1.ListCooldownsRequest
+	88,  // 97: switchboard.core.v1.Admin.ListProviders:input_type -> switchboard.core.v1.ListProvidersRequest
+	91,  // 98: switchboard.core.v1.Admin.CreateSignInCode:input_type -> switchboard.core.v1.CreateSignInCodeRequest
+	93,  // 99: switchboard.core.v1.Admin.RedeemSignInCode:input_type -> switchboard.core.v1.RedeemSignInCodeRequest
+	6,   // 100: switchboard.core.v1.Admin.CreateConnection:output_type -> switchboard.core.v1.CreateConnectionResponse
+	8,   // 101: switchboard.core.v1.Admin.ListConnections:output_type -> switchboard.core.v1.ListConnectionsResponse
+	10,  // 102: switchboard.core.v1.Admin.GetConnection:output_type -> switchboard.core.v1.GetConnectionResponse
+	13,  // 103: switchboard.core.v1.Admin.UpdateConnection:output_type -> switchboard.core.v1.UpdateConnectionResponse
+	15,  // 104: switchboard.core.v1.Admin.DeleteConnection:output_type -> switchboard.core.v1.DeleteConnectionResponse
+	18,  // 105: switchboard.core.v1.Admin.CreateAPIKey:output_type -> switchboard.core.v1.CreateAPIKeyResponse
+	20,  // 106: switchboard.core.v1.Admin.ListAPIKeys:output_type -> switchboard.core.v1.ListAPIKeysResponse
+	22,  // 107: switchboard.core.v1.Admin.DeleteAPIKey:output_type -> switchboard.core.v1.DeleteAPIKeyResponse
+	25,  // 108: switchboard.core.v1.Admin.GetSettings:output_type -> switchboard.core.v1.GetSettingsResponse
+	27,  // 109: switchboard.core.v1.Admin.UpdateSettings:output_type -> switchboard.core.v1.UpdateSettingsResponse
+	42,  // 110: switchboard.core.v1.Admin.GetDisabledModels:output_type -> switchboard.core.v1.GetDisabledModelsResponse
+	44,  // 111: switchboard.core.v1.Admin.AddDisabledModels:output_type -> switchboard.core.v1.AddDisabledModelsResponse
+	46,  // 112: switchboard.core.v1.Admin.RemoveDisabledModels:output_type -> switchboard.core.v1.RemoveDisabledModelsResponse
+	48,  // 113: switchboard.core.v1.Admin.GetAliases:output_type -> switchboard.core.v1.GetAliasesResponse
+	50,  // 114: switchboard.core.v1.Admin.PutAliases:output_type -> switchboard.core.v1.PutAliasesResponse
+	53,  // 115: switchboard.core.v1.Admin.GetCombos:output_type -> switchboard.core.v1.GetCombosResponse
+	55,  // 116: switchboard.core.v1.Admin.PutCombos:output_type -> switchboard.core.v1.PutCombosResponse
+	58,  // 117: switchboard.core.v1.Admin.ListConnectionModels:output_type -> switchboard.core.v1.ListConnectionModelsResponse
+	30,  // 118: switchboard.core.v1.Admin.CreateMachine:output_type -> switchboard.core.v1.CreateMachineResponse
+	32,  // 119: switchboard.core.v1.Admin.ListMachines:output_type -> switchboard.core.v1.ListMachinesResponse
+	34,  // 120: switchboard.core.v1.Admin.GetConnectionCredentials:output_type -> switchboard.core.v1.GetConnectionCredentialsResponse
+	38,  // 121: switchboard.core.v1.Admin.ClearCooldowns:output_type -> switchboard.core.v1.ClearCooldownsResponse
+	40,  // 122: switchboard.core.v1.Admin.StoreTokens:output_type -> switchboard.core.v1.StoreTokensResponse
+	36,  // 123: switchboard.core.v1.Admin.PutCatalog:output_type -> switchboard.core.v1.PutCatalogResponse
+	61,  // 124: switchboard.core.v1.Admin.ApplyUsage:output_type -> switchboard.core.v1.ApplyUsageResponse
+	63,  // 125: switchboard.core.v1.Admin.GetUsageStats:output_type -> switchboard.core.v1.GetUsageStatsResponse
+	76,  // 126: switchboard.core.v1.Admin.ValidateProvider:output_type -> switchboard.core.v1.ValidateProviderResponse
+	78,  // 127: switchboard.core.v1.Admin.TestConnection:output_type -> switchboard.core.v1.TestConnectionResponse
+	68,  // 128: switchboard.core.v1.Admin.StartDeviceLogin:output_type -> switchboard.core.v1.StartDeviceLoginResponse
+	70,  // 129: switchboard.core.v1.Admin.PollDeviceLogin:output_type -> switchboard.core.v1.PollDeviceLoginResponse
+	72,  // 130: switchboard.core.v1.Admin.StartAuthorizationLogin:output_type -> switchboard.core.v1.StartAuthorizationLoginResponse
+	74,  // 131: switchboard.core.v1.Admin.CompleteAuthorizationLogin:output_type -> switchboard.core.v1.CompleteAuthorizationLoginResponse
+	81,  // 132: switchboard.core.v1.Admin.ListRequests:output_type -> switchboard.core.v1.ListRequestsResponse
+	83,  // 133: switchboard.core.v1.Admin.GetUsageSeries:output_type -> switchboard.core.v1.GetUsageSeriesResponse
+	87,  // 134: switchboard.core.v1.Admin.ListCooldowns:output_type -> switchboard.core.v1.ListCooldownsResponse
+	90,  // 135: switchboard.core.v1.Admin.ListProviders:output_type -> switchboard.core.v1.ListProvidersResponse
+	92,  // 136: switchboard.core.v1.Admin.CreateSignInCode:output_type -> switchboard.core.v1.CreateSignInCodeResponse
+	94,  // 137: switchboard.core.v1.Admin.RedeemSignInCode:output_type -> switchboard.core.v1.RedeemSignInCodeResponse
+	100, // [100:138] is the sub-list for method output_type
+	62,  // [62:100] is the sub-list for method input_type
+	62,  // [62:62] is the sub-list for extension type_name
+	62,  // [62:62] is the sub-list for extension extendee
+	0,   // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_core_v1_admin_proto_init() }
