@@ -175,3 +175,29 @@ func TestTwoLoginsAtOnceRenewOneConnection(t *testing.T) {
 	require.NotNil(t, renewer, "one login renews the connection")
 	assert.Equal(t, "at-login-"+renewer.GetId(), accessToken(t, a, old.GetId()))
 }
+
+// A login renews a connection of its account only when both name the whole
+// account: a Codex connection stored before the user was kept names the
+// workspace alone, which a team's members share, and another member's
+// login must not take it over while it works.
+func TestSameAccountNeedsTheWholeAccount(t *testing.T) {
+	names := []string{"chatgpt_account_id", "chatgpt_user_id"}
+	login := map[string]string{"chatgpt_account_id": "ws-1", "chatgpt_user_id": "user-b"}
+	for _, tc := range []struct {
+		name        string
+		stored      map[string]string
+		known, same bool
+	}{
+		{"the same workspace and user", map[string]string{"chatgpt_account_id": "ws-1", "chatgpt_user_id": "user-b"}, true, true},
+		{"another member of the workspace", map[string]string{"chatgpt_account_id": "ws-1", "chatgpt_user_id": "user-a"}, true, false},
+		{"another workspace", map[string]string{"chatgpt_account_id": "ws-2", "chatgpt_user_id": "user-b"}, true, false},
+		{"the workspace alone, stored before the user was kept", map[string]string{"chatgpt_account_id": "ws-1"}, false, false},
+		{"nothing stored", nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			known, same := sameAccount(names, login, tc.stored)
+			assert.Equal(t, tc.known, known, "known")
+			assert.Equal(t, tc.same, same, "same")
+		})
+	}
+}

@@ -137,17 +137,21 @@ func renews(p oauth.Provider, values map[string]string, c *busv1.Connection) boo
 }
 
 // sameAccount compares the account values (names) of two logins: known
-// when both name at least one of them, same when every one both name is
-// equal.
+// when both name every one of them, same when they are all equal. A part
+// missing on either side is no comparison: a Codex connection stored
+// before the user was kept names the workspace alone, which a team's
+// members share.
 func sameAccount(names []string, a, b map[string]string) (known, same bool) {
+	if len(names) == 0 {
+		return false, false
+	}
 	same = true
 	for _, n := range names {
 		x, y := a[n], b[n]
 		if x == "" || y == "" {
-			continue
+			return false, false
 		}
-		known = true
 		same = same && x == y
 	}
-	return known, known && same
+	return true, same
 }
