@@ -325,3 +325,38 @@ func replaceForms(text []byte, forms [][]byte) []byte {
 	}
 	return text
 }
+
+// minSecretRun is the shortest run of a secret that HideRuns hides: a
+// shorter one would match ordinary words.
+const minSecretRun = 8
+
+// HideRuns replaces each run of OAuth error code characters in s (letters,
+// digits, '_', '-', '.') that is part of one of secrets, and at least
+// minSecretRun long, with "[hidden]": for text that carries a code a
+// remote end chose, such as a token endpoint's error code, which an
+// endpoint echoing the refresh token (whole, or cut to a code's 64
+// characters) would fill with it.
+func HideRuns(s string, secrets ...string) string {
+	codeChar := func(b byte) bool {
+		return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-' || b == '.'
+	}
+	var out strings.Builder
+	for i := 0; i < len(s); {
+		if !codeChar(s[i]) {
+			out.WriteByte(s[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && codeChar(s[j]) {
+			j++
+		}
+		run := s[i:j]
+		if len(run) >= minSecretRun && slices.ContainsFunc(secrets, func(sec string) bool { return sec != "" && strings.Contains(sec, run) }) {
+			run = "[hidden]"
+		}
+		out.WriteString(run)
+		i = j
+	}
+	return out.String()
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/switchboardhq/switchboard/internal/kvmirror"
 	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/provider"
+	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
@@ -257,7 +258,7 @@ func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
 		v.ProviderSpecificData.ProxyUrl = vault.RedactURL(vault.ProxyURL(c, sec))
 		// Kept with them hidden (refreshError), but one an earlier release
 		// recorded was kept as the worker sent it.
-		v.RefreshError = hideSecrets(v.RefreshError, sec.GetAccessToken(), sec.GetRefreshToken(), sec.GetApiKey())
+		v.RefreshError = secrets.HideRuns(v.RefreshError, sec.GetAccessToken(), sec.GetRefreshToken(), sec.GetApiKey())
 	}
 	return v
 }

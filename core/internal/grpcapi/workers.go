@@ -2,7 +2,6 @@ package grpcapi
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/switchboardhq/switchboard/core/internal/credential"
 	"github.com/switchboardhq/switchboard/core/internal/store"
 	"github.com/switchboardhq/switchboard/core/internal/vault"
+	"github.com/switchboardhq/switchboard/internal/secrets"
 	"github.com/switchboardhq/switchboard/internal/spine"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
@@ -182,9 +182,6 @@ func (a *Admin) StoreTokens(ctx context.Context, req *corev1.StoreTokensRequest)
 // it.
 const maxRefreshError = 300
 
-// minSecretRun is the shortest run of a secret that refreshError hides.
-const minSecretRun = 8
-
 // refreshError is a refresh failure's reason as c keeps it and its views
 // show it (Connection.refresh_error). The workers' reasons are phrases of
 // their own with the token endpoint's HTTP status and OAuth error code,
@@ -200,32 +197,5 @@ func (a *Admin) refreshError(c *busv1.Connection, reason string) string {
 		// Unopened secrets were handed to no refresh either.
 		return reason
 	}
-	return hideSecrets(reason, sec.GetAccessToken(), sec.GetRefreshToken(), sec.GetApiKey())
-}
-
-// hideSecrets replaces each run of OAuth error code characters in s that is
-// part of one of secrets, and at least minSecretRun long, with [hidden].
-func hideSecrets(s string, secrets ...string) string {
-	codeChar := func(b byte) bool {
-		return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-' || b == '.'
-	}
-	var out strings.Builder
-	for i := 0; i < len(s); {
-		if !codeChar(s[i]) {
-			out.WriteByte(s[i])
-			i++
-			continue
-		}
-		j := i
-		for j < len(s) && codeChar(s[j]) {
-			j++
-		}
-		run := s[i:j]
-		if len(run) >= minSecretRun && slices.ContainsFunc(secrets, func(sec string) bool { return strings.Contains(sec, run) }) {
-			run = "[hidden]"
-		}
-		out.WriteString(run)
-		i = j
-	}
-	return out.String()
+	return secrets.HideRuns(reason, sec.GetAccessToken(), sec.GetRefreshToken(), sec.GetApiKey())
 }

@@ -297,6 +297,12 @@ func (r *Refresher) handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 		tokens, err := renew(ctx, client, creds, r.clientSecret(creds))
 		if err != nil {
 			var oe *Error
+			if errors.As(err, &oe) {
+				// The code is the endpoint's choice, logged, recorded on
+				// the connection and shown: one echoing a secret it was
+				// sent goes hidden.
+				oe.Code = secrets.HideRuns(oe.Code, creds.GetRefreshToken(), creds.GetAccessToken(), r.clientSecret(creds))
+			}
 			switch {
 			case errors.As(err, &oe) && oe.Relogin():
 				return r.refused(ctx, log, id, gen, "refresh token refused: "+oe.Error()+"; sign in again")

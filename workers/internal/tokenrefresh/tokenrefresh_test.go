@@ -271,6 +271,18 @@ func TestTokenRefreshHandle(t *testing.T) {
 			want: want{err: true, generation: 3},
 		},
 		{
+			// A hostile or broken endpoint echoing the refresh token as its
+			// error code: the code reads like one (letters, digits, '-').
+			name: "refresh token echoed as the code of a refusal", status: 400,
+			body: `{"error":"` + oldRefresh + `"}`,
+			want: want{stored: true, errorText: "[hidden]", generation: 3},
+		},
+		{
+			name: "refresh token echoed as the code of a retried error", status: 503,
+			body: `{"error":"` + oldRefresh + `"}`,
+			want: want{err: true, generation: 3},
+		},
+		{
 			name: "garbled success is retried", status: 200,
 			body: `<html>captive portal</html>`,
 			want: want{err: true, generation: 3},
