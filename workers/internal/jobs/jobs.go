@@ -98,7 +98,15 @@ func (c Consumer[T]) handle(ctx context.Context, msg jetstream.Msg, log *slog.Lo
 		_ = msg.Term()
 		return
 	}
+	attempt := uint64(1)
+	if md, mdErr := msg.Metadata(); mdErr == nil {
+		attempt = md.NumDelivered
+	}
+	last := attempt >= uint64(c.MaxDeliver)
 	hctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	if last {
+		hctx = AsLastAttempt(hctx)
+	}
 	err := c.Handle(hctx, job)
 	cancel()
 	if err == nil {
@@ -108,11 +116,7 @@ func (c Consumer[T]) handle(ctx context.Context, msg jetstream.Msg, log *slog.Lo
 		}
 		return
 	}
-	attempt := uint64(1)
-	if md, mdErr := msg.Metadata(); mdErr == nil {
-		attempt = md.NumDelivered
-	}
-	if attempt >= uint64(c.MaxDeliver) {
+	if last {
 		// The server delivers it no more: say so, and end it.
 		log.Error("job failed its last attempt, given up", "subject", msg.Subject(), "attempts", attempt, "err", err)
 		c.Metrics.count(c.Durable, outcomeDeadLettered)
@@ -129,4 +133,21 @@ func (c Consumer[T]) handle(ctx context.Context, msg jetstream.Msg, log *slog.Lo
 	c.Metrics.count(c.Durable, outcomeRetried)
 	log.Warn("job failed, will retry", "subject", msg.Subject(), "attempt", attempt, "retry_in", delay, "err", err)
 	_ = msg.NakWithDelay(delay)
+}
+
+// lastAttemptKey marks a handling as its job's last attempt.
+type lastAttemptKey struct{}
+
+// AsLastAttempt marks ctx as a job's last attempt: an error ends the job
+// rather than redelivering it.
+func AsLastAttempt(ctx context.Context) context.Context {
+	return context.WithValue(ctx, lastAttemptKey{}, true)
+}
+
+// LastAttempt reports whether a handler runs its job's last attempt: one
+// whose failures are otherwise retried records what it has to say of the
+// failure now, as no attempt follows.
+func LastAttempt(ctx context.Context) bool {
+	last, _ := ctx.Value(lastAttemptKey{}).(bool)
+	return last
 }

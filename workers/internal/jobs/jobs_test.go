@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -139,5 +140,53 @@ func TestJobRedeliveredAfterTheWaitItsErrorNames(t *testing.T) {
 		assert.GreaterOrEqual(t, again.Sub(first), wait, "redelivered before the wait its error named")
 	case <-time.After(wait + 10*time.Second):
 		t.Fatal("the job was not redelivered")
+	}
+}
+
+// A handler knows its job's last attempt, after which a failure is not
+// retried: the attempts before it are not marked.
+func TestHandlerToldOfTheLastAttempt(t *testing.T) {
+	js := spinetest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, spine.EnsureStreams(ctx, js, spine.Topology{Replicas: 1}.Streams()...))
+
+	lasts := make(chan bool, 4)
+	consumer := jobs.Consumer[*busv1.CatalogRefreshJob]{
+		Durable: "catalog-refresh",
+		Subject: spine.SubjectCatalogRefresh + ".>",
+		New:     func() *busv1.CatalogRefreshJob { return new(busv1.CatalogRefreshJob) },
+		Handle: func(ctx context.Context, _ *busv1.CatalogRefreshJob) error {
+			lasts <- jobs.LastAttempt(ctx)
+			return errors.New("endpoint down")
+		},
+		Concurrency: 1,
+		MaxDeliver:  2,
+	}
+	done := make(chan error, 1)
+	go func() { done <- consumer.Run(ctx, js, slog.New(slog.DiscardHandler)) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done)
+	})
+	data, err := proto.Marshal(&busv1.CatalogRefreshJob{ConnectionId: "c1"})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, spine.SubjectCatalogRefresh+".c1", data)
+	require.NoError(t, err)
+
+	var got []bool
+	for len(got) < 2 {
+		select {
+		case last := <-lasts:
+			got = append(got, last)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("attempts seen: %v, want two", got)
+		}
+	}
+	assert.Equal(t, []bool{false, true}, got)
+	select {
+	case last := <-lasts:
+		t.Fatalf("a third attempt (last %v) after the last one", last)
+	case <-time.After(3 * time.Second):
 	}
 }

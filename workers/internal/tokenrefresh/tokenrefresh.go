@@ -30,6 +30,7 @@ import (
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	"github.com/switchboardhq/switchboard/proto/switchboard/contract"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+	"github.com/switchboardhq/switchboard/workers/internal/jobs"
 )
 
 // JobTimeout bounds one job: reading the material, the grant, and storing
@@ -308,6 +309,10 @@ func (r *Refresher) handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 				return r.refused(ctx, log, id, gen, "refresh token refused: "+oe.Error()+"; sign in again")
 			case errors.As(err, &oe) && !oe.Temporary():
 				return r.failed(ctx, log, id, gen, "token refresh failed: "+oe.Error())
+			case jobs.LastAttempt(ctx):
+				// No attempt follows: the connection says why its token
+				// was not refreshed, not the log alone.
+				return r.failed(ctx, log, id, gen, "token refresh failed on its last attempt: "+err.Error())
 			}
 			return fmt.Errorf("refresh %s: %w", id, err)
 		}

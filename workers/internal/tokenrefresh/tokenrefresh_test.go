@@ -25,6 +25,7 @@ import (
 
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+	"github.com/switchboardhq/switchboard/workers/internal/jobs"
 )
 
 // Token values distinctive enough that a leak into an error or a log line
@@ -730,4 +731,26 @@ func TestTokenRefreshNextGenerationWhileTheLastOneEnds(t *testing.T) {
 	require.NoError(t, <-second)
 	assert.Len(t, ts.received(), 2, "the next generation's token was refreshed too")
 	assert.Equal(t, uint64(5), admin.creds.GetGeneration())
+}
+
+// A refresh that fails for a reason a retry could mend (the endpoint down,
+// a 503) is retried without a word on the connection; on the job's last
+// attempt the failure is recorded on it, so the operator sees why its
+// token was not refreshed, and the connection stays in use.
+func TestTokenRefreshLastAttemptRecordsTheFailure(t *testing.T) {
+	ts := newTokenServer(t, 503, `{"error":"temporarily_unavailable"}`)
+	admin := newFakeAdmin(ts.URL+"/token", 3)
+	r, logs := newRefresher(admin)
+
+	require.Error(t, r.Handle(context.Background(), job(3)), "an attempt before the last is retried")
+	assert.Empty(t, admin.storedRequests(), "nothing recorded while attempts remain")
+
+	require.NoError(t, r.Handle(jobs.AsLastAttempt(context.Background()), job(3)))
+	stored := admin.storedRequests()
+	require.Len(t, stored, 1)
+	assert.Equal(t, uint64(3), stored[0].GetGeneration())
+	assert.Contains(t, stored[0].GetError(), "503 (temporarily_unavailable)")
+	assert.False(t, stored[0].GetNeedsRelogin(), "a server error says nothing of the refresh token")
+	assert.Empty(t, stored[0].GetAccessToken())
+	assertNoSecrets(t, "the log", logs.String())
 }
