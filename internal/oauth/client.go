@@ -41,6 +41,9 @@ type Error struct {
 	Code string
 	// Reason says what was wrong with an answer that is not an OAuth error.
 	Reason string
+	// Header is the answer's header, for a caller that reads its
+	// Retry-After (upstream.RetryAfter); nil when it is not kept.
+	Header http.Header
 }
 
 func (e *Error) Error() string {
@@ -256,20 +259,22 @@ func post(ctx context.Context, client *http.Client, endpoint string, format Toke
 	}
 	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Accept", "application/json")
-	return do(ctx, client, req)
+	status, header, body, err := do(ctx, client, req)
+	return status, header.Get("Content-Type"), body, err
 }
 
-func do(ctx context.Context, client *http.Client, req *http.Request) (int, string, []byte, error) {
+// do sends req and reads the answer: its status, header and body.
+func do(ctx context.Context, client *http.Client, req *http.Request) (int, http.Header, []byte, error) {
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, "", nil, unreachable(ctx, err)
+		return 0, nil, nil, unreachable(ctx, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return 0, "", nil, unreachable(ctx, err)
+		return 0, nil, nil, unreachable(ctx, err)
 	}
-	return resp.StatusCode, resp.Header.Get("Content-Type"), body, nil
+	return resp.StatusCode, resp.Header, body, nil
 }
 
 // unreachable describes a failed call without its URL.

@@ -19,7 +19,8 @@ type CopilotToken struct {
 }
 
 // ExchangeCopilotToken trades a GitHub token for a Copilot token at
-// p.CopilotTokenURL (GET copilot_internal/v2/token).
+// p.CopilotTokenURL (GET copilot_internal/v2/token). A refusal is an
+// [*Error] that keeps the answer's header (a 429's Retry-After).
 func ExchangeCopilotToken(ctx context.Context, client *http.Client, p Provider, githubToken string) (CopilotToken, error) {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
@@ -30,7 +31,7 @@ func ExchangeCopilotToken(ctx context.Context, client *http.Client, p Provider, 
 	req.Header.Set("Authorization", "token "+githubToken)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "switchboard")
-	status, _, body, err := do(ctx, client, req)
+	status, header, body, err := do(ctx, client, req)
 	if err != nil {
 		return CopilotToken{}, err
 	}
@@ -45,7 +46,7 @@ func ExchangeCopilotToken(ctx context.Context, client *http.Client, p Provider, 
 		} `json:"error_details"`
 	}
 	if status/100 != 2 {
-		return CopilotToken{}, &Error{Status: status, Reason: "copilot token exchange refused"}
+		return CopilotToken{}, &Error{Status: status, Reason: "copilot token exchange refused", Header: header}
 	}
 	if err := json.Unmarshal(body, &a); err != nil || a.Token == "" {
 		return CopilotToken{}, &Error{Status: status, Reason: "not a Copilot token answer"}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/switchboardhq/switchboard/internal/oauth"
+	"github.com/switchboardhq/switchboard/internal/upstream"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
@@ -34,7 +36,8 @@ func grant(ctx context.Context, client *http.Client, creds *corev1.GetConnection
 // token) for a new Copilot token at the connection's token URL, the
 // Copilot exchange URL its login stored. The GitHub token is kept: the
 // answer carries no refresh token. A 401 or 403 means the GitHub token no
-// longer gives Copilot access: only a new login helps.
+// longer gives Copilot access: only a new login helps; a temporary refusal
+// keeps the wait it asked for, as a grant's does.
 func copilotExchange(ctx context.Context, client *http.Client, creds *corev1.GetConnectionCredentialsResponse, _ string) (Tokens, error) {
 	p := oauth.Provider{ID: creds.GetConnection().GetProvider(), CopilotTokenURL: creds.GetTokenUrl()}
 	ct, err := oauth.ExchangeCopilotToken(ctx, client, p, creds.GetRefreshToken())
@@ -46,6 +49,9 @@ func copilotExchange(ctx context.Context, client *http.Client, creds *corev1.Get
 		e := &Error{Status: oe.Status, Code: oe.Code, Reason: "Copilot token exchange: " + oe.Reason}
 		if oe.Status == http.StatusUnauthorized || oe.Status == http.StatusForbidden {
 			e.Refused, e.Reason = true, "Copilot token exchange refused the GitHub token"
+		}
+		if e.Temporary() {
+			e.Wait, _ = upstream.RetryAfter(oe.Header, time.Now(), maxWait)
 		}
 		return Tokens{}, e
 	}
