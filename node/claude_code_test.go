@@ -1,6 +1,8 @@
 package node_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -80,4 +82,43 @@ func TestClaudeCodeToolLoopOnReasoningModels(t *testing.T) {
 			tc.check(t, up)
 		})
 	}
+}
+
+// Claude Code (`claude -p`) through a Claude subscription's connection:
+// its requests reach Anthropic with the subscription's token as a bearer
+// token and its system prompt as it sent it, its own identity line and
+// no other added (`claude -p` names itself an Agent SDK agent).
+func TestClaudeCodeThroughClaudeSubscription(t *testing.T) {
+	bin := agentBin(t, "claude")
+	sb := nodetest.Serve(t, t.TempDir())
+	up := upstreamtest.New(t, upstreamtest.WithoutToolCalls())
+	sb.CreateConnection(t, map[string]any{"provider": "claude", "name": "max",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL()},
+		"oauth":                map[string]any{"accessToken": "sk-ant-oat01-max", "refreshToken": "sk-ant-ort01-max", "tokenUrl": "http://127.0.0.1:1/token"}})
+	key := gatewayKey(t, sb)
+	model := "claude/claude-sonnet-4-6"
+	out, stderr := runAgent(t, t.TempDir(), bin, map[string]string{
+		"ANTHROPIC_BASE_URL":                       sb.BaseURL,
+		"ANTHROPIC_API_KEY":                        key,
+		"ANTHROPIC_MODEL":                          model,
+		"ANTHROPIC_SMALL_FAST_MODEL":               model,
+		"ANTHROPIC_DEFAULT_HAIKU_MODEL":            model,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	}, "-p", "say pineapple")
+	assert.Contains(t, out, upstreamtest.EchoPrefix, "Claude Code printed the fake's answer (stderr: %s)", stderr)
+	n := 0
+	for _, r := range up.Requests() {
+		if r.Path != "/v1/messages" {
+			continue
+		}
+		n++
+		assert.Equal(t, "Bearer sk-ant-oat01-max", r.Header.Get("Authorization"))
+		var body map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(r.Body, &body))
+		texts := systemTexts(t, body["system"])
+		require.GreaterOrEqual(t, len(texts), 2, "%.200q", texts)
+		assert.True(t, strings.HasPrefix(texts[0], "x-anthropic-billing-header:"), "Claude Code's billing block stays first: %.200q", texts[:2])
+		assert.Equal(t, "You are a Claude agent, built on Anthropic's Claude Agent SDK.", texts[1], "its own identity line, no other")
+	}
+	require.Positive(t, n, "Claude Code's requests reached the upstream")
 }

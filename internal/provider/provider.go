@@ -148,6 +148,11 @@ type Spec struct {
 	// request whose system prompt has no block beginning with it gets it as
 	// its first block.
 	SystemFirst string
+	// SystemFirstAlike are other lines a system block may begin with in
+	// SystemFirst's stead, as the client's own requests do (Claude Code
+	// run non-interactively names itself an Agent SDK agent): a request
+	// with one goes up as it came.
+	SystemFirstAlike []string
 	// Responses is true when the upstream also speaks OpenAI's Responses
 	// API at {BaseURL}/responses: /v1/responses requests go to it as they
 	// are instead of being translated.

@@ -358,8 +358,11 @@ func claude() Spec {
 		// subscription token with a 400, unless they begin as Claude
 		// Code's do.
 		SystemFirst: "You are Claude Code, Anthropic's official CLI for Claude.",
-		Kinds:       []string{KindLLM},
-		Models:      a.Models,
+		// `claude -p`'s line (its own set also holds SystemFirst and
+		// SystemFirst ", running within the Claude Agent SDK.").
+		SystemFirstAlike: []string{"You are a Claude agent, built on Anthropic's Claude Agent SDK."},
+		Kinds:            []string{KindLLM},
+		Models:           a.Models,
 	}
 }
 

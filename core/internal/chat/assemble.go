@@ -214,7 +214,7 @@ func fitBody(body []byte, spec provider.Spec, stream bool) ([]byte, error) {
 		return nil, err
 	}
 	if first {
-		system, changed := withSystemFirst(obj["system"], spec.SystemFirst)
+		system, changed := withSystemFirst(obj["system"], spec.SystemFirst, spec.SystemFirstAlike)
 		if !changed && len(spec.Omit) == 0 && len(spec.Require) == 0 && !stream {
 			return body, nil
 		}
@@ -234,19 +234,26 @@ func fitBody(body []byte, spec provider.Spec, stream bool) ([]byte, error) {
 
 // withSystemFirst is a Messages system prompt (absent, a string or text
 // blocks) that begins with line: raw as it is (changed false) when one of
-// its blocks already begins with it, as Claude Code's own requests do
-// after their billing block, else line as a text block before the others.
-// A system prompt of another shape is left to the upstream to judge.
-func withSystemFirst(raw json.RawMessage, line string) (json.RawMessage, bool) {
+// its blocks already begins with it or with one of alike, as Claude Code's
+// own requests do after their billing block, else line as a text block
+// before the others. A system prompt of another shape is left to the
+// upstream to judge.
+func withSystemFirst(raw json.RawMessage, line string, alike []string) (json.RawMessage, bool) {
 	// "..., running within the Claude Agent SDK." is Claude Code too.
-	mark := strings.TrimSuffix(line, ".")
+	marks := []string{strings.TrimSuffix(line, ".")}
+	for _, a := range alike {
+		marks = append(marks, strings.TrimSuffix(a, "."))
+	}
+	begins := func(text string) bool {
+		return slices.ContainsFunc(marks, func(m string) bool { return strings.HasPrefix(text, m) })
+	}
 	head, _ := json.Marshal(map[string]string{"type": "text", "text": line})
 	var blocks []json.RawMessage
 	var s string
 	switch {
 	case len(raw) == 0 || isNull(raw):
 	case json.Unmarshal(raw, &s) == nil:
-		if strings.HasPrefix(s, mark) {
+		if begins(s) {
 			return raw, false
 		}
 		if s != "" {
@@ -259,7 +266,7 @@ func withSystemFirst(raw json.RawMessage, line string) (json.RawMessage, bool) {
 				Type string `json:"type"`
 				Text string `json:"text"`
 			}
-			if json.Unmarshal(b, &blk) == nil && blk.Type == "text" && strings.HasPrefix(blk.Text, mark) {
+			if json.Unmarshal(b, &blk) == nil && blk.Type == "text" && begins(blk.Text) {
 				return raw, false
 			}
 		}

@@ -136,10 +136,16 @@ func TestAssembledAnswerKeepAliveComments(t *testing.T) {
 }
 
 // A Claude subscription's requests begin their system prompt with Claude
-// Code's identity line, once: whatever shape the client sent it in.
+// Code's identity line, once: whatever shape the client sent it in. Claude
+// Code's own requests go up as they came, whichever of its identity lines
+// they carry (`claude -p` names itself an Agent SDK agent).
 func TestFitBodySystemFirst(t *testing.T) {
 	const id = "You are Claude Code, Anthropic's official CLI for Claude."
-	spec := provider.Spec{Format: provider.FormatAnthropic, SystemFirst: id}
+	spec, ok := provider.NewRegistry().Lookup("claude")
+	require.True(t, ok)
+	require.Equal(t, id, spec.SystemFirst)
+	const billing = `{"type":"text","text":"x-anthropic-billing-header: cc_version=2.1.330.603; cc_entrypoint=sdk-cli;"}`
+	const agent = `{"type":"text","text":"You are a Claude agent, built on Anthropic's Claude Agent SDK.","cache_control":{"type":"ephemeral","ttl":"1h"}}`
 	for _, tc := range []struct{ name, in, want string }{
 		{"no system", `{"model":"m"}`, `[{"text":"` + id + `","type":"text"}]`},
 		{"null", `{"system":null}`, `[{"text":"` + id + `","type":"text"}]`},
@@ -152,6 +158,7 @@ func TestFitBodySystemFirst(t *testing.T) {
 			`[{"type":"text","text":"x-anthropic-billing-header: cc_version=1;"},{"type":"text","text":"` + id + `"}]`},
 		{"the Agent SDK's", `{"system":"You are Claude Code, Anthropic's official CLI for Claude, running within the Claude Agent SDK."}`,
 			`"You are Claude Code, Anthropic's official CLI for Claude, running within the Claude Agent SDK."`},
+		{"claude -p's", `{"system":[` + billing + `,` + agent + `]}`, `[` + billing + `,` + agent + `]`},
 		{"another shape", `{"system":42}`, `42`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
