@@ -285,3 +285,39 @@ func TestLoginCLIClaudeLoopbackKeepsLocalhost(t *testing.T) {
 	assert.NotEqual(t, "0", ru.Port())
 	assert.Equal(t, "/callback", ru.Path)
 }
+
+// The console's claude login: the sign-in ends on Anthropic's page, which
+// shows the code#state to copy. The console asks for that code, naming
+// that page, not for an address the browser lands on (Codex's loopback
+// redirect), and the pasted code#state finishes the login.
+func TestConsoleClaudeLogin(t *testing.T) {
+	b := startBrowser(t)
+	sb, f, _ := claudeServe(t)
+	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
+	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
+	b.goTo(sb.BaseURL + "/ui/#/signin?code=" + mint.JSON["code"].(string))
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
+
+	b.click("button", "Log in to claude")
+	authorize := b.do(map[string]any{"op": "attr", "role": "link", "name": "Open the claude sign-in page", "attr": "href"}).(string)
+	require.True(t, strings.HasPrefix(authorize, f.URL+"/authorize?"), authorize)
+	page := b.text()
+	assert.Contains(t, page, "paste the code it shows")
+	assert.Contains(t, page, "https://platform.claude.com/oauth/code/callback shows it")
+	assert.NotContains(t, page, "address your browser lands on")
+	b.shot("claude-login")
+
+	resp, err := http.Get(authorize)
+	require.NoError(t, err)
+	shown, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(shown), "#", "the page shows code#state")
+	b.fill("Code", string(shown))
+	b.click("button", "Finish login")
+	b.waitText("Logged in: the connection claude was added.")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.Len(t, f.bodies, 1)
+	assert.Equal(t, "https://platform.claude.com/oauth/code/callback", f.bodies[0]["redirect_uri"])
+}

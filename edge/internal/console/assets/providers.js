@@ -259,11 +259,19 @@ async function codeLogin(p, out, reload) {
     status.textContent = 'The login has no usable sign-in address.';
     return;
   }
-  status.textContent = 'Open the link, sign in, then paste the address your browser lands on (or the code) here.';
+  // A loopback redirect (Codex's) sends the browser to an address nothing
+  // answers on: its address is pasted. A provider's own callback page
+  // (Claude's) shows the code (code#state) to copy.
+  const loopback = isLoopback(start.redirectUri);
+  status.textContent = loopback
+    ? 'Open the link, sign in, then paste the address your browser lands on (or the code) here.'
+    : 'Open the link, sign in, then paste the code it shows at the end here.';
   const pasted = h('input', { required: true, autocomplete: 'off' });
   const form = h('form', {},
     h('p', {}, h('a', { href: authorizeUrl, target: '_blank', rel: 'noopener noreferrer', text: `Open the ${p.id} sign-in page` })),
-    field('Redirect address or code', pasted, `It starts with ${start.redirectUri}`),
+    loopback
+      ? field('Redirect address or code', pasted, `It starts with ${start.redirectUri}`)
+      : field('Code', pasted, `The page at ${start.redirectUri} shows it after the sign-in (its address works too)`),
     h('button', { type: 'submit', class: 'primary', text: 'Finish login' }));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -292,6 +300,17 @@ function loggedIn(r, p) {
   return r.renewed
     ? `Logged in again: the connection ${name} was renewed, its settings kept.`
     : `Logged in: the connection ${name} was added.`;
+}
+
+// isLoopback tells whether a redirect URI is an http address on this
+// machine, which a browser sign-in ends on without a page to show.
+function isLoopback(raw) {
+  try {
+    const u = new URL(raw);
+    return u.protocol === 'http:' && ['localhost', '127.0.0.1', '[::1]'].includes(u.hostname);
+  } catch {
+    return false;
+  }
 }
 
 function registryTable(providers) {
