@@ -121,4 +121,30 @@ func TestClaudeCodeThroughClaudeSubscription(t *testing.T) {
 		assert.Equal(t, "You are a Claude agent, built on Anthropic's Claude Agent SDK.", texts[1], "its own identity line, no other")
 	}
 	require.Positive(t, n, "Claude Code's requests reached the upstream")
+
+	// Its token counts (/context) go up as it sent them: with no system
+	// prompt and so without the identity line, as Claude Code sends them
+	// to Anthropic with its own subscription token; the count is of what
+	// it sent.
+	out, stderr = runAgent(t, t.TempDir(), bin, map[string]string{
+		"ANTHROPIC_BASE_URL":                       sb.BaseURL,
+		"ANTHROPIC_API_KEY":                        key,
+		"ANTHROPIC_MODEL":                          model,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	}, "-p", "/context")
+	assert.Contains(t, out, "Context Usage", "stderr: %s", stderr)
+	n = 0
+	for _, r := range up.Requests() {
+		if r.Path != upstreamtest.PathCountTokens {
+			continue
+		}
+		n++
+		assert.Equal(t, "Bearer sk-ant-oat01-max", r.Header.Get("Authorization"))
+		assert.Contains(t, strings.Split(r.Header.Get("anthropic-beta"), ","), "oauth-2025-04-20")
+		var body map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(r.Body, &body))
+		_, system := body["system"]
+		assert.False(t, system, "a count goes up as Claude Code sent it, not with %s", body["system"])
+	}
+	require.Positive(t, n, "Claude Code's token counts reached the upstream")
 }

@@ -18,7 +18,11 @@ import (
 
 // CountTokens answers an Anthropic count_tokens request: an Anthropic-shaped
 // upstream counts (pass-through, model swapped); any other gets the
-// gateway's estimate, with no upstream call.
+// gateway's estimate, with no upstream call. A claude connection's count
+// goes up without its SystemFirst line: Claude Code sends its own counts
+// to Anthropic with its subscription token and no system prompt (it counts
+// its prompt's parts one by one), and the client gets the count of what it
+// sent, which the line's tokens would swell.
 func (s *Service) CountTokens(ctx context.Context, req Request) ([]byte, dispatch.Result, error) {
 	in, err := parse(DialectMessages, withMaxTokens(req.Body))
 	if err != nil {
