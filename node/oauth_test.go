@@ -38,10 +38,11 @@ const (
 	fakeCopilot   = "cop-token-d07e55"
 	fakeAuthCode  = "ac-code-19e0f4"
 	fakeAccountID = "acct-7d1e9c20"
-	// fakeIDToken is an id_token naming the ChatGPT account as OpenAI's
-	// does (header {"alg":"none"}, claims {"https://api.openai.com/auth":
-	// {"chatgpt_account_id": fakeAccountID}}, no signature).
-	fakeIDToken     = "eyJhbGciOiJub25lIn0.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hhdGdwdF9hY2NvdW50X2lkIjoiYWNjdC03ZDFlOWMyMCJ9fQ.sig"
+	// fakeIDToken is an id_token naming the ChatGPT account and its user
+	// as OpenAI's does (header {"alg":"none"}, claims
+	// {"https://api.openai.com/auth": {"chatgpt_account_id": fakeAccountID,
+	// "chatgpt_user_id": "user-5b03e7"}}, no signature).
+	fakeIDToken     = "eyJhbGciOiJub25lIn0.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hhdGdwdF9hY2NvdW50X2lkIjoiYWNjdC03ZDFlOWMyMCIsImNoYXRncHRfdXNlcl9pZCI6InVzZXItNWIwM2U3In19.sig"
 	pollOK          = "ok"
 	fakeCopilotLife = 25 * time.Minute
 )
