@@ -68,10 +68,7 @@ func TestConsumersCreatedTogetherOnAClusterBothTakeJobs(t *testing.T) {
 		}
 	})
 	for _, id := range []string{"c1", "c2", "c3"} {
-		data, err := proto.Marshal(&busv1.CatalogRefreshJob{ConnectionId: id})
-		require.NoError(t, err)
-		_, err = workers[0].Publish(ctx, spine.SubjectCatalogRefresh+"."+id, data)
-		require.NoError(t, err)
+		publishJob(t, ctx, workers[0], id)
 	}
 
 	var got []string
@@ -118,16 +115,7 @@ func TestJobRedeliveredAfterTheWaitItsErrorNames(t *testing.T) {
 		},
 		Concurrency: 1,
 	}
-	done := make(chan error, 1)
-	go func() { done <- consumer.Run(ctx, js, slog.New(slog.DiscardHandler)) }()
-	t.Cleanup(func() {
-		cancel()
-		assert.NoError(t, <-done)
-	})
-	data, err := proto.Marshal(&busv1.CatalogRefreshJob{ConnectionId: "c1"})
-	require.NoError(t, err)
-	_, err = js.Publish(ctx, spine.SubjectCatalogRefresh+".c1", data)
-	require.NoError(t, err)
+	runWithJob(t, ctx, cancel, js, consumer, "c1")
 
 	var first time.Time
 	select {
@@ -163,16 +151,7 @@ func TestHandlerToldOfTheLastAttempt(t *testing.T) {
 		Concurrency: 1,
 		MaxDeliver:  2,
 	}
-	done := make(chan error, 1)
-	go func() { done <- consumer.Run(ctx, js, slog.New(slog.DiscardHandler)) }()
-	t.Cleanup(func() {
-		cancel()
-		assert.NoError(t, <-done)
-	})
-	data, err := proto.Marshal(&busv1.CatalogRefreshJob{ConnectionId: "c1"})
-	require.NoError(t, err)
-	_, err = js.Publish(ctx, spine.SubjectCatalogRefresh+".c1", data)
-	require.NoError(t, err)
+	runWithJob(t, ctx, cancel, js, consumer, "c1")
 
 	var got []bool
 	for len(got) < 2 {
@@ -189,4 +168,27 @@ func TestHandlerToldOfTheLastAttempt(t *testing.T) {
 		t.Fatalf("a third attempt (last %v) after the last one", last)
 	case <-time.After(3 * time.Second):
 	}
+}
+
+// runWithJob runs consumer until the test ends (cancel then stops it, and
+// its Run must end without error), and publishes one catalog-refresh job
+// of connection id.
+func runWithJob(t *testing.T, ctx context.Context, cancel context.CancelFunc, js jetstream.JetStream, consumer jobs.Consumer[*busv1.CatalogRefreshJob], id string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- consumer.Run(ctx, js, slog.New(slog.DiscardHandler)) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done)
+	})
+	publishJob(t, ctx, js, id)
+}
+
+// publishJob publishes a catalog-refresh job of connection id.
+func publishJob(t *testing.T, ctx context.Context, js jetstream.JetStream, id string) {
+	t.Helper()
+	data, err := proto.Marshal(&busv1.CatalogRefreshJob{ConnectionId: id})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, spine.SubjectCatalogRefresh+"."+id, data)
+	require.NoError(t, err)
 }
