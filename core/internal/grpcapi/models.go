@@ -168,10 +168,70 @@ func (a *Admin) PutAliases(ctx context.Context, req *corev1.PutAliasesRequest) (
 		return nil, invalidParam("aliases", "invalid_value", fmt.Sprintf("alias chain longer than %d aliases: %s",
 			routing.MaxAliasDepth, strings.Join(chain, " -> ")))
 	}
+	settings := a.store.MachineSettings(machineID)
+	if outer, model, inner := newComboInCombo(settings.GetCombos(), settings.GetAliases(), req.GetAliases()); outer != "" {
+		return nil, invalidParam("aliases", "invalid_value", fmt.Sprintf("combo %q names %q, which these aliases lead to the combo %q; a combo's models are aliases or models, never combos",
+			outer, model, inner))
+	}
 	if err := a.modifySettings(ctx, machineID, func(s *busv1.Settings) { s.Aliases = req.GetAliases() }); err != nil {
 		return nil, a.storeError(err)
 	}
 	return &corev1.PutAliasesResponse{Aliases: req.GetAliases()}, nil
+}
+
+// comboInCombo returns a combo (outer) one of whose models names a combo
+// (inner), itself or through aliases followed as the router follows them,
+// or empty names when none does. The router serves a combo's models as
+// models, so a combo inside another would never be served.
+func comboInCombo(combos []*busv1.Combo, aliases map[string]string) (outer, model, inner string) {
+	names := comboNames(combos)
+	for _, c := range combos {
+		for _, m := range c.GetModels() {
+			if in := comboOf(names, aliases, m); in != "" {
+				return c.GetName(), m, in
+			}
+		}
+	}
+	return "", "", ""
+}
+
+// newComboInCombo is comboInCombo of the aliases after a change, leaving
+// out the combos' models that named a combo with the aliases before it (a
+// combo stored before combos were checked), which the change did not make.
+func newComboInCombo(combos []*busv1.Combo, before, after map[string]string) (outer, model, inner string) {
+	names := comboNames(combos)
+	for _, c := range combos {
+		for _, m := range c.GetModels() {
+			if in := comboOf(names, after, m); in != "" && comboOf(names, before, m) == "" {
+				return c.GetName(), m, in
+			}
+		}
+	}
+	return "", "", ""
+}
+
+func comboNames(combos []*busv1.Combo) map[string]bool {
+	names := map[string]bool{}
+	for _, c := range combos {
+		names[c.GetName()] = true
+	}
+	return names
+}
+
+// comboOf returns the combo a model names, itself or through the aliases
+// the router follows, or "".
+func comboOf(names map[string]bool, aliases map[string]string, model string) string {
+	name := model
+	for step := 0; ; step++ {
+		if names[name] {
+			return name
+		}
+		target, ok := aliases[name]
+		if !ok || step == routing.MaxAliasDepth {
+			return ""
+		}
+		name = target
+	}
 }
 
 // maxCycleNames bounds the names an alias cycle's error lists.
@@ -294,6 +354,13 @@ func (a *Admin) PutCombos(ctx context.Context, req *corev1.PutCombosRequest) (*c
 			}
 		}
 		combos = append(combos, &busv1.Combo{Name: c.GetName(), Models: c.GetModels()})
+	}
+	if outer, model, inner := comboInCombo(combos, a.store.MachineSettings(machineID).GetAliases()); outer != "" {
+		what := fmt.Sprintf("%q is a combo", model)
+		if model != inner {
+			what = fmt.Sprintf("%q leads to the combo %q", model, inner)
+		}
+		return nil, invalidParam("combos", "invalid_value", fmt.Sprintf("combo %q: %s; a combo's models are aliases or models, never combos", outer, what))
 	}
 	if err := a.modifySettings(ctx, machineID, func(s *busv1.Settings) { s.Combos = combos }); err != nil {
 		return nil, a.storeError(err)

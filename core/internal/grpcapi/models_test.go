@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/switchboardhq/switchboard/core/internal/routing"
+	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
 )
 
 func TestAliasCycle(t *testing.T) {
@@ -44,4 +45,20 @@ func TestLongAliasChain(t *testing.T) {
 	assert.Nil(t, longAliasChain(chain(routing.MaxAliasDepth)), "as long as the router follows")
 	assert.Equal(t, []string{"c1", "c2", "c3", "c4", "c5", "openai/gpt-4o-mini"}, longAliasChain(chain(routing.MaxAliasDepth+1)))
 	assert.Nil(t, longAliasChain(nil))
+}
+
+// New aliases are refused only for the combos' models they turn into
+// combos: a combo stored before combos were checked, naming a combo, does
+// not keep the machine's aliases from being written.
+func TestNewComboInCombo(t *testing.T) {
+	combos := []*busv1.Combo{
+		{Name: "best", Models: []string{"openai/gpt-4o-mini"}},
+		{Name: "old", Models: []string{"best"}}, // stored before the check
+		{Name: "outer", Models: []string{"fast"}},
+	}
+	before := map[string]string{"fast": "openai/gpt-4o-mini"}
+	outer, model, inner := newComboInCombo(combos, before, map[string]string{"fast": "openai/gpt-4o-mini", "quick": "fast"})
+	assert.Empty(t, outer, "only the stored combo names a combo: %s %s %s", outer, model, inner)
+	outer, model, inner = newComboInCombo(combos, before, map[string]string{"fast": "best"})
+	assert.Equal(t, []string{"outer", "fast", "best"}, []string{outer, model, inner})
 }
