@@ -46,13 +46,22 @@ commands:
 Run "switchboard <command> -h" for the flags; each mirrors an environment variable.
 `
 
+// isHelp reports a flag asking for help: alone, it lists the commands, as
+// help does (serve's flags are serve -h's).
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help"
+}
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	command := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+	switch {
+	case len(args) == 1 && isHelp(args[0]):
+		command, args = "help", nil
+	case len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-':
 		command, args = args[0], args[1:]
 	}
 	var roles []node.Role
@@ -74,7 +83,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case "version":
 		fmt.Fprintln(stdout, "switchboard", version)
 		return 0
-	case "help", "-h", "--help":
+	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:

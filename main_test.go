@@ -44,3 +44,18 @@ func TestTokenHelpNamesOneDefault(t *testing.T) {
 		}
 	}
 }
+
+// switchboard -h (or --help, -help, help) lists the commands, as the usage
+// it prints says; a command's own -h lists that command's flags.
+func TestHelpListsTheCommands(t *testing.T) {
+	for _, arg := range []string{"-h", "--help", "-help", "help"} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 0, run([]string{arg}, env(nil), &stdout, &stderr), arg)
+		for _, command := range []string{"serve", "core", "billing", "edge", "worker", "token", "login", "version"} {
+			assert.Contains(t, stdout.String(), "\n  "+command+" ", "%s: %s", arg, stdout.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 0, run([]string{"serve", "-h"}, env(nil), &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "-http-addr")
+}
