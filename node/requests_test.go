@@ -185,7 +185,10 @@ func TestRequestLogFiltersAndPages(t *testing.T) {
 			assert.Equal(t, http.StatusBadRequest, resp.Status, "%s: %s", q, resp.Body)
 			assert.Contains(t, resp.JSON, "error", q)
 		}
-		resp := sb.Do(t, http.MethodGet, pathRequests, nil)
+		// The cursor is named as the answer names it.
+		resp := sb.Admin(t, http.MethodGet, pathRequests+"?cursor=abc", nil)
+		assert.Contains(t, resp.JSON["error"].(map[string]any)["message"], "nextCursor")
+		resp = sb.Do(t, http.MethodGet, pathRequests, nil)
 		assert.Equal(t, http.StatusUnauthorized, resp.Status)
 	})
 }

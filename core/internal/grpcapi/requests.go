@@ -132,7 +132,7 @@ func (a *Admin) ListRequests(ctx context.Context, req *corev1.ListRequestsReques
 	)
 	if c := req.GetCursor(); c != "" {
 		if cursor, err = parseCursor(c); err != nil {
-			return nil, invalidParam("cursor", "invalid_cursor", "cursor must be a next_cursor of a previous answer")
+			return nil, invalidParam("cursor", "invalid_cursor", "cursor must be the nextCursor of a previous answer")
 		}
 		// The message of the cursor is read again when the page ended
 		// inside it.
