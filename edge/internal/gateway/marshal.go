@@ -10,6 +10,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
@@ -46,11 +47,32 @@ func (m *marshaler) NewDecoder(r io.Reader) runtime.Decoder {
 	d := json.NewDecoder(r)
 	value := runtime.DecoderWrapper{Decoder: d, UnmarshalOptions: m.UnmarshalOptions}
 	return runtime.DecoderFunc(func(v any) error {
-		if err := value.Decode(v); err != nil {
+		if err := m.decode(d, value, v); err != nil {
 			return err
 		}
 		return onlySpace(io.MultiReader(d.Buffered(), r))
 	})
+}
+
+// decode reads one JSON value into v, as grpc-gateway's decoder does; a
+// message whose field has a value of the wrong kind is refused naming the
+// field by its whole path (namedFieldError).
+func (m *marshaler) decode(d *json.Decoder, value runtime.DecoderWrapper, v any) error {
+	msg, ok := v.(proto.Message)
+	if !ok {
+		return value.Decode(v)
+	}
+	var raw json.RawMessage
+	if err := d.Decode(&raw); err != nil {
+		return err
+	}
+	err := m.UnmarshalOptions.Unmarshal(raw, msg)
+	if err != nil {
+		if named := namedFieldError(raw, msg.ProtoReflect().Descriptor(), err); named != nil {
+			return named
+		}
+	}
+	return err
 }
 
 // errTrailingData is in encoding/json's words for a body not valid JSON,

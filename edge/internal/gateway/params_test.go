@@ -40,7 +40,18 @@ func TestUndecodableParametersAreNamed(t *testing.T) {
 		{"PATCH", "/api/settings", `{"stickyLimit": "secret"}`, "invalid_type", "stickyLimit", "stickyLimit must be a 32-bit integer"},
 		{"PATCH", "/api/settings", `{"requireApiKey": "secret"}`, "invalid_type", "requireApiKey", "requireApiKey must be a boolean"},
 		{"POST", "/api/providers", `{"name": "a", "name": "b"}`, "invalid_value", "name", "name is given more than once"},
-		{"POST", "/api/models/disabled", `{"ids": "secret"}`, "invalid_type", "", "line 1, column 9"},
+		{"POST", "/api/models/disabled", `{"ids": "secret"}`, "invalid_type", "ids", "ids must be a list of strings"},
+		{"PUT", "/api/models/aliases", `{"aliases": "secret"}`, "invalid_type", "aliases", "aliases must be an object of strings"},
+		{"PUT", "/api/models/aliases", `{"aliases": {"a": 5}}`, "invalid_type", "aliases", "aliases must be an object of strings"},
+		{"PUT", "/api/models/combos", `{"combos": {"a": "secret"}}`, "invalid_type", "combos", "combos must be a list of objects"},
+		{"PUT", "/api/models/combos", `{"combos": ["secret"]}`, "invalid_type", "combos[0]", "combos[0] must be an object"},
+		{"PUT", "/api/models/combos", `{"combos": [{"name": "a", "models": ["b"]}, {"name": "c", "models": "secret"}]}`,
+			"invalid_type", "combos[1].models", "combos[1].models must be a list of strings"},
+		{"PUT", "/api/models/combos", "{\"combos\": [\n {\"name\": \"é\", \"models\": [5]}]}", "invalid_type", "combos[0].models[0]", "combos[0].models[0] must be a string"},
+		{"POST", "/api/providers", `{"providerSpecificData": "secret"}`, "invalid_type", "providerSpecificData", "providerSpecificData must be an object"},
+		{"POST", "/api/providers", `{"providerSpecificData": {"prefix": 5}}`, "invalid_type", "providerSpecificData.prefix", "providerSpecificData.prefix must be a string"},
+		{"PATCH", "/api/providers/x", `{"providerSpecificData": {"enabledModels": "secret"}}`,
+			"invalid_type", "providerSpecificData.enabledModels", "providerSpecificData.enabledModels must be a list"},
 	} {
 		t.Run(c.method+" "+c.path+" "+c.body, func(t *testing.T) {
 			rec := httptest.NewRecorder()

@@ -350,6 +350,11 @@ func undecodable(msg string) (code, message, param string) {
 	case syntax:
 		return "invalid_type", "the request body has a value of the wrong type at " + where, ""
 	}
+	if rest, ok := strings.CutPrefix(detail, fieldErrorHead); ok {
+		if name, what, ok := strings.Cut(rest, fieldErrorMust); ok && name != "" {
+			return "invalid_type", name + " must be " + what, name
+		}
+	}
 	if kindField, ok := strings.CutPrefix(detail, "invalid value for "); ok {
 		// "invalid value for int32 field stickyLimit: 1.5"
 		kind, field, _ := strings.Cut(kindField, " field ")
@@ -393,6 +398,24 @@ func queryProblem(name, rest string) string {
 	}
 	return name + " is not a valid value"
 }
+
+// The words of FieldError, after protojson's "proto: (line 1:12): ".
+const (
+	fieldErrorHead = "invalid value for the field "
+	fieldErrorMust = ", which must be "
+)
+
+// FieldError is the error of a body whose field (named by its whole path,
+// combos[1].models) has a value of the wrong kind, at a line and column of
+// the body, in protojson's form, which undecodable reads into the field's
+// name as param and what it must be.
+func FieldError(line, col int, name, what string) error {
+	return errors.New("proto: (line " + strconv.Itoa(line) + ":" + strconv.Itoa(col) + "): " + fieldErrorHead + name + fieldErrorMust + what)
+}
+
+// FieldKind is what a body field of a protobuf kind ("int32", "string")
+// must be, or "" for a kind without words here.
+func FieldKind(kind string) string { return fieldKinds[kind] }
 
 // fieldKinds is what a body field of each protobuf kind must be.
 var fieldKinds = map[string]string{
