@@ -270,6 +270,9 @@ func TestConsoleJourneys(t *testing.T) {
 	b.do(map[string]any{"op": "select", "label": "Key", "value": "laptop"}) // by its label
 	b.click("button", "Apply filters")
 	b.waitText("1 requests shown")
+	// What the log read is counted in the stream's messages, each of which
+	// may carry a batch of events.
+	assert.Regexp(t, `1 requests shown \(\d+ usage stream messages read\)`, b.text())
 
 	// Cool the connection (the upstream answers 429) and clear it.
 	up.Enqueue(pathChat, upstreamtest.RateLimited("120"))

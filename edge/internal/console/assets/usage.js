@@ -86,7 +86,7 @@ async function requestLog(section) {
     cursor = r.nextCursor || '';
     more.disabled = !cursor;
     newest.disabled = !from;
-    info.textContent = `${r.requests.length} requests shown (${r.scanned} events read).`;
+    info.textContent = `${r.requests.length} requests shown (${r.scanned} usage stream messages read).`;
     out.replaceChildren(table(['Time', 'Status', 'Model', 'Provider', 'Connection', 'Key', 'Endpoint', ['Tokens', 'num'], ['Latency', 'num'], 'Request'],
       r.requests.map((e) => h('tr', {},
         h('td', { text: fmtTime(e.time) }),
