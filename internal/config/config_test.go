@@ -80,6 +80,18 @@ func TestAllProblemsAtOnce(t *testing.T) {
 	assert.Equal(t, 9, strings.Count(msg, "\n")+1, "one line per problem:\n%s", msg)
 }
 
+// An HS256 secret shorter than the hash, which RFC 7518 forbids, would let
+// anyone who guesses it sign in as any user: it is refused at start,
+// without being echoed.
+func TestJWTSecretIsAsLongAsTheHash(t *testing.T) {
+	_, err := Load("serve", nil, env(map[string]string{"SWITCHBOARD_JWT_SECRET": "hunter2-hunter2-hunter2"}), io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "SWITCHBOARD_JWT_SECRET (--jwt-secret): must be at least 32 characters")
+	assert.NotContains(t, err.Error(), "hunter2")
+	_, err = Load("serve", nil, env(map[string]string{"SWITCHBOARD_JWT_SECRET": strings.Repeat("s", 32)}), io.Discard)
+	require.NoError(t, err)
+}
+
 func TestSplitRolesNeedExternalNATS(t *testing.T) {
 	for _, cmd := range []string{"core", "worker"} {
 		_, err := Load(cmd, nil, env(nil), io.Discard)
