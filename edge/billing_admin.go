@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboardhq/switchboard/edge/internal/graphql"
 	"github.com/switchboardhq/switchboard/edge/internal/openai"
 	"github.com/switchboardhq/switchboard/internal/rpcauth"
 	"github.com/switchboardhq/switchboard/internal/telemetry"
@@ -32,10 +33,11 @@ const (
 // billingAdminTimeout bounds one call to billing.
 const billingAdminTimeout = 15 * time.Second
 
-// Codes of the billing admin routes' own errors.
+// Codes of the billing admin routes' own errors, in the snake_case of
+// every /api route (GraphQL names them in upper case).
 const (
-	codeBillingNotConfigured = "BILLING_NOT_CONFIGURED"
-	codeBillingUnavailable   = "BILLING_UNAVAILABLE"
+	codeBillingNotConfigured = "billing_not_configured"
+	codeBillingUnavailable   = "billing_unavailable"
 )
 
 // mountBillingAdmin serves the operator's billing routes: every user's
@@ -193,8 +195,9 @@ func (a *billingAdmin) retry(w http.ResponseWriter, r *http.Request) {
 }
 
 // fail answers a billing error in the OpenAI error shape: billing's own
-// errors with their code, status and the parameter they name, an
-// unreachable billing as BILLING_UNAVAILABLE, anything else masked.
+// errors with their status, the parameter they name and their code in the
+// admin routes' words (adminCode), an unreachable billing as
+// billing_unavailable, anything else masked.
 func (a *billingAdmin) fail(w http.ResponseWriter, op string, err error) {
 	st := status.Convert(err)
 	for _, d := range st.Details() {
@@ -206,7 +209,8 @@ func (a *billingAdmin) fail(w http.ResponseWriter, op string, err error) {
 		if convErr != nil || code < 400 || code > 599 {
 			code = http.StatusInternalServerError
 		}
-		openai.NewProblem(code, info.GetReason(), st.Message(), info.GetMetadata()[contract.MetaParam]).Write(w)
+		param := info.GetMetadata()[contract.MetaParam]
+		openai.NewProblem(code, adminCode(info.GetReason(), param), st.Message(), param).Write(w)
 		return
 	}
 	switch st.Code() {
@@ -219,6 +223,16 @@ func (a *billingAdmin) fail(w http.ResponseWriter, op string, err error) {
 		a.log.Error("billing admin call failed", "op", op, "code", st.Code().String(), "err", st.Message())
 		openai.NewProblem(http.StatusInternalServerError, "internal_error", "billing answered with an error", "").Write(w)
 	}
+}
+
+// adminCode is the code an /api route gives billing's reason (its GraphQL
+// code, "BILLING_NOT_CONFIGURED"): snake_case, as every /api route's, and
+// a bad parameter invalid_value, as the edge's own check of it says.
+func adminCode(reason, param string) string {
+	if reason == graphql.CodeBadRequest && param != "" {
+		return "invalid_value"
+	}
+	return strings.ToLower(reason)
 }
 
 // enumName turns "SUBSCRIPTION_STATUS_PAST_DUE" into "past_due".

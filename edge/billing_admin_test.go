@@ -126,7 +126,7 @@ func TestBillingAdminSubscriptions(t *testing.T) {
 	for _, path := range []string{"/api/billing/subscriptions?take=500", "/api/billing/dead-letters?take=101"} {
 		tooMany := e.admin(http.MethodGet, path)
 		require.Equal(t, http.StatusBadRequest, tooMany.status, path)
-		require.Equal(t, "BAD_REQUEST", tooMany.code(), path)
+		require.Equal(t, "invalid_value", tooMany.code(), "the code of take=-1, in the admin routes' snake_case: %s", path)
 		require.Equal(t, "take", tooMany.param(), "the field at fault is named, as for take=-1: %s", tooMany.raw)
 	}
 }
@@ -171,7 +171,7 @@ func TestBillingAdminDeadLetters(t *testing.T) {
 
 	again := e.admin(http.MethodPost, "/api/billing/dead-letters/"+id+"/retry")
 	require.Equal(t, http.StatusNotFound, again.status, again.raw)
-	require.Equal(t, "DEAD_LETTER_NOT_FOUND", again.code())
+	require.Equal(t, "dead_letter_not_found", again.code())
 }
 
 // TestBillingAdminRefused: without the admin token (or with a user's
@@ -214,9 +214,9 @@ func TestBillingAdminNotConfigured(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"no billing role", serve(nil), http.StatusServiceUnavailable, "BILLING_NOT_CONFIGURED"},
-		{"no Stripe key", serve(billingtest.Start(t, billingtest.Options{Unconfigured: true}).Conn), http.StatusServiceUnavailable, "BILLING_NOT_CONFIGURED"},
-		{"billing down", serve(down), http.StatusServiceUnavailable, "BILLING_UNAVAILABLE"},
+		{"no billing role", serve(nil), http.StatusServiceUnavailable, "billing_not_configured"},
+		{"no Stripe key", serve(billingtest.Start(t, billingtest.Options{Unconfigured: true}).Conn), http.StatusServiceUnavailable, "billing_not_configured"},
+		{"billing down", serve(down), http.StatusServiceUnavailable, "billing_unavailable"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

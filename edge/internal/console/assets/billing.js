@@ -15,7 +15,7 @@ export async function render(root) {
   try {
     subs = await get(`/api/billing/subscriptions${qs({ take: PAGE })}`);
   } catch (e) {
-    if (e.code === 'BILLING_NOT_CONFIGURED') {
+    if (e.code === 'billing_not_configured') {
       root.append(h('p', { class: 'card', role: 'status', text: notConfigured }));
       return;
     }
