@@ -140,4 +140,12 @@ func TestCaveman(t *testing.T) {
 
 	bad := sb.Admin(t, http.MethodPatch, "/api/providers/"+oaID, map[string]any{"providerSpecificData": map[string]any{"caveman": map[string]any{"level": "loud"}}})
 	assert.Equal(t, http.StatusBadRequest, bad.Status)
+
+	// An empty override removes it: the connection follows the machine
+	// again, and its views say it overrides nothing.
+	r = sb.Admin(t, http.MethodPatch, "/api/providers/"+oaID, map[string]any{"providerSpecificData": map[string]any{"caveman": map[string]any{}}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.NotContains(t, string(r.Body), `"caveman":{`, "no override left in the answer: %s", r.Body)
+	require.Equal(t, http.StatusOK, sb.Do(t, http.MethodPost, pathChat, body("openai/gpt-4o-mini")).Status)
+	assert.Equal(t, terse, systemOf(t, oa), "the machine's setting again")
 }

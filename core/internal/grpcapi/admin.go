@@ -663,8 +663,11 @@ func (a *Admin) UpdateSettings(ctx context.Context, req *corev1.UpdateSettingsRe
 	return &corev1.UpdateSettingsResponse{Settings: a.settingsView(machineID)}, nil
 }
 
+// busCaveman is a connection's caveman override as stored; an empty one
+// ({}: neither enabled nor a level) is none, the machine's setting then
+// holding, so that {} removes an override.
 func busCaveman(o *corev1.CavemanOverride) *busv1.CavemanOverride {
-	if o == nil {
+	if o == nil || o.Enabled == nil && o.GetLevel() == "" {
 		return nil
 	}
 	return &busv1.CavemanOverride{Enabled: o.Enabled, Level: o.GetLevel()}
