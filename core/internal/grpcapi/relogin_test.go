@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"log/slog"
 	"sync"
@@ -192,6 +193,7 @@ func TestSameAccountNeedsTheWholeAccount(t *testing.T) {
 		{"another member of the workspace", map[string]string{"chatgpt_account_id": "ws-1", "chatgpt_user_id": "user-a"}, true, false},
 		{"another workspace", map[string]string{"chatgpt_account_id": "ws-2", "chatgpt_user_id": "user-b"}, true, false},
 		{"the workspace alone, stored before the user was kept", map[string]string{"chatgpt_account_id": "ws-1"}, false, false},
+		{"another workspace alone", map[string]string{"chatgpt_account_id": "ws-2"}, true, false},
 		{"nothing stored", nil, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,4 +202,29 @@ func TestSameAccountNeedsTheWholeAccount(t *testing.T) {
 			assert.Equal(t, tc.same, same, "same")
 		})
 	}
+}
+
+// A Codex connection stored before the user was kept names its workspace
+// alone: a login whose token names another workspace is another account's,
+// though the user cannot be compared, and adds a connection of its own
+// rather than taking over the one awaiting its own account's login.
+func TestLoginOfAnotherWorkspaceDoesNotRenew(t *testing.T) {
+	a := loginAdmin(t)
+	p, ok := a.logins.Providers.Lookup("codex")
+	require.True(t, ok)
+	idToken := func(claims string) string {
+		return "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".sig"
+	}
+	old, err := a.completeLogin(context.Background(), startLogin(t, a, "codex"), "", p, oauth.Token{AccessToken: "at-ws-1", RefreshToken: "rt-ws-1",
+		IDToken: idToken(`{"https://api.openai.com/auth":{"chatgpt_account_id":"ws-1"}}`)})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"chatgpt_account_id": "ws-1"}, old.GetData().GetValues())
+	needsRelogin(t, a, old)
+
+	other, err := a.completeLogin(context.Background(), startLogin(t, a, "codex"), "", p, oauth.Token{AccessToken: "at-ws-2", RefreshToken: "rt-ws-2",
+		IDToken: idToken(`{"https://api.openai.com/auth":{"chatgpt_account_id":"ws-2","chatgpt_user_id":"user-b"}}`)})
+	require.NoError(t, err)
+	assert.NotEqual(t, old.GetId(), other.GetId(), "another workspace's login adds its own connection")
+	assert.Equal(t, "at-ws-1", accessToken(t, a, old.GetId()), "the connection awaiting its workspace's login keeps its tokens")
+	assert.Len(t, a.store.MachineConnections(loginMachine), 2)
 }

@@ -137,21 +137,24 @@ func renews(p oauth.Provider, values map[string]string, c *busv1.Connection) boo
 }
 
 // sameAccount compares the account values (names) of two logins: known
-// when both name every one of them, same when they are all equal. A part
-// missing on either side is no comparison: a Codex connection stored
-// before the user was kept names the workspace alone, which a team's
-// members share.
+// when both name every one of them, or when a part both name differs (two
+// accounts, whatever the rest); same when they are all equal. A part
+// missing on either side is otherwise no comparison: a Codex connection
+// stored before the user was kept names the workspace alone, which a
+// team's members share.
 func sameAccount(names []string, a, b map[string]string) (known, same bool) {
 	if len(names) == 0 {
 		return false, false
 	}
-	same = true
+	known = true
 	for _, n := range names {
 		x, y := a[n], b[n]
-		if x == "" || y == "" {
-			return false, false
+		switch {
+		case x == "" || y == "":
+			known = false
+		case x != y:
+			return true, false
 		}
-		same = same && x == y
 	}
-	return true, same
+	return known, known
 }
