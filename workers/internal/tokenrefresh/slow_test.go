@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/internal/spine"
 	"github.com/switchboardhq/switchboard/internal/spine/spinetest"
+	"github.com/switchboardhq/switchboard/workers/internal/jobs"
 )
 
 // reuseDetectingProvider is a token endpoint that answers after delay and
@@ -167,4 +168,43 @@ func TestTokenRefreshUnansweredGrantKeepsTheLease(t *testing.T) {
 	assert.Equal(t, 2, count())
 	require.Len(t, admin.storedRequests(), 1)
 	assert.Equal(t, uint64(4), admin.creds.GetGeneration())
+}
+
+// A grant the endpoint was sent but did not answer on the job's last
+// attempt is recorded on the connection, and still keeps the lease until
+// it lapses: another job of the connection (a request's) does not present
+// the refresh token while the provider may still be at work on it.
+func TestTokenRefreshUnansweredLastAttemptKeepsTheLease(t *testing.T) {
+	kv := spinetest.Bucket(t, spine.BucketRefreshLeases, spine.Topology{}.Buckets())
+	var mu sync.Mutex
+	presented := 0
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		presented++
+		mu.Unlock()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	}))
+	t.Cleanup(ts.Close)
+	admin := newFakeAdmin(ts.URL+"/token", 3)
+	one, logs := newRefresher(admin)
+	one.WithLeases(KVLeases{KV: kv}, "one")
+	two, _ := newRefresher(admin)
+	two.WithLeases(KVLeases{KV: kv}, "two")
+
+	ctx, cancel := context.WithTimeout(jobs.AsLastAttempt(context.Background()), 5*time.Second)
+	err := one.Handle(ctx, job(3))
+	cancel()
+	var un *Unanswered
+	assert.ErrorAs(t, err, &un, "the job ends unanswered")
+	stored := admin.storedRequests()
+	require.Len(t, stored, 1, "the last attempt's failure is recorded")
+	assert.Contains(t, stored[0].GetError(), "token refresh failed on its last attempt")
+	assertNoSecrets(t, "the log", logs.String())
+
+	require.ErrorIs(t, two.Handle(context.Background(), job(3)), ErrLeaseHeld)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 1, presented, "not presented again while the lease lasts")
 }

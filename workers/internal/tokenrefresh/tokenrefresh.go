@@ -312,7 +312,12 @@ func (r *Refresher) handle(ctx context.Context, job *busv1.TokenRefreshJob) erro
 			case jobs.LastAttempt(ctx):
 				// No attempt follows: the connection says why its token
 				// was not refreshed, not the log alone.
-				return r.failed(ctx, log, id, gen, "token refresh failed on its last attempt: "+err.Error())
+				recorded := r.failed(ctx, log, id, gen, "token refresh failed on its last attempt: "+err.Error())
+				if un := (*Unanswered)(nil); !errors.As(err, &un) {
+					return recorded
+				}
+				// The endpoint may still be at work on the grant: the
+				// error keeps the lease until it lapses (Handle).
 			}
 			return fmt.Errorf("refresh %s: %w", id, err)
 		}
