@@ -331,11 +331,11 @@ func replaceForms(text []byte, forms [][]byte) []byte {
 const minSecretRun = 8
 
 // HideRuns replaces each run of OAuth error code characters in s (letters,
-// digits, '_', '-', '.') that is part of one of secrets, and at least
-// minSecretRun long, with "[hidden]": for text that carries a code a
+// digits, '_', '-', '.') that shares minSecretRun characters in a row or
+// more with one of secrets with "[hidden]": for text that carries a code a
 // remote end chose, such as a token endpoint's error code, which an
 // endpoint echoing the refresh token (whole, or cut to a code's 64
-// characters) would fill with it.
+// characters, alone or after words of its own) would fill with it.
 func HideRuns(s string, secrets ...string) string {
 	codeChar := func(b byte) bool {
 		return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-' || b == '.'
@@ -352,11 +352,25 @@ func HideRuns(s string, secrets ...string) string {
 			j++
 		}
 		run := s[i:j]
-		if len(run) >= minSecretRun && slices.ContainsFunc(secrets, func(sec string) bool { return sec != "" && strings.Contains(sec, run) }) {
+		if slices.ContainsFunc(secrets, func(sec string) bool { return sharesRun(run, sec) }) {
 			run = "[hidden]"
 		}
 		out.WriteString(run)
 		i = j
 	}
 	return out.String()
+}
+
+// sharesRun reports whether run and secret have minSecretRun characters in
+// a row or more in common.
+func sharesRun(run, secret string) bool {
+	if len(secret) < minSecretRun {
+		return false
+	}
+	for i := 0; i+minSecretRun <= len(run); i++ {
+		if strings.Contains(secret, run[i:i+minSecretRun]) {
+			return true
+		}
+	}
+	return false
 }

@@ -510,7 +510,8 @@ func TestRedactEscapedInJSONThatIsNotValid(t *testing.T) {
 // A refresh failure's reason keeps the workers' words, the status and an
 // OAuth error code, and hides what of the connection's secrets a token
 // endpoint put in its code: a secret whole, or the 64 characters of one a
-// code is cut to; a run shorter than 8 characters stays.
+// code is cut to, alone or after words of the endpoint's own; a run
+// sharing fewer than 8 characters with a secret stays.
 func TestHideRuns(t *testing.T) {
 	long := "rt_" + strings.Repeat("a1B2c3D4", 12)
 	for _, tc := range []struct{ reason, want string }{
@@ -521,6 +522,10 @@ func TestHideRuns(t *testing.T) {
 		{"token refresh failed: token endpoint answered 400 (" + long[:64] + ")",
 			"token refresh failed: token endpoint answered 400 ([hidden])"},
 		{"é at-acc (at-access-1234)", "é at-acc ([hidden])"},
+		{"token refresh failed: token endpoint answered 400 (bad.rt-one-0a93fe)",
+			"token refresh failed: token endpoint answered 400 ([hidden])"},
+		{"token refresh failed: token endpoint answered 400 (invalid_" + long[:56] + ")",
+			"token refresh failed: token endpoint answered 400 ([hidden])"},
 	} {
 		assert.Equal(t, tc.want, HideRuns(tc.reason, "at-access-1234", "rt-one-0a93fe", long, ""))
 	}
