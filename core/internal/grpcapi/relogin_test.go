@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboardhq/switchboard/core/internal/store"
@@ -227,4 +228,34 @@ func TestLoginOfAnotherWorkspaceDoesNotRenew(t *testing.T) {
 	assert.NotEqual(t, old.GetId(), other.GetId(), "another workspace's login adds its own connection")
 	assert.Equal(t, "at-ws-1", accessToken(t, a, old.GetId()), "the connection awaiting its workspace's login keeps its tokens")
 	assert.Len(t, a.store.MachineConnections(loginMachine), 2)
+}
+
+// A login of an account with several working connections renews none of
+// them, nor a connection of an account it cannot compare that awaits a new
+// login: it adds a connection of its own.
+func TestLoginOfAnAccountWithSeveralConnectionsAddsOne(t *testing.T) {
+	a := loginAdmin(t)
+	p, ok := a.logins.Providers.Lookup("codex")
+	require.True(t, ok)
+	idToken := func(claims string) string {
+		return "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".sig"
+	}
+	mine := `{"https://api.openai.com/auth":{"chatgpt_account_id":"ws-1","chatgpt_user_id":"user-a"}}`
+	loginAs := func(access, claims string) *busv1.Connection {
+		c, err := a.completeLogin(context.Background(), startLogin(t, a, "codex"), "", p, oauth.Token{AccessToken: access, RefreshToken: "rt-" + access, IDToken: idToken(claims)})
+		require.NoError(t, err)
+		return c
+	}
+	first := loginAs("at-first", mine)
+	second := proto.CloneOf(first)
+	second.Id = "second"
+	require.NoError(t, a.store.Connections.Create(context.Background(), store.ConnectionKey(loginMachine, "second"), second))
+	// Stored before the account was kept: nothing to compare with.
+	unknown := loginAs("at-unknown", `{}`)
+	needsRelogin(t, a, unknown)
+
+	again := loginAs("at-again", mine)
+	assert.NotContains(t, []string{unknown.GetId(), first.GetId(), "second"}, again.GetId(), "a connection of its own")
+	assert.Equal(t, "at-unknown", accessToken(t, a, unknown.GetId()), "the connection it cannot compare keeps its tokens")
+	assert.Equal(t, "at-first", accessToken(t, a, first.GetId()))
 }

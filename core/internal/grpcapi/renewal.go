@@ -113,13 +113,17 @@ func (a *Admin) renewable(machineID string, p oauth.Provider, flowID string, val
 			awaiting = append(awaiting, c)
 		}
 	}
-	if len(mine) > 1 {
-		mine = slices.DeleteFunc(mine, func(c *busv1.Connection) bool { return !c.GetOauth().GetNeedsRelogin() })
-	}
 	switch {
+	case len(mine) > 1:
+		// Several of the account's: the one awaiting a new login, else
+		// none (the login adds its own, never one it cannot compare).
+		mine = slices.DeleteFunc(mine, func(c *busv1.Connection) bool { return !c.GetOauth().GetNeedsRelogin() })
+		if len(mine) == 1 {
+			return mine[0]
+		}
 	case len(mine) == 1:
 		return mine[0]
-	case len(mine) == 0 && len(awaiting) == 1:
+	case len(awaiting) == 1:
 		return awaiting[0]
 	}
 	return nil
