@@ -171,6 +171,11 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "switchboard token: --user and --email are required")
 		return 2
 	}
+	if *secret != "" && len(*secret) < config.MinJWTSecret {
+		// serve refuses it at start: no gateway would check these tokens.
+		fmt.Fprintf(stderr, "switchboard token: --jwt-secret (SWITCHBOARD_JWT_SECRET) must be at least %d characters (an HS256 key is at least 256 bits)\n", config.MinJWTSecret)
+		return 2
+	}
 	if *secret == "" {
 		b, err := secrets.Load(filepath.Join(*dataDir, node.JWTSecretFile))
 		if err != nil {

@@ -59,3 +59,14 @@ func TestHelpListsTheCommands(t *testing.T) {
 	assert.Equal(t, 0, run([]string{"serve", "-h"}, env(nil), &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "-http-addr")
 }
+
+// switchboard token refuses a secret serve would refuse at start: the
+// tokens it signed would be checked by no gateway.
+func TestTokenRefusesAShortSecret(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"token", "--user", "u1", "--email", "u1@example.com", "--jwt-secret", "short"}, env(nil), &stdout, &stderr)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout.String(), "no token")
+	assert.Contains(t, stderr.String(), "at least 32 characters")
+	assert.NotContains(t, stderr.String(), "short", "the secret is not echoed")
+}

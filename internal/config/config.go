@@ -165,8 +165,8 @@ func (s *settings) add(env, flagName, def, usage string, secret bool) *setting {
 	return st
 }
 
-// minJWTSecret is the shortest SWITCHBOARD_JWT_SECRET: HS256's 256 bits.
-const minJWTSecret = 32
+// MinJWTSecret is the shortest SWITCHBOARD_JWT_SECRET: HS256's 256 bits.
+const MinJWTSecret = 32
 
 // Load reads the configuration of the named command from args (the flags
 // after the subcommand) and getenv. Every invalid value is reported in one
@@ -298,8 +298,8 @@ func Load(command string, args []string, getenv func(string) string, usage io.Wr
 	}
 	// RFC 7518 (3.2): an HS256 key is at least as long as the hash, 256
 	// bits; a shorter one can be guessed, and with it any user's token made.
-	if c.JWTSecret != "" && len(c.JWTSecret) < minJWTSecret {
-		check(jwtSecret, errors.New("must be at least "+strconv.Itoa(minJWTSecret)+" characters (an HS256 key is at least 256 bits)"))
+	if c.JWTSecret != "" && len(c.JWTSecret) < MinJWTSecret {
+		check(jwtSecret, errors.New("must be at least "+strconv.Itoa(MinJWTSecret)+" characters (an HS256 key is at least 256 bits)"))
 	}
 	if (c.GRPCTLSCert == "") != (c.GRPCTLSKey == "") {
 		check(grpcCert, errors.New("SWITCHBOARD_GRPC_TLS_CERT and SWITCHBOARD_GRPC_TLS_KEY go together"))
