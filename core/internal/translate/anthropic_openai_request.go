@@ -43,7 +43,7 @@ type inMsgMessage struct {
 type inMsgBlock struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
-	Source    *msgSource      `json:"source"`
+	Source    *inMsgSource    `json:"source"`
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
@@ -58,6 +58,20 @@ type inMsgBlock struct {
 	Tool *msgToolChange `json:"tool"`
 	// Thinking is a thinking block's text.
 	Thinking string `json:"thinking"`
+}
+
+// inMsgSource is a block's source: an image's or a document's object, or
+// the string naming where a search result came from (Name).
+type inMsgSource struct {
+	msgSource
+	Name string
+}
+
+func (s *inMsgSource) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &s.Name)
+	}
+	return json.Unmarshal(b, &s.msgSource)
 }
 
 // msgToolChange is the tool of a tool_addition (by reference, or defined
@@ -654,6 +668,12 @@ func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions, tools []inMs
 					return nil, err
 				}
 				parts = append(parts, doc...)
+			case "search_result":
+				text, err := searchResultText(b, bp)
+				if err != nil {
+					return nil, err
+				}
+				parts = append(parts, outChatPart{Type: "text", Text: text})
 			case "tool_result":
 				text, media, err := toolResultContent(b.Content, bp+".content", opts.ToolResultImages, tools)
 				if err != nil {
@@ -684,7 +704,7 @@ func chatMessagesOf(m inMsgMessage, param string, opts ChatOptions, tools []inMs
 	return nil, invalid(param+".role", "role must be user, assistant or system")
 }
 
-func sourceURL(s *msgSource, param string) (string, error) {
+func sourceURL(s *inMsgSource, param string) (string, error) {
 	if s == nil {
 		return "", invalid(param+".source", "a source is required")
 	}
@@ -761,13 +781,40 @@ func documentParts(b inMsgBlock, param string) ([]outChatPart, error) {
 	return nil, invalid(param+".source.type", "a document's source type must be base64, text, content or url")
 }
 
+// searchResultText is a search result block (a RAG tool's answer, or
+// sources an app hands the model) as the model reads it: its title, its
+// source and its text blocks.
+func searchResultText(b inMsgBlock, param string) (string, error) {
+	var text []string
+	if b.Title != "" {
+		text = append(text, b.Title)
+	}
+	if b.Source != nil && b.Source.Name != "" {
+		text = append(text, b.Source.Name)
+	}
+	if len(b.Content) > 0 && !isNull(b.Content) {
+		blocks, err := blocksOf(b.Content, param+".content")
+		if err != nil {
+			return "", err
+		}
+		for i, blk := range blocks {
+			if blk.Type != "text" {
+				return "", invalid(param+".content["+strconv.Itoa(i)+"].type", "a search result's content holds text blocks")
+			}
+			text = append(text, blk.Text)
+		}
+	}
+	return strings.Join(text, "\n\n"), nil
+}
+
 // toolResultContent flattens a tool result's content (a string, or text,
-// image, document and tool_reference blocks) to text. With media, it
-// returns the images and PDFs it can send as parts of their own and the
-// text says where they went; one it cannot send (no media wanted, or a
-// source it cannot read) is noted as [image] or [document]. A plain-text
-// document (Claude Code reading a text file as one) is text in the result.
-// Tool references (Claude Code's ToolSearch answers with them) are the
+// image, document, search_result and tool_reference blocks) to text. With
+// media, it returns the images and PDFs it can send as parts of their own
+// and the text says where they went; one it cannot send (no media wanted,
+// or a source it cannot read) is noted as [image] or [document]. A
+// plain-text document (Claude Code reading a text file as one) is text in
+// the result, and so is a search result (searchResultText). Tool
+// references (Claude Code's ToolSearch answers with them) are the
 // referenced tools' definitions, among tools, in a <functions> block, as
 // Anthropic shows them to its model.
 func toolResultContent(raw json.RawMessage, param string, media bool, tools []inMsgTool) (string, []outChatPart, error) {
@@ -793,6 +840,12 @@ func toolResultContent(raw json.RawMessage, param string, media bool, tools []in
 		switch blk.Type {
 		case "text":
 			b.WriteString(blk.Text)
+		case "search_result":
+			text, err := searchResultText(blk, bp)
+			if err != nil {
+				return "", nil, err
+			}
+			b.WriteString(text)
 		case "tool_reference":
 			if !inFunctions {
 				b.WriteString("<functions>\n")
