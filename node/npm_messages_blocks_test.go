@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -84,4 +85,64 @@ func TestNPMAnthropicSDKSearchResultsReachAChatModel(t *testing.T) {
 	for _, want := range []string{"Refund policy", "https://docs.example.com/refunds", "Refunds are accepted within 30 days.", "what is the refund window?"} {
 		assert.Contains(t, string(user.Content), want, "the user's turn as the model reads it")
 	}
+}
+
+// A conversation a chat upstream served holds its tool call ids, which
+// need not be made of the [a-zA-Z0-9_-] Anthropic takes (Kimi's are
+// "functions.get_weather:0"). Moved to an Anthropic-shaped upstream (a
+// model switched, a combo's fallback), it goes on: its calls and results
+// go up under ids Anthropic takes, still paired.
+func TestNPMAnthropicSDKChatToolIDsGoOnOnAnthropic(t *testing.T) {
+	nodetest.NPM(t)
+	sb := nodetest.Serve(t, t.TempDir())
+	ant := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-ant"))
+	sb.CreateConnection(t, map[string]any{"provider": "anthropic-compatible-claude", "name": "c", "apiKey": "sk-ant",
+		"providerSpecificData": map[string]any{"baseUrl": ant.URL(), "prefix": "claude", "enabledModels": []string{"claude-sonnet-4-6"}}})
+	oai := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-oai"))
+	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "sk-oai",
+		"providerSpecificData": map[string]any{"baseUrl": oai.URL()}})
+	client := sb.NPMClient(gatewayKey(t, sb))
+	oai.Enqueue(pathChat, upstreamtest.Status(http.StatusOK, `{"id":"chatcmpl-k","object":"chat.completion","created":1,"model":"kimi","choices":[{"index":0,`+
+		`"message":{"role":"assistant","content":null,"tool_calls":[{"id":"functions.get_weather:0","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},`+
+		`"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":9,"completion_tokens":9,"total_tokens":18}}`))
+
+	first := map[string]any{"model": chatModel, "max_tokens": 100, "tools": []any{weatherToolAnthropic},
+		"messages": []any{map[string]any{"role": "user", "content": "Paris"}}}
+	var called struct {
+		Content []map[string]any `json:"content"`
+	}
+	client.Op(t, "anthropic.mjs", map[string]any{"op": "create", "params": first}).Decode(t, &called)
+	require.Len(t, called.Content, 1)
+	id := called.Content[0]["id"]
+
+	next := map[string]any{"model": "claude/claude-sonnet-4-6", "max_tokens": 100, "tools": []any{weatherToolAnthropic},
+		"messages": []any{
+			map[string]any{"role": "user", "content": "Paris"},
+			map[string]any{"role": "assistant", "content": called.Content},
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": id, "content": "sunny"}}},
+		}}
+	res := client.Ops(t, "anthropic.mjs",
+		map[string]any{"op": "create", "params": next},
+		map[string]any{"op": "stream", "params": next},
+	)
+	var msg sdkMessage
+	res[0].Decode(t, &msg)
+	assert.Equal(t, "echo: sunny", msg.Content[0].Text)
+	var streamed struct {
+		Message sdkMessage `json:"message"`
+	}
+	res[1].Decode(t, &streamed)
+	assert.Equal(t, "echo: sunny", streamed.Message.Content[0].Text)
+
+	var sent struct {
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(ant.Requests()[0].Body, &sent))
+	var use, result []map[string]any
+	require.NoError(t, json.Unmarshal(sent.Messages[1].Content, &use))
+	require.NoError(t, json.Unmarshal(sent.Messages[2].Content, &result))
+	assert.Regexp(t, `^[a-zA-Z0-9_-]+$`, use[0]["id"])
+	assert.Equal(t, use[0]["id"], result[0]["tool_use_id"], "the result still answers its call")
 }

@@ -3,6 +3,7 @@ package upstreamtest
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 // messagesRequest holds the fields of an Anthropic Messages request the
@@ -76,6 +77,10 @@ func (s *Server) serveMessages(o *output, r *http.Request, body []byte) {
 		anthropicInvalid(o, "messages: at least one message is required")
 		return
 	}
+	if msg := badToolID(&req); msg != "" {
+		anthropicInvalid(o, msg)
+		return
+	}
 
 	a := messageAnswer{id: s.newID("msg_01", 22), model: req.Model, cacheWrite: s.cfg.cacheWrite, cacheRead: s.cfg.cacheRead}
 	sys, _ := contentText(req.System)
@@ -105,6 +110,51 @@ func (s *Server) serveMessages(o *output, r *http.Request, body []byte) {
 		return
 	}
 	o.sendJSON(http.StatusOK, a.appendMessage(make([]byte, 0, 512+len(a.text))))
+}
+
+// badToolID is Anthropic's refusal of the first tool_use id, or tool
+// result's tool_use_id, that is not made of [a-zA-Z0-9_-] ("" when all
+// are).
+func badToolID(req *messagesRequest) string {
+	for i, m := range req.Messages {
+		var blocks []struct {
+			Type      string `json:"type"`
+			ID        string `json:"id"`
+			ToolUseID string `json:"tool_use_id"`
+		}
+		if json.Unmarshal(m.Content, &blocks) != nil {
+			continue
+		}
+		for j, b := range blocks {
+			field, id := "", ""
+			switch b.Type {
+			case "tool_use":
+				field, id = "tool_use.id", b.ID
+			case "tool_result":
+				field, id = "tool_result.tool_use_id", b.ToolUseID
+			default:
+				continue
+			}
+			if !toolIDPattern(id) {
+				return "messages." + strconv.Itoa(i) + ".content." + strconv.Itoa(j) + "." + field +
+					": String should match pattern '^[a-zA-Z0-9_-]+$'"
+			}
+		}
+	}
+	return ""
+}
+
+func toolIDPattern(id string) bool {
+	if id == "" {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // messageTools returns the tools the answer uses according to tool_choice:

@@ -213,6 +213,10 @@ func TestMessagesValidation(t *testing.T) {
 		{"no model", `{"max_tokens":1,"messages":[{"role":"user","content":"x"}]}`, anthropicHeaders, "model: Field required"},
 		{"no max_tokens", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, anthropicHeaders, "max_tokens: Field required"},
 		{"no messages", `{"model":"m","max_tokens":1}`, anthropicHeaders, "messages: Field required"},
+		{"tool_use id", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"functions.f:0","name":"f","input":{}}]}]}`,
+			anthropicHeaders, "messages.1.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"},
+		{"tool_use_id", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"call:1","content":"x"}]}]}`,
+			anthropicHeaders, "messages.0.content.0.tool_result.tool_use_id: String should match pattern"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := post(t, s, upstreamtest.PathMessages, tc.body, tc.header...)

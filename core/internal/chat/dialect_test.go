@@ -66,6 +66,30 @@ func TestWithoutUnsignedThinking(t *testing.T) {
 	}
 }
 
+func TestWithAnthropicToolIDs(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+		changed        bool
+	}{
+		{"no tools", `[{"role":"user","content":"hi"}]`, ``, false},
+		{"ids Anthropic takes", `[{"role":"assistant","content":[{"type":"tool_use","id":"toolu_01-A","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01-A","content":"x"}]}]`, ``, false},
+		{"another upstream's ids", `[{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"tool_use","id":"functions.f:0","name":"f","input":{"id":"a.b"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"functions.f:0","content":"x"},{"type":"text","text":"y"}]}]`,
+			`[{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"tool_use","id":"functions_f_0","name":"f","input":{"id":"a.b"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"functions_f_0","content":"x"},{"type":"text","text":"y"}]}]`, true},
+		{"spaced JSON", `[{"role": "assistant", "content": [{"type": "tool_use", "id" : "call 1", "name": "f", "input": {}}]}]`,
+			`[{"role":"assistant","content":[{"type":"tool_use","id":"call_1","name":"f","input":{}}]}]`, true},
+		{"an odd id in a tool's input only", `[{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"f","input":{"id":"a.b"}}]}]`, ``, false},
+		{"unreadable", `[{"id":"a.b"`, ``, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, changed := withAnthropicToolIDs(json.RawMessage(tc.in))
+			require.Equal(t, tc.changed, changed)
+			if tc.changed {
+				assert.JSONEq(t, tc.want, string(got))
+			}
+		})
+	}
+}
+
 // withFields writes the bytes json.Marshal makes of the merged fields.
 func FuzzWithFieldsMatchesMarshal(f *testing.F) {
 	for _, s := range []string{

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+
+	"github.com/switchboardhq/switchboard/core/internal/translate"
 )
 
 // messagesAnthropic is Anthropic Messages to an Anthropic-shaped upstream:
@@ -27,10 +29,101 @@ func (messagesAnthropic) header(h http.Header, in inbound) {
 func (messagesAnthropic) request(in inbound, model string) ([]byte, error) {
 	m, _ := json.Marshal(model)
 	set := map[string]json.RawMessage{"model": m}
-	if msgs, ok := withoutUnsignedThinking(in.fields["messages"]); ok {
-		set["messages"] = msgs
+	msgs := in.fields["messages"]
+	if m, ok := withoutUnsignedThinking(msgs); ok {
+		set["messages"], msgs = m, m
+	}
+	if m, ok := withAnthropicToolIDs(msgs); ok {
+		set["messages"] = m
 	}
 	return in.withFields(set)
+}
+
+// withAnthropicToolIDs makes a Messages request's tool_use ids, and its
+// tool results' tool_use_id, ones Anthropic takes (translate.ToolID): a
+// conversation a chat upstream served holds that upstream's call ids
+// (Kimi's "functions.get_weather:0"), which Anthropic refuses ("String
+// should match pattern"), so one moved to an Anthropic-shaped upstream (a
+// model switched, a combo's fallback) could not go on. ok is false when
+// every id was one already (the messages then go up untouched).
+func withAnthropicToolIDs(raw json.RawMessage) (json.RawMessage, bool) {
+	if !oddToolID(raw) {
+		return nil, false
+	}
+	var msgs []map[string]json.RawMessage
+	if json.Unmarshal(raw, &msgs) != nil {
+		return nil, false // the upstream judges a body we cannot read
+	}
+	changed := false
+	for _, m := range msgs {
+		var blocks []map[string]json.RawMessage
+		if json.Unmarshal(m["content"], &blocks) != nil {
+			continue
+		}
+		touched := false
+		for _, b := range blocks {
+			var typ string
+			_ = json.Unmarshal(b["type"], &typ)
+			key := ""
+			switch typ {
+			case "tool_use":
+				key = "id"
+			case "tool_result":
+				key = "tool_use_id"
+			default:
+				continue
+			}
+			var id string
+			if json.Unmarshal(b[key], &id) != nil || translate.ToolID(id) == id {
+				continue
+			}
+			b[key], _ = json.Marshal(translate.ToolID(id))
+			touched = true
+		}
+		if touched {
+			m["content"], _ = json.Marshal(blocks)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil, false
+	}
+	b, err := json.Marshal(msgs)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// oddToolID reports whether raw may hold an "id" or "tool_use_id" string
+// with a byte Anthropic refuses in a tool id, read without decoding raw.
+func oddToolID(raw []byte) bool {
+	for _, key := range [][]byte{[]byte(`"id"`), []byte(`"tool_use_id"`)} {
+		for rest := raw; ; {
+			i := bytes.Index(rest, key)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(key):]
+			v := bytes.TrimLeft(rest, " \t\r\n")
+			if len(v) == 0 || v[0] != ':' {
+				continue
+			}
+			v = bytes.TrimLeft(v[1:], " \t\r\n")
+			if len(v) == 0 || v[0] != '"' {
+				continue
+			}
+			for _, c := range v[1:] {
+				if c == '"' {
+					break
+				}
+				if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // withoutUnsignedThinking drops the thinking blocks without a signature

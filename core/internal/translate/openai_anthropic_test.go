@@ -206,10 +206,10 @@ func TestToolResultsFirst(t *testing.T) {
 }
 
 func TestToolID(t *testing.T) {
-	assert.Equal(t, "call_abc-1", toolID("call_abc-1"))
-	assert.Equal(t, "call_tokyo_1", toolID("call.tokyo:1"))
-	assert.Equal(t, "_____", toolID("é日本"[:5]))
-	assert.Equal(t, "", toolID(""))
+	assert.Equal(t, "call_abc-1", ToolID("call_abc-1"))
+	assert.Equal(t, "call_tokyo_1", ToolID("call.tokyo:1"))
+	assert.Equal(t, "_____", ToolID("é日本"[:5]))
+	assert.Equal(t, "", ToolID(""))
 }
 
 func TestRequestErrorsAreInvalidRequest(t *testing.T) {

@@ -32,7 +32,7 @@ func assistantBlocks(m *chatMessage, param string) ([]msgBlock, error) {
 		if tc.Type != "" && tc.Type != "function" {
 			return nil, invalid(pp+".type", "tool call type "+strconv.Quote(tc.Type)+" is not supported")
 		}
-		id := toolID(tc.ID)
+		id := ToolID(tc.ID)
 		if id == "" {
 			return nil, invalid(pp+".id", "id is required")
 		}
@@ -77,10 +77,11 @@ func toolInput(raw json.RawMessage, param string) (json.RawMessage, error) {
 	return args, nil
 }
 
-// toolID makes a tool call id acceptable to Anthropic, which allows only
+// ToolID makes a tool call id acceptable to Anthropic, which allows only
 // [a-zA-Z0-9_-]: other bytes become '_'. The same mapping applies to
-// tool_call_id, so calls and results still pair up.
-func toolID(id string) string {
+// tool_call_id (a Messages tool result's tool_use_id), so calls and
+// results still pair up.
+func ToolID(id string) string {
 	for i := 0; i < len(id); i++ {
 		if !toolIDByte(id[i]) {
 			b := []byte(id)
@@ -100,7 +101,7 @@ func toolIDByte(c byte) bool {
 }
 
 func toolResult(m *chatMessage, param string) (msgBlock, error) {
-	id := toolID(m.ToolCallID)
+	id := ToolID(m.ToolCallID)
 	if id == "" {
 		return msgBlock{}, invalid(param+".tool_call_id", "tool_call_id is required")
 	}
