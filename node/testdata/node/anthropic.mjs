@@ -3,9 +3,11 @@
 // {"op": "create" | "stream" | "countTokens", "params": {...}}:
 //   create       client.messages.create(params), the message as returned
 //   stream       client.messages.stream(params), read to its end with the
-//                SDK's accumulator: {"events": [names], "message": finalMessage()}
+//                SDK's accumulator: {"events": [names], "raw": [events as
+//                the SDK parsed them], "message": finalMessage()}
 //   countTokens  client.messages.countTokens(params)
-// Errors are described as harness.mjs does, with the Anthropic error type.
+// Errors are described as harness.mjs does, with the Anthropic error type
+// and the response's headers (lower-case names).
 import Anthropic from '@anthropic-ai/sdk';
 import { readOps } from './harness.mjs';
 
@@ -15,6 +17,9 @@ function describe(err) {
     out.status = err.status ?? null;
     out.type = err.error?.error?.type ?? err.error?.type ?? null;
     out.requestID = err.requestID ?? null;
+    if (err.headers) {
+      out.headers = Object.fromEntries(err.headers.entries());
+    }
   }
   return out;
 }
@@ -43,10 +48,14 @@ for (const { op, params } of ops) {
         break;
       case 'stream': {
         const events = [];
+        const raw = [];
         const stream = client.messages.stream(params);
-        stream.on('streamEvent', (ev) => events.push(ev.type));
+        stream.on('streamEvent', (ev) => {
+          events.push(ev.type);
+          raw.push(structuredClone(ev));
+        });
         const message = await stream.finalMessage();
-        results.push({ result: { events, message } });
+        results.push({ result: { events, raw, message } });
         break;
       }
       case 'countTokens':
