@@ -180,6 +180,18 @@ func TestMessagesPassThroughToAnthropic(t *testing.T) {
 	last := up.Requests()[len(up.Requests())-1]
 	assert.Equal(t, upstreamtest.PathCountTokens, last.Path)
 	assert.Contains(t, string(last.Body), `"model":"claude-sonnet-4-6"`)
+
+	// A conversation another upstream served (Kimi's tool ids) is counted
+	// as Anthropic takes it, as its next turn is sent.
+	ct = sb.Do(t, http.MethodPost, pathMessages+"/count_tokens", map[string]any{"model": "claude/claude-sonnet-4-6",
+		"messages": []map[string]any{
+			{"role": "user", "content": "weather?"},
+			{"role": "assistant", "content": []map[string]any{{"type": "tool_use", "id": "functions.get_weather:0", "name": "get_weather", "input": map[string]any{}}}},
+			{"role": "user", "content": []map[string]any{{"type": "tool_result", "tool_use_id": "functions.get_weather:0", "content": "sunny"}}},
+		}}, "x-api-key", key)
+	require.Equal(t, http.StatusOK, ct.Status, string(ct.Body))
+	last = up.Requests()[len(up.Requests())-1]
+	assert.Contains(t, string(last.Body), `"functions_get_weather_0"`)
 }
 
 // /v1/messages against an OpenAI-shaped upstream: translated both ways,

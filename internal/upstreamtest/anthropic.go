@@ -354,6 +354,11 @@ func (s *Server) serveCountTokens(o *output, r *http.Request, body []byte) {
 		anthropicInvalid(o, "max_tokens: Extra inputs are not permitted")
 		return
 	}
+	if msg := badToolID(&req); msg != "" {
+		// The same schema as a request's.
+		anthropicInvalid(o, msg)
+		return
+	}
 	sys, _ := contentText(req.System)
 	n := Tokens(sys)
 	for _, m := range req.Messages {

@@ -37,7 +37,13 @@ func (s *Service) CountTokens(ctx context.Context, req Request) ([]byte, dispatc
 				return nil
 			}
 			m, _ := json.Marshal(t.Model)
-			body, err := json.Marshal(withModel(in.fields, m))
+			fields := withModel(in.fields, m)
+			// The messages as a request to the upstream carries them,
+			// which its count validates alike.
+			if msgs, ok := anthropicMessages(fields["messages"]); ok {
+				fields["messages"] = msgs
+			}
+			body, err := json.Marshal(fields)
 			if err != nil {
 				return err
 			}

@@ -29,14 +29,24 @@ func (messagesAnthropic) header(h http.Header, in inbound) {
 func (messagesAnthropic) request(in inbound, model string) ([]byte, error) {
 	m, _ := json.Marshal(model)
 	set := map[string]json.RawMessage{"model": m}
-	msgs := in.fields["messages"]
-	if m, ok := withoutUnsignedThinking(msgs); ok {
-		set["messages"], msgs = m, m
-	}
-	if m, ok := withAnthropicToolIDs(msgs); ok {
-		set["messages"] = m
+	if msgs, ok := anthropicMessages(in.fields["messages"]); ok {
+		set["messages"] = msgs
 	}
 	return in.withFields(set)
+}
+
+// anthropicMessages is a Messages request's messages as an Anthropic-shaped
+// upstream takes them: without unsigned thinking, with another upstream's
+// tool ids made ones Anthropic takes; ok is false when they go as they are.
+func anthropicMessages(msgs json.RawMessage) (json.RawMessage, bool) {
+	changed := false
+	if m, ok := withoutUnsignedThinking(msgs); ok {
+		msgs, changed = m, true
+	}
+	if m, ok := withAnthropicToolIDs(msgs); ok {
+		msgs, changed = m, true
+	}
+	return msgs, changed
 }
 
 // withAnthropicToolIDs makes a Messages request's tool_use ids, and its
