@@ -415,3 +415,15 @@ func TestConsoleAdminRoutes(t *testing.T) {
 		assert.Equal(t, http.StatusUnauthorized, sb.Do(t, http.MethodGet, "/api/registry/providers", nil).Status)
 	})
 }
+
+// A gateway that has not served a request yet answers an empty request
+// log, as its usage totals do, rather than 503 unavailable (its usage
+// stream holds no message, so it has no first sequence to read from).
+func TestRequestLogOfAFreshGateway(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	p := listRequests(t, sb, url.Values{})
+	assert.Empty(t, p.ids)
+	assert.Empty(t, p.next)
+	p = listRequests(t, sb, url.Values{"model": {"local/llama3"}, "since": {time.Now().Add(-time.Hour).Format(time.RFC3339)}})
+	assert.Empty(t, p.ids)
+}

@@ -152,7 +152,9 @@ func (a *Admin) ListRequests(ctx context.Context, req *corev1.ListRequestsReques
 	// round trip per call.
 	info := stream.CachedInfo()
 	subject := spine.SubjectUsage + "." + machineID
-	lower := info.State.FirstSeq // inclusive
+	// A stream that never held a message has no first sequence (0), and
+	// sequences start at 1.
+	lower := max(info.State.FirstSeq, 1) // inclusive
 	if upper == 0 || upper > info.State.LastSeq+1 {
 		upper = info.State.LastSeq + 1
 	}
