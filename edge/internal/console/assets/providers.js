@@ -6,12 +6,17 @@ const enc = encodeURIComponent;
 export async function render(root) {
   const [{ connections = [] }, { providers = [] }] = await Promise.all([get('/api/providers'), get('/api/registry/providers')]);
   const detail = h('div', { id: 'provider-detail' });
-  // A reload builds the page anew and swaps it in whole.
-  const reload = () => render(root);
+  const conns = h('section', { 'aria-labelledby': 'conns-h' });
+  const draw = (list) => conns.replaceChildren(h('h2', { id: 'conns-h', text: 'Connections' }), connectionsTable(list, detail, reload));
+  // A reload redraws the connections only: what is being typed in the
+  // forms (a new connection, an edit, a login) stays as it is.
+  async function reload() {
+    const fresh = await get('/api/providers');
+    draw(fresh.connections || []);
+  }
+  draw(connections);
   root.replaceChildren(
-    h('section', { 'aria-labelledby': 'conns-h' },
-      h('h2', { id: 'conns-h', text: 'Connections' }),
-      connectionsTable(connections, detail, reload)),
+    conns,
     detail,
     addForm(providers, reload),
     loginSection(providers, reload),
@@ -32,14 +37,20 @@ function connectionsTable(conns, detail, reload) {
     test.addEventListener('click', () => busy(test, async () => {
       const r = await post(`/api/providers/${enc(c.id)}/test`);
       toast(r.valid ? `${c.name}: OK (${r.latencyMs} ms)` : `${c.name}: failed: ${r.error || r.status}`);
-      reload();
+      await reload();
     }, 'Testing…'));
     const edit = h('button', { type: 'button', text: 'Edit', 'aria-label': `Edit ${c.name}`, onclick: () => { detail.replaceChildren(editForm(c, reload)); detail.querySelector('input')?.focus(); } });
     const models = h('button', { type: 'button', text: 'Models', 'aria-label': `Models of ${c.name}`, onclick: () => showModels(c, detail) });
     const remove = h('button', { type: 'button', class: 'danger', text: 'Delete', 'aria-label': `Delete ${c.name}` });
     remove.addEventListener('click', () => {
       if (!confirm(`Delete the connection ${c.name}?`)) return;
-      busy(remove, async () => { await del(`/api/providers/${enc(c.id)}`); toast(`${c.name} deleted.`); reload(); });
+      busy(remove, async () => {
+        await del(`/api/providers/${enc(c.id)}`);
+        toast(`${c.name} deleted.`);
+        // Its edit form or models, if open, go with it.
+        if ([...detail.children].some((x) => x.dataset.connection === c.id)) detail.replaceChildren();
+        await reload();
+      });
     });
     const t = c.lastTest;
     return h('tr', {},
@@ -64,7 +75,7 @@ function editForm(c, reload) {
   const prefix = h('input', { value: d.prefix || '' });
   const enabled = h('textarea', { rows: 2, text: (d.enabledModels || []).join(', ') });
   const proxy = h('input', { value: d.proxyUrl || '' });
-  const form = h('form', { class: 'card', 'aria-labelledby': 'edit-h' },
+  const form = h('form', { class: 'card', 'aria-labelledby': 'edit-h', 'data-connection': c.id },
     h('h2', { id: 'edit-h', text: `Edit ${c.name}` }),
     h('div', { class: 'row' }, field('Name', name), field('Priority', priority), field('API key', apiKey, 'Leave blank to keep the stored key.')),
     h('div', { class: 'row' }, field('Base URL', baseUrl), field('Prefix', prefix), field('Proxy URL', proxy)),
@@ -84,7 +95,8 @@ function editForm(c, reload) {
     busy(form.querySelector('[type=submit]'), async () => {
       await patch(`/api/providers/${enc(c.id)}`, body);
       toast(`${body.name} saved.`);
-      reload();
+      form.remove();
+      await reload();
     }, 'Saving…');
   });
   return form;
@@ -98,7 +110,7 @@ async function showModels(c, detail) {
   const status = h('p', { role: 'status', class: 'muted', text: 'Fetching the models…' });
   const list = h('div');
   const refresh = h('button', { type: 'button', text: 'Refresh the catalog' });
-  const box = h('section', { class: 'card', 'aria-labelledby': 'models-h', 'aria-busy': 'true' },
+  const box = h('section', { class: 'card', 'aria-labelledby': 'models-h', 'aria-busy': 'true', 'data-connection': c.id },
     h('h2', { id: 'models-h', text: `Models of ${c.name}` }), h('div', { class: 'actions' }, refresh), status, list);
   detail.replaceChildren(box);
   const load = async (path, method) => {
@@ -168,7 +180,10 @@ function addForm(providers, reload) {
         priority: Number(priority.value) || 1, providerSpecificData: data(),
       });
       toast(`Added ${r.connection.name}.`);
-      reload();
+      form.reset();
+      result.textContent = '';
+      sync();
+      await reload();
     }, 'Adding…');
   });
   return form;
@@ -230,7 +245,7 @@ async function deviceLogin(p, out, reload) {
       progress.remove();
       status.textContent = loggedIn(r, p);
       toast(`Logged in to ${p.id}.`);
-      setTimeout(reload, 1500);
+      setTimeout(() => reload().catch((e) => toast(e.message)), 1500);
       return;
     }
     if (r.status === 'denied' || r.status === 'expired') {
@@ -286,7 +301,7 @@ async function codeLogin(p, out, reload) {
       const r = await post(`/api/oauth/${enc(p.id)}/exchange`, { flowId: start.flowId, code, state });
       status.textContent = loggedIn(r, p);
       form.remove();
-      setTimeout(reload, 1500);
+      setTimeout(() => reload().catch((e) => toast(e.message)), 1500);
     }, 'Finishing…');
   });
   box.append(form);

@@ -1,0 +1,45 @@
+package node_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node/nodetest"
+)
+
+// consoleWithLocal runs the service with one compatible connection,
+// local, on a fake upstream, and signs the browser in to its console with
+// a one-time link; it answers the console's address.
+func consoleWithLocal(t *testing.T, b *browser) (*nodetest.Instance, string) {
+	t.Helper()
+	up := upstreamtest.New(t, upstreamtest.WithModels("llama3", "qwen2.5-coder"))
+	sb := nodetest.Serve(t, t.TempDir())
+	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-local", "name": "local",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "local"}})
+	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
+	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
+	ui := sb.BaseURL + "/ui/"
+	b.goTo(ui + "#/signin?code=" + mint.JSON["code"].(string))
+	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable local"})
+	return sb, ui
+}
+
+// Testing one connection leaves what the operator was typing elsewhere on
+// the providers page: the half-filled add form and an open edit form.
+func TestConsoleProvidersKeepTypedFormsWhenAConnectionIsTested(t *testing.T) {
+	b := startBrowser(t)
+	consoleWithLocal(t, b)
+	b.fill("Name", "half-typed")
+	b.click("button", "Edit local")
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Edit local"})
+	b.click("button", "Test local")
+	b.waitText("local: OK")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Test local"})
+	assert.Equal(t, "half-typed", b.do(map[string]any{"op": "value", "label": "Name", "within": "form[aria-labelledby='add-h']"}))
+	assert.EqualValues(t, 1, b.do(map[string]any{"op": "count", "selector": "form[aria-labelledby='edit-h']"}), "the edit form stays open")
+	assert.Empty(t, b.do(map[string]any{"op": "problems"}))
+}
