@@ -43,3 +43,24 @@ func TestConsoleProvidersKeepTypedFormsWhenAConnectionIsTested(t *testing.T) {
 	assert.EqualValues(t, 1, b.do(map[string]any{"op": "count", "selector": "form[aria-labelledby='edit-h']"}), "the edit form stays open")
 	assert.Empty(t, b.do(map[string]any{"op": "problems"}))
 }
+
+// A key just issued stays on screen, to be copied, when another key is
+// revoked: it is shown this once.
+func TestConsoleKeepsTheNewKeyShownWhenAnotherIsRevoked(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	old := sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "old"})
+	require.Equal(t, http.StatusCreated, old.Status, "%s", old.Body)
+	b.goTo(ui + "#/keys")
+	b.fill("Key name", "new")
+	b.click("button", "Issue key")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Copy"})
+	key := b.do(map[string]any{"op": "value", "label": "New API key"}).(string)
+	b.do(map[string]any{"op": "acceptDialogs"})
+	b.click("button", "Revoke old")
+	b.waitText("old revoked.")
+	b.do(map[string]any{"op": "wait", "text": "Keys (1)"})
+	v, err := b.try(map[string]any{"op": "value", "label": "New API key", "timeout": 2000})
+	require.NoError(t, err, "the new key is still shown")
+	assert.Equal(t, key, v)
+}

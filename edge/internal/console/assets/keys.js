@@ -9,8 +9,14 @@ export async function render(root) {
     h('h2', { id: 'issue-h', text: 'Issue a key' }),
     h('div', { class: 'row' }, field('Key name', name), h('div', { class: 'field' }, h('button', { type: 'submit', class: 'primary', text: 'Issue key' }))),
     shown);
-  // A reload builds the page anew and swaps it in whole.
-  const reload = () => render(root);
+  // A reload redraws the list only: a key just issued stays shown, to be
+  // copied, whatever else is done meanwhile.
+  const reload = async () => {
+    const list = await get('/api/keys');
+    const fresh = h('div');
+    renderList(fresh, list.keys || [], reload);
+    root.querySelector('#keys-list').replaceWith(fresh.firstChild);
+  };
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     busy(form.querySelector('[type=submit]'), async () => {
@@ -26,10 +32,7 @@ export async function render(root) {
         }
         toast('Key copied.');
       });
-      const list = await get('/api/keys');
-      const fresh = h('div');
-      renderList(fresh, list.keys || [], reload);
-      root.querySelector('#keys-list').replaceWith(fresh.firstChild);
+      await reload();
       shown.replaceChildren(h('div', { class: 'card', role: 'alert' },
         h('p', {}, h('strong', { text: `The key ${r.name} is shown this once.` }), ' Copy it now: it cannot be shown again.'),
         h('div', { class: 'row' }, keyBox, copy)));
@@ -47,7 +50,7 @@ function renderList(root, keys, reload) {
     const revoke = h('button', { type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${k.name}` });
     revoke.addEventListener('click', () => {
       if (!confirm(`Revoke the key ${k.name}? Clients using it stop working.`)) return;
-      busy(revoke, async () => { await del(`/api/keys/${encodeURIComponent(k.id)}`); toast(`${k.name} revoked.`); reload(); });
+      busy(revoke, async () => { await del(`/api/keys/${encodeURIComponent(k.id)}`); toast(`${k.name} revoked.`); await reload(); });
     });
     return h('tr', {}, h('td', { text: k.name }), h('td', { class: 'secret', text: k.id }), h('td', { text: fmtTime(k.createdAt) }), h('td', {}, revoke));
   });
