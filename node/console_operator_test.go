@@ -64,3 +64,46 @@ func TestConsoleKeepsTheNewKeyShownWhenAnotherIsRevoked(t *testing.T) {
 	require.NoError(t, err, "the new key is still shown")
 	assert.Equal(t, key, v)
 }
+
+// A keyboard user keeps their place: after an action the focus is on the
+// button that did it (or, when its row went, on the page's content), never
+// dropped to the document's body.
+func TestConsoleKeepsFocusAfterActions(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	b.do(map[string]any{"op": "focus", "role": "button", "name": "Test local"})
+	b.do(map[string]any{"op": "press", "key": "Enter"})
+	b.waitText("local: OK")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Test local"})
+	assert.Equal(t, "button:Test local", b.do(map[string]any{"op": "focused"}), "after a test")
+
+	b.fill("Name", "second")
+	b.do(map[string]any{"op": "select", "label": "Provider", "value": "openai-compatible"})
+	b.fill("Suffix", "second")
+	b.fill("Base URL", "http://127.0.0.1:9/v1")
+	b.do(map[string]any{"op": "focus", "role": "button", "name": "Add connection"})
+	b.do(map[string]any{"op": "press", "key": "Enter"})
+	b.waitText("Added second.")
+	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable second"})
+	assert.Equal(t, "button:Add connection", b.do(map[string]any{"op": "focused"}), "after adding")
+
+	b.click("button", "Edit local")
+	b.fill("Priority", "2")
+	b.do(map[string]any{"op": "press", "key": "Enter"})
+	b.waitText("local saved.")
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Edit local", "state": "detached"})
+	assert.Equal(t, "button:Edit local", b.do(map[string]any{"op": "focused"}), "after saving an edit")
+	b.click("button", "Edit local")
+	b.click("button", "Cancel")
+	assert.Equal(t, "button:Edit local", b.do(map[string]any{"op": "focused"}), "after cancelling an edit")
+
+	require.Equal(t, http.StatusCreated, sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "gone"}).Status)
+	b.goTo(ui + "#/keys")
+	b.do(map[string]any{"op": "acceptDialogs"})
+	b.do(map[string]any{"op": "focus", "role": "button", "name": "Revoke gone"})
+	b.do(map[string]any{"op": "press", "key": "Enter"})
+	b.waitText("gone revoked.")
+	b.do(map[string]any{"op": "wait", "text": "Keys (0)"})
+	assert.NotContains(t, b.do(map[string]any{"op": "eval", "expr": "document.activeElement.tagName"}), "BODY", "after a revoke")
+	assert.Equal(t, true, b.do(map[string]any{"op": "eval", "expr": "document.getElementById('main').contains(document.activeElement)"}), "after a revoke")
+}

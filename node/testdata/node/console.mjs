@@ -75,6 +75,10 @@ const ops = {
   select: async (c) => { await locate(c).selectOption(c.value); return true; },
   check: async (c) => { await locate(c).setChecked(c.checked ?? true); return true; },
   press: async (c) => { await page.keyboard.press(c.key); return true; },
+  focus: async (c) => { await locate(c).focus(); return true; },
+  viewport: async (c) => { await page.setViewportSize({ width: c.width, height: c.height }); return true; },
+  // eval answers the value of an expression evaluated in the page.
+  eval: async (c) => page.evaluate(c.expr),
   wait: async (c) => { await locate(c).waitFor({ state: c.state || 'visible', timeout: c.timeout }); return true; },
   text: async (c) => (await locate({ selector: 'main', ...c }).innerText()),
   value: async (c) => locate(c).inputValue(),

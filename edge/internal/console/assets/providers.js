@@ -1,5 +1,5 @@
 import { get, post, patch, del } from './api.js';
-import { h, field, check, select, table, badge, toast, busy, ago, pager, safeURL, refreshFailure } from './ui.js';
+import { h, field, check, select, table, badge, toast, busy, ago, pager, safeURL, refreshFailure, focusButton } from './ui.js';
 
 const enc = encodeURIComponent;
 
@@ -81,7 +81,7 @@ function editForm(c, reload) {
     h('div', { class: 'row' }, field('Base URL', baseUrl), field('Prefix', prefix), field('Proxy URL', proxy)),
     field('Enabled models', enabled, 'Comma-separated; empty lists every model.'),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', text: 'Save' }),
-      h('button', { type: 'button', text: 'Cancel', onclick: () => form.remove() })));
+      h('button', { type: 'button', text: 'Cancel', onclick: () => { form.remove(); focusButton(`Edit ${c.name}`); } })));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     const body = {
@@ -97,6 +97,7 @@ function editForm(c, reload) {
       toast(`${body.name} saved.`);
       form.remove();
       await reload();
+      focusButton(`Edit ${body.name}`);
     }, 'Saving…');
   });
   return form;

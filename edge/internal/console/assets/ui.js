@@ -77,9 +77,13 @@ export function toast(msg) {
   toastTimer = setTimeout(() => { s.textContent = ''; }, 6000);
 }
 
-// busy disables a button while fn runs and reports its error.
+// busy disables a button while fn runs and reports its error. Disabling
+// the focused button drops the focus to the page's body: it comes back
+// afterwards (see refocus).
 export async function busy(btn, fn, label) {
   const old = btn.textContent;
+  const name = btn.getAttribute('aria-label') || old;
+  const focused = document.activeElement === btn;
   btn.disabled = true;
   btn.setAttribute('aria-busy', 'true');
   if (label) btn.textContent = label;
@@ -92,7 +96,28 @@ export async function busy(btn, fn, label) {
     btn.disabled = false;
     btn.removeAttribute('aria-busy');
     btn.textContent = old;
+    if (focused) refocus(btn, name);
   }
+}
+
+// refocus puts the focus back on a button that had it, unless it moved
+// meanwhile: on the button itself, or, when a redraw replaced it, on the
+// button of the same name, else on the page's content (its row went).
+function refocus(btn, name) {
+  if (document.activeElement && document.activeElement !== document.body) return;
+  if (btn.isConnected) {
+    btn.focus();
+    return;
+  }
+  focusButton(name);
+}
+
+// focusButton focuses the page's button of that name, or else the page's
+// content.
+export function focusButton(name) {
+  const main = document.getElementById('main');
+  const same = [...main.querySelectorAll('button')].find((b) => (b.getAttribute('aria-label') || b.textContent) === name);
+  (same || main).focus();
 }
 
 export function fmtTime(ts) {
