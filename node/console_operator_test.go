@@ -107,3 +107,20 @@ func TestConsoleKeepsFocusAfterActions(t *testing.T) {
 	assert.NotContains(t, b.do(map[string]any{"op": "eval", "expr": "document.activeElement.tagName"}), "BODY", "after a revoke")
 	assert.Equal(t, true, b.do(map[string]any{"op": "eval", "expr": "document.getElementById('main').contains(document.activeElement)"}), "after a revoke")
 }
+
+// Disabling a model from a filtered listing keeps the filter: the operator
+// goes on from where they were.
+func TestConsoleModelsKeepTheFilterAfterDisabling(t *testing.T) {
+	b := startBrowser(t)
+	_, ui := consoleWithLocal(t, b)
+	b.goTo(ui + "#/models")
+	b.waitText("local/qwen2.5-coder")
+	b.click("button", "llm (2)")
+	b.fill("Filter models", "qwen")
+	b.do(map[string]any{"op": "wait", "text": "local/llama3", "state": "hidden"})
+	b.click("button", "Disable local/qwen2.5-coder")
+	b.waitText("local/qwen2.5-coder disabled.")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Enable local/qwen2.5-coder"})
+	assert.Equal(t, "qwen", b.do(map[string]any{"op": "value", "label": "Filter models"}))
+	assert.Equal(t, "true", b.do(map[string]any{"op": "attr", "role": "button", "name": "llm (1)", "attr": "aria-pressed"}))
+}

@@ -15,25 +15,29 @@ async function listModels() {
   return { models: lists.flat(), note: 'Listed from each connection (the gateway requires API keys for /v1/models).' };
 }
 
-export async function render(root) {
+// view is what the listing shows: the kind and the filter, kept when an
+// action (a model disabled, an alias added) reloads the page.
+export async function render(root, params, view = { kind: '', filter: '' }) {
   const [{ models, note }, disabled, aliases, combos] = await Promise.all([
     listModels(), get('/api/models/disabled'), get('/api/models/aliases'), get('/api/models/combos')]);
   // A reload builds the page anew and swaps it in whole.
-  const reload = () => render(root);
-  root.replaceChildren(listing(models, note, reload), disabledSection(disabled.disabled || {}, reload),
+  const reload = () => render(root, params, view);
+  root.replaceChildren(listing(models, note, reload, view), disabledSection(disabled.disabled || {}, reload),
     aliasSection(aliases.aliases || {}, reload), comboSection(combos.combos || [], reload));
 }
 
-function listing(models, note, reload) {
+function listing(models, note, reload, view) {
   const counts = {};
   for (const m of models) counts[m.kind || 'llm'] = (counts[m.kind || 'llm'] || 0) + 1;
-  let kind = '';
-  const filter = h('input', { type: 'search', placeholder: 'filter by id' });
+  // A kind none of the models has any more shows them all.
+  if (!counts[view.kind]) view.kind = '';
+  const filter = h('input', { type: 'search', placeholder: 'filter by id', value: view.filter });
   const body = h('div');
   const tabs = h('div', { class: 'tabs', role: 'group', 'aria-label': 'Kind' });
   const draw = () => {
+    view.filter = filter.value;
     const f = filter.value.trim().toLowerCase();
-    const shown = models.filter((m) => (!kind || (m.kind || 'llm') === kind) && (!f || m.id.toLowerCase().includes(f)));
+    const shown = models.filter((m) => (!view.kind || (m.kind || 'llm') === view.kind) && (!f || m.id.toLowerCase().includes(f)));
     body.replaceChildren(pager(shown, 50, (page) => table(['Model', 'Kind', 'Owner', 'Actions'], page.map((m) => {
       const off = h('button', { type: 'button', text: 'Disable', 'aria-label': `Disable ${m.id}` });
       off.addEventListener('click', () => busy(off, async () => {
@@ -41,15 +45,15 @@ function listing(models, note, reload) {
         if (i < 0) throw new Error('Only provider models can be disabled.');
         await post('/api/models/disabled', { providerAlias: m.id.slice(0, i), ids: [m.id.slice(i + 1)] });
         toast(`${m.id} disabled.`);
-        reload();
+        await reload();
       }));
       return h('tr', {}, h('td', { text: m.id }), h('td', { text: m.kind || 'llm' }), h('td', { text: m.owned_by || '' }), h('td', {}, off));
     }), 'Models')));
   };
   const tab = (k, label) => {
-    const b = h('button', { type: 'button', 'aria-pressed': String(k === kind), text: label });
+    const b = h('button', { type: 'button', 'aria-pressed': String(k === view.kind), text: label });
     b.addEventListener('click', () => {
-      kind = k;
+      view.kind = k;
       for (const x of tabs.children) x.setAttribute('aria-pressed', String(x === b));
       draw();
     });
@@ -70,7 +74,7 @@ function disabledSection(disabled, reload) {
       on.addEventListener('click', () => busy(on, async () => {
         await del(`/api/models/disabled${qs({ providerAlias: alias, id })}`);
         toast(`${alias}/${id} enabled.`);
-        reload();
+        await reload();
       }));
       rows.push(h('tr', {}, h('td', { text: `${alias}/${id}` }), h('td', {}, on)));
     }
