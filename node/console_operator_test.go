@@ -124,3 +124,32 @@ func TestConsoleModelsKeepTheFilterAfterDisabling(t *testing.T) {
 	assert.Equal(t, "qwen", b.do(map[string]any{"op": "value", "label": "Filter models"}))
 	assert.Equal(t, "true", b.do(map[string]any{"op": "attr", "role": "button", "name": "llm (1)", "attr": "aria-pressed"}))
 }
+
+// Aliases and combos saved elsewhere (another tab, the admin API) while
+// the models page was open are kept when the page adds one.
+func TestConsoleModelsKeepAliasesAndCombosSavedElsewhere(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	b.goTo(ui + "#/models")
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Aliases"})
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodPut, "/api/models/aliases", map[string]any{
+		"aliases": map[string]string{"elsewhere": "local/llama3"}}).Status)
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodPut, "/api/models/combos", map[string]any{
+		"combos": []map[string]any{{"name": "other-combo", "models": []string{"local/llama3"}}}}).Status)
+	b.fill("Alias", "fast")
+	b.fill("Model", "local/qwen2.5-coder")
+	b.click("button", "Add alias")
+	b.waitText("Alias saved.")
+	b.fill("Combo name", "best")
+	b.fill("Models, in order", "local/qwen2.5-coder, local/llama3")
+	b.click("button", "Add combo")
+	b.waitText("Combo saved.")
+	aliases := sb.Admin(t, http.MethodGet, "/api/models/aliases", nil).JSON["aliases"]
+	assert.Equal(t, map[string]any{"elsewhere": "local/llama3", "fast": "local/qwen2.5-coder"}, aliases)
+	var names []string
+	for _, c := range sb.Admin(t, http.MethodGet, "/api/models/combos", nil).JSON["combos"].([]any) {
+		names = append(names, c.(map[string]any)["name"].(string))
+	}
+	assert.Equal(t, []string{"other-combo", "best"}, names)
+	b.do(map[string]any{"op": "wait", "text": "elsewhere"})
+}

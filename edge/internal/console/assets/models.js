@@ -83,14 +83,20 @@ function disabledSection(disabled, reload) {
     table(['Model', 'Actions'], rows, 'Disabled models'));
 }
 
+// The aliases and the combos are each written whole: a change is made to
+// the ones stored now, not to those the page was drawn with, so what
+// another tab (or the admin API) saved meanwhile is kept.
+const storedAliases = async () => (await get('/api/models/aliases')).aliases || {};
+const storedCombos = async () => (await get('/api/models/combos')).combos || [];
+
 function aliasSection(aliases, reload) {
   const rows = Object.entries(aliases).map(([name, target]) => {
     const rm = h('button', { type: 'button', class: 'danger', text: 'Remove', 'aria-label': `Remove alias ${name}` });
     rm.addEventListener('click', () => busy(rm, async () => {
-      const next = { ...aliases };
+      const next = await storedAliases();
       delete next[name];
       await put('/api/models/aliases', { aliases: next });
-      reload();
+      await reload();
     }));
     return h('tr', {}, h('td', { text: name }), h('td', { text: target }), h('td', {}, rm));
   });
@@ -101,9 +107,9 @@ function aliasSection(aliases, reload) {
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     busy(form.querySelector('button'), async () => {
-      await put('/api/models/aliases', { aliases: { ...aliases, [name.value.trim()]: target.value.trim() } });
+      await put('/api/models/aliases', { aliases: { ...await storedAliases(), [name.value.trim()]: target.value.trim() } });
       toast('Alias saved.');
-      reload();
+      await reload();
     });
   });
   return h('section', { class: 'card', 'aria-labelledby': 'alias-h' }, h('h2', { id: 'alias-h', text: 'Aliases' }),
@@ -111,11 +117,11 @@ function aliasSection(aliases, reload) {
 }
 
 function comboSection(combos, reload) {
-  const rows = combos.map((c, i) => {
+  const rows = combos.map((c) => {
     const rm = h('button', { type: 'button', class: 'danger', text: 'Remove', 'aria-label': `Remove combo ${c.name}` });
     rm.addEventListener('click', () => busy(rm, async () => {
-      await put('/api/models/combos', { combos: combos.filter((_, j) => j !== i) });
-      reload();
+      await put('/api/models/combos', { combos: (await storedCombos()).filter((x) => x.name !== c.name) });
+      await reload();
     }));
     return h('tr', {}, h('td', { text: c.name }), h('td', { text: (c.models || []).join(' → ') }), h('td', {}, rm));
   });
@@ -127,9 +133,9 @@ function comboSection(combos, reload) {
     ev.preventDefault();
     busy(form.querySelector('button'), async () => {
       const models = list.value.split(',').map((x) => x.trim()).filter(Boolean);
-      await put('/api/models/combos', { combos: [...combos, { name: name.value.trim(), models }] });
+      await put('/api/models/combos', { combos: [...await storedCombos(), { name: name.value.trim(), models }] });
       toast('Combo saved.');
-      reload();
+      await reload();
     });
   });
   return h('section', { class: 'card', 'aria-labelledby': 'combo-h' }, h('h2', { id: 'combo-h', text: 'Combos' }),
