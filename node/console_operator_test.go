@@ -153,3 +153,20 @@ func TestConsoleModelsKeepAliasesAndCombosSavedElsewhere(t *testing.T) {
 	assert.Equal(t, []string{"other-combo", "best"}, names)
 	b.do(map[string]any{"op": "wait", "text": "elsewhere"})
 }
+
+// The usage page's period and split are kept in its address: a reload (or
+// a shared link) shows what was chosen.
+func TestConsoleUsageKeepsItsChoicesInTheAddress(t *testing.T) {
+	b := startBrowser(t)
+	_, ui := consoleWithLocal(t, b)
+	b.goTo(ui + "#/usage")
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Over time"})
+	b.do(map[string]any{"op": "select", "label": "Period", "value": "7d"})
+	b.do(map[string]any{"op": "select", "label": "Split by", "value": "model"})
+	b.do(map[string]any{"op": "wait", "text": "Requests over time by model"})
+	b.do(map[string]any{"op": "reload"})
+	b.do(map[string]any{"op": "wait", "text": "Requests over time by model"})
+	assert.Equal(t, "7d", b.do(map[string]any{"op": "value", "label": "Period"}))
+	assert.Equal(t, "model", b.do(map[string]any{"op": "value", "label": "Split by"}))
+	assert.Equal(t, "Usage", b.do(map[string]any{"op": "text", "selector": "main h1"}))
+}

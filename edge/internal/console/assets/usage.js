@@ -20,8 +20,14 @@ export async function render(root, params) {
     summary.replaceChildren(totals(stats.totals || {}), overTime(series), breakdowns(stats));
     summary.removeAttribute('aria-busy');
   };
-  period.addEventListener('change', draw);
-  by.addEventListener('change', draw);
+  // The choices go into the page's address (as the history's current
+  // entry): a reload, or the link, shows them again.
+  const choose = () => {
+    history.replaceState(null, '', `#/usage${qs({ period: period.value, by: by.value })}`);
+    return draw();
+  };
+  period.addEventListener('change', choose);
+  by.addEventListener('change', choose);
   await draw();
   await requestLog(log);
 }
