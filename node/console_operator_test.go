@@ -170,3 +170,19 @@ func TestConsoleUsageKeepsItsChoicesInTheAddress(t *testing.T) {
 	assert.Equal(t, "model", b.do(map[string]any{"op": "value", "label": "Split by"}))
 	assert.Equal(t, "Usage", b.do(map[string]any{"op": "text", "selector": "main h1"}))
 }
+
+// On a 400-pixel-wide window (a phone) the pages fit: nothing runs off the
+// right edge, and the content gets the window's width, not what the side
+// navigation leaves of it.
+func TestConsoleFitsANarrowWindow(t *testing.T) {
+	b := startBrowser(t)
+	_, ui := consoleWithLocal(t, b)
+	b.do(map[string]any{"op": "viewport", "width": 400, "height": 800})
+	for page, ready := range map[string]string{"providers": "Add a connection", "usage": "Request log"} {
+		b.goTo(ui + "#/" + page)
+		b.do(map[string]any{"op": "wait", "role": "heading", "name": ready})
+		assert.LessOrEqual(t, b.do(map[string]any{"op": "eval", "expr": "document.documentElement.scrollWidth"}), 400.0, "%s runs off the window", page)
+		assert.Greater(t, b.do(map[string]any{"op": "eval", "expr": "document.getElementById('main').getBoundingClientRect().width"}), 360.0, "%s's content width", page)
+	}
+	b.shot("narrow-usage")
+}
