@@ -186,3 +186,18 @@ func TestConsoleFitsANarrowWindow(t *testing.T) {
 	}
 	b.shot("narrow-usage")
 }
+
+// When the gateway stops answering, the console says so in words, not
+// with the browser's "Failed to fetch".
+func TestConsoleSaysWhenTheGatewayDoesNotAnswer(t *testing.T) {
+	b := startBrowser(t)
+	sb, _ := consoleWithLocal(t, b)
+	sb.Stop()
+	b.click("button", "Test local")
+	b.waitText("The gateway did not answer")
+	b.click("link", "Keys")
+	b.do(map[string]any{"op": "wait", "role": "alert"})
+	shown := b.text()
+	assert.Contains(t, shown, "The gateway did not answer")
+	assert.NotContains(t, shown, "Failed to fetch")
+}

@@ -21,14 +21,29 @@ export class APIError extends Error {
   }
 }
 
+// unreachable is what a call says when the gateway did not answer at all
+// (stopped, or the network between is down), where the browser's own
+// words are "Failed to fetch".
+export const unreachable = 'The gateway did not answer: it may be stopped or out of reach. Try again once it is back.';
+
+// reach is fetch, its network failure told in words.
+export async function reach(path, init) {
+  try {
+    return await fetch(path, init);
+  } catch (e) {
+    if (e instanceof TypeError) throw new APIError(0, { error: { message: unreachable } });
+    throw e;
+  }
+}
+
 export async function api(method, path, body, { auth = true } = {}) {
   const headers = {};
   if (auth && session.token) headers.Authorization = `Bearer ${session.token}`;
   if (auth && session.machine) headers['X-Switchboard-Machine'] = session.machine;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const resp = await reach(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   let data = null;
-  const text = await resp.text();
+  const text = await resp.text().catch(() => { throw new APIError(0, { error: { message: unreachable } }); });
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
   if (!resp.ok) {
     if (resp.status === 401 && auth && path.startsWith('/api/')) {

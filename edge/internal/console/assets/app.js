@@ -1,4 +1,4 @@
-import { api, session } from './api.js';
+import { api, reach, session, unreachable } from './api.js';
 import { h, field, toast } from './ui.js';
 
 const pages = {
@@ -57,7 +57,8 @@ async function route() {
   document.title = `${titles[page]} · Switchboard`;
   main.replaceChildren(h('h1', { text: titles[page] }), h('p', { class: 'muted', text: 'Loading…' }));
   try {
-    const mod = await load();
+    // A page's module that cannot be fetched means the gateway is gone.
+    const mod = await load().catch((e) => { throw e instanceof TypeError ? new Error(unreachable) : e; });
     const root = h('div');
     const c = await mod.render(root, params);
     if (nav !== navigation) {
@@ -98,7 +99,7 @@ function renderSignIn(main, params) {
     const token = input.value.trim();
     try {
       // Any admin call checks the token.
-      await fetch('/api/settings', { headers: { Authorization: `Bearer ${token}` } }).then((r) => {
+      await reach('/api/settings', { headers: { Authorization: `Bearer ${token}` } }).then((r) => {
         if (!r.ok) throw new Error(r.status === 401 ? 'That admin token is not valid.' : `The gateway answered ${r.status}.`);
       });
       done(token);

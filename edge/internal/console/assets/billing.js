@@ -1,7 +1,7 @@
 // Billing: plans and prices (GraphQL, public), every user's subscriptions
 // and the Stripe webhook events that kept failing (the admin routes
 // /api/billing/*), with a retry for each of those.
-import { get, post, qs } from './api.js';
+import { get, post, qs, reach } from './api.js';
 import { h, table, badge, toast, busy, fmtTime } from './ui.js';
 
 const PAGE = 20;
@@ -29,7 +29,7 @@ export async function render(root) {
 }
 
 async function renderPrices(box) {
-  const resp = await fetch('/graphql', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ query }) });
+  const resp = await reach('/graphql', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ query }) });
   const data = await resp.json().catch(() => ({}));
   const err = data.errors?.[0];
   if (!resp.ok && !err) {

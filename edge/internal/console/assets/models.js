@@ -1,4 +1,4 @@
-import { get, post, put, del, qs } from './api.js';
+import { get, post, put, del, qs, reach } from './api.js';
 import { h, field, table, toast, busy, pager } from './ui.js';
 
 const kinds = ['llm', 'embedding', 'image', 'tts', 'stt', 'video', 'music'];
@@ -6,7 +6,7 @@ const kinds = ['llm', 'embedding', 'image', 'tts', 'stt', 'video', 'music'];
 async function listModels() {
   // /v1/models answers for the default machine without a key; with keys
   // required, fall back to each connection's own list.
-  const resp = await fetch('/v1/models');
+  const resp = await reach('/v1/models');
   if (resp.ok) return { models: (await resp.json()).data || [], note: '' };
   const { connections = [] } = await get('/api/providers');
   const lists = await Promise.all(connections.map((c) => get(`/api/providers/${encodeURIComponent(c.id)}/models`)
