@@ -201,3 +201,17 @@ func TestConsoleSaysWhenTheGatewayDoesNotAnswer(t *testing.T) {
 	assert.Contains(t, shown, "The gateway did not answer")
 	assert.NotContains(t, shown, "Failed to fetch")
 }
+
+// The health page, which refreshes itself, says when it could no longer
+// refresh (the gateway stopped), rather than go on showing the connections
+// active as they were.
+func TestConsoleHealthSaysWhenItCannotRefresh(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	b.goTo(ui + "#/health")
+	b.do(map[string]any{"op": "wait", "within": "tr[data-connection='local']", "text": "active"})
+	sb.Stop()
+	b.do(map[string]any{"op": "wait", "role": "alert", "timeout": 15000})
+	assert.Contains(t, b.text(), "Could not refresh")
+	assert.Contains(t, b.text(), "The gateway did not answer")
+}

@@ -8,6 +8,7 @@ export async function render(root) {
   const refreshed = h('p', { class: 'muted', 'aria-live': 'off' });
   root.append(h('p', { class: 'muted', text: 'Each connection\u2019s state; cooldowns count down and the page refreshes every 5 seconds.' }), refreshed, body);
   let until = [];
+  let shownAt = '';
   const load = async () => {
     const [{ connections = [] }, { cooldowns = [] }] = await Promise.all([get('/api/providers'), get('/api/cooldowns')]);
     const now = Date.now();
@@ -51,12 +52,24 @@ export async function render(root) {
         h('td', {}, h('div', { class: 'actions' }, test, clear)));
     });
     body.replaceChildren(table(['Connection', 'State', 'Cooling', 'Last test', 'Actions'], rows, 'Connection health'));
-    refreshed.textContent = `Updated ${new Date().toLocaleTimeString()}.`;
+    shownAt = new Date().toLocaleTimeString();
+    refreshed.className = 'muted';
+    refreshed.removeAttribute('role');
+    refreshed.textContent = `Updated ${shownAt}.`;
   };
   await load();
   const tick = setInterval(() => {
     for (const [el, end] of until) el.textContent = duration((end - Date.now()) / 1000);
   }, 1000);
-  const poll = setInterval(() => { if (!document.hidden) load().catch(() => {}); }, 5000);
+  // A refresh that fails says so (once, as an alert) and keeps saying it
+  // until one succeeds: the states shown are then older than they look.
+  const failed = (e) => {
+    const text = `Could not refresh: ${e.message} The states below are as of ${shownAt}.`;
+    if (refreshed.textContent === text) return;
+    refreshed.className = 'error';
+    refreshed.setAttribute('role', 'alert');
+    refreshed.textContent = text;
+  };
+  const poll = setInterval(() => { if (!document.hidden) load().catch(failed); }, 5000);
   return () => { clearInterval(tick); clearInterval(poll); };
 }
