@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -214,4 +215,23 @@ func TestConsoleHealthSaysWhenItCannotRefresh(t *testing.T) {
 	b.do(map[string]any{"op": "wait", "role": "alert", "timeout": 15000})
 	assert.Contains(t, b.text(), "Could not refresh")
 	assert.Contains(t, b.text(), "The gateway did not answer")
+}
+
+// The server's refusal of a new connection stays in the add form, beside
+// the fields to correct, rather than only in a notice that goes away.
+func TestConsoleAddFormShowsTheRefusal(t *testing.T) {
+	b := startBrowser(t)
+	consoleWithLocal(t, b)
+	b.do(map[string]any{"op": "select", "label": "Provider", "value": "openai-compatible"})
+	b.fill("Suffix", "other")
+	b.fill("Name", "other")
+	b.fill("Base URL", "http://127.0.0.1:9/v1")
+	b.fill("Prefix", "local")
+	b.click("button", "Add connection")
+	b.do(map[string]any{"op": "wait", "within": "form[aria-labelledby='add-h'] [role='alert']", "text": "prefix 'local' already names the models"})
+
+	b.click("button", "Edit local")
+	b.fill("Name", strings.Repeat("n", 201))
+	b.click("button", "Save")
+	b.do(map[string]any{"op": "wait", "within": "form[aria-labelledby='edit-h'] [role='alert']", "text": "'name' must be at most 200 characters"})
 }

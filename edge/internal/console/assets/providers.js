@@ -75,11 +75,13 @@ function editForm(c, reload) {
   const prefix = h('input', { value: d.prefix || '' });
   const enabled = h('textarea', { rows: 2, text: (d.enabledModels || []).join(', ') });
   const proxy = h('input', { value: d.proxyUrl || '' });
+  const refused = h('p', { class: 'error', role: 'alert' });
   const form = h('form', { class: 'card', 'aria-labelledby': 'edit-h', 'data-connection': c.id },
     h('h2', { id: 'edit-h', text: `Edit ${c.name}` }),
     h('div', { class: 'row' }, field('Name', name), field('Priority', priority), field('API key', apiKey, 'Leave blank to keep the stored key.')),
     h('div', { class: 'row' }, field('Base URL', baseUrl), field('Prefix', prefix), field('Proxy URL', proxy)),
     field('Enabled models', enabled, 'Comma-separated; empty lists every model.'),
+    refused,
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', text: 'Save' }),
       h('button', { type: 'button', text: 'Cancel', onclick: () => { form.remove(); focusButton(`Edit ${c.name}`); } })));
   form.addEventListener('submit', (ev) => {
@@ -92,8 +94,9 @@ function editForm(c, reload) {
       },
     };
     if (apiKey.value) body.apiKey = apiKey.value;
+    refused.textContent = '';
     busy(form.querySelector('[type=submit]'), async () => {
-      await patch(`/api/providers/${enc(c.id)}`, body);
+      await patch(`/api/providers/${enc(c.id)}`, body).catch(refuse(refused));
       toast(`${body.name} saved.`);
       form.remove();
       await reload();
@@ -101,6 +104,17 @@ function editForm(c, reload) {
     }, 'Saving…');
   });
   return form;
+}
+
+// refuse shows why the gateway refused a form in the form itself, beside
+// the fields to correct, where a notice would go away; the form's action
+// then stops there.
+function refuse(el) {
+  return (e) => {
+    el.textContent = e.message;
+    e.shown = true;
+    throw e;
+  };
 }
 
 function splitList(s) {
@@ -147,6 +161,7 @@ function addForm(providers, reload) {
   const enabled = h('textarea', { rows: 2 });
   const proxy = h('input');
   const result = h('p', { role: 'status' });
+  const refused = h('p', { class: 'error', role: 'alert' });
   const sync = () => {
     const p = apiProviders.find((x) => x.id === provider.value);
     suffixField.hidden = !p?.family;
@@ -172,14 +187,16 @@ function addForm(providers, reload) {
     h('div', { class: 'row' }, field('API key', apiKey), field('Base URL', baseUrl), field('Prefix', prefix), field('Priority', priority)),
     h('div', { class: 'row' }, field('Enabled models', enabled, 'Comma-separated; empty lists every model.'), field('Proxy URL', proxy)),
     result,
+    refused,
     h('div', { class: 'actions' }, validate, h('button', { type: 'submit', class: 'primary', text: 'Add connection' })));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
+    refused.textContent = '';
     busy(form.querySelector('[type=submit]'), async () => {
       const r = await post('/api/providers', {
         provider: providerID(), name: name.value.trim(), apiKey: apiKey.value,
         priority: Number(priority.value) || 1, providerSpecificData: data(),
-      });
+      }).catch(refuse(refused));
       toast(`Added ${r.connection.name}.`);
       form.reset();
       result.textContent = '';

@@ -77,7 +77,8 @@ export function toast(msg) {
   toastTimer = setTimeout(() => { s.textContent = ''; }, 6000);
 }
 
-// busy disables a button while fn runs and reports its error. Disabling
+// busy disables a button while fn runs and reports its error (unless fn
+// showed it already: e.shown). Disabling
 // the focused button drops the focus to the page's body: it comes back
 // afterwards (see refocus).
 export async function busy(btn, fn, label) {
@@ -90,7 +91,7 @@ export async function busy(btn, fn, label) {
   try {
     return await fn();
   } catch (e) {
-    toast(e.message);
+    if (!e.shown) toast(e.message);
     return undefined;
   } finally {
     btn.disabled = false;
