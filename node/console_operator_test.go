@@ -235,3 +235,16 @@ func TestConsoleAddFormShowsTheRefusal(t *testing.T) {
 	b.click("button", "Save")
 	b.do(map[string]any{"op": "wait", "within": "form[aria-labelledby='edit-h'] [role='alert']", "text": "'name' must be at most 200 characters"})
 }
+
+// An address the console has no page for is titled Not found, with no
+// page of the navigation marked as the current one.
+func TestConsoleNotFoundPage(t *testing.T) {
+	b := startBrowser(t)
+	_, ui := consoleWithLocal(t, b)
+	b.goTo(ui + "#/keys")
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Issue a key"})
+	b.goTo(ui + "#/nowhere")
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Not found"})
+	assert.Equal(t, "Not found · Switchboard", b.do(map[string]any{"op": "title"}))
+	assert.EqualValues(t, 0, b.do(map[string]any{"op": "count", "selector": "nav a[aria-current]"}))
+}

@@ -46,13 +46,14 @@ async function route() {
     return;
   }
   const load = pages[page];
+  for (const a of document.querySelectorAll('nav a')) {
+    if (load && a.getAttribute('href') === `#/${page}`) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
   if (!load) {
+    document.title = 'Not found · Switchboard';
     main.replaceChildren(h('h1', { text: 'Not found' }), h('p', {}, h('a', { href: '#/providers', text: 'Go to providers' })));
     return;
-  }
-  for (const a of document.querySelectorAll('nav a')) {
-    if (a.getAttribute('href') === `#/${page}`) a.setAttribute('aria-current', 'page');
-    else a.removeAttribute('aria-current');
   }
   document.title = `${titles[page]} · Switchboard`;
   main.replaceChildren(h('h1', { text: titles[page] }), h('p', { class: 'muted', text: 'Loading…' }));
