@@ -248,3 +248,19 @@ func TestConsoleNotFoundPage(t *testing.T) {
 	assert.Equal(t, "Not found · Switchboard", b.do(map[string]any{"op": "title"}))
 	assert.EqualValues(t, 0, b.do(map[string]any{"op": "count", "selector": "nav a[aria-current]"}))
 }
+
+// The request log says why it could not be read (here, a range that ends
+// before it starts), rather than keep the rows of the previous filter as
+// if they answered the new one.
+func TestConsoleRequestLogShowsItsRefusal(t *testing.T) {
+	b := startBrowser(t)
+	_, ui := consoleWithLocal(t, b)
+	b.goTo(ui + "#/usage")
+	b.do(map[string]any{"op": "wait", "text": "0 requests shown"})
+	b.fill("From", "2026-11-26T05:00")
+	b.fill("To", "2026-11-26T04:00")
+	b.click("button", "Apply filters")
+	b.do(map[string]any{"op": "wait", "within": "section[aria-labelledby='log-h'] [role='alert']", "text": "until must not be before since"})
+	assert.NotContains(t, b.text(), "0 requests shown", "the count of the previous filter goes")
+	assert.Empty(t, b.do(map[string]any{"op": "problems"}), "no uncaught error")
+}

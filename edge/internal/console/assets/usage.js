@@ -82,13 +82,24 @@ async function requestLog(section) {
   const more = h('button', { type: 'button', text: 'Older requests' });
   const newest = h('button', { type: 'button', text: 'Newest' });
   const info = h('span', { class: 'muted', 'aria-live': 'polite' });
+  const refused = h('p', { class: 'error', role: 'alert' });
   let cursor = '';
+  // show loads a page of the log; when the gateway refuses (a range that
+  // ends before it starts) or does not answer, it says why in place of the
+  // rows, which answered another filter.
+  const show = (from) => load(from).catch((e) => {
+    refused.textContent = e.message;
+    info.textContent = '';
+    out.replaceChildren();
+    more.disabled = true;
+  });
   const load = async (from) => {
     const iso = (v) => (v ? new Date(v).toISOString() : '');
     const r = await get(`/api/usage/requests${qs({
       keyId: key.value, connectionId: conn.value, model: model.value.trim(), status: status.value,
       since: iso(since.value), until: iso(until.value), cursor: from, limit: 50,
     })}`);
+    refused.textContent = '';
     cursor = r.nextCursor || '';
     more.disabled = !cursor;
     newest.disabled = !from;
@@ -103,9 +114,9 @@ async function requestLog(section) {
         h('td', { class: 'num', text: fmtNum(e.totalTokens) }), h('td', { class: 'num', text: `${fmtNum(e.latencyMs)} ms` }),
         h('td', { class: 'muted secret', text: e.requestId }))), 'Request log'));
   };
-  form.addEventListener('submit', (ev) => { ev.preventDefault(); load(''); });
-  more.addEventListener('click', () => load(cursor));
-  newest.addEventListener('click', () => load(''));
-  section.append(h('h2', { id: 'log-h', text: 'Request log' }), form, out, h('div', { class: 'pager' }, newest, info, more));
-  await load('');
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); show(''); });
+  more.addEventListener('click', () => show(cursor));
+  newest.addEventListener('click', () => show(''));
+  section.append(h('h2', { id: 'log-h', text: 'Request log' }), form, refused, out, h('div', { class: 'pager' }, newest, info, more));
+  await show('');
 }
