@@ -1,9 +1,11 @@
 package node_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -263,4 +265,42 @@ func TestConsoleRequestLogShowsItsRefusal(t *testing.T) {
 	b.do(map[string]any{"op": "wait", "within": "section[aria-labelledby='log-h'] [role='alert']", "text": "until must not be before since"})
 	assert.NotContains(t, b.text(), "0 requests shown", "the count of the previous filter goes")
 	assert.Empty(t, b.do(map[string]any{"op": "problems"}), "no uncaught error")
+}
+
+// Paging with the keyboard to the last page keeps the focus on the pager:
+// the button that went disabled hands it to the other one.
+func TestConsolePagingKeepsFocusOnTheLastPage(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	var many []string
+	for i := range 150 {
+		many = append(many, fmt.Sprintf("m-%03d", i))
+	}
+	big := upstreamtest.New(t, upstreamtest.WithModels(many...))
+	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-big", "name": "big",
+		"providerSpecificData": map[string]any{"baseUrl": big.URL(), "prefix": "big"}})
+	b.do(map[string]any{"op": "reload"})
+	b.click("button", "Models of big")
+	b.waitText("Page 1 of 2 (150 items)")
+	b.do(map[string]any{"op": "focus", "role": "button", "name": "Next page"})
+	b.do(map[string]any{"op": "press", "key": "Enter"})
+	b.waitText("Page 2 of 2 (150 items)")
+	assert.Equal(t, "button:Previous page", b.do(map[string]any{"op": "focused"}), "the models' pager")
+
+	for i := range 51 {
+		resp := sb.Do(t, http.MethodPost, "/v1/chat/completions", map[string]any{
+			"model": "local/llama3", "messages": []map[string]any{{"role": "user", "content": fmt.Sprint("hi ", i)}}})
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	}
+	require.Eventually(t, func() bool {
+		r := sb.Admin(t, http.MethodGet, "/api/usage/requests?limit=60", nil)
+		rows, _ := r.JSON["requests"].([]any)
+		return len(rows) == 51
+	}, 30*time.Second, 100*time.Millisecond)
+	b.goTo(ui + "#/usage")
+	b.waitText("50 requests shown")
+	b.do(map[string]any{"op": "focus", "role": "button", "name": "Older requests"})
+	b.do(map[string]any{"op": "press", "key": "Enter"})
+	b.waitText("1 requests shown")
+	assert.Equal(t, "button:Newest", b.do(map[string]any{"op": "focused"}), "the request log's pager")
 }

@@ -168,12 +168,22 @@ export function pager(items, size, render) {
     page = Math.min(Math.max(page, 0), pages() - 1);
     body.replaceChildren(render(items.slice(page * size, (page + 1) * size)));
     info.textContent = `Page ${page + 1} of ${pages()} (${items.length} items)`;
+    const had = document.activeElement;
     prev.disabled = page === 0;
     next.disabled = page >= pages() - 1;
+    handFocus(had, prev, next);
   }
   wrap.append(body, h('div', { class: 'pager' }, prev, info, next));
   draw();
   return wrap;
+}
+
+// handFocus moves the focus from a pager's button that had it (had) and
+// went disabled, the first or the last page reached, to the other one,
+// where it would drop to the page's body.
+export function handFocus(had, a, b) {
+  if (had === a && a.disabled && !b.disabled) b.focus();
+  else if (had === b && b.disabled && !a.disabled) a.focus();
 }
 
 // safeURL lets only http(s) addresses become links: a provider's answer

@@ -1,5 +1,5 @@
 import { get, qs } from './api.js';
-import { h, field, select, table, badge, fmtNum, fmtTime } from './ui.js';
+import { h, field, select, table, badge, fmtNum, fmtTime, handFocus } from './ui.js';
 import { stacked, bars } from './charts.js';
 
 const periods = [['today', 'Today'], ['24h', 'Last 24 hours'], ['7d', 'Last 7 days'], ['30d', 'Last 30 days']];
@@ -101,8 +101,10 @@ async function requestLog(section) {
     })}`);
     refused.textContent = '';
     cursor = r.nextCursor || '';
+    const had = document.activeElement;
     more.disabled = !cursor;
     newest.disabled = !from;
+    handFocus(had, newest, more);
     info.textContent = `${r.requests.length} requests shown (${r.scanned} usage stream messages read).`;
     out.replaceChildren(table(['Time', 'Status', 'Model', 'Provider', 'Connection', 'Key', 'Endpoint', ['Tokens', 'num'], ['Latency', 'num'], 'Request'],
       r.requests.map((e) => h('tr', {},
