@@ -304,3 +304,35 @@ func TestConsolePagingKeepsFocusOnTheLastPage(t *testing.T) {
 	b.waitText("1 requests shown")
 	assert.Equal(t, "button:Newest", b.do(map[string]any{"op": "focused"}), "the request log's pager")
 }
+
+// A connection's own terse-output (caveman) setting, which overrides the
+// machine's, is set from its edit form and shown there again.
+func TestConsoleSetsAConnectionsCaveman(t *testing.T) {
+	b := startBrowser(t)
+	sb, _ := consoleWithLocal(t, b)
+	b.click("button", "Edit local")
+	assert.Equal(t, "", b.do(map[string]any{"op": "value", "label": "Terse answers (caveman)"}), "the machine's setting at first")
+	b.do(map[string]any{"op": "select", "label": "Terse answers (caveman)", "value": "ultra"})
+	b.click("button", "Save")
+	b.waitText("local saved.")
+	conns := sb.Admin(t, http.MethodGet, "/api/providers", nil).JSON["connections"].([]any)
+	data := conns[0].(map[string]any)["providerSpecificData"].(map[string]any)
+	assert.Equal(t, map[string]any{"enabled": true, "level": "ultra"}, data["caveman"])
+
+	b.click("button", "Edit local")
+	assert.Equal(t, "ultra", b.do(map[string]any{"op": "value", "label": "Terse answers (caveman)"}))
+	b.do(map[string]any{"op": "select", "label": "Terse answers (caveman)", "value": "off"})
+	b.click("button", "Save")
+	b.waitText("local saved.")
+	conns = sb.Admin(t, http.MethodGet, "/api/providers", nil).JSON["connections"].([]any)
+	data = conns[0].(map[string]any)["providerSpecificData"].(map[string]any)
+	assert.Equal(t, false, data["caveman"].(map[string]any)["enabled"])
+
+	b.click("button", "Edit local")
+	b.do(map[string]any{"op": "select", "label": "Terse answers (caveman)", "value": ""})
+	b.click("button", "Save")
+	b.waitText("local saved.")
+	conns = sb.Admin(t, http.MethodGet, "/api/providers", nil).JSON["connections"].([]any)
+	data = conns[0].(map[string]any)["providerSpecificData"].(map[string]any)
+	assert.Nil(t, data["caveman"].(map[string]any)["enabled"], "back to the machine's setting")
+}

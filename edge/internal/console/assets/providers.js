@@ -75,12 +75,15 @@ function editForm(c, reload) {
   const prefix = h('input', { value: d.prefix || '' });
   const enabled = h('textarea', { rows: 2, text: (d.enabledModels || []).join(', ') });
   const proxy = h('input', { value: d.proxyUrl || '' });
+  const caveman = select(cavemanChoices, cavemanChoice(d.caveman));
+  const cavemanWas = caveman.value;
   const refused = h('p', { class: 'error', role: 'alert' });
   const form = h('form', { class: 'card', 'aria-labelledby': 'edit-h', 'data-connection': c.id },
     h('h2', { id: 'edit-h', text: `Edit ${c.name}` }),
     h('div', { class: 'row' }, field('Name', name), field('Priority', priority), field('API key', apiKey, 'Leave blank to keep the stored key.')),
     h('div', { class: 'row' }, field('Base URL', baseUrl), field('Prefix', prefix), field('Proxy URL', proxy)),
-    field('Enabled models', enabled, 'Comma-separated; empty lists every model.'),
+    h('div', { class: 'row' }, field('Enabled models', enabled, 'Comma-separated; empty lists every model.'),
+      field('Terse answers (caveman)', caveman, 'For this connection, over the machine\u2019s setting (Settings).')),
     refused,
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', text: 'Save' }),
       h('button', { type: 'button', text: 'Cancel', onclick: () => { form.remove(); focusButton(`Edit ${c.name}`); } })));
@@ -94,6 +97,9 @@ function editForm(c, reload) {
       },
     };
     if (apiKey.value) body.apiKey = apiKey.value;
+    // Sent only when changed: a stored setting the choices do not show (a
+    // level without on or off) stays as it is.
+    if (caveman.value !== cavemanWas) body.providerSpecificData.caveman = cavemanOverride(caveman.value);
     refused.textContent = '';
     busy(form.querySelector('[type=submit]'), async () => {
       await patch(`/api/providers/${enc(c.id)}`, body).catch(refuse(refused));
@@ -104,6 +110,23 @@ function editForm(c, reload) {
     }, 'Saving…');
   });
   return form;
+}
+
+// A connection's caveman override (providerSpecificData.caveman): none
+// (the machine's setting), off, or on at a level.
+const cavemanChoices = [['', 'As this machine\u2019s setting'], ['off', 'Off'],
+  ...['lite', 'full', 'ultra', 'wenyan-lite', 'wenyan', 'wenyan-ultra'].map((l) => [l, `On: ${l}`])];
+
+function cavemanChoice(o) {
+  if (o?.enabled === false) return 'off';
+  if (o?.enabled === true) return o.level || 'full';
+  return '';
+}
+
+function cavemanOverride(choice) {
+  if (choice === '') return {};
+  if (choice === 'off') return { enabled: false };
+  return { enabled: true, level: choice };
 }
 
 // refuse shows why the gateway refused a form in the form itself, beside
