@@ -336,3 +336,28 @@ func TestConsoleSetsAConnectionsCaveman(t *testing.T) {
 	data = conns[0].(map[string]any)["providerSpecificData"].(map[string]any)
 	assert.Nil(t, data["caveman"].(map[string]any)["enabled"], "back to the machine's setting")
 }
+
+// A connection deleted, or a key revoked, elsewhere (another tab, the
+// admin API) while the page showed it goes from the page at the first
+// action on it, which says so, where each action answered "no connection
+// with id ..." and the row stayed.
+func TestConsoleDropsRowsGoneElsewhere(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	conns := sb.Admin(t, http.MethodGet, "/api/providers", nil).JSON["connections"].([]any)
+	id := conns[0].(map[string]any)["id"].(string)
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodDelete, "/api/providers/"+id, nil).Status)
+	b.click("button", "Test local")
+	b.waitText("local was deleted elsewhere.")
+	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable local", "state": "detached"})
+
+	key := sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "shared"})
+	require.Equal(t, http.StatusCreated, key.Status, "%s", key.Body)
+	b.goTo(ui + "#/keys")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Revoke shared"})
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodDelete, "/api/keys/"+key.JSON["id"].(string), nil).Status)
+	b.do(map[string]any{"op": "acceptDialogs"})
+	b.click("button", "Revoke shared")
+	b.waitText("shared was revoked already.")
+	b.do(map[string]any{"op": "wait", "text": "Keys (0)"})
+}

@@ -50,7 +50,16 @@ function renderList(root, keys, reload) {
     const revoke = h('button', { type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${k.name}` });
     revoke.addEventListener('click', () => {
       if (!confirm(`Revoke the key ${k.name}? Clients using it stop working.`)) return;
-      busy(revoke, async () => { await del(`/api/keys/${encodeURIComponent(k.id)}`); toast(`${k.name} revoked.`); await reload(); });
+      busy(revoke, async () => {
+        // A key revoked elsewhere (another tab, the admin API) answers 404:
+        // it is gone all the same.
+        const done = await del(`/api/keys/${encodeURIComponent(k.id)}`).then(() => true, (e) => {
+          if (e.status !== 404) throw e;
+          return false;
+        });
+        toast(done ? `${k.name} revoked.` : `${k.name} was revoked already.`);
+        await reload();
+      });
     });
     return h('tr', {}, h('td', { text: k.name }), h('td', { class: 'secret', text: k.id }), h('td', { text: fmtTime(k.createdAt) }), h('td', {}, revoke));
   });

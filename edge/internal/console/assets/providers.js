@@ -26,26 +26,48 @@ export async function render(root) {
 function connectionsTable(conns, detail, reload) {
   const rows = conns.map((c) => {
     const d = c.providerSpecificData || {};
+    // An action on a connection deleted elsewhere (another tab, the admin
+    // API) says so and drops its row, and its edit form or models if open.
+    const gone = async (e) => {
+      if (e.status !== 404) throw e;
+      toast(`${c.name} was deleted elsewhere.`);
+      if ([...detail.children].some((x) => x.dataset.connection === c.id)) detail.replaceChildren();
+      await reload();
+    };
     const active = h('input', { type: 'checkbox', checked: !!c.isActive, 'aria-label': `Enable ${c.name}` });
     active.addEventListener('change', async () => {
       try {
         await patch(`/api/providers/${enc(c.id)}`, { isActive: active.checked });
         toast(`${c.name} ${active.checked ? 'enabled' : 'disabled'}.`);
-      } catch (e) { active.checked = !active.checked; toast(e.message); }
+      } catch (e) {
+        active.checked = !active.checked;
+        await gone(e).catch((err) => toast(err.message));
+      }
     });
     const test = h('button', { type: 'button', text: 'Test', 'aria-label': `Test ${c.name}` });
     test.addEventListener('click', () => busy(test, async () => {
-      const r = await post(`/api/providers/${enc(c.id)}/test`);
+      let r;
+      try {
+        r = await post(`/api/providers/${enc(c.id)}/test`);
+      } catch (e) {
+        await gone(e);
+        return;
+      }
       toast(r.valid ? `${c.name}: OK (${r.latencyMs} ms)` : `${c.name}: failed: ${r.error || r.status}`);
       await reload();
     }, 'Testing…'));
-    const edit = h('button', { type: 'button', text: 'Edit', 'aria-label': `Edit ${c.name}`, onclick: () => { detail.replaceChildren(editForm(c, reload)); detail.querySelector('input')?.focus(); } });
+    const edit = h('button', { type: 'button', text: 'Edit', 'aria-label': `Edit ${c.name}`, onclick: () => { detail.replaceChildren(editForm(c, reload, gone)); detail.querySelector('input')?.focus(); } });
     const models = h('button', { type: 'button', text: 'Models', 'aria-label': `Models of ${c.name}`, onclick: () => showModels(c, detail) });
     const remove = h('button', { type: 'button', class: 'danger', text: 'Delete', 'aria-label': `Delete ${c.name}` });
     remove.addEventListener('click', () => {
       if (!confirm(`Delete the connection ${c.name}?`)) return;
       busy(remove, async () => {
-        await del(`/api/providers/${enc(c.id)}`);
+        try {
+          await del(`/api/providers/${enc(c.id)}`);
+        } catch (e) {
+          await gone(e);
+          return;
+        }
         toast(`${c.name} deleted.`);
         // Its edit form or models, if open, go with it.
         if ([...detail.children].some((x) => x.dataset.connection === c.id)) detail.replaceChildren();
@@ -66,7 +88,7 @@ function connectionsTable(conns, detail, reload) {
   return table(['Name', 'Provider', 'Prefix', ['Priority', 'num'], 'State', 'Auth', 'Last test', 'Actions'], rows, 'Connections');
 }
 
-function editForm(c, reload) {
+function editForm(c, reload, gone) {
   const d = c.providerSpecificData || {};
   const name = h('input', { value: c.name, required: true });
   const priority = h('input', { type: 'number', min: 1, value: c.priority });
@@ -102,7 +124,15 @@ function editForm(c, reload) {
     if (caveman.value !== cavemanWas) body.providerSpecificData.caveman = cavemanOverride(caveman.value);
     refused.textContent = '';
     busy(form.querySelector('[type=submit]'), async () => {
-      await patch(`/api/providers/${enc(c.id)}`, body).catch(refuse(refused));
+      try {
+        await patch(`/api/providers/${enc(c.id)}`, body);
+      } catch (e) {
+        if (e.status === 404) {
+          await gone(e);
+          return;
+        }
+        refuse(refused)(e);
+      }
       toast(`${body.name} saved.`);
       form.remove();
       await reload();
