@@ -361,3 +361,18 @@ func TestConsoleDropsRowsGoneElsewhere(t *testing.T) {
 	b.waitText("shared was revoked already.")
 	b.do(map[string]any{"op": "wait", "text": "Keys (0)"})
 }
+
+// Opening a connection's models takes the focus to them, and cancelling a
+// login gives it back to the button that started it, where it stayed
+// behind on the Models button or dropped to the page's body.
+func TestConsolePanelsTakeAndGiveBackFocus(t *testing.T) {
+	b := startBrowser(t)
+	consoleWithLocal(t, b)
+	b.click("button", "Models of local")
+	b.waitText("2 models.")
+	assert.Equal(t, "h2:Models of local", b.do(map[string]any{"op": "focused"}))
+
+	b.click("button", "Log in to qwen")
+	b.click("button", "Cancel")
+	assert.Equal(t, "button:Log in to qwen", b.do(map[string]any{"op": "focused"}))
+}

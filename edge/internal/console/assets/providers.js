@@ -179,7 +179,7 @@ async function showModels(c, detail) {
   const list = h('div');
   const refresh = h('button', { type: 'button', text: 'Refresh the catalog' });
   const box = h('section', { class: 'card', 'aria-labelledby': 'models-h', 'aria-busy': 'true', 'data-connection': c.id },
-    h('h2', { id: 'models-h', text: `Models of ${c.name}` }), h('div', { class: 'actions' }, refresh), status, list);
+    h('h2', { id: 'models-h', tabindex: -1, text: `Models of ${c.name}` }), h('div', { class: 'actions' }, refresh), status, list);
   detail.replaceChildren(box);
   const load = async (path, method) => {
     box.setAttribute('aria-busy', 'true');
@@ -198,7 +198,7 @@ async function showModels(c, detail) {
   };
   refresh.addEventListener('click', () => busy(refresh, () => load(`/api/providers/${enc(c.id)}/models/refresh`, 'POST'), 'Refreshing…'));
   await load(`/api/providers/${enc(c.id)}/models`, 'GET');
-  box.querySelector('h2').focus?.();
+  box.querySelector('h2').focus();
 }
 
 function addForm(providers, reload) {
@@ -265,7 +265,7 @@ function loginSection(providers, reload) {
   const out = h('div', { 'aria-live': 'polite' });
   const buttons = logins.map((p) => {
     const b = h('button', { type: 'button', text: `Log in to ${p.id}` });
-    b.addEventListener('click', () => (p.auth === 'device' ? deviceLogin(p, out, reload) : codeLogin(p, out, reload)));
+    b.addEventListener('click', () => (p.auth === 'device' ? deviceLogin(p, out, reload, b) : codeLogin(p, out, reload)));
     return b;
   });
   return h('section', { class: 'card', 'aria-labelledby': 'login-h' },
@@ -274,10 +274,10 @@ function loginSection(providers, reload) {
     out);
 }
 
-async function deviceLogin(p, out, reload) {
+async function deviceLogin(p, out, reload, opener) {
   let stopped = false;
   const status = h('p', { role: 'status', text: 'Asking the provider for a code…' });
-  const cancel = h('button', { type: 'button', text: 'Cancel', onclick: () => { stopped = true; out.replaceChildren(); } });
+  const cancel = h('button', { type: 'button', text: 'Cancel', onclick: () => { stopped = true; out.replaceChildren(); opener.focus(); } });
   const box = h('div', { class: 'card', 'aria-labelledby': 'device-h' }, h('h3', { id: 'device-h', text: `Log in to ${p.id}` }), status, cancel);
   out.replaceChildren(box);
   let start;
