@@ -376,3 +376,22 @@ func TestConsolePanelsTakeAndGiveBackFocus(t *testing.T) {
 	b.click("button", "Cancel")
 	assert.Equal(t, "button:Log in to qwen", b.do(map[string]any{"op": "focused"}))
 }
+
+// The models listing offers Disable only for provider models: an alias or
+// a combo, which cannot be disabled, is pointed to its own section, where
+// its Disable button answered only "Only provider models can be disabled."
+func TestConsoleModelsOfferDisableForProviderModelsOnly(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodPut, "/api/models/aliases", map[string]any{
+		"aliases": map[string]string{"fast": "local/llama3"}}).Status)
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodPut, "/api/models/combos", map[string]any{
+		"combos": []map[string]any{{"name": "best", "models": []string{"local/llama3"}}}}).Status)
+	b.goTo(ui + "#/models")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Disable local/llama3"})
+	assert.EqualValues(t, 0, b.do(map[string]any{"op": "count", "selector": "button[aria-label='Disable fast'], button[aria-label='Disable best']"}))
+	row := b.do(map[string]any{"op": "text", "selector": "section[aria-labelledby='list-h'] tr:has(td:text-is('fast'))"}).(string)
+	assert.Contains(t, row, "see Aliases")
+	row = b.do(map[string]any{"op": "text", "selector": "section[aria-labelledby='list-h'] tr:has(td:text-is('best'))"}).(string)
+	assert.Contains(t, row, "see Combos")
+}

@@ -39,10 +39,15 @@ function listing(models, note, reload, view) {
     const f = filter.value.trim().toLowerCase();
     const shown = models.filter((m) => (!view.kind || (m.kind || 'llm') === view.kind) && (!f || m.id.toLowerCase().includes(f)));
     body.replaceChildren(pager(shown, 50, (page) => table(['Model', 'Kind', 'Owner', 'Actions'], page.map((m) => {
+      // Aliases and combos are not disabled but changed in their sections.
+      const own = { alias: 'Aliases', combo: 'Combos' }[m.owned_by];
+      if (own || !m.id.includes('/')) {
+        return h('tr', {}, h('td', { text: m.id }), h('td', { text: m.kind || 'llm' }), h('td', { text: m.owned_by || '' }),
+          h('td', { class: 'muted', text: own ? `see ${own}` : '' }));
+      }
       const off = h('button', { type: 'button', text: 'Disable', 'aria-label': `Disable ${m.id}` });
       off.addEventListener('click', () => busy(off, async () => {
         const i = m.id.indexOf('/');
-        if (i < 0) throw new Error('Only provider models can be disabled.');
         await post('/api/models/disabled', { providerAlias: m.id.slice(0, i), ids: [m.id.slice(i + 1)] });
         toast(`${m.id} disabled.`);
         await reload();
