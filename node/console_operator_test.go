@@ -395,3 +395,25 @@ func TestConsoleModelsOfferDisableForProviderModelsOnly(t *testing.T) {
 	row = b.do(map[string]any{"op": "text", "selector": "section[aria-labelledby='list-h'] tr:has(td:text-is('best'))"}).(string)
 	assert.Contains(t, row, "see Combos")
 }
+
+// Saving an edit writes what the operator changed only: what another tab
+// (or the admin API) changed meanwhile on the same connection is kept,
+// where the form wrote back every field as it had shown it.
+func TestConsoleEditKeepsChangesMadeElsewhere(t *testing.T) {
+	b := startBrowser(t)
+	sb, _ := consoleWithLocal(t, b)
+	conns := sb.Admin(t, http.MethodGet, "/api/providers", nil).JSON["connections"].([]any)
+	id := conns[0].(map[string]any)["id"].(string)
+	b.click("button", "Edit local")
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Edit local"})
+	elsewhere := sb.Admin(t, http.MethodPatch, "/api/providers/"+id, map[string]any{"name": "renamed",
+		"providerSpecificData": map[string]any{"enabledModels": []string{"llama3"}}})
+	require.Equal(t, http.StatusOK, elsewhere.Status, "%s", elsewhere.Body)
+	b.fill("Priority", "3")
+	b.click("button", "Save")
+	b.waitText("renamed saved.")
+	got := sb.Admin(t, http.MethodGet, "/api/providers/"+id, nil).JSON["connection"].(map[string]any)
+	assert.Equal(t, "renamed", got["name"])
+	assert.EqualValues(t, 3, got["priority"])
+	assert.Equal(t, []any{"llama3"}, got["providerSpecificData"].(map[string]any)["enabledModels"])
+}

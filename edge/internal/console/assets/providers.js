@@ -111,21 +111,26 @@ function editForm(c, reload, gone) {
       h('button', { type: 'button', text: 'Cancel', onclick: () => { form.remove(); focusButton(`Edit ${c.name}`); } })));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
-    const body = {
-      name: name.value.trim(), priority: Number(priority.value) || 1,
-      providerSpecificData: {
-        baseUrl: baseUrl.value.trim(), prefix: prefix.value.trim(), proxyUrl: proxy.value.trim(),
-        enabledModels: splitList(enabled.value),
-      },
-    };
+    // Only the fields changed here are sent: what another tab (or the
+    // admin API) changed meanwhile in the others stays. A stored caveman
+    // setting the choices do not show (a level without on or off) stays too.
+    const body = {};
+    const data = {};
+    if (name.value.trim() !== c.name) body.name = name.value.trim();
+    if ((Number(priority.value) || 1) !== c.priority) body.priority = Number(priority.value) || 1;
     if (apiKey.value) body.apiKey = apiKey.value;
-    // Sent only when changed: a stored setting the choices do not show (a
-    // level without on or off) stays as it is.
-    if (caveman.value !== cavemanWas) body.providerSpecificData.caveman = cavemanOverride(caveman.value);
+    if (baseUrl.value.trim() !== (d.baseUrl || '')) data.baseUrl = baseUrl.value.trim();
+    if (prefix.value.trim() !== (d.prefix || '')) data.prefix = prefix.value.trim();
+    if (proxy.value.trim() !== (d.proxyUrl || '')) data.proxyUrl = proxy.value.trim();
+    const models = splitList(enabled.value);
+    if (models.join(',') !== (d.enabledModels || []).join(',')) data.enabledModels = models;
+    if (caveman.value !== cavemanWas) data.caveman = cavemanOverride(caveman.value);
+    if (Object.keys(data).length) body.providerSpecificData = data;
     refused.textContent = '';
     busy(form.querySelector('[type=submit]'), async () => {
+      let r;
       try {
-        await patch(`/api/providers/${enc(c.id)}`, body);
+        r = await patch(`/api/providers/${enc(c.id)}`, body);
       } catch (e) {
         if (e.status === 404) {
           await gone(e);
@@ -133,10 +138,11 @@ function editForm(c, reload, gone) {
         }
         refuse(refused)(e);
       }
-      toast(`${body.name} saved.`);
+      const saved = r?.connection?.name || body.name || c.name;
+      toast(`${saved} saved.`);
       form.remove();
       await reload();
-      focusButton(`Edit ${body.name}`);
+      focusButton(`Edit ${saved}`);
     }, 'Saving…');
   });
   return form;
