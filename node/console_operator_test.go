@@ -417,3 +417,20 @@ func TestConsoleEditKeepsChangesMadeElsewhere(t *testing.T) {
 	assert.EqualValues(t, 3, got["priority"])
 	assert.Equal(t, []any{"llama3"}, got["providerSpecificData"].(map[string]any)["enabledModels"])
 }
+
+// Saving the settings writes what was changed on the page only: a setting
+// changed meanwhile elsewhere (another tab, the admin API) stays.
+func TestConsoleSettingsKeepChangesMadeElsewhere(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	b.goTo(ui + "#/settings")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Save settings"})
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodPatch, "/api/settings", map[string]any{"routingStrategy": "round-robin", "stickyLimit": 4}).Status)
+	b.do(map[string]any{"op": "check", "label": "Terse answers (caveman)", "checked": true})
+	b.click("button", "Save settings")
+	b.waitText("Settings saved.")
+	s := sb.Admin(t, http.MethodGet, "/api/settings", nil).JSON
+	assert.Equal(t, true, s["cavemanEnabled"])
+	assert.Equal(t, "round-robin", s["routingStrategy"])
+	assert.EqualValues(t, 4, s["stickyLimit"])
+}

@@ -16,13 +16,21 @@ export async function render(root) {
     h('div', { class: 'field' }, check('Terse answers (caveman)', caveman)),
     h('div', { class: 'row' }, field('Caveman level', level), field('Routing strategy', strategy), field('Sticky limit', sticky, 'Requests per connection before round-robin moves on.')),
     h('button', { type: 'submit', class: 'primary', text: 'Save settings' }));
+  // shown is what the page shows, as the last save left it: only the
+  // settings changed since are sent, so one changed meanwhile elsewhere
+  // (another tab, the admin API) stays.
+  const values = () => ({
+    requireApiKey: requireKey.checked, cavemanEnabled: caveman.checked, cavemanLevel: level.value,
+    routingStrategy: strategy.value, stickyLimit: Number(sticky.value) || 0,
+  });
+  let shown = values();
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
+    const now = values();
+    const changed = Object.fromEntries(Object.entries(now).filter(([k, v]) => v !== shown[k]));
     busy(form.querySelector('[type=submit]'), async () => {
-      await patch('/api/settings', {
-        requireApiKey: requireKey.checked, cavemanEnabled: caveman.checked, cavemanLevel: level.value,
-        routingStrategy: strategy.value, stickyLimit: Number(sticky.value) || 0,
-      });
+      await patch('/api/settings', changed);
+      shown = now;
       toast('Settings saved.');
     }, 'Saving…');
   });
