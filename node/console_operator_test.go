@@ -434,3 +434,32 @@ func TestConsoleSettingsKeepChangesMadeElsewhere(t *testing.T) {
 	assert.Equal(t, "round-robin", s["routingStrategy"])
 	assert.EqualValues(t, 4, s["stickyLimit"])
 }
+
+// A browser login (Codex) whose pasted code the provider refuses says why
+// in the login's form, and a login that finishes gives the focus back to
+// the button that started it, where the refusal showed only in a notice
+// that went away and the finished form took the focus away with it.
+func TestConsoleCodeLoginRefusalAndFocus(t *testing.T) {
+	b := startBrowser(t)
+	f := newFakeAuthServer(t, pollOK)
+	sb := serveWithOAuth(t, f, "")
+	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
+	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
+	b.goTo(sb.BaseURL + "/ui/#/signin?code=" + mint.JSON["code"].(string))
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
+
+	b.click("button", "Log in to codex")
+	b.fill("Redirect address or code", "not-the-code")
+	b.click("button", "Finish login")
+	b.do(map[string]any{"op": "wait", "within": "section[aria-labelledby='login-h'] form [role='alert']", "text": "refused the authorization code"})
+
+	authorize := b.do(map[string]any{"op": "attr", "role": "link", "name": "Open the codex sign-in page", "attr": "href"}).(string)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	consent, err := noFollow.Get(authorize)
+	require.NoError(t, err)
+	consent.Body.Close()
+	b.fill("Redirect address or code", consent.Header.Get("Location"))
+	b.click("button", "Finish login")
+	b.waitText("Logged in: the connection codex was added.")
+	assert.Equal(t, "button:Log in to codex", b.do(map[string]any{"op": "focused"}))
+}

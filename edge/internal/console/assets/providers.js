@@ -271,7 +271,7 @@ function loginSection(providers, reload) {
   const out = h('div', { 'aria-live': 'polite' });
   const buttons = logins.map((p) => {
     const b = h('button', { type: 'button', text: `Log in to ${p.id}` });
-    b.addEventListener('click', () => (p.auth === 'device' ? deviceLogin(p, out, reload, b) : codeLogin(p, out, reload)));
+    b.addEventListener('click', () => (p.auth === 'device' ? deviceLogin(p, out, reload, b) : codeLogin(p, out, reload, b)));
     return b;
   });
   return h('section', { class: 'card', 'aria-labelledby': 'login-h' },
@@ -335,7 +335,7 @@ async function deviceLogin(p, out, reload, opener) {
   if (!stopped) { progress.remove(); status.textContent = 'The code expired.'; }
 }
 
-async function codeLogin(p, out, reload) {
+async function codeLogin(p, out, reload, opener) {
   const status = h('p', { role: 'status', text: 'Preparing the login…' });
   const box = h('div', { class: 'card' }, h('h3', { text: `Log in to ${p.id}` }), status);
   out.replaceChildren(box);
@@ -359,11 +359,13 @@ async function codeLogin(p, out, reload) {
     ? 'Open the link, sign in, then paste the address your browser lands on (or the code) here.'
     : 'Open the link, sign in, then paste the code it shows at the end here.';
   const pasted = h('input', { required: true, autocomplete: 'off' });
+  const refused = h('p', { class: 'error', role: 'alert' });
   const form = h('form', {},
     h('p', {}, h('a', { href: authorizeUrl, target: '_blank', rel: 'noopener noreferrer', text: `Open the ${p.id} sign-in page` })),
     loopback
       ? field('Redirect address or code', pasted, `It starts with ${start.redirectUri}`)
       : field('Code', pasted, `The page at ${start.redirectUri} shows it after the sign-in (its address works too)`),
+    refused,
     h('button', { type: 'submit', class: 'primary', text: 'Finish login' }));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -374,10 +376,12 @@ async function codeLogin(p, out, reload) {
       code = u.searchParams.get('code') || '';
       state = u.searchParams.get('state') || '';
     } catch { /* a bare code */ }
+    refused.textContent = '';
     busy(form.querySelector('[type=submit]'), async () => {
-      const r = await post(`/api/oauth/${enc(p.id)}/exchange`, { flowId: start.flowId, code, state });
+      const r = await post(`/api/oauth/${enc(p.id)}/exchange`, { flowId: start.flowId, code, state }).catch(refuse(refused));
       status.textContent = loggedIn(r, p);
       form.remove();
+      opener.focus();
       setTimeout(() => reload().catch((e) => toast(e.message)), 1500);
     }, 'Finishing…');
   });
