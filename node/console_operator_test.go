@@ -463,3 +463,29 @@ func TestConsoleCodeLoginRefusalAndFocus(t *testing.T) {
 	b.waitText("Logged in: the connection codex was added.")
 	assert.Equal(t, "button:Log in to codex", b.do(map[string]any{"op": "focused"}))
 }
+
+// The keys and models pages' forms say in the form why the gateway
+// refused them (a key's name too long, an alias cycle, a combo of a
+// combo), as the connection forms do.
+func TestConsoleKeysAndModelsFormsShowTheRefusal(t *testing.T) {
+	b := startBrowser(t)
+	_, ui := consoleWithLocal(t, b)
+	b.goTo(ui + "#/keys")
+	b.fill("Key name", strings.Repeat("k", 201))
+	b.click("button", "Issue key")
+	b.do(map[string]any{"op": "wait", "within": "form[aria-labelledby='issue-h'] [role='alert']", "text": "'name' must be at most 200 characters"})
+
+	b.goTo(ui + "#/models")
+	b.fill("Alias", "loop")
+	b.fill("Model", "loop")
+	b.click("button", "Add alias")
+	b.do(map[string]any{"op": "wait", "within": "section[aria-labelledby='alias-h'] form [role='alert']", "text": "alias cycle: loop -> loop"})
+	b.fill("Combo name", "best")
+	b.fill("Models, in order", "local/llama3")
+	b.click("button", "Add combo")
+	b.waitText("Combo saved.")
+	b.fill("Combo name", "worse")
+	b.fill("Models, in order", "best")
+	b.click("button", "Add combo")
+	b.do(map[string]any{"op": "wait", "within": "section[aria-labelledby='combo-h'] form [role='alert']", "text": "is a combo"})
+}

@@ -1,13 +1,15 @@
 import { get, post, del } from './api.js';
-import { h, field, table, toast, busy, fmtTime } from './ui.js';
+import { h, field, table, toast, busy, fmtTime, refuse } from './ui.js';
 
 export async function render(root) {
   const { keys = [] } = await get('/api/keys');
   const shown = h('div', { 'aria-live': 'polite' });
   const name = h('input', { required: true, placeholder: 'laptop' });
+  const refused = h('p', { class: 'error', role: 'alert' });
   const form = h('form', { class: 'card', 'aria-labelledby': 'issue-h' },
     h('h2', { id: 'issue-h', text: 'Issue a key' }),
     h('div', { class: 'row' }, field('Key name', name), h('div', { class: 'field' }, h('button', { type: 'submit', class: 'primary', text: 'Issue key' }))),
+    refused,
     shown);
   // A reload redraws the list only: a key just issued stays shown, to be
   // copied, whatever else is done meanwhile.
@@ -19,8 +21,9 @@ export async function render(root) {
   };
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
+    refused.textContent = '';
     busy(form.querySelector('[type=submit]'), async () => {
-      const r = await post('/api/keys', { name: name.value.trim() });
+      const r = await post('/api/keys', { name: name.value.trim() }).catch(refuse(refused));
       const keyBox = h('input', { readonly: true, value: r.key, class: 'secret', 'aria-label': 'New API key' });
       const copy = h('button', { type: 'button', text: 'Copy' });
       copy.addEventListener('click', async () => {

@@ -1,5 +1,5 @@
 import { get, post, put, del, qs, reach } from './api.js';
-import { h, field, table, toast, busy, pager } from './ui.js';
+import { h, field, table, toast, busy, pager, refuse } from './ui.js';
 
 const kinds = ['llm', 'embedding', 'image', 'tts', 'stt', 'video', 'music'];
 
@@ -107,12 +107,14 @@ function aliasSection(aliases, reload) {
   });
   const name = h('input', { required: true, placeholder: 'fast' });
   const target = h('input', { required: true, placeholder: 'openai/gpt-4o-mini' });
+  const refused = h('p', { class: 'error', role: 'alert' });
   const form = h('form', { class: 'row' }, field('Alias', name), field('Model', target),
-    h('div', { class: 'field' }, h('button', { type: 'submit', text: 'Add alias' })));
+    h('div', { class: 'field' }, h('button', { type: 'submit', text: 'Add alias' })), refused);
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
+    refused.textContent = '';
     busy(form.querySelector('button'), async () => {
-      await put('/api/models/aliases', { aliases: { ...await storedAliases(), [name.value.trim()]: target.value.trim() } });
+      await put('/api/models/aliases', { aliases: { ...await storedAliases(), [name.value.trim()]: target.value.trim() } }).catch(refuse(refused));
       toast('Alias saved.');
       await reload();
     });
@@ -132,13 +134,15 @@ function comboSection(combos, reload) {
   });
   const name = h('input', { required: true, placeholder: 'best' });
   const list = h('input', { required: true, placeholder: 'claude/sonnet, openai/gpt-4o' });
+  const refused = h('p', { class: 'error', role: 'alert' });
   const form = h('form', { class: 'row' }, field('Combo name', name), field('Models, in order', list),
-    h('div', { class: 'field' }, h('button', { type: 'submit', text: 'Add combo' })));
+    h('div', { class: 'field' }, h('button', { type: 'submit', text: 'Add combo' })), refused);
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
+    refused.textContent = '';
     busy(form.querySelector('button'), async () => {
       const models = list.value.split(',').map((x) => x.trim()).filter(Boolean);
-      await put('/api/models/combos', { combos: [...await storedCombos(), { name: name.value.trim(), models }] });
+      await put('/api/models/combos', { combos: [...await storedCombos(), { name: name.value.trim(), models }] }).catch(refuse(refused));
       toast('Combo saved.');
       await reload();
     });

@@ -1,5 +1,5 @@
 import { get, post, patch, del } from './api.js';
-import { h, field, check, select, table, badge, toast, busy, ago, pager, safeURL, refreshFailure, focusButton } from './ui.js';
+import { h, field, check, select, table, badge, toast, busy, ago, pager, safeURL, refreshFailure, focusButton, refuse } from './ui.js';
 
 const enc = encodeURIComponent;
 
@@ -163,17 +163,6 @@ function cavemanOverride(choice) {
   if (choice === '') return {};
   if (choice === 'off') return { enabled: false };
   return { enabled: true, level: choice };
-}
-
-// refuse shows why the gateway refused a form in the form itself, beside
-// the fields to correct, where a notice would go away; the form's action
-// then stops there.
-function refuse(el) {
-  return (e) => {
-    el.textContent = e.message;
-    e.shown = true;
-    throw e;
-  };
 }
 
 function splitList(s) {

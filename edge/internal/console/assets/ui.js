@@ -101,6 +101,17 @@ export async function busy(btn, fn, label) {
   }
 }
 
+// refuse shows why the gateway refused a form in the form itself (el, an
+// alert), beside the fields to correct, where a notice would go away; the
+// form's action then stops there.
+export function refuse(el) {
+  return (e) => {
+    el.textContent = e.message;
+    e.shown = true;
+    throw e;
+  };
+}
+
 // refocus puts the focus back on a button that had it, unless it moved
 // meanwhile: on the button itself, or, when a redraw replaced it, on the
 // button of the same name, else on the page's content (its row went).
