@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,8 +10,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v76"
+	stripewebhook "github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
+	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
 )
 
@@ -488,4 +492,43 @@ func TestConsoleKeysAndModelsFormsShowTheRefusal(t *testing.T) {
 	b.fill("Models, in order", "best")
 	b.click("button", "Add combo")
 	b.do(map[string]any{"op": "wait", "within": "section[aria-labelledby='combo-h'] form [role='alert']", "text": "is a combo"})
+}
+
+// Paging the dead-lettered webhook events with the keyboard keeps the
+// focus on the pager, where each page redrawn dropped it to the body.
+func TestConsoleBillingPagingKeepsFocus(t *testing.T) {
+	b := startBrowser(t)
+	const secret = "whsec_console_paging"
+	cfg := nodetest.Config(t.TempDir())
+	cfg.StripeSecretKey = "sk_test_console"
+	cfg.StripeWebhookSecret = secret
+	cfg.StripeAPIBase = closedURL(t)
+	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	// Invoice events without their invoice's id are dead-lettered at once.
+	for i := range 21 {
+		payload := fmt.Appendf(nil, `{"id":"evt_paging_%02d","object":"event","type":"invoice.paid","api_version":%q,"created":%d,"data":{"object":{"object":"invoice"}}}`,
+			i, stripe.APIVersion, time.Now().Unix())
+		sig := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: payload, Secret: secret, Timestamp: time.Now()}).Header
+		req, err := http.NewRequest(http.MethodPost, sb.BaseURL+"/webhooks/stripe", bytes.NewReader(payload))
+		require.NoError(t, err)
+		req.Header.Set("Stripe-Signature", sig)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	require.Eventually(t, func() bool {
+		r := sb.Admin(t, http.MethodGet, "/api/billing/dead-letters", nil)
+		return r.Status == http.StatusOK && r.JSON["total"] == float64(21)
+	}, 30*time.Second, 50*time.Millisecond, "dead-lettered")
+	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
+	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
+	b.goTo(sb.BaseURL + "/ui/#/signin?code=" + mint.JSON["code"].(string))
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
+	b.goTo(sb.BaseURL + "/ui/#/billing")
+	b.waitText("Page 1 of 2 (21 events)")
+	b.do(map[string]any{"op": "focus", "role": "button", "name": "Next page of events"})
+	b.do(map[string]any{"op": "press", "key": "Enter"})
+	b.waitText("Page 2 of 2 (21 events)")
+	assert.Equal(t, "button:Previous page of events", b.do(map[string]any{"op": "focused"}))
 }

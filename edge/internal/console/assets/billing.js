@@ -2,7 +2,7 @@
 // and the Stripe webhook events that kept failing (the admin routes
 // /api/billing/*), with a retry for each of those.
 import { get, post, qs, reach } from './api.js';
-import { h, table, badge, toast, busy, fmtTime } from './ui.js';
+import { h, table, badge, toast, busy, fmtTime, focusButton } from './ui.js';
 
 const PAGE = 20;
 const enc = encodeURIComponent;
@@ -49,12 +49,21 @@ async function renderPrices(box) {
 const statusKind = { active: 'ok', trialing: 'ok', past_due: 'warn', incomplete: 'warn', paused: 'warn', unpaid: 'bad', canceled: '', incomplete_expired: '' };
 const words = (s) => String(s || '').replaceAll('_', ' ');
 
-// pages is a server-paged pager: Previous and Next fetch another page.
+// pages is a server-paged pager: Previous and Next fetch another page. The
+// page is drawn anew: the focus goes back to the button pressed, or, on
+// the first or last page where it is disabled, to the other one.
 function pages(skip, total, go, label) {
   const last = Math.max(0, Math.ceil(total / PAGE) - 1);
   const at = Math.floor(skip / PAGE);
-  const prev = h('button', { type: 'button', text: 'Previous page', 'aria-label': `Previous page of ${label}`, disabled: at === 0, onclick: () => go(skip - PAGE) });
-  const next = h('button', { type: 'button', text: 'Next page', 'aria-label': `Next page of ${label}`, disabled: at >= last, onclick: () => go(skip + PAGE) });
+  const names = [`Previous page of ${label}`, `Next page of ${label}`];
+  const turn = (to, i) => async () => {
+    await go(to);
+    const [same, other] = i ? names.slice().reverse() : names;
+    const b = document.querySelector(`button[aria-label="${same}"]`);
+    focusButton(b && !b.disabled ? same : other);
+  };
+  const prev = h('button', { type: 'button', text: 'Previous page', 'aria-label': names[0], disabled: at === 0, onclick: turn(skip - PAGE, 0) });
+  const next = h('button', { type: 'button', text: 'Next page', 'aria-label': names[1], disabled: at >= last, onclick: turn(skip + PAGE, 1) });
   return h('div', { class: 'pager' }, prev, h('span', { class: 'muted', 'aria-live': 'polite', text: `Page ${at + 1} of ${last + 1} (${total} ${label})` }), next);
 }
 
