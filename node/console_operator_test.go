@@ -532,3 +532,29 @@ func TestConsoleBillingPagingKeepsFocus(t *testing.T) {
 	b.waitText("Page 2 of 2 (21 events)")
 	assert.Equal(t, "button:Previous page of events", b.do(map[string]any{"op": "focused"}))
 }
+
+// The request log's model filter takes a model as the models page lists it
+// (local/llama3), where only the upstream's own name (llama3) found its
+// requests and the listed id showed none.
+func TestConsoleRequestLogFindsAListedModel(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	resp := sb.Do(t, http.MethodPost, "/v1/chat/completions", map[string]any{
+		"model": "local/llama3", "messages": []map[string]any{{"role": "user", "content": "hi"}}})
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	require.Eventually(t, func() bool {
+		rows, _ := sb.Admin(t, http.MethodGet, "/api/usage/requests", nil).JSON["requests"].([]any)
+		return len(rows) == 1
+	}, 30*time.Second, 100*time.Millisecond)
+	b.goTo(ui + "#/usage")
+	b.waitText("1 requests shown")
+	b.fill("Model", "local/qwen2.5-coder")
+	b.click("button", "Apply filters")
+	b.waitText("0 requests shown")
+	b.fill("Model", "local/llama3")
+	b.click("button", "Apply filters")
+	b.waitText("1 requests shown")
+	b.fill("Model", "llama3")
+	b.click("button", "Apply filters")
+	b.waitText("1 requests shown")
+}

@@ -70,12 +70,21 @@ async function requestLog(section) {
   const [{ keys = [] }, { connections = [] }] = await Promise.all([get('/api/keys'), get('/api/providers')]);
   const key = select([['', 'Any key'], ...keys.map((k) => [k.id, k.name])]);
   const conn = select([['', 'Any connection'], ...connections.map((c) => [c.id, c.name])]);
-  const model = h('input', { placeholder: 'exact model id' });
+  const model = h('input', { placeholder: 'local/llama3' });
+  // The log keeps the model as the upstream names it (llama3) beside its
+  // provider: a model as the models page lists it, <prefix or provider>/
+  // <model>, is looked for as that provider's.
+  const modelFilter = () => {
+    const v = model.value.trim();
+    const i = v.indexOf('/');
+    const c = i > 0 && connections.find((x) => (x.providerSpecificData?.prefix || x.provider) === v.slice(0, i) || x.provider === v.slice(0, i));
+    return c ? { model: v.slice(i + 1), provider: c.provider } : { model: v };
+  };
   const status = select([['', 'Any status'], ['2xx', '2xx'], ['error', 'Errors (400+)'], ['4xx', '4xx'], ['429', '429'], ['5xx', '5xx']]);
   const since = h('input', { type: 'datetime-local' });
   const until = h('input', { type: 'datetime-local' });
   const form = h('form', { class: 'card', 'aria-label': 'Filter the request log' },
-    h('div', { class: 'row' }, field('Key', key), field('Connection', conn), field('Model', model), field('Status', status),
+    h('div', { class: 'row' }, field('Key', key), field('Connection', conn), field('Model', model, 'As the models page lists it, or as the upstream names it.'), field('Status', status),
       field('From', since), field('To', until)),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', text: 'Apply filters' })));
   const out = h('div');
@@ -96,7 +105,7 @@ async function requestLog(section) {
   const load = async (from) => {
     const iso = (v) => (v ? new Date(v).toISOString() : '');
     const r = await get(`/api/usage/requests${qs({
-      keyId: key.value, connectionId: conn.value, model: model.value.trim(), status: status.value,
+      keyId: key.value, connectionId: conn.value, ...modelFilter(), status: status.value,
       since: iso(since.value), until: iso(until.value), cursor: from, limit: 50,
     })}`);
     refused.textContent = '';
