@@ -13,6 +13,7 @@ import (
 	"github.com/stripe/stripe-go/v76"
 	stripewebhook "github.com/stripe/stripe-go/v76/webhook"
 
+	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
 	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
@@ -557,4 +558,35 @@ func TestConsoleRequestLogFindsAListedModel(t *testing.T) {
 	b.fill("Model", "llama3")
 	b.click("button", "Apply filters")
 	b.waitText("1 requests shown")
+}
+
+// A device login replaced by another one (the Log in button pressed again)
+// stops polling, where its loop went on polling in the background for the
+// code's whole life, with no Cancel button left to stop it.
+func TestConsoleReplacedDeviceLoginStopsPolling(t *testing.T) {
+	b := startBrowser(t)
+	f := newFakeAuthServer(t, oauth.CodePending)
+	sb := serveWithOAuth(t, f, "")
+	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
+	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
+	b.goTo(sb.BaseURL + "/ui/#/signin?code=" + mint.JSON["code"].(string))
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
+	polls := func(deviceCode string) int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		n := 0
+		for _, form := range f.tokenForms {
+			if form.Get("device_code") == deviceCode {
+				n++
+			}
+		}
+		return n
+	}
+	b.click("button", "Log in to qwen")
+	require.Eventually(t, func() bool { return polls("dc-1") >= 1 }, 10*time.Second, 20*time.Millisecond)
+	b.click("button", "Log in to qwen")
+	require.Eventually(t, func() bool { return polls("dc-2") >= 1 }, 10*time.Second, 20*time.Millisecond)
+	first := polls("dc-1")
+	require.Eventually(t, func() bool { return polls("dc-2") >= 4 }, 15*time.Second, 20*time.Millisecond)
+	assert.LessOrEqual(t, polls("dc-1"), first+1, "the replaced login stopped polling (one poll may have been under way)")
 }

@@ -295,9 +295,12 @@ async function deviceLogin(p, out, reload, opener) {
   status.textContent = 'Waiting for you to approve the login…';
   let interval = Math.max(1, start.interval || 5);
   const deadline = Date.now() + (start.expiresIn || 900) * 1000;
-  while (!stopped && Date.now() < deadline) {
+  // A login replaced by another (its box no longer in the logins' output)
+  // stops; one left running on another page goes on, to finish there.
+  const replaced = () => !out.contains(box);
+  while (!stopped && !replaced() && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, interval * 1000));
-    if (stopped) return;
+    if (stopped || replaced()) return;
     let r;
     try {
       r = await post(`/api/oauth/${enc(p.id)}/poll`, { flowId: start.flowId });
@@ -321,7 +324,7 @@ async function deviceLogin(p, out, reload, opener) {
     }
     status.textContent = r.status === 'slow_down' ? 'Waiting (the provider asked to poll slower)…' : 'Waiting for you to approve the login…';
   }
-  if (!stopped) { progress.remove(); status.textContent = 'The code expired.'; }
+  if (!stopped && !replaced()) { progress.remove(); status.textContent = 'The code expired.'; }
 }
 
 async function codeLogin(p, out, reload, opener) {
