@@ -590,3 +590,16 @@ func TestConsoleReplacedDeviceLoginStopsPolling(t *testing.T) {
 	require.Eventually(t, func() bool { return polls("dc-2") >= 4 }, 15*time.Second, 20*time.Millisecond)
 	assert.LessOrEqual(t, polls("dc-1"), first+1, "the replaced login stopped polling (one poll may have been under way)")
 }
+
+// When the gateway refuses the tab's admin token (it was changed, the
+// service restarted with another), the sign-in page says why it is back,
+// where it showed the empty sign-in form with no word of what happened.
+func TestConsoleSaysWhyItAsksToSignInAgain(t *testing.T) {
+	b := startBrowser(t)
+	_, ui := consoleWithLocal(t, b)
+	b.do(map[string]any{"op": "eval", "expr": "sessionStorage.setItem('switchboard.adminToken', 'a-token-no-longer-valid-0000')"})
+	b.goTo(ui + "#/keys")
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Sign in to Switchboard"})
+	b.do(map[string]any{"op": "wait", "role": "alert"})
+	assert.Contains(t, b.text(), "The gateway refused this tab\u2019s admin token")
+}

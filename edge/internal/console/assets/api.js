@@ -3,6 +3,7 @@
 
 const KEY = 'switchboard.adminToken';
 const MACHINE = 'switchboard.machine';
+const REFUSED = 'switchboard.refused';
 
 export const session = {
   get token() { return sessionStorage.getItem(KEY) || ''; },
@@ -11,6 +12,14 @@ export const session = {
   get machine() { return sessionStorage.getItem(MACHINE) || ''; },
   setMachine(id) { if (id) sessionStorage.setItem(MACHINE, id); else sessionStorage.removeItem(MACHINE); },
   clear() { sessionStorage.removeItem(KEY); sessionStorage.removeItem(MACHINE); },
+  // refused tells, once, that the gateway refused the token the tab kept:
+  // the sign-in page says why it is back.
+  takeRefused() {
+    const r = sessionStorage.getItem(REFUSED) === '1';
+    sessionStorage.removeItem(REFUSED);
+    return r;
+  },
+  markRefused() { sessionStorage.setItem(REFUSED, '1'); },
 };
 
 export class APIError extends Error {
@@ -48,6 +57,7 @@ export async function api(method, path, body, { auth = true } = {}) {
   if (!resp.ok) {
     if (resp.status === 401 && auth && path.startsWith('/api/')) {
       session.clear();
+      session.markRefused();
       location.hash = '#/signin';
     }
     throw new APIError(resp.status, data);

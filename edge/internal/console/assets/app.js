@@ -109,6 +109,9 @@ function renderSignIn(main, params) {
     }
   });
   main.replaceChildren(form);
+  if (session.takeRefused()) {
+    err.textContent = 'The gateway refused this tab\u2019s admin token (it was changed, or the service restarted with another): sign in again.';
+  }
   if (code) {
     err.textContent = '';
     const note = h('p', { role: 'status', text: 'Signing in with the one-time link…' });
