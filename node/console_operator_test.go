@@ -148,6 +148,7 @@ func TestConsoleModelsKeepAliasesAndCombosSavedElsewhere(t *testing.T) {
 	b.fill("Model", "local/qwen2.5-coder")
 	b.click("button", "Add alias")
 	b.waitText("Alias saved.")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Remove alias fast"})
 	b.fill("Combo name", "best")
 	b.fill("Models, in order", "local/qwen2.5-coder, local/llama3")
 	b.click("button", "Add combo")
@@ -489,6 +490,7 @@ func TestConsoleKeysAndModelsFormsShowTheRefusal(t *testing.T) {
 	b.fill("Models, in order", "local/llama3")
 	b.click("button", "Add combo")
 	b.waitText("Combo saved.")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Remove combo best"})
 	b.fill("Combo name", "worse")
 	b.fill("Models, in order", "best")
 	b.click("button", "Add combo")
@@ -602,4 +604,34 @@ func TestConsoleSaysWhyItAsksToSignInAgain(t *testing.T) {
 	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Sign in to Switchboard"})
 	b.do(map[string]any{"op": "wait", "role": "alert"})
 	assert.Contains(t, b.text(), "The gateway refused this tab\u2019s admin token")
+}
+
+// With API keys required the models page, which cannot call /v1/models
+// without one, lists what the gateway serves all the same: a connection's
+// enabled models only, not its disabled ones, and the aliases and combos,
+// where it listed every model of every connection's upstream and no alias
+// or combo.
+func TestConsoleModelsListWhatIsServedWithKeysRequired(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	other := upstreamtest.New(t, upstreamtest.WithModels("a", "b"))
+	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-other", "name": "other",
+		"providerSpecificData": map[string]any{"baseUrl": other.URL(), "prefix": "other", "enabledModels": []string{"a"}}})
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodPost, "/api/models/disabled", map[string]any{
+		"providerAlias": "local", "ids": []string{"qwen2.5-coder"}}).Status)
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodPut, "/api/models/aliases", map[string]any{
+		"aliases": map[string]string{"fast": "local/llama3"}}).Status)
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodPut, "/api/models/combos", map[string]any{
+		"combos": []map[string]any{{"name": "best", "models": []string{"local/llama3"}}}}).Status)
+	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodPatch, "/api/settings", map[string]any{"requireApiKey": true}).Status)
+	b.goTo(ui + "#/models")
+	b.waitText("Listed from each connection")
+	listed := b.do(map[string]any{"op": "text", "selector": "section[aria-labelledby='list-h'] tbody"}).(string)
+	assert.Contains(t, listed, "local/llama3")
+	assert.Contains(t, listed, "other/a")
+	assert.NotContains(t, listed, "other/b", "not enabled")
+	assert.NotContains(t, listed, "local/qwen2.5-coder", "disabled")
+	assert.Contains(t, listed, "fast")
+	assert.Contains(t, listed, "best")
+	assert.Contains(t, b.text(), "All (4)")
 }
