@@ -635,3 +635,26 @@ func TestConsoleModelsListWhatIsServedWithKeysRequired(t *testing.T) {
 	assert.Contains(t, listed, "best")
 	assert.Contains(t, b.text(), "All (4)")
 }
+
+// On another machine than the default (the machine picker), the models
+// listing is that machine's, where it showed the default machine's models
+// (from /v1/models, which answers for the default without a key).
+func TestConsoleModelsListThePickedMachines(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	team := sb.Admin(t, http.MethodPost, "/api/machines", map[string]any{"name": "team-b"})
+	require.Equal(t, http.StatusCreated, team.Status, "%s", team.Body)
+	teamID := team.JSON["machine"].(map[string]any)["id"].(string)
+	up := upstreamtest.New(t, upstreamtest.WithModels("mistral"))
+	conn := sb.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "openai-compatible-team", "name": "team",
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "team"}}, "X-Switchboard-Machine", teamID)
+	require.Equal(t, http.StatusCreated, conn.Status, "%s", conn.Body)
+	b.do(map[string]any{"op": "reload"})
+	b.do(map[string]any{"op": "select", "label": "Machine", "value": teamID})
+	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable team"})
+	b.goTo(ui + "#/models")
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Models by kind"})
+	listed := b.do(map[string]any{"op": "text", "selector": "section[aria-labelledby='list-h']"}).(string)
+	assert.Contains(t, listed, "team/mistral")
+	assert.NotContains(t, listed, "local/llama3", "the default machine's")
+}

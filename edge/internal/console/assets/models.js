@@ -1,14 +1,15 @@
-import { get, post, put, del, qs, reach } from './api.js';
+import { get, post, put, del, qs, reach, session } from './api.js';
 import { h, field, table, toast, busy, pager, refuse } from './ui.js';
 
 const kinds = ['llm', 'embedding', 'image', 'tts', 'stt', 'video', 'music'];
 
 async function listModels(resp, disabled, aliases, combos) {
   // /v1/models (resp) answers for the default machine without a key; with
-  // keys required, fall back to each connection's own list, kept to what
-  // the gateway serves: active connections, their enabled models (all when
-  // none are), not the disabled ones, and the aliases and combos.
-  if (resp.ok) return { models: (await resp.json()).data || [], note: '' };
+  // keys required, or for another machine (the picker's), fall back to
+  // each connection's own list, kept to what the gateway serves: active
+  // connections, their enabled models (all when none are), not the
+  // disabled ones, and the aliases and combos.
+  if (resp?.ok) return { models: (await resp.json()).data || [], note: '' };
   const { connections = [] } = await get('/api/providers');
   const lists = await Promise.all(connections.filter((c) => c.isActive).map((c) => get(`/api/providers/${encodeURIComponent(c.id)}/models`)
     .then((r) => {
@@ -24,14 +25,14 @@ async function listModels(resp, disabled, aliases, combos) {
   const kindOf = (id) => models.find((m) => m.id === id)?.kind;
   for (const c of combos) models.push({ id: c.name, kind: kindOf(c.models?.[0]) || 'llm', owned_by: 'combo' });
   for (const [name, target] of Object.entries(aliases)) models.push({ id: name, kind: kindOf(target) || 'llm', owned_by: 'alias' });
-  return { models, note: 'Listed from each connection (the gateway requires API keys for /v1/models).' };
+  return { models, note: resp ? 'Listed from each connection (the gateway requires API keys for /v1/models).' : 'Listed from each connection of this machine.' };
 }
 
 // view is what the listing shows: the kind and the filter, kept when an
 // action (a model disabled, an alias added) reloads the page.
 export async function render(root, params, view = { kind: '', filter: '' }) {
   const [listed, disabled, aliases, combos] = await Promise.all([
-    reach('/v1/models'), get('/api/models/disabled'), get('/api/models/aliases'), get('/api/models/combos')]);
+    session.machine ? null : reach('/v1/models'), get('/api/models/disabled'), get('/api/models/aliases'), get('/api/models/combos')]);
   const { models, note } = await listModels(listed, disabled.disabled || {}, aliases.aliases || {}, combos.combos || []);
   // A reload builds the page anew and swaps it in whole.
   const reload = () => render(root, params, view);
