@@ -34,16 +34,7 @@ func TestConsoleBilling(t *testing.T) {
 
 	// An invoice event without its invoice's id cannot be applied, ever:
 	// it is dead-lettered at its first delivery.
-	payload := fmt.Appendf(nil, `{"id":"evt_console_dead","object":"event","type":"invoice.paid","api_version":%q,"created":%d,"data":{"object":{"object":"invoice"}}}`,
-		stripe.APIVersion, time.Now().Unix())
-	sig := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: payload, Secret: secret, Timestamp: time.Now()}).Header
-	req, err := http.NewRequest(http.MethodPost, sb.BaseURL+"/webhooks/stripe", bytes.NewReader(payload))
-	require.NoError(t, err)
-	req.Header.Set("Stripe-Signature", sig)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	postDeadInvoiceEvent(t, sb, secret, "evt_console_dead")
 	require.Eventually(t, func() bool {
 		r := sb.Admin(t, http.MethodGet, "/api/billing/dead-letters", nil)
 		return r.Status == http.StatusOK && r.JSON["total"] == float64(1)
@@ -77,4 +68,21 @@ func TestConsoleBilling(t *testing.T) {
 	b.do(map[string]any{"op": "wait", "role": "button", "name": "Retry event evt_console_dead"})
 
 	assert.Empty(t, b.do(map[string]any{"op": "problems"}), "no script errors or CSP violations")
+}
+
+// postDeadInvoiceEvent delivers a signed invoice.paid event without its
+// invoice's id, which billing can never apply: it is dead-lettered at its
+// first delivery. The webhook answers 200 (the event is stored).
+func postDeadInvoiceEvent(t *testing.T, sb *nodetest.Instance, secret, id string) {
+	t.Helper()
+	payload := fmt.Appendf(nil, `{"id":%q,"object":"event","type":"invoice.paid","api_version":%q,"created":%d,"data":{"object":{"object":"invoice"}}}`,
+		id, stripe.APIVersion, time.Now().Unix())
+	sig := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: payload, Secret: secret, Timestamp: time.Now()}).Header
+	req, err := http.NewRequest(http.MethodPost, sb.BaseURL+"/webhooks/stripe", bytes.NewReader(payload))
+	require.NoError(t, err)
+	req.Header.Set("Stripe-Signature", sig)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 }

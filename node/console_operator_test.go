@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/stripe/stripe-go/v76"
-	stripewebhook "github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
@@ -509,16 +506,7 @@ func TestConsoleBillingPagingKeepsFocus(t *testing.T) {
 	sb := nodetest.Start(t, cfg, node.AllRoles...)
 	// Invoice events without their invoice's id are dead-lettered at once.
 	for i := range 21 {
-		payload := fmt.Appendf(nil, `{"id":"evt_paging_%02d","object":"event","type":"invoice.paid","api_version":%q,"created":%d,"data":{"object":{"object":"invoice"}}}`,
-			i, stripe.APIVersion, time.Now().Unix())
-		sig := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: payload, Secret: secret, Timestamp: time.Now()}).Header
-		req, err := http.NewRequest(http.MethodPost, sb.BaseURL+"/webhooks/stripe", bytes.NewReader(payload))
-		require.NoError(t, err)
-		req.Header.Set("Stripe-Signature", sig)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode)
+		postDeadInvoiceEvent(t, sb, secret, fmt.Sprintf("evt_paging_%02d", i))
 	}
 	require.Eventually(t, func() bool {
 		r := sb.Admin(t, http.MethodGet, "/api/billing/dead-letters", nil)

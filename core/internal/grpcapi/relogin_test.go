@@ -213,17 +213,14 @@ func TestLoginOfAnotherWorkspaceDoesNotRenew(t *testing.T) {
 	a := loginAdmin(t)
 	p, ok := a.logins.Providers.Lookup("codex")
 	require.True(t, ok)
-	idToken := func(claims string) string {
-		return "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".sig"
-	}
 	old, err := a.completeLogin(context.Background(), startLogin(t, a, "codex"), "", p, oauth.Token{AccessToken: "at-ws-1", RefreshToken: "rt-ws-1",
-		IDToken: idToken(`{"https://api.openai.com/auth":{"chatgpt_account_id":"ws-1"}}`)})
+		IDToken: codexIDToken(`{"https://api.openai.com/auth":{"chatgpt_account_id":"ws-1"}}`)})
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"chatgpt_account_id": "ws-1"}, old.GetData().GetValues())
 	needsRelogin(t, a, old)
 
 	other, err := a.completeLogin(context.Background(), startLogin(t, a, "codex"), "", p, oauth.Token{AccessToken: "at-ws-2", RefreshToken: "rt-ws-2",
-		IDToken: idToken(`{"https://api.openai.com/auth":{"chatgpt_account_id":"ws-2","chatgpt_user_id":"user-b"}}`)})
+		IDToken: codexIDToken(`{"https://api.openai.com/auth":{"chatgpt_account_id":"ws-2","chatgpt_user_id":"user-b"}}`)})
 	require.NoError(t, err)
 	assert.NotEqual(t, old.GetId(), other.GetId(), "another workspace's login adds its own connection")
 	assert.Equal(t, "at-ws-1", accessToken(t, a, old.GetId()), "the connection awaiting its workspace's login keeps its tokens")
@@ -237,12 +234,9 @@ func TestLoginOfAnAccountWithSeveralConnectionsAddsOne(t *testing.T) {
 	a := loginAdmin(t)
 	p, ok := a.logins.Providers.Lookup("codex")
 	require.True(t, ok)
-	idToken := func(claims string) string {
-		return "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".sig"
-	}
 	mine := `{"https://api.openai.com/auth":{"chatgpt_account_id":"ws-1","chatgpt_user_id":"user-a"}}`
 	loginAs := func(access, claims string) *busv1.Connection {
-		c, err := a.completeLogin(context.Background(), startLogin(t, a, "codex"), "", p, oauth.Token{AccessToken: access, RefreshToken: "rt-" + access, IDToken: idToken(claims)})
+		c, err := a.completeLogin(context.Background(), startLogin(t, a, "codex"), "", p, oauth.Token{AccessToken: access, RefreshToken: "rt-" + access, IDToken: codexIDToken(claims)})
 		require.NoError(t, err)
 		return c
 	}
@@ -258,4 +252,10 @@ func TestLoginOfAnAccountWithSeveralConnectionsAddsOne(t *testing.T) {
 	assert.NotContains(t, []string{unknown.GetId(), first.GetId(), "second"}, again.GetId(), "a connection of its own")
 	assert.Equal(t, "at-unknown", accessToken(t, a, unknown.GetId()), "the connection it cannot compare keeps its tokens")
 	assert.Equal(t, "at-first", accessToken(t, a, first.GetId()))
+}
+
+// codexIDToken is an unsigned id token carrying claims, as a Codex login's
+// token answer names its account.
+func codexIDToken(claims string) string {
+	return "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".sig"
 }
