@@ -127,7 +127,7 @@ func oddToolID(raw []byte) bool {
 				if c == '"' {
 					break
 				}
-				if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+				if !translate.ToolIDByte(c) {
 					return true
 				}
 			}

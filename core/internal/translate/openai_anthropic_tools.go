@@ -83,10 +83,10 @@ func toolInput(raw json.RawMessage, param string) (json.RawMessage, error) {
 // results still pair up.
 func ToolID(id string) string {
 	for i := 0; i < len(id); i++ {
-		if !toolIDByte(id[i]) {
+		if !ToolIDByte(id[i]) {
 			b := []byte(id)
 			for j := i; j < len(b); j++ {
-				if !toolIDByte(b[j]) {
+				if !ToolIDByte(b[j]) {
 					b[j] = '_'
 				}
 			}
@@ -96,7 +96,9 @@ func ToolID(id string) string {
 	return id
 }
 
-func toolIDByte(c byte) bool {
+// ToolIDByte reports whether c may stand in a tool id Anthropic takes
+// ([a-zA-Z0-9_-]).
+func ToolIDByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
