@@ -169,7 +169,7 @@ func (a *Admin) PutAliases(ctx context.Context, req *corev1.PutAliasesRequest) (
 			routing.MaxAliasDepth, strings.Join(chain, " -> ")))
 	}
 	settings := a.store.MachineSettings(machineID)
-	if outer, model, inner := newComboInCombo(settings.GetCombos(), settings.GetAliases(), req.GetAliases()); outer != "" {
+	if outer, model, inner := comboInCombo(settings.GetCombos(), req.GetAliases(), settings.GetAliases(), true); outer != "" {
 		return nil, invalidParam("aliases", "invalid_value", fmt.Sprintf("combo %q names %q, which these aliases lead to the combo %q; a combo's models are aliases or models, never combos",
 			outer, model, inner))
 	}
@@ -182,27 +182,15 @@ func (a *Admin) PutAliases(ctx context.Context, req *corev1.PutAliasesRequest) (
 // comboInCombo returns a combo (outer) one of whose models names a combo
 // (inner), itself or through aliases followed as the router follows them,
 // or empty names when none does. The router serves a combo's models as
-// models, so a combo inside another would never be served.
-func comboInCombo(combos []*busv1.Combo, aliases map[string]string) (outer, model, inner string) {
+// models, so a combo inside another would never be served. When aliases
+// replace before (changed true), a model that named a combo through those
+// already (a combo stored before combos were checked) is left out: the
+// change did not make it.
+func comboInCombo(combos []*busv1.Combo, aliases, before map[string]string, changed bool) (outer, model, inner string) {
 	names := comboNames(combos)
 	for _, c := range combos {
 		for _, m := range c.GetModels() {
-			if in := comboOf(names, aliases, m); in != "" {
-				return c.GetName(), m, in
-			}
-		}
-	}
-	return "", "", ""
-}
-
-// newComboInCombo is comboInCombo of the aliases after a change, leaving
-// out the combos' models that named a combo with the aliases before it (a
-// combo stored before combos were checked), which the change did not make.
-func newComboInCombo(combos []*busv1.Combo, before, after map[string]string) (outer, model, inner string) {
-	names := comboNames(combos)
-	for _, c := range combos {
-		for _, m := range c.GetModels() {
-			if in := comboOf(names, after, m); in != "" && comboOf(names, before, m) == "" {
+			if in := comboOf(names, aliases, m); in != "" && !(changed && comboOf(names, before, m) != "") {
 				return c.GetName(), m, in
 			}
 		}
@@ -355,7 +343,7 @@ func (a *Admin) PutCombos(ctx context.Context, req *corev1.PutCombosRequest) (*c
 		}
 		combos = append(combos, &busv1.Combo{Name: c.GetName(), Models: c.GetModels()})
 	}
-	if outer, model, inner := comboInCombo(combos, a.store.MachineSettings(machineID).GetAliases()); outer != "" {
+	if outer, model, inner := comboInCombo(combos, a.store.MachineSettings(machineID).GetAliases(), nil, false); outer != "" {
 		what := fmt.Sprintf("%q is a combo", model)
 		if model != inner {
 			what = fmt.Sprintf("%q leads to the combo %q", model, inner)

@@ -57,8 +57,8 @@ func TestNewComboInCombo(t *testing.T) {
 		{Name: "outer", Models: []string{"fast"}},
 	}
 	before := map[string]string{"fast": "openai/gpt-4o-mini"}
-	outer, model, inner := newComboInCombo(combos, before, map[string]string{"fast": "openai/gpt-4o-mini", "quick": "fast"})
+	outer, model, inner := comboInCombo(combos, map[string]string{"fast": "openai/gpt-4o-mini", "quick": "fast"}, before, true)
 	assert.Empty(t, outer, "only the stored combo names a combo: %s %s %s", outer, model, inner)
-	outer, model, inner = newComboInCombo(combos, before, map[string]string{"fast": "best"})
+	outer, model, inner = comboInCombo(combos, map[string]string{"fast": "best"}, before, true)
 	assert.Equal(t, []string{"outer", "fast", "best"}, []string{outer, model, inner})
 }
