@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/upstream"
+	"github.com/switchboardhq/switchboard/workers/internal/jobs"
 )
 
 // GrantTimeout bounds one call to a token endpoint. It is long: a provider
@@ -56,12 +57,10 @@ type Error struct {
 	// 403).
 	Refused bool
 	// Wait is how long a temporary refusal asked to be left alone
-	// (Retry-After); zero when it named no wait.
+	// (Retry-After, at most jobs.MaxRetryAfter, the longest the job
+	// consumer waits); zero when it named no wait.
 	Wait time.Duration
 }
-
-// maxWait bounds the wait a token endpoint may ask for.
-const maxWait = 24 * time.Hour
 
 // RetryAfter is how long the endpoint asked to wait before it is asked
 // again: the job consumer redelivers the job no sooner.
@@ -163,7 +162,7 @@ func Grant(ctx context.Context, client *http.Client, tokenURL, refreshToken stri
 	}
 	tokens, err := ParseAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	if e := (*Error)(nil); errors.As(err, &e) && e.Temporary() {
-		e.Wait, _ = upstream.RetryAfter(resp.Header, time.Now(), maxWait)
+		e.Wait, _ = upstream.RetryAfter(resp.Header, time.Now(), jobs.MaxRetryAfter)
 	}
 	return tokens, err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/switchboardhq/switchboard/internal/oauth"
 	"github.com/switchboardhq/switchboard/internal/upstream"
 	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
+	"github.com/switchboardhq/switchboard/workers/internal/jobs"
 )
 
 // renewFunc obtains new tokens from a connection's refresh material at its
@@ -51,7 +52,7 @@ func copilotExchange(ctx context.Context, client *http.Client, creds *corev1.Get
 			e.Refused, e.Reason = true, "Copilot token exchange refused the GitHub token"
 		}
 		if e.Temporary() {
-			e.Wait, _ = upstream.RetryAfter(oe.Header, time.Now(), maxWait)
+			e.Wait, _ = upstream.RetryAfter(oe.Header, time.Now(), jobs.MaxRetryAfter)
 		}
 		return Tokens{}, e
 	}
