@@ -93,15 +93,7 @@ func TestNPMAnthropicSDKSearchResultsReachAChatModel(t *testing.T) {
 // model switched, a combo's fallback), it goes on: its calls and results
 // go up under ids Anthropic takes, still paired.
 func TestNPMAnthropicSDKChatToolIDsGoOnOnAnthropic(t *testing.T) {
-	nodetest.NPM(t)
-	sb := nodetest.Serve(t, t.TempDir())
-	ant := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-ant"))
-	sb.CreateConnection(t, map[string]any{"provider": "anthropic-compatible-claude", "name": "c", "apiKey": "sk-ant",
-		"providerSpecificData": map[string]any{"baseUrl": ant.URL(), "prefix": "claude", "enabledModels": []string{"claude-sonnet-4-6"}}})
-	oai := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-oai"))
-	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "sk-oai",
-		"providerSpecificData": map[string]any{"baseUrl": oai.URL()}})
-	client := sb.NPMClient(gatewayKey(t, sb))
+	client, ant, oai := sdkBothShapes(t)
 	oai.Enqueue(pathChat, upstreamtest.Status(http.StatusOK, `{"id":"chatcmpl-k","object":"chat.completion","created":1,"model":"kimi","choices":[{"index":0,`+
 		`"message":{"role":"assistant","content":null,"tool_calls":[{"id":"functions.get_weather:0","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},`+
 		`"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":9,"completion_tokens":9,"total_tokens":18}}`))

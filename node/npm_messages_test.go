@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
-	"github.com/switchboardhq/switchboard/node/nodetest"
 )
 
 type sdkMessage struct {
@@ -31,15 +30,7 @@ type sdkMessage struct {
 // shapes: create, stream (read with the SDK's own accumulator), tools,
 // count_tokens, and a broken stream raised as an error.
 func TestNPMAnthropicSDK(t *testing.T) {
-	nodetest.NPM(t)
-	sb := nodetest.Serve(t, t.TempDir())
-	ant := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-ant"))
-	sb.CreateConnection(t, map[string]any{"provider": "anthropic-compatible-claude", "name": "c", "apiKey": "sk-ant",
-		"providerSpecificData": map[string]any{"baseUrl": ant.URL(), "prefix": "claude", "enabledModels": []string{"claude-sonnet-4-6"}}})
-	oai := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-oai"))
-	sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "o", "apiKey": "sk-oai",
-		"providerSpecificData": map[string]any{"baseUrl": oai.URL()}})
-	client := sb.NPMClient(gatewayKey(t, sb))
+	client, _, oai := sdkBothShapes(t)
 
 	for _, model := range []string{"claude/claude-sonnet-4-6", chatModel} {
 		t.Run(model, func(t *testing.T) {
