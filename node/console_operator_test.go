@@ -92,9 +92,15 @@ func TestConsoleKeepsFocusAfterActions(t *testing.T) {
 	b.do(map[string]any{"op": "wait", "role": "checkbox", "name": "Enable second"})
 	assert.Equal(t, "button:Add connection", b.do(map[string]any{"op": "focused"}), "after adding")
 
+	// The list read again after the save is slow: the notice waits for it
+	// (and the focus with it), so what it announces is on screen.
 	b.click("button", "Edit local")
 	b.fill("Priority", "2")
+	b.do(map[string]any{"op": "hold", "url": "**/api/providers"})
 	b.do(map[string]any{"op": "press", "key": "Enter"})
+	_, early := b.try(map[string]any{"op": "wait", "text": "local saved.", "timeout": 1000})
+	assert.Error(t, early, "the notice came before the list showed the save")
+	assert.EqualValues(t, 1, b.do(map[string]any{"op": "release"}), "the list's request was held")
 	b.waitText("local saved.")
 	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Edit local", "state": "detached"})
 	assert.Equal(t, "button:Edit local", b.do(map[string]any{"op": "focused"}), "after saving an edit")

@@ -34,14 +34,14 @@ export async function render(root) {
       const test = h('button', { type: 'button', text: 'Test', 'aria-label': `Test ${c.name}` });
       test.addEventListener('click', () => busy(test, async () => {
         const r = await post(`/api/providers/${enc(c.id)}/test`);
-        toast(r.valid ? `${c.name}: OK (${r.latencyMs} ms)` : `${c.name}: failed: ${r.error || r.status}`);
         await load();
+        toast(r.valid ? `${c.name}: OK (${r.latencyMs} ms)` : `${c.name}: failed: ${r.error || r.status}`);
       }, 'Testing…'));
       const clear = h('button', { type: 'button', text: 'Clear cooldowns', 'aria-label': `Clear cooldowns of ${c.name}`, disabled: !cds.length });
       clear.addEventListener('click', () => busy(clear, async () => {
         const r = await del(`/api/providers/${enc(c.id)}/cooldowns`);
-        toast(`${c.name}: ${r.cleared} cooldown${r.cleared === 1 ? '' : 's'} cleared.`);
         await load();
+        toast(`${c.name}: ${r.cleared} cooldown${r.cleared === 1 ? '' : 's'} cleared.`);
       }, 'Clearing…'));
       return h('tr', { 'data-connection': c.name },
         h('td', {}, h('strong', { text: c.name }), h('div', { class: 'muted', text: c.provider })),

@@ -60,8 +60,8 @@ function renderList(root, keys, reload) {
           if (e.status !== 404) throw e;
           return false;
         });
-        toast(done ? `${k.name} revoked.` : `${k.name} was revoked already.`);
         await reload();
+        toast(done ? `${k.name} revoked.` : `${k.name} was revoked already.`);
       });
     });
     return h('tr', {}, h('td', { text: k.name }), h('td', { class: 'secret', text: k.id }), h('td', { text: fmtTime(k.createdAt) }), h('td', {}, revoke));

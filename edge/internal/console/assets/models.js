@@ -63,8 +63,8 @@ function listing(models, note, reload, view) {
       off.addEventListener('click', () => busy(off, async () => {
         const i = m.id.indexOf('/');
         await post('/api/models/disabled', { providerAlias: m.id.slice(0, i), ids: [m.id.slice(i + 1)] });
-        toast(`${m.id} disabled.`);
         await reload();
+        toast(`${m.id} disabled.`);
       }));
       return h('tr', {}, h('td', { text: m.id }), h('td', { text: m.kind || 'llm' }), h('td', { text: m.owned_by || '' }), h('td', {}, off));
     }), 'Models')));
@@ -92,8 +92,8 @@ function disabledSection(disabled, reload) {
       const on = h('button', { type: 'button', text: 'Enable', 'aria-label': `Enable ${alias}/${id}` });
       on.addEventListener('click', () => busy(on, async () => {
         await del(`/api/models/disabled${qs({ providerAlias: alias, id })}`);
-        toast(`${alias}/${id} enabled.`);
         await reload();
+        toast(`${alias}/${id} enabled.`);
       }));
       rows.push(h('tr', {}, h('td', { text: `${alias}/${id}` }), h('td', {}, on)));
     }
@@ -129,8 +129,8 @@ function aliasSection(aliases, reload) {
     refused.textContent = '';
     busy(form.querySelector('button'), async () => {
       await put('/api/models/aliases', { aliases: { ...await storedAliases(), [name.value.trim()]: target.value.trim() } }).catch(refuse(refused));
-      toast('Alias saved.');
       await reload();
+      toast('Alias saved.');
     });
   });
   return h('section', { class: 'card', 'aria-labelledby': 'alias-h' }, h('h2', { id: 'alias-h', text: 'Aliases' }),
@@ -157,8 +157,8 @@ function comboSection(combos, reload) {
     busy(form.querySelector('button'), async () => {
       const models = list.value.split(',').map((x) => x.trim()).filter(Boolean);
       await put('/api/models/combos', { combos: [...await storedCombos(), { name: name.value.trim(), models }] }).catch(refuse(refused));
-      toast('Combo saved.');
       await reload();
+      toast('Combo saved.');
     });
   });
   return h('section', { class: 'card', 'aria-labelledby': 'combo-h' }, h('h2', { id: 'combo-h', text: 'Combos' }),

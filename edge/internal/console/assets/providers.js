@@ -30,9 +30,9 @@ function connectionsTable(conns, detail, reload) {
     // API) says so and drops its row, and its edit form or models if open.
     const gone = async (e) => {
       if (e.status !== 404) throw e;
-      toast(`${c.name} was deleted elsewhere.`);
       if ([...detail.children].some((x) => x.dataset.connection === c.id)) detail.replaceChildren();
       await reload();
+      toast(`${c.name} was deleted elsewhere.`);
     };
     const active = h('input', { type: 'checkbox', checked: !!c.isActive, 'aria-label': `Enable ${c.name}` });
     active.addEventListener('change', async () => {
@@ -53,8 +53,8 @@ function connectionsTable(conns, detail, reload) {
         await gone(e);
         return;
       }
-      toast(r.valid ? `${c.name}: OK (${r.latencyMs} ms)` : `${c.name}: failed: ${r.error || r.status}`);
       await reload();
+      toast(r.valid ? `${c.name}: OK (${r.latencyMs} ms)` : `${c.name}: failed: ${r.error || r.status}`);
     }, 'Testing…'));
     const edit = h('button', { type: 'button', text: 'Edit', 'aria-label': `Edit ${c.name}`, onclick: () => { detail.replaceChildren(editForm(c, reload, gone)); detail.querySelector('input')?.focus(); } });
     const models = h('button', { type: 'button', text: 'Models', 'aria-label': `Models of ${c.name}`, onclick: () => showModels(c, detail) });
@@ -68,10 +68,10 @@ function connectionsTable(conns, detail, reload) {
           await gone(e);
           return;
         }
-        toast(`${c.name} deleted.`);
         // Its edit form or models, if open, go with it.
         if ([...detail.children].some((x) => x.dataset.connection === c.id)) detail.replaceChildren();
         await reload();
+        toast(`${c.name} deleted.`);
       });
     });
     const t = c.lastTest;
@@ -139,10 +139,11 @@ function editForm(c, reload, gone) {
         refuse(refused)(e);
       }
       const saved = r?.connection?.name || body.name || c.name;
-      toast(`${saved} saved.`);
       form.remove();
       await reload();
       focusButton(`Edit ${saved}`);
+      // Told once the list shows it, and the focus is back.
+      toast(`${saved} saved.`);
     }, 'Saving…');
   });
   return form;
@@ -245,11 +246,11 @@ function addForm(providers, reload) {
         provider: providerID(), name: name.value.trim(), apiKey: apiKey.value,
         priority: Number(priority.value) || 1, providerSpecificData: data(),
       }).catch(refuse(refused));
-      toast(`Added ${r.connection.name}.`);
       form.reset();
       result.textContent = '';
       sync();
       await reload();
+      toast(`Added ${r.connection.name}.`);
     }, 'Adding…');
   });
   return form;

@@ -69,6 +69,8 @@ export function badge(text, kind = '') {
   return h('span', { class: `badge ${kind}`, text });
 }
 
+// toast tells what an action did; actions tell it once the page shows it
+// (after their reload), so what is announced is on screen.
 let toastTimer;
 export function toast(msg) {
   const s = document.getElementById('status');
