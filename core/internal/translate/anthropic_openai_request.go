@@ -87,6 +87,8 @@ type inMsgTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// Strict holds the tool's arguments to its schema.
+	Strict bool `json:"strict"`
 	// DeferLoading is a tool the model is not shown until something loads
 	// it (loadDeferred).
 	DeferLoading bool `json:"defer_loading"`
@@ -283,7 +285,7 @@ func AnthropicToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 		var ct outChatTool
 		ct.Type = "function"
 		ct.Function.Name, ct.Function.Description = t.Name, t.Description
-		ct.Function.Parameters = t.InputSchema
+		ct.Function.Parameters, ct.Function.Strict = t.InputSchema, t.Strict
 		out.Tools = append(out.Tools, ct)
 	}
 	if firstServer >= 0 && len(out.Tools) == 0 {

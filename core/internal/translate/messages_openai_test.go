@@ -875,3 +875,23 @@ func TestSystemToolAdditionOfAServerTool(t *testing.T) {
 	assert.Equal(t, "messages", re.Param)
 	assert.Contains(t, re.Message, `"web_search_20250305"`)
 }
+
+// A tool the request marks strict stays strict on a chat upstream: its
+// arguments are held to the schema there too; other tools are left to the
+// upstream's default.
+func TestMessagesStrictToolsStayStrict(t *testing.T) {
+	body := `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"weather?"}],"tools":[
+		{"name":"get_weather","strict":true,"input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}},
+		{"name":"search","input_schema":{"type":"object"}}]}`
+	got, err := AnthropicToOpenAIRequest([]byte(body), "gpt-5", ChatOptions{})
+	require.NoError(t, err)
+	var out struct {
+		Tools []struct {
+			Function map[string]json.RawMessage `json:"function"`
+		} `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal(got, &out))
+	require.Len(t, out.Tools, 2)
+	assert.JSONEq(t, `true`, string(out.Tools[0].Function["strict"]), "get_weather")
+	assert.NotContains(t, out.Tools[1].Function, "strict", "search")
+}

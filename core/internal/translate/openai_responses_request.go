@@ -125,7 +125,9 @@ func OpenAIToResponsesRequest(body []byte, upstreamModel string) ([]byte, error)
 		if t.Type != "function" || t.Function == nil {
 			continue
 		}
-		tool := map[string]any{"type": "function", "name": t.Function.Name, "strict": false}
+		// Strict only when the request asks: the Responses API would hold
+		// every schema to strict mode, and refuse those it cannot take.
+		tool := map[string]any{"type": "function", "name": t.Function.Name, "strict": t.Function.Strict}
 		if t.Function.Description != "" {
 			tool["description"] = t.Function.Description
 		}

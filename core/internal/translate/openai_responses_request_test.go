@@ -359,3 +359,26 @@ func TestResponsesReasoningText(t *testing.T) {
 	assert.Equal(t, want, whole.Choices[0].Message.Reasoning, "whole")
 	assert.Equal(t, "Hi", whole.Choices[0].Message.Content)
 }
+
+// A function a chat request marks strict stays strict on a Responses
+// upstream; one it does not mark is sent not strict, since the Responses
+// API would otherwise hold every schema to strict mode and refuse those
+// strict mode cannot take.
+func TestChatStrictToolsReachResponses(t *testing.T) {
+	out, err := OpenAIToResponsesRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[
+		{"type":"function","function":{"name":"get_weather","strict":true,"parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}}},
+		{"type":"function","function":{"name":"search","parameters":{"type":"object"}}}]}`), "gpt-5")
+	require.NoError(t, err)
+	var r struct {
+		Tools []struct {
+			Name   string `json:"name"`
+			Strict *bool  `json:"strict"`
+		} `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal(out, &r))
+	require.Len(t, r.Tools, 2)
+	require.NotNil(t, r.Tools[0].Strict)
+	require.NotNil(t, r.Tools[1].Strict)
+	assert.True(t, *r.Tools[0].Strict, "get_weather")
+	assert.False(t, *r.Tools[1].Strict, "search")
+}

@@ -71,6 +71,7 @@ type chatTool struct {
 		Name        string          `json:"name"`
 		Description string          `json:"description"`
 		Parameters  json.RawMessage `json:"parameters"`
+		Strict      bool            `json:"strict"`
 	} `json:"function"`
 	CacheControl json.RawMessage `json:"cache_control"`
 }
