@@ -79,6 +79,8 @@ func TestAdminRejectsBadConnections(t *testing.T) {
 		{"compatible without base url", map[string]any{"provider": "openai-compatible-x", "name": "x"}, http.StatusBadRequest, "missing_required_parameter"},
 		{"bad prefix", map[string]any{"provider": "openai", "name": "x", "providerSpecificData": map[string]any{"prefix": "a/b"}}, http.StatusBadRequest, "invalid_prefix"},
 		{"wrong field type", map[string]any{"provider": "openai", "name": "x", "priority": "high"}, http.StatusBadRequest, ""},
+		{"hosted provider without a key", map[string]any{"provider": "openai", "name": "x"}, http.StatusBadRequest, "missing_required_parameter"},
+		{"hosted provider with an empty key", map[string]any{"provider": "openrouter", "name": "x", "apiKey": ""}, http.StatusBadRequest, "missing_required_parameter"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -161,6 +161,12 @@ func (a *Admin) CreateConnection(ctx context.Context, req *corev1.CreateConnecti
 	if o := req.GetOauth(); o != nil && o.GetTokenUrl() != "" && !validURL(o.GetTokenUrl(), "http", "https") {
 		return nil, invalidParam("oauth.tokenUrl", "invalid_value", "oauth.tokenUrl must be an http(s) URL")
 	}
+	// A hosted provider serves nobody without a credential: its connection
+	// would answer every request with the upstream's 401, which reads as
+	// the client's own key refused. A compatible server may need none.
+	if spec.Family == "" && req.GetApiKey() == "" && req.GetOauth().GetAccessToken() == "" && req.GetOauth().GetRefreshToken() == "" {
+		return nil, missingParam("apiKey")
+	}
 	now := timestamppb.New(a.now())
 	c := &busv1.Connection{
 		Id:        uuid.NewString(),
