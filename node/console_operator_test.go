@@ -136,6 +136,43 @@ func TestConsoleModelsKeepTheFilterAfterDisabling(t *testing.T) {
 	assert.Equal(t, "true", b.do(map[string]any{"op": "attr", "role": "button", "name": "llm (1)", "attr": "aria-pressed"}))
 }
 
+// An action on the models page (a model disabled, an alias saved) redraws
+// what it changed only: what the operator was typing in the alias and
+// combo forms stays, and so does the focus, where the page was built anew
+// and both were lost.
+func TestConsoleModelsKeepTypedFormsAfterAnAction(t *testing.T) {
+	b := startBrowser(t)
+	_, ui := consoleWithLocal(t, b)
+	b.goTo(ui + "#/models")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Disable local/qwen2.5-coder"})
+	b.fill("Filter models", "local")
+	b.fill("Alias", "fast")
+	b.fill("Model", "local/qwen2.5-coder")
+	b.fill("Combo name", "half")
+	b.fill("Models, in order", "local/ll")
+	// The listing read again after the Disable is slow: the operator goes
+	// on typing meanwhile.
+	b.do(map[string]any{"op": "hold", "url": "**/v1/models"})
+	b.click("button", "Disable local/qwen2.5-coder")
+	b.fill("Combo name", "halfway")
+	assert.EqualValues(t, 1, b.do(map[string]any{"op": "release"}), "the listing's request was held")
+	b.waitText("local/qwen2.5-coder disabled.")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Enable local/qwen2.5-coder"})
+	focusedField := "document.querySelector(`label[for='${document.activeElement.id}']`)?.textContent || document.activeElement.tagName"
+	assert.Equal(t, "Combo name", b.do(map[string]any{"op": "eval", "expr": focusedField}), "the focus stays where the operator typed")
+	for label, want := range map[string]string{"Filter models": "local", "Alias": "fast", "Model": "local/qwen2.5-coder", "Combo name": "halfway", "Models, in order": "local/ll"} {
+		assert.Equal(t, want, b.do(map[string]any{"op": "value", "label": label}), "after a Disable: %s", label)
+	}
+
+	b.click("button", "Add alias")
+	b.waitText("Alias saved.")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Remove alias fast"})
+	assert.Equal(t, "", b.do(map[string]any{"op": "value", "label": "Alias"}), "the saved alias's form is emptied")
+	assert.Equal(t, "halfway", b.do(map[string]any{"op": "value", "label": "Combo name"}), "after saving an alias")
+	assert.Equal(t, "local/ll", b.do(map[string]any{"op": "value", "label": "Models, in order"}), "after saving an alias")
+	assert.Empty(t, b.do(map[string]any{"op": "problems"}))
+}
+
 // Aliases and combos saved elsewhere (another tab, the admin API) while
 // the models page was open are kept when the page adds one.
 func TestConsoleModelsKeepAliasesAndCombosSavedElsewhere(t *testing.T) {

@@ -28,31 +28,49 @@ async function listModels(resp, disabled, aliases, combos) {
   return { models, note: resp ? 'Listed from each connection (the gateway requires API keys for /v1/models).' : 'Listed from each connection of this machine.' };
 }
 
-// view is what the listing shows: the kind and the filter, kept when an
-// action (a model disabled, an alias added) reloads the page.
-export async function render(root, params, view = { kind: '', filter: '' }) {
-  const [listed, disabled, aliases, combos] = await Promise.all([
-    session.machine ? null : reach('/v1/models'), get('/api/models/disabled'), get('/api/models/aliases'), get('/api/models/combos')]);
-  const { models, note } = await listModels(listed, disabled.disabled || {}, aliases.aliases || {}, combos.combos || []);
-  // A reload builds the page anew and swaps it in whole.
-  const reload = () => render(root, params, view);
-  root.replaceChildren(listing(models, note, reload, view), disabledSection(disabled.disabled || {}, reload),
-    aliasSection(aliases.aliases || {}, reload), comboSection(combos.combos || [], reload));
+// The page is drawn once: a reload (after an action) redraws what the
+// gateway lists, the models, the disabled ones, the aliases and the
+// combos, and leaves the filter, the kind, what is being typed in the
+// forms, and the focus, as they are.
+export async function render(root) {
+  const list = listing(reload);
+  const off = disabledSection(reload);
+  const aliases = aliasSection(reload);
+  const combos = comboSection(reload);
+  async function reload() {
+    const [listed, disabled, a, c] = await Promise.all([
+      session.machine ? null : reach('/v1/models'), get('/api/models/disabled'), get('/api/models/aliases'), get('/api/models/combos')]);
+    const { models, note } = await listModels(listed, disabled.disabled || {}, a.aliases || {}, c.combos || []);
+    list.show(models, note);
+    off.show(disabled.disabled || {});
+    aliases.show(a.aliases || {});
+    combos.show(c.combos || []);
+  }
+  await reload();
+  root.replaceChildren(list.el, off.el, aliases.el, combos.el);
 }
 
-function listing(models, note, reload, view) {
-  const counts = {};
-  for (const m of models) counts[m.kind || 'llm'] = (counts[m.kind || 'llm'] || 0) + 1;
-  // A kind none of the models has any more shows them all.
-  if (!counts[view.kind]) view.kind = '';
-  const filter = h('input', { type: 'search', placeholder: 'filter by id', value: view.filter });
+// redraw replaces what el shows; a button in it that had the focus hands
+// it to the new button of the same name, where it would drop to the
+// page's body.
+function redraw(el, ...children) {
+  const had = el.contains(document.activeElement) ? document.activeElement : null;
+  const name = had && (had.getAttribute('aria-label') || had.textContent);
+  el.replaceChildren(...children);
+  if (had && !had.isConnected) [...el.querySelectorAll('button')].find((b) => (b.getAttribute('aria-label') || b.textContent) === name)?.focus();
+}
+
+function listing(reload) {
+  let models = [];
+  let kind = '';
+  const filter = h('input', { type: 'search', placeholder: 'filter by id' });
+  const note = h('p', { class: 'muted', hidden: true });
   const body = h('div');
   const tabs = h('div', { class: 'tabs', role: 'group', 'aria-label': 'Kind' });
   const draw = () => {
-    view.filter = filter.value;
     const f = filter.value.trim().toLowerCase();
-    const shown = models.filter((m) => (!view.kind || (m.kind || 'llm') === view.kind) && (!f || m.id.toLowerCase().includes(f)));
-    body.replaceChildren(pager(shown, 50, (page) => table(['Model', 'Kind', 'Owner', 'Actions'], page.map((m) => {
+    const shown = models.filter((m) => (!kind || (m.kind || 'llm') === kind) && (!f || m.id.toLowerCase().includes(f)));
+    redraw(body, pager(shown, 50, (page) => table(['Model', 'Kind', 'Owner', 'Actions'], page.map((m) => {
       // Aliases and combos are not disabled but changed in their sections.
       const own = { alias: 'Aliases', combo: 'Combos' }[m.owned_by];
       if (own || !m.id.includes('/')) {
@@ -70,36 +88,54 @@ function listing(models, note, reload, view) {
     }), 'Models')));
   };
   const tab = (k, label) => {
-    const b = h('button', { type: 'button', 'aria-pressed': String(k === view.kind), text: label });
+    const b = h('button', { type: 'button', 'aria-pressed': String(k === kind), 'data-kind': k, text: label });
     b.addEventListener('click', () => {
-      view.kind = k;
+      kind = k;
       for (const x of tabs.children) x.setAttribute('aria-pressed', String(x === b));
       draw();
     });
     return b;
   };
-  tabs.append(tab('', `All (${models.length})`), ...kinds.filter((k) => counts[k]).map((k) => tab(k, `${k} (${counts[k]})`)));
   filter.addEventListener('input', draw);
-  draw();
-  return h('section', { 'aria-labelledby': 'list-h' }, h('h2', { id: 'list-h', text: 'Models by kind' }),
-    note ? h('p', { class: 'muted', text: note }) : null, tabs, field('Filter models', filter), body);
+  const show = (fresh, text) => {
+    models = fresh;
+    note.textContent = text;
+    note.hidden = !text;
+    const counts = {};
+    for (const m of models) counts[m.kind || 'llm'] = (counts[m.kind || 'llm'] || 0) + 1;
+    // A kind none of the models has any more shows them all.
+    if (!counts[kind]) kind = '';
+    // The tabs' names carry their counts: the focus goes to the same kind's.
+    const had = tabs.contains(document.activeElement) ? document.activeElement.dataset.kind : null;
+    tabs.replaceChildren(tab('', `All (${models.length})`), ...kinds.filter((k) => counts[k]).map((k) => tab(k, `${k} (${counts[k]})`)));
+    if (had !== null) (tabs.querySelector(`[data-kind="${had}"]`) || tabs.firstChild).focus();
+    draw();
+  };
+  const el = h('section', { 'aria-labelledby': 'list-h' }, h('h2', { id: 'list-h', text: 'Models by kind' }),
+    note, tabs, field('Filter models', filter), body);
+  return { el, show };
 }
 
-function disabledSection(disabled, reload) {
-  const rows = [];
-  for (const [alias, ids] of Object.entries(disabled)) {
-    for (const id of ids || []) {
-      const on = h('button', { type: 'button', text: 'Enable', 'aria-label': `Enable ${alias}/${id}` });
-      on.addEventListener('click', () => busy(on, async () => {
-        await del(`/api/models/disabled${qs({ providerAlias: alias, id })}`);
-        await reload();
-        toast(`${alias}/${id} enabled.`);
-      }));
-      rows.push(h('tr', {}, h('td', { text: `${alias}/${id}` }), h('td', {}, on)));
+function disabledSection(reload) {
+  const heading = h('h2', { id: 'dis-h' });
+  const body = h('div');
+  const show = (disabled) => {
+    const rows = [];
+    for (const [alias, ids] of Object.entries(disabled)) {
+      for (const id of ids || []) {
+        const on = h('button', { type: 'button', text: 'Enable', 'aria-label': `Enable ${alias}/${id}` });
+        on.addEventListener('click', () => busy(on, async () => {
+          await del(`/api/models/disabled${qs({ providerAlias: alias, id })}`);
+          await reload();
+          toast(`${alias}/${id} enabled.`);
+        }));
+        rows.push(h('tr', {}, h('td', { text: `${alias}/${id}` }), h('td', {}, on)));
+      }
     }
-  }
-  return h('section', { 'aria-labelledby': 'dis-h' }, h('h2', { id: 'dis-h', text: `Disabled models (${rows.length})` }),
-    table(['Model', 'Actions'], rows, 'Disabled models'));
+    heading.textContent = `Disabled models (${rows.length})`;
+    redraw(body, table(['Model', 'Actions'], rows, 'Disabled models'));
+  };
+  return { el: h('section', { 'aria-labelledby': 'dis-h' }, heading, body), show };
 }
 
 // The aliases and the combos are each written whole: a change is made to
@@ -108,8 +144,9 @@ function disabledSection(disabled, reload) {
 const storedAliases = async () => (await get('/api/models/aliases')).aliases || {};
 const storedCombos = async () => (await get('/api/models/combos')).combos || [];
 
-function aliasSection(aliases, reload) {
-  const rows = Object.entries(aliases).map(([name, target]) => {
+function aliasSection(reload) {
+  const body = h('div');
+  const show = (aliases) => redraw(body, table(['Alias', 'Model', 'Actions'], Object.entries(aliases).map(([name, target]) => {
     const rm = h('button', { type: 'button', class: 'danger', text: 'Remove', 'aria-label': `Remove alias ${name}` });
     rm.addEventListener('click', () => busy(rm, async () => {
       const next = await storedAliases();
@@ -118,7 +155,7 @@ function aliasSection(aliases, reload) {
       await reload();
     }));
     return h('tr', {}, h('td', { text: name }), h('td', { text: target }), h('td', {}, rm));
-  });
+  }), 'Aliases'));
   const name = h('input', { required: true, placeholder: 'fast' });
   const target = h('input', { required: true, placeholder: 'openai/gpt-4o-mini' });
   const refused = h('p', { class: 'error', role: 'alert' });
@@ -129,23 +166,24 @@ function aliasSection(aliases, reload) {
     refused.textContent = '';
     busy(form.querySelector('button'), async () => {
       await put('/api/models/aliases', { aliases: { ...await storedAliases(), [name.value.trim()]: target.value.trim() } }).catch(refuse(refused));
+      form.reset();
       await reload();
       toast('Alias saved.');
     });
   });
-  return h('section', { class: 'card', 'aria-labelledby': 'alias-h' }, h('h2', { id: 'alias-h', text: 'Aliases' }),
-    table(['Alias', 'Model', 'Actions'], rows, 'Aliases'), form);
+  return { el: h('section', { class: 'card', 'aria-labelledby': 'alias-h' }, h('h2', { id: 'alias-h', text: 'Aliases' }), body, form), show };
 }
 
-function comboSection(combos, reload) {
-  const rows = combos.map((c) => {
+function comboSection(reload) {
+  const body = h('div');
+  const show = (combos) => redraw(body, table(['Combo', 'Models (tried in order)', 'Actions'], combos.map((c) => {
     const rm = h('button', { type: 'button', class: 'danger', text: 'Remove', 'aria-label': `Remove combo ${c.name}` });
     rm.addEventListener('click', () => busy(rm, async () => {
       await put('/api/models/combos', { combos: (await storedCombos()).filter((x) => x.name !== c.name) });
       await reload();
     }));
     return h('tr', {}, h('td', { text: c.name }), h('td', { text: (c.models || []).join(' → ') }), h('td', {}, rm));
-  });
+  }), 'Combos'));
   const name = h('input', { required: true, placeholder: 'best' });
   const list = h('input', { required: true, placeholder: 'claude/sonnet, openai/gpt-4o' });
   const refused = h('p', { class: 'error', role: 'alert' });
@@ -157,10 +195,10 @@ function comboSection(combos, reload) {
     busy(form.querySelector('button'), async () => {
       const models = list.value.split(',').map((x) => x.trim()).filter(Boolean);
       await put('/api/models/combos', { combos: [...await storedCombos(), { name: name.value.trim(), models }] }).catch(refuse(refused));
+      form.reset();
       await reload();
       toast('Combo saved.');
     });
   });
-  return h('section', { class: 'card', 'aria-labelledby': 'combo-h' }, h('h2', { id: 'combo-h', text: 'Combos' }),
-    table(['Combo', 'Models (tried in order)', 'Actions'], rows, 'Combos'), form);
+  return { el: h('section', { class: 'card', 'aria-labelledby': 'combo-h' }, h('h2', { id: 'combo-h', text: 'Combos' }), body, form), show };
 }
