@@ -220,6 +220,48 @@ func TestConsoleUsageKeepsItsChoicesInTheAddress(t *testing.T) {
 	assert.Equal(t, "Usage", b.do(map[string]any{"op": "text", "selector": "main h1"}))
 }
 
+// The request log's filters, once applied, are kept in the page's address
+// with the period and the split: a reload (or a shared link) shows the log
+// they filter, where it came back unfiltered.
+func TestConsoleRequestLogKeepsItsFiltersInTheAddress(t *testing.T) {
+	b := startBrowser(t)
+	sb, ui := consoleWithLocal(t, b)
+	require.Equal(t, http.StatusCreated, sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "laptop"}).Status)
+	resp := sb.Do(t, http.MethodPost, "/v1/chat/completions", map[string]any{
+		"model": "local/llama3", "messages": []map[string]any{{"role": "user", "content": "hi"}}})
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	require.Eventually(t, func() bool {
+		rows, _ := sb.Admin(t, http.MethodGet, "/api/usage/requests", nil).JSON["requests"].([]any)
+		return len(rows) == 1
+	}, 30*time.Second, 100*time.Millisecond)
+	b.goTo(ui + "#/usage")
+	b.waitText("1 requests shown")
+	filters := map[string]string{"Key": "", "Connection": "", "Model": "local/llama3", "Status": "error",
+		"From": "2020-01-01T00:00", "To": "2099-01-01T00:00"}
+	for _, label := range []string{"Key", "Connection"} {
+		b.do(map[string]any{"op": "select", "label": label, "value": map[string]string{"Key": "laptop", "Connection": "local"}[label]})
+		filters[label] = b.do(map[string]any{"op": "value", "label": label}).(string)
+		require.NotEmpty(t, filters[label], label)
+	}
+	b.do(map[string]any{"op": "select", "label": "Status", "value": "error"})
+	for _, label := range []string{"Model", "From", "To"} {
+		b.fill(label, filters[label])
+	}
+	b.click("button", "Apply filters")
+	b.waitText("0 requests shown")
+	b.do(map[string]any{"op": "select", "label": "Period", "value": "7d"})
+	b.do(map[string]any{"op": "wait", "text": "Requests over time by provider"})
+
+	b.do(map[string]any{"op": "reload"})
+	b.waitText("requests shown")
+	assert.Contains(t, b.text(), "0 requests shown", "the log read with the filters")
+	for label, want := range filters {
+		assert.Equal(t, want, b.do(map[string]any{"op": "value", "label": label}), label)
+	}
+	assert.Equal(t, "7d", b.do(map[string]any{"op": "value", "label": "Period"}))
+	assert.Empty(t, b.do(map[string]any{"op": "problems"}))
+}
+
 // On a 400-pixel-wide window (a phone) the pages fit: nothing runs off the
 // right edge, and the content gets the window's width, not what the side
 // navigation leaves of it.

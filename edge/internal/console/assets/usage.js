@@ -20,16 +20,22 @@ export async function render(root, params) {
     summary.replaceChildren(totals(stats.totals || {}), overTime(series), breakdowns(stats));
     summary.removeAttribute('aria-busy');
   };
-  // The choices go into the page's address (as the history's current
-  // entry): a reload, or the link, shows them again.
+  // The choices, and the request log's filters once applied, go into the
+  // page's address (as the history's current entry): a reload, or the
+  // link, shows them again.
+  const kept = Object.fromEntries(params);
+  const keep = (choices) => {
+    Object.assign(kept, choices);
+    history.replaceState(null, '', `#/usage${qs(kept)}`);
+  };
   const choose = () => {
-    history.replaceState(null, '', `#/usage${qs({ period: period.value, by: by.value })}`);
+    keep({ period: period.value, by: by.value });
     return draw();
   };
   period.addEventListener('change', choose);
   by.addEventListener('change', choose);
   await draw();
-  await requestLog(log);
+  await requestLog(log, params, keep);
 }
 
 function totals(t) {
@@ -66,11 +72,13 @@ function breakdowns(stats) {
   return h('section', { 'aria-labelledby': 'break-h' }, h('h2', { id: 'break-h', text: 'Breakdowns' }), h('div', { class: 'charts' }, figs));
 }
 
-async function requestLog(section) {
+// requestLog shows the log filtered as the address says (params), and
+// keeps the filters applied there (keep).
+async function requestLog(section, params, keep) {
   const [{ keys = [] }, { connections = [] }] = await Promise.all([get('/api/keys'), get('/api/providers')]);
-  const key = select([['', 'Any key'], ...keys.map((k) => [k.id, k.name])]);
-  const conn = select([['', 'Any connection'], ...connections.map((c) => [c.id, c.name])]);
-  const model = h('input', { placeholder: 'local/llama3' });
+  const key = select([['', 'Any key'], ...keys.map((k) => [k.id, k.name])], params.get('key') || '');
+  const conn = select([['', 'Any connection'], ...connections.map((c) => [c.id, c.name])], params.get('connection') || '');
+  const model = h('input', { placeholder: 'local/llama3', value: params.get('model') || '' });
   // The log keeps the model as the upstream names it (llama3) beside its
   // provider: a model as the models page lists it, <prefix or provider>/
   // <model>, is looked for as that provider's.
@@ -80,9 +88,9 @@ async function requestLog(section) {
     const c = i > 0 && connections.find((x) => (x.providerSpecificData?.prefix || x.provider) === v.slice(0, i) || x.provider === v.slice(0, i));
     return c ? { model: v.slice(i + 1), provider: c.provider } : { model: v };
   };
-  const status = select([['', 'Any status'], ['2xx', '2xx'], ['error', 'Errors (400+)'], ['4xx', '4xx'], ['429', '429'], ['5xx', '5xx']]);
-  const since = h('input', { type: 'datetime-local' });
-  const until = h('input', { type: 'datetime-local' });
+  const status = select([['', 'Any status'], ['2xx', '2xx'], ['error', 'Errors (400+)'], ['4xx', '4xx'], ['429', '429'], ['5xx', '5xx']], params.get('status') || '');
+  const since = h('input', { type: 'datetime-local', value: params.get('from') || '' });
+  const until = h('input', { type: 'datetime-local', value: params.get('to') || '' });
   const form = h('form', { class: 'card', 'aria-label': 'Filter the request log' },
     h('div', { class: 'row' }, field('Key', key), field('Connection', conn), field('Model', model, 'As the models page lists it, or as the upstream names it.'), field('Status', status),
       field('From', since), field('To', until)),
@@ -125,7 +133,11 @@ async function requestLog(section) {
         h('td', { class: 'num', text: fmtNum(e.totalTokens) }), h('td', { class: 'num', text: `${fmtNum(e.latencyMs)} ms` }),
         h('td', { class: 'muted secret', text: e.requestId }))), 'Request log'));
   };
-  form.addEventListener('submit', (ev) => { ev.preventDefault(); show(''); });
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    keep({ key: key.value, connection: conn.value, model: model.value.trim(), status: status.value, from: since.value, to: until.value });
+    show('');
+  });
   more.addEventListener('click', () => show(cursor));
   newest.addEventListener('click', () => show(''));
   section.append(h('h2', { id: 'log-h', text: 'Request log' }), form, refused, out, h('div', { class: 'pager' }, newest, info, more));
