@@ -666,6 +666,25 @@ func TestConsoleReplacedDeviceLoginStopsPolling(t *testing.T) {
 	assert.LessOrEqual(t, polls("dc-1"), first+1, "the replaced login stopped polling (one poll may have been under way)")
 }
 
+// A device login's user code says what it is to a screen reader too: it
+// is labelled in text, where an aria-label on its paragraph, which
+// assistive technology ignores there, left the code on its own.
+func TestConsoleDeviceLoginNamesItsUserCode(t *testing.T) {
+	b := startBrowser(t)
+	f := newFakeAuthServer(t, oauth.CodePending)
+	sb := serveWithOAuth(t, f, "")
+	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
+	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
+	b.goTo(sb.BaseURL + "/ui/#/signin?code=" + mint.JSON["code"].(string))
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
+	b.click("button", "Log in to qwen")
+	b.waitText(fakeUserCode)
+	tree := b.do(map[string]any{"op": "aria", "selector": "section[aria-labelledby='login-h']"}).(string)
+	assert.Regexp(t, `User code.*\n?.*`+fakeUserCode, tree, "what a screen reader is given: the label, then the code")
+	assert.EqualValues(t, 0, b.do(map[string]any{"op": "count", "selector": "section[aria-labelledby='login-h'] p[aria-label]"}), "no aria-label on a paragraph")
+	assert.Empty(t, b.do(map[string]any{"op": "problems"}))
+}
+
 // When the gateway refuses the tab's admin token (it was changed, the
 // service restarted with another), the sign-in page says why it is back,
 // where it showed the empty sign-in form with no word of what happened.

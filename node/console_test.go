@@ -300,7 +300,7 @@ func TestConsoleJourneys(t *testing.T) {
 	// the fake authorization server approves.
 	b.goTo(ui + "#/providers")
 	b.click("button", "Log in to qwen")
-	b.waitText(fakeUserCode)
+	b.waitText("User code: " + fakeUserCode)
 	link := b.do(map[string]any{"op": "attr", "role": "link", "name": f.URL + "/device?user_code=" + fakeUserCode, "attr": "href"})
 	assert.Equal(t, f.URL+"/device?user_code="+fakeUserCode, link)
 	b.shot("device-login")

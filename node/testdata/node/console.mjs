@@ -83,6 +83,9 @@ const ops = {
   text: async (c) => (await locate({ selector: 'main', ...c }).innerText()),
   value: async (c) => locate(c).inputValue(),
   attr: async (c) => locate(c).getAttribute(c.attr),
+  // aria answers what assistive technology is given of an element: its
+  // accessibility tree, as YAML (roles, names, text).
+  aria: async (c) => locate(c).ariaSnapshot(),
   count: async (c) => scope(c).locator(c.selector).count(),
   focused: async () => page.evaluate(() => {
     const e = document.activeElement;

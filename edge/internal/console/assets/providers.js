@@ -290,8 +290,9 @@ async function deviceLogin(p, out, reload, opener) {
   }
   const progress = h('progress', { 'aria-label': 'Waiting for the login' });
   box.insertBefore(h('div', {},
-    h('p', {}, 'Open ', h('a', { href: link, target: '_blank', rel: 'noopener noreferrer', text: link }), ' and enter the code:'),
-    h('p', { class: 'code', 'aria-label': 'User code', text: start.userCode }),
+    h('p', {}, 'Open ', h('a', { href: link, target: '_blank', rel: 'noopener noreferrer', text: link }), ' and enter the user code there.'),
+    // The code says what it is in text, which a screen reader reads with it.
+    h('p', {}, 'User code: ', h('strong', { class: 'code', text: start.userCode })),
     progress), status);
   status.textContent = 'Waiting for you to approve the login…';
   let interval = Math.max(1, start.interval || 5);
