@@ -305,6 +305,7 @@ func TestConsoleClaudeLogin(t *testing.T) {
 	assert.Contains(t, page, "paste the code it shows")
 	assert.Contains(t, page, "https://platform.claude.com/oauth/code/callback shows it")
 	assert.NotContains(t, page, "address your browser lands on")
+	b.do(map[string]any{"op": "wait", "role": "region", "name": "Log in to claude"})
 	b.shot("claude-login")
 
 	resp, err := http.Get(authorize)

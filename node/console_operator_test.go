@@ -682,6 +682,7 @@ func TestConsoleDeviceLoginNamesItsUserCode(t *testing.T) {
 	tree := b.do(map[string]any{"op": "aria", "selector": "section[aria-labelledby='login-h']"}).(string)
 	assert.Regexp(t, `User code.*\n?.*`+fakeUserCode, tree, "what a screen reader is given: the label, then the code")
 	assert.EqualValues(t, 0, b.do(map[string]any{"op": "count", "selector": "section[aria-labelledby='login-h'] p[aria-label]"}), "no aria-label on a paragraph")
+	assert.Regexp(t, `region "Log in to qwen"`, tree, "the login's box is a region named by its heading")
 	assert.Empty(t, b.do(map[string]any{"op": "problems"}))
 }
 

@@ -274,7 +274,7 @@ async function deviceLogin(p, out, reload, opener) {
   let stopped = false;
   const status = h('p', { role: 'status', text: 'Asking the provider for a code…' });
   const cancel = h('button', { type: 'button', text: 'Cancel', onclick: () => { stopped = true; out.replaceChildren(); opener.focus(); } });
-  const box = h('div', { class: 'card', 'aria-labelledby': 'device-h' }, h('h3', { id: 'device-h', text: `Log in to ${p.id}` }), status, cancel);
+  const box = h('section', { class: 'card', 'aria-labelledby': 'device-h' }, h('h3', { id: 'device-h', text: `Log in to ${p.id}` }), status, cancel);
   out.replaceChildren(box);
   let start;
   try {
@@ -331,7 +331,7 @@ async function deviceLogin(p, out, reload, opener) {
 
 async function codeLogin(p, out, reload, opener) {
   const status = h('p', { role: 'status', text: 'Preparing the login…' });
-  const box = h('div', { class: 'card' }, h('h3', { text: `Log in to ${p.id}` }), status);
+  const box = h('section', { class: 'card', 'aria-labelledby': 'authorize-h' }, h('h3', { id: 'authorize-h', text: `Log in to ${p.id}` }), status);
   out.replaceChildren(box);
   let start;
   try {
