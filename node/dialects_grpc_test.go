@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -146,4 +147,28 @@ func TestChatStreamFlagReadAsCoreReadsIt(t *testing.T) {
 			assert.Contains(t, resp.Header.Get("Content-Type"), "application/json", tc.body)
 		}
 	}
+}
+
+// errorInfoOf is the ErrorInfo a gRPC status carries, or an empty one.
+func errorInfoOf(err error) *errdetails.ErrorInfo {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info
+		}
+	}
+	return &errdetails.ErrorInfo{}
+}
+
+// A GetResponse without an id is the caller's mistake, named as
+// GetModelInfo names a missing id, not a response that was not found.
+func TestGetResponseWithoutIDOverGRPC(t *testing.T) {
+	p := newPair(t)
+	router, ctx := routerOf(t, p)
+	_, err := router.GetResponse(ctx, &corev1.GetResponseRequest{})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	assert.Equal(t, "missing_required_parameter", errorInfoOf(err).GetReason())
+	assert.Equal(t, "id", errorInfoOf(err).GetMetadata()["param"])
+
+	_, err = router.GetResponse(ctx, &corev1.GetResponseRequest{Id: "resp_unknown"})
+	assert.Equal(t, codes.NotFound, status.Code(err), "an id that names no stored answer is still not found")
 }

@@ -173,6 +173,9 @@ func (r *Router) GetResponse(ctx context.Context, req *corev1.GetResponseRequest
 	if err != nil {
 		return nil, err
 	}
+	if req.GetId() == "" {
+		return nil, missingParam("id")
+	}
 	body, err := r.Chat.GetResponse(ctx, p.MachineID, req.GetId())
 	if errors.Is(err, chat.ErrResponseNotFound) {
 		return nil, statusError(codes.NotFound, "not_found", "Response with id '"+req.GetId()+"' not found.", MetaHTTPStatus, "404")
