@@ -144,3 +144,37 @@ func TestKeyOutsideBearerRefusedOverGRPC(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, p.primary.Requests(), 1, "only the keyed call reached the upstream")
 }
+
+// The bounds of an embeddings request hold for a gRPC caller as for an HTTP
+// one: more than 2,048 inputs, or a token array longer than 65,536 ids, is
+// refused in OpenAI's words before any upstream is asked.
+func TestEmbeddingsInputBoundOverGRPC(t *testing.T) {
+	p := newPair(t)
+	router, ctx := routerOf(t, p)
+	texts := make([]string, 2049)
+	for i := range texts {
+		texts[i] = "x"
+	}
+	_, err := router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: texts})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	assert.Equal(t, "array_above_max_length", errorInfoOf(err).GetReason())
+	assert.Equal(t, "input", errorInfoOf(err).GetMetadata()["param"])
+	assert.Equal(t, "Invalid 'input': array too long. Expected an array with maximum length 2048, but got an array with length 2049 instead.",
+		status.Convert(err).Message())
+
+	tokens := make([]*corev1.TokenList, 2049)
+	for i := range tokens {
+		tokens[i] = &corev1.TokenList{Tokens: []int64{1}}
+	}
+	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Tokens: tokens})
+	assert.Equal(t, "array_above_max_length", errorInfoOf(err).GetReason(), "%v", err)
+
+	long := &corev1.TokenList{Tokens: make([]int64, 1<<16+1)}
+	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Tokens: []*corev1.TokenList{{Tokens: []int64{1}}, long}})
+	assert.Equal(t, "array_above_max_length", errorInfoOf(err).GetReason(), "%v", err)
+	assert.Equal(t, "input[1]", errorInfoOf(err).GetMetadata()["param"])
+	assert.Empty(t, p.primary.Requests(), "no upstream was asked")
+
+	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: texts[:2048]})
+	require.NoError(t, err, "2,048 inputs are within the bound")
+}

@@ -101,9 +101,18 @@ func validEmbeddings(req *corev1.CreateEmbeddingsRequest) error {
 		}
 		return invalidParam("input", "invalid_value", "input holds either texts or token arrays, not both")
 	}
-	for _, t := range req.GetTokens() {
+	// The edge's bounds, in its words: a gRPC caller reaches core without
+	// them.
+	if n := len(req.GetTexts()) + len(req.GetTokens()); n > contract.MaxEmbeddingInputs {
+		return invalidParam("input", contract.CodeArrayAboveMaxLength, contract.ArrayAboveMaxLength("input", contract.MaxEmbeddingInputs, n))
+	}
+	for i, t := range req.GetTokens() {
 		if len(t.GetTokens()) == 0 {
 			return invalidParam("input", "invalid_value", "input must not hold empty token arrays")
+		}
+		if n := len(t.GetTokens()); n > contract.MaxEmbeddingTokens {
+			name := "input[" + strconv.Itoa(i) + "]"
+			return invalidParam(name, contract.CodeArrayAboveMaxLength, contract.ArrayAboveMaxLength(name, contract.MaxEmbeddingTokens, n))
 		}
 	}
 	switch req.GetEncodingFormat() {

@@ -17,9 +17,9 @@ import (
 // documents one (2,048 embeddings inputs, 128 tools, 4 stop sequences,
 // n up to 128); generous elsewhere, since the body's size bounds the rest.
 const (
-	MaxEmbeddingInputs = 2048
+	MaxEmbeddingInputs = contract.MaxEmbeddingInputs
 	// MaxEmbeddingTokens caps one token-id input.
-	MaxEmbeddingTokens = 1 << 16
+	MaxEmbeddingTokens = contract.MaxEmbeddingTokens
 	MaxChatMessages    = 10_000
 	MaxChatTools       = 128
 	MaxChatStop        = contract.MaxChatStop

@@ -81,6 +81,13 @@ const UsageEncodingS2 = "s2"
 // which may not hold these (in any case, as encoding/json matches keys).
 var EmbeddingsMembers = []string{"model", "input", "encoding_format", "dimensions", "user"}
 
+// The most inputs an embeddings request may hold (OpenAI's 2,048), and the
+// most ids one token-id input may hold, on HTTP and on gRPC alike.
+const (
+	MaxEmbeddingInputs = 2048
+	MaxEmbeddingTokens = 1 << 16
+)
+
 // TranscriptionFields are the fields of a transcription form the gateway
 // reads itself (the file among them); the others travel in
 // TranscribeOptions.extra_fields, which may not name these.
