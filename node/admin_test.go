@@ -273,5 +273,5 @@ func TestGRPCClients(t *testing.T) {
 	assert.Equal(t, "openai/whisper-1", stt.GetData()[0].GetId())
 
 	_, err = router.ListModels(ctx, &corev1.ListModelsRequest{Kind: "hologram"})
-	assert.Equal(t, codes.NotFound, status.Code(err))
+	assert.Equal(t, codes.InvalidArgument, status.Code(err))
 }

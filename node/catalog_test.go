@@ -10,6 +10,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -18,6 +22,7 @@ import (
 	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
 	busv1 "github.com/switchboardhq/switchboard/proto/switchboard/bus/v1"
+	corev1 "github.com/switchboardhq/switchboard/proto/switchboard/core/v1"
 )
 
 func listing(t *testing.T, in *nodetest.Instance, path string) map[string]map[string]any {
@@ -453,4 +458,24 @@ func TestDeletedWorkerConsumersAreCreatedAgain(t *testing.T) {
 	r := sb.Do(t, http.MethodPost, pathEmbed, map[string]any{"model": "lab/qwen2.5-coder", "input": "x"})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	assert.Eventually(t, func() bool { return rolledUp(t, sb) == 1 }, 20*time.Second, 100*time.Millisecond)
+}
+
+// A listing asked for a kind the gateway does not know names the parameter,
+// as GetModelInfo does, on gRPC and on the query of GET /v1/models, where
+// it answered NOT_FOUND (404) with no parameter named.
+func TestModelsUnknownKindNamesParam(t *testing.T) {
+	sb := nodetest.Serve(t, t.TempDir())
+	conn, err := grpc.NewClient(sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = corev1.NewRouterClient(conn).ListModels(context.Background(), &corev1.ListModelsRequest{Kind: "holograms"})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	assert.Equal(t, "invalid_value", errorInfoOf(err).GetReason())
+	assert.Equal(t, "kind", errorInfoOf(err).GetMetadata()["param"])
+
+	r := sb.Do(t, http.MethodGet, "/v1/models?kind=holograms", nil)
+	assert.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	assert.Equal(t, "invalid_value", errorCode(r))
+	assert.Equal(t, "kind", r.JSON["error"].(map[string]any)["param"])
+	assert.Equal(t, http.StatusNotFound, sb.Do(t, http.MethodGet, "/v1/models/holograms", nil).Status, "a path names a model")
 }

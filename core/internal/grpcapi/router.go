@@ -66,7 +66,7 @@ func (r *Router) ListModels(ctx context.Context, req *corev1.ListModelsRequest) 
 		return nil, err
 	}
 	if req.GetKind() != "" && !provider.ValidKind(req.GetKind()) {
-		return nil, notFound("unknown_kind", fmt.Sprintf("unknown model kind '%s'", req.GetKind()))
+		return nil, invalidParam("kind", "invalid_value", fmt.Sprintf("unknown model kind '%s'", req.GetKind()))
 	}
 	// The answer is built once for each listing the lister keeps, and
 	// shared by the calls answered with it: read-only.
