@@ -475,6 +475,40 @@ func TestAudioSpeechCutMidStream(t *testing.T) {
 	assert.True(t, evs[0].GetPartial(), "cut off")
 }
 
+// A speech a gRPC caller was getting that the upstream cuts off ends with
+// UNAVAILABLE stream_interrupted, as a chat stream cut off does, recorded
+// as that 502, not as an internal error of the gateway.
+func TestAudioSpeechCutMidStreamOverGRPC(t *testing.T) {
+	g := newAudioGateway(t, 2)
+	g.ups[0].SetDefault(upstreamtest.PathSpeech, upstreamtest.CutAfter(2))
+	conn, err := grpc.NewClient(g.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+g.key)
+	sp, err := corev1.NewRouterClient(conn).Speech(ctx, &corev1.SpeechRequest{
+		Body: []byte(`{"model":"` + voiceModel + `","input":"` + strings.Repeat("a long input ", 10) + `","response_format":"wav"}`)})
+	require.NoError(t, err)
+	var got int
+	for {
+		m, err := sp.Recv()
+		if err != nil {
+			require.NotErrorIs(t, err, io.EOF, "a cut is never a clean end")
+			assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+			assert.Equal(t, "stream_interrupted", errorInfoOf(err).GetReason())
+			break
+		}
+		got += len(m.GetAudio())
+	}
+	assert.Positive(t, got, "audio came before the cut")
+	assert.Zero(t, g.ups[1].Count(upstreamtest.PathSpeech), "no fallback after the first byte")
+
+	var evs []*busv1.UsageEvent
+	require.Eventually(t, func() bool { evs = usageEvents(t, g.sb); return len(evs) == 1 }, 5*time.Second, 20*time.Millisecond)
+	assert.EqualValues(t, http.StatusBadGateway, evs[0].GetStatus())
+	assert.Equal(t, "stream_interrupted", evs[0].GetErrorCode())
+	assert.True(t, evs[0].GetPartial(), "cut off")
+}
+
 // fakeElevenLabs is a fake ElevenLabs API: GET /v1/voices and
 // POST /v1/text-to-speech/{voice}/stream, with xi-api-key.
 type fakeElevenLabs struct {

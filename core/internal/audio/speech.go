@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -265,11 +266,25 @@ func relay(ctx context.Context, body io.Reader, sink Sink, out *SpeechResult, w 
 			}
 			return nil
 		case rerr != nil && out.Bytes > 0:
+			if ctx.Err() == nil {
+				rerr = cutOff(rerr)
+			}
 			return credential.Committed(rerr)
 		case rerr != nil:
 			return rerr
 		}
 	}
+}
+
+// cutOff is the error of a speech its upstream stopped sending after audio
+// went out (read's error): it tells the client how the answer ended, as a
+// chat stream's does, and the engine judges it a network failure.
+func cutOff(read error) error {
+	var stalled *upstream.StallError
+	if errors.As(read, &stalled) {
+		return &credential.StreamError{Code: "stream_stalled", Message: stalled.Error()}
+	}
+	return &credential.StreamError{Code: "stream_interrupted", Message: "the upstream stream broke off"}
 }
 
 // openAISpeech is the client's body with the upstream model and the voice,
