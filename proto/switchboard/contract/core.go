@@ -106,8 +106,10 @@ const (
 )
 
 // CodeArrayAboveMaxLength is OpenAI's error code of a request member that
-// holds more items than it may: the edge answers it on HTTP, and core on
-// gRPC, for every list the gateway bounds.
+// holds more items than it may: the edge answers it on HTTP for every list
+// the gateway bounds, and core on gRPC for the stop lists and an embeddings
+// request's inputs (a gRPC caller's other lists reach the upstream, which
+// answers for them).
 const CodeArrayAboveMaxLength = "array_above_max_length"
 
 // ArrayAboveMaxLength is OpenAI's message for CodeArrayAboveMaxLength: the
