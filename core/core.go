@@ -308,6 +308,13 @@ func (c *Core) Register(s grpc.ServiceRegistrar) {
 	corev1.RegisterAdminServer(s, c.admin)
 }
 
+// RequestIDInterceptors tell a network caller of core's Router the id its
+// request is logged under (response header x-request-id); for core's
+// network server, after authentication.
+func RequestIDInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	return grpcapi.RequestIDUnary(), grpcapi.RequestIDStream()
+}
+
 // DefaultMachineID is the machine that requests without a key run as.
 func (c *Core) DefaultMachineID() string { return c.defaultID }
 

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,4 +178,51 @@ func TestEmbeddingsInputBoundOverGRPC(t *testing.T) {
 
 	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: texts[:2048]})
 	require.NoError(t, err, "2,048 inputs are within the bound")
+}
+
+// A gRPC caller learns the id its request is logged under, from the
+// response headers: the one it sent (sanitised), or the one core made when
+// it sent none, which the request log then lists.
+func TestRequestIDOverGRPC(t *testing.T) {
+	p := newPair(t)
+	key := p.sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "svc"}).JSON["key"].(string)
+	conn, err := grpc.NewClient(p.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	router := corev1.NewRouterClient(conn)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+
+	var md metadata.MD
+	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"alpha"}}, grpc.Header(&md))
+	require.NoError(t, err)
+	require.Len(t, md.Get("x-request-id"), 1, "core's own id is sent back")
+	minted := md.Get("x-request-id")[0]
+	assert.NotEmpty(t, minted)
+
+	md = nil
+	long := "svc-42-" + strings.Repeat("x", 200)
+	_, err = router.CreateEmbeddings(metadata.AppendToOutgoingContext(ctx, "x-request-id", long),
+		&corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"beta"}}, grpc.Header(&md))
+	require.NoError(t, err)
+	assert.Equal(t, []string{long[:128]}, md.Get("x-request-id"), "the caller's id, as it is logged (at most 128 bytes)")
+
+	// A failed call names its id too.
+	md = nil
+	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: "nope/nothing", Texts: []string{"x"}}, grpc.Header(&md))
+	require.Error(t, err)
+	assert.Len(t, md.Get("x-request-id"), 1, "a refused call")
+
+	stream, err := router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{Body: []byte(`{"model":"nope/nothing","messages":[{"role":"user","content":"x"}]}`)})
+	require.NoError(t, err)
+	_, err = stream.Recv()
+	require.Error(t, err)
+	smd, err := stream.Header()
+	require.NoError(t, err)
+	assert.Len(t, smd.Get("x-request-id"), 1, "a stream")
+
+	require.Eventually(t, func() bool {
+		resp := p.sb.Admin(t, http.MethodGet, pathRequests, nil)
+		rows, _ := resp.JSON["requests"].([]any)
+		return slices.ContainsFunc(rows, func(r any) bool { return r.(map[string]any)["requestId"] == minted })
+	}, 10*time.Second, 50*time.Millisecond, "the request log lists the id the caller was given")
 }

@@ -426,6 +426,7 @@ func (n *Node) listenGRPC() error {
 		},
 		OpenReflection: loopback(n.cfg.GRPCAddr),
 	})
+	idUnary, idStream := core.RequestIDInterceptors()
 	opts := []grpc.ServerOption{
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		// grpc-go reads and decodes a call's whole request message before
@@ -438,8 +439,9 @@ func (n *Node) listenGRPC() error {
 		grpc.MaxConcurrentStreams(grpcMaxStreams),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(recoverUnary(n.log), guard.Unary()),
-		grpc.ChainStreamInterceptor(recoverStream(n.log), guard.Stream()),
+		// A network caller of Router is told its request's id.
+		grpc.ChainUnaryInterceptor(recoverUnary(n.log), guard.Unary(), idUnary),
+		grpc.ChainStreamInterceptor(recoverStream(n.log), guard.Stream(), idStream),
 	}
 	opts = append(opts, n.tracing.ServerOptions()...)
 	n.grpcServer = grpc.NewServer(opts...)
