@@ -751,3 +751,21 @@ func TestConsoleModelsListThePickedMachines(t *testing.T) {
 	assert.Contains(t, listed, "team/mistral")
 	assert.NotContains(t, listed, "local/llama3", "the default machine's")
 }
+
+// Two actions finishing close together: the page ends showing what the
+// later one read, never the earlier one's list, slower to come, over it.
+func TestConsoleModelsShowTheLatestListAfterActionsOverlap(t *testing.T) {
+	b := startBrowser(t)
+	_, ui := consoleWithLocal(t, b)
+	b.goTo(ui + "#/models")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Disable local/qwen2.5-coder"})
+	// The first action's reload is slow to read the disabled models.
+	b.do(map[string]any{"op": "hold", "url": "**/api/models/disabled", "method": "GET", "count": 1})
+	b.click("button", "Disable local/llama3")
+	b.click("button", "Disable local/qwen2.5-coder")
+	b.do(map[string]any{"op": "wait", "role": "button", "name": "Enable local/qwen2.5-coder"})
+	assert.EqualValues(t, 1, b.do(map[string]any{"op": "release"}), "the first reload was held")
+	b.waitText("local/llama3 disabled.")
+	assert.EqualValues(t, 1, b.do(map[string]any{"op": "count", "selector": "button[aria-label='Enable local/qwen2.5-coder']"}), "both stay shown disabled")
+	assert.EqualValues(t, 0, b.do(map[string]any{"op": "count", "selector": "button[aria-label='Disable local/qwen2.5-coder']"}))
+}

@@ -56,9 +56,13 @@ async function release() {
 
 const ops = {
   // hold keeps requests to url (a glob) from reaching the gateway until
-  // release, to play a slow network.
+  // release, to play a slow network: all of them, or the first c.count
+  // (of method c.method, when given).
   hold: async (c) => {
+    let seen = 0;
     await page.route(c.url, (route) => {
+      if (c.method && route.request().method() !== c.method) return route.continue();
+      if (c.count && seen++ >= c.count) return route.continue();
       let go;
       const started = new Promise((r) => { go = r; });
       const response = started.then(() => route.continue()).then(() => route.request().response());

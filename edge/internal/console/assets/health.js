@@ -1,5 +1,5 @@
 import { get, post, del } from './api.js';
-import { h, table, badge, toast, busy, ago, duration, refreshFailure } from './ui.js';
+import { latestOnly, h, table, badge, toast, busy, ago, duration, refreshFailure } from './ui.js';
 
 const enc = encodeURIComponent;
 
@@ -9,8 +9,12 @@ export async function render(root) {
   root.append(h('p', { class: 'muted', text: 'Each connection\u2019s state; cooldowns count down and the page refreshes every 5 seconds.' }), refreshed, body);
   let until = [];
   let shownAt = '';
+  // The 5-second refresh and an action's may overlap: the later shows.
+  const begin = latestOnly();
   const load = async () => {
+    const latest = begin();
     const [{ connections = [] }, { cooldowns = [] }] = await Promise.all([get('/api/providers'), get('/api/cooldowns')]);
+    if (!latest()) return;
     const now = Date.now();
     until = [];
     const byConn = {};

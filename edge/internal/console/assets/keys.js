@@ -1,5 +1,5 @@
 import { get, post, del } from './api.js';
-import { h, field, table, toast, busy, fmtTime, refuse } from './ui.js';
+import { latestOnly, h, field, table, toast, busy, fmtTime, refuse } from './ui.js';
 
 export async function render(root) {
   const { keys = [] } = await get('/api/keys');
@@ -13,8 +13,11 @@ export async function render(root) {
     shown);
   // A reload redraws the list only: a key just issued stays shown, to be
   // copied, whatever else is done meanwhile.
+  const begin = latestOnly();
   const reload = async () => {
+    const latest = begin();
     const list = await get('/api/keys');
+    if (!latest()) return;
     const fresh = h('div');
     renderList(fresh, list.keys || [], reload);
     root.querySelector('#keys-list').replaceWith(fresh.firstChild);

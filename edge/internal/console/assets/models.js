@@ -1,5 +1,5 @@
 import { get, post, put, del, qs, reach, session } from './api.js';
-import { h, field, table, toast, busy, pager, refuse } from './ui.js';
+import { latestOnly, h, field, table, toast, busy, pager, refuse } from './ui.js';
 
 const kinds = ['llm', 'embedding', 'image', 'tts', 'stt', 'video', 'music'];
 
@@ -37,10 +37,13 @@ export async function render(root) {
   const off = disabledSection(reload);
   const aliases = aliasSection(reload);
   const combos = comboSection(reload);
+  const begin = latestOnly();
   async function reload() {
+    const latest = begin();
     const [listed, disabled, a, c] = await Promise.all([
       session.machine ? null : reach('/v1/models'), get('/api/models/disabled'), get('/api/models/aliases'), get('/api/models/combos')]);
     const { models, note } = await listModels(listed, disabled.disabled || {}, a.aliases || {}, c.combos || []);
+    if (!latest()) return;
     list.show(models, note);
     off.show(disabled.disabled || {});
     aliases.show(a.aliases || {});

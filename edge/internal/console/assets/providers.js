@@ -1,5 +1,5 @@
 import { get, post, patch, del } from './api.js';
-import { h, field, check, select, table, badge, toast, busy, ago, pager, safeURL, refreshFailure, focusButton, refuse } from './ui.js';
+import { latestOnly, h, field, check, select, table, badge, toast, busy, ago, pager, safeURL, refreshFailure, focusButton, refuse } from './ui.js';
 
 const enc = encodeURIComponent;
 
@@ -10,9 +10,11 @@ export async function render(root) {
   const draw = (list) => conns.replaceChildren(h('h2', { id: 'conns-h', text: 'Connections' }), connectionsTable(list, detail, reload));
   // A reload redraws the connections only: what is being typed in the
   // forms (a new connection, an edit, a login) stays as it is.
+  const begin = latestOnly();
   async function reload() {
+    const latest = begin();
     const fresh = await get('/api/providers');
-    draw(fresh.connections || []);
+    if (latest()) draw(fresh.connections || []);
   }
   draw(connections);
   root.replaceChildren(

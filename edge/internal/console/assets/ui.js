@@ -103,6 +103,18 @@ export async function busy(btn, fn, label) {
   }
 }
 
+// latestOnly numbers a page's reloads: begin() starts one and answers
+// whether it is still the latest begun. Actions finishing close together
+// reload at once, and the answer read first may come last: a reload
+// overtaken shows nothing, the later one shows the newer state.
+export function latestOnly() {
+  let begun = 0;
+  return () => {
+    const n = ++begun;
+    return () => n === begun;
+  };
+}
+
 // refuse shows why the gateway refused a form in the form itself (el, an
 // alert), beside the fields to correct, where a notice would go away; the
 // form's action then stops there.
