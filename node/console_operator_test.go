@@ -33,6 +33,19 @@ func consoleWithLocal(t *testing.T, b *browser) (*nodetest.Instance, string) {
 	return sb, ui
 }
 
+// chatLogged asks local/llama3 once and waits until the request log lists
+// the request.
+func chatLogged(t *testing.T, sb *nodetest.Instance) {
+	t.Helper()
+	resp := sb.Do(t, http.MethodPost, "/v1/chat/completions", map[string]any{
+		"model": "local/llama3", "messages": []map[string]any{{"role": "user", "content": "hi"}}})
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	require.Eventually(t, func() bool {
+		rows, _ := sb.Admin(t, http.MethodGet, "/api/usage/requests", nil).JSON["requests"].([]any)
+		return len(rows) == 1
+	}, 30*time.Second, 100*time.Millisecond)
+}
+
 // Testing one connection leaves what the operator was typing elsewhere on
 // the providers page: the half-filled add form and an open edit form.
 func TestConsoleProvidersKeepTypedFormsWhenAConnectionIsTested(t *testing.T) {
@@ -227,13 +240,7 @@ func TestConsoleRequestLogKeepsItsFiltersInTheAddress(t *testing.T) {
 	b := startBrowser(t)
 	sb, ui := consoleWithLocal(t, b)
 	require.Equal(t, http.StatusCreated, sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "laptop"}).Status)
-	resp := sb.Do(t, http.MethodPost, "/v1/chat/completions", map[string]any{
-		"model": "local/llama3", "messages": []map[string]any{{"role": "user", "content": "hi"}}})
-	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
-	require.Eventually(t, func() bool {
-		rows, _ := sb.Admin(t, http.MethodGet, "/api/usage/requests", nil).JSON["requests"].([]any)
-		return len(rows) == 1
-	}, 30*time.Second, 100*time.Millisecond)
+	chatLogged(t, sb)
 	b.goTo(ui + "#/usage")
 	b.waitText("1 requests shown")
 	filters := map[string]string{"Key": "", "Connection": "", "Model": "local/llama3", "Status": "error",
@@ -615,13 +622,7 @@ func TestConsoleBillingPagingKeepsFocus(t *testing.T) {
 func TestConsoleRequestLogFindsAListedModel(t *testing.T) {
 	b := startBrowser(t)
 	sb, ui := consoleWithLocal(t, b)
-	resp := sb.Do(t, http.MethodPost, "/v1/chat/completions", map[string]any{
-		"model": "local/llama3", "messages": []map[string]any{{"role": "user", "content": "hi"}}})
-	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
-	require.Eventually(t, func() bool {
-		rows, _ := sb.Admin(t, http.MethodGet, "/api/usage/requests", nil).JSON["requests"].([]any)
-		return len(rows) == 1
-	}, 30*time.Second, 100*time.Millisecond)
+	chatLogged(t, sb)
 	b.goTo(ui + "#/usage")
 	b.waitText("1 requests shown")
 	b.fill("Model", "local/qwen2.5-coder")

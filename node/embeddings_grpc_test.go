@@ -13,7 +13,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -27,12 +26,7 @@ import (
 // packed float vectors, with the same auth and errors as HTTP clients.
 func TestEmbeddingsOverGRPC(t *testing.T) {
 	p := newPair(t)
-	key := p.sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "svc"}).JSON["key"].(string)
-	conn, err := grpc.NewClient(p.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	router := corev1.NewRouterClient(conn)
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+	router, ctx := routerOf(t, p)
 
 	resp, err := router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"alpha", "beta"}})
 	require.NoError(t, err)
@@ -185,15 +179,10 @@ func TestEmbeddingsInputBoundOverGRPC(t *testing.T) {
 // it sent none, which the request log then lists.
 func TestRequestIDOverGRPC(t *testing.T) {
 	p := newPair(t)
-	key := p.sb.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "svc"}).JSON["key"].(string)
-	conn, err := grpc.NewClient(p.sb.Node.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	router := corev1.NewRouterClient(conn)
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+	router, ctx := routerOf(t, p)
 
 	var md metadata.MD
-	_, err = router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"alpha"}}, grpc.Header(&md))
+	_, err := router.CreateEmbeddings(ctx, &corev1.CreateEmbeddingsRequest{Model: embedModel, Texts: []string{"alpha"}}, grpc.Header(&md))
 	require.NoError(t, err)
 	require.Len(t, md.Get("x-request-id"), 1, "core's own id is sent back")
 	minted := md.Get("x-request-id")[0]
