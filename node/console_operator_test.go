@@ -46,6 +46,20 @@ func chatLogged(t *testing.T, sb *nodetest.Instance) {
 	}, 30*time.Second, 100*time.Millisecond)
 }
 
+// consoleWithLogins runs the service with OAuth providers whose
+// authorization server is a fake answering polls with script, and signs the
+// browser in to its console's providers page.
+func consoleWithLogins(t *testing.T, b *browser, script ...string) *fakeAuthServer {
+	t.Helper()
+	f := newFakeAuthServer(t, script...)
+	sb := serveWithOAuth(t, f, "")
+	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
+	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
+	b.goTo(sb.BaseURL + "/ui/#/signin?code=" + mint.JSON["code"].(string))
+	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
+	return f
+}
+
 // Testing one connection leaves what the operator was typing elsewhere on
 // the providers page: the half-filled add form and an open edit form.
 func TestConsoleProvidersKeepTypedFormsWhenAConnectionIsTested(t *testing.T) {
@@ -536,12 +550,7 @@ func TestConsoleSettingsKeepChangesMadeElsewhere(t *testing.T) {
 // that went away and the finished form took the focus away with it.
 func TestConsoleCodeLoginRefusalAndFocus(t *testing.T) {
 	b := startBrowser(t)
-	f := newFakeAuthServer(t, pollOK)
-	sb := serveWithOAuth(t, f, "")
-	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
-	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
-	b.goTo(sb.BaseURL + "/ui/#/signin?code=" + mint.JSON["code"].(string))
-	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
+	consoleWithLogins(t, b, pollOK)
 
 	b.click("button", "Log in to codex")
 	b.fill("Redirect address or code", "not-the-code")
@@ -641,12 +650,7 @@ func TestConsoleRequestLogFindsAListedModel(t *testing.T) {
 // code's whole life, with no Cancel button left to stop it.
 func TestConsoleReplacedDeviceLoginStopsPolling(t *testing.T) {
 	b := startBrowser(t)
-	f := newFakeAuthServer(t, oauth.CodePending)
-	sb := serveWithOAuth(t, f, "")
-	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
-	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
-	b.goTo(sb.BaseURL + "/ui/#/signin?code=" + mint.JSON["code"].(string))
-	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
+	f := consoleWithLogins(t, b, oauth.CodePending)
 	polls := func(deviceCode string) int {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -672,12 +676,7 @@ func TestConsoleReplacedDeviceLoginStopsPolling(t *testing.T) {
 // assistive technology ignores there, left the code on its own.
 func TestConsoleDeviceLoginNamesItsUserCode(t *testing.T) {
 	b := startBrowser(t)
-	f := newFakeAuthServer(t, oauth.CodePending)
-	sb := serveWithOAuth(t, f, "")
-	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
-	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
-	b.goTo(sb.BaseURL + "/ui/#/signin?code=" + mint.JSON["code"].(string))
-	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
+	consoleWithLogins(t, b, oauth.CodePending)
 	b.click("button", "Log in to qwen")
 	b.waitText(fakeUserCode)
 	tree := b.do(map[string]any{"op": "aria", "selector": "section[aria-labelledby='login-h']"}).(string)
