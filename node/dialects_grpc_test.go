@@ -172,3 +172,31 @@ func TestGetResponseWithoutIDOverGRPC(t *testing.T) {
 	_, err = router.GetResponse(ctx, &corev1.GetResponseRequest{Id: "resp_unknown"})
 	assert.Equal(t, codes.NotFound, status.Code(err), "an id that names no stored answer is still not found")
 }
+
+// A gRPC caller's body that is not text is refused as the HTTP routes
+// refuse it, before any upstream sees it: bytes that are not UTF-8, or a
+// lone UTF-16 surrogate escape, in every dialect and both calls.
+func TestBodyNotTextRefusedOverGRPC(t *testing.T) {
+	p := newPair(t)
+	router, ctx := routerOf(t, p)
+	for name, text := range map[string]string{"not utf-8": "caf\xe9", "lone surrogate": `\ud800 alone`} {
+		for _, d := range []struct {
+			dialect corev1.ChatDialect
+			body    string
+		}{
+			{corev1.ChatDialect_CHAT_DIALECT_UNSPECIFIED, `{"model":"` + chatModel + `","messages":[{"role":"user","content":"` + text + `"}]}`},
+			{corev1.ChatDialect_CHAT_DIALECT_MESSAGES, `{"model":"` + chatModel + `","max_tokens":16,"messages":[{"role":"user","content":"` + text + `"}]}`},
+			{corev1.ChatDialect_CHAT_DIALECT_RESPONSES, `{"model":"` + chatModel + `","input":"` + text + `"}`},
+		} {
+			_, err := router.CompleteChat(ctx, &corev1.CompleteChatRequest{Body: []byte(d.body), Dialect: d.dialect})
+			assert.Equal(t, codes.InvalidArgument, status.Code(err), "%s %s: %v", name, d.dialect, err)
+			assert.Equal(t, "invalid_encoding", errorInfoOf(err).GetReason(), "%s %s", name, d.dialect)
+			stream, err := router.ChatCompletions(ctx, &corev1.ChatCompletionsRequest{Body: []byte(d.body), Dialect: d.dialect})
+			require.NoError(t, err)
+			_, err = stream.Recv()
+			assert.Equal(t, "invalid_encoding", errorInfoOf(err).GetReason(), "%s %s streamed", name, d.dialect)
+		}
+	}
+	assert.Empty(t, p.primary.Requests(), "no upstream saw them")
+	assert.Empty(t, p.fallback.Requests())
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -107,5 +108,27 @@ func TestWalksEndOnInvalidJSON(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("a walk of %q did not end", s)
 		}
+	}
+}
+
+func TestLoneSurrogate(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		lone bool
+	}{
+		{`{"a":"plain"}`, false},
+		{`{"a":"\ud83d\ude00 pair"}`, false},
+		{`{"a":"\ud800x"}`, true},
+		{`{"a":"\udc00"}`, true},
+		{`{"a":"\ud83d\u0041"}`, true}, // a high half followed by no low half
+		{`{"a":"\\ud800"}`, false},     // an escaped backslash, then text
+		{`{"a":"\\\ud800"}`, true},
+		{`{"a":"\u00e9\"\ud800"}`, true},
+		{`{"\ud800":1}`, true},
+		{`"\ud83d\ude00"`, false},
+		{`"\ud83d"`, true},
+		{`"\u12"`, false},
+	} {
+		assert.Equal(t, tc.lone, LoneSurrogate([]byte(tc.json)), tc.json)
 	}
 }

@@ -55,6 +55,11 @@ type inbound struct {
 // one that must be there (messages, or input).
 func parse(d Dialect, body []byte) (inbound, error) {
 	in := inbound{dialect: d, body: body}
+	// The edge's HTTP routes refuse such bodies before they call core: a
+	// gRPC caller's come as sent.
+	if !utf8.Valid(body) {
+		return in, &RequestError{Code: "invalid_encoding", Message: "the request body is not valid UTF-8"}
+	}
 	// The members are read in place: their values alias body, which is
 	// never changed.
 	if validJSON(body) {
@@ -68,6 +73,9 @@ func parse(d Dialect, body []byte) (inbound, error) {
 	}
 	if in.fields == nil {
 		return in, &RequestError{Code: "invalid_json", Message: "the request body is not a JSON object"}
+	}
+	if jsonscan.LoneSurrogate(body) {
+		return in, &RequestError{Code: "invalid_encoding", Message: "the request body holds a lone UTF-16 surrogate escape"}
 	}
 	raw, ok := in.fields["model"]
 	if !ok || string(raw) == "null" {

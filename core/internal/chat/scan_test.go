@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/core/internal/translate"
+	"github.com/switchboardhq/switchboard/internal/jsonscan"
 )
 
 // decodedFacts is what inspect reported when it decoded the whole chunk
@@ -257,9 +259,16 @@ var bodySeeds = []string{
 // decodedParse is parse's verdict and fields when it decoded the body with
 // encoding/json.
 func decodedParse(d Dialect, body []byte) (map[string]json.RawMessage, string) {
+	// Bytes that are not text are refused before anything is read.
+	if !utf8.Valid(body) {
+		return nil, "invalid_encoding"
+	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(body, &fields) != nil || fields == nil {
 		return nil, "invalid_json"
+	}
+	if jsonscan.LoneSurrogate(body) {
+		return nil, "invalid_encoding"
 	}
 	code := func(name string) string {
 		var list []json.RawMessage
@@ -296,10 +305,10 @@ func checkParse(t *testing.T, d Dialect, body []byte) {
 	t.Helper()
 	wantFields, wantCode := decodedParse(d, body)
 	in, err := parse(d, body)
-	if wantCode == "invalid_json" {
+	if wantCode == "invalid_json" || wantCode == "invalid_encoding" {
 		var re *RequestError
 		require.ErrorAs(t, err, &re, "%s", body)
-		require.Equal(t, "invalid_json", re.Code, "%s", body)
+		require.Equal(t, wantCode, re.Code, "%s", body)
 		return
 	}
 	require.Equal(t, len(wantFields), len(in.fields), "%s", body)

@@ -77,48 +77,10 @@ func CheckJSON(body []byte) *Problem {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return badRequest("invalid_json", "the request body must be a JSON object", "")
 	}
-	if loneSurrogate(body) {
+	if jsonscan.LoneSurrogate(body) {
 		return badRequest("invalid_encoding", "the request body holds a lone UTF-16 surrogate escape", "")
 	}
 	return nil
-}
-
-// loneSurrogate reports whether valid JSON holds a \uD800-\uDFFF escape
-// that is not part of a surrogate pair: valid JSON, but not text, and
-// upstreams break on it.
-func loneSurrogate(b []byte) bool {
-	for i := 0; i+5 < len(b); i++ {
-		if b[i] != '\\' {
-			continue
-		}
-		if b[i+1] != 'u' {
-			i++ // skip the escaped character (it may be a backslash)
-			continue
-		}
-		r, ok := hex4(b[i+2 : i+6])
-		if !ok {
-			continue
-		}
-		switch {
-		case r >= 0xD800 && r <= 0xDBFF:
-			if i+11 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-				if lo, ok := hex4(b[i+8 : i+12]); ok && lo >= 0xDC00 && lo <= 0xDFFF {
-					i += 11
-					continue
-				}
-			}
-			return true
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return true
-		}
-		i += 5
-	}
-	return false
-}
-
-func hex4(b []byte) (rune, bool) {
-	v, err := strconv.ParseUint(string(b), 16, 32)
-	return rune(v), err == nil
 }
 
 // countItems counts the elements of a JSON array (raw must be valid JSON),
