@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -152,4 +153,96 @@ func connectionWithout(t *testing.T, sb *nodetest.Instance, id string, secrets .
 	c, ok := get.JSON["connection"].(map[string]any)
 	require.True(t, ok, "%s", get.Body)
 	return c
+}
+
+// stallingLink is a TCP relay to a NATS server whose traffic can be held
+// up, both ways, as a loaded machine's link may be for a moment.
+type stallingLink struct {
+	ln      net.Listener
+	mu      sync.RWMutex // held while stalled: relays wait before they write
+	stateMu sync.Mutex
+	stalled bool
+}
+
+func newStallingLink(t *testing.T, natsURL string) *stallingLink {
+	t.Helper()
+	target := strings.TrimPrefix(natsURL, "nats://")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := &stallingLink{ln: ln}
+	var conns sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			open = append(open, c, s)
+			mu.Unlock()
+			conns.Add(2)
+			go func() { defer conns.Done(); l.relay(s, c) }()
+			go func() { defer conns.Done(); l.relay(c, s) }()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Resume()
+		ln.Close()
+		mu.Lock()
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		conns.Wait()
+	})
+	return l
+}
+
+// URL is the NATS URL to connect through the link.
+func (l *stallingLink) URL() string { return "nats://" + l.ln.Addr().String() }
+
+// Stall holds up what either side sends until Resume.
+func (l *stallingLink) Stall() {
+	l.stateMu.Lock()
+	defer l.stateMu.Unlock()
+	if !l.stalled {
+		l.mu.Lock()
+		l.stalled = true
+	}
+}
+
+// Resume lets the held traffic through.
+func (l *stallingLink) Resume() {
+	l.stateMu.Lock()
+	defer l.stateMu.Unlock()
+	if l.stalled {
+		l.mu.Unlock()
+		l.stalled = false
+	}
+}
+
+func (l *stallingLink) relay(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			l.mu.RLock()
+			_, werr := dst.Write(buf[:n])
+			l.mu.RUnlock()
+			if werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

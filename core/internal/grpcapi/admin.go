@@ -269,12 +269,26 @@ func (a *Admin) view(c *busv1.Connection) *corev1.Connection {
 	return v
 }
 
-func (a *Admin) connection(machineID, id string) (kvmirror.Entry[*busv1.Connection], error) {
+// connection returns a connection of the machine. A connection this
+// replica's mirror misses is looked for again once the mirror caught up
+// with the bucket; should the bucket not answer, the call is refused as
+// one to try again, not as one naming no connection: a worker told the
+// connection is gone ends its job (a new connection's catalog fetch) with
+// nothing done.
+func (a *Admin) connection(ctx context.Context, machineID, id string) (kvmirror.Entry[*busv1.Connection], error) {
 	if id == "" {
 		return kvmirror.Entry[*busv1.Connection]{}, missingParam("id")
 	}
-	e, ok := a.store.Connections.Get(store.ConnectionKey(machineID, id))
-	if !ok {
+	key := store.ConnectionKey(machineID, id)
+	e, ok := a.store.Connections.Get(key)
+	if ok {
+		return e, nil
+	}
+	if err := a.store.Connections.CatchUp(ctx); err != nil {
+		a.log.Warn("connection not in this replica's mirror, which could not catch up", "connection", id, "err", err)
+		return e, statusError(codes.Unavailable, "store_unavailable", "state store unavailable, try again")
+	}
+	if e, ok = a.store.Connections.Get(key); !ok {
 		return e, notFound("connection_not_found", fmt.Sprintf("no connection with id '%s'", id))
 	}
 	return e, nil
@@ -319,7 +333,7 @@ func (a *Admin) GetConnection(ctx context.Context, req *corev1.GetConnectionRequ
 	if err != nil {
 		return nil, err
 	}
-	e, err := a.connection(machineID, req.GetId())
+	e, err := a.connection(ctx, machineID, req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +346,7 @@ func (a *Admin) UpdateConnection(ctx context.Context, req *corev1.UpdateConnecti
 	if err != nil {
 		return nil, err
 	}
-	cur, err := a.connection(machineID, req.GetId())
+	cur, err := a.connection(ctx, machineID, req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -476,7 +490,7 @@ func (a *Admin) DeleteConnection(ctx context.Context, req *corev1.DeleteConnecti
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.connection(machineID, req.GetId()); err != nil {
+	if _, err := a.connection(ctx, machineID, req.GetId()); err != nil {
 		return nil, err
 	}
 	key := store.ConnectionKey(machineID, req.GetId())

@@ -171,7 +171,7 @@ func (a *Admin) TestConnection(ctx context.Context, req *corev1.TestConnectionRe
 	if err != nil {
 		return nil, err
 	}
-	e, err := a.connection(machineID, req.GetId())
+	e, err := a.connection(ctx, machineID, req.GetId())
 	if err != nil {
 		return nil, err
 	}

@@ -371,7 +371,7 @@ func (a *Admin) ListConnectionModels(ctx context.Context, req *corev1.ListConnec
 	if err != nil {
 		return nil, err
 	}
-	e, err := a.connection(machineID, req.GetId())
+	e, err := a.connection(ctx, machineID, req.GetId())
 	if err != nil {
 		return nil, err
 	}

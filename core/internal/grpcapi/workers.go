@@ -30,7 +30,7 @@ func (a *Admin) GetConnectionCredentials(ctx context.Context, req *corev1.GetCon
 	if err != nil {
 		return nil, err
 	}
-	e, err := a.connection(machineID, req.GetConnectionId())
+	e, err := a.connection(ctx, machineID, req.GetConnectionId())
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (a *Admin) PutCatalog(ctx context.Context, req *corev1.PutCatalogRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.connection(machineID, req.GetConnectionId()); err != nil {
+	if _, err := a.connection(ctx, machineID, req.GetConnectionId()); err != nil {
 		return nil, err
 	}
 	now := a.now()
@@ -99,7 +99,7 @@ func (a *Admin) ClearCooldowns(ctx context.Context, req *corev1.ClearCooldownsRe
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.connection(machineID, req.GetId()); err != nil {
+	if _, err := a.connection(ctx, machineID, req.GetId()); err != nil {
 		return nil, err
 	}
 	n, err := a.cooldowns.ClearConnection(ctx, req.GetId())
@@ -117,7 +117,7 @@ func (a *Admin) StoreTokens(ctx context.Context, req *corev1.StoreTokensRequest)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.connection(machineID, req.GetConnectionId()); err != nil {
+	if _, err := a.connection(ctx, machineID, req.GetConnectionId()); err != nil {
 		return nil, err
 	}
 	if e, _ := a.store.Connections.Get(store.ConnectionKey(machineID, req.GetConnectionId())); e.Value.GetOauth() == nil {
