@@ -29,9 +29,13 @@ func TestRefreshedTokenEndsTheCooldownOfTheRefusedOne(t *testing.T) {
 	resp := embed(t, sb)
 	require.NotEqual(t, http.StatusOK, resp.Status, "the refresh did not finish in time: %s", resp.Body)
 	close(slow)
+	// The refresh is done once the worker's job is: the new token stored,
+	// and then the refused one's cooldowns ended (two writes, some time
+	// apart on a loaded machine).
 	require.Eventually(t, func() bool {
-		return connection(t, sb, id)["expiresAt"] != nil
-	}, 10*time.Second, 20*time.Millisecond, "the worker stored the new token")
+		return sb.Metrics(t).Value("switchboard_jobs_total", "consumer", "token-refresh", "outcome", "processed") == 1
+	}, 10*time.Second, 20*time.Millisecond, "the worker's refresh job is done")
+	require.NotNil(t, connection(t, sb, id)["expiresAt"], "the worker stored the new token")
 
 	resp = embed(t, sb)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
