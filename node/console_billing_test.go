@@ -23,7 +23,7 @@ import (
 // Stripe that holds state; edge/billing_admin_test.go covers them with the
 // fake Stripe.
 func TestConsoleBilling(t *testing.T) {
-	b := startBrowser(t)
+	b := nodetest.StartBrowser(t)
 	const secret = "whsec_console"
 	cfg := nodetest.Config(t.TempDir())
 	cfg.StripeSecretKey = "sk_test_console"
@@ -42,32 +42,32 @@ func TestConsoleBilling(t *testing.T) {
 
 	mint := sb.Admin(t, http.MethodPost, "/api/console/sign-in-codes", map[string]any{})
 	require.Equal(t, http.StatusCreated, mint.Status, "%s", mint.Body)
-	b.goTo(ui + "#/signin?code=" + mint.JSON["code"].(string))
-	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
+	b.GoTo(ui + "#/signin?code=" + mint.JSON["code"].(string))
+	b.Do(map[string]any{"op": "wait", "role": "heading", "name": "Providers"})
 
-	b.goTo(ui + "#/billing")
-	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Dead-lettered webhook events (1)"})
-	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Subscriptions (0)"})
-	b.do(map[string]any{"op": "wait", "role": "heading", "name": "Plans and prices"})
-	text := b.text()
+	b.GoTo(ui + "#/billing")
+	b.Do(map[string]any{"op": "wait", "role": "heading", "name": "Dead-lettered webhook events (1)"})
+	b.Do(map[string]any{"op": "wait", "role": "heading", "name": "Subscriptions (0)"})
+	b.Do(map[string]any{"op": "wait", "role": "heading", "name": "Plans and prices"})
+	text := b.Text()
 	assert.Contains(t, text, "evt_console_dead")
 	assert.Contains(t, text, "invoice.paid")
 	assert.Contains(t, text, "has no object id", "the last error is shown")
 	assert.Contains(t, text, "payment provider could not be reached", "prices say Stripe is unreachable")
 	assert.NotContains(t, text, "not configured")
-	b.shot("billing-configured")
+	b.Shot("billing-configured")
 
 	// Retry: handed to the consumer again, it fails again and comes back.
-	b.click("button", "Retry event evt_console_dead")
-	b.waitText("handed to the consumer again")
+	b.Click("button", "Retry event evt_console_dead")
+	b.WaitText("handed to the consumer again")
 	require.Eventually(t, func() bool {
 		r := sb.Admin(t, http.MethodGet, "/api/billing/dead-letters", nil)
 		return r.Status == http.StatusOK && r.JSON["total"] == float64(1)
 	}, 20*time.Second, 20*time.Millisecond, "dead-lettered again")
-	b.do(map[string]any{"op": "reload"})
-	b.do(map[string]any{"op": "wait", "role": "button", "name": "Retry event evt_console_dead"})
+	b.Do(map[string]any{"op": "reload"})
+	b.Do(map[string]any{"op": "wait", "role": "button", "name": "Retry event evt_console_dead"})
 
-	assert.Empty(t, b.do(map[string]any{"op": "problems"}), "no script errors or CSP violations")
+	assert.Empty(t, b.Do(map[string]any{"op": "problems"}), "no script errors or CSP violations")
 }
 
 // postDeadInvoiceEvent delivers a signed invoice.paid event without its
