@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,16 +18,6 @@ const (
 	checkGoodKey = "sk-good-4c1e88a0"
 	checkBadKey  = "sk-bad-97f2d3b1"
 )
-
-// closedURL is a loopback address nothing listens on.
-func closedURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return "http://" + addr + "/v1"
-}
 
 // echoingUpstream refuses every key and quotes it back, as some providers
 // do.
@@ -79,7 +68,7 @@ func TestValidateProvider(t *testing.T) {
 		assert.NotContains(t, string(resp.Body), checkBadKey, "the key is never echoed")
 	})
 	t.Run("unreachable", func(t *testing.T) {
-		resp := validate(compatible(checkGoodKey, closedURL(t)))
+		resp := validate(compatible(checkGoodKey, nodetest.ClosedURL(t)))
 		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 		assert.Equal(t, false, resp.JSON["valid"])
 		assert.NotContains(t, resp.JSON, "status", "no upstream status")
@@ -168,7 +157,7 @@ func TestConnectionTestRecordsResult(t *testing.T) {
 
 	// An unreachable upstream is recorded with no status.
 	require.Equal(t, http.StatusOK, sb.Admin(t, http.MethodPatch, "/api/providers/"+id,
-		map[string]any{"providerSpecificData": map[string]any{"baseUrl": closedURL(t)}}).Status)
+		map[string]any{"providerSpecificData": map[string]any{"baseUrl": nodetest.ClosedURL(t)}}).Status)
 	resp = sb.Admin(t, http.MethodPost, "/api/providers/"+id+"/test", nil)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	assert.NotContains(t, resp.JSON, "status")

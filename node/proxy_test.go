@@ -96,7 +96,7 @@ func TestConnectionProxyIsNotBypassed(t *testing.T) {
 	up := upstreamtest.New(t, upstreamtest.WithAPIKey("k"))
 	sb := nodetest.Serve(t, t.TempDir())
 	id := sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-px", "name": "p", "apiKey": "k",
-		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "proxyUrl": closedURL(t)}})
+		"providerSpecificData": map[string]any{"baseUrl": up.URL(), "proxyUrl": nodetest.ClosedURL(t)}})
 	resp := sb.Do(t, http.MethodPost, "/v1/embeddings", map[string]any{"model": "openai-compatible-px/text-embedding-3-small", "input": "hi"})
 	assert.GreaterOrEqual(t, resp.Status, 500, "%s", resp.Body)
 	test := sb.Admin(t, http.MethodPost, "/api/providers/"+id+"/test", nil)

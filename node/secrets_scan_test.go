@@ -108,7 +108,7 @@ func TestNoSecretAtRestOrInLogs(t *testing.T) {
 	cfg.JWTSecret = scanJWTSecret
 	cfg.StripeSecretKey = scanStripeKey
 	cfg.StripeWebhookSecret = scanStripeHook
-	cfg.StripeAPIBase = closedURL(t)
+	cfg.StripeAPIBase = nodetest.ClosedURL(t)
 	cfg.OAuth = oauth.Overrides{"qwen": {"client_id": fakeClientID, "device_url": auth.URL + "/device/code", "token_url": auth.URL + "/token"}}
 	logs := &syncBuffer{}
 	sb, stop := startLogged(t, cfg, logs)

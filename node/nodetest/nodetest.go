@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"testing"
@@ -200,4 +201,14 @@ func (in *Instance) ModelIDs(t testing.TB, headers ...string) []string {
 		ids = append(ids, d.(map[string]any)["id"].(string))
 	}
 	return ids
+}
+
+// ClosedURL is a loopback base URL (…/v1) nothing listens on.
+func ClosedURL(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return "http://" + addr + "/v1"
 }

@@ -1,4 +1,4 @@
-package node_test
+package console_test
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestConsoleBilling(t *testing.T) {
 	cfg := nodetest.Config(t.TempDir())
 	cfg.StripeSecretKey = "sk_test_console"
 	cfg.StripeWebhookSecret = secret
-	cfg.StripeAPIBase = closedURL(t)
+	cfg.StripeAPIBase = nodetest.ClosedURL(t)
 	sb := nodetest.Start(t, cfg, node.AllRoles...)
 	ui := sb.BaseURL + "/ui/"
 
