@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,4 +67,56 @@ func TestNPMResponses(t *testing.T) {
 	assert.Equal(t, "failed", s.Response.Status)
 	require.NotNil(t, s.Response.Error)
 	assert.NotEmpty(t, s.Response.Error.Message)
+}
+
+// responsesTranslated starts an instance serving "local/gpt-4o-mini" from a
+// fake chat-only upstream and "claude/claude-sonnet-4-6" from a fake
+// Anthropic one, and returns the npm client for it with each model's
+// upstream and the path it is asked at.
+func responsesTranslated(t *testing.T) (nodetest.NodeClient, []translatedUpstream) {
+	t.Helper()
+	nodetest.NPM(t)
+	sb := nodetest.Serve(t, t.TempDir())
+	chat := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-up"))
+	sb.CreateConnection(t, map[string]any{"provider": "openai-compatible-local", "name": "l", "apiKey": "sk-up",
+		"providerSpecificData": map[string]any{"baseUrl": chat.URL(), "prefix": "local"}})
+	ant := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-up"))
+	sb.CreateConnection(t, map[string]any{"provider": "anthropic-compatible-claude", "name": "c", "apiKey": "sk-up",
+		"providerSpecificData": map[string]any{"baseUrl": ant.URL(), "prefix": "claude", "enabledModels": []string{"claude-sonnet-4-6"}}})
+	return sb.NPMClient(gatewayKey(t, sb)), []translatedUpstream{
+		{"chat upstream", "local/gpt-4o-mini", chat, pathChat},
+		{"anthropic upstream", "claude/claude-sonnet-4-6", ant, upstreamtest.PathMessages},
+	}
+}
+
+type translatedUpstream struct {
+	name, model string
+	up          *upstreamtest.Server
+	path        string
+}
+
+// A json_schema text format without its name or schema is refused as the
+// Responses API refuses it, naming text.format's member, before any
+// upstream is asked; with both it goes through.
+func TestNPMResponsesJSONSchemaFormatNeedsNameAndSchema(t *testing.T) {
+	client, ups := responsesTranslated(t)
+	schema := map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string"}}}
+	for _, u := range ups {
+		t.Run(u.name, func(t *testing.T) {
+			res := client.Ops(t, "responses.mjs",
+				map[string]any{"model": u.model, "input": "x", "text": map[string]any{"format": map[string]any{"type": "json_schema", "schema": schema}}},
+				map[string]any{"model": u.model, "input": "x", "text": map[string]any{"format": map[string]any{"type": "json_schema", "name": "answer"}}},
+				map[string]any{"model": u.model, "input": "x", "text": map[string]any{"format": map[string]any{"type": "json_schema", "name": "answer", "schema": schema}}},
+			)
+			for i, param := range []string{"text.format.name", "text.format.schema"} {
+				require.NotNil(t, res[i].Error, "call %d: result %s", i, res[i].Result)
+				assert.Equal(t, "BadRequestError", res[i].Error.Class, "call %d", i)
+				assert.Equal(t, http.StatusBadRequest, res[i].Error.Status, "call %d", i)
+				assert.Equal(t, param, res[i].Error.Param, "call %d", i)
+				assert.Equal(t, "invalid_request_error", res[i].Error.Type, "call %d", i)
+			}
+			assert.Nil(t, res[2].Error, "name and schema given")
+			assert.Equal(t, 1, u.up.Count(u.path), "only the whole format reached the upstream")
+		})
+	}
 }

@@ -176,6 +176,14 @@ func ResponsesToOpenAIRequest(body []byte, upstreamModel string, opts ChatOption
 		case "json_object":
 			out.ResponseFormat = map[string]string{"type": "json_object"}
 		case "json_schema":
+			// Both are required, as the Responses API says (a chat
+			// upstream would refuse the name's absence in its own words).
+			if f.Name == "" {
+				return nil, invalid("text.format.name", "Missing required parameter: 'text.format.name'.")
+			}
+			if isNull(f.Schema) {
+				return nil, invalid("text.format.schema", "Missing required parameter: 'text.format.schema'.")
+			}
 			schema := map[string]any{"name": f.Name, "schema": f.Schema, "strict": f.Strict}
 			if f.Description != "" {
 				schema["description"] = f.Description
