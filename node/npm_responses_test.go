@@ -120,3 +120,32 @@ func TestNPMResponsesJSONSchemaFormatNeedsNameAndSchema(t *testing.T) {
 		})
 	}
 }
+
+// A translated response carries temperature and top_p, which the SDK's
+// Response type requires (number or null): null when the request left
+// them to the model, as sent otherwise, whole and streamed.
+func TestNPMResponsesSamplingMembers(t *testing.T) {
+	client, ups := responsesTranslated(t)
+	for _, u := range ups {
+		t.Run(u.name, func(t *testing.T) {
+			res := client.Ops(t, "responses.mjs",
+				map[string]any{"model": u.model, "input": "x"},
+				map[string]any{"model": u.model, "input": "x", "stream": true},
+				map[string]any{"model": u.model, "input": "x", "temperature": 0.5, "top_p": 0.9},
+			)
+			var whole, sampled map[string]json.RawMessage
+			res[0].Decode(t, &whole)
+			var streamed struct {
+				Response map[string]json.RawMessage `json:"response"`
+			}
+			res[1].Decode(t, &streamed)
+			res[2].Decode(t, &sampled)
+			for _, k := range []string{"temperature", "top_p"} {
+				assert.Equal(t, "null", string(whole[k]), "whole %s", k)
+				assert.Equal(t, "null", string(streamed.Response[k]), "streamed %s", k)
+			}
+			assert.Equal(t, "0.5", string(sampled["temperature"]))
+			assert.Equal(t, "0.9", string(sampled["top_p"]))
+		})
+	}
+}

@@ -37,6 +37,10 @@ func responseObject(id, model, status, incomplete string, created int64, output 
 		"output": output, "usage": usage, "error": nil, "incomplete_details": nil,
 		"instructions": nil, "metadata": map[string]any{}, "parallel_tool_calls": true,
 		"tool_choice": "auto", "tools": []any{}, "text": map[string]any{"format": map[string]string{"type": "text"}},
+		// Always there in OpenAI's answers (the SDKs' Response requires
+		// them): null leaves them to the model, which the gateway
+		// cannot know the defaults of.
+		"temperature": nil, "top_p": nil,
 	}
 	for k, v := range echo.fields {
 		r[k] = v

@@ -191,7 +191,8 @@ func TestResponsesRepeatTheirRequest(t *testing.T) {
 		for k, v := range want {
 			assert.Equal(t, v, r[k], "%s: %s", what, k)
 		}
-		assert.NotContains(t, r, "top_p", "%s: null is left out", what)
+		assert.Contains(t, r, "top_p", "%s: a null keeps the default", what)
+		assert.Nil(t, r["top_p"], "%s: the default is null", what)
 		data, err := json.Marshal(r)
 		require.NoError(t, err)
 		var parsed responses.Response
