@@ -1,8 +1,11 @@
 package node_test
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/switchboardhq/switchboard/internal/provider"
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
@@ -130,14 +134,29 @@ func TestMetricsCardinalityIsBounded(t *testing.T) {
 	p := newPair(t)
 	p.primary.SetDefault(pathChat, upstreamtest.OpenAIError(404, "invalid_request_error", "model_not_found", "no such model"))
 	const n = 2000
+	// Eight clients at once: the requests are many, each quick.
+	var g errgroup.Group
+	g.SetLimit(8)
 	for i := range n {
 		model := "gpt-" + strconv.Itoa(i)
 		if i%2 == 0 {
 			model = "openai/" + model // reaches the upstream by prefix
 		}
-		r := p.sb.Do(t, http.MethodPost, pathChat, map[string]any{"model": model, "messages": []map[string]any{{"role": "user", "content": "x"}}})
-		require.NotEqual(t, http.StatusOK, r.Status)
+		g.Go(func() error {
+			body := `{"model":"` + model + `","messages":[{"role":"user","content":"x"}]}`
+			resp, err := http.Post(p.sb.BaseURL+pathChat, "application/json", strings.NewReader(body))
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return fmt.Errorf("%s: 200", model)
+			}
+			return nil
+		})
 	}
+	require.NoError(t, g.Wait())
 	m := settled(t, p.sb, n)
 	spec, ok := provider.NewRegistry().Lookup("openai")
 	require.True(t, ok)
