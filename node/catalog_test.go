@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -484,37 +485,51 @@ func TestModelsUnknownKindNamesParam(t *testing.T) {
 // A worker fetches a new connection's live catalog through a core replica
 // that has not caught up with the connection yet (its link to NATS stalled
 // for a moment, as on a loaded machine): the replica tells it to try again,
-// not that the connection is gone, and the models are listed once the
-// replica catches up. Told the connection was gone, the worker ended the
-// job with nothing fetched, and every listing of the next two minutes went
-// without the models: the fetches it asked for were copies of that job,
-// dropped by the queue's de-duplication.
+// not that the connection (or its new machine) is gone, and the models are
+// listed once the replica catches up. Told the connection was gone, the
+// worker ended the job with nothing fetched, and every listing of the next
+// two minutes went without the models: the fetches it asked for were
+// copies of that job, dropped by the queue's de-duplication.
 func TestCatalogFetchedThroughAReplicaThatLags(t *testing.T) {
-	natsURL := nodetest.StartNATS(t)
-	link := newStallingLink(t, natsURL)
-	up := upstreamtest.New(t, upstreamtest.WithModels("qwen2.5-coder"))
-	split := func(natsURL string) config.Config {
-		cfg := nodetest.Config(t.TempDir())
-		cfg.NATSURL, cfg.SecretKey = natsURL, testSecretKey
-		return cfg
+	for _, newMachine := range []bool{false, true} {
+		t.Run(fmt.Sprintf("new machine %v", newMachine), func(t *testing.T) {
+			natsURL := nodetest.StartNATS(t)
+			link := newStallingLink(t, natsURL)
+			up := upstreamtest.New(t, upstreamtest.WithModels("qwen2.5-coder"))
+			split := func(natsURL string) config.Config {
+				cfg := nodetest.Config(t.TempDir())
+				cfg.NATSURL, cfg.SecretKey = natsURL, testSecretKey
+				return cfg
+			}
+			writer := nodetest.Start(t, split(natsURL), node.RoleCore)
+			lagging := nodetest.Start(t, split(link.URL()), node.RoleCore)
+			workerCfg := split(natsURL)
+			workerCfg.CoreAddr = lagging.Node.GRPCAddr()
+			nodetest.Start(t, workerCfg, node.RoleWorker)
+			edgeCfg := nodetest.Config(t.TempDir())
+			edgeCfg.CoreAddr = writer.Node.GRPCAddr()
+			edge := nodetest.Start(t, edgeCfg, node.RoleEdge)
+
+			link.Stall()
+			var machine, auth []string
+			if newMachine {
+				m := edge.Admin(t, http.MethodPost, "/api/machines", map[string]any{"name": "team"})
+				require.Equal(t, http.StatusCreated, m.Status, "%s", m.Body)
+				machine = []string{"X-Switchboard-Machine", m.JSON["machine"].(map[string]any)["id"].(string)}
+				k := edge.Admin(t, http.MethodPost, "/api/keys", map[string]any{"name": "team"}, machine...)
+				require.Equal(t, http.StatusCreated, k.Status, "%s", k.Body)
+				auth = []string{"Authorization", "Bearer " + k.JSON["key"].(string)}
+			}
+			r := edge.Admin(t, http.MethodPost, "/api/providers", map[string]any{"provider": "openai-compatible-lab", "name": "lab",
+				"providerSpecificData": map[string]any{"baseUrl": up.URL()}}, machine...)
+			require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+			t.Logf("listing while the replica lags: %v", edge.ModelIDs(t, auth...))
+			link.Resume()
+
+			want := []string{"openai-compatible-lab/qwen2.5-coder"}
+			var got []string
+			assert.Eventually(t, func() bool { got = edge.ModelIDs(t, auth...); return slices.Equal(got, want) }, 30*time.Second, 100*time.Millisecond,
+				"the listing shows the models once the replica caught up (last: %v, upstream listed %d times)", got, up.Count("/v1/models"))
+		})
 	}
-	writer := nodetest.Start(t, split(natsURL), node.RoleCore)
-	lagging := nodetest.Start(t, split(link.URL()), node.RoleCore)
-	workerCfg := split(natsURL)
-	workerCfg.CoreAddr = lagging.Node.GRPCAddr()
-	nodetest.Start(t, workerCfg, node.RoleWorker)
-	edgeCfg := nodetest.Config(t.TempDir())
-	edgeCfg.CoreAddr = writer.Node.GRPCAddr()
-	edge := nodetest.Start(t, edgeCfg, node.RoleEdge)
-
-	link.Stall()
-	edge.CreateConnection(t, map[string]any{"provider": "openai-compatible-lab", "name": "lab",
-		"providerSpecificData": map[string]any{"baseUrl": up.URL()}})
-	t.Logf("listing while the replica lags: %v", edge.ModelIDs(t))
-	link.Resume()
-
-	want := []string{"openai-compatible-lab/qwen2.5-coder"}
-	var got []string
-	assert.Eventually(t, func() bool { got = edge.ModelIDs(t); return slices.Equal(got, want) }, 30*time.Second, 100*time.Millisecond,
-		"the listing shows the models once the replica caught up (last: %v, upstream listed %d times)", got, up.Count("/v1/models"))
 }

@@ -286,7 +286,7 @@ func (a *Admin) connection(ctx context.Context, machineID, id string) (kvmirror.
 	}
 	if err := a.store.Connections.CatchUp(ctx); err != nil {
 		a.log.Warn("connection not in this replica's mirror, which could not catch up", "connection", id, "err", err)
-		return e, statusError(codes.Unavailable, "store_unavailable", "state store unavailable, try again")
+		return e, storeUnavailable()
 	}
 	if e, ok = a.store.Connections.Get(key); !ok {
 		return e, notFound("connection_not_found", fmt.Sprintf("no connection with id '%s'", id))
@@ -310,7 +310,7 @@ func (a *Admin) storeError(err error) error {
 		return statusError(codes.DeadlineExceeded, "timeout", "the state store did not answer in time, try again")
 	}
 	a.log.Error("store write failed", "err", err)
-	return statusError(codes.Unavailable, "store_unavailable", "state store unavailable, try again")
+	return storeUnavailable()
 }
 
 // ListConnections lists the machine's connections.

@@ -143,7 +143,15 @@ func (a *Authenticator) admin(ctx context.Context, catchUp bool) (machineID stri
 		return a.defaultID, nil
 	}
 	if _, ok := a.store.Machines.Get(id); !ok {
-		return "", notFound("machine_not_found", "no machine with id '"+id+"'")
+		// A machine created through another replica a moment ago: as for
+		// a connection (Admin.connection), a miss is only an answer once
+		// the mirror caught up.
+		if err := a.store.Machines.CatchUp(ctx); err != nil {
+			return "", storeUnavailable()
+		}
+		if _, ok := a.store.Machines.Get(id); !ok {
+			return "", notFound("machine_not_found", "no machine with id '"+id+"'")
+		}
 	}
 	return id, nil
 }

@@ -67,6 +67,12 @@ func missingParam(param string) error {
 	return invalidParam(param, "missing_required_parameter", "missing required parameter: '"+param+"'")
 }
 
+// storeUnavailable refuses a call the state store did not answer in time
+// for: the caller may try again.
+func storeUnavailable() error {
+	return statusError(codes.Unavailable, "store_unavailable", "state store unavailable, try again")
+}
+
 func notFound(reason, msg string) error {
 	return statusError(codes.NotFound, reason, msg)
 }
