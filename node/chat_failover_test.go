@@ -258,6 +258,9 @@ func TestChatFailoverRows(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
+			// Each row has pairs of its own, and most of its time is waits
+			// (cooldowns, Retry-After): rows run side by side.
+			t.Parallel()
 			for _, m := range chatModes {
 				t.Run(m.name, func(t *testing.T) { row.run(t, newPair(t), m.stream) })
 			}
