@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -250,4 +251,49 @@ func TestResponsesStored(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
 	r = sb.Do(t, http.MethodGet, pathResponses+"/"+first.ID, nil, "Authorization", "Bearer "+gatewayKey(t, sb))
 	assert.Equal(t, http.StatusOK, r.Status, "the owner's key does")
+}
+
+// A response continuing another names it in previous_response_id, as
+// OpenAI's do, whatever the upstream: the gateway keeps the conversation
+// and sends it whole, so a Responses upstream never sees the id.
+func TestResponsesNameTheResponseTheyContinue(t *testing.T) {
+	for _, tc := range []struct{ name, provider, model string }{
+		{"native", "openai", chatModel},
+		{"chat upstream", "openai-compatible-local", "local/gpt-4o-mini"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := nodetest.Serve(t, t.TempDir())
+			up := upstreamtest.New(t, upstreamtest.WithAPIKey("sk-up"))
+			sb.CreateConnection(t, map[string]any{"provider": tc.provider, "name": "c", "apiKey": "sk-up",
+				"providerSpecificData": map[string]any{"baseUrl": up.URL(), "prefix": "local"}})
+			client := sdk(t, sb)
+			ctx := context.Background()
+			first, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: tc.model,
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("my name is Ada")}})
+			require.NoError(t, err)
+			assert.Empty(t, first.PreviousResponseID)
+
+			next := responses.ResponseNewParams{Model: tc.model, PreviousResponseID: openai.String(first.ID),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("what is my name?")}}
+			second, err := client.Responses.New(ctx, next)
+			require.NoError(t, err)
+			assert.Equal(t, first.ID, second.PreviousResponseID, "whole")
+			got, err := client.Responses.Get(ctx, second.ID, responses.ResponseGetParams{})
+			require.NoError(t, err)
+			assert.Equal(t, first.ID, got.PreviousResponseID, "retrieved")
+
+			stream := client.Responses.NewStreaming(ctx, next)
+			named := map[string]string{}
+			for stream.Next() {
+				ev := stream.Current()
+				if strings.HasPrefix(ev.Type, "response.") && ev.Response.ID != "" {
+					named[ev.Type] = ev.Response.PreviousResponseID
+				}
+			}
+			require.NoError(t, stream.Err())
+			for _, typ := range []string{"response.created", "response.completed"} {
+				assert.Equal(t, first.ID, named[typ], "streamed, %s", typ)
+			}
+		})
+	}
 }

@@ -165,3 +165,35 @@ func FoldsTo(key []byte, names ...string) bool {
 	}
 	return false
 }
+
+// SetMember answers the JSON object obj with its member name's value
+// replaced by value (raw JSON), or, when it has none, with the member added
+// first; obj itself is left as it is. Only the value's bytes are written
+// anew: the rest of obj is copied as it came.
+func SetMember(obj []byte, name string, value []byte) []byte {
+	start, end := -1, -1
+	Members(obj, func(k, v []byte) bool {
+		if string(k) != name {
+			return true
+		}
+		// v is obj's own bytes: where it starts is told by their capacity.
+		start = cap(obj) - cap(v)
+		end = start + len(v)
+		return false
+	})
+	if start < 0 {
+		i := SkipSpace(obj, 0)
+		if i >= len(obj) || obj[i] != '{' {
+			return obj
+		}
+		key, _ := json.Marshal(name)
+		out := make([]byte, 0, len(obj)+len(key)+len(value)+2)
+		out = append(append(append(append(out, obj[:i+1]...), key...), ':'), value...)
+		if j := SkipSpace(obj, i+1); j < len(obj) && obj[j] != '}' {
+			out = append(out, ',')
+		}
+		return append(out, obj[i+1:]...)
+	}
+	out := make([]byte, 0, len(obj)-(end-start)+len(value))
+	return append(append(append(out, obj[:start]...), value...), obj[end:]...)
+}

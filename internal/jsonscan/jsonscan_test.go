@@ -132,3 +132,21 @@ func TestLoneSurrogate(t *testing.T) {
 		assert.Equal(t, tc.lone, LoneSurrogate([]byte(tc.json)), tc.json)
 	}
 }
+
+func TestSetMember(t *testing.T) {
+	for _, tc := range []struct{ obj, want string }{
+		{`{"a":1,"p":null,"b":[{"p":2}]}`, `{"a":1,"p":"x","b":[{"p":2}]}`},
+		{`{"b":[{"p":null}], "p" : null }`, `{"b":[{"p":null}], "p" : "x" }`},
+		{`{"a":1}`, `{"p":"x","a":1}`},
+		{` { } `, ` {"p":"x" } `},
+		{`{}`, `{"p":"x"}`},
+		{`{"a":"\"p\":null"}`, `{"p":"x","a":"\"p\":null"}`},
+	} {
+		obj := []byte(tc.obj)
+		got := SetMember(obj, "p", []byte(`"x"`))
+		assert.Equal(t, tc.want, string(got), tc.obj)
+		assert.Equal(t, tc.obj, string(obj), "obj is left as it is")
+		assert.True(t, json.Valid(got), tc.obj)
+	}
+	assert.Equal(t, `[1]`, string(SetMember([]byte(`[1]`), "p", []byte(`1`))), "not an object")
+}

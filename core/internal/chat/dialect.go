@@ -49,6 +49,10 @@ type inbound struct {
 	// echo is what a translated Responses answer repeats of the request, as
 	// the client sent it (read before a stored predecessor is folded in).
 	echo translate.Echo
+	// previous is the JSON string of the response a Responses request
+	// continues (previous_response_id), which the gateway folds in and a
+	// Responses upstream never sees; nil when it continues none.
+	previous json.RawMessage
 }
 
 // parse reads the fields every dialect shares (model, stream) and checks the

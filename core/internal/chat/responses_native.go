@@ -32,10 +32,13 @@ func (u *responsesUsage) usage() Usage {
 		u.InputTokensDetails.CachedTokens, u.OutputTokensDetails.ReasoningTokens))
 }
 
-func (responsesNative) whole(_ inbound, raw []byte, _ string) ([]byte, Usage, error) {
+func (responsesNative) whole(in inbound, raw []byte, _ string) ([]byte, Usage, error) {
 	object, u, ok := readWholeResponse(raw)
 	if !ok || object != "response" {
 		return nil, Usage{}, badUpstream("upstream returned an invalid response")
+	}
+	if in.previous != nil {
+		raw = jsonscan.SetMember(raw, "previous_response_id", in.previous)
 	}
 	return raw, u.usage(), nil
 }
@@ -71,13 +74,18 @@ func readWholeResponse(raw []byte) (object string, u *responsesUsage, ok bool) {
 	return r.Object, r.Usage, true
 }
 
-func (responsesNative) events(inbound, string) eventTranslator { return &responsesEvents{} }
+func (responsesNative) events(in inbound, _ string) eventTranslator {
+	return &responsesEvents{previous: in.previous}
+}
 
 // responsesEvents relays Responses events as they are, reading usage from
 // the final response.
 type responsesEvents struct {
 	u    Usage
 	done bool
+	// previous names the response the request continues, written into
+	// the response its lifecycle events carry (see inbound.previous).
+	previous json.RawMessage
 	// last, lastName and chars are the event last relayed and its
 	// delivered text, counted on the walk that read it (see counted).
 	last     []byte
@@ -161,6 +169,9 @@ func (r *responsesEvents) event(name string, data []byte, emit emitFunc) (bool, 
 			r.u = ev.Response.Usage.usage()
 		}
 	}
+	if r.previous != nil && lifecycle[name] {
+		data = namePrevious(data, r.previous)
+	}
 	r.last, r.lastName, r.chars = data, name, chars
 	if err := emit(name, data); err != nil {
 		return false, err
@@ -174,3 +185,23 @@ func (r *responsesEvents) counted(event string, data []byte) (int64, bool) {
 
 func (r *responsesEvents) finish(emitFunc) (bool, error) { return r.done, nil }
 func (r *responsesEvents) usage() Usage                  { return r.u }
+
+// lifecycle are the Responses events that carry the response itself.
+var lifecycle = map[string]bool{"response.created": true, "response.queued": true, "response.in_progress": true,
+	"response.completed": true, "response.incomplete": true}
+
+// namePrevious writes previous into the response an event carries.
+func namePrevious(data []byte, previous json.RawMessage) []byte {
+	var response []byte
+	jsonscan.Members(data, func(k, v []byte) bool {
+		if string(k) == "response" {
+			response = v
+			return false
+		}
+		return true
+	})
+	if len(response) == 0 || response[0] != '{' {
+		return data
+	}
+	return jsonscan.SetMember(data, "response", jsonscan.SetMember(response, "previous_response_id", previous))
+}

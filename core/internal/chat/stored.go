@@ -173,7 +173,7 @@ func (s *Service) continueFrom(ctx context.Context, machineID string, in *inboun
 	if err != nil {
 		return err
 	}
-	in.fields, in.body = fields, body
+	in.fields, in.body, in.previous = fields, body, raw
 	return nil
 }
 
