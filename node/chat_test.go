@@ -178,6 +178,7 @@ func TestChatStreamFailures(t *testing.T) {
 		{"11 stream ends without [DONE] or finish", upstreamtest.NoFinish(), "stream_interrupted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			p := newPair(t)
 			p.primary.Enqueue(pathChat, tc.fault)
 			status, events := streamChat(t, p.sb, "a long answer please")
@@ -201,6 +202,7 @@ func TestChatStreamFailures(t *testing.T) {
 		})
 	}
 	t.Run("11 stream ends without [DONE] after its finish reason: a clean end", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathChat, upstreamtest.NoDone())
 		status, events := streamChat(t, p.sb, "x")
@@ -208,6 +210,7 @@ func TestChatStreamFailures(t *testing.T) {
 		assert.Equal(t, "[DONE]", events[len(events)-1])
 	})
 	t.Run("7 slow first token below the timeout: the slow answer", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathChat, upstreamtest.SlowFirstByte(300*time.Millisecond))
 		require.NoError(t, sdkErr(t, p.sb))
@@ -230,6 +233,7 @@ func TestChatFailoverBeforeFirstByte(t *testing.T) {
 		{"stalls before the first event", upstreamtest.StallAfter(0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			p := newPair(t)
 			p.primary.Enqueue(pathChat, tc.fault)
 			status, events := streamChat(t, p.sb, "fall back")
@@ -247,6 +251,7 @@ func TestChatFailoverBeforeFirstByte(t *testing.T) {
 		})
 	}
 	t.Run("12 context length exceeded: passed through, no fallback", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathChat, upstreamtest.OpenAIError(400, "invalid_request_error", "context_length_exceeded", "too many tokens"))
 		client := sdk(t, p.sb)
@@ -258,6 +263,7 @@ func TestChatFailoverBeforeFirstByte(t *testing.T) {
 		assert.Zero(t, p.fallback.Count(pathChat))
 	})
 	t.Run("14 every connection rate limited: 429", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.SetDefault(pathChat, upstreamtest.RateLimited("3"))
 		p.fallback.SetDefault(pathChat, upstreamtest.RateLimited("3"))

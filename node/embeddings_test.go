@@ -203,6 +203,7 @@ func TestEmbeddingsNormalisesUpstreamFormat(t *testing.T) {
 // fallback.
 func TestEmbeddingsFailover(t *testing.T) {
 	t.Run("1 429 with Retry-After: fallback answers, primary cooled then used again", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathEmbed, upstreamtest.RateLimited("1"))
 		r := p.embed(t, "a")
@@ -217,6 +218,7 @@ func TestEmbeddingsFailover(t *testing.T) {
 		}, 10*time.Second, 100*time.Millisecond, "the primary is used again after its Retry-After")
 	})
 	t.Run("2 429 without Retry-After: fallback answers, primary on backoff", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathEmbed, upstreamtest.RateLimited(""))
 		require.Equal(t, http.StatusOK, p.embed(t, "a").Status)
@@ -225,6 +227,7 @@ func TestEmbeddingsFailover(t *testing.T) {
 		assert.Equal(t, 2, p.fallback.Count(pathEmbed))
 	})
 	t.Run("3 500 once: no error to the client", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathEmbed, upstreamtest.OpenAIError(500, "server_error", "", "The server had an error"))
 		r := p.embed(t, "a")
@@ -232,6 +235,7 @@ func TestEmbeddingsFailover(t *testing.T) {
 		assert.InDeltaSlice(t, expected("a"), vectorOf(t, r, 0), 1e-6)
 	})
 	t.Run("4 503 always: fallback answers, no call storm to the primary", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.SetDefault(pathEmbed, upstreamtest.Overloaded())
 		for i := range 10 {
@@ -241,12 +245,14 @@ func TestEmbeddingsFailover(t *testing.T) {
 		assert.Equal(t, 10, p.fallback.Count(pathEmbed))
 	})
 	t.Run("5 TCP reset before any byte", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathEmbed, upstreamtest.ResetBeforeBytes())
 		require.Equal(t, http.StatusOK, p.embed(t, "a").Status)
 		assert.Equal(t, 1, p.fallback.Count(pathEmbed))
 	})
 	t.Run("6 accepts and never answers: fallback within the first-byte timeout", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathEmbed, upstreamtest.Hang())
 		start := time.Now()
@@ -256,6 +262,7 @@ func TestEmbeddingsFailover(t *testing.T) {
 		assert.Less(t, time.Since(start), 20*time.Second, "far below a client's timeout")
 	})
 	t.Run("7 slow first byte below the timeout: no needless fallback", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathEmbed, upstreamtest.SlowFirstByte(300*time.Millisecond))
 		require.Equal(t, http.StatusOK, p.embed(t, "a").Status)
@@ -266,6 +273,7 @@ func TestEmbeddingsFailover(t *testing.T) {
 		{"13 400 content filter: passed through, no fallback, no cooldown", "content_filter", "The input was rejected by the content filter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			p := newPair(t)
 			p.primary.Enqueue(pathEmbed, upstreamtest.OpenAIError(400, "invalid_request_error", tc.code, tc.msg))
 			r := p.embed(t, "a")
@@ -278,6 +286,7 @@ func TestEmbeddingsFailover(t *testing.T) {
 		})
 	}
 	t.Run("14 every connection rate limited: 429 with Retry-After", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.SetDefault(pathEmbed, upstreamtest.RateLimited("30"))
 		p.fallback.SetDefault(pathEmbed, upstreamtest.RateLimited("5"))
@@ -295,6 +304,7 @@ func TestEmbeddingsFailover(t *testing.T) {
 		assert.Equal(t, calls, p.primary.Count(pathEmbed)+p.fallback.Count(pathEmbed))
 	})
 	t.Run("15 primary flaps: traffic returns to it", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathEmbed, upstreamtest.RateLimited("1"))
 		require.Equal(t, http.StatusOK, p.embed(t, "a").Status)
@@ -307,6 +317,7 @@ func TestEmbeddingsFailover(t *testing.T) {
 		assert.Equal(t, before, p.fallback.Count(pathEmbed), "the recovered primary serves again")
 	})
 	t.Run("16 fallback answered: usage names the answering connection", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathEmbed, upstreamtest.OpenAIError(500, "server_error", "", "boom"))
 		r := p.embed(t, "billable words here")
@@ -325,6 +336,7 @@ func TestEmbeddingsFailover(t *testing.T) {
 		assert.Equal(t, p.sb.Node.DefaultMachineID(), ev.GetMachineId())
 	})
 	t.Run("19 mixed errors everywhere: the last upstream error with its status", func(t *testing.T) {
+		t.Parallel()
 		p := newPair(t)
 		p.primary.Enqueue(pathEmbed, upstreamtest.Overloaded())
 		p.fallback.Enqueue(pathEmbed, upstreamtest.OpenAIError(500, "server_error", "", "fallback broke"))
@@ -333,6 +345,7 @@ func TestEmbeddingsFailover(t *testing.T) {
 		assert.Equal(t, "fallback broke", r.JSON["error"].(map[string]any)["message"])
 	})
 	t.Run("no upstream reachable: 502 in the OpenAI shape", func(t *testing.T) {
+		t.Parallel()
 		sb := nodetest.Serve(t, t.TempDir())
 		sb.CreateConnection(t, map[string]any{"provider": "openai", "name": "dead", "apiKey": "k",
 			"providerSpecificData": map[string]any{"baseUrl": "http://127.0.0.1:1/v1"}})
