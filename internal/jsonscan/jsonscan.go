@@ -166,22 +166,27 @@ func FoldsTo(key []byte, names ...string) bool {
 	return false
 }
 
+// Member answers the raw value of the JSON object obj's first member name
+// (obj's own bytes), or nil when it has none.
+func Member(obj []byte, name string) []byte {
+	var value []byte
+	Members(obj, func(k, v []byte) bool {
+		if string(k) != name {
+			return true
+		}
+		value = v
+		return false
+	})
+	return value
+}
+
 // SetMember answers the JSON object obj with its member name's value
 // replaced by value (raw JSON), or, when it has none, with the member added
 // first; obj itself is left as it is. Only the value's bytes are written
 // anew: the rest of obj is copied as it came.
 func SetMember(obj []byte, name string, value []byte) []byte {
-	start, end := -1, -1
-	Members(obj, func(k, v []byte) bool {
-		if string(k) != name {
-			return true
-		}
-		// v is obj's own bytes: where it starts is told by their capacity.
-		start = cap(obj) - cap(v)
-		end = start + len(v)
-		return false
-	})
-	if start < 0 {
+	old := Member(obj, name)
+	if old == nil {
 		i := SkipSpace(obj, 0)
 		if i >= len(obj) || obj[i] != '{' {
 			return obj
@@ -194,6 +199,9 @@ func SetMember(obj []byte, name string, value []byte) []byte {
 		}
 		return append(out, obj[i+1:]...)
 	}
-	out := make([]byte, 0, len(obj)-(end-start)+len(value))
+	// old is obj's own bytes: where it starts is told by their capacity.
+	start := cap(obj) - cap(old)
+	end := start + len(old)
+	out := make([]byte, 0, len(obj)-len(old)+len(value))
 	return append(append(append(out, obj[:start]...), value...), obj[end:]...)
 }

@@ -192,14 +192,7 @@ var lifecycle = map[string]bool{"response.created": true, "response.queued": tru
 
 // namePrevious writes previous into the response an event carries.
 func namePrevious(data []byte, previous json.RawMessage) []byte {
-	var response []byte
-	jsonscan.Members(data, func(k, v []byte) bool {
-		if string(k) == "response" {
-			response = v
-			return false
-		}
-		return true
-	})
+	response := jsonscan.Member(data, "response")
 	if len(response) == 0 || response[0] != '{' {
 		return data
 	}
