@@ -25,11 +25,7 @@ import (
 func TestConsoleBilling(t *testing.T) {
 	b := nodetest.StartBrowser(t)
 	const secret = "whsec_console"
-	cfg := nodetest.Config(t.TempDir())
-	cfg.StripeSecretKey = "sk_test_console"
-	cfg.StripeWebhookSecret = secret
-	cfg.StripeAPIBase = nodetest.ClosedURL(t)
-	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	sb := serveWithBilling(t, secret)
 	ui := sb.BaseURL + "/ui/"
 
 	// An invoice event without its invoice's id cannot be applied, ever:
@@ -68,6 +64,17 @@ func TestConsoleBilling(t *testing.T) {
 	b.Do(map[string]any{"op": "wait", "role": "button", "name": "Retry event evt_console_dead"})
 
 	assert.Empty(t, b.Do(map[string]any{"op": "problems"}), "no script errors or CSP violations")
+}
+
+// serveWithBilling runs every role with billing configured for webhooks
+// signed with secret, against a Stripe API that does not answer.
+func serveWithBilling(t *testing.T, secret string) *nodetest.Instance {
+	t.Helper()
+	cfg := nodetest.Config(t.TempDir())
+	cfg.StripeSecretKey = "sk_test_console"
+	cfg.StripeWebhookSecret = secret
+	cfg.StripeAPIBase = nodetest.ClosedURL(t)
+	return nodetest.Start(t, cfg, node.AllRoles...)
 }
 
 // postDeadInvoiceEvent delivers a signed invoice.paid event without its

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchboardhq/switchboard/internal/upstreamtest"
-	"github.com/switchboardhq/switchboard/node"
 	"github.com/switchboardhq/switchboard/node/nodetest"
 )
 
@@ -561,11 +560,7 @@ func TestConsoleKeysAndModelsFormsShowTheRefusal(t *testing.T) {
 func TestConsoleBillingPagingKeepsFocus(t *testing.T) {
 	b := nodetest.StartBrowser(t)
 	const secret = "whsec_console_paging"
-	cfg := nodetest.Config(t.TempDir())
-	cfg.StripeSecretKey = "sk_test_console"
-	cfg.StripeWebhookSecret = secret
-	cfg.StripeAPIBase = nodetest.ClosedURL(t)
-	sb := nodetest.Start(t, cfg, node.AllRoles...)
+	sb := serveWithBilling(t, secret)
 	// Invoice events without their invoice's id are dead-lettered at once.
 	for i := range 21 {
 		postDeadInvoiceEvent(t, sb, secret, fmt.Sprintf("evt_paging_%02d", i))
