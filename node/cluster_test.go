@@ -213,10 +213,12 @@ func TestNATSNodeKilledUnderLoadLosesNothing(t *testing.T) {
 	answered := l.answered.Load() + warm
 	assert.Zero(t, l.failed.Load(), "clients see no errors")
 	// A roll-up batch whose acknowledgement died with the consumer's leader
-	// comes back after the consumer's AckWait (about 40 s): the wait covers
-	// it.
+	// comes back after the consumer's AckWait (about 40 s), and each of the
+	// two kills may leave one: the wait covers both, one after the other,
+	// on a loaded machine (90 s fell short once in CI, 10,611 of 28,057
+	// rolled up, with every event stored).
 	var rolled int64
-	ok := assert.Eventually(t, func() bool { rolled = rolledUp(t, d.edge); return rolled >= answered }, 90*time.Second, 100*time.Millisecond)
+	ok := assert.Eventually(t, func() bool { rolled = rolledUp(t, d.edge); return rolled >= answered }, 150*time.Second, 100*time.Millisecond)
 	t.Logf("requests answered: %d, usage events rolled up: %d", answered, rolled)
 	if ok {
 		assert.Equal(t, answered, rolled, "every answered request is rolled up exactly once")
